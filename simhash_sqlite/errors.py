@@ -1,0 +1,25 @@
+"""Exceptions raised by simhash_sqlite. The CLI prints their message as one line."""
+
+
+class SimhashError(Exception):
+    """Base class: every error the library raises on purpose."""
+
+
+class IndexNotFound(SimhashError):
+    """The index file does not exist and the operation would not create it."""
+
+
+class NotAnIndex(SimhashError):
+    """The file is not a SQLite database, or not one made by simhash-sqlite."""
+
+
+class SchemaTooNew(SimhashError):
+    """The file was written by a newer simhash-sqlite than this one."""
+
+
+class SettingsMismatch(SimhashError):
+    """Fingerprint settings asked for differ from the ones the index was built with."""
+
+
+class InvalidInput(SimhashError):
+    """An argument or a document that cannot be used (bad k, bad hex, no features...)."""

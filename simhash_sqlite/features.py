@@ -1,0 +1,119 @@
+"""Text to weighted features: pure functions, no I/O.
+
+A feature is an n-gram of units. For "chars" the units are the code points of the normalized text;
+for "words" they are words (Chinese runs cut by jieba, other text split into lower-cased words),
+each hashed once with BLAKE2b to 64 bits. An n-gram's hash chains the splitmix64 finalizer over its
+units, vectorized with numpy, so the scheme is stable across processes, machines and Python versions
+(unlike the salted built-in hash()) and easy to restate in another language:
+
+    h = SEED;  for u in units of the n-gram:  h = splitmix64_mix(h XOR u)        (mod 2**64)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+import unicodedata
+from functools import lru_cache
+
+import numpy as np
+
+from .settings import FingerprintSettings
+
+SEED = np.uint64(0x9E3779B97F4A7C15)
+_M1 = np.uint64(0xBF58476D1CE4E5B9)
+_M2 = np.uint64(0x94D049BB133111EB)
+_S30, _S27, _S31 = np.uint64(30), np.uint64(27), np.uint64(31)
+
+# Han ideographs (CJK unified, extension A, compatibility): the runs handed to jieba.
+_HAN_RUN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
+_WORD = re.compile(r"[^\W_]+")
+_SPACE = re.compile(r"\s+")
+
+# Quantum for non-integer weights: integer weights keep the bit sums exact, so fingerprints do not
+# depend on the order in which a BLAS library adds floats.
+WEIGHT_SCALE = 1000
+
+
+def normalize(text: str) -> str:
+    """NFKC (full-width forms fold to ASCII), case-folded, whitespace runs folded to one space."""
+    return _SPACE.sub(" ", unicodedata.normalize("NFKC", text).casefold()).strip()
+
+
+def mix(h: np.ndarray) -> np.ndarray:
+    """The splitmix64 finalizer: a bijection on uint64 that spreads every input bit over all 64."""
+    h = (h ^ (h >> _S30)) * _M1
+    h = (h ^ (h >> _S27)) * _M2
+    return h ^ (h >> _S31)
+
+
+@lru_cache(maxsize=1 << 20)
+def word_hash(word: str) -> int:
+    """BLAKE2b-64 of the word's UTF-8 bytes, as an unsigned integer (cached: words repeat)."""
+    return int.from_bytes(hashlib.blake2b(word.encode("utf-8"), digest_size=8).digest(), "big")
+
+
+@lru_cache(maxsize=None)
+def _jieba():
+    import jieba  # lazily: importing jieba and loading its dictionary costs about a second
+
+    jieba.setLogLevel(logging.WARNING)
+    jieba.initialize()
+    return jieba
+
+
+def jieba_version() -> str:
+    from importlib.metadata import version
+
+    return version("jieba")
+
+
+def words(text: str, hmm: bool = False) -> list[str]:
+    """Lower-cased words; runs of Han characters are cut into words by jieba (HMM as given)."""
+    text = normalize(text)
+    out: list[str] = []
+    pos = 0
+    for run in _HAN_RUN.finditer(text):
+        out.extend(_WORD.findall(text, pos, run.start()))
+        out.extend(_jieba().lcut(run.group(), HMM=hmm))
+        pos = run.end()
+    out.extend(_WORD.findall(text, pos))
+    return out
+
+
+def units(text: str, settings: FingerprintSettings) -> np.ndarray:
+    """The text as a uint64 array of units (code points or word hashes); empty without a letter or digit."""
+    if settings.features == "chars":
+        text = normalize(text)
+        if not _WORD.search(text):  # punctuation alone is no content: such a text has no features
+            return np.empty(0, dtype=np.uint64)
+        return np.frombuffer(text.encode("utf-32-le"), dtype="<u4").astype(np.uint64)
+    return np.fromiter((word_hash(w) for w in words(text, settings.hmm)), dtype=np.uint64)
+
+
+def ngram_hashes(unit_array: np.ndarray, n: int) -> np.ndarray:
+    """The hash of every n-gram of units, in order. Fewer than n units make one shorter n-gram."""
+    count = len(unit_array) - n + 1
+    if count < 1:
+        n, count = len(unit_array), min(len(unit_array), 1)
+    h = np.full(count, SEED, dtype=np.uint64)
+    for j in range(n):
+        h = mix(h ^ unit_array[j : j + count])
+    return h
+
+
+def weighted_features(text: str, settings: FingerprintSettings) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct feature hashes (uint64) and their integer weights. Both empty for a featureless text."""
+    hashes, counts = np.unique(ngram_hashes(units(text, settings), settings.ngram), return_counts=True)
+    return hashes, feature_weights(counts, settings.weights)
+
+
+def feature_weights(counts: np.ndarray, kind: str) -> np.ndarray:
+    """Integer weights from term counts: count, round(1000 * (1 + ln count)), or 1."""
+    if kind == "count":
+        return counts.astype(np.int64)
+    if kind == "log":
+        return np.rint(WEIGHT_SCALE * (1.0 + np.log(counts))).astype(np.int64)
+    return np.ones(len(counts), dtype=np.int64)
+

@@ -1,0 +1,312 @@
+"""SimhashIndex: a single-file SQLite index of document fingerprints, and exact search in it."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from itertools import islice
+
+import apsw
+
+from . import __version__
+from .errors import InvalidInput
+from .fingerprint import blocks, simhash, similarity, to_signed, to_unsigned
+from .features import jieba_version
+from .search import Plan, near_params, near_sql, plan_for
+from .settings import FingerprintSettings
+from .sqlfunctions import register_functions
+from .storage import connect, schema_version, write_transaction
+
+DEFAULT_BATCH_SIZE = 1000
+
+
+@dataclass(frozen=True)
+class Document:
+    """A text to index under a unique key (a path, or an id of the user's)."""
+
+    key: str
+    text: str
+
+
+@dataclass(frozen=True)
+class Match:
+    key: str
+    fingerprint: int  # unsigned
+    distance: int
+
+    @property
+    def similarity(self) -> float:
+        return similarity(self.distance)
+
+
+@dataclass(frozen=True)
+class StoredDocument:
+    key: str
+    fingerprint: int | None  # unsigned; None when the text had no features
+    length: int
+    content_hash: str
+    text: str | None
+    added_at: str
+
+
+@dataclass
+class AddReport:
+    """What an add did. Counts cover committed batches only."""
+
+    added: int = 0
+    updated: int = 0
+    unchanged: int = 0
+    no_features: list[str] = field(default_factory=list)  # keys stored with no fingerprint
+    batches: int = 0
+    characters: int = 0
+
+    @property
+    def documents(self) -> int:
+        return self.added + self.updated + self.unchanged
+
+
+@dataclass(frozen=True)
+class Stats:
+    path: str
+    documents: int
+    without_features: int
+    settings: FingerprintSettings
+    store_text: bool
+    schema_version: int
+    created_with: str
+    file_bytes: int
+
+
+def content_hash(text: str) -> bytes:
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+
+
+_UPSERT = """
+INSERT INTO documents (key, fingerprint, b0, b1, b2, b3, length, content_hash, text)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (key) DO UPDATE SET
+    fingerprint = excluded.fingerprint, b0 = excluded.b0, b1 = excluded.b1, b2 = excluded.b2,
+    b3 = excluded.b3, length = excluded.length, content_hash = excluded.content_hash,
+    text = excluded.text, added_at = excluded.added_at
+"""
+
+
+class SimhashIndex:
+    """An index file. Fingerprint settings are fixed when the file is created and recorded in it.
+
+    >>> with SimhashIndex("corpus.db", create=True) as index:
+    ...     index.add([Document("a", "some text"), Document("b", "some other text")])
+    ...     index.near("some text", k=3)
+
+    Keyword settings (features, ngram, weights, hmm, store_text) choose how a new index makes
+    fingerprints; for an existing one they must match what it recorded (None: take the recorded).
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike,
+        *,
+        create: bool = False,
+        features: str | None = None,
+        ngram: int | None = None,
+        weights: str | None = None,
+        hmm: bool | None = None,
+        store_text: bool | None = None,
+    ) -> None:
+        self.path = os.fspath(path)
+        self.conn = connect(self.path, create=create)
+        try:
+            requested = {"features": features, "ngram": ngram, "weights": weights, "hmm": hmm}
+            self.settings, self.store_text = self._settings(requested, store_text)
+            register_functions(self.conn, self.settings)
+        except BaseException:
+            self.conn.close()
+            raise
+
+    def _settings(self, requested: dict, store_text: bool | None) -> tuple[FingerprintSettings, bool]:
+        meta = self._meta()
+        if "fingerprint" not in meta:
+            # A new index: record its settings once (another process may be doing the same).
+            settings = FingerprintSettings(**{k: v for k, v in requested.items() if v is not None})
+            rows = {
+                "fingerprint": settings.to_json(),
+                "store_text": "1" if store_text else "0",
+                "created_with": f"simhash-sqlite {__version__}",
+            }
+            if settings.features == "words":
+                rows["jieba_version"] = jieba_version()
+            with write_transaction(self.conn):
+                self.conn.executemany(
+                    "INSERT INTO simhash_meta (key, value) VALUES (?, ?) ON CONFLICT DO NOTHING", rows.items()
+                )
+            meta = self._meta()
+        settings = FingerprintSettings.from_json(meta["fingerprint"]).merged(**requested)
+        stored = meta.get("store_text") == "1"
+        if store_text is not None and store_text != stored:
+            raise InvalidInput(
+                f"this index was created {'with' if stored else 'without'} stored texts; "
+                f"store_text={store_text} does not match"
+            )
+        return settings, stored
+
+    def _meta(self) -> dict[str, str]:
+        return dict(self.conn.execute("SELECT key, value FROM simhash_meta"))
+
+    # -- life cycle --------------------------------------------------------------------------
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def __enter__(self) -> SimhashIndex:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # -- adding ------------------------------------------------------------------------------
+
+    def fingerprint(self, text: str) -> int | None:
+        """The unsigned fingerprint of a text with this index's settings (None: no features)."""
+        return simhash(text, self.settings)
+
+    def add(
+        self,
+        documents: Iterable[Document],
+        *,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        on_batch: Callable[[AddReport], None] | None = None,
+    ) -> AddReport:
+        """Add or update documents, one transaction per batch.
+
+        An interrupted add leaves every committed batch in place; running it again skips the
+        documents already there (same key, same content) and finishes the rest.
+        """
+        if batch_size < 1:
+            raise InvalidInput("batch_size must be at least 1")
+        report = AddReport()
+        iterator = iter(documents)
+        while batch := list(islice(iterator, batch_size)):
+            self._add_batch(batch, report)
+            if on_batch:
+                on_batch(report)
+        return report
+
+    def _add_batch(self, batch: list[Document], report: AddReport) -> None:
+        known = self._content_hashes({doc.key for doc in batch})
+        rows, added, updated, unchanged, empty = [], 0, 0, 0, []
+        for doc in batch:
+            digest = content_hash(doc.text)
+            if known.get(doc.key) == digest:
+                unchanged += 1
+                continue
+            if doc.key in known:
+                updated += 1
+            else:
+                added += 1
+            known[doc.key] = digest
+            fingerprint = self.fingerprint(doc.text)
+            if fingerprint is None:
+                empty.append(doc.key)
+                signed, parts = None, (None,) * 4
+            else:
+                signed, parts = to_signed(fingerprint), blocks(fingerprint)
+            text = doc.text if self.store_text else None
+            rows.append((doc.key, signed, *parts, len(doc.text), digest, text))
+        if rows:
+            with write_transaction(self.conn):
+                self.conn.executemany(_UPSERT, rows)
+        report.added += added
+        report.updated += updated
+        report.unchanged += unchanged
+        report.no_features.extend(empty)
+        report.batches += 1
+        report.characters += sum(len(doc.text) for doc in batch)
+
+    def _content_hashes(self, keys: set[str]) -> dict[str, bytes]:
+        return dict(
+            self.conn.execute(
+                "SELECT key, content_hash FROM documents WHERE key IN carray(?)", (apsw.carray(tuple(keys)),)
+            )
+        )
+
+    # -- reading -----------------------------------------------------------------------------
+
+    def get(self, key: str) -> StoredDocument | None:
+        row = self.conn.execute(
+            "SELECT key, fingerprint, length, hex(content_hash), text, added_at FROM documents WHERE key = ?", (key,)
+        ).get
+        if row is None:
+            return None
+        key, fingerprint, *rest = row
+        return StoredDocument(key, None if fingerprint is None else to_unsigned(fingerprint), *rest)
+
+    def __len__(self) -> int:
+        return self.conn.execute("SELECT count(*) FROM documents").get
+
+    def keys(self) -> Iterator[str]:
+        for (key,) in self.conn.execute("SELECT key FROM documents ORDER BY id"):
+            yield key
+
+    def stats(self) -> Stats:
+        documents, without = self.conn.execute(
+            "SELECT count(*), count(*) - count(fingerprint) FROM documents"
+        ).get
+        size = sum(os.path.getsize(p) for p in (self.path, self.path + "-wal") if os.path.exists(p))
+        return Stats(
+            path=self.path,
+            documents=documents,
+            without_features=without,
+            settings=self.settings,
+            store_text=self.store_text,
+            schema_version=self.conn.pragma("user_version"),
+            created_with=self._meta().get("created_with", "?"),
+            file_bytes=size,
+        )
+
+    # -- searching ---------------------------------------------------------------------------
+
+    def near(
+        self,
+        text: str | None = None,
+        *,
+        fingerprint: int | None = None,
+        key: str | None = None,
+        k: int = 3,
+        limit: int | None = None,
+    ) -> list[Match]:
+        """Documents within Hamming distance k (inclusive) of a text, a fingerprint or a stored key,
+        closest first. A key's own document is left out of its results. Exact for every k."""
+        query = self._query_fingerprint(text, fingerprint, key)
+        plan = plan_for(k)
+        if limit is not None and limit < 0:
+            raise InvalidInput("limit must not be negative")
+        rows = self.conn.execute(near_sql(plan), near_params(plan, query, limit, exclude=key))
+        return [Match(key_, to_unsigned(fp), distance) for key_, fp, distance in rows]
+
+    def near_sql(self, k: int = 3) -> str:
+        """The SQL that near() runs for this k (see search.near_sql for its parameters)."""
+        return near_sql(plan_for(k))
+
+    def plan(self, k: int) -> Plan:
+        return plan_for(k)
+
+    def _query_fingerprint(self, text: str | None, fingerprint: int | None, key: str | None) -> int:
+        if sum(x is not None for x in (text, fingerprint, key)) != 1:
+            raise InvalidInput("give exactly one of a text, a fingerprint or a key to search for")
+        if key is not None:
+            stored = self.get(key)
+            if stored is None:
+                raise InvalidInput(f"no document with key {key!r} in {self.path}")
+            fingerprint = stored.fingerprint
+            if fingerprint is None:
+                raise InvalidInput(f"document {key!r} has no features (empty text), so it has no neighbours")
+        elif text is not None:
+            fingerprint = self.fingerprint(text)
+            if fingerprint is None:
+                raise InvalidInput("the query text has no features (no letters or digits) to search with")
+        to_signed(fingerprint)  # range check
+        return fingerprint
+
+

@@ -1,0 +1,135 @@
+"""Opening index files: connection settings, the schema's migrations, and refusing foreign files."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+
+import apsw
+
+from .errors import IndexNotFound, NotAnIndex, SchemaTooNew
+
+# "SIMH" in ASCII: PRAGMA application_id marks a SQLite file as ours.
+APPLICATION_ID = 0x53494D48
+BUSY_TIMEOUT_MS = 10_000
+
+
+@lru_cache(maxsize=None)
+def migrations() -> tuple[tuple[int, str, str], ...]:
+    """(number, name, sql) of every migration, in order.
+
+    A wheel carries them as simhash_sqlite/migrations (hatch force-include); a source checkout or
+    an editable install reads the top-level migrations/ folder.
+    """
+    packaged = resources.files("simhash_sqlite") / "migrations"
+    folder = packaged if packaged.is_dir() else Path(__file__).resolve().parent.parent / "migrations"
+    found = []
+    for entry in folder.iterdir():
+        match = re.fullmatch(r"(\d{4})_(\w+)\.sql", entry.name)
+        if match:
+            found.append((int(match.group(1)), match.group(2), entry.read_text(encoding="utf-8")))
+    found.sort()
+    if [number for number, _, _ in found] != list(range(1, len(found) + 1)):
+        raise RuntimeError(f"migrations in {folder} are not numbered 0001, 0002, ... without gaps")
+    return tuple(found)
+
+
+def schema_version() -> int:
+    """The schema version this code writes: the number of the last migration."""
+    return migrations()[-1][0]
+
+
+def connect(path: str | os.PathLike, *, create: bool, readonly: bool = False) -> apsw.Connection:
+    """An apsw connection to a checked index file, migrated to the current schema.
+
+    create: make the file (and its schema) when it does not exist; otherwise IndexNotFound.
+    A file that is not SQLite, not ours, or from a newer schema is refused before anything is written.
+    """
+    path = os.fspath(path)
+    if os.path.isdir(path):
+        raise NotAnIndex(f"{path} is a directory, not an index file")
+    exists = os.path.exists(path) and os.path.getsize(path) > 0
+    if not exists and not create:
+        raise IndexNotFound(f"no index at {path} (create one with: simq add --db {path} FILES)")
+    flags = apsw.SQLITE_OPEN_READONLY if readonly else apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE
+    try:
+        conn = apsw.Connection(path, flags=flags)
+    except apsw.CantOpenError:
+        raise IndexNotFound(f"cannot open {path} (missing folder or no permission)") from None
+    try:
+        _harden(conn)
+        version = _check_ours(conn, path)
+        if not readonly:
+            conn.pragma("journal_mode", "wal")
+            if version < schema_version():
+                _migrate(conn, version)
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def _harden(conn: apsw.Connection) -> None:
+    """Settings for files that may come from elsewhere (apsw best practice, applied per connection)."""
+    conn.set_busy_timeout(BUSY_TIMEOUT_MS)
+    conn.config(apsw.SQLITE_DBCONFIG_DEFENSIVE, 1)
+    conn.config(apsw.SQLITE_DBCONFIG_TRUSTED_SCHEMA, 0)
+    conn.config(apsw.SQLITE_DBCONFIG_DQS_DML, 0)
+    conn.config(apsw.SQLITE_DBCONFIG_DQS_DDL, 0)
+    conn.pragma("foreign_keys", 1)
+
+
+def _check_ours(conn: apsw.Connection, path: str) -> int:
+    """The file's schema version; raises unless it is our index or a new, empty database."""
+    try:
+        app_id = conn.pragma("application_id")
+        version = conn.pragma("user_version")
+        objects = conn.execute("SELECT count(*) FROM sqlite_schema").get
+    except (apsw.NotADBError, apsw.CorruptError):
+        raise NotAnIndex(f"{path} is not a SQLite database (or it is damaged)") from None
+    if app_id == 0 and version == 0 and objects == 0:
+        return 0  # an empty database: ours to create
+    if app_id != APPLICATION_ID:
+        raise NotAnIndex(f"{path} is a SQLite database but not a simhash-sqlite index")
+    if version > schema_version():
+        raise SchemaTooNew(
+            f"{path} has schema version {version}, newer than this simhash-sqlite understands "
+            f"({schema_version()}); upgrade simhash-sqlite to open it"
+        )
+    return version
+
+
+def _migrate(conn: apsw.Connection, current: int) -> None:
+    """Apply the migrations after `current`, each in its own transaction with its user_version."""
+    for number, _name, sql in migrations():
+        if number <= current:
+            continue
+        with write_transaction(conn):
+            # Another process may have migrated while we waited for the write lock.
+            if conn.pragma("user_version") >= number:
+                continue
+            conn.execute(sql)
+            conn.pragma("application_id", APPLICATION_ID)
+            conn.pragma("user_version", number)
+
+
+@contextmanager
+def write_transaction(conn: apsw.Connection) -> Iterator[None]:
+    """BEGIN IMMEDIATE ... COMMIT, rolled back on any exception (KeyboardInterrupt included).
+
+    IMMEDIATE takes the write lock up front, so a concurrent writer waits in the busy handler instead
+    of failing later when a read transaction tries to become a write one.
+    """
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    except BaseException:
+        if not conn.get_autocommit():
+            conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
