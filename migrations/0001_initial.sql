@@ -16,8 +16,8 @@ CREATE TABLE documents (
     b1           INTEGER,
     b2           INTEGER,
     b3           INTEGER,
-    length       INTEGER NOT NULL,          -- characters
-    content_hash BLOB NOT NULL,             -- BLAKE2b-128 of the UTF-8 text: exact duplicates, unchanged files
+    length       INTEGER,                   -- characters (NULL when added as a bare fingerprint)
+    content_hash BLOB,                      -- BLAKE2b-128 of the UTF-8 text: exact duplicates, unchanged files
     text         TEXT,                      -- only when the index was created with store_text
     added_at     TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%SZ', 'now'))
 ) STRICT;

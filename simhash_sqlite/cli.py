@@ -136,11 +136,12 @@ def _print_add_summary(report: AddReport, reader: Reader, db: Path) -> None:
     if len(reader.skipped) > SHOWN_SKIPS:
         err.print(f"[yellow]skipped[/] {len(reader.skipped) - SHOWN_SKIPS} more")
     for key in report.no_features[:SHOWN_SKIPS]:
-        err.print(f"[yellow]warning[/] {key}: no features (empty text); stored, never matches", highlight=False)
+        err.print(f"[yellow]warning[/] {key}: no features (empty text); stored, never matches", highlight=False, soft_wrap=True)
     out.print(
         f"{db}: {report.added:,} added, {report.updated:,} updated, {report.unchanged:,} unchanged, "
         f"{len(reader.skipped):,} skipped, {len(report.no_features):,} without features",
         highlight=False,
+        soft_wrap=True,
     )
 
 

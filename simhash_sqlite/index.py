@@ -45,8 +45,8 @@ class Match:
 class StoredDocument:
     key: str
     fingerprint: int | None  # unsigned; None when the text had no features
-    length: int
-    content_hash: str
+    length: int | None  # None for a bare fingerprint (add_fingerprints)
+    content_hash: str | None
     text: str | None
     added_at: str
 
@@ -224,6 +224,23 @@ class SimhashIndex:
         report.batches += 1
         report.characters += sum(len(doc.text) for doc in batch)
 
+    def add_fingerprints(
+        self, items: Iterable[tuple[str, int]], *, batch_size: int = 100_000
+    ) -> int:
+        """Add (key, unsigned fingerprint) pairs made elsewhere (no text, no content hash).
+
+        For fingerprints computed by another process or machine with the same settings; an
+        existing key gets the new fingerprint. Returns how many pairs were written.
+        """
+        written = 0
+        iterator = iter(items)
+        while batch := list(islice(iterator, batch_size)):
+            rows = [(key, to_signed(fp), *blocks(fp), None, None, None) for key, fp in batch]
+            with write_transaction(self.conn):
+                self.conn.executemany(_UPSERT, rows)
+            written += len(rows)
+        return written
+
     def _content_hashes(self, keys: set[str]) -> dict[str, bytes]:
         return dict(
             self.conn.execute(
@@ -235,12 +252,19 @@ class SimhashIndex:
 
     def get(self, key: str) -> StoredDocument | None:
         row = self.conn.execute(
-            "SELECT key, fingerprint, length, hex(content_hash), text, added_at FROM documents WHERE key = ?", (key,)
+            "SELECT key, fingerprint, length, content_hash, text, added_at FROM documents WHERE key = ?", (key,)
         ).get
         if row is None:
             return None
-        key, fingerprint, *rest = row
-        return StoredDocument(key, None if fingerprint is None else to_unsigned(fingerprint), *rest)
+        key, fingerprint, length, digest, text, added_at = row
+        return StoredDocument(
+            key,
+            None if fingerprint is None else to_unsigned(fingerprint),
+            length,
+            None if digest is None else digest.hex(),
+            text,
+            added_at,
+        )
 
     def __len__(self) -> int:
         return self.conn.execute("SELECT count(*) FROM documents").get

@@ -1,0 +1,70 @@
+"""Index files: creation, migrations, and refusing files that are not ours or are too new."""
+
+import os
+import sqlite3
+
+import apsw
+import pytest
+
+import simhash_sqlite
+from simhash_sqlite import IndexNotFound, NotAnIndex, SchemaTooNew, SimhashIndex
+from simhash_sqlite.storage import APPLICATION_ID, migrations, schema_version
+
+
+def test_new_index_is_marked_and_migrated(db_path):
+    SimhashIndex(db_path, create=True).close()
+    conn = sqlite3.connect(db_path)  # Python's own sqlite3: the file is plain, portable SQLite
+    assert conn.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == schema_version()
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    settings = dict(conn.execute("SELECT key, value FROM simhash_meta"))
+    assert '"features"' in settings["fingerprint"]
+    conn.close()
+
+
+def test_migrations_are_found_where_the_package_is_installed():
+    assert migrations() and migrations()[0][0] == 1
+    package_dir = os.path.dirname(simhash_sqlite.__file__)
+    if "site-packages" in package_dir:  # a real (non-editable) install must carry them inside
+        assert os.path.isdir(os.path.join(package_dir, "migrations"))
+
+
+def test_missing_index_is_not_created_by_readers(tmp_path):
+    with pytest.raises(IndexNotFound):
+        SimhashIndex(tmp_path / "nope.db")
+    assert not (tmp_path / "nope.db").exists()
+
+
+def test_a_file_that_is_not_sqlite_is_refused_untouched(tmp_path):
+    path = tmp_path / "notes.txt"
+    path.write_bytes(b"just some text, not a database\n" * 100)
+    before = path.read_bytes()
+    with pytest.raises(NotAnIndex):
+        SimhashIndex(path, create=True)
+    assert path.read_bytes() == before
+
+
+def test_someone_elses_sqlite_file_is_refused_untouched(tmp_path):
+    path = tmp_path / "other.db"
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE t (x)")
+    conn.commit()
+    conn.close()
+    before = path.read_bytes()
+    with pytest.raises(NotAnIndex, match="not a simhash-sqlite index"):
+        SimhashIndex(path, create=True)
+    assert path.read_bytes() == before
+
+
+def test_an_index_from_a_newer_schema_is_refused(db_path):
+    SimhashIndex(db_path, create=True).close()
+    conn = apsw.Connection(str(db_path))
+    conn.pragma("user_version", schema_version() + 1)
+    conn.close()
+    with pytest.raises(SchemaTooNew, match="newer"):
+        SimhashIndex(db_path)
+
+
+def test_a_directory_is_refused(tmp_path):
+    with pytest.raises(NotAnIndex):
+        SimhashIndex(tmp_path, create=True)
