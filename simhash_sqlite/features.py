@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
+import threading
 import unicodedata
 from functools import lru_cache
 
@@ -29,7 +30,6 @@ _S30, _S27, _S31 = np.uint64(30), np.uint64(27), np.uint64(31)
 # Han ideographs (CJK unified, extension A, compatibility): the runs handed to jieba.
 _HAN_RUN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
 _WORD = re.compile(r"[^\W_]+")
-_SPACE = re.compile(r"\s+")
 
 # Quantum for non-integer weights: integer weights keep the bit sums exact, so fingerprints do not
 # depend on the order in which a BLAS library adds floats.
@@ -38,20 +38,64 @@ WEIGHT_SCALE = 1000
 
 def normalize(text: str) -> str:
     """NFKC (full-width forms fold to ASCII), case-folded, whitespace runs folded to one space."""
-    return _SPACE.sub(" ", unicodedata.normalize("NFKC", text).casefold()).strip()
+    if not unicodedata.is_normalized("NFKC", text):  # cheap check; most text already is
+        text = unicodedata.normalize("NFKC", text)
+    return " ".join(text.casefold().split())
 
 
-def mix(h: np.ndarray) -> np.ndarray:
-    """The splitmix64 finalizer: a bijection on uint64 that spreads every input bit over all 64."""
-    h = (h ^ (h >> _S30)) * _M1
-    h = (h ^ (h >> _S27)) * _M2
-    return h ^ (h >> _S31)
+def mix(h: np.ndarray, scratch: np.ndarray | None = None) -> np.ndarray:
+    """The splitmix64 finalizer, in place: a bijection on uint64 spreading every input bit over all 64."""
+    t = np.empty_like(h) if scratch is None else scratch
+    for shift, multiplier in ((_S30, _M1), (_S27, _M2)):
+        np.right_shift(h, shift, out=t)
+        h ^= t
+        h *= multiplier
+    np.right_shift(h, _S31, out=t)
+    h ^= t
+    return h
 
 
-@lru_cache(maxsize=1 << 20)
 def word_hash(word: str) -> int:
-    """BLAKE2b-64 of the word's UTF-8 bytes, as an unsigned integer (cached: words repeat)."""
-    return int.from_bytes(hashlib.blake2b(word.encode("utf-8"), digest_size=8).digest(), "big")
+    """BLAKE2b-64 of the word's UTF-8 bytes, as an unsigned integer."""
+    return int.from_bytes(hashlib.blake2b(word.encode("utf-8", "surrogatepass"), digest_size=8).digest(), "big")
+
+
+class _Vocabulary:
+    """Word -> small id -> cached hash. Words repeat, and mapping a list of words to small ints and
+    indexing a numpy table is several times faster than hashing or caching each word in Python.
+    Bounded: it starts afresh past MAX_WORDS. Misses are filled under a lock (thread-safe)."""
+
+    MAX_WORDS = 4_000_000
+
+    def __init__(self) -> None:
+        self.ids: dict[str, int] = {}
+        self.table = np.empty(1 << 16, dtype=np.uint64)
+        self.lock = threading.Lock()
+
+    def hashes(self, tokens: list[str]) -> np.ndarray:
+        ids, table = self.ids, self.table
+        try:
+            return table[np.fromiter(map(ids.__getitem__, tokens), dtype=np.intp, count=len(tokens))]
+        except (KeyError, IndexError):  # a new word, or another thread grew the table meanwhile
+            pass
+        with self.lock:
+            if len(self.ids) + len(tokens) > self.MAX_WORDS:
+                self.ids, self.table = {}, np.empty(1 << 16, dtype=np.uint64)
+            ids = self.ids
+            new = [w for w in dict.fromkeys(tokens) if w not in ids]
+            needed = len(ids) + len(new)
+            if needed > len(self.table):
+                grown = np.empty(max(needed, 2 * len(self.table)), dtype=np.uint64)
+                grown[: len(ids)] = self.table[: len(ids)]
+                self.table = grown
+            start = len(ids)
+            self.table[start:needed] = np.fromiter(map(word_hash, new), dtype=np.uint64, count=len(new))
+            ids.update(zip(new, range(start, needed)))
+            table = self.table
+        return table[np.fromiter(map(ids.__getitem__, tokens), dtype=np.intp, count=len(tokens))]
+
+
+_vocabulary = _Vocabulary()
 
 
 @lru_cache(maxsize=None)
@@ -89,7 +133,12 @@ def units(text: str, settings: FingerprintSettings) -> np.ndarray:
         if not _WORD.search(text):  # punctuation alone is no content: such a text has no features
             return np.empty(0, dtype=np.uint64)
         return np.frombuffer(text.encode("utf-32-le"), dtype="<u4").astype(np.uint64)
-    return np.fromiter((word_hash(w) for w in words(text, settings.hmm)), dtype=np.uint64)
+    return word_units(words(text, settings.hmm))
+
+
+def word_units(tokens: list[str]) -> np.ndarray:
+    """Words as units: their BLAKE2b-64 hashes."""
+    return _vocabulary.hashes(tokens)
 
 
 def ngram_hashes(unit_array: np.ndarray, n: int) -> np.ndarray:
@@ -98,22 +147,66 @@ def ngram_hashes(unit_array: np.ndarray, n: int) -> np.ndarray:
     if count < 1:
         n, count = len(unit_array), min(len(unit_array), 1)
     h = np.full(count, SEED, dtype=np.uint64)
+    scratch = np.empty_like(h)
     for j in range(n):
-        h = mix(h ^ unit_array[j : j + count])
+        h ^= unit_array[j : j + count]
+        mix(h, scratch)
     return h
+
+
+def batch_features(texts: list[str], settings: FingerprintSettings) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """weighted_features for many texts at once: (document index, feature hash, weight) arrays.
+
+    The n-grams of all texts are hashed in one pass over their concatenated units, dropping the
+    windows that straddle two texts, so the cost per text is a few microseconds, not a dozen numpy
+    calls. With count weights a repeated feature simply appears again (the bit sums add up the same).
+    """
+    return units_features([units(text, settings) for text in texts], settings)
+
+
+def units_features(unit_arrays: list[np.ndarray], settings: FingerprintSettings) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """batch_features from the texts' units (code points or word hashes) already made."""
+    lengths = np.fromiter(map(len, unit_arrays), dtype=np.intp, count=len(unit_arrays))
+    n = settings.ngram
+    docs_parts, hash_parts = [], []
+    if lengths.sum() >= n:
+        joined = np.concatenate(unit_arrays)
+        ends = np.cumsum(lengths)
+        starts = np.arange(len(joined) - n + 1)
+        doc_of = np.repeat(np.arange(len(unit_arrays)), lengths)[: len(starts)]
+        inside = starts + (n - 1) < ends[doc_of]
+        docs_parts.append(doc_of[inside])
+        hash_parts.append(ngram_hashes(joined, n)[inside])
+    for i in np.flatnonzero((lengths > 0) & (lengths < n)):  # shorter than n: one shorter n-gram
+        docs_parts.append(np.array([i], dtype=np.intp))
+        hash_parts.append(ngram_hashes(unit_arrays[i], n))
+    docs = np.concatenate(docs_parts) if docs_parts else np.empty(0, dtype=np.intp)
+    hashes = np.concatenate(hash_parts) if hash_parts else np.empty(0, dtype=np.uint64)
+    if settings.weights == "count":
+        return docs, hashes, np.ones(len(hashes), dtype=np.int64)
+    order = np.lexsort((hashes, docs))
+    docs, hashes = docs[order], hashes[order]
+    starts_run = np.ones(len(hashes), dtype=bool)
+    starts_run[1:] = (docs[1:] != docs[:-1]) | (hashes[1:] != hashes[:-1])
+    first = np.flatnonzero(starts_run)
+    counts = np.diff(np.append(first, len(hashes)))
+    return docs[first], hashes[first], _weights(counts, settings.weights)
 
 
 def weighted_features(text: str, settings: FingerprintSettings) -> tuple[np.ndarray, np.ndarray]:
     """Distinct feature hashes (uint64) and their integer weights. Both empty for a featureless text."""
-    hashes, counts = np.unique(ngram_hashes(units(text, settings), settings.ngram), return_counts=True)
-    return hashes, feature_weights(counts, settings.weights)
+    return weigh(ngram_hashes(units(text, settings), settings.ngram), settings.weights)
 
 
-def feature_weights(counts: np.ndarray, kind: str) -> np.ndarray:
-    """Integer weights from term counts: count, round(1000 * (1 + ln count)), or 1."""
+def weigh(hashes: np.ndarray, kind: str) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct hashes and integer weights from their counts: count, round(1000 * (1 + ln count)), or 1."""
+    distinct, counts = np.unique(hashes, return_counts=True)
+    return distinct, _weights(counts, kind)
+
+
+def _weights(counts: np.ndarray, kind: str) -> np.ndarray:
     if kind == "count":
         return counts.astype(np.int64)
     if kind == "log":
         return np.rint(WEIGHT_SCALE * (1.0 + np.log(counts))).astype(np.int64)
     return np.ones(len(counts), dtype=np.int64)
-

@@ -12,7 +12,7 @@ import apsw
 
 from . import __version__
 from .errors import InvalidInput
-from .fingerprint import blocks, simhash, similarity, to_signed, to_unsigned
+from .fingerprint import blocks, simhash, simhash_many, similarity, to_signed, to_unsigned
 from .features import jieba_version
 from .search import Plan, near_params, near_sql, plan_for
 from .settings import FingerprintSettings
@@ -195,7 +195,7 @@ class SimhashIndex:
 
     def _add_batch(self, batch: list[Document], report: AddReport) -> None:
         known = self._content_hashes({doc.key for doc in batch})
-        rows, added, updated, unchanged, empty = [], 0, 0, 0, []
+        changed, added, updated, unchanged = [], 0, 0, 0
         for doc in batch:
             digest = content_hash(doc.text)
             if known.get(doc.key) == digest:
@@ -206,7 +206,10 @@ class SimhashIndex:
             else:
                 added += 1
             known[doc.key] = digest
-            fingerprint = self.fingerprint(doc.text)
+            changed.append((doc, digest))
+        fingerprints = simhash_many([doc.text for doc, _ in changed], self.settings)
+        rows, empty = [], []
+        for (doc, digest), fingerprint in zip(changed, fingerprints):
             if fingerprint is None:
                 empty.append(doc.key)
                 signed, parts = None, (None,) * 4

@@ -2,6 +2,7 @@
 
 import hashlib
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -43,7 +44,8 @@ def reference_simhash(text, s):
     if not counts:
         return None
     sums = [0] * 64
-    for h, w in counts.items():
+    for h, c in counts.items():
+        w = {"count": c, "log": round(1000 * (1 + math.log(c))), "binary": 1}[s.weights]
         for bit in range(64):
             sums[bit] += w if (h >> bit) & 1 else -w
     return sum(1 << bit for bit in range(64) if sums[bit] > 0)
@@ -52,10 +54,10 @@ def reference_simhash(text, s):
 texts = st.text(alphabet=st.characters(codec="utf-8", categories=["L", "N", "P", "Zs"]), max_size=80)
 
 
-@given(texts, st.integers(1, 6))
+@given(texts, st.integers(1, 6), st.sampled_from(["count", "log", "binary"]))
 @settings(max_examples=150, deadline=None)
-def test_vectorized_chars_equal_the_reference(text, n):
-    s = FingerprintSettings(features="chars", ngram=n)
+def test_vectorized_chars_equal_the_reference(text, n, weights):
+    s = FingerprintSettings(features="chars", ngram=n, weights=weights)
     assert simhash(text, s) == reference_simhash(text, s)
 
 
@@ -192,3 +194,36 @@ def test_hmm_setting_decides_unknown_words():
     # jieba's own example: with HMM, the unknown word 杭研 is recognized; without, it is split.
     assert "杭研" in words("他来到了网易杭研大厦", hmm=True)
     assert "杭研" not in words("他来到了网易杭研大厦", hmm=False)
+
+
+def test_word_hashes_from_many_threads_agree_with_one():
+    from concurrent.futures import ThreadPoolExecutor
+
+    from simhash_sqlite.features import word_hash, word_units
+
+    rng = np.random.default_rng(11)
+    batches = [[f"t{int(x)}" for x in rng.integers(0, 200_000, 3000)] for _ in range(40)]
+    with ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(word_units, batches))
+    for tokens, got in zip(batches, results):
+        assert got.tolist() == [word_hash(t) for t in tokens]
+
+
+@given(st.lists(texts, max_size=12), st.sampled_from(["count", "log", "binary"]), st.integers(1, 5))
+@settings(max_examples=80, deadline=None)
+def test_simhash_many_equals_one_at_a_time(batch, weights, n):
+    from simhash_sqlite.fingerprint import simhash_many
+
+    s = FingerprintSettings(ngram=n, weights=weights)
+    assert simhash_many(batch, s) == [reference_simhash(t, s) for t in batch]
+    for t in batch[:3]:
+        assert simhash(t, s) == simhash_many([t], s)[0]
+
+
+def test_simhash_many_across_chunk_boundaries(monkeypatch):
+    from simhash_sqlite import fingerprint
+
+    batch = [f"text number {i} with some words {i * 7}" for i in range(50)]
+    whole = fingerprint.simhash_many(batch)
+    monkeypatch.setattr(fingerprint, "CHUNK_CHARACTERS", 100)  # many small chunks
+    assert fingerprint.simhash_many(batch) == whole
