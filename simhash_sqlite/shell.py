@@ -12,7 +12,6 @@ import apsw
 import apsw.shell
 
 from .checks import check_index
-from .errors import SimhashError
 from .fingerprint import from_hex, to_hex, to_signed
 from .index import SimhashIndex
 from .sqlguard import SCHEMA_HINT, guard_schema
@@ -146,7 +145,8 @@ class IndexShell(apsw.shell.Shell):
 
 def run_shell(index: SimhashIndex, *, stdin: TextIO | None = None, stdout: TextIO | None = None,
               stderr: TextIO | None = None) -> int:
-    """Run the shell until end of input; the number of errors met (a script's exit status)."""
+    """Run the shell until end of input (or .exit). Returns the number of errors a script met;
+    0 for an interactive session, where mistakes are part of the work."""
     shell = IndexShell(index, stdin=stdin, stdout=stdout, stderr=stderr)
     intro = (
         f"simhash-sqlite shell on {index.path} (SQLite {apsw.sqlite_lib_version()})\n"
@@ -154,10 +154,9 @@ def run_shell(index: SimhashIndex, *, stdin: TextIO | None = None, stdout: TextI
     )
     try:
         shell.cmdloop(intro=intro)
-    except SimhashError as exc:  # with .bail on, the first error ends the run
-        shell.write_error(f"{exc}\n")
-        shell.errors += 1
+    except Exception:  # .bail on: the shell has printed the error and stops at it
+        shell.errors = max(shell.errors, 1)
     finally:
         if shell.index is not None and shell.index is not index:
             shell.index.close()
-    return shell.errors
+    return 0 if shell.interactive else shell.errors

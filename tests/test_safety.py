@@ -128,3 +128,13 @@ CREATE TRIGGER documents_cluster_gone AFTER DELETE ON documents BEGIN SELECT 1; 
             SimhashIndex(old)
     finally:
         storage.expected_schema.cache_clear()
+
+
+def test_the_shells_open_applies_the_same_checks(good, tmp_path, runner):
+    hostile = tmp_path / "hostile.db"
+    shutil.copy(good, hostile)
+    tamper(hostile, TRIGGER)
+    result = simq(runner, "shell", good, input=f".open {hostile}\nSELECT count(*) FROM documents;\n")
+    assert result.exit_code == 1 and 'trigger "spy"' in result.stderr
+    assert result.stdout.strip() == "1"  # still on the good index
+    assert spied(hostile) == []
