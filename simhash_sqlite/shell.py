@@ -95,7 +95,9 @@ class IndexShell(apsw.shell.Shell):
     def command_plan(self, cmd):
         """plan ?K?: How a search for distance K (default 3) runs, and the SQL it runs
         """
-        k = int(cmd[0]) if cmd and cmd[0].isdigit() else 3
+        if len(cmd) > 1 or (cmd and not cmd[0].isdigit()):
+            raise self.Error("give at most one K, a whole number from 0 to 64")
+        k = int(cmd[0]) if cmd else 3
         index = self._index()
         self.write(self.stdout, f"-- {index.plan(k).describe()}\n{index.near_sql(k)};\n")
 
