@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import apsw
 
 from .errors import IndexNotFound, InvalidInput, NotAnIndex, SchemaTooNew
+from .fingerprint import simhash, to_signed
 from .settings import FingerprintSettings
 from .storage import _harden, _check_ours, schema_problems
 
@@ -44,8 +45,12 @@ class CheckReport:
         return not problems
 
 
-def check_index(path: str | os.PathLike) -> CheckReport:
-    """Run every check on the file at path; the report says what failed and why."""
+def check_index(path: str | os.PathLike, *, rehash: bool = False) -> CheckReport:
+    """Run every check on the file at path; the report says what failed and why.
+
+    rehash: also recompute the content hash and fingerprint of every stored text (indexes made
+    with store_text), which reads and fingerprints the whole corpus.
+    """
     path = os.fspath(path)
     if not os.path.isfile(path):
         raise IndexNotFound(f"no index at {path}")
@@ -68,10 +73,12 @@ def check_index(path: str | os.PathLike) -> CheckReport:
         report.add("integrity_check", _safely(lambda: _integrity(conn)), "ok")
         if not schema_ok or version == 0:  # contents are read only through a schema we know
             return report
-        store_text = _check_settings(conn, report)
+        store_text, fp_settings = _check_settings(conn, report)
         _check_keys(conn, report)
         _check_blocks(conn, report)
         _check_texts(conn, report, store_text)
+        if rehash:
+            _rehash(conn, report, store_text, fp_settings)
         return report
     finally:
         conn.close()
@@ -89,14 +96,15 @@ def _integrity(conn: apsw.Connection) -> list[str]:
     return [] if messages == ["ok"] else messages
 
 
-def _check_settings(conn: apsw.Connection, report: CheckReport) -> bool | None:
+def _check_settings(conn: apsw.Connection, report: CheckReport) -> tuple[bool | None, FingerprintSettings | None]:
     meta = dict(conn.execute("SELECT key, value FROM simhash_meta"))
-    problems, detail, store_text = [], "", None
+    problems, detail, store_text, settings = [], "", None, None
     if "fingerprint" not in meta:
         problems.append("the fingerprint settings are missing from simhash_meta")
     else:
         try:
-            detail = FingerprintSettings.from_json(meta["fingerprint"]).describe()
+            settings = FingerprintSettings.from_json(meta["fingerprint"])
+            detail = settings.describe()
         except (InvalidInput, ValueError, TypeError) as exc:
             problems.append(f"the fingerprint settings cannot be read: {exc}")
     if meta.get("store_text") not in ("0", "1"):
@@ -104,7 +112,7 @@ def _check_settings(conn: apsw.Connection, report: CheckReport) -> bool | None:
     else:
         store_text = meta["store_text"] == "1"
     report.add("settings", problems, detail)
-    return store_text
+    return store_text, settings
 
 
 def _keys(rows) -> str:
@@ -139,6 +147,25 @@ def _check_texts(conn: apsw.Connection, report: CheckReport, store_text: bool | 
     stored = list(conn.execute("SELECT key FROM documents WHERE text IS NOT NULL ORDER BY id"))
     problems = [f"the index does not store texts, yet {len(stored)} document(s) have one: {_keys(stored)}"] if stored else []
     report.add("texts", problems, "none stored, as recorded")
+
+
+def _rehash(conn: apsw.Connection, report: CheckReport, store_text: bool | None, settings) -> None:
+    """Stored texts must still give their stored content hash and fingerprint."""
+    from .index import content_hash  # the same hash add() stores
+
+    if not store_text or settings is None:
+        report.add("rehash", [], "not run: the index does not store texts (or its settings are unreadable)")
+        return
+    wrong, checked = [], 0
+    for key, fingerprint, digest, text in conn.execute(
+        "SELECT key, fingerprint, content_hash, text FROM documents WHERE text IS NOT NULL ORDER BY id"
+    ):
+        checked += 1
+        expected = simhash(text, settings)
+        if content_hash(text) != digest or (None if expected is None else to_signed(expected)) != fingerprint:
+            wrong.append((key,))
+    problems = [f"{len(wrong)} stored text(s) no longer give their hash or fingerprint: {_keys(wrong)}"] if wrong else []
+    report.add("rehash", problems, f"{checked:,} stored texts give their fingerprints")
 
 
 def report_json(report: CheckReport) -> str:

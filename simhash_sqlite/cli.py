@@ -333,12 +333,18 @@ def _render_csv(result: ResultSet, format_: str, first: bool) -> None:
 
 @app.command()
 @friendly_errors
-def check(db: DbOption = Path(DEFAULT_DB), as_json: JsonOption = False) -> None:
+def check(
+    db: DbOption = Path(DEFAULT_DB),
+    as_json: JsonOption = False,
+    rehash: Annotated[
+        bool, typer.Option("--rehash", help="Also re-fingerprint every stored text (--store-text indexes; slow).")
+    ] = False,
+) -> None:
     """Check the index file: SQLite's integrity check, its schema, settings, unique keys and blocks.
 
     Exits 1 when anything is wrong. Reads only; safe on files from elsewhere.
     """
-    report = check_index(db)
+    report = check_index(db, rehash=rehash)
     if as_json:
         print(report_json(report))
     else:

@@ -252,3 +252,19 @@ def test_check_names_a_file_that_is_not_ours(runner, tmp_path):
     tamper(other, "CREATE TABLE t (x)")
     assert_clean_error(simq(runner, "check", "--db", other), "simhash-sqlite file")
     assert_clean_error(simq(runner, "check", "--db", tmp_path / "missing.db"), "no index")
+
+
+def test_check_passes_random_fingerprints_and_rehash_finds_a_changed_text(runner, tmp_path):
+    db = tmp_path / "r.db"
+    with SimhashIndex(db, create=True) as index:
+        index.add_fingerprints((f"fp{i}", random.Random(i).getrandbits(64)) for i in range(2000))  # half negative
+    assert simq(runner, "check", "--db", db).exit_code == 0
+    stored = tmp_path / "stored.db"
+    assert simq(runner, "add", "--db", stored, "--store-text", EXAMPLES).exit_code == 0
+    assert simq(runner, "check", "--db", stored, "--rehash").exit_code == 0
+    tamper(stored, "UPDATE documents SET text = text || ' changed' WHERE key LIKE '%garden%'")
+    assert simq(runner, "check", "--db", stored).exit_code == 0  # only re-hashing can notice
+    result = simq(runner, "check", "--db", stored, "--rehash", "--json")
+    assert result.exit_code == 1
+    bad = [c for c in json.loads(result.stdout)["checks"] if not c["ok"]]
+    assert [c["name"] for c in bad] == ["rehash"] and "garden.txt" in bad[0]["detail"]
