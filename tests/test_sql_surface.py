@@ -186,6 +186,22 @@ def test_shell_script_errors_fail_the_run_and_the_schema_stays_ours(runner, smal
     assert simq(runner, "check", "--db", small).exit_code == 0
 
 
+def test_every_dot_command_of_ours_runs(runner, small):
+    garden = str(EXAMPLES / "garden.txt")
+    with SimhashIndex(small) as index:
+        fp = to_hex(index.get(garden).fingerprint)
+    script = (f".mode list\n.nearkey {garden} 64\n.nearhash {fp} 0\n.plan 8\n.stats\n.functions\n.check\n"
+              ".nearhash zz\n.plan x\n")
+    result = simq(runner, "shell", small, input=script)
+    lines = result.stdout.splitlines()
+    assert any(line.startswith(str(EXAMPLES / "tea_zh.txt") + "|") for line in lines)  # .nearkey leaves garden out
+    assert f"{garden}|0|1.0|{fp}" in lines  # .nearhash
+    assert any(line.startswith("-- ") for line in lines) and any("FROM documents" in line for line in lines)  # .plan
+    assert "documents:        2" in lines
+    assert any(line.startswith("simhash_block:") for line in lines) and "ok    unique keys: ok" in lines
+    assert result.exit_code == 1 and "not a 64-bit hex fingerprint" in result.stderr and "at most one K" in result.stderr
+
+
 def test_shell_help_documents_our_commands(small):
     err = io.StringIO()
     with SimhashIndex(small) as index:
