@@ -3,6 +3,7 @@
 __version__ = "0.1.0"
 
 from .errors import (  # noqa: E402
+    ForeignSchema,
     IndexNotFound,
     InvalidInput,
     NotAnIndex,
@@ -18,6 +19,7 @@ __all__ = [
     "AddReport",
     "Document",
     "FingerprintSettings",
+    "ForeignSchema",
     "IndexNotFound",
     "InvalidInput",
     "Match",

@@ -2,22 +2,27 @@
 
 from __future__ import annotations
 
+import csv
 import functools
 import json
 import os
 import sys
+from enum import Enum
 from pathlib import Path
 from typing import Annotated, Optional
 
 import apsw
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from .checks import CheckReport, check_index, report_json
 from .errors import InvalidInput, SimhashError
 from .fingerprint import from_hex, simhash, to_hex, to_signed
 from .index import AddReport, Match, SimhashIndex
+from .query import ResultSet, parse_params, run_query
 from .settings import FingerprintSettings
 from .sources import Reader
 
@@ -246,6 +251,114 @@ def stats(db: DbOption = Path(DEFAULT_DB), as_json: JsonOption = False) -> None:
     table = Table(show_header=False)
     for name, value in rows.items():
         table.add_row(name, f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else str(value))
+    out.print(table)
+
+
+@app.command()
+@friendly_errors
+def shell(
+    file: Annotated[Optional[Path], typer.Argument(help="The index file (or --db).", show_default=False)] = None,
+    db: DbOption = Path(DEFAULT_DB),
+) -> None:
+    """An interactive SQL shell on the index: our functions, simhash_near, .near TEXT K (see .help).
+
+    Reads a script from stdin when it is not a terminal (simq shell idx.db < script.sql) and then
+    exits 1 if any statement or command failed.
+    """
+    from .shell import run_shell  # apsw.shell is only needed here
+
+    with SimhashIndex(file or db) as index:
+        errors = run_shell(index)
+    if errors:
+        raise typer.Exit(1)
+
+
+class OutputFormat(str, Enum):
+    table = "table"
+    json = "json"
+    csv = "csv"
+    tsv = "tsv"
+
+
+@app.command("sql")
+@friendly_errors
+def sql_command(
+    query: Annotated[str, typer.Argument(help="SQL: one statement or several separated by ;", show_default=False)],
+    db: DbOption = Path(DEFAULT_DB),
+    output: Annotated[OutputFormat, typer.Option("--format", help="Output: table, json, csv or tsv.")] = OutputFormat.table,
+    param: Annotated[
+        Optional[list[str]], typer.Option("--param", "-p", help="NAME=VALUE for :NAME (whole numbers become integers).")
+    ] = None,
+    write: Annotated[bool, typer.Option("--write", help="Allow changes (default: read-only).")] = False,
+) -> None:
+    """Run SQL on the index, with our functions and simhash_near; print each statement's rows.
+
+    simq sql "SELECT key, distance FROM simhash_near(:q, 6)" -p q="some text" --format csv
+    """
+    params = parse_params(param or [])
+    with SimhashIndex(db) as index:
+        results = run_query(index, query, params, write=write)
+    render = {"table": _render_table, "json": _render_json, "csv": _render_csv, "tsv": _render_csv}[output.value]
+    for number, result in enumerate(results):
+        render(result, output.value, first=number == 0)
+
+
+def _cell(value) -> object:
+    """Blobs (content hashes) print as hex in every format; everything else as SQLite gave it."""
+    return value.hex() if isinstance(value, bytes) else value
+
+
+def _render_table(result: ResultSet, _format: str, first: bool) -> None:
+    table = Table(*result.columns)
+    for column in table.columns:
+        column.overflow = "fold"
+    for row in result.rows:
+        table.add_row(*("[dim]NULL[/]" if v is None else escape(str(_cell(v))) for v in row))
+    out.print(table)
+
+
+def _render_json(result: ResultSet, _format: str, first: bool) -> None:
+    # One statement: a JSON array of objects. Several: one such array per line.
+    rows = [dict(zip(result.columns, map(_cell, row))) for row in result.rows]
+    print(json.dumps(rows, ensure_ascii=False))
+
+
+def _render_csv(result: ResultSet, format_: str, first: bool) -> None:
+    if not first:
+        print()
+    writer = csv.writer(sys.stdout, delimiter="\t" if format_ == "tsv" else ",", lineterminator="\n")
+    writer.writerow(result.columns)
+    writer.writerows([["" if v is None else _cell(v) for v in row] for row in result.rows])
+
+
+@app.command()
+@friendly_errors
+def check(
+    db: DbOption = Path(DEFAULT_DB),
+    as_json: JsonOption = False,
+    rehash: Annotated[
+        bool, typer.Option("--rehash", help="Also re-fingerprint every stored text (--store-text indexes; slow).")
+    ] = False,
+) -> None:
+    """Check the index file: SQLite's integrity check, its schema, settings, unique keys and blocks.
+
+    Exits 1 when anything is wrong. Reads only; safe on files from elsewhere.
+    """
+    report = check_index(db, rehash=rehash)
+    if as_json:
+        print(report_json(report))
+    else:
+        _print_check(report)
+    if not report.ok:
+        names = ", ".join(result.name for result in report.failed)
+        raise fail(f"{db}: {len(report.failed)} check(s) failed: {names}")
+
+
+def _print_check(report: CheckReport) -> None:
+    table = Table("check", "result", "detail")
+    table.columns[2].overflow = "fold"
+    for result in report.results:
+        table.add_row(result.name, "[green]ok[/]" if result.ok else "[bold red]FAILED[/]", escape(result.detail))
     out.print(table)
 
 

@@ -13,6 +13,10 @@ class NotAnIndex(SimhashError):
     """The file is not a SQLite database, or not one made by simhash-sqlite."""
 
 
+class ForeignSchema(NotAnIndex):
+    """The file is marked as ours but holds schema objects (triggers, views, tables...) we did not create."""
+
+
 class SchemaTooNew(SimhashError):
     """The file was written by a newer simhash-sqlite than this one."""
 

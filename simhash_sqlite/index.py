@@ -120,7 +120,7 @@ class SimhashIndex:
         try:
             requested = {"features": features, "ngram": ngram, "weights": weights, "hmm": hmm}
             self.settings, self.store_text = self._settings(requested, store_text)
-            register_functions(self.conn, self.settings)
+            register_functions(self.conn, self.settings, index=self)
         except BaseException:
             self.conn.close()
             raise

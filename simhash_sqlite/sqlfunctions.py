@@ -1,20 +1,26 @@
-"""SQL functions registered on every connection we open, from one table.
+"""SQL functions registered on every connection we open, from one table (FUNCTIONS).
 
-    simhash(text)     the fingerprint of text with the index's own settings (signed int64; NULL when
-                      the text has no features)   SELECT simhash('hello world')
-    hamming(a, b)     number of differing bits of two fingerprints, 0..64 (NULL if either is NULL)
-                      SELECT key, hamming(fingerprint, simhash('hello')) AS d FROM documents
+Each entry carries its flags, a one-line description and a runnable example with its result; the
+README's function table and tests/test_sqlfunctions.py are checked against this table. Fingerprints
+in SQL are the stored signed int64 (two's complement); every function masks to 64 bits, so a
+negative stored value and its unsigned hex mean the same fingerprint. NULL in gives NULL out.
+The table-valued simhash_near(query, k) lives in vtable.py and is registered with these.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import apsw
 
-from .fingerprint import hamming, simhash, to_signed
+from .errors import InvalidInput
+from .fingerprint import BLOCKS, blocks, from_hex, hamming, similarity, simhash, to_hex, to_signed
 from .settings import FingerprintSettings
+
+if TYPE_CHECKING:
+    from .index import SimhashIndex
 
 
 @dataclass(frozen=True)
@@ -23,17 +29,26 @@ class SqlFunction:
     numargs: int
     make: Callable[[FingerprintSettings], Callable]  # builds the callable for one index's settings
     innocuous: bool  # no side effects, reveals nothing: usable from a schema even with trusted_schema off
+    deterministic: bool  # same arguments, same result (within one index: simhash() uses its settings)
+    summary: str  # what it returns, for the README table
+    example: str  # a runnable SELECT on an index with the default settings
+    result: object  # what the example returns
+
+
+def _fingerprint_arg(function: str, value, position: str = "") -> int:
+    if type(value) is not int:
+        raise InvalidInput(
+            f"{function}(): the {position}argument must be an integer fingerprint (the stored signed "
+            f"int64; simhash_from_hex() converts hex), got {type(value).__name__} {value!r:.40}"
+        )
+    return value
 
 
 def _sql_hamming(settings: FingerprintSettings) -> Callable:
     def sql_hamming(a, b):
         if a is None or b is None:
             return None
-        if type(a) is not int or type(b) is not int:
-            raise TypeError(
-                f"hamming(): both arguments must be integer fingerprints, got {type(a).__name__} and {type(b).__name__}"
-            )
-        return hamming(a, b)
+        return hamming(_fingerprint_arg("hamming", a, "first "), _fingerprint_arg("hamming", b, "second "))
 
     return sql_hamming
 
@@ -43,26 +58,108 @@ def _sql_simhash(settings: FingerprintSettings) -> Callable:
         if text is None:
             return None
         if not isinstance(text, str):
-            raise TypeError(f"simhash(): the argument must be text, got {type(text).__name__}")
+            raise InvalidInput(f"simhash(): the argument must be text, got {type(text).__name__}")
         fingerprint = simhash(text, settings)
         return None if fingerprint is None else to_signed(fingerprint)
 
     return sql_simhash
 
 
+def _sql_simhash_similarity(settings: FingerprintSettings) -> Callable:
+    def sql_simhash_similarity(a, b):
+        if a is None or b is None:
+            return None
+        a = _fingerprint_arg("simhash_similarity", a, "first ")
+        return similarity(hamming(a, _fingerprint_arg("simhash_similarity", b, "second ")))
+
+    return sql_simhash_similarity
+
+
+def _sql_simhash_block(settings: FingerprintSettings) -> Callable:
+    def sql_simhash_block(fingerprint, i):
+        if fingerprint is None or i is None:
+            return None
+        fingerprint = _fingerprint_arg("simhash_block", fingerprint, "first ")
+        if type(i) is not int or not 0 <= i < BLOCKS:
+            raise InvalidInput(f"simhash_block(): the block number must be 0 to {BLOCKS - 1} (b0 = top bits), not {i!r}")
+        return blocks(fingerprint)[i]
+
+    return sql_simhash_block
+
+
+def _sql_simhash_hex(settings: FingerprintSettings) -> Callable:
+    def sql_simhash_hex(fingerprint):
+        if fingerprint is None:
+            return None
+        return to_hex(_fingerprint_arg("simhash_hex", fingerprint))
+
+    return sql_simhash_hex
+
+
+def _sql_simhash_from_hex(settings: FingerprintSettings) -> Callable:
+    def sql_simhash_from_hex(text):
+        if text is None:
+            return None
+        if not isinstance(text, str):
+            raise InvalidInput(f"simhash_from_hex(): the argument must be text (16 hex digits), got {type(text).__name__}")
+        try:
+            return to_signed(from_hex(text))
+        except InvalidInput as exc:
+            raise InvalidInput(f"simhash_from_hex(): {exc}") from None
+
+    return sql_simhash_from_hex
+
+
 FUNCTIONS = (
-    SqlFunction("hamming", 2, _sql_hamming, innocuous=True),
-    SqlFunction("simhash", 1, _sql_simhash, innocuous=True),
+    SqlFunction(
+        "simhash", 1, _sql_simhash, innocuous=True, deterministic=True,
+        summary="the fingerprint of a text with the index's own settings, as the stored signed int64; "
+        "NULL for a text without features",
+        example="SELECT simhash_hex(simhash('hello world'))", result="535e078da051fa3c",
+    ),
+    SqlFunction(
+        "hamming", 2, _sql_hamming, innocuous=True, deterministic=True,
+        summary="the number of differing bits, 0-64 (masks to 64 bits, so signed values are fine)",
+        example="SELECT hamming(-1, 0)", result=64,
+    ),
+    SqlFunction(
+        "simhash_similarity", 2, _sql_simhash_similarity, innocuous=True, deterministic=True,
+        summary="1 - hamming(a, b)/64: 1.0 for equal fingerprints, about 0.5 for unrelated ones",
+        example="SELECT simhash_similarity(0, 15)", result=0.9375,
+    ),
+    SqlFunction(
+        "simhash_block", 2, _sql_simhash_block, innocuous=True, deterministic=True,
+        summary="16-bit block i (0-3) of a fingerprint, as stored in columns b0..b3 (b0 the top bits)",
+        example="SELECT simhash_block(simhash_from_hex('59e111d408338701'), 0)", result=0x59E1,
+    ),
+    SqlFunction(
+        "simhash_hex", 1, _sql_simhash_hex, innocuous=True, deterministic=True,
+        summary="16 hex digits of a fingerprint, as simq prints it",
+        example="SELECT simhash_hex(-1)", result="ffffffffffffffff",
+    ),
+    SqlFunction(
+        "simhash_from_hex", 1, _sql_simhash_from_hex, innocuous=True, deterministic=True,
+        summary="the stored signed int64 of a hex fingerprint (up to 16 digits, optional 0x)",
+        example="SELECT simhash_from_hex('ffffffffffffffff')", result=-1,
+    ),
 )
 
 
-def register_functions(conn: apsw.Connection, settings: FingerprintSettings) -> None:
-    """Register every function in FUNCTIONS; doing it again replaces them (a no-op in effect)."""
+def register_functions(conn: apsw.Connection, settings: FingerprintSettings, index: SimhashIndex | None = None) -> None:
+    """Register every function in FUNCTIONS, and simhash_near when given the index it searches.
+
+    Registering again replaces them (a no-op in effect).
+    """
     for function in FUNCTIONS:
         conn.create_scalar_function(
             function.name,
             function.make(settings),
             function.numargs,
-            deterministic=True,
+            deterministic=function.deterministic,
             flags=apsw.SQLITE_INNOCUOUS if function.innocuous else 0,
         )
+    if index is not None:
+        from .vtable import register_near_table
+
+        register_near_table(conn, index)
+

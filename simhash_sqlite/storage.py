@@ -12,7 +12,7 @@ from pathlib import Path
 
 import apsw
 
-from .errors import IndexNotFound, NotAnIndex, SchemaTooNew
+from .errors import ForeignSchema, IndexNotFound, NotAnIndex, SchemaTooNew
 
 # "SIMH" in ASCII: PRAGMA application_id marks a SQLite file as ours.
 APPLICATION_ID = 0x53494D48
@@ -48,7 +48,9 @@ def connect(path: str | os.PathLike, *, create: bool, readonly: bool = False) ->
     """An apsw connection to a checked index file, migrated to the current schema.
 
     create: make the file (and its schema) when it does not exist; otherwise IndexNotFound.
-    A file that is not SQLite, not ours, or from a newer schema is refused before anything is written.
+    A file that is not SQLite, not ours, from a newer schema, or carrying schema objects our
+    migrations do not create (triggers, views, tables, indexes) is refused before anything is
+    written or any of its SQL can run.
     """
     path = os.fspath(path)
     if os.path.isdir(path):
@@ -64,6 +66,7 @@ def connect(path: str | os.PathLike, *, create: bool, readonly: bool = False) ->
     try:
         _harden(conn)
         version = _check_ours(conn, path)
+        verify_schema(conn, path, version)
         if not readonly:
             conn.pragma("journal_mode", "wal")
             if version < schema_version():
@@ -102,6 +105,75 @@ def _check_ours(conn: apsw.Connection, path: str) -> int:
             f"({schema_version()}); upgrade simhash-sqlite to open it"
         )
     return version
+
+
+# Tables SQLite itself may add to any file (ANALYZE, PRAGMA optimize): data for the query planner.
+_PLANNER_TABLES = ("sqlite_stat1", "sqlite_stat4")
+
+SchemaObject = tuple[str, str, str, "str | None"]  # type, name, tbl_name, sql
+
+
+def schema_objects(conn: apsw.Connection) -> frozenset[SchemaObject]:
+    return frozenset(conn.execute("SELECT type, name, tbl_name, sql FROM main.sqlite_schema"))
+
+
+@lru_cache(maxsize=None)
+def expected_schema(version: int) -> tuple[frozenset[SchemaObject], frozenset[SchemaObject]]:
+    """(required, allowed extras): the objects our migrations 1..version create, found by applying
+    them to an in-memory database, and the planner tables SQLite may add to such a file."""
+    conn = apsw.Connection(":memory:")
+    try:
+        for number, _name, sql in migrations():
+            if number <= version:
+                conn.execute(sql)
+        required = schema_objects(conn)
+        conn.execute("ANALYZE")
+        extras = frozenset(o for o in schema_objects(conn) - required if o[1] in _PLANNER_TABLES)
+    finally:
+        conn.close()
+    return required, extras
+
+
+def schema_problems(conn: apsw.Connection, version: int) -> list[str]:
+    """What differs between the file's schema and the one our migrations make at `version`.
+
+    Compares the stored SQL of every table, index, view and trigger, so an extra trigger, a view, a
+    table we did not create, an expression index or an altered column definition are all caught.
+    """
+    required, extras = expected_schema(version)
+    found = schema_objects(conn)
+    problems = []
+    expected_names = {(kind, name): sql for kind, name, _table, sql in required}
+    for kind, name, table, sql in sorted(found - required - extras, key=lambda o: (o[0], o[1])):
+        if (kind, name) in expected_names:
+            problems.append(f'{kind} "{name}" is not defined as simhash-sqlite defines it')
+        elif kind in ("trigger", "index"):
+            problems.append(f'{kind} "{name}" on "{table}" was not created by simhash-sqlite')
+        else:
+            problems.append(f'{kind} "{name}" was not created by simhash-sqlite')
+    found_names = {(kind, name) for kind, name, _table, _sql in found}
+    for kind, name, _table, _sql in sorted(required, key=lambda o: (o[0], o[1])):
+        if (kind, name) not in found_names:
+            problems.append(f'{kind} "{name}" is missing')
+    return problems
+
+
+def verify_schema(conn: apsw.Connection, path: str, version: int) -> None:
+    """Refuse a file whose schema is not exactly what our migrations create at its version.
+
+    Runs before any function of ours is registered and before anything is written: SQL stored in a
+    file from elsewhere (a trigger, a view, an expression index) never gets a chance to run.
+    """
+    try:
+        problems = schema_problems(conn, version)
+    except (apsw.CorruptError, apsw.SQLError) as exc:
+        raise NotAnIndex(f"{path}: its schema cannot be read ({exc}); the file is damaged") from None
+    if problems:
+        shown = "; ".join(problems[:5]) + (f"; and {len(problems) - 5} more" if len(problems) > 5 else "")
+        raise ForeignSchema(
+            f"{path} is refused: its schema differs from what simhash-sqlite creates ({shown}). "
+            f"Its SQL could run when the index is used; inspect it with: sqlite3 {path} .schema"
+        )
 
 
 def _migrate(conn: apsw.Connection, current: int) -> None:

@@ -1,0 +1,174 @@
+"""simq check: is an index file sound? SQLite's integrity check plus our own consistency checks.
+
+Works on a read-only connection with no functions of ours registered, so it can examine a file
+that SimhashIndex would refuse, and it never changes the file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+
+import apsw
+
+from .errors import IndexNotFound, InvalidInput, NotAnIndex, SchemaTooNew
+from .fingerprint import simhash, to_signed
+from .settings import FingerprintSettings
+from .storage import _harden, _check_ours, schema_problems
+
+SHOWN = 5  # offending keys listed per failed check
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    name: str
+    ok: bool
+    detail: str
+
+
+@dataclass
+class CheckReport:
+    path: str
+    results: list[CheckResult] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return all(result.ok for result in self.results)
+
+    @property
+    def failed(self) -> list[CheckResult]:
+        return [result for result in self.results if not result.ok]
+
+    def add(self, name: str, problems: list[str], fine: str) -> bool:
+        self.results.append(CheckResult(name, not problems, "; ".join(problems) if problems else fine))
+        return not problems
+
+
+def check_index(path: str | os.PathLike, *, rehash: bool = False) -> CheckReport:
+    """Run every check on the file at path; the report says what failed and why.
+
+    rehash: also recompute the content hash and fingerprint of every stored text (indexes made
+    with store_text), which reads and fingerprints the whole corpus.
+    """
+    path = os.fspath(path)
+    if not os.path.isfile(path):
+        raise IndexNotFound(f"no index at {path}")
+    report = CheckReport(path)
+    try:
+        conn = apsw.Connection(path, flags=apsw.SQLITE_OPEN_READONLY)
+    except apsw.CantOpenError:
+        raise IndexNotFound(f"cannot open {path} (no permission?)") from None
+    try:
+        _harden(conn)
+        try:
+            version = _check_ours(conn, path)
+        except (NotAnIndex, SchemaTooNew) as exc:
+            report.add("simhash-sqlite file", [str(exc)], "")
+            return report
+        report.add("simhash-sqlite file", [], f"application id SIMH, schema version {version}")
+        schema_ok = report.add(
+            "schema", _safely(lambda: schema_problems(conn, version)), "exactly the objects our migrations create"
+        )
+        report.add("integrity_check", _safely(lambda: _integrity(conn)), "ok")
+        if not schema_ok or version == 0:  # contents are read only through a schema we know
+            return report
+        store_text, fp_settings = _check_settings(conn, report)
+        _check_keys(conn, report)
+        _check_blocks(conn, report)
+        _check_texts(conn, report, store_text)
+        if rehash:
+            _rehash(conn, report, store_text, fp_settings)
+        return report
+    finally:
+        conn.close()
+
+
+def _safely(run) -> list[str]:
+    try:
+        return run()
+    except apsw.Error as exc:
+        return [f"SQLite could not run the check: {exc}"]
+
+
+def _integrity(conn: apsw.Connection) -> list[str]:
+    messages = [row[0] for row in conn.execute("PRAGMA integrity_check(20)")]
+    return [] if messages == ["ok"] else messages
+
+
+def _check_settings(conn: apsw.Connection, report: CheckReport) -> tuple[bool | None, FingerprintSettings | None]:
+    meta = dict(conn.execute("SELECT key, value FROM simhash_meta"))
+    problems, detail, store_text, settings = [], "", None, None
+    if "fingerprint" not in meta:
+        problems.append("the fingerprint settings are missing from simhash_meta")
+    else:
+        try:
+            settings = FingerprintSettings.from_json(meta["fingerprint"])
+            detail = settings.describe()
+        except (InvalidInput, ValueError, TypeError) as exc:
+            problems.append(f"the fingerprint settings cannot be read: {exc}")
+    if meta.get("store_text") not in ("0", "1"):
+        problems.append(f"store_text must be 0 or 1, not {meta.get('store_text')!r}")
+    else:
+        store_text = meta["store_text"] == "1"
+    report.add("settings", problems, detail)
+    return store_text, settings
+
+
+def _keys(rows) -> str:
+    keys = [str(row[0]) for row in rows]
+    return ", ".join(keys[:SHOWN]) + (f" and {len(keys) - SHOWN} more" if len(keys) > SHOWN else "")
+
+
+def _check_keys(conn: apsw.Connection, report: CheckReport) -> None:
+    # NOT INDEXED: read the table itself, since a damaged UNIQUE index is what this looks for.
+    duplicates = list(conn.execute("SELECT key FROM documents NOT INDEXED GROUP BY key HAVING count(*) > 1"))
+    report.add("unique keys", [f"keys stored more than once: {_keys(duplicates)}"] if duplicates else [], "ok")
+
+
+def _check_blocks(conn: apsw.Connection, report: CheckReport) -> None:
+    """b0..b3 must be the 16-bit blocks of the fingerprint (all NULL with it), or searches miss rows."""
+    wrong = list(
+        conn.execute(
+            """SELECT key FROM documents NOT INDEXED WHERE
+                   b0 IS NOT ((fingerprint >> 48) & 65535) OR b1 IS NOT ((fingerprint >> 32) & 65535)
+                OR b2 IS NOT ((fingerprint >> 16) & 65535) OR b3 IS NOT (fingerprint & 65535)
+               ORDER BY id"""
+        )
+    )
+    problems = [f"{len(wrong)} document(s) whose blocks do not match their fingerprint: {_keys(wrong)}"] if wrong else []
+    total = conn.execute("SELECT count(*) FROM documents").get
+    report.add("blocks match fingerprints", problems, f"{total:,} documents")
+
+
+def _check_texts(conn: apsw.Connection, report: CheckReport, store_text: bool | None) -> None:
+    if store_text is not False:
+        return
+    stored = list(conn.execute("SELECT key FROM documents WHERE text IS NOT NULL ORDER BY id"))
+    problems = [f"the index does not store texts, yet {len(stored)} document(s) have one: {_keys(stored)}"] if stored else []
+    report.add("texts", problems, "none stored, as recorded")
+
+
+def _rehash(conn: apsw.Connection, report: CheckReport, store_text: bool | None, settings) -> None:
+    """Stored texts must still give their stored content hash and fingerprint."""
+    from .index import content_hash  # the same hash add() stores
+
+    if not store_text or settings is None:
+        report.add("rehash", [], "not run: the index does not store texts (or its settings are unreadable)")
+        return
+    wrong, checked = [], 0
+    for key, fingerprint, digest, text in conn.execute(
+        "SELECT key, fingerprint, content_hash, text FROM documents WHERE text IS NOT NULL ORDER BY id"
+    ):
+        checked += 1
+        expected = simhash(text, settings)
+        if content_hash(text) != digest or (None if expected is None else to_signed(expected)) != fingerprint:
+            wrong.append((key,))
+    problems = [f"{len(wrong)} stored text(s) no longer give their hash or fingerprint: {_keys(wrong)}"] if wrong else []
+    report.add("rehash", problems, f"{checked:,} stored texts give their fingerprints")
+
+
+def report_json(report: CheckReport) -> str:
+    return json.dumps(
+        {"file": report.path, "ok": report.ok, "checks": [r.__dict__ for r in report.results]}, ensure_ascii=False
+    )
