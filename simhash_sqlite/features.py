@@ -29,23 +29,47 @@ _S30, _S27, _S31 = np.uint64(30), np.uint64(27), np.uint64(31)
 # Han ideographs (CJK unified, extension A, compatibility): the runs handed to jieba.
 _HAN_RUN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
 _WORD = re.compile(r"[^\W_]+")
-_SPACE = re.compile(r"\s+")
 
 # Quantum for non-integer weights: integer weights keep the bit sums exact, so fingerprints do not
 # depend on the order in which a BLAS library adds floats.
 WEIGHT_SCALE = 1000
 
 
+def _fold_full_width(text: str) -> str:
+    """Full-width ASCII and the ideographic space replaced by what NFKC makes of them (vectorized)."""
+    codes = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype="<u4").copy()
+    wide = (codes >= 0xFF01) & (codes <= 0xFF5E)
+    codes[wide] -= 0xFEE0
+    codes[codes == 0x3000] = 0x20
+    return codes.tobytes().decode("utf-32-le", "surrogatepass")
+
+
 def normalize(text: str) -> str:
     """NFKC (full-width forms fold to ASCII), case-folded, whitespace runs folded to one space."""
-    return _SPACE.sub(" ", unicodedata.normalize("NFKC", text).casefold()).strip()
+    if not unicodedata.is_normalized("NFKC", text):
+        # Replacing a character by its compatibility decomposition leaves the NFKC of the text
+        # unchanged; after the full-width forms most Chinese text is already NFKC, which is cheap
+        # to check and expensive to redo.
+        text = _fold_full_width(text)
+        if not unicodedata.is_normalized("NFKC", text):
+            text = unicodedata.normalize("NFKC", text)
+    # str.split() and the regex \s both split on str.isspace() characters.
+    return " ".join(text.casefold().split())
 
 
 def mix(h: np.ndarray) -> np.ndarray:
     """The splitmix64 finalizer: a bijection on uint64 that spreads every input bit over all 64."""
-    h = (h ^ (h >> _S30)) * _M1
-    h = (h ^ (h >> _S27)) * _M2
-    return h ^ (h >> _S31)
+    h = h ^ (h >> _S30)
+    return _mix_rest(h)
+
+
+def _mix_rest(h: np.ndarray) -> np.ndarray:
+    # In place on a fresh array: the same arithmetic as mix() without a temporary per step.
+    h *= _M1
+    h ^= h >> _S27
+    h *= _M2
+    h ^= h >> _S31
+    return h
 
 
 @lru_cache(maxsize=1 << 20)
@@ -99,7 +123,8 @@ def ngram_hashes(unit_array: np.ndarray, n: int) -> np.ndarray:
         n, count = len(unit_array), min(len(unit_array), 1)
     h = np.full(count, SEED, dtype=np.uint64)
     for j in range(n):
-        h = mix(h ^ unit_array[j : j + count])
+        h ^= unit_array[j : j + count]
+        h = _mix_rest(h ^ (h >> _S30))
     return h
 
 
@@ -107,6 +132,15 @@ def weighted_features(text: str, settings: FingerprintSettings) -> tuple[np.ndar
     """Distinct feature hashes (uint64) and their integer weights. Both empty for a featureless text."""
     hashes, counts = np.unique(ngram_hashes(units(text, settings), settings.ngram), return_counts=True)
     return hashes, feature_weights(counts, settings.weights)
+
+
+def simhash_input(text: str, settings: FingerprintSettings) -> tuple[np.ndarray, np.ndarray]:
+    """Feature hashes and weights to sum for the fingerprint. With count weights every occurrence
+    votes once (the same sums as distinct features weighted by count), which skips a sort."""
+    if settings.weights == "count":
+        hashes = ngram_hashes(units(text, settings), settings.ngram)
+        return hashes, np.ones(len(hashes), dtype=np.int64)
+    return weighted_features(text, settings)
 
 
 def feature_weights(counts: np.ndarray, kind: str) -> np.ndarray:

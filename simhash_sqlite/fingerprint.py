@@ -9,10 +9,12 @@ are signed, so the index stores the two's-complement int64 (to_signed / to_unsig
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 
 from .errors import InvalidInput
-from .features import weighted_features
+from .features import simhash_input
 from .settings import FingerprintSettings
 
 MASK64 = (1 << 64) - 1
@@ -21,15 +23,28 @@ BLOCK_BITS = 16
 BLOCK_MASK = (1 << BLOCK_BITS) - 1
 
 
+# Bit j (0 = most significant) of every byte value: byte histograms times this give the bit sums.
+_BYTE_BITS = np.unpackbits(np.arange(256, dtype=np.uint8)[:, None], axis=1).astype(np.float64)
+# Where byte i of a hash in memory goes among the 8 histograms (histogram 0 = most significant byte).
+_BYTE_SLOT = (np.arange(8, dtype=np.intp) if sys.byteorder == "big" else np.arange(7, -1, -1, dtype=np.intp)) * 256
+
+
 def simhash_of_features(hashes: np.ndarray, weights: np.ndarray) -> int | None:
-    """The SimHash of distinct feature hashes with integer weights; None when there are none."""
+    """The SimHash of feature hashes with integer weights; None when there are none.
+
+    A hash may repeat: its weights add up, so all n-gram occurrences with weight 1 give the same
+    fingerprint as the distinct n-grams weighted by their counts.
+    """
     if len(hashes) == 0:
         return None
-    # Row j of bits holds hash j's bits, most significant first (big-endian bytes unpacked).
-    bits = np.unpackbits(hashes.astype(">u8").view(np.uint8)).reshape(-1, 64)
-    # Integer-valued float64 sums are exact below 2**53, so the BLAS summation order cannot matter.
+    # One histogram of weights per byte position and byte value (8 x 256), then per bit: 8 passes
+    # over the features instead of 64. Integer-valued float64 sums are exact below 2**53, so the
+    # order of the additions cannot change a bit.
+    slots = (np.ascontiguousarray(hashes, dtype=np.uint64).view(np.uint8).reshape(-1, 8) + _BYTE_SLOT).ravel()
+    unit = bool((weights == 1).all())
+    histogram = np.bincount(slots, weights=None if unit else np.repeat(weights.astype(np.float64), 8), minlength=2048)
+    ones = (histogram.reshape(8, 256).astype(np.float64) @ _BYTE_BITS).ravel()
     w = weights.astype(np.float64)
-    ones = w @ bits
     fingerprint_bits = (2.0 * ones - w.sum()) > 0
     return int.from_bytes(np.packbits(fingerprint_bits).tobytes(), "big")
 
@@ -39,7 +54,7 @@ def simhash(text: str, settings: FingerprintSettings = FingerprintSettings()) ->
 
     None is deliberate: a featureless text has no content to compare, so it must never match.
     """
-    return simhash_of_features(*weighted_features(text, settings))
+    return simhash_of_features(*simhash_input(text, settings))
 
 
 def hamming(a: int, b: int) -> int:
