@@ -86,7 +86,7 @@ def add(
     ] = None,
     ngram: Annotated[Optional[int], typer.Option(help="New index: n of the n-grams [default: 5].")] = None,
     weights: Annotated[
-        Optional[str], typer.Option(help="New index: 'count', 'log' or 'binary' [default: count].")
+        Optional[str], typer.Option(help="New index: 'binary', 'count' or 'log' [default: binary].")
     ] = None,
     hmm: Annotated[
         Optional[bool], typer.Option("--hmm/--no-hmm", help="New index: jieba HMM for words [default: off].")

@@ -13,6 +13,13 @@ FEATURE_KINDS = ("chars", "words")
 WEIGHT_KINDS = ("count", "log", "binary")
 HASH_SCHEME = "blake2b64+splitmix64"
 
+# Chosen by bench/quality.py (BENCHMARKS.md, issue 5): character 5-grams with binary weights had the
+# best F1 of every feature choice on Chinese and English together, against the truth "Jaccard of
+# character 5-shingles >= 0.8". RECOMMENDED_K is where that F1 peaks for fingerprints alone;
+# CONFIRM_K finds 96% of those pairs as candidates for an exact check of their texts.
+RECOMMENDED_K = 9
+CONFIRM_K = 12
+
 
 @dataclass(frozen=True)
 class FingerprintSettings:
@@ -21,13 +28,14 @@ class FingerprintSettings:
     features: "chars" (character n-grams of the normalized text) or "words" (word n-grams; Chinese
         runs are cut by jieba, other text split into lower-cased words).
     ngram: n of the n-grams (1 = single characters or single words).
-    weights: "count" (term frequency), "log" (1 + ln count) or "binary" (1 per distinct feature).
+    weights: "binary" (1 per distinct feature, the default), "count" (term frequency) or "log"
+        (1 + ln count).
     hmm: jieba's HMM for unknown words; only used with features="words".
     """
 
     features: str = "chars"
     ngram: int = 5
-    weights: str = "count"
+    weights: str = "binary"
     hmm: bool = False
     hash: str = HASH_SCHEME
     version: int = ALGORITHM_VERSION
