@@ -14,6 +14,7 @@ from . import __version__
 from .errors import InvalidInput
 from .fingerprint import blocks, simhash, similarity, to_signed, to_unsigned
 from .features import jieba_version
+from .parallel import fingerprint_texts
 from .search import Plan, near_params, near_sql, plan_for
 from .settings import FingerprintSettings
 from .sqlfunctions import register_functions
@@ -195,7 +196,7 @@ class SimhashIndex:
 
     def _add_batch(self, batch: list[Document], report: AddReport) -> None:
         known = self._content_hashes({doc.key for doc in batch})
-        rows, added, updated, unchanged, empty = [], 0, 0, 0, []
+        todo, added, updated, unchanged = [], 0, 0, 0
         for doc in batch:
             digest = content_hash(doc.text)
             if known.get(doc.key) == digest:
@@ -206,7 +207,10 @@ class SimhashIndex:
             else:
                 added += 1
             known[doc.key] = digest
-            fingerprint = self.fingerprint(doc.text)
+            todo.append((doc, digest))
+        rows, empty = [], []
+        fingerprints = fingerprint_texts([doc.text for doc, _ in todo], self.settings)  # all cores if large
+        for (doc, digest), fingerprint in zip(todo, fingerprints):
             if fingerprint is None:
                 empty.append(doc.key)
                 signed, parts = None, (None,) * 4
