@@ -43,7 +43,7 @@ DEFAULT_CHOICE = f"{_d.features} {_d.ngram} {_d.weights}"  # the product's defau
 KS = range(17)
 # Length of the shorter text of a pair; the finer rows under 200 show where short texts give way.
 BUCKETS = (("<200", 0, 200), ("200-1000", 200, 1000), (">1000", 1000, 1 << 62),
-           ("<100", 0, 100), ("100-200", 100, 200))
+           ("<50", 0, 50), ("50-100", 50, 100), ("100-200", 100, 200))
 KINDS = ("boilerplate", "advert", "numbers", "edit2", "edit5", "rewrite15", "rewrite40", "truncate")
 NOT_PLANTED = {"rewrite40"}  # a 40% rewrite is a different text; every other copy is a planted duplicate
 
@@ -72,27 +72,33 @@ def language(text: str) -> str:
     return "zh" if han / letters >= 0.2 else "en"
 
 
-def sections(text: str, rng: random.Random) -> list[str]:
-    """Consecutive paragraphs joined until a log-uniform target length in [50, 8000] is reached."""
-    out, current, target = [], [], math.exp(rng.uniform(math.log(50), math.log(8000)))
+LENGTHS = (50, 8000)
+
+
+def sections(text: str, rng: random.Random, lengths: tuple[int, int] = LENGTHS) -> list[str]:
+    """Consecutive paragraphs joined until a log-uniform target length in `lengths` is reached
+    (a paragraph longer than the target is cut at it, so short sections are short)."""
+    lo, hi = math.log(lengths[0]), math.log(lengths[1])
+    out, current, target = [], [], math.exp(rng.uniform(lo, hi))
     for para in re.split(r"\n\s*\n", text):
         if para.strip():
             current.append(para.strip())
         if sum(map(len, current)) >= target:
-            out.append("\n\n".join(current))
-            current, target = [], math.exp(rng.uniform(math.log(50), math.log(8000)))
+            out.append("\n\n".join(current)[: int(target * 1.5)])
+            current, target = [], math.exp(rng.uniform(lo, hi))
     if current:
         out.append("\n\n".join(current))
-    return [s for s in out if len(re.findall(r"\w", s)) >= 20]
+    least = min(20, lengths[0] // 2)
+    return [s for s in out if len(re.findall(r"\w", s)) >= least and len(s) <= lengths[1] * 1.5]
 
 
-def load_originals(paths: list[str], per_language: int, rng: random.Random) -> dict[str, list[str]]:
+def load_originals(paths: list[str], per_language: int, rng: random.Random, lengths=LENGTHS) -> dict[str, list[str]]:
     pool: dict[str, list[str]] = defaultdict(list)
     for path in paths:
         with open(path, encoding="utf-8") as f:
             for line in f:
                 text = json.loads(line).get("text") or ""
-                for section in sections(text, rng):
+                for section in sections(text, rng, lengths):
                     pool[language(section)].append(section)
     return {lang: rng.sample(texts, min(per_language, len(texts))) for lang, texts in sorted(pool.items())}
 
@@ -554,6 +560,40 @@ def report(results: dict, default: str, k_default: int, k_confirm: int) -> str:
     return "\n".join(out)
 
 
+SUMMARY_ROWS = ("chars 5 binary", "chars 5 count", "chars 5 log", "chars 5 idf", "chars 4 binary", "chars 3 binary",
+                "words 1 count", "words 1 hmm count", "words 2 binary", "words 3 binary", "words 3 idf",
+                "jieba keywords 200 keyword", "pkg simhash default", "pkg simhash words")
+
+
+def summary(results: dict, k_default: int, k_confirm: int) -> str:
+    """The short table for the README: the main choices, both languages, at the best and the default k."""
+    langs = list(results)
+    head = " | ".join(f"{l}: best k, F1 | {l}: F1 at k={k_default} | {l}: bits" for l in langs)
+    out = [f"| features, weights | {head} |", "|---" * (1 + 3 * len(langs)) + "|"]
+    for name in SUMMARY_ROWS:
+        cells = []
+        for l in langs:
+            c = results[l]["choices"].get(name)
+            if c is None:
+                cells += ["-", "-", "-"]
+                continue
+            k, (_, _, f) = Curves(c["truth"]).best()
+            b = c["bits"]
+            cells += [f"{k}, {f:.3f}", fmt(c["truth"]["all"][k_default][2]), f"{b['min_share']:.2f}-{b['max_share']:.2f}"]
+        label = name.replace("pkg simhash default", "`simhash` package, its default").replace("pkg simhash words", "`simhash` package, jieba words")
+        out.append(f"| {label} | " + " | ".join(cells) + " |")
+    cells = []
+    for l in langs:
+        cells += ["-, " + fmt(results[l]["minhash"]["truth"][2]), "-", "-"]
+    out.append("| datasketch MinHashLSH, 128 perm., threshold 0.8 | " + " | ".join(cells) + " |")
+    cells = []
+    for l in langs:
+        r = results[l]["choices"][f"chars 5 binary"]["truth"]["all"][k_confirm][1]
+        cells += [f"{k_confirm}, {2 * r / (1 + r):.3f}", "-", "-"]
+    out.append(f"| default, candidates at k={k_confirm} checked by exact Jaccard | " + " | ".join(cells) + " |")
+    return "\n".join(out)
+
+
 def choose_default(results: dict) -> tuple[str, int, float]:
     """The choice and the one k that maximise the lower of the languages' F1 (ties: simpler, smaller k)."""
     best = None
@@ -573,6 +613,7 @@ def main() -> None:
     parser.add_argument("jsonl", nargs="*", help="JSONL files with a 'text' field [default: /work/shared/corpus/*.jsonl]")
     parser.add_argument("--originals", type=int, default=400, help="originals per language (each gets %d copies)" % len(KINDS))
     parser.add_argument("--seed", type=int, default=5)
+    parser.add_argument("--lengths", default="50,8000", help="range of original lengths, characters [default: %(default)s]")
     parser.add_argument("--quick", action="store_true", help="count weights only (plus a few others)")
     parser.add_argument("--default", default=DEFAULT_CHOICE, help="report this choice in detail [default: %(default)s]")
     parser.add_argument("--k", type=int, default=RECOMMENDED_K, help="report at this k [default: %(default)s]")
@@ -584,13 +625,16 @@ def main() -> None:
         sys.exit("error: no JSONL files given and none in /work/shared/corpus")
     rng = random.Random(args.seed)
     log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
-    originals = load_originals(paths, args.originals, rng)
+    lengths = tuple(int(x) for x in args.lengths.split(","))
+    originals = load_originals(paths, args.originals, rng, lengths)
     results = {lang: run_language(build_corpus(lang, texts, args.seed), args.quick, log) for lang, texts in originals.items()}
     best, best_k, score = choose_default(results)
     name, k = args.default, args.k
-    print(f"## Fingerprint quality ({', '.join(paths)}; {args.originals} originals per language, seed {args.seed})\n")
+    print(f"## Fingerprint quality ({', '.join(paths)}; {args.originals} originals per language of "
+          f"{lengths[0]}-{lengths[1]} characters, seed {args.seed})\n")
     print(f"Best single choice for all languages by the lower F1: `{best}` at k={best_k} (F1 >= {score:.3f}). "
           f"Reported in detail: `{name}` at k={k}, and candidates at k={args.confirm_k} checked exactly.\n")
+    print(summary(results, k, args.confirm_k) + "\n")
     print(report(results, name, k, args.confirm_k))
     if args.json:
         Path(args.json).write_text(json.dumps(results, default=float))

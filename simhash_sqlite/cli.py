@@ -20,7 +20,7 @@ from .fingerprint import from_hex, simhash, to_hex, to_signed
 from .index import AddReport, Match, SimhashIndex
 from .calibrate import DEFAULT_MAX_K, Calibration, calibrate as calibrate_index
 from .explain import Explanation, explain as explain_pair
-from .settings import CONFIRM_K, RECOMMENDED_K, FingerprintSettings
+from .settings import CONFIRM_K, RECOMMENDED_K, SHORT_TEXT, FingerprintSettings
 from .sources import Reader
 
 app = typer.Typer(
@@ -139,6 +139,12 @@ def _print_add_summary(report: AddReport, reader: Reader, db: Path) -> None:
         err.print(f"[yellow]skipped[/] {len(reader.skipped) - SHOWN_SKIPS} more")
     for key in report.no_features[:SHOWN_SKIPS]:
         err.print(f"[yellow]warning[/] {key}: no features (empty text); stored, never matches", highlight=False, soft_wrap=True)
+    if report.short and report.short * 2 >= report.added + report.updated:
+        err.print(
+            f"[yellow]warning[/] {report.short:,} of the texts are shorter than {SHORT_TEXT} characters: distances "
+            f"between short texts are noisier (use k <= {RECOMMENDED_K - 1}, or check pairs with simq explain)",
+            highlight=False, soft_wrap=True,
+        )
     out.print(
         f"{db}: {report.added:,} added, {report.updated:,} updated, {report.unchanged:,} unchanged, "
         f"{len(reader.skipped):,} skipped, {len(report.no_features):,} without features",

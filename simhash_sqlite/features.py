@@ -154,11 +154,15 @@ def weighted_features(text: str, settings: FingerprintSettings) -> tuple[np.ndar
 
 def simhash_input(text: str, settings: FingerprintSettings) -> tuple[np.ndarray, np.ndarray]:
     """Feature hashes and weights to sum for the fingerprint. With count weights every occurrence
-    votes once (the same sums as distinct features weighted by count), which skips a sort."""
-    if settings.weights == "count":
-        hashes = ngram_hashes(units(text, settings), settings.ngram)
-        return hashes, np.ones(len(hashes), dtype=np.int64)
-    return weighted_features(text, settings)
+    votes once (the same sums as distinct features weighted by count), which skips a sort; binary
+    weights need only the distinct hashes."""
+    hashes = ngram_hashes(units(text, settings), settings.ngram)
+    if settings.weights == "binary":  # distinct hashes: an in-place sort, cheaper than np.unique
+        hashes.sort()
+        hashes = hashes[np.concatenate(([True], hashes[1:] != hashes[:-1]))] if len(hashes) else hashes
+    elif settings.weights != "count":
+        return weighted_features(text, settings)
+    return hashes, np.ones(len(hashes), dtype=np.int64)
 
 
 def feature_weights(counts: np.ndarray, kind: str) -> np.ndarray:

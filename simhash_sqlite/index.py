@@ -16,7 +16,7 @@ from .fingerprint import blocks, simhash, similarity, to_signed, to_unsigned
 from .features import jieba_version
 from .parallel import fingerprint_texts
 from .search import Plan, near_params, near_sql, plan_for
-from .settings import FingerprintSettings
+from .settings import SHORT_TEXT, FingerprintSettings
 from .sqlfunctions import register_functions
 from .storage import connect, schema_version, write_transaction
 
@@ -62,6 +62,7 @@ class AddReport:
     no_features: list[str] = field(default_factory=list)  # keys stored with no fingerprint
     batches: int = 0
     characters: int = 0
+    short: int = 0  # added or updated texts under settings.SHORT_TEXT characters (noisier distances)
 
     @property
     def documents(self) -> int:
@@ -227,6 +228,7 @@ class SimhashIndex:
         report.no_features.extend(empty)
         report.batches += 1
         report.characters += sum(len(doc.text) for doc in batch)
+        report.short += sum(len(doc.text) < SHORT_TEXT for doc, _ in todo)
 
     def add_fingerprints(
         self, items: Iterable[tuple[str, int]], *, batch_size: int = 100_000

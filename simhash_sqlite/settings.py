@@ -19,6 +19,9 @@ HASH_SCHEME = "blake2b64+splitmix64"
 # CONFIRM_K finds 96% of those pairs as candidates for an exact check of their texts.
 RECOMMENDED_K = 9
 CONFIRM_K = 12
+# On a corpus of texts under this many characters, precision at RECOMMENDED_K fell to 0.37-0.59
+# (bench/quality.py --lengths 12,200): for them, use k <= 8 or check candidates exactly.
+SHORT_TEXT = 200
 
 
 @dataclass(frozen=True)

@@ -149,3 +149,18 @@ def test_stats_shows_the_recommended_k(runner, texts, db_path):
     assert simq(runner, "add", "--db", db_path, texts).exit_code == 0
     data = json.loads(simq(runner, "stats", "--db", db_path, "--json").stdout)
     assert data["recommended k"].startswith("9 ")
+
+
+def test_add_warns_when_most_texts_are_short(runner, tmp_path):
+    folder = tmp_path / "short"
+    folder.mkdir()
+    for i in range(3):
+        (folder / f"{i}.txt").write_text(f"a short note number {i}", encoding="utf-8")
+    result = simq(runner, "add", "--db", tmp_path / "s.db", folder)
+    assert result.exit_code == 0 and "shorter than 200 characters" in result.stderr
+
+
+def test_explain_notes_short_texts(tmp_path):
+    with SimhashIndex(tmp_path / "s.db", create=True, store_text=True) as index:
+        index.add([Document("a", "a short note"), Document("b", "a short note!")])
+        assert any("shorter than" in note for note in explain(index, "a", "b").notes)

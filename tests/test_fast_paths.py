@@ -46,8 +46,8 @@ def test_byte_histogram_simhash_matches_bit_matrix(values, data):
     assert simhash_of_features(hashes, weights) == reference_simhash(hashes, weights)
 
 
-@given(TEXT, st.sampled_from(["chars", "words"]), st.integers(1, 5))
-@settings(max_examples=150, deadline=None)
-def test_count_weights_without_sort_match_distinct_features(text, features, ngram):
-    s = FingerprintSettings(features=features, ngram=ngram, weights="count")
+@given(TEXT, st.sampled_from(["chars", "words"]), st.integers(1, 5), st.sampled_from(["count", "binary", "log"]))
+@settings(max_examples=200, deadline=None)
+def test_fast_weight_paths_match_distinct_features(text, features, ngram, weights):
+    s = FingerprintSettings(features=features, ngram=ngram, weights=weights)
     assert simhash(text, s) == reference_simhash(*weighted_features(text, s))
