@@ -41,6 +41,26 @@ def median_rate(megabytes: float, runs: int, action) -> float:
     return megabytes / statistics.median(times)
 
 
+def core_simhash(text: str, settings: FingerprintSettings) -> int | None:
+    """The fingerprint as the core (issue 2) computed it: NFKC always, np.unique, a 64-column bit
+    matrix. Same output; the baseline for the fast paths."""
+    import re
+    import unicodedata
+
+    import numpy as np
+
+    from simhash_sqlite.features import _WORD, feature_weights, ngram_hashes
+
+    norm = re.sub(r"\s+", " ", unicodedata.normalize("NFKC", text).casefold()).strip()
+    if not _WORD.search(norm):
+        return None
+    units = np.frombuffer(norm.encode("utf-32-le"), dtype="<u4").astype(np.uint64)
+    hashes, counts = np.unique(ngram_hashes(units, settings.ngram), return_counts=True)
+    w = feature_weights(counts, settings.weights).astype(np.float64)
+    bits = np.unpackbits(hashes.astype(">u8").view(np.uint8)).reshape(-1, 64)
+    return int.from_bytes(np.packbits((2.0 * (w @ bits) - w.sum()) > 0).tobytes(), "big")
+
+
 def _spin(n: int) -> int:
     total = 0
     for i in range(n):
@@ -83,6 +103,9 @@ def main() -> None:
             rjieba = _rjieba()
             if rjieba is not None:
                 rows.append((lang, "tokenize Han runs: rjieba (HMM off)", median_rate(han_mb, args.runs, lambda: [rjieba.cut(r, hmm=False) for r in runs])))
+        base = FingerprintSettings(weights="count")
+        rows.append((lang, "fingerprint, 1 process: chars 5, count, the core's code (baseline)",
+                     median_rate(mb, args.runs, lambda: [core_simhash(t, base) for t in texts])))
         for label, settings in (("default (chars 5, binary)", FingerprintSettings()),
                                 ("chars 5, count", FingerprintSettings(weights="count")),
                                 ("words 3, binary", FingerprintSettings(features="words", ngram=3))):

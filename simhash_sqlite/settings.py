@@ -13,10 +13,10 @@ FEATURE_KINDS = ("chars", "words")
 WEIGHT_KINDS = ("count", "log", "binary")
 HASH_SCHEME = "blake2b64+splitmix64"
 
-# Chosen by bench/quality.py (BENCHMARKS.md, issue 5): character 5-grams with binary weights had the
-# best F1 of every feature choice on Chinese and English together, against the truth "Jaccard of
-# character 5-shingles >= 0.8". RECOMMENDED_K is where that F1 peaks for fingerprints alone;
-# CONFIRM_K finds 96% of those pairs as candidates for an exact check of their texts.
+# Chosen by bench/quality.py (BENCHMARKS.md, issue 5) against the truth "Jaccard of character
+# 5-shingles >= 0.8": character 5-grams with binary weights beat counts by 0.02-0.05 F1 in Chinese and
+# English; word 3-grams were within 0.01 (noise) but need a tokenizer. RECOMMENDED_K is where the F1
+# of fingerprints alone peaks; CONFIRM_K finds 96% of those pairs as candidates for an exact check.
 RECOMMENDED_K = 9
 CONFIRM_K = 12
 # On a corpus of texts under this many characters, precision at RECOMMENDED_K fell to 0.37-0.59
