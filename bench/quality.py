@@ -467,10 +467,14 @@ def run_language(corpus: Corpus, quick: bool, log) -> dict:
         "truth": (p, r, f), "planted": (pp, pr, pf), "seconds": time.perf_counter() - t0,
         "buckets": {name: prf((hit & (fb >= lo) & (fb < hi)).sum(), ((fb >= lo) & (fb < hi)).sum(), ((tb >= lo) & (tb < hi)).sum())
                     for name, lo, hi in BUCKETS},
-        "kinds": {kind: float(np.isin(kind_pairs[(kind_arr[copy_idx] == kind) & kind_truth], found).mean()) for kind in KINDS},
+        "kinds": {kind: _share(np.isin(kind_pairs[(kind_arr[copy_idx] == kind) & kind_truth], found)) for kind in KINDS},
     }
     log(f"[{corpus.lang}] {'datasketch MinHashLSH':28s}            P={p:.3f} R={r:.3f} F1={f:.3f}  {result['minhash']['seconds']:.1f}s")
     return result
+
+
+def _share(flags: np.ndarray) -> float:
+    return float(flags.mean()) if len(flags) else float("nan")
 
 
 def minhash_pairs(texts: list[str]) -> np.ndarray:

@@ -291,8 +291,9 @@ def _print_calibration(result: Calibration) -> None:
     def cell(x):
         return "-" if x is None else f"{x:.3f}"
 
-    table = Table("distance", "pairs", "mean Jaccard", "lowest", "highest", f"share >= {result.threshold:g}",
-                  "expected", "mean Jaccard (chart)", title="Sampled pairs by distance")
+    table = Table("dist", "pairs", "mean J", "low", "high", f"J>={result.threshold:g}", "expected", "mean J",
+                  title="Sampled pairs by distance: exact 5-shingle Jaccard (J)")
+    table.columns[-1].no_wrap = True
     for row in result.rows:
         bar = "" if row.mean is None else "█" * round(row.mean * 10)
         style = "green" if row.share_similar is not None and row.share_similar >= 0.5 else None
