@@ -598,6 +598,39 @@ def summary(results: dict, k_default: int, k_confirm: int) -> str:
     return "\n".join(out)
 
 
+def balance_table(paths: list[str], seed: int) -> str:
+    """Bit balance and block buckets on every section of the corpora (not only the sampled originals):
+    how many candidate pairs the four 16-bit block lookups meet, against what uniform bits would give."""
+    rng = random.Random(seed)
+    pool = load_originals(paths, 10**9, rng)
+    names = [n for n in SUMMARY_ROWS if not n.startswith(("pkg", "jieba"))]
+    out = ["| features, weights | " + " | ".join(f"{l} ({len(t)} sections): bits | {l}: largest bucket | {l}: candidates x uniform" for l, t in pool.items()) + " |",
+           "|---" * (1 + 3 * len(pool)) + "|"]
+    rows = {name: [] for name in names}
+    for lang, texts in pool.items():
+        cache: dict[str, list[np.ndarray]] = {}
+        for name in names:
+            parts = name.split()
+            units_kind = "words-hmm" if "hmm" in parts else parts[0]
+            if lang == "en" and units_kind == "words-hmm":
+                rows[name] += ["-", "-", "-"]
+                continue
+            if units_kind not in cache:
+                cache[units_kind] = unit_arrays(texts, units_kind)
+            fps = fingerprints(weighted(cache[units_kind], int(parts[1]), parts[-1]))
+            bits = np.unpackbits(fps.astype(">u8").view(np.uint8)).reshape(-1, 64).mean(axis=0)
+            largest, pairs = 0, 0
+            for b in range(4):
+                _, counts = np.unique((fps >> np.uint64(16 * (3 - b))) & np.uint64(0xFFFF), return_counts=True)
+                largest = max(largest, int(counts.max()))
+                pairs += int((counts.astype(np.int64) * (counts - 1) // 2).sum())
+            uniform = 4 * len(fps) * (len(fps) - 1) / 2 / 65536
+            rows[name] += [f"{bits.min():.2f}-{bits.max():.2f}", str(largest), f"{pairs / uniform:.1f}"]
+    for name in names:
+        out.append(f"| {name} | " + " | ".join(rows[name]) + " |")
+    return "\n".join(out)
+
+
 def choose_default(results: dict) -> tuple[str, int, float]:
     """The choice and the one k that maximise the lower of the languages' F1 (ties: simpler, smaller k)."""
     best = None
@@ -623,10 +656,15 @@ def main() -> None:
     parser.add_argument("--k", type=int, default=RECOMMENDED_K, help="report at this k [default: %(default)s]")
     parser.add_argument("--confirm-k", type=int, default=CONFIRM_K, help="k for candidates checked exactly [default: %(default)s]")
     parser.add_argument("--json", help="also write every number to this file")
+    parser.add_argument("--balance", action="store_true", help="only the bit balance on every section of the corpora")
     args = parser.parse_args()
     paths = args.jsonl or sorted(glob.glob("/work/shared/corpus/*.jsonl"))
     if not paths:
         sys.exit("error: no JSONL files given and none in /work/shared/corpus")
+    if args.balance:
+        print(f"## Bit balance and block buckets ({', '.join(paths)}; every section, seed {args.seed})\n")
+        print(balance_table(paths, args.seed))
+        return
     rng = random.Random(args.seed)
     log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
     lengths = tuple(int(x) for x in args.lengths.split(","))
