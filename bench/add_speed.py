@@ -25,11 +25,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from simhash_sqlite.features import _HAN_RUN, _jieba, _rjieba, normalize  # noqa: E402
 from simhash_sqlite.fingerprint import simhash  # noqa: E402
-from simhash_sqlite.parallel import workers  # noqa: E402
 from simhash_sqlite.settings import FingerprintSettings  # noqa: E402
 
 CORPORA = {"zh": "/work/shared/corpus/manpages_zh.jsonl", "en": "/work/shared/corpus/python_docs_en.jsonl"}
 SIMQ = str(Path(sys.executable).with_name("simq"))
+CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
 def median_rate(megabytes: float, runs: int, action) -> float:
@@ -117,7 +117,7 @@ def main() -> None:
                     f.write(json.dumps({"id": f"{c}/{i}", "text": t}, ensure_ascii=False) + "\n")
         add_mb = mb * args.copies
         for label, extra in (("default", []), ("words 3", ["--features", "words", "--ngram", "3"])):
-            for n in sorted({1, workers()}):
+            for n in sorted({1, CORES}):
                 def add():
                     db = tmp / "speed.db"
                     for suffix in ("", "-wal", "-shm"):
@@ -126,9 +126,9 @@ def main() -> None:
                     subprocess.run([SIMQ, "add", "--db", str(db), str(jsonl), *extra], check=True, env=env,
                                    stdout=subprocess.DEVNULL)
                 rows.append((lang, f"whole `simq add` ({add_mb:.1f} MB), {label}, {n} process(es)", median_rate(add_mb, args.runs, add)))
-    headroom = parallel_headroom(workers())
+    headroom = parallel_headroom(CORES)
     print(f"## simq add speed ({os.cpu_count()} cores; medians of {args.runs} runs; MB = 10^6 bytes of UTF-8)\n")
-    print(f"Machine check: a pure CPU loop on {workers()} processes ran {headroom:.2f}x as fast as on one "
+    print(f"Machine check: a pure CPU loop on {CORES} processes ran {headroom:.2f}x as fast as on one "
           "(2.0 on an idle 2-core machine).\n")
     print("| corpus | what | MB/s |")
     print("|---|---|---|")

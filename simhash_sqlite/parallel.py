@@ -3,7 +3,7 @@
 Fingerprints are pure functions of (text, settings), so workers give exactly what one process
 gives. Small batches stay in the calling process, where starting workers would cost more than it
 saves. SIMQ_WORKERS sets the number of processes, the caller included (1: never use a pool); the default
-is every core.
+is every core when the machine is not already busy.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from __future__ import annotations
 import atexit
 import multiprocessing
 import os
+import signal
 from concurrent.futures import ProcessPoolExecutor
 from functools import lru_cache
 
@@ -22,16 +23,31 @@ PARALLEL_MIN_CHARS = 500_000
 
 
 def workers() -> int:
+    """SIMQ_WORKERS if set; else every core, unless the cores are already busy.
+
+    On a loaded machine a second process gains nothing and its start-up costs seconds
+    (bench/add_speed.py: a pure CPU loop gained 1.12x from 2 processes at load 10 on 2 cores, and
+    the pool made simq add slower), so with a 1-minute load average above cores - 1 we stay serial.
+    """
     value = os.environ.get("SIMQ_WORKERS", "")
     if value.strip().isdigit() and int(value) >= 1:
         return int(value)
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    if hasattr(os, "getloadavg") and os.getloadavg()[0] > cores - 1:
+        return 1
+    return cores
+
+
+def _ignore_interrupts() -> None:
+    # Ctrl-C reaches the whole process group: the parent handles it (committed batches stay) and
+    # shuts the pool down; a worker must not print a traceback of its own.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 @lru_cache(maxsize=None)
 def _pool(size: int) -> ProcessPoolExecutor:
     # spawn, not fork: the parent may hold open SQLite connections and threads.
-    pool = ProcessPoolExecutor(size, mp_context=multiprocessing.get_context("spawn"))
+    pool = ProcessPoolExecutor(size, mp_context=multiprocessing.get_context("spawn"), initializer=_ignore_interrupts)
     atexit.register(pool.shutdown, cancel_futures=True)
     return pool
 

@@ -40,3 +40,11 @@ def test_add_through_the_pool_stores_the_serial_fingerprints(tmp_path, monkeypat
         report = index.add(docs, batch_size=100)
         pooled = {k: index.get(k).fingerprint for k in index.keys()}
     assert pooled == serial and report.added == 300
+
+
+def test_workers_follow_simq_workers_and_default_to_at_least_one(monkeypatch):
+    monkeypatch.setenv("SIMQ_WORKERS", "3")
+    assert parallel.workers() == 3
+    for bad in ("0", "-2", "many", ""):
+        monkeypatch.setenv("SIMQ_WORKERS", bad)
+        assert 1 <= parallel.workers() <= 1024
