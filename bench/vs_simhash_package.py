@@ -67,7 +67,7 @@ def package_fingerprints(feature_lists: list[list[str]]) -> None:
 
 def simq_add(texts: list[str], settings: FingerprintSettings) -> None:
     with tempfile.TemporaryDirectory() as folder:
-        fields = {"features": settings.features, "ngram": settings.ngram, "hmm": settings.hmm}
+        fields = {"features": settings.features, "ngram": settings.ngram, "weights": settings.weights, "hmm": settings.hmm}
         with SimhashIndex(os.path.join(folder, "b.db"), create=True, **fields) as index:
             index.add(Document(str(i), t) for i, t in enumerate(texts))
 
@@ -81,8 +81,9 @@ def paragraphs(texts: list[str], limit: int = 30_000) -> list[str]:
 def run(name: str, texts: list[str], repeat: int) -> list[dict]:
     megabytes = sum(len(t.encode("utf-8")) for t in texts) / 1e6
     choices = [
-        ("chars 5-grams", FingerprintSettings(features="chars", ngram=5), char_grams),
-        ("jieba words", FingerprintSettings(features="words", ngram=1), words),
+        # Count weights on both sides, as the package is fed (feature, count) pairs.
+        ("chars 5-grams", FingerprintSettings(features="chars", ngram=5, weights="count"), char_grams),
+        ("jieba words", FingerprintSettings(features="words", ngram=1, weights="count"), words),
     ]
     rows = []
     for label, settings, tokenize in choices:

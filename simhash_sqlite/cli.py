@@ -23,7 +23,9 @@ from .errors import InvalidInput, SimhashError
 from .fingerprint import from_hex, simhash, to_hex, to_signed
 from .index import AddReport, Match, SimhashIndex
 from .query import ResultSet, parse_params, run_query
-from .settings import FingerprintSettings
+from .calibrate import DEFAULT_MAX_K, Calibration, calibrate as calibrate_index
+from .explain import Explanation, explain as explain_pair
+from .settings import CONFIRM_K, RECOMMENDED_K, SHORT_TEXT, FingerprintSettings
 from .sources import Reader
 
 app = typer.Typer(
@@ -91,7 +93,7 @@ def add(
     ] = None,
     ngram: Annotated[Optional[int], typer.Option(help="New index: n of the n-grams [default: 5].")] = None,
     weights: Annotated[
-        Optional[str], typer.Option(help="New index: 'count', 'log' or 'binary' [default: count].")
+        Optional[str], typer.Option(help="New index: 'binary', 'count' or 'log' [default: binary].")
     ] = None,
     hmm: Annotated[
         Optional[bool], typer.Option("--hmm/--no-hmm", help="New index: jieba HMM for words [default: off].")
@@ -142,6 +144,12 @@ def _print_add_summary(report: AddReport, reader: Reader, db: Path) -> None:
         err.print(f"[yellow]skipped[/] {len(reader.skipped) - SHOWN_SKIPS} more")
     for key in report.no_features[:SHOWN_SKIPS]:
         err.print(f"[yellow]warning[/] {key}: no features (empty text); stored, never matches", highlight=False, soft_wrap=True)
+    if report.short and report.short * 2 >= report.added + report.updated:
+        err.print(
+            f"[yellow]warning[/] {report.short:,} of the texts are shorter than {SHORT_TEXT} characters: distances "
+            f"between short texts are noisier (use k <= {RECOMMENDED_K - 1}, or check pairs with simq explain)",
+            highlight=False, soft_wrap=True,
+        )
     out.print(
         f"{db}: {report.added:,} added, {report.updated:,} updated, {report.unchanged:,} unchanged, "
         f"{len(reader.skipped):,} skipped, {len(report.no_features):,} without features",
@@ -239,6 +247,7 @@ def stats(db: DbOption = Path(DEFAULT_DB), as_json: JsonOption = False) -> None:
         "documents": s.documents,
         "without features": s.without_features,
         "fingerprints": s.settings.describe(),
+        "recommended k": _recommended_k(s.settings),
         "feature hash": s.settings.hash,
         "stores texts": s.store_text,
         "schema version": s.schema_version,
@@ -360,6 +369,116 @@ def _print_check(report: CheckReport) -> None:
     for result in report.results:
         table.add_row(result.name, "[green]ok[/]" if result.ok else "[bold red]FAILED[/]", escape(result.detail))
     out.print(table)
+def _recommended_k(settings: FingerprintSettings) -> str:
+    if settings == FingerprintSettings():
+        return (f"{RECOMMENDED_K} (Jaccard >= 0.8 of 5-shingles; {CONFIRM_K} for candidates checked exactly; "
+                "measure yours: simq calibrate)")
+    return f"not measured for these settings (the default's is {RECOMMENDED_K}); measure: simq calibrate"
+
+
+@app.command("calibrate")
+@friendly_errors
+def calibrate_command(
+    db: DbOption = Path(DEFAULT_DB),
+    max_k: Annotated[int, typer.Option("--max-k", help="Largest distance to sample.")] = DEFAULT_MAX_K,
+    pairs: Annotated[int, typer.Option("--pairs", help="Pairs to sample at each distance.")] = 30,
+    threshold: Annotated[float, typer.Option(help="Jaccard similarity that counts as a near-duplicate.")] = 0.8,
+    seed: Annotated[int, typer.Option(help="Seed for choosing the documents.")] = 0,
+    as_json: JsonOption = False,
+) -> None:
+    """What each k means on this index: exact 5-shingle Jaccard of sampled pairs at each distance."""
+    with SimhashIndex(db) as index:
+        result = calibrate_index(index, max_k=max_k, per_distance=pairs, threshold=threshold, seed=seed)
+    if as_json:
+        print(json.dumps({
+            "threshold": result.threshold, "queried": result.queried, "suggested_k": result.suggested_k,
+            "rows": [row.__dict__ for row in result.rows],
+        }))
+        return
+    _print_calibration(result)
+
+
+def _print_calibration(result: Calibration) -> None:
+    def cell(x):
+        return "-" if x is None else f"{x:.3f}"
+
+    table = Table("dist", "pairs", "mean J", "low", "high", f"J>={result.threshold:g}", "expected", "mean J",
+                  title="Sampled pairs by distance: exact 5-shingle Jaccard (J)")
+    table.columns[-1].no_wrap = True
+    for row in result.rows:
+        bar = "" if row.mean is None else "█" * round(row.mean * 10)
+        style = "green" if row.share_similar is not None and row.share_similar >= 0.5 else None
+        table.add_row(str(row.distance), str(row.pairs), cell(row.mean), cell(row.low), cell(row.high),
+                      cell(row.share_similar), f"{row.estimated:.2f}", bar, style=style)
+    out.print(table)
+    out.print(f"{result.pairs:,} pairs from the neighbours of {result.queried:,} documents"
+              + (f" ({result.without_text:,} sampled documents had no text to compare)" if result.without_text else ""))
+    if result.suggested_k is None:
+        out.print(f"no sampled distance has most pairs at Jaccard >= {result.threshold:g}; too few near-duplicates to say")
+    else:
+        out.print(f"suggested k: [bold]{result.suggested_k}[/] (most sampled pairs up to this distance have "
+                  f"Jaccard >= {result.threshold:g})")
+
+
+@app.command("explain")
+@friendly_errors
+def explain_command(
+    a: Annotated[str, typer.Argument(help="A key in the index, or a file.", show_default=False)],
+    b: Annotated[str, typer.Argument(help="Another key, or a file.", show_default=False)],
+    db: DbOption = Path(DEFAULT_DB),
+    top: Annotated[int, typer.Option(help="Features to show in each list.")] = 8,
+    as_json: JsonOption = False,
+) -> None:
+    """Why two documents are (or are not) near-duplicates: distance, Jaccard, features, a diff."""
+    with SimhashIndex(db) as index:
+        result = explain_pair(index, a, b, top=top)
+    if as_json:
+        print(json.dumps(_explanation_json(result), ensure_ascii=False))
+        return
+    _print_explanation(result)
+
+
+def _explanation_json(e: Explanation) -> dict:
+    def feats(items):
+        return [{"feature": f.text, "weight": f.weight, "count": f.count} for f in items]
+
+    return {
+        "a": e.a.name, "b": e.b.name,
+        "fingerprints": [None if s.fingerprint is None else to_hex(s.fingerprint) for s in (e.a, e.b)],
+        "distance": e.distance, "similarity": e.similarity, "estimated_jaccard": e.estimated_jaccard,
+        "exact_jaccard": e.exact_jaccard, "shared": feats(e.shared), "only_a": feats(e.only_a),
+        "only_b": feats(e.only_b), "diff": e.diff, "notes": e.notes,
+    }
+
+
+def _print_explanation(e: Explanation) -> None:
+    def num(x):
+        return "-" if x is None else f"{x:.3f}"
+
+    summary = Table(show_header=False, title=f"{e.a.name}  vs  {e.b.name}")
+    summary.add_row("fingerprints", " / ".join("-" if s.fingerprint is None else to_hex(s.fingerprint) for s in (e.a, e.b)))
+    summary.add_row("distance", "-" if e.distance is None else f"{e.distance} of 64 bits")
+    summary.add_row("similarity (1 - d/64)", num(e.similarity))
+    summary.add_row("estimated 5-shingle Jaccard", num(e.estimated_jaccard))
+    summary.add_row("exact 5-shingle Jaccard", num(e.exact_jaccard))
+    summary.add_row("features", e.settings.describe())
+    if e.distance is not None:
+        verdict = "near-duplicates" if e.distance <= RECOMMENDED_K else "not near-duplicates"
+        summary.add_row(f"at the recommended k={RECOMMENDED_K}", verdict)
+    out.print(summary)
+    if e.shared or e.only_a or e.only_b:
+        features = Table("shared", f"only in {e.a.name}", f"only in {e.b.name}", title="Heaviest features (weight x count)")
+        rows = max(len(e.shared), len(e.only_a), len(e.only_b))
+        cells = [[f"{f.text!r} {f.weight}x{f.count}" for f in items] + [""] * (rows - len(items))
+                 for items in (e.shared, e.only_a, e.only_b)]
+        for row in zip(*cells):
+            features.add_row(*row)
+        out.print(features)
+    for line in e.diff:
+        style = "green" if line.startswith("+") else "red" if line.startswith("-") else "dim" if line.startswith("@") else None
+        out.print(line, style=style, markup=False, highlight=False, soft_wrap=True)
+    for note in e.notes:
+        err.print(f"[yellow]note[/] {note}", highlight=False, soft_wrap=True)
 
 
 def main() -> None:

@@ -12,10 +12,11 @@ import apsw
 
 from . import __version__
 from .errors import InvalidInput
-from .fingerprint import blocks, simhash, simhash_many, similarity, to_signed, to_unsigned
+from .fingerprint import blocks, simhash, similarity, to_signed, to_unsigned
 from .features import jieba_version
+from .parallel import fingerprint_texts
 from .search import Plan, near_params, near_sql, plan_for
-from .settings import FingerprintSettings
+from .settings import SHORT_TEXT, FingerprintSettings
 from .sqlfunctions import register_functions
 from .storage import connect, schema_version, write_transaction
 
@@ -61,6 +62,7 @@ class AddReport:
     no_features: list[str] = field(default_factory=list)  # keys stored with no fingerprint
     batches: int = 0
     characters: int = 0
+    short: int = 0  # added or updated texts under settings.SHORT_TEXT characters (noisier distances)
 
     @property
     def documents(self) -> int:
@@ -207,7 +209,7 @@ class SimhashIndex:
                 added += 1
             known[doc.key] = digest
             changed.append((doc, digest))
-        fingerprints = simhash_many([doc.text for doc, _ in changed], self.settings)
+        fingerprints = fingerprint_texts([doc.text for doc, _ in changed], self.settings)  # all cores if large
         rows, empty = [], []
         for (doc, digest), fingerprint in zip(changed, fingerprints):
             if fingerprint is None:
@@ -226,6 +228,7 @@ class SimhashIndex:
         report.no_features.extend(empty)
         report.batches += 1
         report.characters += sum(len(doc.text) for doc in batch)
+        report.short += sum(len(doc.text) < SHORT_TEXT for doc, _ in changed)
 
     def add_fingerprints(
         self, items: Iterable[tuple[str, int]], *, batch_size: int = 100_000

@@ -13,6 +13,16 @@ FEATURE_KINDS = ("chars", "words")
 WEIGHT_KINDS = ("count", "log", "binary")
 HASH_SCHEME = "blake2b64+splitmix64"
 
+# Chosen by bench/quality.py (BENCHMARKS.md, issue 5) against the truth "Jaccard of character
+# 5-shingles >= 0.8": character 5-grams with binary weights beat counts by 0.02-0.05 F1 in Chinese and
+# English; word 3-grams were within 0.01 (noise) but need a tokenizer. RECOMMENDED_K is where the F1
+# of fingerprints alone peaks; CONFIRM_K finds 96% of those pairs as candidates for an exact check.
+RECOMMENDED_K = 9
+CONFIRM_K = 12
+# On a corpus of texts under this many characters, precision at RECOMMENDED_K fell to 0.37-0.59
+# (bench/quality.py --lengths 12,200): for them, use k <= 8 or check candidates exactly.
+SHORT_TEXT = 200
+
 
 @dataclass(frozen=True)
 class FingerprintSettings:
@@ -21,13 +31,14 @@ class FingerprintSettings:
     features: "chars" (character n-grams of the normalized text) or "words" (word n-grams; Chinese
         runs are cut by jieba, other text split into lower-cased words).
     ngram: n of the n-grams (1 = single characters or single words).
-    weights: "count" (term frequency), "log" (1 + ln count) or "binary" (1 per distinct feature).
+    weights: "binary" (1 per distinct feature, the default), "count" (term frequency) or "log"
+        (1 + ln count).
     hmm: jieba's HMM for unknown words; only used with features="words".
     """
 
     features: str = "chars"
     ngram: int = 5
-    weights: str = "count"
+    weights: str = "binary"
     hmm: bool = False
     hash: str = HASH_SCHEME
     version: int = ALGORITHM_VERSION

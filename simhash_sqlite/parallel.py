@@ -1,0 +1,90 @@
+"""Fingerprints of many texts on every core: a process pool for large adds.
+
+Fingerprints are pure functions of (text, settings), so workers give exactly what one process
+gives. Small batches stay in the calling process, where starting workers would cost more than it
+saves. SIMQ_WORKERS sets the number of processes, the caller included (1: never use a pool); the default
+is every core when the machine is not already busy.
+"""
+
+from __future__ import annotations
+
+import atexit
+import multiprocessing
+import os
+import signal
+from concurrent.futures import ProcessPoolExecutor
+from functools import lru_cache
+
+from .fingerprint import simhash_many
+from .settings import FingerprintSettings
+
+# Below this many characters in a batch the pool's overhead (pickling, waking workers) outweighs it.
+PARALLEL_MIN_CHARS = 500_000
+
+
+def workers() -> int:
+    """SIMQ_WORKERS if set; else every core, unless the cores are already busy.
+
+    On a loaded machine a second process gains nothing and its start-up costs seconds
+    (bench/add_speed.py: a pure CPU loop gained 1.12x from 2 processes at load 10 on 2 cores, and
+    the pool made simq add slower), so with a 1-minute load average above cores - 1 we stay serial.
+    """
+    value = os.environ.get("SIMQ_WORKERS", "")
+    if value.strip().isdigit() and int(value) >= 1:
+        return int(value)
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    if hasattr(os, "getloadavg") and os.getloadavg()[0] > cores - 1:
+        return 1
+    return cores
+
+
+def _ignore_interrupts() -> None:
+    # Ctrl-C reaches the whole process group: the parent handles it (committed batches stay) and
+    # shuts the pool down; a worker must not print a traceback of its own.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+@lru_cache(maxsize=None)
+def _pool(size: int) -> ProcessPoolExecutor:
+    # spawn, not fork: the parent may hold open SQLite connections and threads.
+    pool = ProcessPoolExecutor(size, mp_context=multiprocessing.get_context("spawn"), initializer=_ignore_interrupts)
+    atexit.register(pool.shutdown, cancel_futures=True)
+    return pool
+
+
+def _fingerprint_chunk(texts: list[str], settings: FingerprintSettings) -> list[int | None]:
+    return simhash_many(texts, settings)
+
+
+def _chunks(texts: list[str], parts: int) -> list[list[str]]:
+    """Consecutive chunks of about equal total length, order kept."""
+    target = sum(map(len, texts)) / parts
+    out, current, size = [], [], 0
+    for text in texts:
+        current.append(text)
+        size += len(text)
+        if size >= target and len(out) < parts - 1:
+            out.append(current)
+            current, size = [], 0
+    if current:
+        out.append(current)
+    return out
+
+
+def fingerprint_texts(texts: list[str], settings: FingerprintSettings) -> list[int | None]:
+    """simhash_many(texts, settings), in order; in a process pool when that pays.
+
+    The calling process works too: it takes chunks from the back of the queue (cancelling them in
+    the pool before a worker starts them), so n cores need only n - 1 workers.
+    """
+    size = workers()
+    if size < 2 or len(texts) < 2 or sum(map(len, texts)) < PARALLEL_MIN_CHARS:
+        return _fingerprint_chunk(texts, settings)
+    chunks = _chunks(texts, size * 4)  # a few chunks per process evens out uneven texts
+    pool = _pool(size - 1)
+    futures = [pool.submit(_fingerprint_chunk, chunk, settings) for chunk in chunks]
+    local = {}
+    for i in range(len(chunks) - 1, -1, -1):
+        if futures[i].cancel():
+            local[i] = _fingerprint_chunk(chunks[i], settings)
+    return [fp for i, future in enumerate(futures) for fp in (local[i] if i in local else future.result())]

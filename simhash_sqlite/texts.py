@@ -1,0 +1,26 @@
+"""The text behind a stored key, for exact checks: the copy kept in the index (--store-text), or the
+file at the key's path when it still holds what was indexed (same content hash)."""
+
+from __future__ import annotations
+
+import os
+
+from .index import SimhashIndex, content_hash
+
+
+def stored_text(index: SimhashIndex, key: str) -> str | None:
+    """The indexed text of `key`, or None when neither a stored copy nor the unchanged file exists."""
+    row = index.conn.execute("SELECT text, content_hash FROM documents WHERE key = ?", (key,)).get
+    if row is None:
+        return None
+    text, digest = row
+    if text is not None:
+        return text
+    if digest is None or not os.path.isfile(key):
+        return None
+    try:
+        with open(key, "rb") as f:  # bytes, as sources.Reader read them (no newline translation)
+            on_disk = f.read().decode("utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+    return on_disk if content_hash(on_disk) == digest else None

@@ -1,0 +1,50 @@
+"""Fingerprinting in a process pool gives exactly the fingerprints of one process, in order."""
+
+import random
+
+from simhash_sqlite import Document, SimhashIndex, parallel
+from simhash_sqlite.fingerprint import simhash
+from simhash_sqlite.settings import FingerprintSettings
+
+
+def _texts(n=120, seed=1):
+    rng = random.Random(seed)
+    pool = "甲乙丙丁 alpha beta gamma 数据库 索引 指纹 near duplicate text 重复 文本".split()
+    return [" ".join(rng.choice(pool) for _ in range(rng.randint(0, 60))) for _ in range(n)]
+
+
+def test_pool_gives_the_serial_fingerprints_in_order(monkeypatch):
+    monkeypatch.setenv("SIMQ_WORKERS", "2")
+    monkeypatch.setattr(parallel, "PARALLEL_MIN_CHARS", 1)
+    texts = _texts()
+    for s in (FingerprintSettings(), FingerprintSettings(features="words", ngram=2)):
+        assert parallel.fingerprint_texts(texts, s) == [simhash(t, s) for t in texts]
+
+
+def test_chunks_keep_order_and_cover_everything():
+    texts = _texts(50)
+    chunks = parallel._chunks(texts, 8)
+    assert [t for c in chunks for t in c] == texts and 1 <= len(chunks) <= 8
+
+
+def test_add_through_the_pool_stores_the_serial_fingerprints(tmp_path, monkeypatch):
+    texts = _texts(300, seed=2)
+    docs = [Document(f"d{i}", t) for i, t in enumerate(texts)]
+    monkeypatch.setenv("SIMQ_WORKERS", "1")
+    with SimhashIndex(tmp_path / "serial.db", create=True) as index:
+        index.add(docs, batch_size=100)
+        serial = {k: index.get(k).fingerprint for k in index.keys()}
+    monkeypatch.setenv("SIMQ_WORKERS", "2")
+    monkeypatch.setattr(parallel, "PARALLEL_MIN_CHARS", 1)
+    with SimhashIndex(tmp_path / "pool.db", create=True) as index:
+        report = index.add(docs, batch_size=100)
+        pooled = {k: index.get(k).fingerprint for k in index.keys()}
+    assert pooled == serial and report.added == 300
+
+
+def test_workers_follow_simq_workers_and_default_to_at_least_one(monkeypatch):
+    monkeypatch.setenv("SIMQ_WORKERS", "3")
+    assert parallel.workers() == 3
+    for bad in ("0", "-2", "many", ""):
+        monkeypatch.setenv("SIMQ_WORKERS", bad)
+        assert 1 <= parallel.workers() <= 1024
