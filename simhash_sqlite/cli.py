@@ -97,6 +97,13 @@ def add(
     encoding: Annotated[str, typer.Option(help="Encoding of the input files.")] = "utf-8",
     errors: Annotated[str, typer.Option(help="On undecodable bytes: 'strict' (skip the file) or 'replace'.")] = "strict",
     batch_size: Annotated[int, typer.Option(help="Documents per transaction.")] = 1000,
+    progress_json: Annotated[
+        bool,
+        typer.Option(
+            "--progress-json",
+            help="After each committed batch, print a JSON line on stderr (batches, documents, last_key).",
+        ),
+    ] = False,
 ) -> None:
     """Add files, folders or JSONL to the index (created on first use); changed files are updated."""
     reader = Reader(jsonl=jsonl, text_field=text_field, id_field=id_field, encoding=encoding, errors=errors)
@@ -117,6 +124,8 @@ def add(
 
             def on_batch(current: AddReport) -> None:
                 progress.update(task, description=f"{current.documents:,} documents, {current.characters:,} characters")
+                if progress_json:  # called after the COMMIT: every line names a batch that is on disk
+                    print(_progress_line(current), file=sys.stderr, flush=True)
 
             try:
                 report = index.add(reader.documents(paths), batch_size=batch_size, on_batch=on_batch)
@@ -128,6 +137,20 @@ def add(
     _print_add_summary(report, reader, db)
     if any(skip.named for skip in reader.skipped):
         raise typer.Exit(1)
+
+
+def _progress_line(report: AddReport) -> str:
+    return json.dumps(
+        {
+            "committed_batches": report.batches,
+            "documents": report.documents,
+            "added": report.added,
+            "updated": report.updated,
+            "unchanged": report.unchanged,
+            "last_key": report.last_key,
+        },
+        ensure_ascii=False,
+    )
 
 
 def _print_add_summary(report: AddReport, reader: Reader, db: Path) -> None:

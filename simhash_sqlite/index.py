@@ -61,6 +61,7 @@ class AddReport:
     no_features: list[str] = field(default_factory=list)  # keys stored with no fingerprint
     batches: int = 0
     characters: int = 0
+    last_key: str | None = None  # the last document of the last committed batch
 
     @property
     def documents(self) -> int:
@@ -223,6 +224,7 @@ class SimhashIndex:
         report.no_features.extend(empty)
         report.batches += 1
         report.characters += sum(len(doc.text) for doc in batch)
+        report.last_key = batch[-1].key
 
     def add_fingerprints(
         self, items: Iterable[tuple[str, int]], *, batch_size: int = 100_000

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import lru_cache
@@ -17,6 +18,9 @@ from .errors import IndexNotFound, NotAnIndex, SchemaTooNew
 # "SIMH" in ASCII: PRAGMA application_id marks a SQLite file as ours.
 APPLICATION_ID = 0x53494D48
 BUSY_TIMEOUT_MS = 10_000
+# How long a writer keeps asking for the write lock (each ask waits up to BUSY_TIMEOUT_MS in SQLite's
+# busy handler) before SQLITE_BUSY reaches the caller.
+LOCK_WAIT_SECONDS = 120.0
 
 
 @lru_cache(maxsize=None)
@@ -119,17 +123,33 @@ def _migrate(conn: apsw.Connection, current: int) -> None:
 
 
 @contextmanager
-def write_transaction(conn: apsw.Connection) -> Iterator[None]:
+def write_transaction(conn: apsw.Connection, *, wait: float = LOCK_WAIT_SECONDS) -> Iterator[None]:
     """BEGIN IMMEDIATE ... COMMIT, rolled back on any exception (KeyboardInterrupt included).
 
     IMMEDIATE takes the write lock up front, so a concurrent writer waits in the busy handler instead
-    of failing later when a read transaction tries to become a write one.
+    of failing later when a read transaction tries to become a write one. SQLITE_BUSY on BEGIN or
+    COMMIT is retried for up to `wait` seconds: both are safe to repeat (a BEGIN that failed did
+    nothing; a COMMIT that failed with BUSY leaves the transaction open, to be committed again).
     """
-    conn.execute("BEGIN IMMEDIATE")
+    deadline = time.monotonic() + wait
+    _retry_busy(conn, "BEGIN IMMEDIATE", deadline)
     try:
         yield
+        _retry_busy(conn, "COMMIT", deadline)
     except BaseException:
         if not conn.get_autocommit():
             conn.execute("ROLLBACK")
         raise
-    conn.execute("COMMIT")
+
+
+def _retry_busy(conn: apsw.Connection, sql: str, deadline: float) -> None:
+    pause = 0.005
+    while True:
+        try:
+            conn.execute(sql)
+            return
+        except apsw.BusyError:
+            if time.monotonic() + pause > deadline:
+                raise
+            time.sleep(pause)
+            pause = min(pause * 2, 0.25)
