@@ -19,7 +19,7 @@ from .errors import InvalidInput, SimhashError
 from .fingerprint import from_hex, simhash, to_hex, to_signed
 from .index import AddReport, Match, SimhashIndex
 from .settings import FingerprintSettings
-from .sources import Reader
+from .sources import Reader, stale_keys
 
 app = typer.Typer(
     name="simq",
@@ -97,6 +97,13 @@ def add(
     encoding: Annotated[str, typer.Option(help="Encoding of the input files.")] = "utf-8",
     errors: Annotated[str, typer.Option(help="On undecodable bytes: 'strict' (skip the file) or 'replace'.")] = "strict",
     batch_size: Annotated[int, typer.Option(help="Documents per transaction.")] = 1000,
+    prune: Annotated[
+        bool,
+        typer.Option(
+            "--prune",
+            help="Then remove the documents whose files are gone: keys under the folders or matching the globs given.",
+        ),
+    ] = False,
     progress_json: Annotated[
         bool,
         typer.Option(
@@ -134,7 +141,13 @@ def add(
                     "interrupted: every batch committed before it is in the index; run the same command to finish",
                     130,
                 ) from None
+        pruned = stale_keys(index, inputs) if prune else []
+        index.remove(pruned)
     _print_add_summary(report, reader, db)
+    for key in pruned[:SHOWN_SKIPS]:
+        err.print(f"[yellow]pruned[/] {key}: the file is gone", highlight=False, soft_wrap=True)
+    if prune:
+        out.print(f"{len(pruned):,} pruned", highlight=False)
     if any(skip.named for skip in reader.skipped):
         raise typer.Exit(1)
 
@@ -270,6 +283,53 @@ def stats(db: DbOption = Path(DEFAULT_DB), as_json: JsonOption = False) -> None:
     for name, value in rows.items():
         table.add_row(name, f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else str(value))
     out.print(table)
+
+
+@app.command()
+@friendly_errors
+def rm(
+    keys: Annotated[Optional[list[str]], typer.Argument(help="Keys to remove.", show_default=False)] = None,
+    db: DbOption = Path(DEFAULT_DB),
+    glob_pattern: Annotated[
+        Optional[str],
+        typer.Option("--glob", help="Remove the keys matching a SQLite GLOB pattern (* also matches /)."),
+    ] = None,
+    from_file: Annotated[
+        Optional[Path], typer.Option("--from", help="Remove the keys listed in a file, one a line (- for stdin).")
+    ] = None,
+) -> None:
+    """Remove documents by key, by GLOB pattern, or from a list of keys."""
+    listed = list(keys or [])
+    if from_file is not None:
+        listed += _key_lines(from_file)
+    if not listed and glob_pattern is None:
+        raise InvalidInput("give keys, --glob PATTERN or --from FILE")
+    with SimhashIndex(db) as index:
+        removed = index.remove(dict.fromkeys(listed))
+        matched = index.remove_glob(glob_pattern) if glob_pattern is not None else []
+    missing = len(dict.fromkeys(listed)) - removed
+    out.print(
+        f"{db}: {removed + len(matched):,} removed" + (f", {missing:,} keys not in the index" if missing else ""),
+        highlight=False,
+    )
+
+
+def _key_lines(path: Path) -> list[str]:
+    raw = sys.stdin.buffer.read() if str(path) == "-" else path.read_bytes()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidInput(f"{path} is not UTF-8 (byte offset {exc.start})") from None
+    return [line for line in text.splitlines() if line]
+
+
+@app.command()
+@friendly_errors
+def vacuum(db: DbOption = Path(DEFAULT_DB)) -> None:
+    """Give the space of removed and updated documents back to the disk (rewrites the file)."""
+    with SimhashIndex(db) as index:
+        before, after = index.vacuum()
+    out.print(f"{db}: {before:,} -> {after:,} bytes", highlight=False)
 
 
 def main() -> None:

@@ -17,7 +17,7 @@ from .features import jieba_version
 from .search import Plan, near_params, near_sql, plan_for
 from .settings import FingerprintSettings
 from .sqlfunctions import register_functions
-from .storage import connect, schema_version, write_transaction
+from .storage import connect, retry_busy, schema_version, write_transaction
 
 DEFAULT_BATCH_SIZE = 1000
 
@@ -271,9 +271,53 @@ class SimhashIndex:
     def __len__(self) -> int:
         return self.conn.execute("SELECT count(*) FROM documents").get
 
-    def keys(self) -> Iterator[str]:
-        for (key,) in self.conn.execute("SELECT key FROM documents ORDER BY id"):
-            yield key
+    def keys(self, prefix: str | None = None) -> Iterator[str]:
+        """Every key in the order added; with a prefix, the keys starting with it, sorted."""
+        if prefix is None:
+            yield from (key for (key,) in self.conn.execute("SELECT key FROM documents ORDER BY id"))
+            return
+        # A range on the key's unique index; U+10FFFF (a noncharacter) sorts after every other code point.
+        rows = self.conn.execute(
+            "SELECT key FROM documents WHERE key >= ? AND key < ? ORDER BY key", (prefix, prefix + "\U0010ffff")
+        )
+        yield from (key for (key,) in rows)
+
+    # -- removing ----------------------------------------------------------------------------
+
+    def remove(self, keys: Iterable[str], *, batch_size: int = 10_000) -> int:
+        """Delete the documents with these keys (unknown keys are ignored); returns how many went.
+
+        One transaction per batch, like add(): an interrupted remove keeps the batches it committed.
+        """
+        removed = 0
+        iterator = iter(keys)
+        while batch := tuple(islice(iterator, batch_size)):
+            with write_transaction(self.conn):
+                self.conn.execute("DELETE FROM documents WHERE key IN carray(?)", (apsw.carray(batch),))
+                removed += self.conn.changes()
+        return removed
+
+    def remove_glob(self, pattern: str) -> list[str]:
+        """Delete the documents whose key matches a SQLite GLOB pattern; returns their keys.
+
+        GLOB is case-sensitive; * and ? match any characters, "/" included; [abc] and [^abc] are sets.
+        """
+        with write_transaction(self.conn):
+            keys = [key for (key,) in self.conn.execute("SELECT key FROM documents WHERE key GLOB ? ORDER BY key", (pattern,))]
+            self.conn.execute("DELETE FROM documents WHERE key GLOB ?", (pattern,))
+        return keys
+
+    def vacuum(self) -> tuple[int, int]:
+        """Rebuild the file without the space deleted documents left; (bytes before, bytes after).
+
+        Needs as much free disk as the index takes. Readers may go on meanwhile; writers wait.
+        """
+        before = self.stats().file_bytes
+        retry_busy(self.conn, "VACUUM")
+        # Fold the WAL back into the file and truncate it; with readers still active this may only
+        # partly succeed, which is harmless (the next checkpoint finishes it).
+        self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+        return before, self.stats().file_bytes
 
     def stats(self) -> Stats:
         documents, without = self.conn.execute(

@@ -10,12 +10,13 @@ from __future__ import annotations
 import glob
 import json
 import os
+import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 from .errors import InvalidInput
-from .index import Document
+from .index import Document, SimhashIndex
 
 BINARY_SNIFF_BYTES = 8192
 JSONL_SUFFIXES = (".jsonl", ".ndjson")
@@ -147,3 +148,60 @@ def _walk(folder: str) -> Iterator[str]:
         for name in sorted(files):
             if not name.startswith("."):
                 yield os.path.normpath(os.path.join(root, name))
+
+
+def stale_keys(index: SimhashIndex, inputs: Iterable[str]) -> list[str]:
+    """Keys that name a file under one of these folders or globs which no longer exists (for --prune).
+
+    Keys are paths as they were typed (normalized), so only keys under a folder given here, or
+    matching a glob given here, are considered, and a key is stale when no file is at that path
+    now (relative paths are taken from the current folder, as when they were added). Files named
+    one by one, JSONL and stdin are never pruned: their keys are not paths under an input. Caution:
+    with the folder "." every relative key is under it, JSONL ids included.
+    """
+    stale: set[str] = set()
+    for given in inputs:
+        if given == STDIN or given.endswith(JSONL_SUFFIXES):
+            continue
+        if os.path.isdir(given):
+            folder = os.path.normpath(given)
+            prefix = "" if folder == "." else folder.rstrip(os.sep) + os.sep
+            candidates = (key for key in index.keys(prefix) if folder != "." or not os.path.isabs(key))
+        elif glob.has_magic(given):
+            pattern = os.path.normpath(given)
+            matcher = _glob_regex(pattern)
+            first_magic = min((i for i, c in enumerate(pattern) if c in "*?["), default=len(pattern))
+            folder = pattern[: pattern.rfind(os.sep, 0, first_magic) + 1]  # the literal folders before it
+            candidates = (key for key in index.keys(folder) if matcher.fullmatch(key))
+        else:
+            continue
+        stale.update(key for key in candidates if not os.path.lexists(key))
+    return sorted(stale)
+
+
+def _glob_regex(pattern: str) -> re.Pattern:
+    """A glob as glob.glob(recursive=True) reads it: * and ? stay inside one folder, ** crosses them."""
+    out, i, sep = [], 0, re.escape(os.sep)
+    while i < len(pattern):
+        if pattern.startswith("**" + os.sep, i):
+            out.append(f"(?:.*{sep})?")
+            i += 3
+        elif pattern.startswith("**", i):
+            out.append(".*")
+            i += 2
+        elif pattern[i] == "*":
+            out.append(f"[^{sep}]*")
+            i += 1
+        elif pattern[i] == "?":
+            out.append(f"[^{sep}]")
+            i += 1
+        elif pattern[i] == "[" and "]" in pattern[i + 2 :]:
+            end = pattern.index("]", i + 2)
+            body = pattern[i + 1 : end]
+            body = "^" + body[1:] if body.startswith("!") else body
+            out.append(f"[{body.replace(chr(92), chr(92) * 2)}]")
+            i = end + 1
+        else:
+            out.append(re.escape(pattern[i]))
+            i += 1
+    return re.compile("".join(out))

@@ -132,17 +132,19 @@ def write_transaction(conn: apsw.Connection, *, wait: float = LOCK_WAIT_SECONDS)
     nothing; a COMMIT that failed with BUSY leaves the transaction open, to be committed again).
     """
     deadline = time.monotonic() + wait
-    _retry_busy(conn, "BEGIN IMMEDIATE", deadline)
+    retry_busy(conn, "BEGIN IMMEDIATE", deadline=deadline)
     try:
         yield
-        _retry_busy(conn, "COMMIT", deadline)
+        retry_busy(conn, "COMMIT", deadline=deadline)
     except BaseException:
         if not conn.get_autocommit():
             conn.execute("ROLLBACK")
         raise
 
 
-def _retry_busy(conn: apsw.Connection, sql: str, deadline: float) -> None:
+def retry_busy(conn: apsw.Connection, sql: str, *, deadline: float | None = None) -> None:
+    """Run a statement that has no effect when it fails with SQLITE_BUSY, retrying until deadline."""
+    deadline = time.monotonic() + LOCK_WAIT_SECONDS if deadline is None else deadline
     pause = 0.005
     while True:
         try:
