@@ -95,7 +95,9 @@ def add(
         Optional[bool], typer.Option("--store-text/--no-store-text", help="New index: keep the texts in it.")
     ] = None,
     encoding: Annotated[str, typer.Option(help="Encoding of the input files.")] = "utf-8",
-    errors: Annotated[str, typer.Option(help="On undecodable bytes: 'strict' (skip the file) or 'replace'.")] = "strict",
+    errors: Annotated[
+        str, typer.Option(help="On undecodable bytes: 'strict' (skip the file), 'replace', 'ignore' or 'backslashreplace'.")
+    ] = "strict",
     batch_size: Annotated[int, typer.Option(help="Documents per transaction.")] = 1000,
     prune: Annotated[
         bool,
@@ -135,7 +137,8 @@ def add(
                     print(_progress_line(current), file=sys.stderr, flush=True)
 
             try:
-                report = index.add(reader.documents(paths), batch_size=batch_size, on_batch=on_batch)
+                documents = reader.documents(paths, index.settings, index.store_text)
+                report = index.add(documents, batch_size=batch_size, on_batch=on_batch)
             except KeyboardInterrupt:
                 raise fail(
                     "interrupted: every batch committed before it is in the index; run the same command to finish",
@@ -148,7 +151,7 @@ def add(
         err.print(f"[yellow]pruned[/] {key}: the file is gone", highlight=False, soft_wrap=True)
     if prune:
         out.print(f"{len(pruned):,} pruned", highlight=False)
-    if any(skip.named for skip in reader.skipped):
+    if reader.failed:
         raise typer.Exit(1)
 
 
@@ -169,13 +172,22 @@ def _progress_line(report: AddReport) -> str:
 def _print_add_summary(report: AddReport, reader: Reader, db: Path) -> None:
     for skip in reader.skipped[:SHOWN_SKIPS]:
         err.print(f"[yellow]skipped[/] {skip.where}: {skip.reason}", highlight=False, soft_wrap=True)
-    if len(reader.skipped) > SHOWN_SKIPS:
-        err.print(f"[yellow]skipped[/] {len(reader.skipped) - SHOWN_SKIPS} more")
+    if reader.skip_count > SHOWN_SKIPS:
+        err.print(f"[yellow]skipped[/] {reader.skip_count - SHOWN_SKIPS:,} more")
+    for dup in reader.duplicates[:SHOWN_SKIPS]:
+        err.print(
+            f"[yellow]warning[/] {dup.where}: id {dup.key!r} again (first at {dup.first}); the later record wins",
+            highlight=False,
+            soft_wrap=True,
+        )
+    if reader.duplicate_count > SHOWN_SKIPS:
+        err.print(f"[yellow]warning[/] {reader.duplicate_count - SHOWN_SKIPS:,} more repeated ids")
     for key in report.no_features[:SHOWN_SKIPS]:
         err.print(f"[yellow]warning[/] {key}: no features (empty text); stored, never matches", highlight=False, soft_wrap=True)
     out.print(
         f"{db}: {report.added:,} added, {report.updated:,} updated, {report.unchanged:,} unchanged, "
-        f"{len(reader.skipped):,} skipped, {len(report.no_features):,} without features",
+        f"{reader.skip_count:,} skipped, {report.without_features:,} without features"
+        + (f", {reader.duplicate_count:,} repeated ids" if reader.duplicate_count else ""),
         highlight=False,
         soft_wrap=True,
     )

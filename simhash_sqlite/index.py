@@ -20,6 +20,7 @@ from .sqlfunctions import register_functions
 from .storage import connect, retry_busy, schema_version, write_transaction
 
 DEFAULT_BATCH_SIZE = 1000
+KEPT_KEYS = 1000  # AddReport lists at most this many keys; its counts cover all
 
 
 @dataclass(frozen=True)
@@ -28,6 +29,16 @@ class Document:
 
     key: str
     text: str
+
+
+@dataclass(frozen=True)
+class FingerprintedDocument:
+    """A document fingerprinted before add() (a large file streamed in pieces): its text is not kept."""
+
+    key: str
+    fingerprint: int | None  # unsigned, made with the index's settings; None: no features
+    length: int
+    content_hash: bytes
 
 
 @dataclass(frozen=True)
@@ -58,7 +69,8 @@ class AddReport:
     added: int = 0
     updated: int = 0
     unchanged: int = 0
-    no_features: list[str] = field(default_factory=list)  # keys stored with no fingerprint
+    no_features: list[str] = field(default_factory=list)  # the first keys stored with no fingerprint
+    without_features: int = 0  # all of them (the list keeps only the first, so memory stays bounded)
     batches: int = 0
     characters: int = 0
     last_key: str | None = None  # the last document of the last committed batch
@@ -78,6 +90,10 @@ class Stats:
     schema_version: int
     created_with: str
     file_bytes: int
+
+
+def _length(doc: Document | FingerprintedDocument) -> int:
+    return doc.length if isinstance(doc, FingerprintedDocument) else len(doc.text)
 
 
 def content_hash(text: str) -> bytes:
@@ -174,7 +190,7 @@ class SimhashIndex:
 
     def add(
         self,
-        documents: Iterable[Document],
+        documents: Iterable[Document | FingerprintedDocument],
         *,
         batch_size: int = DEFAULT_BATCH_SIZE,
         on_batch: Callable[[AddReport], None] | None = None,
@@ -198,7 +214,8 @@ class SimhashIndex:
         known = self._content_hashes({doc.key for doc in batch})
         rows, added, updated, unchanged, empty = [], 0, 0, 0, []
         for doc in batch:
-            digest = content_hash(doc.text)
+            prepared = isinstance(doc, FingerprintedDocument)
+            digest = doc.content_hash if prepared else content_hash(doc.text)
             if known.get(doc.key) == digest:
                 unchanged += 1
                 continue
@@ -207,23 +224,24 @@ class SimhashIndex:
             else:
                 added += 1
             known[doc.key] = digest
-            fingerprint = self.fingerprint(doc.text)
+            fingerprint = doc.fingerprint if prepared else self.fingerprint(doc.text)
             if fingerprint is None:
                 empty.append(doc.key)
                 signed, parts = None, (None,) * 4
             else:
                 signed, parts = to_signed(fingerprint), blocks(fingerprint)
-            text = doc.text if self.store_text else None
-            rows.append((doc.key, signed, *parts, len(doc.text), digest, text))
+            text = doc.text if self.store_text and not prepared else None
+            rows.append((doc.key, signed, *parts, _length(doc), digest, text))
         if rows:
             with write_transaction(self.conn):
                 self.conn.executemany(_UPSERT, rows)
         report.added += added
         report.updated += updated
         report.unchanged += unchanged
-        report.no_features.extend(empty)
+        report.no_features.extend(empty[: max(0, KEPT_KEYS - len(report.no_features))])
+        report.without_features += len(empty)
         report.batches += 1
-        report.characters += sum(len(doc.text) for doc in batch)
+        report.characters += sum(_length(doc) for doc in batch)
         report.last_key = batch[-1].key
 
     def add_fingerprints(
