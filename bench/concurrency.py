@@ -5,8 +5,9 @@
 
 Every writer runs `simq add` again and again, each time on a new JSONL file of its own (keys
 w<writer>-<round>-<i>), and every third round also on a shared file that all writers add (the
-same keys at the same time: upserts that must not duplicate). Readers run `simq near --json` and
-`simq stats --json` in a loop. The run fails on any non-zero exit, any "locked" or traceback on
+same keys at the same time: upserts that must not duplicate). Each reader is a process running the
+library's near() and len() in a loop (reopening the index every 50 queries), beside a thread
+calling `simq near --json`. The run fails on any non-zero exit, any "locked" or traceback on
 stderr, a document count that goes down between two reads of one reader, and at the end unless
 the index passes simhash_sqlite.integrity.problems and holds exactly the keys of the files whose
 add succeeded.
@@ -47,7 +48,7 @@ class Run:
         self.lock = threading.Lock()
         self.expected: set[str] = set()
         self.errors: list[str] = []
-        self.counts = {"adds": 0, "queries": 0, "stats": 0}
+        self.counts = {"adds": 0, "queries": 0, "opens": 0, "cli_queries": 0}
         self.shared: dict[int, Path] = {}
 
     def shared_file(self, round_: int) -> Path:
@@ -84,24 +85,54 @@ class Run:
             round_ += 1
 
     def reader(self, number: int, until: float) -> None:
-        rng = random.Random(100 + number)
-        last = 0
+        """A reader process of its own (reader_loop below), plus `simq near` calls from here."""
         while not self.db.exists() and time.monotonic() < until:
             time.sleep(0.05)
         time.sleep(1.0)  # let the first writer create the index
+        seconds = max(0.0, until - time.monotonic())
+        process = subprocess.Popen([sys.executable, __file__, "--reader-loop", str(self.db), str(seconds), str(number)],
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        rng = random.Random(100 + number)
         while time.monotonic() < until:
-            query = " ".join(rng.choices(self.vocabulary, k=50))
-            result = self.simq("near", query, "--k", "12", "--json")
+            result = self.simq("near", " ".join(rng.choices(self.vocabulary, k=50)), "--k", "12", "--json")
             if result.returncode == 0:
                 json.loads(result.stdout)
-                self.counts["queries"] += 1
-            result = self.simq("stats", "--json")
-            if result.returncode == 0:
-                documents = json.loads(result.stdout)["documents"]
-                if documents < last:
-                    self.errors.append(f"reader {number}: documents went from {last} down to {documents}")
-                last = documents
-                self.counts["stats"] += 1
+                with self.lock:
+                    self.counts["cli_queries"] += 1
+        stdout, stderr = process.communicate()
+        if process.returncode != 0:
+            with self.lock:
+                self.errors.append(f"reader {number}: {stderr.strip()[-500:]}")
+            return
+        summary = json.loads(stdout)
+        with self.lock:
+            self.counts["queries"] += summary["queries"]
+            self.counts["opens"] += summary["opens"]
+            self.errors.extend(summary["errors"])
+
+
+def reader_loop(db: str, seconds: float, number: int) -> None:
+    """Library reads for `seconds`: near() and len(), reopening the index every 50 queries."""
+    from simhash_sqlite import SimhashIndex
+
+    rng = random.Random(number)
+    until = time.monotonic() + seconds
+    queries = opens = last = 0
+    errors: list[str] = []
+    while time.monotonic() < until:
+        try:
+            with SimhashIndex(db) as index:
+                opens += 1
+                for _ in range(50):
+                    index.near(fingerprint=rng.getrandbits(64), k=3)
+                    count = len(index)
+                    if count < last:
+                        errors.append(f"reader {number}: documents went from {last} down to {count}")
+                    last = count
+                    queries += 1
+        except Exception as exc:  # every failure is a finding: count it, do not stop
+            errors.append(f"reader {number}: {type(exc).__name__}: {exc}")
+    print(json.dumps({"queries": queries, "opens": opens, "errors": errors[:20]}))
 
 
 def main() -> None:
@@ -110,7 +141,11 @@ def main() -> None:
     parser.add_argument("--readers", type=int, default=4)
     parser.add_argument("--seconds", type=float, default=60)
     parser.add_argument("--docs-per-file", type=int, default=500)
+    parser.add_argument("--reader-loop", nargs=3, metavar=("DB", "SECONDS", "NUMBER"), help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.reader_loop:
+        reader_loop(args.reader_loop[0], float(args.reader_loop[1]), int(args.reader_loop[2]))
+        return
 
     run = Run(Path(tempfile.mkdtemp(prefix="concurrency_")), args.docs_per_file, seed=1)
     started = time.monotonic()
@@ -129,11 +164,12 @@ def main() -> None:
     conn.close()
     broken = problems(run.db)
     exact = stored == run.expected and rows == len(run.expected)
-    print("| writers | readers | seconds | adds done | near queries | stats reads | errors | documents (expected) "
-          "| duplicate keys | integrity | exact |")
+    print("| writers | readers | seconds | simq add runs | library queries (index opens) | simq near runs | errors "
+          "| documents (expected) | duplicate keys | integrity | exact |")
     print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |")
-    print(f"| {args.writers} | {args.readers} | {elapsed:.0f} | {run.counts['adds']} | {run.counts['queries']} "
-          f"| {run.counts['stats']} | {len(run.errors)} | {rows:,} ({len(run.expected):,}) | {rows - len(stored)} "
+    print(f"| {args.writers} | {args.readers} | {elapsed:.0f} | {run.counts['adds']} | {run.counts['queries']:,} "
+          f"({run.counts['opens']:,}) | {run.counts['cli_queries']} | {len(run.errors)} "
+          f"| {rows:,} ({len(run.expected):,}) | {rows - len(stored)} "
           f"| {'ok' if not broken else '; '.join(broken)} | {'yes' if exact else 'NO'} |")
     for error in run.errors[:10]:
         print("error:", error)

@@ -150,7 +150,7 @@ def add(
     for key in pruned[:SHOWN_SKIPS]:
         err.print(f"[yellow]pruned[/] {key}: the file is gone", highlight=False, soft_wrap=True)
     if prune:
-        out.print(f"{len(pruned):,} pruned", highlight=False)
+        out.print(f"{len(pruned):,} pruned", highlight=False, soft_wrap=True)
     if reader.failed:
         raise typer.Exit(1)
 
@@ -323,6 +323,7 @@ def rm(
     out.print(
         f"{db}: {removed + len(matched):,} removed" + (f", {missing:,} keys not in the index" if missing else ""),
         highlight=False,
+        soft_wrap=True,
     )
 
 
@@ -341,7 +342,7 @@ def vacuum(db: DbOption = Path(DEFAULT_DB)) -> None:
     """Give the space of removed and updated documents back to the disk (rewrites the file)."""
     with SimhashIndex(db) as index:
         before, after = index.vacuum()
-    out.print(f"{db}: {before:,} -> {after:,} bytes", highlight=False)
+    out.print(f"{db}: {before:,} -> {after:,} bytes", highlight=False, soft_wrap=True)
 
 
 def main() -> None:
