@@ -141,8 +141,14 @@ class Reader:
         except OSError as exc:
             return self._skip(path, exc.strerror or str(exc), named)
 
+    def _binary(self, head: bytes) -> bool:
+        """NUL bytes near the start mean binary, except in UTF-16/32, where they are part of the text."""
+        if not codecs.lookup(self.encoding).name.startswith(("utf-16", "utf-32")):
+            return b"\x00" in head
+        return "\x00" in head.decode(self.encoding, "replace")
+
     def _decoded(self, key: str, raw: bytes, named: bool) -> Document | None:
-        if b"\x00" in raw[:BINARY_SNIFF_BYTES]:
+        if self._binary(raw[:BINARY_SNIFF_BYTES]):
             return self._skip(key, "binary file (NUL bytes)", named)
         try:
             return Document(key, raw.decode(self.encoding, self.errors))
@@ -165,7 +171,7 @@ class Reader:
                 key, f"{mib}: files over {self.stream_over >> 20} MiB are fingerprinted in pieces, "
                 f"which needs count weights (this index uses {settings.weights})", named)
         head = handle.read(BINARY_SNIFF_BYTES)
-        if b"\x00" in head:
+        if self._binary(head):
             return self._skip(key, "binary file (NUL bytes)", named)
         decoder = codecs.getincrementaldecoder(self.encoding)(self.errors)
         digest = hashlib.blake2b(digest_size=16)

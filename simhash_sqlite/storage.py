@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import time
+import urllib.parse
 from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import lru_cache
@@ -67,14 +68,36 @@ def connect(path: str | os.PathLike, *, create: bool, readonly: bool = False) ->
         raise IndexNotFound(f"cannot open {path} (missing folder or no permission)") from None
     try:
         _harden(conn)
+        if conn.readonly("main"):  # the file or its folder cannot be written (SQLite fell back to reading)
+            conn = _readable(conn, path)
         version = _check_ours(conn, path)
-        if not readonly:
+        if not conn.readonly("main"):
             conn.pragma("journal_mode", "wal")
             if version < schema_version():
                 _migrate(conn, version)
+        elif version < schema_version():
+            raise NotAnIndex(f"{path} needs a schema upgrade, but it is read-only; open it once where it can be written")
     except BaseException:
         conn.close()
         raise
+    return conn
+
+
+def _readable(conn: apsw.Connection, path: str) -> apsw.Connection:
+    """A connection that can read a file we may not write to.
+
+    Reading a WAL file needs its -shm file; on read-only media or in a read-only folder SQLite cannot
+    create it, so such a file is opened as immutable: read as it is, without locks (nobody can be
+    writing to it there). On an ordinary read-only file the connection works as it is.
+    """
+    try:
+        conn.execute("SELECT count(*) FROM sqlite_schema").get
+        return conn
+    except apsw.CantOpenError:
+        conn.close()
+    uri = f"file:{urllib.parse.quote(os.path.abspath(path))}?immutable=1"
+    conn = apsw.Connection(uri, flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI)
+    _harden(conn)
     return conn
 
 
