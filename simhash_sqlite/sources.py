@@ -162,13 +162,13 @@ class Reader:
         self, key: str, handle, size: int, named: bool, settings: FingerprintSettings | None, store_text: bool
     ) -> FingerprintedDocument | None:
         """A large file, read in 1 MiB chunks: fingerprint, content hash and length in one pass."""
-        mib = f"{size / (1 << 20):,.0f} MiB"
+        mib = _size(size)
         if settings is None or store_text:
             why = "texts are stored in this index" if store_text else "no index settings to fingerprint it with"
             return self._skip(key, f"too large to read whole ({mib}) and {why}", named)
         if settings.weights != "count":
             return self._skip(
-                key, f"{mib}: files over {self.stream_over >> 20} MiB are fingerprinted in pieces, "
+                key, f"{mib}: files over {_size(self.stream_over)} are fingerprinted in pieces, "
                 f"which needs count weights (this index uses {settings.weights})", named)
         head = handle.read(BINARY_SNIFF_BYTES)
         if self._binary(head):
@@ -277,6 +277,13 @@ class Reader:
         if len(self.skipped) < KEPT_SKIPS:
             self.skipped.append(Skipped(where, reason, named))
         return None
+
+
+def _size(count: int) -> str:
+    for unit, shift in (("GiB", 30), ("MiB", 20)):
+        if count >= 1 << shift:
+            return f"{count / (1 << shift):,.1f} {unit}"
+    return f"{count:,} bytes"
 
 
 class _DecodeFailed(Exception):
