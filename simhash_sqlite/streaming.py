@@ -31,7 +31,8 @@ _WORDS_CUT = re.compile(f"(?<=[ \\t\\n\\r])(?=[{_SAFE}])")
 
 PIECE_CHARS = 1 << 22  # about 4 M characters per piece (~0.5 GB of peak arrays at most)
 MAX_UNCUT_CHARS = 1 << 26  # refuse a text with no place to cut in 64 M characters
-_BITS_BLOCK = 1 << 18
+# Row v: the 8 bits of the byte value v, most significant first.
+_BYTE_BITS = np.unpackbits(np.arange(256, dtype=np.uint8)[:, None], axis=1).astype(np.int64)
 
 
 def pieces(chunks: Iterable[str], settings: FingerprintSettings, size: int = PIECE_CHARS) -> Iterator[str]:
@@ -64,6 +65,15 @@ def _last_cut(cut: re.Pattern, buffer: str, size: int) -> int | None:
         if found is not None and found.start() > 0:
             return found.start()
     return None
+
+
+def bit_counts(hashes: np.ndarray) -> np.ndarray:
+    """How many of the uint64 hashes have each bit set, most significant bit first (64 int64s).
+
+    Per byte position, a histogram of the 256 byte values times their bits: no N x 64 bit matrix.
+    """
+    as_bytes = hashes.astype(">u8").view(np.uint8).reshape(-1, 8)
+    return np.concatenate([np.bincount(as_bytes[:, j], minlength=256) @ _BYTE_BITS for j in range(8)])
 
 
 def simhash_pieces(
@@ -104,9 +114,7 @@ def simhash_pieces(
         if len(combined) >= n:
             hashes = ngram_hashes(combined, n)
             total += len(hashes)
-            for block in range(0, len(hashes), _BITS_BLOCK):
-                part = hashes[block : block + _BITS_BLOCK]
-                ones += np.unpackbits(part.astype(">u8").view(np.uint8)).reshape(-1, 64).sum(axis=0, dtype=np.int64)
+            ones += bit_counts(hashes)
         carry = combined[max(0, len(combined) - (n - 1)) :]
     if not has_word:
         return None
@@ -116,5 +124,5 @@ def simhash_pieces(
         if len(short) == 0:
             return None
         total = len(short)
-        ones = np.unpackbits(short.astype(">u8").view(np.uint8)).reshape(-1, 64).sum(axis=0, dtype=np.int64)
+        ones = bit_counts(short)
     return int.from_bytes(np.packbits((2 * ones - total) > 0).tobytes(), "big")
