@@ -119,6 +119,9 @@ class SimhashIndex:
 
     Keyword settings (features, ngram, weights, hmm, store_text) choose how a new index makes
     fingerprints; for an existing one they must match what it recorded (None: take the recorded).
+
+    Threads: one SimhashIndex per thread. It holds one SQLite connection, whose transactions two
+    threads would interleave; open another (cheap) in each thread, e.g. in a threading.local().
     """
 
     def __init__(
