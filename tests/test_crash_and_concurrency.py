@@ -54,11 +54,18 @@ def test_sigkill_at_random_moments_never_loses_a_committed_batch(tmp_path):
         log = tmp_path / "stderr.log"
         with log.open("w") as handle:
             process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=handle)
-            try:
-                process.wait(timeout=rng.uniform(0.3, 1.8))
-            except subprocess.TimeoutExpired:
+            # Kill after a random number of fresh commits (0: during start-up or index creation),
+            # plus a random moment inside the next batch; counting commits, not seconds, keeps the
+            # kills in the middle of adds however loaded the machine is.
+            target, deadline = rng.randint(0, 4), time.monotonic() + 60
+            while process.poll() is None and time.monotonic() < deadline:
+                if log.read_text().count("committed_batches") >= target:
+                    break
+                time.sleep(0.01)
+            time.sleep(rng.uniform(0, 0.3))
+            if process.poll() is None:
                 process.send_signal(signal.SIGKILL)
-                process.wait()
+            process.wait()
         lines = [line for line in log.read_text().splitlines() if line.startswith("{") and line.endswith("}")]
         if lines:
             committed = max(committed, json.loads(lines[-1])["documents"])
