@@ -40,9 +40,13 @@ def problems(path: str | os.PathLike) -> list[str]:
         found = [f"integrity_check: {row}" for (row,) in conn.execute("PRAGMA integrity_check") if row != "ok"]
         if found:
             return found
+        tables = {name for (name,) in conn.execute("SELECT name FROM sqlite_schema WHERE type = 'table'")}
+        if not tables and conn.pragma("application_id") == 0 and conn.pragma("user_version") == 0:
+            # Nothing committed yet: an add was stopped after the file was made (journal_mode=wal
+            # writes its header) but before the schema's transaction. The next open creates it.
+            return []
         if conn.pragma("application_id") != APPLICATION_ID:
             return ["not marked as a simhash-sqlite index (application_id)"]
-        tables = {name for (name,) in conn.execute("SELECT name FROM sqlite_schema WHERE type = 'table'")}
         missing = {"documents", "simhash_meta"} - tables
         if missing:
             return [f"missing tables: {', '.join(sorted(missing))}"]
