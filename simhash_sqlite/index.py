@@ -11,7 +11,7 @@ from itertools import islice
 import apsw
 
 from . import __version__
-from .errors import InvalidInput
+from .errors import IndexNotFound, InvalidInput
 from .fingerprint import blocks, simhash, similarity, to_signed, to_unsigned
 from .features import jieba_version
 from .search import Plan, near_params, near_sql, plan_for
@@ -139,14 +139,17 @@ class SimhashIndex:
         self.conn = connect(self.path, create=create)
         try:
             requested = {"features": features, "ngram": ngram, "weights": weights, "hmm": hmm}
-            self.settings, self.store_text = self._settings(requested, store_text)
+            self.settings, self.store_text = self._settings(requested, store_text, create)
             register_functions(self.conn, self.settings)
         except BaseException:
             self.conn.close()
             raise
 
-    def _settings(self, requested: dict, store_text: bool | None) -> tuple[FingerprintSettings, bool]:
+    def _settings(self, requested: dict, store_text: bool | None, create: bool) -> tuple[FingerprintSettings, bool]:
         meta = self._meta()
+        if "fingerprint" not in meta and not create:
+            # Its creating add was killed before recording settings: only an add may choose them.
+            raise IndexNotFound(f"the index {self.path} was never finished (run simq add --db {self.path} FILES)")
         if "fingerprint" not in meta:
             # A new index: record its settings once (another process may be doing the same).
             settings = FingerprintSettings(**{k: v for k, v in requested.items() if v is not None})

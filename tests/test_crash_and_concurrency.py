@@ -13,8 +13,9 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 import apsw
+import pytest
 
-from simhash_sqlite import Document, SimhashIndex
+from simhash_sqlite import Document, IndexNotFound, SimhashIndex
 from simhash_sqlite.index import content_hash
 from simhash_sqlite.integrity import problems
 
@@ -96,6 +97,10 @@ def test_the_integrity_check_accepts_a_file_killed_before_its_schema_and_nothing
     conn.pragma("journal_mode", "wal")  # what a kill between opening and migrating leaves
     conn.close()
     assert problems(empty) == []
+    with pytest.raises(IndexNotFound, match="never finished"):  # a reader must not choose its settings
+        SimhashIndex(empty)
+    with SimhashIndex(empty, create=True, ngram=3) as index:  # the next add does
+        assert index.settings.ngram == 3
     foreign = tmp_path / "foreign.db"
     conn = apsw.Connection(str(foreign))
     conn.execute("CREATE TABLE documents (key)")
