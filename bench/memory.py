@@ -92,9 +92,15 @@ def measure(args: list[str]) -> tuple[float, int, list[tuple[int, int]]]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--text-mib", help="comma-separated text file sizes in MiB (default 30,64,256,1024)")
+    parser.add_argument("--jsonl-docs", help="comma-separated JSONL document counts (default 3000,30000,300000)")
     args = parser.parse_args()
     sizes = [30 << 20, 64 << 20] if args.quick else [30 << 20, 64 << 20, 256 << 20, 1 << 30]
     counts = [3_000, 30_000] if args.quick else [3_000, 30_000, 300_000]
+    if args.text_mib is not None:
+        sizes = [int(x) << 20 for x in args.text_mib.split(",") if x]
+    if args.jsonl_docs is not None:
+        counts = [int(x) for x in args.jsonl_docs.split(",") if x]
     work = Path(tempfile.mkdtemp(prefix="memory_"))
     try:
         print("| text file | read | seconds | MB/s | peak RSS (MiB) |")
