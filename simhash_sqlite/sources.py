@@ -253,7 +253,7 @@ class Reader:
         key = record.get(self.id_field, where)
         if not isinstance(key, (str, int)) or isinstance(key, bool):
             return self._skip(where, f"id field {self.id_field!r} is not a string or an integer", True)
-        key, body = str(key), body
+        key = str(key)
         if _has_lone_surrogate(key) or _has_lone_surrogate(body):
             return self._skip(where, "the JSON holds an unpaired surrogate escape (\\ud800-\\udfff)", True)
         return Document(key, body)

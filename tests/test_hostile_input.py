@@ -3,7 +3,6 @@
 import json
 import os
 import shutil
-import stat
 import subprocess
 import sys
 import tempfile
@@ -13,8 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_cli import ENGLISH, assert_clean_error, simq
 
-from simhash_sqlite import Document, SimhashIndex
-from simhash_sqlite import sources
+from simhash_sqlite import Document, SimhashIndex, sources
 from simhash_sqlite.integrity import problems
 
 

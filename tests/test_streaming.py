@@ -1,7 +1,7 @@
 """Large files are fingerprinted piece by piece: the result must equal simhash() of the whole text."""
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simhash_sqlite import FingerprintSettings, SimhashIndex, simhash
