@@ -12,6 +12,7 @@ from typing import Annotated, Optional
 import apsw
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -148,11 +149,17 @@ def add(
         index.remove(pruned)
     _print_add_summary(report, reader, db)
     for key in pruned[:SHOWN_SKIPS]:
-        err.print(f"[yellow]pruned[/] {key}: the file is gone", highlight=False, soft_wrap=True)
+        err.print(f"[yellow]pruned[/] {_shown(key)}: the file is gone", highlight=False, soft_wrap=True)
     if prune:
         out.print(f"{len(pruned):,} pruned", highlight=False, soft_wrap=True)
     if reader.failed:
         raise typer.Exit(1)
+
+
+def _shown(text: str) -> str:
+    """A key, path or reason as printed: control characters escaped (one message stays one line)
+    and rich markup escaped (a key like "[/]" is text, not a style)."""
+    return escape("".join(c if c.isprintable() else repr(c)[1:-1] for c in text))
 
 
 def _progress_line(report: AddReport) -> str:
@@ -171,19 +178,24 @@ def _progress_line(report: AddReport) -> str:
 
 def _print_add_summary(report: AddReport, reader: Reader, db: Path) -> None:
     for skip in reader.skipped[:SHOWN_SKIPS]:
-        err.print(f"[yellow]skipped[/] {skip.where}: {skip.reason}", highlight=False, soft_wrap=True)
+        err.print(f"[yellow]skipped[/] {_shown(skip.where)}: {_shown(skip.reason)}", highlight=False, soft_wrap=True)
     if reader.skip_count > SHOWN_SKIPS:
         err.print(f"[yellow]skipped[/] {reader.skip_count - SHOWN_SKIPS:,} more")
     for dup in reader.duplicates[:SHOWN_SKIPS]:
         err.print(
-            f"[yellow]warning[/] {dup.where}: id {dup.key!r} again (first at {dup.first}); the later record wins",
+            f"[yellow]warning[/] {_shown(dup.where)}: id {_shown(repr(dup.key))} again (first at {_shown(dup.first)}); "
+            "the later record wins",
             highlight=False,
             soft_wrap=True,
         )
     if reader.duplicate_count > SHOWN_SKIPS:
         err.print(f"[yellow]warning[/] {reader.duplicate_count - SHOWN_SKIPS:,} more repeated ids")
     for key in report.no_features[:SHOWN_SKIPS]:
-        err.print(f"[yellow]warning[/] {key}: no features (empty text); stored, never matches", highlight=False, soft_wrap=True)
+        err.print(
+            f"[yellow]warning[/] {_shown(key)}: no features (empty text); stored, never matches",
+            highlight=False,
+            soft_wrap=True,
+        )
     out.print(
         f"{db}: {report.added:,} added, {report.updated:,} updated, {report.unchanged:,} unchanged, "
         f"{reader.skip_count:,} skipped, {report.without_features:,} without features"

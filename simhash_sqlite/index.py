@@ -96,6 +96,13 @@ def _length(doc: Document | FingerprintedDocument) -> int:
     return doc.length if isinstance(doc, FingerprintedDocument) else len(doc.text)
 
 
+def _check_keys(keys: Iterable[str]) -> None:
+    """Keys with NUL characters are refused: carray and SQLite's C-string functions cut them there."""
+    for key in keys:
+        if "\x00" in key:
+            raise InvalidInput(f"a key must not contain a NUL character: {key!r}")
+
+
 def content_hash(text: str) -> bytes:
     return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
 
@@ -268,6 +275,7 @@ class SimhashIndex:
         return written
 
     def _content_hashes(self, keys: set[str]) -> dict[str, bytes]:
+        _check_keys(keys)
         return dict(
             self.conn.execute(
                 "SELECT key, content_hash FROM documents WHERE key IN carray(?)", (apsw.carray(tuple(keys)),)
@@ -316,6 +324,7 @@ class SimhashIndex:
         removed = 0
         iterator = iter(keys)
         while batch := tuple(islice(iterator, batch_size)):
+            _check_keys(batch)
             with write_transaction(self.conn):
                 self.conn.execute("DELETE FROM documents WHERE key IN carray(?)", (apsw.carray(batch),))
                 removed += self.conn.changes()

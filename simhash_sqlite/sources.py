@@ -254,6 +254,8 @@ class Reader:
         if not isinstance(key, (str, int)) or isinstance(key, bool):
             return self._skip(where, f"id field {self.id_field!r} is not a string or an integer", True)
         key = str(key)
+        if "\x00" in key:
+            return self._skip(where, "the id contains a NUL character", True)
         if _has_lone_surrogate(key) or _has_lone_surrogate(body):
             return self._skip(where, "the JSON holds an unpaired surrogate escape (\\ud800-\\udfff)", True)
         return Document(key, body)

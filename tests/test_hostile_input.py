@@ -230,6 +230,31 @@ def test_fuzz_random_bytes_and_jsonl(runner, tmp_path_factory, files, lines, sto
     if result.exit_code == 0:
         assert "added" in result.stdout
     assert problems(db) == []
-    again = simq(runner, "add", "--db", db, *inputs)  # the same input again changes nothing
+    before = stored_rows(db)
+    again = simq(runner, "add", "--db", db, *inputs)  # the same input again leaves the same index
     no_traceback(again)
-    assert " 0 added, 0 updated" in again.stdout
+    assert stored_rows(db) == before
+    if "repeated ids" not in again.stdout:  # with repeats, earlier records update and the last wins again
+        assert " 0 added, 0 updated" in again.stdout
+
+
+def stored_rows(db):
+    if not db.exists():
+        return None
+    with SimhashIndex(db) as index:
+        return sorted(index.conn.execute("SELECT key, fingerprint, content_hash, text FROM documents"))
+
+
+def test_ids_with_markup_control_characters_and_nul(runner, db_path, tmp_path):
+    data = tmp_path / "ids.jsonl"
+    records = [{"id": "[/]x", "text": ""}, {"id": "tab\there\x1esep", "text": ""}, {"id": "nul\u0000id", "text": "t"}]
+    data.write_text("".join(json.dumps(r) + "\n" for r in records))
+    result = simq(runner, "add", "--db", db_path, data)
+    no_traceback(result)
+    assert result.exit_code == 1 and "ids.jsonl:3: the id contains a NUL character" in result.stderr
+    assert "[/]x: no features" in result.stderr and "tab\\there\\x1esep: no features" in result.stderr
+    assert len(result.stderr.splitlines()) == 3  # one line per message
+    with SimhashIndex(db_path) as index:
+        assert sorted(index.keys()) == ["[/]x", "tab\there\x1esep"]
+        with pytest.raises(Exception, match="NUL"):
+            index.remove(["a\x00b"])
