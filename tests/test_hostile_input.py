@@ -124,7 +124,7 @@ def mount_tmpfs(path, options):
     path.mkdir(exist_ok=True)
     run = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(path)], capture_output=True, text=True)
     if run.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here ({run.stderr.strip()}); bench/README: PRAGMA max_page_count instead")
+        pytest.skip(f"cannot mount a tmpfs here (needs root): {run.stderr.strip()}")
 
 
 def test_full_disk_keeps_every_committed_batch(runner, tmp_path):
