@@ -26,7 +26,7 @@ from .query import ResultSet, parse_params, run_query
 from .calibrate import DEFAULT_MAX_K, Calibration, calibrate as calibrate_index
 from .explain import Explanation, explain as explain_pair
 from .settings import CONFIRM_K, RECOMMENDED_K, SHORT_TEXT, FingerprintSettings
-from .sources import Reader
+from .sources import Reader, stale_keys
 
 app = typer.Typer(
     name="simq",
@@ -102,8 +102,24 @@ def add(
         Optional[bool], typer.Option("--store-text/--no-store-text", help="New index: keep the texts in it.")
     ] = None,
     encoding: Annotated[str, typer.Option(help="Encoding of the input files.")] = "utf-8",
-    errors: Annotated[str, typer.Option(help="On undecodable bytes: 'strict' (skip the file) or 'replace'.")] = "strict",
+    errors: Annotated[
+        str, typer.Option(help="On undecodable bytes: 'strict' (skip the file), 'replace', 'ignore' or 'backslashreplace'.")
+    ] = "strict",
     batch_size: Annotated[int, typer.Option(help="Documents per transaction.")] = 1000,
+    prune: Annotated[
+        bool,
+        typer.Option(
+            "--prune",
+            help="Then remove the documents whose files are gone: keys under the folders or matching the globs given.",
+        ),
+    ] = False,
+    progress_json: Annotated[
+        bool,
+        typer.Option(
+            "--progress-json",
+            help="After each committed batch, print a JSON line on stderr (batches, documents, last_key).",
+        ),
+    ] = False,
 ) -> None:
     """Add files, folders or JSONL to the index (created on first use); changed files are updated."""
     reader = Reader(jsonl=jsonl, text_field=text_field, id_field=id_field, encoding=encoding, errors=errors)
@@ -124,26 +140,68 @@ def add(
 
             def on_batch(current: AddReport) -> None:
                 progress.update(task, description=f"{current.documents:,} documents, {current.characters:,} characters")
+                if progress_json:  # called after the COMMIT: every line names a batch that is on disk
+                    print(_progress_line(current), file=sys.stderr, flush=True)
 
             try:
-                report = index.add(reader.documents(paths), batch_size=batch_size, on_batch=on_batch)
+                documents = reader.documents(paths, index.settings, index.store_text)
+                report = index.add(documents, batch_size=batch_size, on_batch=on_batch)
             except KeyboardInterrupt:
                 raise fail(
                     "interrupted: every batch committed before it is in the index; run the same command to finish",
                     130,
                 ) from None
+        pruned = stale_keys(index, inputs) if prune else []
+        index.remove(pruned)
     _print_add_summary(report, reader, db)
-    if any(skip.named for skip in reader.skipped):
+    for key in pruned[:SHOWN_SKIPS]:
+        err.print(f"[yellow]pruned[/] {_shown(key)}: the file is gone", highlight=False, soft_wrap=True)
+    if prune:
+        out.print(f"{len(pruned):,} pruned", highlight=False, soft_wrap=True)
+    if reader.failed:
         raise typer.Exit(1)
+
+
+def _shown(text: str) -> str:
+    """A key, path or reason as printed: control characters escaped (one message stays one line)
+    and rich markup escaped (a key like "[/]" is text, not a style)."""
+    return escape("".join(c if c.isprintable() else repr(c)[1:-1] for c in text))
+
+
+def _progress_line(report: AddReport) -> str:
+    return json.dumps(
+        {
+            "committed_batches": report.batches,
+            "documents": report.documents,
+            "added": report.added,
+            "updated": report.updated,
+            "unchanged": report.unchanged,
+            "last_key": report.last_key,
+        },
+        ensure_ascii=False,
+    )
 
 
 def _print_add_summary(report: AddReport, reader: Reader, db: Path) -> None:
     for skip in reader.skipped[:SHOWN_SKIPS]:
-        err.print(f"[yellow]skipped[/] {skip.where}: {skip.reason}", highlight=False, soft_wrap=True)
-    if len(reader.skipped) > SHOWN_SKIPS:
-        err.print(f"[yellow]skipped[/] {len(reader.skipped) - SHOWN_SKIPS} more")
+        err.print(f"[yellow]skipped[/] {_shown(skip.where)}: {_shown(skip.reason)}", highlight=False, soft_wrap=True)
+    if reader.skip_count > SHOWN_SKIPS:
+        err.print(f"[yellow]skipped[/] {reader.skip_count - SHOWN_SKIPS:,} more")
+    for dup in reader.duplicates[:SHOWN_SKIPS]:
+        err.print(
+            f"[yellow]warning[/] {_shown(dup.where)}: id {_shown(repr(dup.key))} again (first at {_shown(dup.first)}); "
+            "the later record wins",
+            highlight=False,
+            soft_wrap=True,
+        )
+    if reader.duplicate_count > SHOWN_SKIPS:
+        err.print(f"[yellow]warning[/] {reader.duplicate_count - SHOWN_SKIPS:,} more repeated ids")
     for key in report.no_features[:SHOWN_SKIPS]:
-        err.print(f"[yellow]warning[/] {key}: no features (empty text); stored, never matches", highlight=False, soft_wrap=True)
+        err.print(
+            f"[yellow]warning[/] {_shown(key)}: no features (empty text); stored, never matches",
+            highlight=False,
+            soft_wrap=True,
+        )
     if report.short and report.short * 2 >= report.added + report.updated:
         err.print(
             f"[yellow]warning[/] {report.short:,} of the texts are shorter than {SHORT_TEXT} characters: distances "
@@ -152,7 +210,8 @@ def _print_add_summary(report: AddReport, reader: Reader, db: Path) -> None:
         )
     out.print(
         f"{db}: {report.added:,} added, {report.updated:,} updated, {report.unchanged:,} unchanged, "
-        f"{len(reader.skipped):,} skipped, {len(report.no_features):,} without features",
+        f"{reader.skip_count:,} skipped, {report.without_features:,} without features"
+        + (f", {reader.duplicate_count:,} repeated ids" if reader.duplicate_count else ""),
         highlight=False,
         soft_wrap=True,
     )
@@ -342,6 +401,45 @@ def _render_csv(result: ResultSet, format_: str, first: bool) -> None:
 
 @app.command()
 @friendly_errors
+def rm(
+    keys: Annotated[Optional[list[str]], typer.Argument(help="Keys to remove.", show_default=False)] = None,
+    db: DbOption = Path(DEFAULT_DB),
+    glob_pattern: Annotated[
+        Optional[str],
+        typer.Option("--glob", help="Remove the keys matching a SQLite GLOB pattern (* also matches /)."),
+    ] = None,
+    from_file: Annotated[
+        Optional[Path], typer.Option("--from", help="Remove the keys listed in a file, one a line (- for stdin).")
+    ] = None,
+) -> None:
+    """Remove documents by key, by GLOB pattern, or from a list of keys."""
+    listed = list(keys or [])
+    if from_file is not None:
+        listed += _key_lines(from_file)
+    if not listed and glob_pattern is None:
+        raise InvalidInput("give keys, --glob PATTERN or --from FILE")
+    with SimhashIndex(db) as index:
+        removed = index.remove(dict.fromkeys(listed))
+        matched = index.remove_glob(glob_pattern) if glob_pattern is not None else []
+    missing = len(dict.fromkeys(listed)) - removed
+    out.print(
+        f"{db}: {removed + len(matched):,} removed" + (f", {missing:,} keys not in the index" if missing else ""),
+        highlight=False,
+        soft_wrap=True,
+    )
+
+
+def _key_lines(path: Path) -> list[str]:
+    raw = sys.stdin.buffer.read() if str(path) == "-" else path.read_bytes()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidInput(f"{path} is not UTF-8 (byte offset {exc.start})") from None
+    return [line for line in text.splitlines() if line]
+
+
+@app.command()
+@friendly_errors
 def check(
     db: DbOption = Path(DEFAULT_DB),
     as_json: JsonOption = False,
@@ -479,6 +577,15 @@ def _print_explanation(e: Explanation) -> None:
         out.print(line, style=style, markup=False, highlight=False, soft_wrap=True)
     for note in e.notes:
         err.print(f"[yellow]note[/] {note}", highlight=False, soft_wrap=True)
+
+
+@app.command()
+@friendly_errors
+def vacuum(db: DbOption = Path(DEFAULT_DB)) -> None:
+    """Give the space of removed and updated documents back to the disk (rewrites the file)."""
+    with SimhashIndex(db) as index:
+        before, after = index.vacuum()
+    out.print(f"{db}: {before:,} -> {after:,} bytes", highlight=False, soft_wrap=True)
 
 
 def main() -> None:

@@ -11,16 +11,17 @@ from itertools import islice
 import apsw
 
 from . import __version__
-from .errors import InvalidInput
+from .errors import IndexNotFound, InvalidInput
 from .fingerprint import blocks, simhash, similarity, to_signed, to_unsigned
 from .features import jieba_version
 from .parallel import fingerprint_texts
 from .search import Plan, near_params, near_sql, plan_for
 from .settings import SHORT_TEXT, FingerprintSettings
 from .sqlfunctions import register_functions
-from .storage import connect, schema_version, write_transaction
+from .storage import connect, retry_busy, schema_version, write_transaction
 
 DEFAULT_BATCH_SIZE = 1000
+KEPT_KEYS = 1000  # AddReport lists at most this many keys; its counts cover all
 
 
 @dataclass(frozen=True)
@@ -29,6 +30,16 @@ class Document:
 
     key: str
     text: str
+
+
+@dataclass(frozen=True)
+class FingerprintedDocument:
+    """A document fingerprinted before add() (a large file streamed in pieces): its text is not kept."""
+
+    key: str
+    fingerprint: int | None  # unsigned, made with the index's settings; None: no features
+    length: int
+    content_hash: bytes
 
 
 @dataclass(frozen=True)
@@ -59,10 +70,12 @@ class AddReport:
     added: int = 0
     updated: int = 0
     unchanged: int = 0
-    no_features: list[str] = field(default_factory=list)  # keys stored with no fingerprint
+    no_features: list[str] = field(default_factory=list)  # the first keys stored with no fingerprint
+    without_features: int = 0  # all of them (the list keeps only the first, so memory stays bounded)
     batches: int = 0
     characters: int = 0
     short: int = 0  # added or updated texts under settings.SHORT_TEXT characters (noisier distances)
+    last_key: str | None = None  # the last document of the last committed batch
 
     @property
     def documents(self) -> int:
@@ -79,6 +92,17 @@ class Stats:
     schema_version: int
     created_with: str
     file_bytes: int
+
+
+def _length(doc: Document | FingerprintedDocument) -> int:
+    return doc.length if isinstance(doc, FingerprintedDocument) else len(doc.text)
+
+
+def _check_keys(keys: Iterable[str]) -> None:
+    """Keys with NUL characters are refused: carray and SQLite's C-string functions cut them there."""
+    for key in keys:
+        if "\x00" in key:
+            raise InvalidInput(f"a key must not contain a NUL character: {key!r}")
 
 
 def content_hash(text: str) -> bytes:
@@ -104,6 +128,9 @@ class SimhashIndex:
 
     Keyword settings (features, ngram, weights, hmm, store_text) choose how a new index makes
     fingerprints; for an existing one they must match what it recorded (None: take the recorded).
+
+    Threads: one SimhashIndex per thread. It holds one SQLite connection, whose transactions two
+    threads would interleave; open another (cheap) in each thread, e.g. in a threading.local().
     """
 
     def __init__(
@@ -121,14 +148,17 @@ class SimhashIndex:
         self.conn = connect(self.path, create=create)
         try:
             requested = {"features": features, "ngram": ngram, "weights": weights, "hmm": hmm}
-            self.settings, self.store_text = self._settings(requested, store_text)
+            self.settings, self.store_text = self._settings(requested, store_text, create)
             register_functions(self.conn, self.settings, index=self)
         except BaseException:
             self.conn.close()
             raise
 
-    def _settings(self, requested: dict, store_text: bool | None) -> tuple[FingerprintSettings, bool]:
+    def _settings(self, requested: dict, store_text: bool | None, create: bool) -> tuple[FingerprintSettings, bool]:
         meta = self._meta()
+        if "fingerprint" not in meta and not create:
+            # Its creating add was killed before recording settings: only an add may choose them.
+            raise IndexNotFound(f"the index {self.path} was never finished (run simq add --db {self.path} FILES)")
         if "fingerprint" not in meta:
             # A new index: record its settings once (another process may be doing the same).
             settings = FingerprintSettings(**{k: v for k, v in requested.items() if v is not None})
@@ -175,7 +205,7 @@ class SimhashIndex:
 
     def add(
         self,
-        documents: Iterable[Document],
+        documents: Iterable[Document | FingerprintedDocument],
         *,
         batch_size: int = DEFAULT_BATCH_SIZE,
         on_batch: Callable[[AddReport], None] | None = None,
@@ -195,11 +225,12 @@ class SimhashIndex:
                 on_batch(report)
         return report
 
-    def _add_batch(self, batch: list[Document], report: AddReport) -> None:
+    def _add_batch(self, batch: list[Document | FingerprintedDocument], report: AddReport) -> None:
         known = self._content_hashes({doc.key for doc in batch})
         changed, added, updated, unchanged = [], 0, 0, 0
         for doc in batch:
-            digest = content_hash(doc.text)
+            prepared = isinstance(doc, FingerprintedDocument)
+            digest = doc.content_hash if prepared else content_hash(doc.text)
             if known.get(doc.key) == digest:
                 unchanged += 1
                 continue
@@ -209,26 +240,32 @@ class SimhashIndex:
                 added += 1
             known[doc.key] = digest
             changed.append((doc, digest))
-        fingerprints = fingerprint_texts([doc.text for doc, _ in changed], self.settings)  # all cores if large
+        # Streamed files come fingerprinted; the rest in one vectorized call (all cores if large).
+        plain = [doc.text for doc, _ in changed if not isinstance(doc, FingerprintedDocument)]
+        computed = iter(fingerprint_texts(plain, self.settings))
         rows, empty = [], []
-        for (doc, digest), fingerprint in zip(changed, fingerprints):
+        for doc, digest in changed:
+            prepared = isinstance(doc, FingerprintedDocument)
+            fingerprint = doc.fingerprint if prepared else next(computed)
             if fingerprint is None:
                 empty.append(doc.key)
                 signed, parts = None, (None,) * 4
             else:
                 signed, parts = to_signed(fingerprint), blocks(fingerprint)
-            text = doc.text if self.store_text else None
-            rows.append((doc.key, signed, *parts, len(doc.text), digest, text))
+            text = doc.text if self.store_text and not prepared else None
+            rows.append((doc.key, signed, *parts, _length(doc), digest, text))
         if rows:
             with write_transaction(self.conn):
                 self.conn.executemany(_UPSERT, rows)
         report.added += added
         report.updated += updated
         report.unchanged += unchanged
-        report.no_features.extend(empty)
+        report.no_features.extend(empty[: max(0, KEPT_KEYS - len(report.no_features))])
+        report.without_features += len(empty)
         report.batches += 1
-        report.characters += sum(len(doc.text) for doc in batch)
-        report.short += sum(len(doc.text) < SHORT_TEXT for doc, _ in changed)
+        report.characters += sum(_length(doc) for doc in batch)
+        report.short += sum(_length(doc) < SHORT_TEXT for doc, _ in changed)
+        report.last_key = batch[-1].key
 
     def add_fingerprints(
         self, items: Iterable[tuple[str, int]], *, batch_size: int = 100_000
@@ -248,6 +285,7 @@ class SimhashIndex:
         return written
 
     def _content_hashes(self, keys: set[str]) -> dict[str, bytes]:
+        _check_keys(keys)
         return dict(
             self.conn.execute(
                 "SELECT key, content_hash FROM documents WHERE key IN carray(?)", (apsw.carray(tuple(keys)),)
@@ -275,9 +313,54 @@ class SimhashIndex:
     def __len__(self) -> int:
         return self.conn.execute("SELECT count(*) FROM documents").get
 
-    def keys(self) -> Iterator[str]:
-        for (key,) in self.conn.execute("SELECT key FROM documents ORDER BY id"):
-            yield key
+    def keys(self, prefix: str | None = None) -> Iterator[str]:
+        """Every key in the order added; with a prefix, the keys starting with it, sorted."""
+        if prefix is None:
+            yield from (key for (key,) in self.conn.execute("SELECT key FROM documents ORDER BY id"))
+            return
+        # A range on the key's unique index; U+10FFFF (a noncharacter) sorts after every other code point.
+        rows = self.conn.execute(
+            "SELECT key FROM documents WHERE key >= ? AND key < ? ORDER BY key", (prefix, prefix + "\U0010ffff")
+        )
+        yield from (key for (key,) in rows)
+
+    # -- removing ----------------------------------------------------------------------------
+
+    def remove(self, keys: Iterable[str], *, batch_size: int = 10_000) -> int:
+        """Delete the documents with these keys (unknown keys are ignored); returns how many went.
+
+        One transaction per batch, like add(): an interrupted remove keeps the batches it committed.
+        """
+        removed = 0
+        iterator = iter(keys)
+        while batch := tuple(islice(iterator, batch_size)):
+            _check_keys(batch)
+            with write_transaction(self.conn):
+                self.conn.execute("DELETE FROM documents WHERE key IN carray(?)", (apsw.carray(batch),))
+                removed += self.conn.changes()
+        return removed
+
+    def remove_glob(self, pattern: str) -> list[str]:
+        """Delete the documents whose key matches a SQLite GLOB pattern; returns their keys.
+
+        GLOB is case-sensitive; * and ? match any characters, "/" included; [abc] and [^abc] are sets.
+        """
+        with write_transaction(self.conn):
+            keys = [key for (key,) in self.conn.execute("SELECT key FROM documents WHERE key GLOB ? ORDER BY key", (pattern,))]
+            self.conn.execute("DELETE FROM documents WHERE key GLOB ?", (pattern,))
+        return keys
+
+    def vacuum(self) -> tuple[int, int]:
+        """Rebuild the file without the space deleted documents left; (bytes before, bytes after).
+
+        Needs as much free disk as the index takes. Readers may go on meanwhile; writers wait.
+        """
+        before = self.stats().file_bytes
+        retry_busy(self.conn, "VACUUM")
+        # Fold the WAL back into the file and truncate it; with readers still active this may only
+        # partly succeed, which is harmless (the next checkpoint finishes it).
+        self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+        return before, self.stats().file_bytes
 
     def stats(self) -> Stats:
         documents, without = self.conn.execute(

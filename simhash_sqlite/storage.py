@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import re
+import time
+import urllib.parse
 from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import lru_cache
@@ -17,6 +19,9 @@ from .errors import ForeignSchema, IndexNotFound, NotAnIndex, SchemaTooNew
 # "SIMH" in ASCII: PRAGMA application_id marks a SQLite file as ours.
 APPLICATION_ID = 0x53494D48
 BUSY_TIMEOUT_MS = 10_000
+# How long a writer keeps asking for the write lock (each ask waits up to BUSY_TIMEOUT_MS in SQLite's
+# busy handler) before SQLITE_BUSY reaches the caller.
+LOCK_WAIT_SECONDS = 120.0
 
 
 @lru_cache(maxsize=None)
@@ -65,15 +70,37 @@ def connect(path: str | os.PathLike, *, create: bool, readonly: bool = False) ->
         raise IndexNotFound(f"cannot open {path} (missing folder or no permission)") from None
     try:
         _harden(conn)
+        if conn.readonly("main"):  # the file or its folder cannot be written (SQLite fell back to reading)
+            conn = _readable(conn, path)
         version = _check_ours(conn, path)
         verify_schema(conn, path, version)
-        if not readonly:
+        if not conn.readonly("main"):
             conn.pragma("journal_mode", "wal")
             if version < schema_version():
                 _migrate(conn, version)
+        elif version < schema_version():
+            raise NotAnIndex(f"{path} needs a schema upgrade, but it is read-only; open it once where it can be written")
     except BaseException:
         conn.close()
         raise
+    return conn
+
+
+def _readable(conn: apsw.Connection, path: str) -> apsw.Connection:
+    """A connection that can read a file we may not write to.
+
+    Reading a WAL file needs its -shm file; on read-only media or in a read-only folder SQLite cannot
+    create it, so such a file is opened as immutable: read as it is, without locks (nobody can be
+    writing to it there). On an ordinary read-only file the connection works as it is.
+    """
+    try:
+        conn.execute("SELECT count(*) FROM sqlite_schema").get
+        return conn
+    except apsw.CantOpenError:
+        conn.close()
+    uri = f"file:{urllib.parse.quote(os.path.abspath(path))}?immutable=1"
+    conn = apsw.Connection(uri, flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI)
+    _harden(conn)
     return conn
 
 
@@ -191,17 +218,35 @@ def _migrate(conn: apsw.Connection, current: int) -> None:
 
 
 @contextmanager
-def write_transaction(conn: apsw.Connection) -> Iterator[None]:
+def write_transaction(conn: apsw.Connection, *, wait: float = LOCK_WAIT_SECONDS) -> Iterator[None]:
     """BEGIN IMMEDIATE ... COMMIT, rolled back on any exception (KeyboardInterrupt included).
 
     IMMEDIATE takes the write lock up front, so a concurrent writer waits in the busy handler instead
-    of failing later when a read transaction tries to become a write one.
+    of failing later when a read transaction tries to become a write one. SQLITE_BUSY on BEGIN or
+    COMMIT is retried for up to `wait` seconds: both are safe to repeat (a BEGIN that failed did
+    nothing; a COMMIT that failed with BUSY leaves the transaction open, to be committed again).
     """
-    conn.execute("BEGIN IMMEDIATE")
+    deadline = time.monotonic() + wait
+    retry_busy(conn, "BEGIN IMMEDIATE", deadline=deadline)
     try:
         yield
+        retry_busy(conn, "COMMIT", deadline=deadline)
     except BaseException:
         if not conn.get_autocommit():
             conn.execute("ROLLBACK")
         raise
-    conn.execute("COMMIT")
+
+
+def retry_busy(conn: apsw.Connection, sql: str, *, deadline: float | None = None) -> None:
+    """Run a statement that has no effect when it fails with SQLITE_BUSY, retrying until deadline."""
+    deadline = time.monotonic() + LOCK_WAIT_SECONDS if deadline is None else deadline
+    pause = 0.005
+    while True:
+        try:
+            conn.execute(sql)
+            return
+        except apsw.BusyError:
+            if time.monotonic() + pause > deadline:
+                raise
+            time.sleep(pause)
+            pause = min(pause * 2, 0.25)

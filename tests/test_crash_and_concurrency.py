@@ -1,0 +1,209 @@
+"""Crashes and concurrent use: SIGKILLed adds, several writer processes with readers, thread pools.
+
+Short versions of bench/crash_kills.py (100 kills) and bench/concurrency.py (4 + 4 for a minute).
+"""
+
+import json
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import apsw
+import pytest
+
+from simhash_sqlite import Document, IndexNotFound, SimhashIndex
+from simhash_sqlite.index import content_hash
+from simhash_sqlite.integrity import problems
+
+
+def corpus(count, seed=0):
+    rng = random.Random(seed)
+    vocabulary = ["".join(rng.choices("abcdefghijklmnopqrstuvwxyz", k=rng.randint(2, 9))) for _ in range(2000)]
+    return [(f"doc{i}", " ".join(rng.choices(vocabulary, k=40))) for i in range(count)]
+
+
+def write_jsonl(path, records):
+    with path.open("w", encoding="utf-8") as handle:
+        for key, text in records:
+            handle.write(json.dumps({"id": key, "text": text}) + "\n")
+
+
+def stored(db):
+    conn = apsw.Connection(str(db), flags=apsw.SQLITE_OPEN_READONLY)
+    try:
+        return dict(conn.execute("SELECT key, content_hash FROM documents"))
+    except apsw.SQLError:
+        return {}  # killed before the schema was committed
+    finally:
+        conn.close()
+
+
+def test_sigkill_at_random_moments_never_loses_a_committed_batch(tmp_path):
+    records = corpus(2000)
+    hashes = {key: content_hash(text) for key, text in records}
+    data, db = tmp_path / "data.jsonl", tmp_path / "index.db"
+    write_jsonl(data, records)
+    command = [sys.executable, "-m", "simhash_sqlite", "add", "--db", str(db), "--batch-size", "100",
+               "--progress-json", str(data)]
+    rng = random.Random(1)
+    committed = kills = kills_after_a_commit = 0
+    while kills < 10:
+        log = tmp_path / "stderr.log"
+        with log.open("w") as handle:
+            process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=handle)
+            # Kill after a random number of fresh commits (0: during start-up or index creation),
+            # plus a random moment inside the next batch; counting commits, not seconds, keeps the
+            # kills in the middle of adds however loaded the machine is.
+            target, deadline = rng.randint(0, 4), time.monotonic() + 60
+            while process.poll() is None and time.monotonic() < deadline:
+                if log.read_text().count("committed_batches") >= target:
+                    break
+                time.sleep(0.01)
+            time.sleep(rng.uniform(0, 0.3))
+            if process.poll() is None:
+                process.send_signal(signal.SIGKILL)
+            process.wait()
+        lines = [line for line in log.read_text().splitlines() if line.startswith("{") and line.endswith("}")]
+        if lines:
+            committed = max(committed, json.loads(lines[-1])["documents"])
+        assert "Traceback" not in log.read_text()
+        if db.exists():
+            assert problems(db) == []
+        have = stored(db) if db.exists() else {}
+        # Every document of every batch reported committed is there, with its content.
+        assert all(have.get(key) == hashes[key] for key, _ in records[:committed])
+        assert set(have) <= set(hashes)
+        if process.returncode == 0:  # finished before the kill: start again from nothing
+            assert len(have) == len(records)
+            for suffix in ("", "-wal", "-shm"):
+                tmp_path.joinpath(f"index.db{suffix}").unlink(missing_ok=True)
+            committed = 0
+        else:
+            kills += 1
+            kills_after_a_commit += committed > 0
+    assert kills_after_a_commit >= 3  # the kills did land in the middle of adds, not only at start-up
+    finish = subprocess.run(command, capture_output=True, text=True)
+    assert finish.returncode == 0, finish.stderr
+    assert stored(db) == hashes and problems(db) == []
+
+
+def test_the_integrity_check_accepts_a_file_killed_before_its_schema_and_nothing_foreign(tmp_path):
+    empty = tmp_path / "empty.db"
+    conn = apsw.Connection(str(empty))
+    conn.pragma("journal_mode", "wal")  # what a kill between opening and migrating leaves
+    conn.close()
+    assert problems(empty) == []
+    with pytest.raises(IndexNotFound, match="never finished"):  # a reader must not choose its settings
+        SimhashIndex(empty)
+    with SimhashIndex(empty, create=True, ngram=3) as index:  # the next add does
+        assert index.settings.ngram == 3
+    foreign = tmp_path / "foreign.db"
+    conn = apsw.Connection(str(foreign))
+    conn.execute("CREATE TABLE documents (key)")
+    conn.close()
+    assert problems(foreign) == ["not marked as a simhash-sqlite index (application_id)"]
+    with SimhashIndex(tmp_path / "ok.db", create=True) as index:
+        index.add([Document("a", "some text here")])
+        index.conn.execute("UPDATE documents SET b2 = b2 + 1")
+    assert problems(tmp_path / "ok.db") == ["1 rows whose blocks do not match their fingerprint"]
+
+
+def test_writer_processes_and_readers_at_once(tmp_path):
+    """Two `simq add` processes on overlapping inputs, two reader processes: no error, exact keys."""
+    db = tmp_path / "index.db"
+    files, expected = [], set()
+    for writer in range(2):
+        own = corpus(600, seed=writer + 10)
+        own = [(f"w{writer}-{key}", text) for key, text in own]
+        path = tmp_path / f"w{writer}.jsonl"
+        write_jsonl(path, own)
+        files.append(path)
+        expected |= {key for key, _ in own}
+    shared = tmp_path / "shared.jsonl"
+    write_jsonl(shared, corpus(300, seed=99))
+    expected |= {key for key, _ in corpus(300, seed=99)}
+    SimhashIndex(db, create=True).close()
+    reader_code = (
+        "import sys, time, random\n"
+        "from simhash_sqlite import SimhashIndex\n"
+        "rng, last, until = random.Random(), 0, time.monotonic() + float(sys.argv[2])\n"
+        "while time.monotonic() < until:\n"
+        "    with SimhashIndex(sys.argv[1]) as index:\n"
+        "        for _ in range(20):\n"
+        "            index.near(fingerprint=rng.getrandbits(64), k=3)\n"
+        "            n = len(index)\n"
+        "            assert n >= last, (n, last)\n"
+        "            last = n\n"
+        "print(last)\n"
+    )
+    writers = [
+        subprocess.Popen([sys.executable, "-m", "simhash_sqlite", "add", "--db", str(db), "--batch-size", "50",
+                          str(path), str(shared)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for path in files
+    ]
+    readers = [
+        subprocess.Popen([sys.executable, "-c", reader_code, str(db), "4"], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+        for _ in range(2)
+    ]
+    for process in writers + readers:
+        stdout, stderr = process.communicate(timeout=120)
+        assert process.returncode == 0, stderr
+        assert "locked" not in stderr and "Traceback" not in stderr
+    conn = apsw.Connection(str(db))
+    keys = [key for (key,) in conn.execute("SELECT key FROM documents")]
+    conn.close()
+    assert len(keys) == len(set(keys)) and set(keys) == expected
+    assert problems(db) == []
+
+
+def test_a_thread_pool_with_one_index_per_thread(db_path):
+    """The documented rule: a SimhashIndex (one connection) per thread, never shared."""
+    SimhashIndex(db_path, create=True).close()
+    local = threading.local()
+    opened = []
+
+    def index():
+        if not hasattr(local, "index"):
+            local.index = SimhashIndex(db_path)
+            opened.append(local.index)
+        return local.index
+
+    def work(job):
+        if job % 2 == 0:
+            index().add([Document(f"t{job}-{i}", f"thread job {job} document {i} " * 5) for i in range(50)],
+                        batch_size=10)
+            return 50
+        index().near(fingerprint=job * 7919, k=6)
+        return 0
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        added = sum(pool.map(work, range(40)))
+    for each in opened:
+        each.close()
+    with SimhashIndex(db_path) as check:
+        assert len(check) == added == 20 * 50
+    assert problems(db_path) == []
+
+
+def test_a_writer_waits_for_a_long_transaction_instead_of_failing(db_path):
+    """Another connection holds the write lock for longer than SQLite's busy timeout would allow."""
+    from simhash_sqlite import storage
+
+    SimhashIndex(db_path, create=True).close()
+    blocker = apsw.Connection(str(db_path))
+    blocker.execute("BEGIN IMMEDIATE")
+    released = threading.Timer(1.5, lambda: blocker.execute("COMMIT"))
+    with SimhashIndex(db_path) as index:
+        index.conn.set_busy_timeout(200)  # so the retry loop, not the busy handler, does the waiting
+        released.start()
+        started = time.monotonic()
+        with storage.write_transaction(index.conn, wait=30):
+            index.conn.execute("INSERT INTO simhash_meta VALUES ('probe', '1')")
+        assert time.monotonic() - started >= 1.0
+    released.join()
+    blocker.close()

@@ -1,0 +1,80 @@
+"""Large files are fingerprinted piece by piece: the result must equal simhash() of the whole text."""
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from simhash_sqlite import FingerprintSettings, SimhashIndex, simhash
+from simhash_sqlite.index import FingerprintedDocument, content_hash
+from simhash_sqlite.integrity import problems
+from simhash_sqlite.sources import Reader
+from simhash_sqlite.streaming import pieces, simhash_pieces
+
+# Characters that make normalization context-dependent: combining marks, NFKC expansions that start
+# with a space (U+00A8), non-breaking and ideographic spaces, ligatures, Hangul jamo that compose.
+TRICKY = list("ab xy\n\t.!1") + ["é", "e\u0301", "\u0301", "\u00a0", "\u00a8", "ß", "ﬁ", "Ａ", "中", "文", "가",
+                                    "\u1100", "\u1161", "\u3000", "ǅ", "\u0345", "ΐ"]
+# Streaming needs count weights (the default is binary): every setting here says so.
+COUNT = FingerprintSettings(weights="count")
+SETTINGS = [COUNT, FingerprintSettings(ngram=1, weights="count"), FingerprintSettings(ngram=3, weights="count"),
+            FingerprintSettings(features="words", ngram=1, weights="count"),
+            FingerprintSettings(features="words", ngram=2, weights="count")]
+
+
+@given(
+    text=st.lists(st.sampled_from(TRICKY), max_size=120).map("".join) | st.text(max_size=120),
+    cuts=st.lists(st.integers(0, 120), max_size=6),
+    piece_chars=st.integers(1, 12),
+    which=st.sampled_from(range(len(SETTINGS))),
+)
+@settings(max_examples=300, deadline=None)
+def test_pieces_give_the_whole_texts_fingerprint(text, cuts, piece_chars, which):
+    chosen = SETTINGS[which]
+    bounds = sorted({min(c, len(text)) for c in cuts})
+    chunks = [text[a:b] for a, b in zip([0, *bounds], [*bounds, len(text)])]
+    assert "".join(pieces(chunks, chosen, piece_chars)) == text
+    assert simhash_pieces(chunks, chosen, piece_chars=piece_chars) == simhash(text, chosen)
+
+
+def test_other_weights_are_refused():
+    with pytest.raises(Exception, match="count weights"):
+        simhash_pieces(["text"], FingerprintSettings(weights="log"))
+
+
+def test_a_large_file_is_streamed_and_stored_like_a_small_one(tmp_path):
+    text = ("Streaming keeps memory bounded. 流式读取大文件。 " * 3000 + "end\n") * 3
+    path = tmp_path / "large.txt"
+    path.write_text(text, encoding="utf-8")
+    chosen = COUNT
+    reader = Reader(stream_over=1000)  # anything over 1000 bytes is streamed
+    [document] = list(reader.documents(reader.expand([str(path)]), chosen))
+    assert isinstance(document, FingerprintedDocument)
+    assert document.fingerprint == simhash(text, chosen)
+    assert document.content_hash == content_hash(text) and document.length == len(text)
+    with SimhashIndex(tmp_path / "i.db", create=True, weights="count") as index:
+        report = index.add([document])
+        assert report.added == 1 and report.characters == len(text)
+        assert index.get(str(path)).fingerprint == simhash(text, chosen)
+        # The same file read whole is unchanged: same content hash.
+        whole = list(Reader().documents(Reader().expand([str(path)]), chosen))
+        assert index.add(whole).unchanged == 1
+    assert problems(tmp_path / "i.db") == []
+
+
+def test_large_files_that_cannot_be_streamed_are_skipped_with_a_reason(tmp_path):
+    big = tmp_path / "big.txt"
+    big.write_text("some words " * 500)
+    bad = tmp_path / "bad.txt"
+    bad.write_bytes(b"ascii " * 1000 + b"\xff" + b" more" * 10)
+    nul = tmp_path / "nul.bin"
+    nul.write_bytes(b"\x00" * 5000)
+    reader = Reader(stream_over=100)
+    assert list(reader.documents(reader.expand([str(big)]), FingerprintSettings(weights="log"))) == []
+    assert list(reader.documents(reader.expand([str(bad), str(nul)]), COUNT)) == []
+    reasons = [skip.reason for skip in reader.skipped]
+    assert "5,500 bytes: files over 100 bytes are fingerprinted in pieces, which needs count weights" in reasons[0]
+    assert "byte 0xff at offset 6000" in reasons[1]
+    assert "binary" in reasons[2]
+    stored = Reader(stream_over=100)
+    assert list(stored.documents(stored.expand([str(big)]), COUNT, store_text=True)) == []
+    assert "texts are stored" in stored.skipped[0].reason
