@@ -75,6 +75,32 @@ class Reader:
                 if text is not None:
                     yield Document("<stdin>" if path == STDIN else path, text)
 
+    def entries(self, paths: list[tuple[str, bool]]) -> Iterator[tuple[Document, bytes | None]]:
+        """Like documents(), with the JSONL line each came from (None for a text file), so that a
+        filter can pass records through byte for byte."""
+        for path, named in paths:
+            if self.jsonl or path.endswith(JSONL_SUFFIXES):
+                for number, raw in self._lines(path):
+                    if raw.strip():
+                        document = self._record(raw, f"{path}:{number}")
+                        if document is not None:
+                            yield document, raw
+            else:
+                for document in self.documents([(path, named)]):
+                    yield document, None
+
+    def _lines(self, path: str) -> Iterator[tuple[int, bytes]]:
+        if path == STDIN:
+            yield from enumerate(sys.stdin.buffer, 1)
+            return
+        try:
+            handle = open(path, "rb")
+        except OSError as exc:
+            self._skip(path, exc.strerror or str(exc), True)
+            return
+        with handle:
+            yield from enumerate(handle, 1)
+
     def _raw(self, path: str) -> bytes:
         if path == STDIN:
             return sys.stdin.buffer.read()
