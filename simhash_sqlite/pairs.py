@@ -191,11 +191,32 @@ def _brute(values: np.ndarray, k: int, chunk: int = CHUNK) -> Iterator[Pairs]:
             yield Pairs(r + i0, c + i0 + 1, d[r, c])
 
 
+def _drop_constant_bits(values: np.ndarray, width: int) -> tuple[np.ndarray, int]:
+    """The values with the bits they all share removed (they add nothing to any distance), so keys
+    are cut from bits that vary. A shared template half or a hot group's key bits go this way."""
+    varying = int(np.bitwise_or.reduce(values ^ values[0]))
+    if varying.bit_count() == width:
+        return values, width
+    out = np.zeros(len(values), dtype=_U64)
+    position = filled = 0  # from the low bits up: each run of varying bits lands above the last
+    while varying >> position:
+        if not (varying >> position) & 1:
+            position += 1
+            continue
+        run = 0
+        while (varying >> (position + run)) & 1:
+            run += 1
+        out |= ((values >> _U64(position)) & _U64((1 << run) - 1)) << _U64(filled)
+        position, filled = position + run, filled + run
+    return out, varying.bit_count()
+
+
 def distinct_pairs(values: np.ndarray, k: int, width: int = 64, chunk: int = CHUNK) -> Iterator[Pairs]:
     """All pairs within k of distinct `width`-bit values (uint64), each once, left < right."""
     n = len(values)
     if n < 2 or k == 0:
         return  # distinct values are at least 1 apart
+    values, width = _drop_constant_bits(values, width)
     layout = choose_layout(width, k, n)
     if layout is None:
         yield from _brute(values, k, chunk)
@@ -213,15 +234,19 @@ def distinct_pairs(values: np.ndarray, k: int, width: int = 64, chunk: int = CHU
                 members = order[start : start + size]  # ascending positions, one shared key
                 narrower = _bits(values[members], layout, rest)
                 for part in distinct_pairs(narrower, k, width - key_bits, chunk):
+                    # Found within k of the remaining bits: the key bits are equal, so within k.
                     yield Pairs(members[part.left], members[part.right], part.distance)
 
-        candidates = (
-            Pairs(order[i], order[j], np.bitwise_count(values[order[i]] ^ values[order[j]]).astype(np.int64))
-            for i, j in within_groups(starts[~hot], sizes[~hot], chunk)
-        )
-        for part in _chain(from_hot_groups(), candidates):
-            close = part.distance <= k
-            left, right, distance = part.left[close], part.right[close], part.distance[close]
+        def from_groups():
+            # Candidates are compared in sorted order, where a group's values sit side by side.
+            ordered = values[order]
+            for i, j in within_groups(starts[~hot], sizes[~hot], chunk):
+                d = np.bitwise_count(ordered[i] ^ ordered[j])
+                close = np.flatnonzero(d <= k)
+                if len(close):
+                    yield Pairs(order[i[close]], order[j[close]], d[close].astype(np.int64))
+
+        for left, right, distance in _chain(from_hot_groups(), from_groups()):
             mine = first[_equal_blocks(values[left] ^ values[right], layout)] == t
             if mine.any():
                 yield Pairs(left[mine], right[mine], distance[mine])
