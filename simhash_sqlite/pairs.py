@@ -223,33 +223,36 @@ def distinct_pairs(values: np.ndarray, k: int, width: int = 64, chunk: int = CHU
         return
     first = _first_table(layout)
     for t, table in enumerate(layout.tables):
-        key_bits = layout.key_bits(table)
-        keys, order = _sorted_by(_bits(values, layout, table), key_bits)
+        keys, order = _sorted_by(_bits(values, layout, table), layout.key_bits(table))
         starts, sizes = _groups(keys)
         hot = sizes > HOT_GROUP
-        rest = tuple(b for b in range(len(layout.sizes)) if b not in table)
-
-        def from_hot_groups():
-            for start, size in zip(starts[hot], sizes[hot]):
-                members = order[start : start + size]  # ascending positions, one shared key
-                narrower = _bits(values[members], layout, rest)
-                for part in distinct_pairs(narrower, k, width - key_bits, chunk):
-                    # Found within k of the remaining bits: the key bits are equal, so within k.
-                    yield Pairs(members[part.left], members[part.right], part.distance)
-
-        def from_groups():
-            # Candidates are compared in sorted order, where a group's values sit side by side.
-            ordered = values[order]
-            for i, j in within_groups(starts[~hot], sizes[~hot], chunk):
-                d = np.bitwise_count(ordered[i] ^ ordered[j])
-                close = np.flatnonzero(d <= k)
-                if len(close):
-                    yield Pairs(order[i[close]], order[j[close]], d[close].astype(np.int64))
-
-        for left, right, distance in _chain(from_hot_groups(), from_groups()):
+        hot_pairs = _hot_groups(values, order, starts[hot], sizes[hot], layout, table, k, width, chunk)
+        group_pairs = _small_groups(values, order, starts[~hot], sizes[~hot], k, chunk)
+        for left, right, distance in _chain(hot_pairs, group_pairs):
             mine = first[_equal_blocks(values[left] ^ values[right], layout)] == t
             if mine.any():
                 yield Pairs(left[mine], right[mine], distance[mine])
+
+
+def _hot_groups(values, order, starts, sizes, layout: Layout, table, k: int, width: int, chunk: int) -> Iterator[Pairs]:
+    """Pairs inside groups too big to compare pair by pair: they share the key bits, so their pairs
+    within k are the pairs within k of the remaining bits, searched the same way (recursion)."""
+    rest = tuple(b for b in range(len(layout.sizes)) if b not in table)
+    for start, size in zip(starts, sizes):
+        members = order[start : start + size]  # ascending positions, one shared key
+        narrower = _bits(values[members], layout, rest)
+        for part in distinct_pairs(narrower, k, width - layout.key_bits(table), chunk):
+            yield Pairs(members[part.left], members[part.right], part.distance)
+
+
+def _small_groups(values, order, starts, sizes, k: int, chunk: int) -> Iterator[Pairs]:
+    """Pairs inside small groups, compared pair by pair in sorted order (a group's values side by side)."""
+    ordered = values[order]
+    for i, j in within_groups(starts, sizes, chunk):
+        d = np.bitwise_count(ordered[i] ^ ordered[j])
+        close = np.flatnonzero(d <= k)
+        if len(close):
+            yield Pairs(order[i[close]], order[j[close]], d[close].astype(np.int64))
 
 
 def _chain(*iterables):

@@ -9,7 +9,7 @@ from conftest import integrity_ok
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from simhash_sqlite import Document, InvalidInput, SimhashIndex, hamming
+from simhash_sqlite import Document, InvalidInput, hamming
 from simhash_sqlite import pairs as pairs_module
 from simhash_sqlite.clusters import components
 from simhash_sqlite.pairs import choose_layout, near_pairs
@@ -78,12 +78,14 @@ def test_every_layout_is_exact_and_emits_each_pair_once(fps, k):
     if len(np.unique(values)) != len(values):
         values = np.unique(values)
     expected = brute(values.tolist(), k)
+    original = pairs_module.choose_layout
     for m in range(k + 1, min(64, pairs_module.MAX_BLOCKS) + 1):
         if comb(m, k) > 40:
             break  # more tables only repeat the same code path, slower
         layout = pairs_module.Layout(64, k, pairs_module._split(64, m))
-        original = pairs_module.choose_layout
-        pairs_module.choose_layout = lambda w, k_, n, layout=layout: layout if w == 64 else original(w, k_, n)
+        pairs_module.choose_layout = lambda w, k_, n, layout=layout, original=original: (
+            layout if w == 64 else original(w, k_, n)
+        )
         try:
             got = sorted(
                 t
