@@ -407,6 +407,8 @@ def dedup(
     for given in (output, dupes_file):
         if given is not None and given.exists() and any(p != "-" and os.path.samefile(p, given) for p, _ in paths):
             raise InvalidInput(f"{given} is also an input; write to another file")
+    if dupes_file is not None and os.path.abspath(dupes_file) == os.path.abspath(output):
+        raise InvalidInput("--dupes and --out name the same file")
     requested = {"features": features, "ngram": ngram, "weights": weights}
     with contextlib.ExitStack() as stack:
         index = stack.enter_context(SimhashIndex(against, **requested)) if against is not None else None

@@ -134,6 +134,7 @@ def test_cli_dedup_against_an_index_and_folders(runner, tmp_path):
     assert_clean_error(simq(runner, "dedup", folder, "--out", out, "--against", db, "--features", "words"), "features")
     assert_clean_error(simq(runner, "dedup", folder, "--out", out, "--against", tmp_path / "none.db"), "no index")
     assert_clean_error(simq(runner, "dedup", out, "--out", out), "also an input")
+    assert_clean_error(simq(runner, "dedup", folder, "--out", side, "--dupes", side), "same file")
     assert_clean_error(simq(runner, "dedup", folder, "--out", out, "--k", "65"), "k must be")
 
 
