@@ -13,10 +13,19 @@ from .errors import (  # noqa: E402
 )
 from .fingerprint import blocks, from_hex, hamming, simhash, to_hex, to_signed, to_unsigned  # noqa: E402
 from .index import AddReport, Document, Match, SimhashIndex, StoredDocument  # noqa: E402
+from .clusters import Cluster, ClusterReport  # noqa: E402
+from .corpus import DuplicatePair  # noqa: E402
+from .dedup import Decision, DedupReport, Deduplicator, dedup  # noqa: E402
 from .settings import FingerprintSettings  # noqa: E402
 
 __all__ = [
     "AddReport",
+    "Cluster",
+    "ClusterReport",
+    "Decision",
+    "DedupReport",
+    "Deduplicator",
+    "DuplicatePair",
     "Document",
     "FingerprintSettings",
     "ForeignSchema",
@@ -30,6 +39,7 @@ __all__ = [
     "SimhashIndex",
     "StoredDocument",
     "blocks",
+    "dedup",
     "from_hex",
     "hamming",
     "simhash",

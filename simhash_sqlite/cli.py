@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import csv
+import contextlib
+import heapq
+import itertools
 import functools
 import json
 import os
@@ -15,12 +18,15 @@ import apsw
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, Progress, SpinnerColumn, TaskProgressColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from .checks import CheckReport, check_index, report_json
 from .errors import InvalidInput, SimhashError
 from .fingerprint import from_hex, simhash, to_hex, to_signed
+from .clusters import REPRESENTATIVE_RULES, Cluster
+from .corpus import DuplicatePair
+from .dedup import Deduplicator
 from .index import AddReport, Match, SimhashIndex
 from .query import ResultSet, parse_params, run_query
 from .calibrate import DEFAULT_MAX_K, Calibration, calibrate as calibrate_index
@@ -586,6 +592,210 @@ def vacuum(db: DbOption = Path(DEFAULT_DB)) -> None:
     with SimhashIndex(db) as index:
         before, after = index.vacuum()
     out.print(f"{db}: {before:,} -> {after:,} bytes", highlight=False, soft_wrap=True)
+
+
+FormatOption = Annotated[str, typer.Option("--format", help="table, jsonl or csv.")]
+OutOption = Annotated[Optional[Path], typer.Option("--out", "-o", help="Write jsonl/csv here instead of stdout.")]
+SHOWN_ROWS = 50
+
+
+def _check_format(format_: str) -> None:
+    if format_ not in ("table", "jsonl", "csv"):
+        raise InvalidInput(f"--format must be table, jsonl or csv, not {format_!r}")
+
+
+def _open_output(path: Optional[Path]):
+    """A text handle for jsonl/csv output: the named file, or stdout."""
+    if path is None:
+        return contextlib.nullcontext(sys.stdout)
+    return open(path, "w", encoding="utf-8", newline="")
+
+
+@app.command()
+@friendly_errors
+def dupes(
+    db: DbOption = Path(DEFAULT_DB),
+    k: KOption = 3,
+    format_: FormatOption = "table",
+    output: OutOption = None,
+) -> None:
+    """Every pair of indexed documents within distance k, each once (identical ones at distance 0)."""
+    _check_format(format_)
+    with SimhashIndex(db) as index:
+        pairs = index.dupes(k)
+        if format_ == "table":
+            shown = list(itertools.islice(pairs, SHOWN_ROWS))
+            more = sum(1 for _ in pairs)
+            _dupes_table(shown, more, k)
+            return
+        with _open_output(output) as handle:
+            if format_ == "csv":
+                writer = csv.writer(handle)
+                writer.writerow(["first", "second", "distance", "similarity"])
+                writer.writerows((p.first, p.second, p.distance, f"{p.similarity:.4f}") for p in pairs)
+            else:
+                for p in pairs:
+                    handle.write(json.dumps(_pair_json(p), ensure_ascii=False) + "\n")
+
+
+def _pair_json(pair: DuplicatePair) -> dict:
+    return {"first": pair.first, "second": pair.second, "distance": pair.distance, "similarity": round(pair.similarity, 4)}
+
+
+def _dupes_table(shown: list[DuplicatePair], more: int, k: int) -> None:
+    if not shown:
+        out.print(f"no pairs within distance {k}")
+        return
+    table = Table("first", "second", "distance", "similarity")
+    table.columns[0].overflow = table.columns[1].overflow = "fold"
+    for p in sorted(shown, key=lambda p: (p.distance, p.first, p.second)):
+        table.add_row(p.first, p.second, str(p.distance), f"{p.similarity:.3f}")
+    out.print(table)
+    out.print(
+        f"{len(shown) + more:,} pairs within distance {k}"
+        + (f" ({more:,} not shown: use --format jsonl or csv)" if more else ""),
+        highlight=False,
+    )
+
+
+@app.command()
+@friendly_errors
+def clusters(
+    db: DbOption = Path(DEFAULT_DB),
+    k: KOption = 3,
+    representative: Annotated[
+        str, typer.Option(help=f"Which member represents a cluster: {', '.join(REPRESENTATIVE_RULES)}.")
+    ] = "first",
+    format_: FormatOption = "table",
+    output: OutOption = None,
+    min_size: Annotated[int, typer.Option(help="Show/export clusters of at least this many documents.")] = 2,
+) -> None:
+    """Cluster documents (chains of pairs within k), write the clusters table, show or export them."""
+    _check_format(format_)
+    with SimhashIndex(db) as index:
+        report = index.clusters(k, representative=representative)
+        found = index.cluster_list(min_size=min_size)
+        if format_ == "table":
+            biggest = heapq.nlargest(SHOWN_ROWS, found, key=lambda c: (c.size, -c.cluster))
+            _clusters_table(biggest)
+        else:
+            with _open_output(output) as handle:
+                _export_clusters(found, format_, handle)
+    err.print(
+        f"{db}: {report.documents:,} documents in {report.clusters:,} clusters at k={k} "
+        f"({report.clustered:,} in clusters of two or more, largest {report.largest:,}); "
+        f"keeping one of each would drop {report.duplicates:,}. Written to the clusters table.",
+        highlight=False,
+        soft_wrap=True,
+    )
+
+
+def _clusters_table(biggest: list[Cluster]) -> None:
+    if not biggest:
+        out.print("no clusters of that size")
+        return
+    table = Table("cluster", "size", "representative", "other members")
+    table.columns[2].overflow = table.columns[3].overflow = "fold"
+    for c in biggest:
+        others = [m for m in c.members if m != c.representative]
+        shown = ", ".join(others[:3]) + (f", ... ({len(others) - 3} more)" if len(others) > 3 else "")
+        table.add_row(str(c.cluster), f"{c.size:,}", c.representative, shown)
+    out.print(table)
+
+
+def _export_clusters(found, format_: str, handle) -> None:
+    """JSONL: one cluster per line with its members; CSV: one member per row."""
+    if format_ == "csv":
+        writer = csv.writer(handle)
+        writer.writerow(["cluster", "size", "representative", "key"])
+        for c in found:
+            writer.writerows((c.cluster, c.size, c.representative, key) for key in c.members)
+        return
+    for c in found:
+        record = {"cluster": c.cluster, "size": c.size, "representative": c.representative, "members": list(c.members)}
+        handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+
+
+@app.command()
+@friendly_errors
+def dedup(
+    inputs: Annotated[
+        list[str], typer.Argument(help="JSONL files, text files, folders, globs, or - for stdin.", show_default=False)
+    ],
+    output: Annotated[Path, typer.Option("--out", "-o", help="Where the kept documents go (JSONL; - for stdout).")],
+    k: KOption = 3,
+    dupes_file: Annotated[
+        Optional[Path], typer.Option("--dupes", help="Also write each dropped document's key, what it duplicates and the distance (JSONL).")
+    ] = None,
+    against: Annotated[
+        Optional[Path], typer.Option("--against", help="An index whose documents count as already kept (never output).")
+    ] = None,
+    jsonl: Annotated[bool, typer.Option("--jsonl", help="Read inputs as JSONL (*.jsonl is read so anyway).")] = False,
+    text_field: Annotated[str, typer.Option(help="JSONL field holding the text.")] = "text",
+    id_field: Annotated[str, typer.Option(help="JSONL field holding the key.")] = "id",
+    features: Annotated[Optional[str], typer.Option(help="'chars' or 'words' n-grams [default: chars, or --against's].")] = None,
+    ngram: Annotated[Optional[int], typer.Option(help="n of the n-grams [default: 5, or --against's].")] = None,
+    weights: Annotated[Optional[str], typer.Option(help="'count', 'log' or 'binary' [default: count, or --against's].")] = None,
+    encoding: Annotated[str, typer.Option(help="Encoding of the input files.")] = "utf-8",
+    errors: Annotated[str, typer.Option(help="On undecodable bytes: 'strict' (skip the file) or 'replace'.")] = "strict",
+) -> None:
+    """Keep-first filter: write each document unless it is within k of one kept before it (or in --against)."""
+    reader = Reader(jsonl=jsonl, text_field=text_field, id_field=id_field, encoding=encoding, errors=errors)
+    paths = reader.expand(inputs)
+    for given in (output, dupes_file):
+        if given is not None and given.exists() and any(p != "-" and os.path.samefile(p, given) for p, _ in paths):
+            raise InvalidInput(f"{given} is also an input; write to another file")
+    if dupes_file is not None and os.path.abspath(dupes_file) == os.path.abspath(output):
+        raise InvalidInput("--dupes and --out name the same file")
+    requested = {"features": features, "ngram": ngram, "weights": weights}
+    with contextlib.ExitStack() as stack:
+        index = stack.enter_context(SimhashIndex(against, **requested)) if against is not None else None
+        settings = index.settings if index is not None else FingerprintSettings(**{n: v for n, v in requested.items() if v is not None})
+        deduplicator = Deduplicator(k, settings, against=index)
+        sink = sys.stdout.buffer if str(output) == "-" else stack.enter_context(open(output, "wb"))
+        side = stack.enter_context(open(dupes_file, "wb")) if dupes_file is not None else None
+        total = sum(os.path.getsize(p) for p, _ in paths if p != "-") or None
+        report = deduplicator.report
+        with Progress(
+            SpinnerColumn(),
+            BarColumn(),
+            TaskProgressColumn(),
+            TextColumn("{task.description}"),
+            TimeElapsedColumn(),
+            console=err,
+            transient=True,
+            disable=not err.is_terminal,
+        ) as progress:
+            task = progress.add_task("", total=total)
+            try:
+                for count, decision in enumerate(deduplicator.run(reader.entries(paths)), 1):
+                    if decision.kept:
+                        sink.write(decision.output_line(text_field, id_field))
+                    elif side is not None:
+                        side.write(decision.dupe_line())
+                    if count % 500 == 0:
+                        rate = count / max(report.seconds, 1e-9)
+                        progress.update(
+                            task,
+                            description=f"{count:,} docs, {rate:,.0f}/s, {report.kept:,} kept, {report.dropped:,} dropped",
+                        )
+                    progress.advance(task, len(decision.raw) if decision.raw is not None else len(decision.document.text.encode("utf-8", "surrogatepass")))
+            except KeyboardInterrupt:
+                raise fail(f"interrupted after {report.read:,} documents; {output} holds the documents kept so far", 130) from None
+    for skip in reader.skipped[:SHOWN_SKIPS]:
+        err.print(f"[yellow]skipped[/] {skip.where}: {skip.reason}", highlight=False, soft_wrap=True)
+    share = report.dropped / report.read if report.read else 0.0
+    err.print(
+        f"{report.read:,} documents: {report.kept:,} kept, {report.dropped:,} dropped ({share:.1%}) at k={k}"
+        + (f" against {report.against:,} indexed" if against is not None else "")
+        + f", {len(reader.skipped):,} skipped; {report.seconds:.1f} s "
+        f"(fingerprints {report.fingerprint_seconds:.1f} s, search {report.search_seconds:.1f} s, "
+        f"{report.read / max(report.seconds, 1e-9):,.0f} documents/s)",
+        highlight=False,
+        soft_wrap=True,
+    )
+    if any(skip.named for skip in reader.skipped):
+        raise typer.Exit(1)
 
 
 def main() -> None:

@@ -11,6 +11,8 @@ from itertools import islice
 import apsw
 
 from . import __version__
+from .clusters import Cluster, ClusterReport, cluster_index, read_clusters
+from .corpus import DuplicatePair, duplicate_pairs
 from .errors import IndexNotFound, InvalidInput
 from .fingerprint import blocks, simhash, similarity, to_signed, to_unsigned
 from .features import jieba_version
@@ -397,6 +399,22 @@ class SimhashIndex:
             raise InvalidInput("limit must not be negative")
         rows = self.conn.execute(near_sql(plan), near_params(plan, query, limit, exclude=key))
         return [Match(key_, to_unsigned(fp), distance) for key_, fp, distance in rows]
+
+    # -- whole-corpus near duplicates (corpus.py, clusters.py) --------------------------------
+
+    def dupes(self, k: int = 3) -> Iterator[DuplicatePair]:
+        """Every pair of documents within distance k, each once, identical fingerprints included;
+        streamed in no particular order. Exact for every k (see pairs.py)."""
+        return duplicate_pairs(self.conn, k)
+
+    def clusters(self, k: int = 3, *, representative: str = "first") -> ClusterReport:
+        """Group documents into connected components of "within k" and write them to the clusters
+        table (cluster = lowest id; representative by rule: first, last, longest, shortest)."""
+        return cluster_index(self.conn, k, representative)
+
+    def cluster_list(self, *, min_size: int = 2) -> Iterator[Cluster]:
+        """The clusters written by the last clusters() run, with their member keys."""
+        return read_clusters(self.conn, min_size)
 
     def near_sql(self, k: int = 3) -> str:
         """The SQL that near() runs for this k (see search.near_sql for its parameters)."""

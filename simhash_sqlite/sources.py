@@ -116,11 +116,21 @@ class Reader:
                 self._skip(path.encode("utf-8", "surrogateescape").decode("utf-8", "replace"),
                            "the file name is not valid UTF-8 (rename it)", named)
             elif self.jsonl or path.endswith(JSONL_SUFFIXES):
-                yield from self._jsonl(path)
+                yield from (document for document, _ in self._jsonl(path))
             else:
                 document = self._file(path, named, settings, store_text)
                 if document is not None:
                     yield document
+
+    def entries(self, paths: list[tuple[str, bool]]) -> Iterator[tuple[Document, bytes | None]]:
+        """Like documents(), with the JSONL line each came from (None for a text file), so that a
+        filter can pass records through byte for byte."""
+        for path, named in paths:
+            if (self.jsonl or path.endswith(JSONL_SUFFIXES)) and (path == STDIN or not _undecodable_name(path)):
+                yield from self._jsonl(path)
+            else:
+                for document in self.documents([(path, named)]):
+                    yield document, None
 
     def _file(
         self, path: str, named: bool, settings: FingerprintSettings | None, store_text: bool
@@ -204,8 +214,8 @@ class Reader:
             return self._skip(key, str(exc), named)
         return FingerprintedDocument(key, fingerprint, length, digest.digest())
 
-    def _jsonl(self, path: str) -> Iterator[Document]:
-        """One document per line, streamed: memory does not grow with the file."""
+    def _jsonl(self, path: str) -> Iterator[tuple[Document, bytes]]:
+        """One document per line with its raw line, streamed: memory does not grow with the file."""
         if path == STDIN:
             yield from self._records(sys.stdin.buffer, path)
             return
@@ -217,7 +227,7 @@ class Reader:
         with handle:
             yield from self._records(handle, path)
 
-    def _records(self, handle, path: str) -> Iterator[Document]:
+    def _records(self, handle, path: str) -> Iterator[tuple[Document, bytes]]:
         number = 0
         while True:
             raw = handle.readline(MAX_RECORD_BYTES + 1)
@@ -234,7 +244,7 @@ class Reader:
                 document = self._record(raw, where)
                 if document is not None:
                     self._note_key(document.key, where)
-                    yield document
+                    yield document, raw
 
     def _record(self, raw: bytes, where: str) -> Document | None:
         try:

@@ -110,10 +110,10 @@ def test_planner_statistics_are_allowed(good):
 def test_expected_objects_come_from_the_migrations(tmp_path, monkeypatch):
     """A later migration (another issue's 0002) that adds a table and a trigger is accepted at
     version 2 without editing any list; the same trigger in a version-1 file is refused."""
-    later = """CREATE TABLE clusters (id INTEGER PRIMARY KEY, size INTEGER NOT NULL) STRICT;
+    later = """CREATE TABLE later_things (id INTEGER PRIMARY KEY, size INTEGER NOT NULL) STRICT;
 CREATE TRIGGER documents_cluster_gone AFTER DELETE ON documents BEGIN SELECT 1; END;"""
     first = storage.migrations()
-    monkeypatch.setattr(storage, "migrations", lambda: (*first, (len(first) + 1, "clusters", later)))
+    monkeypatch.setattr(storage, "migrations", lambda: (*first, (len(first) + 1, "later_things", later)))
     storage.expected_schema.cache_clear()
     try:
         path = tmp_path / "v2.db"

@@ -1,0 +1,396 @@
+"""All pairs of fingerprints within Hamming distance k, each pair once, exact for every k (0-64).
+
+The tables of Manku, Jain and Das Sarma ("Detecting near-duplicates for web crawling", WWW 2007):
+split the w bits into m blocks. Two fingerprints within k bits differ in at most k blocks, so they
+agree exactly on at least r = m - k of them; for every choice of r blocks (a "table") the pair has
+the same key (those blocks' bits) in at least one table. Each table is one numpy sort of packed
+(key, position) words; equal keys form groups, and the pairs inside a group are the candidates,
+checked with a vectorized popcount. A pair whose key also matches in an earlier table is left to that
+table, so each pair comes out once. More blocks mean longer keys (fewer candidates) but more tables
+(more sorts); the layout with the lowest estimated cost wins, and when no layout beats comparing
+every pair (large k, few fingerprints) the pairs are compared directly, in chunks.
+
+Hot groups (thousands of fingerprints sharing a key: boilerplate, templates) are not expanded into
+all their candidate pairs: they share the key bits, so their pairs within k are the pairs within k
+of the remaining bits, found by the same method on those (recursion on a narrower width).
+Identical fingerprints are folded to one value before the search and expanded again at the end,
+so a hot exact duplicate costs only its own output. Everything is streamed as chunks of pairs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import lru_cache
+from itertools import combinations
+from math import comb
+from typing import NamedTuple
+
+import numpy as np
+
+from .errors import InvalidInput
+
+# About this many candidate or output pairs per chunk: bounds memory (a few dozen MB per chunk).
+CHUNK = 1 << 21
+# Groups larger than this are searched recursively on their remaining bits, not pair by pair.
+HOT_GROUP = 2048
+# At most this many blocks: the first-table lookup has 2**blocks entries.
+MAX_BLOCKS = 16
+# Estimated costs in nanoseconds (measured on the 2-core bench machine, see bench/pairs.py):
+SORT_NS = 100.0  # per fingerprint per table: key, pack, sort, group boundaries
+CANDIDATE_NS = 100.0  # per candidate pair from a group: expand, xor, popcount, filter
+BRUTE_NS = 15.0  # per pair when comparing all pairs directly
+
+_U64 = np.uint64
+
+
+class Pairs(NamedTuple):
+    """A chunk of pairs: positions into the input (left < right) and their Hamming distances."""
+
+    left: np.ndarray  # int64
+    right: np.ndarray  # int64
+    distance: np.ndarray  # int64
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How w-bit values are split: m blocks (block 0 = top bits) and the tables of r = m - k blocks."""
+
+    width: int
+    k: int
+    sizes: tuple[int, ...]
+
+    @property
+    def shifts(self) -> tuple[int, ...]:
+        ends = np.cumsum(self.sizes)
+        return tuple(int(self.width - end) for end in ends)
+
+    @property
+    def tables(self) -> tuple[tuple[int, ...], ...]:
+        return tuple(combinations(range(len(self.sizes)), len(self.sizes) - self.k))
+
+    def key_bits(self, table: tuple[int, ...]) -> int:
+        return sum(self.sizes[b] for b in table)
+
+    def describe(self) -> str:
+        return f"{len(self.tables)} tables of {len(self.sizes) - self.k} of {len(self.sizes)} blocks"
+
+
+def _split(width: int, m: int) -> tuple[int, ...]:
+    base, extra = divmod(width, m)
+    return tuple(base + (1 if i < extra else 0) for i in range(m))
+
+
+def choose_layout(width: int, k: int, n: int) -> Layout | None:
+    """The cheapest exact layout for n distinct w-bit values, or None when comparing all pairs is cheaper."""
+    all_pairs = n * (n - 1) / 2
+    best, best_cost = None, all_pairs * BRUTE_NS
+    for m in range(k + 1, min(width, MAX_BLOCKS) + 1):
+        layout = Layout(width, k, _split(width, m))
+        tables = comb(m, k)
+        if tables > 4096:
+            break
+        # The shortest key of a table: the r smallest blocks.
+        shortest = sum(sorted(layout.sizes)[: m - k])
+        candidates = tables * all_pairs / 2.0**shortest
+        cost = tables * n * SORT_NS + candidates * CANDIDATE_NS
+        if cost < best_cost:
+            best, best_cost = layout, cost
+    return best
+
+
+@lru_cache(maxsize=256)
+def _first_table(layout: Layout) -> np.ndarray:
+    """For each set of equal blocks (a bit mask), the first table whose blocks all agree (-1: none)."""
+    m = len(layout.sizes)
+    masks = np.arange(1 << m, dtype=np.int64)
+    first = np.full(1 << m, -1, dtype=np.int64)
+    for t, table in enumerate(layout.tables):
+        need = sum(1 << b for b in table)
+        first[((masks & need) == need) & (first < 0)] = t
+    return first
+
+
+def _bits(values: np.ndarray, layout: Layout, blocks: tuple[int, ...]) -> np.ndarray:
+    """The given blocks of each value, concatenated (first block in the high bits)."""
+    out = np.zeros(len(values), dtype=_U64)
+    for b in blocks:
+        size, shift = layout.sizes[b], layout.shifts[b]
+        out <<= _U64(size)
+        out |= (values >> _U64(shift)) & _U64((1 << size) - 1)
+    return out
+
+
+def _equal_blocks(xor: np.ndarray, layout: Layout) -> np.ndarray:
+    mask = np.zeros(len(xor), dtype=np.int64)
+    for b, (size, shift) in enumerate(zip(layout.sizes, layout.shifts)):
+        mask |= (((xor >> _U64(shift)) & _U64((1 << size) - 1)) == 0).astype(np.int64) << b
+    return mask
+
+
+def _sorted_by(keys: np.ndarray, key_bits: int) -> tuple[np.ndarray, np.ndarray]:
+    """(keys in ascending order, positions in that order); ties keep position order."""
+    n = len(keys)
+    position_bits = max(1, (n - 1).bit_length())
+    if key_bits + position_bits <= 64:
+        packed = np.sort((keys << _U64(position_bits)) | np.arange(n, dtype=_U64))
+        return packed >> _U64(position_bits), (packed & _U64((1 << position_bits) - 1)).astype(np.int64)
+    order = np.argsort(keys, kind="stable")
+    return keys[order], order
+
+
+def _groups(sorted_keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(start, size) of every run of two or more equal values in a sorted array."""
+    if len(sorted_keys) < 2:
+        return np.empty(0, np.int64), np.empty(0, np.int64)
+    # Only the (usually few) positions equal to their successor matter: runs of them are the groups.
+    same = np.flatnonzero(sorted_keys[1:] == sorted_keys[:-1])
+    if len(same) == 0:
+        return same, same
+    breaks = np.flatnonzero(np.diff(same) != 1) + 1
+    starts = same[np.concatenate(([0], breaks))]
+    ends = same[np.concatenate((breaks - 1, [len(same) - 1]))] + 2
+    return starts.astype(np.int64), (ends - starts).astype(np.int64)
+
+
+def within_groups(starts: np.ndarray, sizes: np.ndarray, chunk: int = CHUNK) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """Every pair (i, j), i < j, of positions inside each group [start, start + size), in chunks."""
+    if len(starts) == 0:
+        return
+    # Row p of a group pairs with the positions after it: size - 1 - offset of them.
+    total = int(sizes.sum())
+    group_of = np.repeat(np.arange(len(starts)), sizes)
+    offsets = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+    rows = starts[group_of] + offsets
+    after = sizes[group_of] - 1 - offsets
+    keep = after > 0
+    rows, after = rows[keep], after[keep]
+    ends = np.cumsum(after)
+    lo = 0
+    while lo < len(rows):
+        # Rows up to about `chunk` pairs (at least one row, however long).
+        hi = max(lo + 1, int(np.searchsorted(ends, ends[lo] - after[lo] + chunk, side="right")))
+        r, a = rows[lo:hi], after[lo:hi]
+        left = np.repeat(r, a)
+        step = np.arange(len(left), dtype=np.int64) - np.repeat(np.cumsum(a) - a, a) + 1
+        yield left, left + step
+        lo = hi
+
+
+def _brute(values: np.ndarray, k: int, chunk: int = CHUNK) -> Iterator[Pairs]:
+    """All pairs within k by comparing every pair, a band of rows at a time."""
+    n = len(values)
+    rows_per_band = max(1, chunk // max(n, 1))
+    for i0 in range(0, n - 1, rows_per_band):
+        i1 = min(n - 1, i0 + rows_per_band)
+        d = np.bitwise_count(values[i0:i1, None] ^ values[None, i0 + 1 :]).astype(np.int64)
+        # Column c is position i0 + 1 + c; keep only columns after the row's own position.
+        upper = np.arange(i0 + 1, n)[None, :] > np.arange(i0, i1)[:, None]
+        r, c = np.nonzero((d <= k) & upper)
+        if len(r):
+            yield Pairs(r + i0, c + i0 + 1, d[r, c])
+
+
+def _drop_constant_bits(values: np.ndarray, width: int) -> tuple[np.ndarray, int]:
+    """The values with the bits they all share removed (they add nothing to any distance), so keys
+    are cut from bits that vary. A shared template half or a hot group's key bits go this way."""
+    varying = int(np.bitwise_or.reduce(values ^ values[0]))
+    if varying.bit_count() == width:
+        return values, width
+    out = np.zeros(len(values), dtype=_U64)
+    position = filled = 0  # from the low bits up: each run of varying bits lands above the last
+    while varying >> position:
+        if not (varying >> position) & 1:
+            position += 1
+            continue
+        run = 0
+        while (varying >> (position + run)) & 1:
+            run += 1
+        out |= ((values >> _U64(position)) & _U64((1 << run) - 1)) << _U64(filled)
+        position, filled = position + run, filled + run
+    return out, varying.bit_count()
+
+
+def distinct_pairs(values: np.ndarray, k: int, width: int = 64, chunk: int = CHUNK) -> Iterator[Pairs]:
+    """All pairs within k of distinct `width`-bit values (uint64), each once, left < right."""
+    n = len(values)
+    if n < 2 or k == 0:
+        return  # distinct values are at least 1 apart
+    values, width = _drop_constant_bits(values, width)
+    layout = choose_layout(width, k, n)
+    if layout is None:
+        yield from _brute(values, k, chunk)
+        return
+    first = _first_table(layout)
+    for t, table in enumerate(layout.tables):
+        keys, order = _sorted_by(_bits(values, layout, table), layout.key_bits(table))
+        starts, sizes = _groups(keys)
+        hot = sizes > HOT_GROUP
+        hot_pairs = _hot_groups(values, order, starts[hot], sizes[hot], layout, table, k, width, chunk)
+        group_pairs = _small_groups(values, order, starts[~hot], sizes[~hot], k, chunk)
+        for left, right, distance in _chain(hot_pairs, group_pairs):
+            mine = first[_equal_blocks(values[left] ^ values[right], layout)] == t
+            if mine.any():
+                yield Pairs(left[mine], right[mine], distance[mine])
+
+
+def _hot_groups(values, order, starts, sizes, layout: Layout, table, k: int, width: int, chunk: int) -> Iterator[Pairs]:
+    """Pairs inside groups too big to compare pair by pair: they share the key bits, so their pairs
+    within k are the pairs within k of the remaining bits, searched the same way (recursion)."""
+    rest = tuple(b for b in range(len(layout.sizes)) if b not in table)
+    for start, size in zip(starts, sizes):
+        members = order[start : start + size]  # ascending positions, one shared key
+        narrower = _bits(values[members], layout, rest)
+        for part in distinct_pairs(narrower, k, width - layout.key_bits(table), chunk):
+            yield Pairs(members[part.left], members[part.right], part.distance)
+
+
+def _small_groups(values, order, starts, sizes, k: int, chunk: int) -> Iterator[Pairs]:
+    """Pairs inside small groups, compared pair by pair in sorted order (a group's values side by side)."""
+    ordered = values[order]
+    for i, j in within_groups(starts, sizes, chunk):
+        d = np.bitwise_count(ordered[i] ^ ordered[j])
+        close = np.flatnonzero(d <= k)
+        if len(close):
+            yield Pairs(order[i[close]], order[j[close]], d[close].astype(np.int64))
+
+
+def _chain(*iterables):
+    for it in iterables:
+        yield from it
+
+
+def as_unsigned(fingerprints) -> np.ndarray:
+    """Fingerprints (unsigned, or the signed int64 SQLite stores) as a uint64 array."""
+    array = np.asarray(fingerprints)
+    if array.dtype == np.int64:
+        return array.view(_U64)
+    if array.dtype == _U64:
+        return array
+    if array.dtype == object or array.size == 0:
+        return np.array([int(f) & ((1 << 64) - 1) for f in array.ravel()], dtype=_U64)
+    return array.astype(_U64)
+
+
+def check_k(k: int) -> int:
+    if not isinstance(k, (int, np.integer)) or isinstance(k, bool) or not 0 <= k <= 64:
+        raise InvalidInput(f"k must be a whole number from 0 to 64, not {k!r}")
+    return int(k)
+
+
+@dataclass(frozen=True)
+class Folded:
+    """Fingerprints with identical values folded: `values` are distinct; value u stands for the input
+    positions members[offsets[u] : offsets[u] + counts[u]] (ascending); members lists the values'
+    positions in value order, and values are numbered by their first position."""
+
+    values: np.ndarray
+    members: np.ndarray
+    offsets: np.ndarray
+    counts: np.ndarray
+
+    @property
+    def has_copies(self) -> bool:
+        return len(self.members) != len(self.values)
+
+    def value_of(self) -> np.ndarray:
+        """For each input position, the number of its value."""
+        out = np.empty(len(self.members), dtype=np.int64)
+        out[self.members] = np.repeat(np.arange(len(self.values), dtype=np.int64), self.counts)
+        return out
+
+
+def fold(fingerprints: np.ndarray) -> Folded:
+    """Fold identical fingerprints. Values are ordered by their first position (a cheap common case:
+    no copies at all costs one sort)."""
+    n = len(fingerprints)
+    ones = np.ones(n, dtype=np.int64)
+    if n < 2:
+        return Folded(fingerprints, np.arange(n, dtype=np.int64), np.arange(n, dtype=np.int64), ones)
+    ordered = np.sort(fingerprints)
+    repeated = ordered[1:][ordered[1:] == ordered[:-1]]
+    if len(repeated) == 0:
+        return Folded(fingerprints, np.arange(n, dtype=np.int64), np.arange(n, dtype=np.int64), ones)
+    copied = distinct(repeated)  # sorted distinct values that occur more than once
+    spot = np.minimum(np.searchsorted(copied, fingerprints), len(copied) - 1)
+    is_copy = copied[spot] == fingerprints
+    copy_positions = np.flatnonzero(is_copy)
+    # Group the copies by value, keeping positions ascending inside each group.
+    grouped = copy_positions[np.argsort(spot[copy_positions], kind="stable")]
+    counts_copied = np.bincount(spot[copy_positions], minlength=len(copied))
+    singles = np.flatnonzero(~is_copy)
+    # Value order: by first position.
+    first_of_copied = grouped[np.cumsum(counts_copied) - counts_copied]
+    heads = np.concatenate((singles, first_of_copied))
+    counts = np.concatenate((np.ones(len(singles), np.int64), counts_copied))
+    member_lists_offsets = np.concatenate((np.arange(len(singles)), len(singles) + np.cumsum(counts_copied) - counts_copied))
+    members = np.concatenate((singles, grouped))
+    # Number the values by first position and lay their members out in that order.
+    order = np.argsort(heads, kind="stable")
+    counts, starts = counts[order], member_lists_offsets[order]
+    offsets = np.cumsum(counts) - counts
+    members = members[np.repeat(starts - offsets, counts) + np.arange(n, dtype=np.int64)]
+    return Folded(fingerprints[heads[order]], members, offsets, counts)
+
+
+def _expand(folded: Folded, part: Pairs, chunk: int) -> Iterator[Pairs]:
+    """Pairs of distinct values as pairs of input positions (every member with every member)."""
+    c_left, c_right = folded.counts[part.left], folded.counts[part.right]
+    plain = (c_left == 1) & (c_right == 1)
+    if plain.any():
+        yield _ordered(
+            folded.members[folded.offsets[part.left[plain]]],
+            folded.members[folded.offsets[part.right[plain]]],
+            part.distance[plain],
+        )
+    if plain.all():
+        return
+    left, right, distance = part.left[~plain], part.right[~plain], part.distance[~plain]
+    c_left, c_right = c_left[~plain], c_right[~plain]
+    total = c_left * c_right
+    ends = np.cumsum(total)
+    for lo in range(0, int(ends[-1]), chunk):
+        r = np.arange(lo, min(lo + chunk, int(ends[-1])), dtype=np.int64)
+        p = np.searchsorted(ends, r, side="right")
+        local = r - (ends[p] - total[p])
+        a = folded.members[folded.offsets[left[p]] + local // c_right[p]]
+        b = folded.members[folded.offsets[right[p]] + local % c_right[p]]
+        yield _ordered(a, b, distance[p])
+
+
+def distinct(values: np.ndarray) -> np.ndarray:
+    """Sorted distinct values (np.unique, without its slow hash-table path in numpy 2.3+)."""
+    ordered = np.sort(values)
+    if len(ordered) < 2:
+        return ordered
+    return ordered[np.concatenate(([True], ordered[1:] != ordered[:-1]))]
+
+
+def _ordered(a: np.ndarray, b: np.ndarray, distance: np.ndarray) -> Pairs:
+    return Pairs(np.minimum(a, b), np.maximum(a, b), distance)
+
+
+def near_pairs(fingerprints, k: int, *, chunk: int = CHUNK) -> Iterator[Pairs]:
+    """Every pair of positions (i < j) whose fingerprints are within Hamming distance k, each once,
+    in chunks. Identical fingerprints are pairs at distance 0. Order across chunks is unspecified."""
+    k = check_k(k)
+    values = as_unsigned(fingerprints)
+    folded = fold(values)
+    if folded.has_copies:
+        copies = np.flatnonzero(folded.counts > 1)
+        for i, j in within_groups(folded.offsets[copies], folded.counts[copies], chunk):
+            yield Pairs(folded.members[i], folded.members[j], np.zeros(len(i), np.int64))
+    for part in distinct_pairs(folded.values, k, chunk=chunk):
+        if folded.has_copies:
+            yield from _expand(folded, part, chunk)
+        else:
+            yield part
+
+
+def brute_force_pairs(fingerprints, k: int) -> set[tuple[int, int, int]]:
+    """The reference: every (i, j, distance) with i < j by comparing all pairs (small inputs only)."""
+    values = as_unsigned(fingerprints)
+    out = set()
+    for part in _brute(values, check_k(k)):
+        out.update(zip(part.left.tolist(), part.right.tolist(), part.distance.tolist()))
+    return out
