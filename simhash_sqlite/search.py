@@ -1,16 +1,23 @@
-"""Exact near-duplicate search plans over the four 16-bit block columns.
+"""Exact near-duplicate search over the four 16-bit block columns: plans, their SQL, and running them.
 
 Pigeonhole: if two fingerprints differ in at most k bits, at least one of the four blocks differs in
 at most floor(k/4) bits (were all four to differ in more, the total would exceed k). So probing each
 block with every 16-bit value within radius floor(k/4) of the query's block, then checking the
-candidates with hamming(), finds every match (multi-index hashing). For k <= 3 the radius is 0 and
-the probes are four plain equality lookups. When the probes would touch most of the table, a full
-scan is cheaper and just as exact.
+candidates' distance, finds every match (multi-index hashing). For k <= 3 the radius is 0 and the
+probes are four plain equality lookups. When the probes would touch a large share of the table, a
+full scan is cheaper and just as exact.
+
+How a query runs (chosen by measurement, see BENCHMARKS.md, issue 3):
+- probes: one statement reads (id, fingerprint) of every candidate from the covering block indexes
+  (no table access), numpy computes the distances, and a second statement fetches the keys of the
+  matches only. A Python hamming() per candidate costs several times more than moving the row.
+- scan: every fingerprint is read once into numpy arrays (group_concat, parsed in C) and kept for the
+  connection until the index changes; each scan is then one vectorized XOR and popcount.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from math import comb
 
@@ -18,11 +25,30 @@ import apsw
 import numpy as np
 
 from .errors import InvalidInput
-from .fingerprint import BLOCK_BITS, BLOCKS, blocks, to_signed
+from .fingerprint import BLOCK_BITS, BLOCKS, similarity, to_unsigned
 
-# Scan when the probed block values cover more than this share of each block's 65,536 values:
-# past it nearly every row is a candidate and the index seeks only add cost.
-SCAN_SHARE = 0.25
+BLOCK_VALUES = 1 << BLOCK_BITS
+
+# Cost model for choosing a plan, in nanoseconds, measured at 10M rows (bench/search.py; BENCHMARKS.md).
+PROBE_SEEK_NS = 1_500  # one index seek for one probed block value
+PROBE_ROW_NS = 150  # one candidate row moved from SQLite to numpy and checked
+SCAN_ROW_NS = 6  # one fingerprint checked by the numpy scan, arrays already in memory
+SCAN_LOAD_ROW_NS = 400  # one fingerprint read into the scan arrays (once per change of the index)
+
+# Scan when the probes alone would read more than this share of the rows, even with the scan's arrays
+# still to load (plan_for without an index at hand uses this rule only).
+SCAN_SHARE = SCAN_LOAD_ROW_NS / PROBE_ROW_NS
+
+
+@dataclass(frozen=True)
+class Match:
+    key: str
+    fingerprint: int  # unsigned
+    distance: int
+
+    @property
+    def similarity(self) -> float:
+        return similarity(self.distance)
 
 
 @dataclass(frozen=True)
@@ -35,31 +61,62 @@ class Plan:
 
     @property
     def probes_per_block(self) -> int:
-        return sum(comb(BLOCK_BITS, i) for i in range(self.radius + 1))
+        return probes_per_block(self.radius)
 
     def describe(self) -> str:
         if self.kind == "scan":
-            return f"full scan with hamming() <= {self.k}"
+            return f"full scan (numpy, all fingerprints) with distance <= {self.k}"
         return (
-            f"{BLOCKS} block lookups x {self.probes_per_block} value(s) within {self.radius} bit(s), "
-            f"then hamming() <= {self.k}"
+            f"{BLOCKS} block lookups x {self.probes_per_block:,} value(s) within {self.radius} bit(s) "
+            f"(covering indexes), then distance <= {self.k}"
         )
 
 
-def plan_for(k: int) -> Plan:
-    if not isinstance(k, int) or not 0 <= k <= 64:
+@dataclass(frozen=True)
+class SearchResult:
+    """One query's answer and how it was found: the plan and how many candidates were checked
+    (rows whose distance was computed: for probes, block hits counted once per block)."""
+
+    fingerprint: int  # the query's, unsigned
+    plan: Plan
+    candidates: int
+    matches: list[Match] = field(default_factory=list)
+
+
+def probes_per_block(radius: int) -> int:
+    return sum(comb(BLOCK_BITS, i) for i in range(radius + 1))
+
+
+def check_k(k: int) -> int:
+    if not isinstance(k, int) or isinstance(k, bool) or not 0 <= k <= 64:
         raise InvalidInput(f"k must be a whole number from 0 to 64, not {k!r}")
-    radius = k // BLOCKS
-    kind = "blocks" if radius == 0 else "probes"
-    if Plan(kind, k, radius).probes_per_block > SCAN_SHARE * (1 << BLOCK_BITS):
-        kind = "scan"
-    return Plan(kind, k, radius)
+    return k
+
+
+def plan_for(k: int, rows: int | None = None, candidates: int | None = None, scan_loaded: bool = False) -> Plan:
+    """The cheaper exact plan for distance <= k.
+
+    rows: documents in the index; candidates: the block hits the probes would read (None: assume
+    uniform block values); scan_loaded: the scan's arrays are already in memory. Without rows, the
+    rule is the share of the table the probes would read (SCAN_SHARE).
+    """
+    radius = check_k(k) // BLOCKS
+    probe_kind = "blocks" if radius == 0 else "probes"
+    probes = BLOCKS * probes_per_block(radius)
+    if rows is None:
+        share = probes / BLOCK_VALUES
+        return Plan("scan" if share > SCAN_SHARE else probe_kind, k, radius)
+    if candidates is None:
+        candidates = probes * rows / BLOCK_VALUES
+    probe_cost = probes * PROBE_SEEK_NS + candidates * PROBE_ROW_NS
+    scan_cost = rows * (SCAN_ROW_NS + (0 if scan_loaded else SCAN_LOAD_ROW_NS))
+    return Plan("scan" if scan_cost < probe_cost else probe_kind, k, radius)
 
 
 @lru_cache(maxsize=None)
 def _masks(radius: int) -> np.ndarray:
     """Every 16-bit value with at most `radius` bits set (XOR masks), fewest bits first."""
-    values = np.arange(1 << BLOCK_BITS, dtype=np.int64)
+    values = np.arange(BLOCK_VALUES, dtype=np.int64)
     counts = np.bitwise_count(values)
     return values[np.argsort(counts, kind="stable")][: int((counts <= radius).sum())]
 
@@ -69,13 +126,18 @@ def block_neighbours(value: int, radius: int) -> np.ndarray:
     return np.bitwise_xor(_masks(radius), value)
 
 
+# -- SQL -------------------------------------------------------------------------------------------
+
 _COLUMNS = "key, fingerprint, hamming(fingerprint, :q) AS distance"
 _ORDER = "ORDER BY distance, key LIMIT :limit"
 
 
+@lru_cache(maxsize=None)
 def near_sql(plan: Plan) -> str:
-    """The SQL a plan runs. Parameters: :q (signed fingerprint), :k, :limit (-1 = all), :exclude
-    (a key to leave out, or NULL), and :b0..:b3 (block values, or carray() arrays of them)."""
+    """Standalone SQL giving the same answer as near() for a plan, to read or reuse. Parameters: :q
+    (signed fingerprint), :k, :limit (-1 = all), :exclude (a key to leave out, or NULL), and
+    :b0..:b3 (block values, or carray() arrays of them). near() itself runs CANDIDATES_SQL and
+    checks distances in numpy, which is faster than calling hamming() for every candidate."""
     if plan.kind == "scan":
         where = "fingerprint IS NOT NULL AND hamming(fingerprint, :q) <= :k"
         return f"SELECT {_COLUMNS} FROM documents\nWHERE {where} AND key IS NOT :exclude\n{_ORDER}"
@@ -88,8 +150,136 @@ def near_sql(plan: Plan) -> str:
 
 
 def near_params(plan: Plan, fingerprint: int, limit: int | None = None, exclude: str | None = None) -> dict:
+    """Named parameters for near_sql(plan)."""
+    from .fingerprint import blocks, to_signed
+
     params = {"q": to_signed(fingerprint), "k": plan.k, "limit": -1 if limit is None else limit, "exclude": exclude}
     if plan.kind != "scan":
         for i, value in enumerate(blocks(fingerprint)):
             params[f"b{i}"] = value if plan.kind == "blocks" else apsw.carray(block_neighbours(value, plan.radius))
     return params
+
+
+# What near() runs: candidates (id, fingerprint) from the four covering indexes, then keys of matches.
+CANDIDATES_SQL = {
+    "blocks": "\nUNION ALL\n".join(f"SELECT id, fingerprint FROM documents WHERE b{i} = ?" for i in range(BLOCKS)),
+    "probes": "\nUNION ALL\n".join(
+        f"SELECT id, fingerprint FROM documents WHERE b{i} IN carray(?)" for i in range(BLOCKS)
+    ),
+}
+KEYS_SQL = "SELECT id, key, fingerprint FROM documents WHERE id IN carray(?)"
+_BLOCK_COUNTS_SQL = "SELECT b{i}, count(*) FROM documents WHERE b{i} IS NOT NULL GROUP BY b{i}"
+_SCAN_CHUNK = 1_000_000  # rows per group_concat while loading the scan arrays (bounds the string's size)
+_SHIFTS = np.array([48, 32, 16, 0], dtype=np.uint64)
+
+
+class Searcher:
+    """Runs searches on one connection, keeping what is worth keeping between queries: the scan's
+    arrays and the block value counts, valid until the index changes (PRAGMA data_version for
+    other connections' commits, total_changes() for this one's)."""
+
+    def __init__(self, conn: apsw.Connection) -> None:
+        self.conn = conn
+        self._scan: tuple[object, np.ndarray, np.ndarray] | None = None  # (token, ids, fingerprints)
+        self._counts: tuple[object, np.ndarray] | None = None  # (token, 4 x 65536 block value counts)
+
+    def _token(self) -> tuple[int, int]:
+        return (self.conn.pragma("data_version"), self.conn.total_changes())
+
+    # -- what the planner knows -----------------------------------------------------------------
+
+    def rows(self) -> int:
+        """Documents with a fingerprint: exact when the scan arrays are loaded, else an upper bound
+        that costs one index seek (max(id))."""
+        if self._scan is not None and self._scan[0] == self._token():
+            return len(self._scan[1])
+        return self.conn.execute("SELECT coalesce(max(id), 0) FROM documents").get
+
+    def load_block_counts(self) -> np.ndarray:
+        """How many rows hold each value of each block (4 x 65536): the planner's exact candidate
+        counts for hot buckets. One pass over each block index; batches load it once."""
+        token = self._token()
+        if self._counts is None or self._counts[0] != token:
+            counts = np.zeros((BLOCKS, BLOCK_VALUES), dtype=np.int64)
+            for i in range(BLOCKS):
+                for value, count in self.conn.execute(_BLOCK_COUNTS_SQL.format(i=i)):
+                    counts[i, value] = count
+            self._counts = (token, counts)
+        return self._counts[1]
+
+    def _known_counts(self) -> np.ndarray | None:
+        if self._counts is not None and self._counts[0] == self._token():
+            return self._counts[1]
+        return None
+
+    def plan(self, k: int, fingerprint: int | None = None) -> Plan:
+        """The plan near() uses for this k (and, when block counts are loaded, this fingerprint)."""
+        radius = check_k(k) // BLOCKS
+        counts = self._known_counts()
+        candidates = None
+        if counts is not None and fingerprint is not None:
+            parts = (np.uint64(fingerprint) >> _SHIFTS) & np.uint64(0xFFFF)
+            candidates = int(
+                sum(counts[i][block_neighbours(int(parts[i]), radius)].sum() for i in range(BLOCKS))
+            )
+        loaded = self._scan is not None and self._scan[0] == self._token()
+        return plan_for(k, self.rows(), candidates, loaded)
+
+    # -- running --------------------------------------------------------------------------------
+
+    def search(
+        self, fingerprint: int, k: int, limit: int | None = None, exclude: str | None = None, plan: Plan | None = None
+    ) -> SearchResult:
+        if plan is None:
+            plan = self.plan(k, fingerprint)
+        q = np.uint64(fingerprint)
+        if plan.kind == "scan":
+            ids, fps = self._scan_arrays()
+            candidates = len(ids)
+        else:
+            parts = ((q >> _SHIFTS) & np.uint64(0xFFFF)).tolist()
+            if plan.kind == "blocks":
+                params = parts
+            else:
+                params = [apsw.carray(block_neighbours(value, plan.radius)) for value in parts]
+            rows = self.conn.execute(CANDIDATES_SQL[plan.kind], params).fetchall()
+            candidates = len(rows)
+            both = np.array(rows, dtype=np.int64).reshape(-1, 2)
+            ids, fps = both[:, 0], both[:, 1].view(np.uint64)
+        distances = np.bitwise_count(fps ^ q)
+        hit = distances <= k
+        found: dict[int, int] = dict(zip(ids[hit].tolist(), distances[hit].tolist()))  # dedups block hits
+        matches = []
+        if found:
+            wanted = apsw.carray(np.fromiter(found, dtype=np.int64, count=len(found)))
+            for id_, key, stored in self.conn.execute(KEYS_SQL, (wanted,)):
+                if key != exclude:
+                    matches.append(Match(key, to_unsigned(stored), found[id_]))
+        matches.sort(key=lambda m: (m.distance, m.key))
+        if limit is not None:
+            matches = matches[:limit]
+        return SearchResult(fingerprint, plan, candidates, matches)
+
+    def _scan_arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        token = self._token()
+        if self._scan is None or self._scan[0] != token:
+            self._scan = None  # let the old arrays go before reading the new ones
+            ids_parts, fps_parts, last = [], [], None
+            while True:
+                row = self.conn.execute(
+                    "SELECT count(*), max(id), group_concat(id, ','), group_concat(fingerprint, ',') FROM "
+                    "(SELECT id, fingerprint FROM documents WHERE id > ?1 AND fingerprint IS NOT NULL "
+                    "ORDER BY id LIMIT ?2)",
+                    (-(1 << 63) if last is None else last, _SCAN_CHUNK),
+                ).get
+                count, last, ids_text, fps_text = row
+                if not count:
+                    break
+                ids_parts.append(np.fromstring(ids_text, dtype=np.int64, sep=","))
+                fps_parts.append(np.fromstring(fps_text, dtype=np.int64, sep=","))
+                if not len(ids_parts[-1]) == len(fps_parts[-1]) == count:
+                    raise RuntimeError("reading the fingerprints for a scan went wrong (lengths differ)")
+            ids = np.concatenate(ids_parts) if ids_parts else np.zeros(0, np.int64)
+            fps = np.concatenate(fps_parts).view(np.uint64) if fps_parts else np.zeros(0, np.uint64)
+            self._scan = (token, ids, fps)
+        return self._scan[1], self._scan[2]
