@@ -166,6 +166,9 @@ def near(
         Optional[str], typer.Option(help="'jsonl' or 'paths' [default: jsonl for *.jsonl and stdin, else paths].")
     ] = None,
     limit: Annotated[Optional[int], typer.Option(help="At most this many results (per query).")] = None,
+    plan: Annotated[
+        Optional[str], typer.Option(help="Force 'index' (block lookups) or 'scan'; the answer is the same.")
+    ] = None,
     as_json: JsonOption = False,
     explain: Annotated[
         bool, typer.Option("--explain", help="Show the plan, the candidates checked, and the SQL.")
@@ -175,13 +178,13 @@ def near(
     if batch is not None:
         if any(x is not None for x in (text, file, key, hash_)):
             raise InvalidInput("--batch reads its queries from the file; give no text, --file, --key or --hash")
-        _near_batch(db, batch, batch_format, k, limit, explain)
+        _near_batch(db, batch, batch_format, k, limit, plan, explain)
         return
     if file is not None:
         text = _read_text(file)
     fingerprint = from_hex(hash_) if hash_ is not None else None
     with SimhashIndex(db) as index:
-        result = index.explain(text, fingerprint=fingerprint, key=key, k=k, limit=limit)
+        result = index.explain(text, fingerprint=fingerprint, key=key, k=k, limit=limit, plan=plan)
         if explain:
             err.print(f"plan: {result.plan.describe()}", highlight=False)
             err.print(f"candidates checked: {result.candidates:,}", highlight=False)
@@ -201,7 +204,9 @@ def near(
     out.print(table)
 
 
-def _near_batch(db: Path, source: str, fmt: Optional[str], k: int, limit: Optional[int], explain: bool) -> None:
+def _near_batch(
+    db: Path, source: str, fmt: Optional[str], k: int, limit: Optional[int], plan: Optional[str], explain: bool
+) -> None:
     """JSONL answers on stdout, one per query line, in order; bad lines answer with "error"."""
     fmt = fmt or guess_format(source)
     stream = sys.stdin if source == "-" else open(source, encoding="utf-8")  # noqa: SIM115
@@ -211,7 +216,7 @@ def _near_batch(db: Path, source: str, fmt: Optional[str], k: int, limit: Option
     write = sys.stdout.write
     try:
         with SimhashIndex(db) as index:
-            for query, answer in index.near_many(parse_queries(stream, fmt), k=k, limit=limit):
+            for query, answer in index.near_many(parse_queries(stream, fmt), k=k, limit=limit, plan=plan):
                 answered += 1
                 line: dict = {"id": query.id}
                 if isinstance(answer, QueryError):

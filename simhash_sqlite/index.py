@@ -16,7 +16,7 @@ from . import __version__
 from .errors import InvalidInput
 from .fingerprint import blocks, simhash, similarity, to_signed, to_unsigned
 from .features import jieba_version
-from .search import Match, Plan, Searcher, SearchResult, check_k, near_sql
+from .search import Match, Plan, Searcher, SearchResult, check_k, forced_plan, near_sql
 from .settings import FingerprintSettings
 from .sqlfunctions import register_functions
 from .storage import connect, schema_version, write_transaction
@@ -369,10 +369,13 @@ class SimhashIndex:
         key: str | None = None,
         k: int = 3,
         limit: int | None = None,
+        plan: str | None = None,
     ) -> list[Match]:
         """Documents within Hamming distance k (inclusive) of a text, a fingerprint or a stored key,
-        closest first. A key's own document is left out of its results. Exact for every k."""
-        return self.explain(text, fingerprint=fingerprint, key=key, k=k, limit=limit).matches
+        closest first. A key's own document is left out of its results. Exact for every k.
+
+        plan: None chooses by cost; "index" (block lookups/probes) or "scan" force one (same answer)."""
+        return self.explain(text, fingerprint=fingerprint, key=key, k=k, limit=limit, plan=plan).matches
 
     def explain(
         self,
@@ -382,15 +385,22 @@ class SimhashIndex:
         key: str | None = None,
         k: int = 3,
         limit: int | None = None,
+        plan: str | None = None,
     ) -> SearchResult:
         """near() with how it ran: the plan chosen and how many candidates were checked."""
         check_k(k)
         _check_limit(limit)
+        chosen = forced_plan(k, plan)
         query = self._query_fingerprint(text, fingerprint, key)
-        return self._searcher.search(query, k, limit, exclude=key)
+        return self._searcher.search(query, k, limit, exclude=key, plan=chosen)
 
     def near_many(
-        self, queries: Iterable[Query | int | QueryError], *, k: int = 3, limit: int | None = None
+        self,
+        queries: Iterable[Query | int | QueryError],
+        *,
+        k: int = 3,
+        limit: int | None = None,
+        plan: str | None = None,
     ) -> Iterator[tuple[Query, SearchResult | QueryError]]:
         """Search for many queries (Query objects, or bare unsigned fingerprints) in one go, yielding
         (query, answer) in order: a SearchResult, or a QueryError for a query that cannot be searched
@@ -402,7 +412,8 @@ class SimhashIndex:
         """
         check_k(k)
         _check_limit(limit)
-        counted = False
+        chosen = forced_plan(k, plan)
+        counted = chosen is not None
         for done, query in enumerate(queries):
             if not counted and done == _COUNT_BLOCKS_AFTER:
                 self._searcher.load_block_counts()
@@ -417,7 +428,7 @@ class SimhashIndex:
             except InvalidInput as exc:
                 yield query, QueryError(query, str(exc))
                 continue
-            yield query, self._searcher.search(fp, k, limit, exclude=query.key)
+            yield query, self._searcher.search(fp, k, limit, exclude=query.key, plan=chosen)
 
     def near_sql(self, k: int = 3) -> str:
         """Standalone SQL with the same answer as near() for this k (see search.near_sql)."""

@@ -113,6 +113,18 @@ def plan_for(k: int, rows: int | None = None, candidates: int | None = None, sca
     return Plan("scan" if scan_cost < probe_cost else probe_kind, k, radius)
 
 
+def forced_plan(k: int, choice: str | None) -> Plan | None:
+    """None (let the planner choose), or the plan a user forced: "index" or "scan"."""
+    if choice is None:
+        return None
+    radius = check_k(k) // BLOCKS
+    if choice == "scan":
+        return Plan("scan", k, radius)
+    if choice == "index":
+        return Plan("blocks" if radius == 0 else "probes", k, radius)
+    raise InvalidInput(f"plan must be 'index' or 'scan' (or None to choose), not {choice!r}")
+
+
 @lru_cache(maxsize=None)
 def _masks(radius: int) -> np.ndarray:
     """Every 16-bit value with at most `radius` bits set (XOR masks), fewest bits first."""
