@@ -22,9 +22,9 @@ from .sqlfunctions import register_functions
 from .storage import connect, schema_version, write_transaction
 
 DEFAULT_BATCH_SIZE = 1000
-FINGERPRINT_BATCH_SIZE = 200_000
+FINGERPRINT_BATCH_SIZE = 1_000_000
 # Page cache (MiB) while loading fingerprints; SQLite's default is 2 MiB (see BENCHMARKS.md, issue 3).
-BULK_CACHE_MIB = 1024
+BULK_CACHE_MIB = 3072
 
 
 @dataclass(frozen=True)
