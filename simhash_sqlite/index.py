@@ -407,17 +407,17 @@ class SimhashIndex:
         (unknown key, text without features; QueryErrors given as input pass through), so one bad
         line does not end a long batch.
 
-        Lazy: a million queries stream through without being held in memory. The planner loads the
-        block value counts once, so queries that land in hot buckets pick the cheaper plan.
+        Lazy: a million queries stream through without being held in memory. The first query that
+        reads far more candidates than uniform block values would give (a hot bucket) makes the
+        planner count the rows per block value, once; later queries in hot buckets then scan when
+        that is cheaper.
         """
         check_k(k)
         _check_limit(limit)
         chosen = forced_plan(k, plan)
         counted = chosen is not None
-        for done, query in enumerate(queries):
-            if not counted and done == _COUNT_BLOCKS_AFTER:
-                self._searcher.load_block_counts()
-                counted = True
+        hot = None
+        for query in queries:
             if isinstance(query, QueryError):
                 yield query.query, query
                 continue
@@ -428,7 +428,14 @@ class SimhashIndex:
             except InvalidInput as exc:
                 yield query, QueryError(query, str(exc))
                 continue
-            yield query, self._searcher.search(fp, k, limit, exclude=query.key, plan=chosen)
+            result = self._searcher.search(fp, k, limit, exclude=query.key, plan=chosen)
+            yield query, result
+            if not counted:
+                if hot is None:
+                    hot = HOT_CANDIDATES + HOT_FACTOR * self._searcher.uniform_candidates(k)
+                if result.candidates > hot:
+                    self._searcher.load_block_counts()
+                    counted = True
 
     def near_sql(self, k: int = 3) -> str:
         """Standalone SQL with the same answer as near() for this k (see search.near_sql)."""
@@ -459,8 +466,10 @@ class SimhashIndex:
         return fingerprint
 
 
-# A batch this long loads the block value counts (one pass per block index) to plan hot buckets.
-_COUNT_BLOCKS_AFTER = 1000
+# A batch query reading more candidates than this (HOT_CANDIDATES + HOT_FACTOR x the uniform
+# expectation) has met a hot bucket: the batch then counts rows per block value to plan the rest.
+HOT_CANDIDATES = 1000
+HOT_FACTOR = 20
 
 
 @dataclass(frozen=True)

@@ -192,15 +192,24 @@ _SCAN_CHUNK = 1_000_000  # rows per group_concat while loading the scan arrays (
 _SHIFTS = np.array([48, 32, 16, 0], dtype=np.uint64)
 
 
+def _parts(fingerprint: int) -> tuple[int, int, int, int]:
+    return ((fingerprint >> 48) & 0xFFFF, (fingerprint >> 32) & 0xFFFF, (fingerprint >> 16) & 0xFFFF, fingerprint & 0xFFFF)
+
+
 class Searcher:
     """Runs searches on one connection, keeping what is worth keeping between queries: the scan's
-    arrays and the block value counts, valid until the index changes (PRAGMA data_version for
-    other connections' commits, total_changes() for this one's)."""
+    arrays, valid until the index changes (PRAGMA data_version for other connections' commits,
+    total_changes() for this one's), and the block value counts."""
 
     def __init__(self, conn: apsw.Connection) -> None:
         self.conn = conn
         self._scan: tuple[object, np.ndarray, np.ndarray] | None = None  # (token, ids, fingerprints)
-        self._counts: tuple[object, np.ndarray] | None = None  # (token, 4 x 65536 block value counts)
+        # Rows per value of each block (4 x 65536), for planning only: stale counts can cost speed,
+        # never exactness, so they are not re-checked on every query.
+        self._counts: np.ndarray | None = None
+        self._count_lists: list[list[int]] = []
+        self._counts_token: object = None
+        self._counted_rows = 0
 
     def _token(self) -> tuple[int, int]:
         return (self.conn.pragma("data_version"), self.conn.total_changes())
@@ -208,28 +217,30 @@ class Searcher:
     # -- what the planner knows -----------------------------------------------------------------
 
     def rows(self) -> int:
-        """Documents with a fingerprint: exact when the scan arrays are loaded, else an upper bound
-        that costs one index seek (max(id))."""
+        """Documents with a fingerprint: exact from the scan arrays or block counts when loaded,
+        else an upper bound that costs one index seek (max(id))."""
         if self._scan is not None and self._scan[0] == self._token():
             return len(self._scan[1])
+        if self._counts is not None:
+            return self._counted_rows
         return self.conn.execute("SELECT coalesce(max(id), 0) FROM documents").get
 
+    def uniform_candidates(self, k: int) -> float:
+        """The block hits a query would read if block values were uniform."""
+        return BLOCKS * probes_per_block(check_k(k) // BLOCKS) * self.rows() / BLOCK_VALUES
+
     def load_block_counts(self) -> np.ndarray:
-        """How many rows hold each value of each block (4 x 65536): the planner's exact candidate
-        counts for hot buckets. One pass over each block index; batches load it once."""
+        """Count the rows holding each value of each block (one pass over each block index), so the
+        planner knows a hot bucket when a query lands in one. Batches do it once they meet one."""
         token = self._token()
-        if self._counts is None or self._counts[0] != token:
+        if self._counts is None or self._counts_token != token:
             counts = np.zeros((BLOCKS, BLOCK_VALUES), dtype=np.int64)
             for i in range(BLOCKS):
                 for value, count in self.conn.execute(_BLOCK_COUNTS_SQL.format(i=i)):
                     counts[i, value] = count
-            self._counts = (token, counts)
-        return self._counts[1]
-
-    def _known_counts(self) -> np.ndarray | None:
-        if self._counts is not None and self._counts[0] == self._token():
-            return self._counts[1]
-        return None
+            self._counts, self._count_lists, self._counts_token = counts, counts.tolist(), token
+            self._counted_rows = int(counts[0].sum())
+        return self._counts
 
     def plan(self, k: int, fingerprint: int | None = None) -> Plan:
         """The plan near() uses for this k (and, when block counts are loaded, this fingerprint)."""
@@ -238,13 +249,15 @@ class Searcher:
             # Probes read at most 4 x 17 / 65,536 of the rows (uniform blocks): no need to ask the
             # index anything; a scan could only win on a tiny index, where both are instant.
             return Plan("blocks" if radius == 0 else "probes", k, radius)
-        counts = self._known_counts()
         candidates = None
-        if counts is not None and fingerprint is not None:
-            parts = (np.uint64(fingerprint) >> _SHIFTS) & np.uint64(0xFFFF)
-            candidates = int(
-                sum(counts[i][block_neighbours(int(parts[i]), radius)].sum() for i in range(BLOCKS))
-            )
+        if self._counts is not None and fingerprint is not None:
+            parts = _parts(fingerprint)
+            if radius == 0:
+                candidates = sum(self._count_lists[i][value] for i, value in enumerate(parts))
+            else:
+                candidates = int(
+                    sum(self._counts[i][block_neighbours(value, radius)].sum() for i, value in enumerate(parts))
+                )
         loaded = self._scan is not None and self._scan[0] == self._token()
         return plan_for(k, self.rows(), candidates, loaded)
 
@@ -260,8 +273,7 @@ class Searcher:
             ids, fps = self._scan_arrays()
             candidates = len(ids)
         else:
-            parts = ((fingerprint >> 48) & 0xFFFF, (fingerprint >> 32) & 0xFFFF, (fingerprint >> 16) & 0xFFFF,
-                     fingerprint & 0xFFFF)
+            parts = _parts(fingerprint)
             if plan.kind == "probes":
                 parts = [apsw.carray(np.sort(block_neighbours(value, plan.radius))) for value in parts]
             candidates, ids_text, fps_text = self.conn.execute(CANDIDATES_SQL[plan.kind], parts).get

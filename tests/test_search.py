@@ -73,6 +73,15 @@ def test_hot_buckets_are_planned_with_block_counts(index):
     assert [(m.distance, m.key) for m in index.near(fingerprint=hot, k=3)] == brute_force(stored, hot, 3)
 
 
+def test_a_batch_counts_blocks_once_it_meets_a_hot_bucket(index):
+    hot = 0xAAAA_BBBB_CCCC_DDDD
+    index.add_fingerprints([(f"hot{i}", hot ^ (i << 20)) for i in range(3000)] + [("cold", 0x1234_5678_9ABC_DEF0)])
+    stored = dict((m.key, m.fingerprint) for m in index.near(fingerprint=hot, k=64))
+    answers = [a for _, a in index.near_many([0x1234_5678_9ABC_DEF0, hot, hot, 0x1234_5678_9ABC_DEF0], k=3)]
+    assert [a.plan.kind for a in answers] == ["blocks", "blocks", "scan", "blocks"]
+    assert [(m.distance, m.key) for m in index.near(fingerprint=hot, k=3)] == brute_force(stored, hot, 3)
+
+
 def test_near_many_answers_in_order_with_errors_in_place(index):
     from simhash_sqlite import Document
 
