@@ -16,7 +16,8 @@ from . import __version__
 from .errors import InvalidInput
 from .fingerprint import blocks, simhash, similarity, to_signed, to_unsigned
 from .features import jieba_version
-from .search import Match, Plan, Searcher, SearchResult, check_k, forced_plan, near_sql
+from .fingerprint import BLOCKS
+from .search import Match, Plan, Searcher, SearchResult, check_k, forced_plan, near_sql, probe_cost_ns
 from .settings import FingerprintSettings
 from .sqlfunctions import register_functions
 from .storage import connect, schema_version, write_transaction
@@ -407,7 +408,9 @@ class SimhashIndex:
         (unknown key, text without features; QueryErrors given as input pass through), so one bad
         line does not end a long batch.
 
-        Lazy: a million queries stream through without being held in memory. The first query that
+        Lazy: a million queries stream through without being held in memory. Once the probes have
+        cost as much as reading every fingerprint would, the batch reads them (16 bytes per document
+        in memory), so long batches with a large k scan arrays instead of probing. The first query that
         reads far more candidates than uniform block values would give (a hot bucket) makes the
         planner count the rows per block value, once; later queries in hot buckets then scan when
         that is cheaper.
@@ -417,6 +420,9 @@ class SimhashIndex:
         chosen = forced_plan(k, plan)
         counted = chosen is not None
         hot = None
+        # Ski rental: once the probes have cost as much as reading every fingerprint would, read them;
+        # the planner then compares each query's probes with a scan of arrays already in memory.
+        probe_spent, load_cost = 0.0, None
         for query in queries:
             if isinstance(query, QueryError):
                 yield query.query, query
@@ -436,6 +442,13 @@ class SimhashIndex:
                 if result.candidates > hot:
                     self._searcher.load_block_counts()
                     counted = True
+            if chosen is None and result.plan.kind != "scan":
+                probe_spent += probe_cost_ns(BLOCKS * result.plan.probes_per_block, result.candidates)
+                if load_cost is None:
+                    load_cost = self._searcher.load_cost_ns()
+                if probe_spent > load_cost and not self._searcher.scan_loaded():
+                    self._searcher.load_scan()
+                    probe_spent = 0.0
 
     def near_sql(self, k: int = 3) -> str:
         """Standalone SQL with the same answer as near() for this k (see search.near_sql)."""

@@ -29,11 +29,12 @@ from .fingerprint import BLOCK_BITS, BLOCKS, similarity, to_unsigned
 
 BLOCK_VALUES = 1 << BLOCK_BITS
 
-# Cost model for choosing a plan, in nanoseconds, measured at 10M rows (bench/search.py; BENCHMARKS.md).
-PROBE_SEEK_NS = 1_500  # one index seek for one probed block value
-PROBE_ROW_NS = 150  # one candidate row moved from SQLite to numpy and checked
-SCAN_ROW_NS = 6  # one fingerprint checked by the numpy scan, arrays already in memory
-SCAN_LOAD_ROW_NS = 400  # one fingerprint read into the scan arrays (once per change of the index)
+# Cost model for choosing a plan, in nanoseconds, measured with bench/search.py and a scan
+# calibration on this 2-core shared machine (BENCHMARKS.md, issue 3); only their ratios matter.
+PROBE_SEEK_NS = 3_000  # one index seek for one probed block value
+PROBE_ROW_NS = 1_200  # one candidate row read from a block index (group_concat, parsed, checked)
+SCAN_ROW_NS = 2  # one fingerprint checked by the numpy scan, arrays already in memory
+SCAN_LOAD_ROW_NS = 1_500  # one fingerprint read into the scan arrays (once per change of the index)
 
 # Scan when the probes alone would read more than this share of the rows, even with the scan's arrays
 # still to load (plan_for without an index at hand uses this rule only).
@@ -108,7 +109,7 @@ def plan_for(k: int, rows: int | None = None, candidates: int | None = None, sca
         return Plan("scan" if share > SCAN_SHARE else probe_kind, k, radius)
     if candidates is None:
         candidates = probes * rows / BLOCK_VALUES
-    probe_cost = probes * PROBE_SEEK_NS + candidates * PROBE_ROW_NS
+    probe_cost = probe_cost_ns(probes, candidates)
     scan_cost = rows * (SCAN_ROW_NS + (0 if scan_loaded else SCAN_LOAD_ROW_NS))
     return Plan("scan" if scan_cost < probe_cost else probe_kind, k, radius)
 
@@ -123,6 +124,10 @@ def forced_plan(k: int, choice: str | None) -> Plan | None:
     if choice == "index":
         return Plan("blocks" if radius == 0 else "probes", k, radius)
     raise InvalidInput(f"plan must be 'index' or 'scan' (or None to choose), not {choice!r}")
+
+
+def probe_cost_ns(probes: int, candidates: float) -> float:
+    return probes * PROBE_SEEK_NS + candidates * PROBE_ROW_NS
 
 
 @lru_cache(maxsize=None)
@@ -294,6 +299,17 @@ class Searcher:
         if limit is not None:
             matches = matches[:limit]
         return SearchResult(fingerprint, plan, candidates, matches)
+
+    def scan_loaded(self) -> bool:
+        return self._scan is not None and self._scan[0] == self._token()
+
+    def load_cost_ns(self) -> float:
+        """What reading the scan arrays would cost (the planner's estimate)."""
+        return self.rows() * SCAN_LOAD_ROW_NS
+
+    def load_scan(self) -> None:
+        """Read every fingerprint into the scan arrays now (kept until the index changes)."""
+        self._scan_arrays()
 
     def _scan_arrays(self) -> tuple[np.ndarray, np.ndarray]:
         token = self._token()
