@@ -19,6 +19,7 @@ from .errors import InvalidInput, SimhashError
 from .fingerprint import from_hex, simhash, to_hex, to_signed
 from .index import AddReport, Match, QueryError, SimhashIndex
 from .queries import guess_format, parse_queries
+from .search import executed_sql, near_sql
 from .settings import FingerprintSettings
 from .sources import Reader
 
@@ -188,8 +189,9 @@ def near(
         if explain:
             err.print(f"plan: {result.plan.describe()}", highlight=False)
             err.print(f"candidates checked: {result.candidates:,}", highlight=False)
-            err.print("equivalent SQL:", highlight=False)
-            err.print(index.near_sql(k), highlight=False, markup=False, soft_wrap=True)
+            err.print(executed_sql(result.plan), highlight=False, markup=False, soft_wrap=True)
+            err.print("-- the same answer in one statement (near_sql()):", highlight=False, markup=False)
+            err.print(near_sql(result.plan), highlight=False, markup=False, soft_wrap=True)
     matches = result.matches
     if as_json:
         print(json.dumps([_match_json(m) for m in matches], ensure_ascii=False))

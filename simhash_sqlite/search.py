@@ -158,10 +158,12 @@ def near_sql(plan: Plan) -> str:
     if plan.kind == "scan":
         where = "fingerprint IS NOT NULL AND hamming(fingerprint, :q) <= :k"
         return f"SELECT {_COLUMNS} FROM documents\nWHERE {where} AND key IS NOT :exclude\n{_ORDER}"
-    test = "= :b{i}" if plan.kind == "blocks" else "IN carray(:b{i})"
+    if plan.kind == "blocks":
+        source = "documents WHERE b{i} = :b{i} AND"
+    else:  # a join with the probe values: `b IN carray(...)` builds a temporary index per query
+        source = "carray(:b{i}) AS probe JOIN documents ON b{i} = probe.value WHERE"
     lookups = "\n    UNION\n".join(
-        f"    SELECT id FROM documents WHERE b{i} {test.format(i=i)} AND hamming(fingerprint, :q) <= :k"
-        for i in range(BLOCKS)
+        f"    SELECT id FROM {source.format(i=i)} hamming(fingerprint, :q) <= :k" for i in range(BLOCKS)
     )
     return f"SELECT {_COLUMNS} FROM documents\nWHERE id IN (\n{lookups}\n) AND key IS NOT :exclude\n{_ORDER}"
 
@@ -192,6 +194,21 @@ CANDIDATES_SQL = {
     for kind, union in _UNION.items()
 }
 KEYS_SQL = "SELECT id, key, fingerprint FROM carray(?) AS wanted JOIN documents ON documents.id = wanted.value"
+_SCAN_SQL = (
+    "SELECT count(*), max(id), group_concat(id, ','), group_concat(fingerprint, ',') FROM "
+    "(SELECT id, fingerprint FROM documents WHERE id > ?1 AND fingerprint IS NOT NULL ORDER BY id LIMIT ?2)"
+)
+
+
+def executed_sql(plan: Plan) -> str:
+    """The statements near() itself runs for a plan (distances are computed in numpy)."""
+    if plan.kind == "scan":
+        first = f"-- read every fingerprint, once per change of the index, in chunks:\n{_SCAN_SQL};"
+    else:
+        first = f"-- candidates (ids, fingerprints) from the covering block indexes:\n{CANDIDATES_SQL[plan.kind]};"
+    return f"{first}\n-- keys of the matches:\n{KEYS_SQL};"
+
+
 _BLOCK_COUNTS_SQL = "SELECT b{i}, count(*) FROM documents WHERE b{i} IS NOT NULL GROUP BY b{i}"
 _SCAN_CHUNK = 1_000_000  # rows per group_concat while loading the scan arrays (bounds the string's size)
 _SHIFTS = np.array([48, 32, 16, 0], dtype=np.uint64)
@@ -317,12 +334,7 @@ class Searcher:
             self._scan = None  # let the old arrays go before reading the new ones
             ids_parts, fps_parts, last = [], [], None
             while True:
-                row = self.conn.execute(
-                    "SELECT count(*), max(id), group_concat(id, ','), group_concat(fingerprint, ',') FROM "
-                    "(SELECT id, fingerprint FROM documents WHERE id > ?1 AND fingerprint IS NOT NULL "
-                    "ORDER BY id LIMIT ?2)",
-                    (-(1 << 63) if last is None else last, _SCAN_CHUNK),
-                ).get
+                row = self.conn.execute(_SCAN_SQL, (-(1 << 63) if last is None else last, _SCAN_CHUNK)).get
                 count, last, ids_text, fps_text = row
                 if not count:
                     break

@@ -203,3 +203,16 @@ def test_readers_of_an_index_use_apsw_connections_we_open(db_path):
         index.add_fingerprints([("a", 0)])
     conn = apsw.Connection(str(db_path))
     assert conn.execute("SELECT count(*) FROM documents").get == 1
+
+
+def test_standalone_near_sql_gives_the_same_answer(index):
+    from simhash_sqlite.search import executed_sql, near_params, near_sql
+
+    fps = [0, MASK, 1 << 63, 0x0123456789ABCDEF, flip(0x0123456789ABCDEF, [1, 17, 33, 49, 50]), 0xFFFF]
+    index.add_fingerprints((f"d{i}", fp) for i, fp in enumerate(fps))
+    for k in (0, 3, 7, 12, 40, 64):
+        plan = plan_for(k)
+        for q in (0, MASK, 0x0123456789ABCDEF):
+            rows = [(key, d) for key, _, d in index.conn.execute(near_sql(plan), near_params(plan, q))]
+            assert rows == [(m.key, m.distance) for m in index.near(fingerprint=q, k=k)], (k, q)
+        assert "keys of the matches" in executed_sql(plan)
