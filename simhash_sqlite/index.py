@@ -14,7 +14,7 @@ import numpy as np
 
 from . import __version__
 from .errors import InvalidInput
-from .fingerprint import blocks, simhash, similarity, to_signed, to_unsigned
+from .fingerprint import blocks, simhash, to_signed, to_unsigned
 from .features import jieba_version
 from .fingerprint import BLOCKS
 from .search import Match, Plan, Searcher, SearchResult, check_k, forced_plan, near_sql, probe_cost_ns
