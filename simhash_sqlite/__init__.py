@@ -12,10 +12,11 @@ from .errors import (  # noqa: E402
     SimhashError,
 )
 from .fingerprint import blocks, from_hex, hamming, simhash, to_hex, to_signed, to_unsigned  # noqa: E402
-from .index import AddReport, Document, Match, SimhashIndex, StoredDocument  # noqa: E402
+from .index import AddReport, Document, Match, Query, QueryError, SimhashIndex, StoredDocument  # noqa: E402
 from .clusters import Cluster, ClusterReport  # noqa: E402
 from .corpus import DuplicatePair  # noqa: E402
 from .dedup import Decision, DedupReport, Deduplicator, dedup  # noqa: E402
+from .search import Plan, SearchResult  # noqa: E402
 from .settings import FingerprintSettings  # noqa: E402
 
 __all__ = [
@@ -33,7 +34,11 @@ __all__ = [
     "InvalidInput",
     "Match",
     "NotAnIndex",
+    "Plan",
+    "Query",
+    "QueryError",
     "SchemaTooNew",
+    "SearchResult",
     "SettingsMismatch",
     "SimhashError",
     "SimhashIndex",

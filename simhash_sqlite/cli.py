@@ -27,7 +27,9 @@ from .fingerprint import from_hex, simhash, to_hex, to_signed
 from .clusters import REPRESENTATIVE_RULES, Cluster
 from .corpus import DuplicatePair
 from .dedup import Deduplicator
-from .index import AddReport, Match, SimhashIndex
+from .index import AddReport, Match, QueryError, SimhashIndex
+from .queries import guess_format, parse_queries
+from .search import executed_sql, near_sql
 from .query import ResultSet, parse_params, run_query
 from .calibrate import DEFAULT_MAX_K, Calibration, calibrate as calibrate_index
 from .explain import Explanation, explain as explain_pair
@@ -232,19 +234,43 @@ def near(
     file: Annotated[Optional[Path], typer.Option("--file", "-f", help="Search for this file's text.")] = None,
     key: Annotated[Optional[str], typer.Option(help="Search for a stored document's neighbours.")] = None,
     hash_: Annotated[Optional[str], typer.Option("--hash", help="Search for a 16-hex-digit fingerprint.")] = None,
-    limit: Annotated[Optional[int], typer.Option(help="At most this many results.")] = None,
+    batch: Annotated[
+        Optional[str],
+        typer.Option(
+            help="Many queries: a JSONL file (text, hash or key per line, optional id) or a file of paths, "
+            "- for stdin; answers one JSON line per query.",
+        ),
+    ] = None,
+    batch_format: Annotated[
+        Optional[str], typer.Option(help="'jsonl' or 'paths' [default: jsonl for *.jsonl and stdin, else paths].")
+    ] = None,
+    limit: Annotated[Optional[int], typer.Option(help="At most this many results (per query).")] = None,
+    plan: Annotated[
+        Optional[str], typer.Option(help="Force 'index' (block lookups) or 'scan'; the answer is the same.")
+    ] = None,
     as_json: JsonOption = False,
-    explain: Annotated[bool, typer.Option("--explain", help="Show the query plan and its SQL.")] = False,
+    explain: Annotated[
+        bool, typer.Option("--explain", help="Show the plan, the candidates checked, and the SQL.")
+    ] = False,
 ) -> None:
     """Documents within distance k of a text, a file, a stored key or a fingerprint, closest first."""
+    if batch is not None:
+        if any(x is not None for x in (text, file, key, hash_)):
+            raise InvalidInput("--batch reads its queries from the file; give no text, --file, --key or --hash")
+        _near_batch(db, batch, batch_format, k, limit, plan, explain)
+        return
     if file is not None:
         text = _read_text(file)
     fingerprint = from_hex(hash_) if hash_ is not None else None
     with SimhashIndex(db) as index:
-        matches = index.near(text, fingerprint=fingerprint, key=key, k=k, limit=limit)
+        result = index.explain(text, fingerprint=fingerprint, key=key, k=k, limit=limit, plan=plan)
         if explain:
-            err.print(f"plan: {index.plan(k).describe()}", highlight=False)
-            err.print(index.near_sql(k), highlight=False, markup=False)
+            err.print(f"plan: {result.plan.describe()}", highlight=False)
+            err.print(f"candidates checked: {result.candidates:,}", highlight=False)
+            err.print(executed_sql(result.plan), highlight=False, markup=False, soft_wrap=True)
+            err.print("-- the same answer in one statement (near_sql()):", highlight=False, markup=False)
+            err.print(near_sql(result.plan), highlight=False, markup=False, soft_wrap=True)
+    matches = result.matches
     if as_json:
         print(json.dumps([_match_json(m) for m in matches], ensure_ascii=False))
         return
@@ -256,6 +282,44 @@ def near(
     for match in matches:
         table.add_row(match.key, str(match.distance), f"{match.similarity:.3f}", to_hex(match.fingerprint))
     out.print(table)
+
+
+def _near_batch(
+    db: Path, source: str, fmt: Optional[str], k: int, limit: Optional[int], plan: Optional[str], explain: bool
+) -> None:
+    """JSONL answers on stdout, one per query line, in order; bad lines answer with "error"."""
+    fmt = fmt or guess_format(source)
+    stream = sys.stdin if source == "-" else open(source, encoding="utf-8")  # noqa: SIM115
+    failed = answered = 0
+    plans: dict[str, int] = {}
+    candidates = 0
+    write = sys.stdout.write
+    try:
+        with SimhashIndex(db) as index:
+            for query, answer in index.near_many(parse_queries(stream, fmt), k=k, limit=limit, plan=plan):
+                answered += 1
+                line: dict = {"id": query.id}
+                if isinstance(answer, QueryError):
+                    failed += 1
+                    line["error"] = answer.message
+                    if failed <= SHOWN_SKIPS:
+                        err.print(f"[yellow]skipped[/] {answer.message}", highlight=False, soft_wrap=True)
+                else:
+                    line["fingerprint"] = to_hex(answer.fingerprint)
+                    line["matches"] = [_match_json(m) for m in answer.matches]
+                    if explain:
+                        line["plan"], line["candidates"] = answer.plan.kind, answer.candidates
+                        plans[answer.plan.kind] = plans.get(answer.plan.kind, 0) + 1
+                        candidates += answer.candidates
+                write(json.dumps(line, ensure_ascii=False) + "\n")
+    finally:
+        if stream is not sys.stdin:
+            stream.close()
+    if explain:
+        used = ", ".join(f"{kind} {count:,}" for kind, count in sorted(plans.items())) or "none"
+        err.print(f"{answered:,} queries; plans: {used}; candidates checked: {candidates:,}", highlight=False)
+    if failed:
+        raise fail(f"{failed:,} of {answered:,} queries could not be searched (see their \"error\" lines)")
 
 
 def _match_json(match: Match) -> dict:

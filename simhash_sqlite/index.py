@@ -6,24 +6,29 @@ import hashlib
 import os
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from contextlib import contextmanager
 from itertools import islice
 
 import apsw
+import numpy as np
 
 from . import __version__
 from .clusters import Cluster, ClusterReport, cluster_index, read_clusters
 from .corpus import DuplicatePair, duplicate_pairs
 from .errors import IndexNotFound, InvalidInput
-from .fingerprint import blocks, simhash, similarity, to_signed, to_unsigned
+from .fingerprint import BLOCKS, blocks, simhash, to_signed, to_unsigned
 from .features import jieba_version
 from .parallel import fingerprint_texts
-from .search import Plan, near_params, near_sql, plan_for
+from .search import Match, Plan, Searcher, SearchResult, check_k, forced_plan, near_sql, probe_cost_ns
 from .settings import SHORT_TEXT, FingerprintSettings
 from .sqlfunctions import register_functions
 from .storage import connect, retry_busy, schema_version, write_transaction
 
 DEFAULT_BATCH_SIZE = 1000
 KEPT_KEYS = 1000  # AddReport lists at most this many keys; its counts cover all
+FINGERPRINT_BATCH_SIZE = 1_000_000
+# Page cache (MiB) while loading fingerprints; SQLite's default is 2 MiB (see BENCHMARKS.md, issue 3).
+BULK_CACHE_MIB = 3072
 
 
 @dataclass(frozen=True)
@@ -42,17 +47,6 @@ class FingerprintedDocument:
     fingerprint: int | None  # unsigned, made with the index's settings; None: no features
     length: int
     content_hash: bytes
-
-
-@dataclass(frozen=True)
-class Match:
-    key: str
-    fingerprint: int  # unsigned
-    distance: int
-
-    @property
-    def similarity(self) -> float:
-        return similarity(self.distance)
 
 
 @dataclass(frozen=True)
@@ -121,6 +115,53 @@ ON CONFLICT (key) DO UPDATE SET
 """
 
 
+_UPSERT_FINGERPRINT = """
+INSERT INTO documents (key, fingerprint, b0, b1, b2, b3) VALUES (?, ?, ?, ?, ?, ?)
+ON CONFLICT (key) DO UPDATE SET
+    fingerprint = excluded.fingerprint, b0 = excluded.b0, b1 = excluded.b1, b2 = excluded.b2,
+    b3 = excluded.b3, length = NULL, content_hash = NULL, text = NULL, added_at = excluded.added_at
+"""
+
+# The indexes a bulk load of an empty index drops and builds again (not the UNIQUE key index).
+_SECONDARY_INDEXES = (
+    "SELECT name, sql FROM sqlite_schema WHERE type = 'index' AND tbl_name = 'documents' AND sql IS NOT NULL"
+)
+
+
+def _fingerprint_rows(batch: list[tuple[str, int]]) -> list[tuple]:
+    """(key, signed, b0, b1, b2, b3) rows, computed with numpy: per-item Python arithmetic is the
+    larger part of a load's time otherwise."""
+    keys = [key for key, _ in batch]
+    fingerprints = [fp for _, fp in batch]
+    if not all(type(fp) is int for fp in fingerprints):  # numpy would truncate floats and take bools
+        fingerprints = [_checked_int(fp) for fp in fingerprints]
+    try:
+        unsigned = np.array(fingerprints, dtype=np.uint64)
+    except OverflowError:
+        for fp in fingerprints:
+            to_signed(fp)  # raises InvalidInput naming the value out of range
+        raise
+    parts = [((unsigned >> np.uint64(shift)) & np.uint64(0xFFFF)).tolist() for shift in (48, 32, 16, 0)]
+    return list(zip(keys, unsigned.view(np.int64).tolist(), *parts))
+
+
+def _checked_int(fp) -> int:
+    if isinstance(fp, bool) or not isinstance(fp, (int, np.integer)):
+        raise InvalidInput(f"a fingerprint is an unsigned 64-bit integer, not {fp!r}")
+    return int(fp)
+
+
+@contextmanager
+def _page_cache(conn: apsw.Connection, mib: int) -> Iterator[None]:
+    """A larger SQLite page cache for the duration of a load, then the previous size again."""
+    previous = conn.pragma("cache_size")
+    conn.pragma("cache_size", -mib * 1024)
+    try:
+        yield
+    finally:
+        conn.pragma("cache_size", previous)
+
+
 class SimhashIndex:
     """An index file. Fingerprint settings are fixed when the file is created and recorded in it.
 
@@ -152,6 +193,7 @@ class SimhashIndex:
             requested = {"features": features, "ngram": ngram, "weights": weights, "hmm": hmm}
             self.settings, self.store_text = self._settings(requested, store_text, create)
             register_functions(self.conn, self.settings, index=self)
+            self._searcher = Searcher(self.conn)  # keeps scan arrays and block counts between queries
         except BaseException:
             self.conn.close()
             raise
@@ -270,20 +312,48 @@ class SimhashIndex:
         report.last_key = batch[-1].key
 
     def add_fingerprints(
-        self, items: Iterable[tuple[str, int]], *, batch_size: int = 100_000
+        self,
+        items: Iterable[tuple[str, int]],
+        *,
+        batch_size: int = FINGERPRINT_BATCH_SIZE,
+        cache_mib: int = BULK_CACHE_MIB,
+        rebuild_indexes: bool | None = None,
     ) -> int:
         """Add (key, unsigned fingerprint) pairs made elsewhere (no text, no content hash).
 
         For fingerprints computed by another process or machine with the same settings; an
         existing key gets the new fingerprint. Returns how many pairs were written.
+
+        Into an index that holds documents, each batch is one transaction (an interrupted add keeps
+        the committed batches). Into an empty index (rebuild_indexes=None: when it is empty), the
+        whole load is ONE transaction that drops the search indexes, inserts every row and builds
+        the indexes again: several times faster, and all-or-nothing (an interrupt leaves it empty).
+        cache_mib: SQLite page cache for the load; index maintenance is random page access, so a
+        cache that holds the block indexes turns it from disk-bound to memory-bound.
         """
+        if batch_size < 1:
+            raise InvalidInput("batch_size must be at least 1")
         written = 0
         iterator = iter(items)
-        while batch := list(islice(iterator, batch_size)):
-            rows = [(key, to_signed(fp), *blocks(fp), None, None, None) for key, fp in batch]
-            with write_transaction(self.conn):
-                self.conn.executemany(_UPSERT, rows)
-            written += len(rows)
+        with _page_cache(self.conn, cache_mib):
+            if rebuild_indexes is None:
+                rebuild_indexes = self.conn.execute("SELECT NOT EXISTS (SELECT 1 FROM documents)").get
+            if rebuild_indexes:
+                with write_transaction(self.conn):
+                    definitions = self.conn.execute(_SECONDARY_INDEXES).fetchall()
+                    for name, _sql in definitions:
+                        self.conn.execute(f'DROP INDEX "{name}"')
+                    while batch := list(islice(iterator, batch_size)):
+                        self.conn.executemany(_UPSERT_FINGERPRINT, _fingerprint_rows(batch))
+                        written += len(batch)
+                    for _name, sql in definitions:
+                        self.conn.execute(sql)
+                return written
+            while batch := list(islice(iterator, batch_size)):
+                rows = _fingerprint_rows(batch)
+                with write_transaction(self.conn):
+                    self.conn.executemany(_UPSERT_FINGERPRINT, rows)
+                written += len(batch)
         return written
 
     def _content_hashes(self, keys: set[str]) -> dict[str, bytes]:
@@ -390,15 +460,85 @@ class SimhashIndex:
         key: str | None = None,
         k: int = 3,
         limit: int | None = None,
+        plan: str | None = None,
     ) -> list[Match]:
         """Documents within Hamming distance k (inclusive) of a text, a fingerprint or a stored key,
-        closest first. A key's own document is left out of its results. Exact for every k."""
+        closest first. A key's own document is left out of its results. Exact for every k.
+
+        plan: None chooses by cost; "index" (block lookups/probes) or "scan" force one (same answer)."""
+        return self.explain(text, fingerprint=fingerprint, key=key, k=k, limit=limit, plan=plan).matches
+
+    def explain(
+        self,
+        text: str | None = None,
+        *,
+        fingerprint: int | None = None,
+        key: str | None = None,
+        k: int = 3,
+        limit: int | None = None,
+        plan: str | None = None,
+    ) -> SearchResult:
+        """near() with how it ran: the plan chosen and how many candidates were checked."""
+        check_k(k)
+        _check_limit(limit)
+        chosen = forced_plan(k, plan)
         query = self._query_fingerprint(text, fingerprint, key)
-        plan = plan_for(k)
-        if limit is not None and limit < 0:
-            raise InvalidInput("limit must not be negative")
-        rows = self.conn.execute(near_sql(plan), near_params(plan, query, limit, exclude=key))
-        return [Match(key_, to_unsigned(fp), distance) for key_, fp, distance in rows]
+        return self._searcher.search(query, k, limit, exclude=key, plan=chosen)
+
+    def near_many(
+        self,
+        queries: Iterable[Query | int | QueryError],
+        *,
+        k: int = 3,
+        limit: int | None = None,
+        plan: str | None = None,
+    ) -> Iterator[tuple[Query, SearchResult | QueryError]]:
+        """Search for many queries (Query objects, or bare unsigned fingerprints) in one go, yielding
+        (query, answer) in order: a SearchResult, or a QueryError for a query that cannot be searched
+        (unknown key, text without features; QueryErrors given as input pass through), so one bad
+        line does not end a long batch.
+
+        Lazy: a million queries stream through without being held in memory. Once the probes have
+        cost as much as reading every fingerprint would, the batch reads them (16 bytes per document
+        in memory), so long batches with a large k scan arrays instead of probing. The first query that
+        reads far more candidates than uniform block values would give (a hot bucket) makes the
+        planner count the rows per block value, once; later queries in hot buckets then scan when
+        that is cheaper.
+        """
+        check_k(k)
+        _check_limit(limit)
+        chosen = forced_plan(k, plan)
+        counted = chosen is not None
+        hot = None
+        # Ski rental: once the probes have cost as much as reading every fingerprint would, read them;
+        # the planner then compares each query's probes with a scan of arrays already in memory.
+        probe_spent, load_cost = 0.0, None
+        for query in queries:
+            if isinstance(query, QueryError):
+                yield query.query, query
+                continue
+            if not isinstance(query, Query):
+                query = Query(fingerprint=query)
+            try:
+                fp = self._query_fingerprint(query.text, query.fingerprint, query.key)
+            except InvalidInput as exc:
+                yield query, QueryError(query, str(exc))
+                continue
+            result = self._searcher.search(fp, k, limit, exclude=query.key, plan=chosen)
+            yield query, result
+            if not counted:
+                if hot is None:
+                    hot = HOT_CANDIDATES + HOT_FACTOR * self._searcher.uniform_candidates(k)
+                if result.candidates > hot:
+                    self._searcher.load_block_counts()
+                    counted = True
+            if chosen is None and result.plan.kind != "scan":
+                probe_spent += probe_cost_ns(BLOCKS * result.plan.probes_per_block, result.candidates)
+                if load_cost is None:
+                    load_cost = self._searcher.load_cost_ns()
+                if probe_spent > load_cost and not self._searcher.scan_loaded():
+                    self._searcher.load_scan()
+                    probe_spent = 0.0
 
     # -- whole-corpus near duplicates (corpus.py, clusters.py) --------------------------------
 
@@ -417,27 +557,59 @@ class SimhashIndex:
         return read_clusters(self.conn, min_size)
 
     def near_sql(self, k: int = 3) -> str:
-        """The SQL that near() runs for this k (see search.near_sql for its parameters)."""
-        return near_sql(plan_for(k))
+        """Standalone SQL with the same answer as near() for this k (see search.near_sql)."""
+        return near_sql(self.plan(k))
 
-    def plan(self, k: int) -> Plan:
-        return plan_for(k)
+    def plan(self, k: int, fingerprint: int | None = None) -> Plan:
+        """The plan near() would use for this k (and fingerprint, when block counts are known)."""
+        return self._searcher.plan(k, fingerprint)
 
     def _query_fingerprint(self, text: str | None, fingerprint: int | None, key: str | None) -> int:
         if sum(x is not None for x in (text, fingerprint, key)) != 1:
             raise InvalidInput("give exactly one of a text, a fingerprint or a key to search for")
         if key is not None:
-            stored = self.get(key)
-            if stored is None:
+            stored = self.conn.execute("SELECT fingerprint FROM documents WHERE key = ?", (key,)).fetchall()
+            if not stored:
                 raise InvalidInput(f"no document with key {key!r} in {self.path}")
-            fingerprint = stored.fingerprint
-            if fingerprint is None:
+            if stored[0][0] is None:
                 raise InvalidInput(f"document {key!r} has no features (empty text), so it has no neighbours")
-        elif text is not None:
+            return to_unsigned(stored[0][0])
+        if text is not None:
             fingerprint = self.fingerprint(text)
             if fingerprint is None:
                 raise InvalidInput("the query text has no features (no letters or digits) to search with")
+            return fingerprint
+        if isinstance(fingerprint, bool) or not isinstance(fingerprint, int):
+            raise InvalidInput(f"a fingerprint is an unsigned 64-bit integer, not {fingerprint!r}")
         to_signed(fingerprint)  # range check
         return fingerprint
 
 
+# A batch query reading more candidates than this (HOT_CANDIDATES + HOT_FACTOR x the uniform
+# expectation) has met a hot bucket: the batch then counts rows per block value to plan the rest.
+HOT_CANDIDATES = 1000
+HOT_FACTOR = 20
+
+
+@dataclass(frozen=True)
+class Query:
+    """One query of a batch: exactly one of text, fingerprint (unsigned) or key; `id` is the caller's
+    label, carried through to the answer."""
+
+    text: str | None = None
+    fingerprint: int | None = None
+    key: str | None = None
+    id: object = None
+
+
+@dataclass(frozen=True)
+class QueryError:
+    """A batch query that could not be searched, and why."""
+
+    query: Query
+    message: str
+
+
+def _check_limit(limit: int | None) -> None:
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
+        raise InvalidInput(f"limit must be a whole number, not negative: {limit!r}")

@@ -1,16 +1,23 @@
-"""Exact near-duplicate search plans over the four 16-bit block columns.
+"""Exact near-duplicate search over the four 16-bit block columns: plans, their SQL, and running them.
 
 Pigeonhole: if two fingerprints differ in at most k bits, at least one of the four blocks differs in
 at most floor(k/4) bits (were all four to differ in more, the total would exceed k). So probing each
 block with every 16-bit value within radius floor(k/4) of the query's block, then checking the
-candidates with hamming(), finds every match (multi-index hashing). For k <= 3 the radius is 0 and
-the probes are four plain equality lookups. When the probes would touch most of the table, a full
-scan is cheaper and just as exact.
+candidates' distance, finds every match (multi-index hashing). For k <= 3 the radius is 0 and the
+probes are four plain equality lookups. When the probes would touch a large share of the table, a
+full scan is cheaper and just as exact.
+
+How a query runs (chosen by measurement, see BENCHMARKS.md, issue 3):
+- probes: one statement reads (id, fingerprint) of every candidate from the covering block indexes
+  (no table access), numpy computes the distances, and a second statement fetches the keys of the
+  matches only. A Python hamming() per candidate costs several times more than moving the row.
+- scan: every fingerprint is read once into numpy arrays (group_concat, parsed in C) and kept for the
+  connection until the index changes; each scan is then one vectorized XOR and popcount.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from math import comb
 
@@ -18,11 +25,31 @@ import apsw
 import numpy as np
 
 from .errors import InvalidInput
-from .fingerprint import BLOCK_BITS, BLOCKS, blocks, to_signed
+from .fingerprint import BLOCK_BITS, BLOCKS, similarity, to_unsigned
 
-# Scan when the probed block values cover more than this share of each block's 65,536 values:
-# past it nearly every row is a candidate and the index seeks only add cost.
-SCAN_SHARE = 0.25
+BLOCK_VALUES = 1 << BLOCK_BITS
+
+# Cost model for choosing a plan, in nanoseconds, measured with bench/search.py and a scan
+# calibration on this 2-core shared machine (BENCHMARKS.md, issue 3); only their ratios matter.
+PROBE_SEEK_NS = 3_000  # one index seek for one probed block value
+PROBE_ROW_NS = 1_200  # one candidate row read from a block index (group_concat, parsed, checked)
+SCAN_ROW_NS = 2  # one fingerprint checked by the numpy scan, arrays already in memory
+SCAN_LOAD_ROW_NS = 1_500  # one fingerprint read into the scan arrays (once per change of the index)
+
+# Scan when the probes alone would read more than this share of the rows, even with the scan's arrays
+# still to load (plan_for without an index at hand uses this rule only).
+SCAN_SHARE = SCAN_LOAD_ROW_NS / PROBE_ROW_NS
+
+
+@dataclass(frozen=True)
+class Match:
+    key: str
+    fingerprint: int  # unsigned
+    distance: int
+
+    @property
+    def similarity(self) -> float:
+        return similarity(self.distance)
 
 
 @dataclass(frozen=True)
@@ -35,31 +62,78 @@ class Plan:
 
     @property
     def probes_per_block(self) -> int:
-        return sum(comb(BLOCK_BITS, i) for i in range(self.radius + 1))
+        return probes_per_block(self.radius)
 
     def describe(self) -> str:
         if self.kind == "scan":
-            return f"full scan with hamming() <= {self.k}"
+            return f"full scan (numpy, all fingerprints) with distance <= {self.k}"
         return (
-            f"{BLOCKS} block lookups x {self.probes_per_block} value(s) within {self.radius} bit(s), "
-            f"then hamming() <= {self.k}"
+            f"{BLOCKS} block lookups x {self.probes_per_block:,} value(s) within {self.radius} bit(s) "
+            f"(covering indexes), then distance <= {self.k}"
         )
 
 
-def plan_for(k: int) -> Plan:
-    if not isinstance(k, int) or not 0 <= k <= 64:
+@dataclass(frozen=True)
+class SearchResult:
+    """One query's answer and how it was found: the plan and how many candidates were checked
+    (rows whose distance was computed: for probes, block hits counted once per block)."""
+
+    fingerprint: int  # the query's, unsigned
+    plan: Plan
+    candidates: int
+    matches: list[Match] = field(default_factory=list)
+
+
+def probes_per_block(radius: int) -> int:
+    return sum(comb(BLOCK_BITS, i) for i in range(radius + 1))
+
+
+def check_k(k: int) -> int:
+    if not isinstance(k, int) or isinstance(k, bool) or not 0 <= k <= 64:
         raise InvalidInput(f"k must be a whole number from 0 to 64, not {k!r}")
-    radius = k // BLOCKS
-    kind = "blocks" if radius == 0 else "probes"
-    if Plan(kind, k, radius).probes_per_block > SCAN_SHARE * (1 << BLOCK_BITS):
-        kind = "scan"
-    return Plan(kind, k, radius)
+    return k
+
+
+def plan_for(k: int, rows: int | None = None, candidates: int | None = None, scan_loaded: bool = False) -> Plan:
+    """The cheaper exact plan for distance <= k.
+
+    rows: documents in the index; candidates: the block hits the probes would read (None: assume
+    uniform block values); scan_loaded: the scan's arrays are already in memory. Without rows, the
+    rule is the share of the table the probes would read (SCAN_SHARE).
+    """
+    radius = check_k(k) // BLOCKS
+    probe_kind = "blocks" if radius == 0 else "probes"
+    probes = BLOCKS * probes_per_block(radius)
+    if rows is None:
+        share = probes / BLOCK_VALUES
+        return Plan("scan" if share > SCAN_SHARE else probe_kind, k, radius)
+    if candidates is None:
+        candidates = probes * rows / BLOCK_VALUES
+    probe_cost = probe_cost_ns(probes, candidates)
+    scan_cost = rows * (SCAN_ROW_NS + (0 if scan_loaded else SCAN_LOAD_ROW_NS))
+    return Plan("scan" if scan_cost < probe_cost else probe_kind, k, radius)
+
+
+def forced_plan(k: int, choice: str | None) -> Plan | None:
+    """None (let the planner choose), or the plan a user forced: "index" or "scan"."""
+    if choice is None:
+        return None
+    radius = check_k(k) // BLOCKS
+    if choice == "scan":
+        return Plan("scan", k, radius)
+    if choice == "index":
+        return Plan("blocks" if radius == 0 else "probes", k, radius)
+    raise InvalidInput(f"plan must be 'index' or 'scan' (or None to choose), not {choice!r}")
+
+
+def probe_cost_ns(probes: int, candidates: float) -> float:
+    return probes * PROBE_SEEK_NS + candidates * PROBE_ROW_NS
 
 
 @lru_cache(maxsize=None)
 def _masks(radius: int) -> np.ndarray:
     """Every 16-bit value with at most `radius` bits set (XOR masks), fewest bits first."""
-    values = np.arange(1 << BLOCK_BITS, dtype=np.int64)
+    values = np.arange(BLOCK_VALUES, dtype=np.int64)
     counts = np.bitwise_count(values)
     return values[np.argsort(counts, kind="stable")][: int((counts <= radius).sum())]
 
@@ -69,27 +143,206 @@ def block_neighbours(value: int, radius: int) -> np.ndarray:
     return np.bitwise_xor(_masks(radius), value)
 
 
+# -- SQL -------------------------------------------------------------------------------------------
+
 _COLUMNS = "key, fingerprint, hamming(fingerprint, :q) AS distance"
 _ORDER = "ORDER BY distance, key LIMIT :limit"
 
 
+@lru_cache(maxsize=None)
 def near_sql(plan: Plan) -> str:
-    """The SQL a plan runs. Parameters: :q (signed fingerprint), :k, :limit (-1 = all), :exclude
-    (a key to leave out, or NULL), and :b0..:b3 (block values, or carray() arrays of them)."""
+    """Standalone SQL giving the same answer as near() for a plan, to read or reuse. Parameters: :q
+    (signed fingerprint), :k, :limit (-1 = all), :exclude (a key to leave out, or NULL), and
+    :b0..:b3 (block values, or carray() arrays of them). near() itself runs CANDIDATES_SQL and
+    checks distances in numpy, which is faster than calling hamming() for every candidate."""
     if plan.kind == "scan":
         where = "fingerprint IS NOT NULL AND hamming(fingerprint, :q) <= :k"
         return f"SELECT {_COLUMNS} FROM documents\nWHERE {where} AND key IS NOT :exclude\n{_ORDER}"
-    test = "= :b{i}" if plan.kind == "blocks" else "IN carray(:b{i})"
+    if plan.kind == "blocks":
+        source = "documents WHERE b{i} = :b{i} AND"
+    else:  # a join with the probe values: `b IN carray(...)` builds a temporary index per query
+        source = "carray(:b{i}) AS probe JOIN documents ON b{i} = probe.value WHERE"
     lookups = "\n    UNION\n".join(
-        f"    SELECT id FROM documents WHERE b{i} {test.format(i=i)} AND hamming(fingerprint, :q) <= :k"
-        for i in range(BLOCKS)
+        f"    SELECT id FROM {source.format(i=i)} hamming(fingerprint, :q) <= :k" for i in range(BLOCKS)
     )
     return f"SELECT {_COLUMNS} FROM documents\nWHERE id IN (\n{lookups}\n) AND key IS NOT :exclude\n{_ORDER}"
 
 
 def near_params(plan: Plan, fingerprint: int, limit: int | None = None, exclude: str | None = None) -> dict:
+    """Named parameters for near_sql(plan)."""
+    from .fingerprint import blocks, to_signed
+
     params = {"q": to_signed(fingerprint), "k": plan.k, "limit": -1 if limit is None else limit, "exclude": exclude}
     if plan.kind != "scan":
         for i, value in enumerate(blocks(fingerprint)):
             params[f"b{i}"] = value if plan.kind == "blocks" else apsw.carray(block_neighbours(value, plan.radius))
     return params
+
+
+# What near() runs: the candidates' ids and fingerprints from the four covering indexes, as two
+# comma-separated strings (group_concat), parsed by numpy: several times cheaper than moving each
+# row into a Python tuple. The probes join a carray of sorted block values (an `IN carray()` list
+# measured up to 40x slower: it builds a temporary index per query).
+_UNION = {
+    "blocks": "\nUNION ALL\n".join(f"SELECT id, fingerprint FROM documents WHERE b{i} = ?" for i in range(BLOCKS)),
+    "probes": "\nUNION ALL\n".join(
+        f"SELECT id, fingerprint FROM carray(?) AS probe JOIN documents ON b{i} = probe.value" for i in range(BLOCKS)
+    ),
+}
+CANDIDATES_SQL = {
+    kind: f"SELECT count(*), group_concat(id, ','), group_concat(fingerprint, ',') FROM (\n{union}\n)"
+    for kind, union in _UNION.items()
+}
+KEYS_SQL = "SELECT id, key, fingerprint FROM carray(?) AS wanted JOIN documents ON documents.id = wanted.value"
+_SCAN_SQL = (
+    "SELECT count(*), max(id), group_concat(id, ','), group_concat(fingerprint, ',') FROM "
+    "(SELECT id, fingerprint FROM documents WHERE id > ?1 AND fingerprint IS NOT NULL ORDER BY id LIMIT ?2)"
+)
+
+
+def executed_sql(plan: Plan) -> str:
+    """The statements near() itself runs for a plan (distances are computed in numpy)."""
+    if plan.kind == "scan":
+        first = f"-- read every fingerprint, once per change of the index, in chunks:\n{_SCAN_SQL};"
+    else:
+        first = f"-- candidates (ids, fingerprints) from the covering block indexes:\n{CANDIDATES_SQL[plan.kind]};"
+    return f"{first}\n-- keys of the matches:\n{KEYS_SQL};"
+
+
+_BLOCK_COUNTS_SQL = "SELECT b{i}, count(*) FROM documents WHERE b{i} IS NOT NULL GROUP BY b{i}"
+_SCAN_CHUNK = 1_000_000  # rows per group_concat while loading the scan arrays (bounds the string's size)
+_SHIFTS = np.array([48, 32, 16, 0], dtype=np.uint64)
+
+
+def _parts(fingerprint: int) -> tuple[int, int, int, int]:
+    return ((fingerprint >> 48) & 0xFFFF, (fingerprint >> 32) & 0xFFFF, (fingerprint >> 16) & 0xFFFF, fingerprint & 0xFFFF)
+
+
+class Searcher:
+    """Runs searches on one connection, keeping what is worth keeping between queries: the scan's
+    arrays, valid until the index changes (PRAGMA data_version for other connections' commits,
+    total_changes() for this one's), and the block value counts."""
+
+    def __init__(self, conn: apsw.Connection) -> None:
+        self.conn = conn
+        self._scan: tuple[object, np.ndarray, np.ndarray] | None = None  # (token, ids, fingerprints)
+        # Rows per value of each block (4 x 65536), for planning only: stale counts can cost speed,
+        # never exactness, so they are not re-checked on every query.
+        self._counts: np.ndarray | None = None
+        self._count_lists: list[list[int]] = []
+        self._counts_token: object = None
+        self._counted_rows = 0
+
+    def _token(self) -> tuple[int, int]:
+        return (self.conn.pragma("data_version"), self.conn.total_changes())
+
+    # -- what the planner knows -----------------------------------------------------------------
+
+    def rows(self) -> int:
+        """Documents with a fingerprint: exact from the scan arrays or block counts when loaded,
+        else an upper bound that costs one index seek (max(id))."""
+        if self._scan is not None and self._scan[0] == self._token():
+            return len(self._scan[1])
+        if self._counts is not None:
+            return self._counted_rows
+        return self.conn.execute("SELECT coalesce(max(id), 0) FROM documents").get
+
+    def uniform_candidates(self, k: int) -> float:
+        """The block hits a query would read if block values were uniform."""
+        return BLOCKS * probes_per_block(check_k(k) // BLOCKS) * self.rows() / BLOCK_VALUES
+
+    def load_block_counts(self) -> np.ndarray:
+        """Count the rows holding each value of each block (one pass over each block index), so the
+        planner knows a hot bucket when a query lands in one. Batches do it once they meet one."""
+        token = self._token()
+        if self._counts is None or self._counts_token != token:
+            counts = np.zeros((BLOCKS, BLOCK_VALUES), dtype=np.int64)
+            for i in range(BLOCKS):
+                for value, count in self.conn.execute(_BLOCK_COUNTS_SQL.format(i=i)):
+                    counts[i, value] = count
+            self._counts, self._count_lists, self._counts_token = counts, counts.tolist(), token
+            self._counted_rows = int(counts[0].sum())
+        return self._counts
+
+    def plan(self, k: int, fingerprint: int | None = None) -> Plan:
+        """The plan near() uses for this k (and, when block counts are loaded, this fingerprint)."""
+        radius = check_k(k) // BLOCKS
+        if radius <= 1 and self._counts is None and self._scan is None:
+            # Probes read at most 4 x 17 / 65,536 of the rows (uniform blocks): no need to ask the
+            # index anything; a scan could only win on a tiny index, where both are instant.
+            return Plan("blocks" if radius == 0 else "probes", k, radius)
+        candidates = None
+        if self._counts is not None and fingerprint is not None:
+            parts = _parts(fingerprint)
+            if radius == 0:
+                candidates = sum(self._count_lists[i][value] for i, value in enumerate(parts))
+            else:
+                candidates = int(
+                    sum(self._counts[i][block_neighbours(value, radius)].sum() for i, value in enumerate(parts))
+                )
+        loaded = self._scan is not None and self._scan[0] == self._token()
+        return plan_for(k, self.rows(), candidates, loaded)
+
+    # -- running --------------------------------------------------------------------------------
+
+    def search(
+        self, fingerprint: int, k: int, limit: int | None = None, exclude: str | None = None, plan: Plan | None = None
+    ) -> SearchResult:
+        if plan is None:
+            plan = self.plan(k, fingerprint)
+        q = np.uint64(fingerprint)
+        if plan.kind == "scan":
+            ids, fps = self._scan_arrays()
+            candidates = len(ids)
+        else:
+            parts = _parts(fingerprint)
+            if plan.kind == "probes":
+                parts = [apsw.carray(np.sort(block_neighbours(value, plan.radius))) for value in parts]
+            candidates, ids_text, fps_text = self.conn.execute(CANDIDATES_SQL[plan.kind], parts).get
+            if not candidates:
+                return SearchResult(fingerprint, plan, 0, [])
+            ids = np.fromstring(ids_text, dtype=np.int64, sep=",")
+            fps = np.fromstring(fps_text, dtype=np.int64, sep=",").view(np.uint64)
+        distances = np.bitwise_count(fps ^ q)
+        hit = distances <= k
+        found: dict[int, int] = dict(zip(ids[hit].tolist(), distances[hit].tolist()))  # dedups block hits
+        matches = []
+        if found:
+            wanted = apsw.carray(np.fromiter(found, dtype=np.int64, count=len(found)))
+            for id_, key, stored in self.conn.execute(KEYS_SQL, (wanted,)):
+                if key != exclude:
+                    matches.append(Match(key, to_unsigned(stored), found[id_]))
+        matches.sort(key=lambda m: (m.distance, m.key))
+        if limit is not None:
+            matches = matches[:limit]
+        return SearchResult(fingerprint, plan, candidates, matches)
+
+    def scan_loaded(self) -> bool:
+        return self._scan is not None and self._scan[0] == self._token()
+
+    def load_cost_ns(self) -> float:
+        """What reading the scan arrays would cost (the planner's estimate)."""
+        return self.rows() * SCAN_LOAD_ROW_NS
+
+    def load_scan(self) -> None:
+        """Read every fingerprint into the scan arrays now (kept until the index changes)."""
+        self._scan_arrays()
+
+    def _scan_arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        token = self._token()
+        if self._scan is None or self._scan[0] != token:
+            self._scan = None  # let the old arrays go before reading the new ones
+            ids_parts, fps_parts, last = [], [], None
+            while True:
+                row = self.conn.execute(_SCAN_SQL, (-(1 << 63) if last is None else last, _SCAN_CHUNK)).get
+                count, last, ids_text, fps_text = row
+                if not count:
+                    break
+                ids_parts.append(np.fromstring(ids_text, dtype=np.int64, sep=","))
+                fps_parts.append(np.fromstring(fps_text, dtype=np.int64, sep=","))
+                if not len(ids_parts[-1]) == len(fps_parts[-1]) == count:
+                    raise RuntimeError("reading the fingerprints for a scan went wrong (lengths differ)")
+            ids = np.concatenate(ids_parts) if ids_parts else np.zeros(0, np.int64)
+            fps = np.concatenate(fps_parts).view(np.uint64) if fps_parts else np.zeros(0, np.uint64)
+            self._scan = (token, ids, fps)
+        return self._scan[1], self._scan[2]

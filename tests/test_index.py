@@ -8,7 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from simhash_sqlite import Document, InvalidInput, SettingsMismatch, SimhashIndex, hamming
-from simhash_sqlite.search import block_neighbours, plan_for
+from simhash_sqlite.search import block_neighbours, near_sql, plan_for
 
 MASK = (1 << 64) - 1
 
@@ -179,4 +179,5 @@ def test_near_duplicates_of_real_text_are_found(index):
     index.add([Document("original", original), Document("unrelated", text())])
     found = index.near(edited, k=8)
     assert [m.key for m in found] == ["original"]
-    assert index.near_sql(3).count("UNION") == 3
+    assert near_sql(plan_for(3)).count("UNION") == 3
+    assert index.near_sql(3) == near_sql(index.plan(3))
