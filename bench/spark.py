@@ -120,7 +120,7 @@ def numpy_pairs(fps: np.ndarray, k: int) -> np.ndarray:
     return np.concatenate(found) if found else np.empty((0, 2), dtype=np.uint64)
 
 
-def brute_force_count(fps: np.ndarray, k: int, chunk: int = 2000) -> int:
+def brute_force_count(fps: np.ndarray, k: int, chunk: int = 256) -> int:
     count = 0
     for start in range(0, len(fps), chunk):
         block = fps[start : start + chunk]

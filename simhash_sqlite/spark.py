@@ -411,6 +411,8 @@ def run_dedup(
     """
     started = time.perf_counter()
     scheme = BlockScheme.for_k(k, blocks)
+    if keep_by == id_col:
+        keep_by = None  # the id column is already the tie-break
     if sqlite_shards < 0:
         raise InvalidInput("sqlite_shards must not be negative")
     existing = None
