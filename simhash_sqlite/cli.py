@@ -281,11 +281,14 @@ def spark_dedup(
     requested = {"features": features, "ngram": ngram, "weights": weights, "hmm": hmm}
     settings = FingerprintSettings(**{name: v for name, v in requested.items() if v is not None})
     spark = spark_job.session(master or _default_master())
-    report = spark_job.run_dedup(
-        spark, input_path, str(out_dir), settings=settings, k=k, blocks=blocks, id_col=id_col, text_col=text_col,
-        fmt=input_format, keep_by=keep_by, descending=descending, against=None if against is None else str(against),
-        sqlite_shards=sqlite_shards, overwrite=overwrite,
-    )
+    try:
+        report = spark_job.run_dedup(
+            spark, input_path, str(out_dir), settings=settings, k=k, blocks=blocks, id_col=id_col, text_col=text_col,
+            fmt=input_format, keep_by=keep_by, descending=descending,
+            against=None if against is None else str(against), sqlite_shards=sqlite_shards, overwrite=overwrite,
+        )
+    except spark_job.JOB_ERRORS as exc:
+        raise InvalidInput(f"the Spark job failed: {spark_job.first_line(exc)}") from None
     table = Table(show_header=False)
     rows = {
         "documents": report.documents,

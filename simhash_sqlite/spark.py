@@ -36,10 +36,13 @@ try:
     from pyspark import StorageLevel
     from pyspark.sql import Column, DataFrame, SparkSession, Window
     from pyspark.sql import functions as F
+    from py4j.protocol import Py4JError
+    from pyspark.errors import PySparkException
     from pyspark.sql.functions import pandas_udf
 except ImportError as exc:  # the base install has no Spark; say how to get it, in one line
     raise ImportError(
-        "pyspark is not installed: install simhash-sqlite[spark] (pip install 'simhash-sqlite[spark]')"
+        "pyspark (with pandas and pyarrow) is not installed: install simhash-sqlite[spark] "
+        "(pip install 'simhash-sqlite[spark]')"
     ) from exc
 
 from . import __version__
@@ -50,6 +53,8 @@ from .index import SimhashIndex
 from .settings import FingerprintSettings
 from .shards import SHARD_PATTERN, shard_of
 
+# What a failing Spark job raises (bad input data, a lost executor, no Java): the CLI shows one line.
+JOB_ERRORS = (PySparkException, Py4JError)
 MANIFEST = "manifest.json"
 OUTPUTS = ("fingerprints", "pairs", "clusters", "kept")
 
@@ -68,9 +73,17 @@ def session(master: str | None = "local[*]", app_name: str = "simhash-sqlite", *
     builder = builder.config("spark.ui.showConsoleProgress", "false")
     for name, value in conf.items():
         builder = builder.config(name, value)
-    spark = builder.getOrCreate()
+    try:
+        spark = builder.getOrCreate()
+    except JOB_ERRORS as exc:
+        raise SimhashError(f"could not start Spark (is Java 17 installed, with java on PATH or JAVA_HOME set?): {first_line(exc)}") from None
     spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+def first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def read_documents(spark: SparkSession, path: str, fmt: str | None = None) -> DataFrame:
@@ -134,10 +147,6 @@ def fingerprints(
 
 def _signed(mask: int) -> Column:
     return F.lit(to_signed(mask)).cast("long")
-
-
-def _distance(a: Column, b: Column) -> Column:
-    return F.bit_count(a.bitwiseXOR(b)).cast("int")
 
 
 def _first_table(xor: Column, scheme: BlockScheme) -> Column:

@@ -274,6 +274,10 @@ def test_bad_input_is_one_clean_line(spark, job, runner, tmp_path):
         "would never match",
     )
     assert_clean_error(simq(runner, "spark-dedup", source, "--out", tmp_path / "o4", "--k", 11), "at most k=10")
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text('{"id": "a", "text": "fine"}\n{broken\n')
+    assert_clean_error(simq(runner, "spark-dedup", broken, "--out", tmp_path / "o5"), "the Spark job failed")
+    assert not (tmp_path / "o5").exists()
 
 
 # -- without Spark ------------------------------------------------------------------------------------
