@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import contextlib
 import heapq
+import importlib
 import itertools
 import functools
 import json
@@ -59,7 +60,8 @@ JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of 
 
 
 def fail(message: str, code: int = 1) -> typer.Exit:
-    err.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    # escape: a message may hold [brackets] (an extra's name, a path) that are not rich markup
+    err.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
     return typer.Exit(code)
 
 
@@ -860,6 +862,67 @@ def dedup(
     )
     if any(skip.named for skip in reader.skipped):
         raise typer.Exit(1)
+
+
+@app.command("spark-dedup")
+@friendly_errors
+def spark_dedup(
+    input_path: Annotated[str, typer.Argument(metavar="INPUT", help="Parquet (file or folder) or JSONL with id and text columns.", show_default=False)],
+    out_dir: Annotated[Path, typer.Option("--out", "-o", help="Output folder: Parquet tables, manifest.json, shards.", show_default=False)],
+    k: Annotated[int, typer.Option("--k", "-k", help="Largest Hamming distance of a pair (0-10).")] = 3,
+    id_col: Annotated[str, typer.Option("--id-col", help="Column holding the document id.")] = "id",
+    text_col: Annotated[str, typer.Option("--text-col", help="Column holding the text.")] = "text",
+    input_format: Annotated[Optional[str], typer.Option("--format", help="'parquet' or 'jsonl' \\[default: by suffix].")] = None,
+    master: Annotated[Optional[str], typer.Option(help="Spark master: local[*], spark://host:7077, yarn... \\[default: local[*], or spark-submit's].")] = None,
+    keep_by: Annotated[Optional[str], typer.Option("--keep-by", help="Keep the first document of a cluster by this column \\[default: lowest id].")] = None,
+    descending: Annotated[bool, typer.Option("--descending", help="With --keep-by: keep the largest value instead.")] = False,
+    against: Annotated[Optional[Path], typer.Option("--against", help="An earlier run's --out: drop documents within k of it first.")] = None,
+    sqlite_shards: Annotated[int, typer.Option("--sqlite-shards", help="Also write this many SQLite index files (simq opens each).")] = 0,
+    blocks: Annotated[Optional[int], typer.Option(help="Blocks of the pair join \\[default: 6 for k <= 3, k + 3 above].")] = None,
+    features: Annotated[Optional[str], typer.Option(help="'chars' or 'words' n-grams \\[default: chars].")] = None,
+    ngram: Annotated[Optional[int], typer.Option(help="n of the n-grams \\[default: 5].")] = None,
+    weights: Annotated[Optional[str], typer.Option(help="'count', 'log' or 'binary' \\[default: binary].")] = None,
+    hmm: Annotated[Optional[bool], typer.Option("--hmm/--no-hmm", help="jieba HMM for words \\[default: off].")] = None,
+    overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace an earlier output in --out.")] = False,
+) -> None:
+    """Fingerprints, near-duplicate pairs, clusters and the kept documents of a corpus, on Apache Spark."""
+    try:
+        spark_job = importlib.import_module("simhash_sqlite.spark")  # pyspark only now: the base install has none
+    except ImportError as exc:
+        raise InvalidInput(str(exc)) from None
+    requested = {"features": features, "ngram": ngram, "weights": weights, "hmm": hmm}
+    settings = FingerprintSettings(**{name: v for name, v in requested.items() if v is not None})
+    spark = spark_job.session(master or _default_master())
+    try:
+        report = spark_job.run_dedup(
+            spark, input_path, str(out_dir), settings=settings, k=k, blocks=blocks, id_col=id_col, text_col=text_col,
+            fmt=input_format, keep_by=keep_by, descending=descending,
+            against=None if against is None else str(against), sqlite_shards=sqlite_shards, overwrite=overwrite,
+        )
+    except spark_job.JOB_ERRORS as exc:
+        raise InvalidInput(f"the Spark job failed: {spark_job.first_line(exc)}") from None
+    table = Table(show_header=False)
+    rows = {
+        "documents": report.documents,
+        "without features": report.without_features,
+        "distinct fingerprints": report.distinct_fingerprints,
+        f"pairs within {k}": report.pairs,
+        "clusters (= kept)": report.kept,
+    }
+    if report.matched_existing is not None:
+        rows[f"within {k} of {against}"] = report.matched_existing
+    if report.shards:
+        rows["sqlite shards"] = len(report.shards)
+    for name, value in rows.items():
+        table.add_row(name, f"{value:,}")
+    table.add_row("seconds", f"{report.seconds:.1f}")
+    out.print(table)
+    out.print(f"{out_dir}: fingerprints, pairs, clusters, kept (Parquet) and manifest.json", highlight=False)
+
+
+def _default_master() -> str | None:
+    """local[*] when run directly; spark-submit's own --master when launched through it."""
+    return None if "PYSPARK_GATEWAY_PORT" in os.environ else "local[*]"
 
 
 def main() -> None:
