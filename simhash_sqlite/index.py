@@ -22,7 +22,7 @@ from .parallel import fingerprint_texts
 from .search import Match, Plan, Searcher, SearchResult, check_k, forced_plan, near_sql, probe_cost_ns
 from .settings import SHORT_TEXT, FingerprintSettings
 from .sqlfunctions import register_functions
-from .storage import connect, retry_busy, schema_version, write_transaction
+from .storage import connect, retry_busy, write_transaction
 
 DEFAULT_BATCH_SIZE = 1000
 KEPT_KEYS = 1000  # AddReport lists at most this many keys; its counts cover all
