@@ -65,6 +65,20 @@ def fail(message: str, code: int = 1) -> typer.Exit:
     return typer.Exit(code)
 
 
+def _progress(*bar_columns) -> Progress:
+    """A progress display on stderr, shown only on a terminal and gone when done; bar_columns go
+    between the spinner and the description (a bar for inputs of known size)."""
+    return Progress(
+        SpinnerColumn(),
+        *bar_columns,
+        TextColumn("{task.description}"),
+        TimeElapsedColumn(),
+        console=err,
+        transient=True,
+        disable=not err.is_terminal,
+    )
+
+
 def friendly_errors(command):
     """Turn the errors a user can cause into one red line and exit code 1, never a traceback."""
 
@@ -138,14 +152,7 @@ def add(
         db, create=True, features=features, ngram=ngram, weights=weights, hmm=hmm, store_text=store_text
     ) as index:
         report = AddReport()
-        with Progress(
-            SpinnerColumn(),
-            TextColumn("{task.description}"),
-            TimeElapsedColumn(),
-            console=err,
-            transient=True,
-            disable=not err.is_terminal,
-        ) as progress:
+        with _progress() as progress:
             task = progress.add_task("adding", total=None)
 
             def on_batch(current: AddReport) -> None:
@@ -822,16 +829,7 @@ def dedup(
         side = stack.enter_context(open(dupes_file, "wb")) if dupes_file is not None else None
         total = sum(os.path.getsize(p) for p, _ in paths if p != "-") or None
         report = deduplicator.report
-        with Progress(
-            SpinnerColumn(),
-            BarColumn(),
-            TaskProgressColumn(),
-            TextColumn("{task.description}"),
-            TimeElapsedColumn(),
-            console=err,
-            transient=True,
-            disable=not err.is_terminal,
-        ) as progress:
+        with _progress(BarColumn(), TaskProgressColumn()) as progress:
             task = progress.add_task("", total=total)
             try:
                 for count, decision in enumerate(deduplicator.run(reader.entries(paths)), 1):
