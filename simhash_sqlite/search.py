@@ -8,9 +8,10 @@ probes are four plain equality lookups. When the probes would touch a large shar
 full scan is cheaper and just as exact.
 
 How a query runs (chosen by measurement, see BENCHMARKS.md, issue 3):
-- probes: one statement reads (id, fingerprint) of every candidate from the covering block indexes
-  (no table access), numpy computes the distances, and a second statement fetches the keys of the
-  matches only. A Python hamming() per candidate costs several times more than moving the row.
+- probes: one statement reads the fingerprint of every candidate from the covering block indexes
+  (no table access), numpy computes the distances, and a second statement fetches the rows of the
+  matching fingerprints only (an index seek each). A Python hamming() per candidate costs several
+  times more than moving the fingerprint, and moving the ids too cost a third more.
 - scan: every fingerprint is read once into numpy arrays (group_concat, parsed in C) and kept for the
   connection until the index changes; each scan is then one vectorized XOR and popcount.
 """
@@ -179,21 +180,25 @@ def near_params(plan: Plan, fingerprint: int, limit: int | None = None, exclude:
     return params
 
 
-# What near() runs: the candidates' ids and fingerprints from the four covering indexes, as two
-# comma-separated strings (group_concat), parsed by numpy: several times cheaper than moving each
-# row into a Python tuple. The probes join a carray of sorted block values (an `IN carray()` list
-# measured up to 40x slower: it builds a temporary index per query).
+# What near() runs: the candidates' fingerprints from the four covering indexes, as one
+# comma-separated string (group_concat), parsed by numpy: several times cheaper than moving each
+# row into a Python tuple. Only fingerprints: the few that match find their rows again through the
+# (b0, fingerprint) index (KEYS_BY_FINGERPRINT_SQL). The probes join a carray of sorted block values
+# (an `IN carray()` list measured up to 40x slower: it builds a temporary index per query).
 _UNION = {
-    "blocks": "\nUNION ALL\n".join(f"SELECT id, fingerprint FROM documents WHERE b{i} = ?" for i in range(BLOCKS)),
+    "blocks": "\nUNION ALL\n".join(f"SELECT fingerprint FROM documents WHERE b{i} = ?" for i in range(BLOCKS)),
     "probes": "\nUNION ALL\n".join(
-        f"SELECT id, fingerprint FROM carray(?) AS probe JOIN documents ON b{i} = probe.value" for i in range(BLOCKS)
+        f"SELECT fingerprint FROM carray(?) AS probe JOIN documents ON b{i} = probe.value" for i in range(BLOCKS)
     ),
 }
 CANDIDATES_SQL = {
-    kind: f"SELECT count(*), group_concat(id, ','), group_concat(fingerprint, ',') FROM (\n{union}\n)"
-    for kind, union in _UNION.items()
+    kind: f"SELECT count(*), group_concat(fingerprint, ',') FROM (\n{union}\n)" for kind, union in _UNION.items()
 }
-KEYS_SQL = "SELECT id, key, fingerprint FROM carray(?) AS wanted JOIN documents ON documents.id = wanted.value"
+KEYS_BY_FINGERPRINT_SQL = (
+    "SELECT id, key, fingerprint FROM carray(?) AS wanted JOIN documents\n"
+    "ON documents.b0 = (wanted.value >> 48) & 65535 AND documents.fingerprint = wanted.value"
+)
+KEYS_BY_ID_SQL = "SELECT id, key, fingerprint FROM carray(?) AS wanted JOIN documents ON documents.id = wanted.value"
 _SCAN_SQL = (
     "SELECT count(*), max(id), group_concat(id, ','), group_concat(fingerprint, ',') FROM "
     "(SELECT id, fingerprint FROM documents WHERE id > ?1 AND fingerprint IS NOT NULL ORDER BY id LIMIT ?2)"
@@ -204,9 +209,11 @@ def executed_sql(plan: Plan) -> str:
     """The statements near() itself runs for a plan (distances are computed in numpy)."""
     if plan.kind == "scan":
         first = f"-- read every fingerprint, once per change of the index, in chunks:\n{_SCAN_SQL};"
+        keys = KEYS_BY_ID_SQL
     else:
-        first = f"-- candidates (ids, fingerprints) from the covering block indexes:\n{CANDIDATES_SQL[plan.kind]};"
-    return f"{first}\n-- keys of the matches:\n{KEYS_SQL};"
+        first = f"-- candidates' fingerprints from the covering block indexes:\n{CANDIDATES_SQL[plan.kind]};"
+        keys = KEYS_BY_FINGERPRINT_SQL
+    return f"{first}\n-- keys of the matches:\n{keys};"
 
 
 _BLOCK_COUNTS_SQL = "SELECT b{i}, count(*) FROM documents WHERE b{i} IS NOT NULL GROUP BY b{i}"
@@ -294,24 +301,24 @@ class Searcher:
         if plan.kind == "scan":
             ids, fps = self._scan_arrays()
             candidates = len(ids)
+            hit = np.bitwise_count(fps ^ q) <= k
+            rows = self.conn.execute(KEYS_BY_ID_SQL, (apsw.carray(ids[hit]),)) if hit.any() else ()
         else:
             parts = _parts(fingerprint)
             if plan.kind == "probes":
                 parts = [apsw.carray(np.sort(block_neighbours(value, plan.radius))) for value in parts]
-            candidates, ids_text, fps_text = self.conn.execute(CANDIDATES_SQL[plan.kind], parts).get
+            candidates, fps_text = self.conn.execute(CANDIDATES_SQL[plan.kind], parts).get
             if not candidates:
                 return SearchResult(fingerprint, plan, 0, [])
-            ids = np.fromstring(ids_text, dtype=np.int64, sep=",")
-            fps = np.fromstring(fps_text, dtype=np.int64, sep=",").view(np.uint64)
-        distances = np.bitwise_count(fps ^ q)
-        hit = distances <= k
-        found: dict[int, int] = dict(zip(ids[hit].tolist(), distances[hit].tolist()))  # dedups block hits
+            fps = np.fromstring(fps_text, dtype=np.int64, sep=",")
+            # np.unique: a match found through several blocks, or shared by several rows, is sought once.
+            wanted = np.unique(fps[np.bitwise_count(fps.view(np.uint64) ^ q) <= k])
+            rows = self.conn.execute(KEYS_BY_FINGERPRINT_SQL, (apsw.carray(wanted),)) if len(wanted) else ()
         matches = []
-        if found:
-            wanted = apsw.carray(np.fromiter(found, dtype=np.int64, count=len(found)))
-            for id_, key, stored in self.conn.execute(KEYS_SQL, (wanted,)):
-                if key != exclude:
-                    matches.append(Match(key, to_unsigned(stored), found[id_]))
+        for _id, key, stored in rows:
+            if key != exclude:
+                unsigned = to_unsigned(stored)
+                matches.append(Match(key, unsigned, (unsigned ^ fingerprint).bit_count()))
         matches.sort(key=lambda m: (m.distance, m.key))
         if limit is not None:
             matches = matches[:limit]
