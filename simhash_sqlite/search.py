@@ -12,8 +12,8 @@ How a query runs (chosen by measurement, see BENCHMARKS.md, issue 3):
   (no table access), numpy computes the distances, and a second statement fetches the rows of the
   matching fingerprints only (an index seek each). A Python hamming() per candidate costs several
   times more than moving the fingerprint, and moving the ids too cost a third more.
-- scan: every fingerprint is read once into numpy arrays (group_concat, parsed in C) and kept for the
-  connection until the index changes; each scan is then one vectorized XOR and popcount.
+- scan: every fingerprint is read once into a numpy array (group_concat, parsed in C) and kept for the connection until the index changes; each scan is then
+  one vectorized XOR and popcount, and the matches' rows are sought as for the probes.
 """
 
 from __future__ import annotations
@@ -30,14 +30,14 @@ from .fingerprint import BLOCK_BITS, BLOCKS, similarity, to_unsigned
 
 BLOCK_VALUES = 1 << BLOCK_BITS
 
-# Cost model for choosing a plan, in nanoseconds, measured with bench/search.py and a scan
-# calibration on this 2-core shared machine (BENCHMARKS.md, issue 3); only their ratios matter.
-PROBE_SEEK_NS = 3_000  # one index seek for one probed block value
-PROBE_ROW_NS = 1_200  # one candidate row read from a block index (group_concat, parsed, checked)
-SCAN_ROW_NS = 2  # one fingerprint checked by the numpy scan, arrays already in memory
-SCAN_LOAD_ROW_NS = 1_500  # one fingerprint read into the scan arrays (once per change of the index)
+# Cost model for choosing a plan, in nanoseconds, measured at 10M random fingerprints (bench/search.py
+# and interleaved runs of both plans forced, BENCHMARKS.md, issue 3); only their ratios matter.
+PROBE_SEEK_NS = 1_500  # one index seek for one probed block value
+PROBE_ROW_NS = 160  # one candidate read from a block index (group_concat, parsed, checked)
+SCAN_ROW_NS = 2  # one fingerprint checked by the numpy scan, the array already in memory
+SCAN_LOAD_ROW_NS = 220  # one fingerprint read into the scan array (once per change of the index)
 
-# Scan when the probes alone would read more than this share of the rows, even with the scan's arrays
+# Scan when the probes alone would read more than this share of the rows, even with the scan's array
 # still to load (plan_for without an index at hand uses this rule only).
 SCAN_SHARE = SCAN_LOAD_ROW_NS / PROBE_ROW_NS
 
@@ -99,7 +99,7 @@ def plan_for(k: int, rows: int | None = None, candidates: int | None = None, sca
     """The cheaper exact plan for distance <= k.
 
     rows: documents in the index; candidates: the block hits the probes would read (None: assume
-    uniform block values); scan_loaded: the scan's arrays are already in memory. Without rows, the
+    uniform block values); scan_loaded: the scan's array are already in memory. Without rows, the
     rule is the share of the table the probes would read (SCAN_SHARE).
     """
     radius = check_k(k) // BLOCKS
@@ -198,9 +198,10 @@ KEYS_BY_FINGERPRINT_SQL = (
     "SELECT id, key, fingerprint FROM carray(?) AS wanted JOIN documents\n"
     "ON documents.b0 = (wanted.value >> 48) & 65535 AND documents.fingerprint = wanted.value"
 )
-KEYS_BY_ID_SQL = "SELECT id, key, fingerprint FROM carray(?) AS wanted JOIN documents ON documents.id = wanted.value"
+# Every fingerprint, in chunks of ?2 rows after the id ?1 (the ids are not needed: the matches' rows are
+# sought by fingerprint, and reading the ids too cost about twice as much).
 _SCAN_SQL = (
-    "SELECT count(*), max(id), group_concat(id, ','), group_concat(fingerprint, ',') FROM "
+    "SELECT count(*), max(id), group_concat(fingerprint, ',') FROM "
     "(SELECT id, fingerprint FROM documents WHERE id > ?1 AND fingerprint IS NOT NULL ORDER BY id LIMIT ?2)"
 )
 
@@ -209,15 +210,13 @@ def executed_sql(plan: Plan) -> str:
     """The statements near() itself runs for a plan (distances are computed in numpy)."""
     if plan.kind == "scan":
         first = f"-- read every fingerprint, once per change of the index, in chunks:\n{_SCAN_SQL};"
-        keys = KEYS_BY_ID_SQL
     else:
         first = f"-- candidates' fingerprints from the covering block indexes:\n{CANDIDATES_SQL[plan.kind]};"
-        keys = KEYS_BY_FINGERPRINT_SQL
-    return f"{first}\n-- keys of the matches:\n{keys};"
+    return f"{first}\n-- keys of the matches:\n{KEYS_BY_FINGERPRINT_SQL};"
 
 
 _BLOCK_COUNTS_SQL = "SELECT b{i}, count(*) FROM documents WHERE b{i} IS NOT NULL GROUP BY b{i}"
-_SCAN_CHUNK = 1_000_000  # rows per group_concat while loading the scan arrays (bounds the string's size)
+_SCAN_CHUNK = 1_000_000  # rows per group_concat while loading the scan array (bounds the string's size)
 _SHIFTS = np.array([48, 32, 16, 0], dtype=np.uint64)
 
 
@@ -227,12 +226,12 @@ def _parts(fingerprint: int) -> tuple[int, int, int, int]:
 
 class Searcher:
     """Runs searches on one connection, keeping what is worth keeping between queries: the scan's
-    arrays, valid until the index changes (PRAGMA data_version for other connections' commits,
+    array, valid until the index changes (PRAGMA data_version for other connections' commits,
     total_changes() for this one's), and the block value counts."""
 
     def __init__(self, conn: apsw.Connection) -> None:
         self.conn = conn
-        self._scan: tuple[object, np.ndarray, np.ndarray] | None = None  # (token, ids, fingerprints)
+        self._scan: tuple[object, np.ndarray] | None = None  # (token, fingerprints)
         # Rows per value of each block (4 x 65536), for planning only: stale counts can cost speed,
         # never exactness, so they are not re-checked on every query.
         self._counts: np.ndarray | None = None
@@ -246,9 +245,9 @@ class Searcher:
     # -- what the planner knows -----------------------------------------------------------------
 
     def rows(self) -> int:
-        """Documents with a fingerprint: exact from the scan arrays or block counts when loaded,
+        """Documents with a fingerprint: exact from the scan array or block counts when loaded,
         else an upper bound that costs one index seek (max(id))."""
-        if self._scan is not None and self._scan[0] == self._token():
+        if self.scan_loaded():
             return len(self._scan[1])
         if self._counts is not None:
             return self._counted_rows
@@ -287,7 +286,7 @@ class Searcher:
                 candidates = int(
                     sum(self._counts[i][block_neighbours(value, radius)].sum() for i, value in enumerate(parts))
                 )
-        loaded = self._scan is not None and self._scan[0] == self._token()
+        loaded = self.scan_loaded()
         return plan_for(k, self.rows(), candidates, loaded)
 
     # -- running --------------------------------------------------------------------------------
@@ -299,21 +298,19 @@ class Searcher:
             plan = self.plan(k, fingerprint)
         q = np.uint64(fingerprint)
         if plan.kind == "scan":
-            ids, fps = self._scan_arrays()
-            candidates = len(ids)
-            hit = np.bitwise_count(fps ^ q) <= k
-            rows = self.conn.execute(KEYS_BY_ID_SQL, (apsw.carray(ids[hit]),)) if hit.any() else ()
+            fps = self._scan_array()
         else:
             parts = _parts(fingerprint)
             if plan.kind == "probes":
                 parts = [apsw.carray(np.sort(block_neighbours(value, plan.radius))) for value in parts]
-            candidates, fps_text = self.conn.execute(CANDIDATES_SQL[plan.kind], parts).get
-            if not candidates:
+            count, fps_text = self.conn.execute(CANDIDATES_SQL[plan.kind], parts).get
+            if not count:
                 return SearchResult(fingerprint, plan, 0, [])
-            fps = np.fromstring(fps_text, dtype=np.int64, sep=",")
-            # np.unique: a match found through several blocks, or shared by several rows, is sought once.
-            wanted = np.unique(fps[np.bitwise_count(fps.view(np.uint64) ^ q) <= k])
-            rows = self.conn.execute(KEYS_BY_FINGERPRINT_SQL, (apsw.carray(wanted),)) if len(wanted) else ()
+            fps = np.fromstring(fps_text, dtype=np.int64, sep=",").view(np.uint64)
+        candidates = len(fps)
+        # np.unique: a match found through several blocks, or shared by several rows, is sought once.
+        wanted = np.unique(fps[np.bitwise_count(fps ^ q) <= k]).view(np.int64)
+        rows = self.conn.execute(KEYS_BY_FINGERPRINT_SQL, (apsw.carray(wanted),)) if len(wanted) else ()
         matches = []
         for _id, key, stored in rows:
             if key != exclude:
@@ -328,28 +325,25 @@ class Searcher:
         return self._scan is not None and self._scan[0] == self._token()
 
     def load_cost_ns(self) -> float:
-        """What reading the scan arrays would cost (the planner's estimate)."""
+        """What reading the scan array would cost (the planner's estimate)."""
         return self.rows() * SCAN_LOAD_ROW_NS
 
     def load_scan(self) -> None:
-        """Read every fingerprint into the scan arrays now (kept until the index changes)."""
-        self._scan_arrays()
+        """Read every fingerprint into the scan array now (kept until the index changes)."""
+        self._scan_array()
 
-    def _scan_arrays(self) -> tuple[np.ndarray, np.ndarray]:
+    def _scan_array(self) -> np.ndarray:
         token = self._token()
         if self._scan is None or self._scan[0] != token:
-            self._scan = None  # let the old arrays go before reading the new ones
-            ids_parts, fps_parts, last = [], [], None
+            self._scan = None  # let the old array go before reading the new one
+            parts, last = [], -(1 << 63)
             while True:
-                row = self.conn.execute(_SCAN_SQL, (-(1 << 63) if last is None else last, _SCAN_CHUNK)).get
-                count, last, ids_text, fps_text = row
+                count, last, text = self.conn.execute(_SCAN_SQL, (last, _SCAN_CHUNK)).get
                 if not count:
                     break
-                ids_parts.append(np.fromstring(ids_text, dtype=np.int64, sep=","))
-                fps_parts.append(np.fromstring(fps_text, dtype=np.int64, sep=","))
-                if not len(ids_parts[-1]) == len(fps_parts[-1]) == count:
+                parts.append(np.fromstring(text, dtype=np.int64, sep=","))
+                if len(parts[-1]) != count:
                     raise RuntimeError("reading the fingerprints for a scan went wrong (lengths differ)")
-            ids = np.concatenate(ids_parts) if ids_parts else np.zeros(0, np.int64)
-            fps = np.concatenate(fps_parts).view(np.uint64) if fps_parts else np.zeros(0, np.uint64)
-            self._scan = (token, ids, fps)
-        return self._scan[1], self._scan[2]
+            fps = np.concatenate(parts).view(np.uint64) if parts else np.zeros(0, np.uint64)
+            self._scan = (token, fps)
+        return self._scan[1]
