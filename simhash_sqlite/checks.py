@@ -76,6 +76,7 @@ def check_index(path: str | os.PathLike, *, rehash: bool = False) -> CheckReport
         store_text, fp_settings = _check_settings(conn, report)
         _check_keys(conn, report)
         _check_blocks(conn, report)
+        _check_content_hashes(conn, report)
         _check_texts(conn, report, store_text)
         if rehash:
             _rehash(conn, report, store_text, fp_settings)
@@ -139,6 +140,18 @@ def _check_blocks(conn: apsw.Connection, report: CheckReport) -> None:
     problems = [f"{len(wrong)} document(s) whose blocks do not match their fingerprint: {_keys(wrong)}"] if wrong else []
     total = conn.execute("SELECT count(*) FROM documents").get
     report.add("blocks match fingerprints", problems, f"{total:,} documents")
+
+
+def _check_content_hashes(conn: apsw.Connection, report: CheckReport) -> None:
+    """A content hash is BLAKE2b-128 (16 bytes) or NULL (fingerprints added without their text)."""
+    wrong = list(
+        conn.execute(
+            "SELECT key FROM documents WHERE content_hash IS NOT NULL AND length(CAST(content_hash AS BLOB)) != 16 "
+            "ORDER BY id"
+        )
+    )
+    problems = [f"{len(wrong)} document(s) whose content hash is not 16 bytes: {_keys(wrong)}"] if wrong else []
+    report.add("content hashes", problems, "ok")
 
 
 def _check_texts(conn: apsw.Connection, report: CheckReport, store_text: bool | None) -> None:

@@ -105,11 +105,13 @@ def test_the_integrity_check_accepts_a_file_killed_before_its_schema_and_nothing
     conn = apsw.Connection(str(foreign))
     conn.execute("CREATE TABLE documents (key)")
     conn.close()
-    assert problems(foreign) == ["not marked as a simhash-sqlite index (application_id)"]
+    assert problems(foreign) == [f"simhash-sqlite file: {foreign} is a SQLite database but not a simhash-sqlite index"]
     with SimhashIndex(tmp_path / "ok.db", create=True) as index:
         index.add([Document("a", "some text here")])
         index.conn.execute("UPDATE documents SET b2 = b2 + 1")
-    assert problems(tmp_path / "ok.db") == ["1 rows whose blocks do not match their fingerprint"]
+    assert problems(tmp_path / "ok.db") == [
+        "blocks match fingerprints: 1 document(s) whose blocks do not match their fingerprint: a"
+    ]
 
 
 def test_writer_processes_and_readers_at_once(tmp_path):
