@@ -393,8 +393,13 @@ def stats(db: DbOption = Path(DEFAULT_DB), as_json: JsonOption = False) -> None:
         "size (bytes)": s.file_bytes,
     }
     if as_json:
-        print(json.dumps(rows, ensure_ascii=False))
+        print(json.dumps({**rows, "clusters": s.clusters}, ensure_ascii=False))
         return
+    if s.clusters is not None:
+        c = s.clusters
+        rows["clusters"] = f"k={c['k']}, representative {c['representative']}, {c['documents']:,} documents, {c['at']}"
+        if c.get("stale"):
+            rows["clusters"] += " - STALE: documents changed since; run simq clusters again"
     table = Table(show_header=False)
     for name, value in rows.items():
         table.add_row(name, f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else str(value))

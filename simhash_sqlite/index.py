@@ -13,7 +13,7 @@ import apsw
 import numpy as np
 
 from . import __version__
-from .clusters import Cluster, ClusterReport, cluster_index, read_clusters
+from .clusters import Cluster, ClusterReport, cluster_index, clustering_info, read_clusters
 from .corpus import DuplicatePair, duplicate_pairs
 from .errors import IndexNotFound, InvalidInput
 from .fingerprint import BLOCKS, blocks, simhash, to_signed, to_unsigned
@@ -88,6 +88,14 @@ class Stats:
     schema_version: int
     created_with: str
     file_bytes: int
+    clusters: dict | None = None  # the last clusters() run: k, representative, documents, at, stale
+
+
+# Run in every transaction that changes documents; a no-op until clusters() has run.
+_CLUSTERS_STALE = (
+    "UPDATE simhash_meta SET value = json_set(value, '$.stale', json('true')) "
+    "WHERE key = 'clusters' AND json_extract(value, '$.stale') IS NOT 1"
+)
 
 
 def _length(doc: Document | FingerprintedDocument) -> int:
@@ -301,6 +309,7 @@ class SimhashIndex:
         if rows:
             with write_transaction(self.conn):
                 self.conn.executemany(_UPSERT, rows)
+                self._clusters_now_stale()
         report.added += added
         report.updated += updated
         report.unchanged += unchanged
@@ -348,11 +357,13 @@ class SimhashIndex:
                         written += len(batch)
                     for _name, sql in definitions:
                         self.conn.execute(sql)
+                    self._clusters_now_stale()
                 return written
             while batch := list(islice(iterator, batch_size)):
                 rows = _fingerprint_rows(batch)
                 with write_transaction(self.conn):
                     self.conn.executemany(_UPSERT_FINGERPRINT, rows)
+                    self._clusters_now_stale()
                 written += len(batch)
         return written
 
@@ -409,7 +420,9 @@ class SimhashIndex:
             _check_keys(batch)
             with write_transaction(self.conn):
                 self.conn.execute("DELETE FROM documents WHERE key IN carray(?)", (apsw.carray(batch),))
-                removed += self.conn.changes()
+                if changes := self.conn.changes():
+                    removed += changes
+                    self._clusters_now_stale()
         return removed
 
     def remove_glob(self, pattern: str) -> list[str]:
@@ -420,7 +433,14 @@ class SimhashIndex:
         with write_transaction(self.conn):
             keys = [key for (key,) in self.conn.execute("SELECT key FROM documents WHERE key GLOB ? ORDER BY key", (pattern,))]
             self.conn.execute("DELETE FROM documents WHERE key GLOB ?", (pattern,))
+            if keys:
+                self._clusters_now_stale()
         return keys
+
+    def _clusters_now_stale(self) -> None:
+        """Documents changed: the clusters table (if any) describes the index as it was, so say so
+        in its record until the next clusters() run rewrites both."""
+        self.conn.execute(_CLUSTERS_STALE)
 
     def vacuum(self) -> tuple[int, int]:
         """Rebuild the file without the space deleted documents left; (bytes before, bytes after).
@@ -448,6 +468,7 @@ class SimhashIndex:
             schema_version=self.conn.pragma("user_version"),
             created_with=self._meta().get("created_with", "?"),
             file_bytes=size,
+            clusters=clustering_info(self.conn),
         )
 
     # -- searching ---------------------------------------------------------------------------

@@ -217,6 +217,30 @@ def test_clusters_are_written_back_and_reruns_are_idempotent(filled, db_path):
     assert integrity_ok(db_path)
 
 
+def test_clusters_are_marked_stale_by_any_change_to_the_documents(index, runner, db_path):
+    from simhash_sqlite.cli import app
+
+    index.add([Document("a", "alpha beta gamma delta " * 20), Document("b", "alpha beta gamma delta " * 20 + "!")])
+    assert index.stats().clusters is None  # never clustered: nothing to be stale
+    index.clusters(10)
+    assert index.stats().clusters["documents"] == 2 and not index.stats().clusters.get("stale")
+    index.add([Document("a", "alpha beta gamma delta " * 20)])  # unchanged: nothing written
+    assert not index.stats().clusters.get("stale")
+    for change in (
+        lambda: index.add([Document("c", "something else entirely, long enough to count")]),
+        lambda: index.remove(["c"]),
+        lambda: index.remove_glob("b*"),
+        lambda: index.add_fingerprints([("d", 12345)]),
+    ):
+        index.clusters(10)
+        change()
+        assert index.stats().clusters["stale"] is True
+    shown = runner.invoke(app, ["stats", "--db", str(db_path)])
+    assert shown.exit_code == 0 and "STALE" in shown.output and "run simq clusters again" in shown.output
+    index.clusters(10)
+    assert "STALE" not in runner.invoke(app, ["stats", "--db", str(db_path)]).output
+
+
 def test_representative_rules(index):
     # One character apart: 8 bits with binary weights (the default), so k=10 joins them.
     index.add([Document("short", "alpha beta gamma delta " * 20), Document("long", "alpha beta gamma delta " * 20 + "!")])
