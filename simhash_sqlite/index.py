@@ -520,7 +520,7 @@ class SimhashIndex:
         line does not end a long batch.
 
         Lazy: a million queries stream through without being held in memory. Once the probes have
-        cost as much as reading every fingerprint would, the batch reads them (16 bytes per document
+        cost as much as reading every fingerprint would, the batch reads them (8 bytes per document
         in memory), so long batches with a large k scan arrays instead of probing. The first query that
         reads far more candidates than uniform block values would give (a hot bucket) makes the
         planner count the rows per block value, once; later queries in hot buckets then scan when
