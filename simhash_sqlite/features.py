@@ -34,6 +34,8 @@ _WORD = re.compile(r"[^\W_]+")
 # Quantum for non-integer weights: integer weights keep the bit sums exact, so fingerprints do not
 # depend on the order in which a BLAS library adds floats.
 WEIGHT_SCALE = 1000
+# Mean features per text above which each text's features are sorted on their own (measured).
+PER_DOCUMENT_SORT_MIN_FEATURES = 12
 
 
 def _fold_full_width(text: str) -> str:
@@ -217,13 +219,29 @@ def units_features(unit_arrays: list[np.ndarray], settings: FingerprintSettings)
     hashes = np.concatenate(hash_parts) if hash_parts else np.empty(0, dtype=np.uint64)
     if settings.weights == "count":
         return docs, hashes, np.ones(len(hashes), dtype=np.int64)
-    order = np.lexsort((hashes, docs))
-    docs, hashes = docs[order], hashes[order]
+    docs, hashes = _sorted_within_documents(docs, hashes)
     starts_run = np.ones(len(hashes), dtype=bool)
     starts_run[1:] = (docs[1:] != docs[:-1]) | (hashes[1:] != hashes[:-1])
     first = np.flatnonzero(starts_run)
     counts = np.diff(np.append(first, len(hashes)))
     return docs[first], hashes[first], feature_weights(counts, settings.weights)
+
+
+def _sorted_within_documents(docs: np.ndarray, hashes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The (doc, hash) pairs sorted by document, then hash; docs is nondecreasing (texts in order).
+
+    Sorting each document's slice in place is several times faster than a two-key lexsort
+    (bench/add_speed.py), but costs a numpy call per document: for texts of a dozen features or
+    fewer the lexsort is faster.
+    """
+    bounds = np.flatnonzero(docs[1:] != docs[:-1]) + 1
+    if len(hashes) < PER_DOCUMENT_SORT_MIN_FEATURES * (len(bounds) + 1):
+        order = np.lexsort((hashes, docs))
+        return docs[order], hashes[order]
+    edges = [0, *bounds.tolist(), len(hashes)]
+    for start, end in zip(edges, edges[1:]):
+        hashes[start:end].sort()
+    return docs, hashes
 
 
 def weighted_features(text: str, settings: FingerprintSettings) -> tuple[np.ndarray, np.ndarray]:
