@@ -71,20 +71,34 @@ def _chunks(texts: list[str], parts: int) -> list[list[str]]:
     return out
 
 
-def fingerprint_texts(texts: list[str], settings: FingerprintSettings) -> list[int | None]:
-    """simhash_many(texts, settings), in order; in a process pool when that pays.
+class Fingerprints:
+    """simhash_many(texts, settings), started now (in a process pool when that pays), in order from
+    result(). Several may be under way at once: a caller can prepare the next batch meanwhile.
 
-    The calling process works too: it takes chunks from the back of the queue (cancelling them in
-    the pool before a worker starts them), so n cores need only n - 1 workers.
+    The calling process works too: result() takes chunks from the back of the queue (cancelling
+    them in the pool before a worker starts them), so n cores need only n - 1 workers.
     """
-    size = workers()
-    if size < 2 or len(texts) < 2 or sum(map(len, texts)) < PARALLEL_MIN_CHARS:
-        return _fingerprint_chunk(texts, settings)
-    chunks = _chunks(texts, size * 4)  # a few chunks per process evens out uneven texts
-    pool = _pool(size - 1)
-    futures = [pool.submit(_fingerprint_chunk, chunk, settings) for chunk in chunks]
-    local = {}
-    for i in range(len(chunks) - 1, -1, -1):
-        if futures[i].cancel():
-            local[i] = _fingerprint_chunk(chunks[i], settings)
-    return [fp for i, future in enumerate(futures) for fp in (local[i] if i in local else future.result())]
+
+    def __init__(self, texts: list[str], settings: FingerprintSettings) -> None:
+        self.settings = settings
+        size = workers()
+        if size < 2 or len(texts) < 2 or sum(map(len, texts)) < PARALLEL_MIN_CHARS:
+            self.chunks, self.futures = [texts], None  # small: computed by result(), in this process
+            return
+        self.chunks = _chunks(texts, size * 4)  # a few chunks per process evens out uneven texts
+        pool = _pool(size - 1)
+        self.futures = [pool.submit(_fingerprint_chunk, chunk, settings) for chunk in self.chunks]
+
+    def result(self) -> list[int | None]:
+        if self.futures is None:
+            return _fingerprint_chunk(self.chunks[0], self.settings)
+        local = {}
+        for i in range(len(self.chunks) - 1, -1, -1):
+            if self.futures[i].cancel():
+                local[i] = _fingerprint_chunk(self.chunks[i], self.settings)
+        return [fp for i, future in enumerate(self.futures) for fp in (local[i] if i in local else future.result())]
+
+
+def fingerprint_texts(texts: list[str], settings: FingerprintSettings) -> list[int | None]:
+    """simhash_many(texts, settings), in order; in a process pool when that pays."""
+    return Fingerprints(texts, settings).result()
