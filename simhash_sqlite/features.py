@@ -164,11 +164,72 @@ def words(text: str, hmm: bool = False, fast: bool = True) -> list[str]:
 def units(text: str, settings: FingerprintSettings) -> np.ndarray:
     """The text as a uint64 array of units (code points or word hashes); empty without a letter or digit."""
     if settings.features == "chars":
-        text = normalize(text)
-        if not _WORD.search(text):  # punctuation alone is no content: such a text has no features
-            return np.empty(0, dtype=np.uint64)
-        return np.frombuffer(text.encode("utf-32-le"), dtype="<u4").astype(np.uint64)
+        return char_units(text)
     return word_units(words(text, settings.hmm))
+
+
+_SPACE, _ALNUM, _LONG_FOLD = 1, 2, 4  # flags of a code point after case folding
+
+
+@lru_cache(maxsize=None)
+def _bmp_tables() -> tuple[np.ndarray, np.ndarray]:
+    """For every code point below U+10000: its casefold (uint64) and flags: _SPACE (str.isspace),
+    _ALNUM (str.isalnum, which is what [^\\W_] matches), _LONG_FOLD (it folds to several characters,
+    like ß to ss). About 20 ms, once per process."""
+    folded = [chr(c).casefold() for c in range(0x10000)]
+    long_fold = np.fromiter((len(f) != 1 for f in folded), dtype=bool, count=0x10000)
+    fold = np.fromiter((ord(f) if len(f) == 1 else 0 for f in folded), dtype=np.uint64, count=0x10000)
+    space = np.fromiter(map(str.isspace, folded), dtype=bool, count=0x10000)
+    alnum = np.fromiter(map(str.isalnum, folded), dtype=bool, count=0x10000)
+    flags = (space * _SPACE | alnum * _ALNUM | long_fold * _LONG_FOLD).astype(np.uint8)
+    return fold, flags
+
+
+def char_units(text: str) -> np.ndarray:
+    """The code points of normalize(text) as uint64; empty when it has no letter or digit.
+
+    The same as encoding normalize(text), but case folding and whitespace folding are table look-ups
+    on the code points, not str.casefold, split and join (twice as fast on the Chinese corpus).
+    Texts with a code point above U+FFFF or one that folds to several characters take the str path.
+    """
+    try:
+        codes = np.frombuffer(text.encode("utf-32-le"), dtype="<u4")
+    except UnicodeEncodeError:  # a lone surrogate: whatever the str path makes of it
+        return _str_char_units(text)
+    if not unicodedata.is_normalized("NFKC", text):  # as in normalize()
+        codes = codes.copy()
+        codes[(codes >= 0xFF01) & (codes <= 0xFF5E)] -= 0xFEE0
+        codes[codes == 0x3000] = 0x20
+        text = codes.tobytes().decode("utf-32-le")
+        if not unicodedata.is_normalized("NFKC", text):
+            text = unicodedata.normalize("NFKC", text)
+            codes = np.frombuffer(text.encode("utf-32-le"), dtype="<u4")
+    if len(codes) == 0 or codes.max() > 0xFFFF:
+        return _str_char_units(text)
+    fold, flag_table = _bmp_tables()
+    flags = flag_table[codes]
+    present = int(np.bitwise_or.reduce(flags))
+    if present & _LONG_FOLD:
+        return _str_char_units(text)
+    if not present & _ALNUM:  # punctuation alone is no content: such a text has no features
+        return np.empty(0, dtype=np.uint64)
+    out = fold[codes]
+    if present & _SPACE:  # each run of whitespace becomes one space; none at either end
+        space = (flags & _SPACE).view(bool)
+        keep = ~space
+        keep[1:] |= ~space[:-1]
+        out[space] = 0x20
+        out = out[keep]  # a leading run is gone (keep[0] is False for a space); a trailing one is one space
+        if out[-1] == 0x20:
+            out = out[:-1]
+    return out
+
+
+def _str_char_units(text: str) -> np.ndarray:
+    text = normalize(text)
+    if not _WORD.search(text):
+        return np.empty(0, dtype=np.uint64)
+    return np.frombuffer(text.encode("utf-32-le"), dtype="<u4").astype(np.uint64)
 
 
 def word_units(tokens: list[str]) -> np.ndarray:
@@ -203,20 +264,30 @@ def units_features(unit_arrays: list[np.ndarray], settings: FingerprintSettings)
     """batch_features from the texts' units (code points or word hashes) already made."""
     lengths = np.fromiter(map(len, unit_arrays), dtype=np.intp, count=len(unit_arrays))
     n = settings.ngram
-    docs_parts, hash_parts = [], []
-    if lengths.sum() >= n:
+    # A text has len - n + 1 n-grams; one of fewer than n units has one shorter n-gram.
+    short = np.flatnonzero((lengths > 0) & (lengths < n))
+    counts = np.maximum(lengths - (n - 1), 0)
+    counts[short] = 1
+    docs = np.repeat(np.arange(len(lengths)), counts)  # in text order
+    short_at = (np.cumsum(counts) - 1)[short]  # where a short text's one n-gram goes
+    total = int(lengths.sum())
+    hashes = np.empty(len(docs), dtype=np.uint64)
+    if total >= n:
         joined = np.concatenate(unit_arrays)
-        ends = np.cumsum(lengths)
-        starts = np.arange(len(joined) - n + 1)
-        doc_of = np.repeat(np.arange(len(unit_arrays)), lengths)[: len(starts)]
-        inside = starts + (n - 1) < ends[doc_of]
-        docs_parts.append(doc_of[inside])
-        hash_parts.append(ngram_hashes(joined, n)[inside])
-    for i in np.flatnonzero((lengths > 0) & (lengths < n)):  # shorter than n: one shorter n-gram
-        docs_parts.append(np.array([i], dtype=np.intp))
-        hash_parts.append(ngram_hashes(unit_arrays[i], n))
-    docs = np.concatenate(docs_parts) if docs_parts else np.empty(0, dtype=np.intp)
-    hashes = np.concatenate(hash_parts) if hash_parts else np.empty(0, dtype=np.uint64)
+        # Windows that start within n - 1 units before a text's end straddle two texts (or more).
+        inside = np.ones(total - n + 1, dtype=bool)
+        if n > 1 and len(lengths) > 1:
+            straddling = (np.cumsum(lengths[:-1])[:, None] - np.arange(1, n)).ravel()
+            inside[straddling[(straddling >= 0) & (straddling < len(inside))]] = False
+        windows = ngram_hashes(joined, n)[inside]
+        if len(short):
+            whole = np.ones(len(docs), dtype=bool)
+            whole[short_at] = False
+            hashes[whole] = windows
+        else:
+            hashes = windows
+    for i, position in zip(short.tolist(), short_at.tolist()):
+        hashes[position] = ngram_hashes(unit_arrays[i], n)[0]
     if settings.weights == "count":
         return docs, hashes, np.ones(len(hashes), dtype=np.int64)
     docs, hashes = _sorted_within_documents(docs, hashes)
@@ -227,7 +298,9 @@ def units_features(unit_arrays: list[np.ndarray], settings: FingerprintSettings)
     return docs[first], hashes[first], feature_weights(counts, settings.weights)
 
 
-def _sorted_within_documents(docs: np.ndarray, hashes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _sorted_within_documents(
+    docs: np.ndarray, hashes: np.ndarray, min_features: float = PER_DOCUMENT_SORT_MIN_FEATURES
+) -> tuple[np.ndarray, np.ndarray]:
     """The (doc, hash) pairs sorted by document, then hash; docs is nondecreasing (texts in order).
 
     Sorting each document's slice in place is several times faster than a two-key lexsort
@@ -235,7 +308,7 @@ def _sorted_within_documents(docs: np.ndarray, hashes: np.ndarray) -> tuple[np.n
     fewer the lexsort is faster.
     """
     bounds = np.flatnonzero(docs[1:] != docs[:-1]) + 1
-    if len(hashes) < PER_DOCUMENT_SORT_MIN_FEATURES * (len(bounds) + 1):
+    if len(hashes) < min_features * (len(bounds) + 1):
         order = np.lexsort((hashes, docs))
         return docs[order], hashes[order]
     edges = [0, *bounds.tolist(), len(hashes)]
