@@ -168,58 +168,69 @@ def units(text: str, settings: FingerprintSettings) -> np.ndarray:
     return word_units(words(text, settings.hmm))
 
 
-_SPACE, _ALNUM, _LONG_FOLD = 1, 2, 4  # flags of a code point after case folding
+_SPACE, _ALNUM, _STR_PATH = 1, 2, 4  # flags of a code point after case folding
+_BEYOND_BMP = 0x10000  # the tables' last entry, where take(mode="clip") puts every higher code point
 
 
 @lru_cache(maxsize=None)
-def _bmp_tables() -> tuple[np.ndarray, np.ndarray]:
-    """For every code point below U+10000: its casefold (uint64) and flags: _SPACE (str.isspace),
-    _ALNUM (str.isalnum, which is what [^\\W_] matches), _LONG_FOLD (it folds to several characters,
-    like ß to ss). About 20 ms, once per process."""
-    folded = [chr(c).casefold() for c in range(0x10000)]
-    long_fold = np.fromiter((len(f) != 1 for f in folded), dtype=bool, count=0x10000)
-    fold = np.fromiter((ord(f) if len(f) == 1 else 0 for f in folded), dtype=np.uint64, count=0x10000)
-    space = np.fromiter(map(str.isspace, folded), dtype=bool, count=0x10000)
-    alnum = np.fromiter(map(str.isalnum, folded), dtype=bool, count=0x10000)
-    flags = (space * _SPACE | alnum * _ALNUM | long_fold * _LONG_FOLD).astype(np.uint8)
-    return fold, flags
+def _bmp_tables() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Tables indexed by code points below U+10000, plus one entry for all above (_BEYOND_BMP):
+    - fold: the casefold (uint64), a space for every whitespace character;
+    - flags: _SPACE (str.isspace), _ALNUM (str.isalnum, which is what [^\\W_] matches), _STR_PATH
+      (it folds to several characters, like ß to ss, or it is beyond the BMP);
+    - narrow: the full-width forms and the ideographic space as _fold_full_width() replaces them.
+    About 20 ms, once per process."""
+    folded = [chr(c).casefold() for c in range(_BEYOND_BMP)] + ["\U00010000"]
+    size = len(folded)
+    single = np.fromiter(map(len, folded), dtype=np.intp, count=size) == 1
+    space = np.fromiter(map(str.isspace, folded), dtype=bool, count=size)
+    alnum = np.fromiter(map(str.isalnum, folded), dtype=bool, count=size)
+    fold = np.fromiter((ord(f) if len(f) == 1 else 0 for f in folded), dtype=np.uint64, count=size)
+    fold[space] = 0x20
+    flags = (space * _SPACE | alnum * _ALNUM | ~single * _STR_PATH).astype(np.uint8)
+    flags[_BEYOND_BMP] = _STR_PATH
+    narrow = np.arange(size, dtype="<u4")
+    narrow[0xFF01:0xFF5F] -= 0xFEE0
+    narrow[0x3000] = 0x20
+    return fold, flags, narrow
 
 
 def char_units(text: str) -> np.ndarray:
     """The code points of normalize(text) as uint64; empty when it has no letter or digit.
 
-    The same as encoding normalize(text), but case folding and whitespace folding are table look-ups
-    on the code points, not str.casefold, split and join (twice as fast on the Chinese corpus).
-    Texts with a code point above U+FFFF or one that folds to several characters take the str path.
+    The same as encoding normalize(text), but the folding of full-width forms, case and whitespace
+    is done by table look-ups on the code points, not by str.casefold, split and join. Texts with a
+    code point above U+FFFF or one that folds to several characters take the str path.
     """
+    original = text
     try:
         codes = np.frombuffer(text.encode("utf-32-le"), dtype="<u4")
     except UnicodeEncodeError:  # a lone surrogate: whatever the str path makes of it
-        return _str_char_units(text)
+        return _str_char_units(original)
+    fold, flag_table, narrow = _bmp_tables()
+    index = codes.astype(np.intp)
     if not unicodedata.is_normalized("NFKC", text):  # as in normalize()
-        codes = codes.copy()
-        codes[(codes >= 0xFF01) & (codes <= 0xFF5E)] -= 0xFEE0
-        codes[codes == 0x3000] = 0x20
-        text = codes.tobytes().decode("utf-32-le")
+        # (Code points beyond the BMP become _BEYOND_BMP here; such texts take the str path below.)
+        folded = narrow.take(index, mode="clip")
+        text = folded.tobytes().decode("utf-32-le")
+        index = folded.astype(np.intp)
         if not unicodedata.is_normalized("NFKC", text):
             text = unicodedata.normalize("NFKC", text)
-            codes = np.frombuffer(text.encode("utf-32-le"), dtype="<u4")
-    if len(codes) == 0 or codes.max() > 0xFFFF:
-        return _str_char_units(text)
-    fold, flag_table = _bmp_tables()
-    flags = flag_table[codes]
-    present = int(np.bitwise_or.reduce(flags))
-    if present & _LONG_FOLD:
-        return _str_char_units(text)
+            index = np.frombuffer(text.encode("utf-32-le"), dtype="<u4").astype(np.intp)
+    flags = flag_table.take(index, mode="clip")
+    present = int(np.bitwise_or.reduce(flags)) if len(flags) else 0
+    if present & _STR_PATH:
+        return _str_char_units(original)
     if not present & _ALNUM:  # punctuation alone is no content: such a text has no features
         return np.empty(0, dtype=np.uint64)
-    out = fold[codes]
-    if present & _SPACE:  # each run of whitespace becomes one space; none at either end
+    out = fold.take(index)
+    if present & _SPACE:  # each run of whitespace becomes one space (fold made it so); none at either end
         space = (flags & _SPACE).view(bool)
-        keep = ~space
-        keep[1:] |= ~space[:-1]
-        out[space] = 0x20
-        out = out[keep]  # a leading run is gone (keep[0] is False for a space); a trailing one is one space
+        keep = np.empty(len(space), dtype=bool)
+        keep[0] = not space[0]
+        np.logical_and(space[1:], space[:-1], out=keep[1:])
+        np.logical_not(keep[1:], out=keep[1:])  # a space right after a space goes
+        out = out[keep]
         if out[-1] == 0x20:
             out = out[:-1]
     return out

@@ -64,7 +64,7 @@ def reference_char_units(text: str) -> np.ndarray:
 # Besides TEXT: folds to several characters (ß, İ, ŉ), a mark that folds to a letter (U+0345), code
 # points above U+FFFF (math letters, emoji, Han extension B), control characters that are spaces.
 CHAR_TEXT = st.text(
-    alphabet=st.sampled_from(list("aB 中\u3000\t\x1c\x85\u2029ßİŉ\u0345ＡＺ！～\U0001d400\U0001f600\U00020000_-"))
+    alphabet=st.sampled_from(list("aB 中\u3000\t\x1c\x85\u2029ßİŉ\u0345ＡＺ！～\u0301\U0001d400\U0001f600\U00020000\U00010000\uffff_-"))
     | st.characters(codec="utf-8"),
     max_size=120,
 )
