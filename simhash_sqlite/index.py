@@ -281,8 +281,8 @@ class SimhashIndex:
         # input and writes to SQLite (with a barrier per batch they waited for it).
         pending: _PreparedBatch | None = None
 
-        def write_pending() -> None:
-            self._write_batch(pending, report)
+        def write_pending(after: _PreparedBatch | None = None) -> None:
+            self._write_batch(pending, report, after)
             if on_batch:
                 on_batch(report)
 
@@ -295,7 +295,7 @@ class SimhashIndex:
                     write_pending()
                 raise
             if pending is not None:
-                write_pending()
+                write_pending(prepared)
             if prepared is None:
                 return report
             pending = prepared
@@ -326,10 +326,11 @@ class SimhashIndex:
         digests = {doc.key: digest for doc, digest in changed}
         return _PreparedBatch(batch, changed, digests, Fingerprints(plain, self.settings), added, updated, unchanged)
 
-    def _write_batch(self, prepared: _PreparedBatch, report: AddReport) -> None:
-        """Write a prepared batch in one transaction and count it in the report."""
+    def _write_batch(self, prepared: _PreparedBatch, report: AddReport, after: _PreparedBatch | None = None) -> None:
+        """Write a prepared batch in one transaction and count it in the report. after: the batch
+        prepared next, whose fingerprints this process works on while the workers finish this one's."""
         batch, changed = prepared.batch, prepared.changed
-        computed = iter(prepared.fingerprints.result())
+        computed = iter(prepared.fingerprints.result(after.fingerprints if after is not None else None))
         rows, empty = [], []
         for doc, digest in changed:
             streamed = isinstance(doc, FingerprintedDocument)

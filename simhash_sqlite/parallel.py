@@ -81,6 +81,7 @@ class Fingerprints:
 
     def __init__(self, texts: list[str], settings: FingerprintSettings) -> None:
         self.settings = settings
+        self.local: dict[int, list[int | None]] = {}  # chunks computed in this process
         size = workers()
         if size < 2 or len(texts) < 2 or sum(map(len, texts)) < PARALLEL_MIN_CHARS:
             self.chunks, self.futures = [texts], None  # small: computed by result(), in this process
@@ -89,14 +90,27 @@ class Fingerprints:
         pool = _pool(size - 1)
         self.futures = [pool.submit(_fingerprint_chunk, chunk, settings) for chunk in self.chunks]
 
-    def result(self) -> list[int | None]:
+    def result(self, meanwhile: Fingerprints | None = None) -> list[int | None]:
+        """The fingerprints in order. meanwhile: a batch started after this one; while the workers
+        finish their chunks of this one, this process takes chunks of that one instead of waiting."""
         if self.futures is None:
             return _fingerprint_chunk(self.chunks[0], self.settings)
-        local = {}
+        while self._take_one():
+            pass
+        if meanwhile is not None:
+            while not all(f.done() for f in self.futures if not f.cancelled()) and meanwhile._take_one():
+                pass
+        return [fp for i, future in enumerate(self.futures) for fp in (self.local[i] if i in self.local else future.result())]
+
+    def _take_one(self) -> bool:
+        """Compute the last chunk no worker has started, here; False when there is none."""
+        if self.futures is None:
+            return False
         for i in range(len(self.chunks) - 1, -1, -1):
-            if self.futures[i].cancel():
-                local[i] = _fingerprint_chunk(self.chunks[i], self.settings)
-        return [fp for i, future in enumerate(self.futures) for fp in (local[i] if i in local else future.result())]
+            if i not in self.local and self.futures[i].cancel():
+                self.local[i] = _fingerprint_chunk(self.chunks[i], self.settings)
+                return True
+        return False
 
 
 def fingerprint_texts(texts: list[str], settings: FingerprintSettings) -> list[int | None]:
