@@ -48,3 +48,28 @@ def test_workers_follow_simq_workers_and_default_to_at_least_one(monkeypatch):
     for bad in ("0", "-2", "many", ""):
         monkeypatch.setenv("SIMQ_WORKERS", bad)
         assert 1 <= parallel.workers() <= 1024
+
+
+def test_a_batch_taken_meanwhile_gives_the_same_fingerprints(monkeypatch):
+    # While the workers finish batch a, this process takes chunks of batch b; both come out whole.
+    monkeypatch.setenv("SIMQ_WORKERS", "2")
+    monkeypatch.setattr(parallel, "PARALLEL_MIN_CHARS", 1)
+    s = FingerprintSettings()
+    a, b = _texts(200, seed=3), _texts(200, seed=4)
+    first, second = parallel.Fingerprints(a, s), parallel.Fingerprints(b, s)
+    assert first.result(meanwhile=second) == [simhash(t, s) for t in a]
+    assert second.result() == [simhash(t, s) for t in b]
+
+
+def test_a_key_met_again_in_the_next_batch_counts_against_the_batch_not_yet_written(tmp_path, monkeypatch):
+    # add() prepares batch i+1 before writing batch i: a key of batch i must still count as stored.
+    docs = [Document("a", "alpha text"), Document("b", "beta text"),
+            Document("a", "alpha text"), Document("b", "beta text, changed"), Document("c", "gamma")]
+    for workers, name in (("1", "serial.db"), ("2", "pool.db")):
+        monkeypatch.setenv("SIMQ_WORKERS", workers)
+        monkeypatch.setattr(parallel, "PARALLEL_MIN_CHARS", 1)
+        with SimhashIndex(tmp_path / name, create=True) as index:
+            report = index.add(docs, batch_size=2)
+            assert (report.added, report.unchanged, report.updated, report.batches) == (3, 1, 1, 3)
+            assert index.get("b").fingerprint == simhash("beta text, changed")
+            assert len(index) == 3
