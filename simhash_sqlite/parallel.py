@@ -12,7 +12,7 @@ import atexit
 import multiprocessing
 import os
 import signal
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor
 from functools import lru_cache
 
 from .fingerprint import simhash_many
@@ -45,11 +45,16 @@ def _ignore_interrupts() -> None:
 
 
 @lru_cache(maxsize=None)
-def _pool(size: int) -> ProcessPoolExecutor:
+def _pool(size: int) -> tuple[ProcessPoolExecutor, Future]:
+    """The pool, and a future that is done once a worker is ready (imports made, tables built)."""
     # spawn, not fork: the parent may hold open SQLite connections and threads.
     pool = ProcessPoolExecutor(size, mp_context=multiprocessing.get_context("spawn"), initializer=_ignore_interrupts)
     atexit.register(pool.shutdown, cancel_futures=True)
-    return pool
+    return pool, pool.submit(_warm_up)
+
+
+def _warm_up() -> None:
+    simhash_many(["warm up"], FingerprintSettings())
 
 
 def _fingerprint_chunk(texts: list[str], settings: FingerprintSettings) -> list[int | None]:
@@ -86,8 +91,14 @@ class Fingerprints:
         if size < 2 or len(texts) < 2 or sum(map(len, texts)) < PARALLEL_MIN_CHARS:
             self.chunks, self.futures = [texts], None  # small: computed by result(), in this process
             return
+        pool, ready = _pool(size - 1)
+        if not ready.done():
+            # A worker takes ~0.3 s to start (a new interpreter imports numpy and the CLI). Chunks
+            # queued before then could not all be taken back (the call queue holds them), and this
+            # process would wait for the start: this batch stays here; later ones go to the pool.
+            self.chunks, self.futures = [texts], None
+            return
         self.chunks = _chunks(texts, size * 4)  # a few chunks per process evens out uneven texts
-        pool = _pool(size - 1)
         self.futures = [pool.submit(_fingerprint_chunk, chunk, settings) for chunk in self.chunks]
 
     def result(self, meanwhile: Fingerprints | None = None) -> list[int | None]:
