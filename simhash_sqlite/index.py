@@ -300,7 +300,9 @@ class SimhashIndex:
                 return report
             pending = prepared
 
-    def _prepare_batch(self, batch: list[Document | FingerprintedDocument], pending: _PreparedBatch | None) -> _PreparedBatch:
+    def _prepare_batch(
+        self, batch: list[Document | FingerprintedDocument], pending: _PreparedBatch | None
+    ) -> _PreparedBatch:
         """Which documents of the batch are new or changed, with their fingerprints under way.
 
         pending: the batch before, not yet written; its keys count as stored with their new content.

@@ -109,9 +109,10 @@ class Fingerprints:
         while self._take_one():
             pass
         if meanwhile is not None:
-            while not all(f.done() for f in self.futures if not f.cancelled()) and meanwhile._take_one():
+            while not all(f.done() for f in self.futures) and meanwhile._take_one():
                 pass
-        return [fp for i, future in enumerate(self.futures) for fp in (self.local[i] if i in self.local else future.result())]
+        parts = (self.local[i] if i in self.local else future.result() for i, future in enumerate(self.futures))
+        return [fp for part in parts for fp in part]
 
     def _take_one(self) -> bool:
         """Compute the last chunk no worker has started, here; False when there is none."""
