@@ -253,9 +253,12 @@ def ngram_hashes(unit_array: np.ndarray, n: int) -> np.ndarray:
     count = len(unit_array) - n + 1
     if count < 1:
         n, count = len(unit_array), min(len(unit_array), 1)
-    h = np.full(count, SEED, dtype=np.uint64)
+    if n == 0:
+        return np.empty(0, dtype=np.uint64)
+    h = np.bitwise_xor(unit_array[:count], SEED, dtype=np.uint64)  # SEED ^ the first unit, in one pass
     scratch = np.empty_like(h)
-    for j in range(n):
+    mix(h, scratch)
+    for j in range(1, n):
         h ^= unit_array[j : j + count]
         mix(h, scratch)
     return h
