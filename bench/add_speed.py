@@ -182,7 +182,7 @@ def main() -> None:
     print(f"Machine check: a pure CPU loop on {CORES} processes ran {headroom:.2f}x as fast as on one "
           "(2.0 on an idle 2-core machine).\n")
     names = list(trees)
-    print("| corpus | what | " + " | ".join(f"{name} MB/s" for name in names) + (" | ratio |" if len(names) > 1 else ""))
+    print("| corpus | what | " + " | ".join(f"{name} MB/s" for name in names) + " |" + (" ratio |" if len(names) > 1 else ""))
     print("|---|---|" + "---|" * (len(names) + (len(names) > 1)))
     for lang, what, rates in rows:
         cells = [f"{rates[name]:.2f}" if name in rates else "" for name in names]
