@@ -326,7 +326,8 @@ class SimhashIndex:
         # Streamed files come fingerprinted; the rest in one vectorized call (all cores if large).
         plain = [doc.text for doc, _ in changed if not isinstance(doc, FingerprintedDocument)]
         digests = {doc.key: digest for doc, digest in changed}
-        return _PreparedBatch(batch, changed, digests, Fingerprints(plain, self.settings), added, updated, unchanged)
+        fingerprints = Fingerprints(plain, self.settings, start_pool=pending is not None)
+        return _PreparedBatch(batch, changed, digests, fingerprints, added, updated, unchanged)
 
     def _write_batch(self, prepared: _PreparedBatch, report: AddReport, after: _PreparedBatch | None = None) -> None:
         """Write a prepared batch in one transaction and count it in the report. after: the batch

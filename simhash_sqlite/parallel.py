@@ -84,12 +84,17 @@ class Fingerprints:
     them in the pool before a worker starts them), so n cores need only n - 1 workers.
     """
 
-    def __init__(self, texts: list[str], settings: FingerprintSettings) -> None:
+    def __init__(self, texts: list[str], settings: FingerprintSettings, *, start_pool: bool = True) -> None:
+        """start_pool=False: use the pool if it is running, but do not start it for this batch
+        (add() passes it for its first batch: an add of one batch is done before a worker is ready)."""
         self.settings = settings
         self.local: dict[int, list[int | None]] = {}  # chunks computed in this process
         size = workers()
         if size < 2 or len(texts) < 2 or sum(map(len, texts)) < PARALLEL_MIN_CHARS:
             self.chunks, self.futures = [texts], None  # small: computed by result(), in this process
+            return
+        if not start_pool and _pool.cache_info().currsize == 0:
+            self.chunks, self.futures = [texts], None
             return
         pool, ready = _pool(size - 1)
         if not ready.done():

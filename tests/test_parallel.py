@@ -1,6 +1,9 @@
 """Fingerprinting in a process pool gives exactly the fingerprints of one process, in order."""
 
+import os
 import random
+import subprocess
+import sys
 
 from simhash_sqlite import Document, SimhashIndex, parallel
 from simhash_sqlite.fingerprint import simhash
@@ -93,3 +96,24 @@ def test_batches_stay_in_this_process_until_a_worker_is_ready(monkeypatch):
     parallel._pool(2)[1].result(timeout=120)
     late = parallel.Fingerprints(texts, s)
     assert late.futures is not None and late.result() == early.result()
+
+
+def test_an_add_of_one_batch_starts_no_pool(tmp_path):
+    # The first batch never waits for a worker (it would be done before one is ready), so an add of
+    # one batch must not start a pool; a second batch does. A fresh process: no pool from other tests.
+    script = f"""
+import sys
+from simhash_sqlite import Document, SimhashIndex, parallel
+parallel.PARALLEL_MIN_CHARS = 1
+docs = [Document(str(i), "some text number " + str(i)) for i in range(10)]
+with SimhashIndex({str(tmp_path / "one.db")!r}, create=True) as index:
+    index.add(docs, batch_size=10)
+print(parallel._pool.cache_info().currsize)
+with SimhashIndex({str(tmp_path / "two.db")!r}, create=True) as index:
+    index.add(docs, batch_size=5)
+print(parallel._pool.cache_info().currsize)
+"""
+    env = dict(os.environ, SIMQ_WORKERS="2")
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["0", "1"]
