@@ -1,12 +1,17 @@
-"""How fast is `simq add`? Tokenization and the whole pipeline, Chinese and English, MB/s of UTF-8 text.
+"""How fast is `simq add`? Tokenization, the fingerprint and the whole pipeline, Chinese and English,
+in MB/s of UTF-8 text, for this tree and a baseline commit side by side in the same run.
 
-    .venv/bin/python bench/add_speed.py                 # /work/shared/corpus, 3 runs each, medians
-    .venv/bin/python bench/add_speed.py --copies 4 --runs 5
+    .venv/bin/python bench/add_speed.py                       # --copies 8 --runs 3, baseline efb0194
+    .venv/bin/python bench/add_speed.py --copies 2 --runs 5 --baseline main
+    .venv/bin/python bench/add_speed.py --baseline none --words
 
-Rows, side by side in the same run: jieba vs rjieba on the Han runs (HMM off); the fingerprint of
-one process at the default and at word settings; and the whole `simq add` of a JSONL file (a fresh
-index each run, as a subprocess) with SIMQ_WORKERS=1 (one process) and with every core. The JSONL
-is the corpus repeated --copies times with distinct ids, so every document is fingerprinted.
+Rows: jieba vs rjieba on the Han runs (HMM off, this process); the fingerprint alone in one process
+(simhash_many over the corpus, start-up excluded); and the whole `simq add` of a JSONL file (a fresh
+index each run, a subprocess running the CLI as the `simq` script does, start-up included) with
+SIMQ_WORKERS=1 and with every core. The JSONL is the corpus repeated --copies times with distinct
+ids, so every document is fingerprinted; larger copies amortize the start-up (~0.5 s: Python,
+numpy, typer) and the pool's worker start. Each row runs the baseline (`git archive` of the commit,
+imported through PYTHONPATH) and this tree alternately, so both meet the same machine load.
 """
 
 from __future__ import annotations
@@ -17,19 +22,41 @@ import os
 import statistics
 import subprocess
 import sys
+import tarfile
 import tempfile
 import time
+from io import BytesIO
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
 
 from simhash_sqlite.features import _HAN_RUN, _jieba, _rjieba, normalize  # noqa: E402
-from simhash_sqlite.fingerprint import simhash  # noqa: E402
 from simhash_sqlite.settings import FingerprintSettings  # noqa: E402
 
 CORPORA = {"zh": "/work/shared/corpus/manpages_zh.jsonl", "en": "/work/shared/corpus/python_docs_en.jsonl"}
-SIMQ = str(Path(sys.executable).with_name("simq"))
 CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+DEFAULT_BASELINE = "efb0194"  # main before issue 5's speed work
+
+# Run with a tree on PYTHONPATH: seconds to fingerprint the corpus in one process, start-up excluded.
+FINGERPRINT = """
+import json, sys, time
+from simhash_sqlite.fingerprint import simhash_many
+from simhash_sqlite.settings import FingerprintSettings
+texts = [json.loads(line)["text"] for line in open(sys.argv[1], encoding="utf-8")]
+settings = FingerprintSettings.from_json(sys.argv[2])
+simhash_many(texts[:20], settings)  # lazy imports and tables, as any add pays once
+start = time.perf_counter()
+simhash_many(texts, settings)
+print(time.perf_counter() - start)
+"""
+
+# The `simq` console script: spawned pool workers import it too (as __mp_main__), as they do for users.
+SIMQ_SCRIPT = """import sys
+from simhash_sqlite.cli import main
+if __name__ == "__main__":
+    sys.exit(main())
+"""
 
 
 def median_rate(megabytes: float, runs: int, action) -> float:
@@ -41,24 +68,17 @@ def median_rate(megabytes: float, runs: int, action) -> float:
     return megabytes / statistics.median(times)
 
 
-def core_simhash(text: str, settings: FingerprintSettings) -> int | None:
-    """The fingerprint as the core (issue 2) computed it: NFKC always, np.unique, a 64-column bit
-    matrix. Same output; the baseline for the fast paths."""
-    import re
-    import unicodedata
+def side_by_side(megabytes: float, runs: int, trees: dict[str, Path], seconds) -> dict[str, float]:
+    """MB/s of each tree, runs alternating between them; seconds(tree) times one run."""
+    times: dict[str, list[float]] = {name: [] for name in trees}
+    for _ in range(runs):
+        for name, tree in trees.items():
+            times[name].append(seconds(tree))
+    return {name: megabytes / statistics.median(t) for name, t in times.items()}
 
-    import numpy as np
 
-    from simhash_sqlite.features import _WORD, feature_weights, ngram_hashes
-
-    norm = re.sub(r"\s+", " ", unicodedata.normalize("NFKC", text).casefold()).strip()
-    if not _WORD.search(norm):
-        return None
-    units = np.frombuffer(norm.encode("utf-32-le"), dtype="<u4").astype(np.uint64)
-    hashes, counts = np.unique(ngram_hashes(units, settings.ngram), return_counts=True)
-    w = feature_weights(counts, settings.weights).astype(np.float64)
-    bits = np.unpackbits(hashes.astype(">u8").view(np.uint8)).reshape(-1, 64)
-    return int.from_bytes(np.packbits((2.0 * (w @ bits) - w.sum()) > 0).tobytes(), "big")
+def run_env(tree: Path, **extra: str) -> dict[str, str]:
+    return dict(os.environ, PYTHONPATH=str(tree), **extra)
 
 
 def _spin(n: int) -> int:
@@ -85,55 +105,92 @@ def parallel_headroom(processes: int) -> float:
         return serial / (time.perf_counter() - t0)
 
 
+def baseline_tree(ref: str, tmp: Path) -> Path:
+    """The baseline commit's files, extracted from git (no worktree left behind)."""
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", ref], check=True, capture_output=True).stdout
+    target = tmp / "baseline"
+    with tarfile.open(fileobj=BytesIO(archive)) as tar:
+        tar.extractall(target, filter="data")
+    return target
+
+
+def load() -> str:
+    return ", ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--copies", type=int, default=3, help="repeat each corpus this many times for the add")
+    parser.add_argument("--copies", type=int, default=8, help="repeat each corpus this many times for the add")
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--baseline", default=DEFAULT_BASELINE, help="a git commit to compare with, or 'none'")
+    parser.add_argument("--words", action="store_true", help="also the whole add at words 3 (slow)")
+    parser.add_argument("--langs", default="zh,en")
     args = parser.parse_args()
-    rows = []
     tmp = Path(tempfile.mkdtemp(prefix="add_speed_"))
-    for lang, path in CORPORA.items():
+    trees = {"this tree": ROOT}
+    if args.baseline != "none":
+        trees = {f"baseline {args.baseline}": baseline_tree(args.baseline, tmp), **trees}
+    script = tmp / "simq_script.py"
+    script.write_text(SIMQ_SCRIPT)
+    started = f"{time.strftime('%H:%M', time.gmtime())} UTC, load average {load()}"
+    rows: list[tuple[str, str, dict[str, float]]] = []
+    for lang in args.langs.split(","):
+        path = CORPORA[lang]
         texts = [json.loads(line)["text"] for line in open(path, encoding="utf-8")]
         mb = sum(len(t.encode()) for t in texts) / 1e6
-        runs = [r.group() for t in texts for r in _HAN_RUN.finditer(normalize(t))]
-        han_mb = sum(len(r.encode()) for r in runs) / 1e6
         if lang == "zh":
+            runs = [r.group() for t in texts for r in _HAN_RUN.finditer(normalize(t))]
+            han_mb = sum(len(r.encode()) for r in runs) / 1e6
             jieba = _jieba()
-            rows.append((lang, "tokenize Han runs: jieba (HMM off)", median_rate(han_mb, args.runs, lambda: [jieba.lcut(r, HMM=False) for r in runs])))
+            rate = median_rate(han_mb, args.runs, lambda: [jieba.lcut(r, HMM=False) for r in runs])
+            rows.append((lang, f"tokenize Han runs ({han_mb:.1f} MB): jieba (HMM off)", {"this tree": rate}))
             rjieba = _rjieba()
             if rjieba is not None:
-                rows.append((lang, "tokenize Han runs: rjieba (HMM off)", median_rate(han_mb, args.runs, lambda: [rjieba.cut(r, hmm=False) for r in runs])))
-        base = FingerprintSettings(weights="count")
-        rows.append((lang, "fingerprint, 1 process: chars 5, count, the core's code (baseline)",
-                     median_rate(mb, args.runs, lambda: [core_simhash(t, base) for t in texts])))
+                rate = median_rate(han_mb, args.runs, lambda: [rjieba.cut(r, hmm=False) for r in runs])
+                rows.append((lang, f"tokenize Han runs ({han_mb:.1f} MB): rjieba (HMM off)", {"this tree": rate}))
         for label, settings in (("default (chars 5, binary)", FingerprintSettings()),
                                 ("chars 5, count", FingerprintSettings(weights="count")),
                                 ("words 3, binary", FingerprintSettings(features="words", ngram=3))):
-            rows.append((lang, f"fingerprint, 1 process: {label}", median_rate(mb, args.runs, lambda: [simhash(t, settings) for t in texts])))
+            def fingerprint(tree: Path) -> float:
+                done = subprocess.run([sys.executable, "-c", FINGERPRINT, path, settings.to_json()], cwd=tmp,
+                                      env=run_env(tree), check=True, capture_output=True, text=True)
+                return float(done.stdout.split()[-1])
+
+            rows.append((lang, f"fingerprint ({mb:.1f} MB), 1 process: {label}", side_by_side(mb, args.runs, trees, fingerprint)))
         jsonl = tmp / f"{lang}.jsonl"
         with open(jsonl, "w", encoding="utf-8") as f:
             for c in range(args.copies):
                 for i, t in enumerate(texts):
                     f.write(json.dumps({"id": f"{c}/{i}", "text": t}, ensure_ascii=False) + "\n")
         add_mb = mb * args.copies
-        for label, extra in (("default", []), ("words 3", ["--features", "words", "--ngram", "3"])):
+        for label, extra in (("default", []), ("words 3", ["--features", "words", "--ngram", "3"]))[: 2 if args.words else 1]:
             for n in sorted({1, CORES}):
-                def add():
+                def add(tree: Path) -> float:
                     db = tmp / "speed.db"
                     for suffix in ("", "-wal", "-shm"):
                         Path(f"{db}{suffix}").unlink(missing_ok=True)
-                    env = dict(os.environ, SIMQ_WORKERS=str(n))
-                    subprocess.run([SIMQ, "add", "--db", str(db), str(jsonl), *extra], check=True, env=env,
-                                   stdout=subprocess.DEVNULL)
-                rows.append((lang, f"whole `simq add` ({add_mb:.1f} MB), {label}, {n} process(es)", median_rate(add_mb, args.runs, add)))
+                    t0 = time.perf_counter()
+                    subprocess.run([sys.executable, str(script), "add", "--db", str(db), str(jsonl), *extra], cwd=tmp,
+                                   env=run_env(tree, SIMQ_WORKERS=str(n)), check=True, stdout=subprocess.DEVNULL)
+                    return time.perf_counter() - t0
+
+                what = f"whole `simq add` ({add_mb:.1f} MB, {len(texts) * args.copies:,} docs), {label}, {n} process(es)"
+                rows.append((lang, what, side_by_side(add_mb, args.runs, trees, add)))
     headroom = parallel_headroom(CORES)
     print(f"## simq add speed ({os.cpu_count()} cores; medians of {args.runs} runs; MB = 10^6 bytes of UTF-8)\n")
+    print(f"Started {started}; finished {time.strftime('%H:%M', time.gmtime())} UTC, load average {load()}.")
     print(f"Machine check: a pure CPU loop on {CORES} processes ran {headroom:.2f}x as fast as on one "
           "(2.0 on an idle 2-core machine).\n")
-    print("| corpus | what | MB/s |")
-    print("|---|---|---|")
-    for lang, what, rate in rows:
-        print(f"| {lang} | {what} | {rate:.2f} |")
+    names = list(trees)
+    print("| corpus | what | " + " | ".join(f"{name} MB/s" for name in names) + " |" + (" ratio |" if len(names) > 1 else ""))
+    print("|---|---|" + "---|" * (len(names) + (len(names) > 1)))
+    for lang, what, rates in rows:
+        cells = [f"{rates[name]:.2f}" if name in rates else "" for name in names]
+        ratio = ""
+        if len(names) > 1:
+            ratio = f" {rates[names[1]] / rates[names[0]]:.2f}x |" if names[0] in rates else " |"
+        print(f"| {lang} | {what} | " + " | ".join(cells) + " |" + ratio)
+    subprocess.run(["rm", "-rf", str(tmp)], check=False)
 
 
 if __name__ == "__main__":

@@ -34,6 +34,8 @@ _WORD = re.compile(r"[^\W_]+")
 # Quantum for non-integer weights: integer weights keep the bit sums exact, so fingerprints do not
 # depend on the order in which a BLAS library adds floats.
 WEIGHT_SCALE = 1000
+# Mean features per text above which each text's features are sorted on their own (measured).
+PER_DOCUMENT_SORT_MIN_FEATURES = 12
 
 
 def _fold_full_width(text: str) -> str:
@@ -162,11 +164,83 @@ def words(text: str, hmm: bool = False, fast: bool = True) -> list[str]:
 def units(text: str, settings: FingerprintSettings) -> np.ndarray:
     """The text as a uint64 array of units (code points or word hashes); empty without a letter or digit."""
     if settings.features == "chars":
-        text = normalize(text)
-        if not _WORD.search(text):  # punctuation alone is no content: such a text has no features
-            return np.empty(0, dtype=np.uint64)
-        return np.frombuffer(text.encode("utf-32-le"), dtype="<u4").astype(np.uint64)
+        return char_units(text)
     return word_units(words(text, settings.hmm))
+
+
+_SPACE, _ALNUM, _STR_PATH = 1, 2, 4  # flags of a code point after case folding
+_BEYOND_BMP = 0x10000  # the tables' last entry, where take(mode="clip") puts every higher code point
+
+
+@lru_cache(maxsize=None)
+def _bmp_tables() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Tables indexed by code points below U+10000, plus one entry for all above (_BEYOND_BMP):
+    - fold: the casefold (uint64), a space for every whitespace character;
+    - flags: _SPACE (str.isspace), _ALNUM (str.isalnum, which is what [^\\W_] matches), _STR_PATH
+      (it folds to several characters, like ß to ss, or it is beyond the BMP);
+    - narrow: the full-width forms and the ideographic space as _fold_full_width() replaces them.
+    About 20 ms, once per process."""
+    folded = [chr(c).casefold() for c in range(_BEYOND_BMP)] + ["\U00010000"]
+    size = len(folded)
+    single = np.fromiter(map(len, folded), dtype=np.intp, count=size) == 1
+    space = np.fromiter(map(str.isspace, folded), dtype=bool, count=size)
+    alnum = np.fromiter(map(str.isalnum, folded), dtype=bool, count=size)
+    fold = np.fromiter((ord(f) if len(f) == 1 else 0 for f in folded), dtype=np.uint64, count=size)
+    fold[space] = 0x20
+    flags = (space * _SPACE | alnum * _ALNUM | ~single * _STR_PATH).astype(np.uint8)
+    flags[_BEYOND_BMP] = _STR_PATH
+    narrow = np.arange(size, dtype="<u4")
+    narrow[0xFF01:0xFF5F] -= 0xFEE0
+    narrow[0x3000] = 0x20
+    return fold, flags, narrow
+
+
+def char_units(text: str) -> np.ndarray:
+    """The code points of normalize(text) as uint64; empty when it has no letter or digit.
+
+    The same as encoding normalize(text), but the folding of full-width forms, case and whitespace
+    is done by table look-ups on the code points, not by str.casefold, split and join. Texts with a
+    code point above U+FFFF or one that folds to several characters take the str path.
+    """
+    original = text
+    try:
+        codes = np.frombuffer(text.encode("utf-32-le"), dtype="<u4")
+    except UnicodeEncodeError:  # a lone surrogate: whatever the str path makes of it
+        return _str_char_units(original)
+    fold, flag_table, narrow = _bmp_tables()
+    index = codes.astype(np.intp)
+    if not unicodedata.is_normalized("NFKC", text):  # as in normalize()
+        # (Code points beyond the BMP become _BEYOND_BMP here; such texts take the str path below.)
+        folded = narrow.take(index, mode="clip")
+        text = folded.tobytes().decode("utf-32-le")
+        index = folded.astype(np.intp)
+        if not unicodedata.is_normalized("NFKC", text):
+            text = unicodedata.normalize("NFKC", text)
+            index = np.frombuffer(text.encode("utf-32-le"), dtype="<u4").astype(np.intp)
+    flags = flag_table.take(index, mode="clip")
+    present = int(np.bitwise_or.reduce(flags)) if len(flags) else 0
+    if present & _STR_PATH:
+        return _str_char_units(original)
+    if not present & _ALNUM:  # punctuation alone is no content: such a text has no features
+        return np.empty(0, dtype=np.uint64)
+    out = fold.take(index)
+    if present & _SPACE:  # each run of whitespace becomes one space (fold made it so); none at either end
+        space = (flags & _SPACE).view(bool)
+        keep = np.empty(len(space), dtype=bool)
+        keep[0] = not space[0]
+        np.logical_and(space[1:], space[:-1], out=keep[1:])
+        np.logical_not(keep[1:], out=keep[1:])  # a space right after a space goes
+        out = out[keep]
+        if out[-1] == 0x20:
+            out = out[:-1]
+    return out
+
+
+def _str_char_units(text: str) -> np.ndarray:
+    text = normalize(text)
+    if not _WORD.search(text):
+        return np.empty(0, dtype=np.uint64)
+    return np.frombuffer(text.encode("utf-32-le"), dtype="<u4").astype(np.uint64)
 
 
 def word_units(tokens: list[str]) -> np.ndarray:
@@ -179,9 +253,12 @@ def ngram_hashes(unit_array: np.ndarray, n: int) -> np.ndarray:
     count = len(unit_array) - n + 1
     if count < 1:
         n, count = len(unit_array), min(len(unit_array), 1)
-    h = np.full(count, SEED, dtype=np.uint64)
+    if n == 0:
+        return np.empty(0, dtype=np.uint64)
+    h = np.bitwise_xor(unit_array[:count], SEED, dtype=np.uint64)  # SEED ^ the first unit, in one pass
     scratch = np.empty_like(h)
-    for j in range(n):
+    mix(h, scratch)
+    for j in range(1, n):
         h ^= unit_array[j : j + count]
         mix(h, scratch)
     return h
@@ -201,29 +278,57 @@ def units_features(unit_arrays: list[np.ndarray], settings: FingerprintSettings)
     """batch_features from the texts' units (code points or word hashes) already made."""
     lengths = np.fromiter(map(len, unit_arrays), dtype=np.intp, count=len(unit_arrays))
     n = settings.ngram
-    docs_parts, hash_parts = [], []
-    if lengths.sum() >= n:
+    # A text has len - n + 1 n-grams; one of fewer than n units has one shorter n-gram.
+    short = np.flatnonzero((lengths > 0) & (lengths < n))
+    counts = np.maximum(lengths - (n - 1), 0)
+    counts[short] = 1
+    docs = np.repeat(np.arange(len(lengths)), counts)  # in text order
+    short_at = (np.cumsum(counts) - 1)[short]  # where a short text's one n-gram goes
+    total = int(lengths.sum())
+    hashes = np.empty(len(docs), dtype=np.uint64)
+    if total >= n:
         joined = np.concatenate(unit_arrays)
-        ends = np.cumsum(lengths)
-        starts = np.arange(len(joined) - n + 1)
-        doc_of = np.repeat(np.arange(len(unit_arrays)), lengths)[: len(starts)]
-        inside = starts + (n - 1) < ends[doc_of]
-        docs_parts.append(doc_of[inside])
-        hash_parts.append(ngram_hashes(joined, n)[inside])
-    for i in np.flatnonzero((lengths > 0) & (lengths < n)):  # shorter than n: one shorter n-gram
-        docs_parts.append(np.array([i], dtype=np.intp))
-        hash_parts.append(ngram_hashes(unit_arrays[i], n))
-    docs = np.concatenate(docs_parts) if docs_parts else np.empty(0, dtype=np.intp)
-    hashes = np.concatenate(hash_parts) if hash_parts else np.empty(0, dtype=np.uint64)
+        # Windows that start within n - 1 units before a text's end straddle two texts (or more).
+        inside = np.ones(total - n + 1, dtype=bool)
+        if n > 1 and len(lengths) > 1:
+            straddling = (np.cumsum(lengths[:-1])[:, None] - np.arange(1, n)).ravel()
+            inside[straddling[(straddling >= 0) & (straddling < len(inside))]] = False
+        windows = ngram_hashes(joined, n)[inside]
+        if len(short):
+            whole = np.ones(len(docs), dtype=bool)
+            whole[short_at] = False
+            hashes[whole] = windows
+        else:
+            hashes = windows
+    for i, position in zip(short.tolist(), short_at.tolist()):
+        hashes[position] = ngram_hashes(unit_arrays[i], n)[0]
     if settings.weights == "count":
         return docs, hashes, np.ones(len(hashes), dtype=np.int64)
-    order = np.lexsort((hashes, docs))
-    docs, hashes = docs[order], hashes[order]
+    docs, hashes = _sorted_within_documents(docs, hashes)
     starts_run = np.ones(len(hashes), dtype=bool)
     starts_run[1:] = (docs[1:] != docs[:-1]) | (hashes[1:] != hashes[:-1])
     first = np.flatnonzero(starts_run)
     counts = np.diff(np.append(first, len(hashes)))
     return docs[first], hashes[first], feature_weights(counts, settings.weights)
+
+
+def _sorted_within_documents(
+    docs: np.ndarray, hashes: np.ndarray, min_features: float = PER_DOCUMENT_SORT_MIN_FEATURES
+) -> tuple[np.ndarray, np.ndarray]:
+    """The (doc, hash) pairs sorted by document, then hash; docs is nondecreasing (texts in order).
+
+    Sorting each document's slice in place is several times faster than a two-key lexsort
+    (bench/add_speed.py), but costs a numpy call per document: for texts of a dozen features or
+    fewer the lexsort is faster.
+    """
+    bounds = np.flatnonzero(docs[1:] != docs[:-1]) + 1
+    if len(hashes) < min_features * (len(bounds) + 1):
+        order = np.lexsort((hashes, docs))
+        return docs[order], hashes[order]
+    edges = [0, *bounds.tolist(), len(hashes)]
+    for start, end in zip(edges, edges[1:]):
+        hashes[start:end].sort()
+    return docs, hashes
 
 
 def weighted_features(text: str, settings: FingerprintSettings) -> tuple[np.ndarray, np.ndarray]:

@@ -18,7 +18,7 @@ from .corpus import DuplicatePair, duplicate_pairs
 from .errors import IndexNotFound, InvalidInput
 from .fingerprint import BLOCKS, blocks, simhash, to_signed, to_unsigned
 from .features import jieba_version
-from .parallel import fingerprint_texts
+from .parallel import Fingerprints
 from .search import Match, Plan, Searcher, SearchResult, check_k, forced_plan, near_sql, probe_cost_ns
 from .settings import SHORT_TEXT, FingerprintSettings
 from .sqlfunctions import register_functions
@@ -96,6 +96,19 @@ _CLUSTERS_STALE = (
     "UPDATE simhash_meta SET value = json_set(value, '$.stale', json('true')) "
     "WHERE key = 'clusters' AND json_extract(value, '$.stale') IS NOT 1"
 )
+
+
+@dataclass
+class _PreparedBatch:
+    """A batch read and compared with the index, its fingerprints being computed; not yet written."""
+
+    batch: list[Document | FingerprintedDocument]
+    changed: list[tuple[Document | FingerprintedDocument, bytes]]  # (document, content hash) to write
+    digests: dict[str, bytes]  # key -> content hash of the changed documents
+    fingerprints: Fingerprints  # of the changed Documents' texts, in order
+    added: int
+    updated: int
+    unchanged: int
 
 
 def _length(doc: Document | FingerprintedDocument) -> int:
@@ -271,14 +284,40 @@ class SimhashIndex:
             raise InvalidInput("batch_size must be at least 1")
         report = AddReport()
         iterator = iter(documents)
-        while batch := list(islice(iterator, batch_size)):
-            self._add_batch(batch, report)
+        # A pipeline of two batches: the next batch is read, hashed and handed to the pool's workers
+        # before this one is written, so that the workers fingerprint while this process parses
+        # input and writes to SQLite (with a barrier per batch they waited for it).
+        pending: _PreparedBatch | None = None
+
+        def write_pending(after: _PreparedBatch | None = None) -> None:
+            self._write_batch(pending, report, after)
             if on_batch:
                 on_batch(report)
-        return report
 
-    def _add_batch(self, batch: list[Document | FingerprintedDocument], report: AddReport) -> None:
+        while True:
+            try:
+                batch = list(islice(iterator, batch_size))
+                prepared = self._prepare_batch(batch, pending) if batch else None
+            except BaseException:  # the input failed or Ctrl-C: every batch read in full is still written
+                if pending is not None:
+                    write_pending()
+                raise
+            if pending is not None:
+                write_pending(prepared)
+            if prepared is None:
+                return report
+            pending = prepared
+
+    def _prepare_batch(
+        self, batch: list[Document | FingerprintedDocument], pending: _PreparedBatch | None
+    ) -> _PreparedBatch:
+        """Which documents of the batch are new or changed, with their fingerprints under way.
+
+        pending: the batch before, not yet written; its keys count as stored with their new content.
+        """
         known = self._content_hashes({doc.key for doc in batch})
+        if pending is not None:
+            known.update((key, pending.digests[key]) for key in {doc.key for doc in batch} & pending.digests.keys())
         changed, added, updated, unchanged = [], 0, 0, 0
         for doc in batch:
             prepared = isinstance(doc, FingerprintedDocument)
@@ -294,25 +333,33 @@ class SimhashIndex:
             changed.append((doc, digest))
         # Streamed files come fingerprinted; the rest in one vectorized call (all cores if large).
         plain = [doc.text for doc, _ in changed if not isinstance(doc, FingerprintedDocument)]
-        computed = iter(fingerprint_texts(plain, self.settings))
+        digests = {doc.key: digest for doc, digest in changed}
+        fingerprints = Fingerprints(plain, self.settings, start_pool=pending is not None)
+        return _PreparedBatch(batch, changed, digests, fingerprints, added, updated, unchanged)
+
+    def _write_batch(self, prepared: _PreparedBatch, report: AddReport, after: _PreparedBatch | None = None) -> None:
+        """Write a prepared batch in one transaction and count it in the report. after: the batch
+        prepared next, whose fingerprints this process works on while the workers finish this one's."""
+        batch, changed = prepared.batch, prepared.changed
+        computed = iter(prepared.fingerprints.result(after.fingerprints if after is not None else None))
         rows, empty = [], []
         for doc, digest in changed:
-            prepared = isinstance(doc, FingerprintedDocument)
-            fingerprint = doc.fingerprint if prepared else next(computed)
+            streamed = isinstance(doc, FingerprintedDocument)
+            fingerprint = doc.fingerprint if streamed else next(computed)
             if fingerprint is None:
                 empty.append(doc.key)
                 signed, parts = None, (None,) * 4
             else:
                 signed, parts = to_signed(fingerprint), blocks(fingerprint)
-            text = doc.text if self.store_text and not prepared else None
+            text = doc.text if self.store_text and not streamed else None
             rows.append((doc.key, signed, *parts, _length(doc), digest, text))
         if rows:
             with write_transaction(self.conn):
                 self.conn.executemany(_UPSERT, rows)
                 self._clusters_now_stale()
-        report.added += added
-        report.updated += updated
-        report.unchanged += unchanged
+        report.added += prepared.added
+        report.updated += prepared.updated
+        report.unchanged += prepared.unchanged
         report.no_features.extend(empty[: max(0, KEPT_KEYS - len(report.no_features))])
         report.without_features += len(empty)
         report.batches += 1

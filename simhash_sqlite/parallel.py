@@ -12,7 +12,7 @@ import atexit
 import multiprocessing
 import os
 import signal
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor
 from functools import lru_cache
 
 from .fingerprint import simhash_many
@@ -45,11 +45,16 @@ def _ignore_interrupts() -> None:
 
 
 @lru_cache(maxsize=None)
-def _pool(size: int) -> ProcessPoolExecutor:
+def _pool(size: int) -> tuple[ProcessPoolExecutor, Future]:
+    """The pool, and a future that is done once a worker is ready (imports made, tables built)."""
     # spawn, not fork: the parent may hold open SQLite connections and threads.
     pool = ProcessPoolExecutor(size, mp_context=multiprocessing.get_context("spawn"), initializer=_ignore_interrupts)
     atexit.register(pool.shutdown, cancel_futures=True)
-    return pool
+    return pool, pool.submit(_warm_up)
+
+
+def _warm_up() -> None:
+    simhash_many(["warm up"], FingerprintSettings())
 
 
 def _fingerprint_chunk(texts: list[str], settings: FingerprintSettings) -> list[int | None]:
@@ -71,20 +76,60 @@ def _chunks(texts: list[str], parts: int) -> list[list[str]]:
     return out
 
 
-def fingerprint_texts(texts: list[str], settings: FingerprintSettings) -> list[int | None]:
-    """simhash_many(texts, settings), in order; in a process pool when that pays.
+class Fingerprints:
+    """simhash_many(texts, settings), started now (in a process pool when that pays), in order from
+    result(). Several may be under way at once: a caller can prepare the next batch meanwhile.
 
-    The calling process works too: it takes chunks from the back of the queue (cancelling them in
-    the pool before a worker starts them), so n cores need only n - 1 workers.
+    The calling process works too: result() takes chunks from the back of the queue (cancelling
+    them in the pool before a worker starts them), so n cores need only n - 1 workers.
     """
-    size = workers()
-    if size < 2 or len(texts) < 2 or sum(map(len, texts)) < PARALLEL_MIN_CHARS:
-        return _fingerprint_chunk(texts, settings)
-    chunks = _chunks(texts, size * 4)  # a few chunks per process evens out uneven texts
-    pool = _pool(size - 1)
-    futures = [pool.submit(_fingerprint_chunk, chunk, settings) for chunk in chunks]
-    local = {}
-    for i in range(len(chunks) - 1, -1, -1):
-        if futures[i].cancel():
-            local[i] = _fingerprint_chunk(chunks[i], settings)
-    return [fp for i, future in enumerate(futures) for fp in (local[i] if i in local else future.result())]
+
+    def __init__(self, texts: list[str], settings: FingerprintSettings, *, start_pool: bool = True) -> None:
+        """start_pool=False: use the pool if it is running, but do not start it for this batch
+        (add() passes it for its first batch: an add of one batch is done before a worker is ready)."""
+        self.settings = settings
+        self.local: dict[int, list[int | None]] = {}  # chunks computed in this process
+        size = workers()
+        if size < 2 or len(texts) < 2 or sum(map(len, texts)) < PARALLEL_MIN_CHARS:
+            self.chunks, self.futures = [texts], None  # small: computed by result(), in this process
+            return
+        if not start_pool and _pool.cache_info().currsize == 0:
+            self.chunks, self.futures = [texts], None
+            return
+        pool, ready = _pool(size - 1)
+        if not ready.done():
+            # A worker takes ~0.3 s to start (a new interpreter imports numpy and the CLI). Chunks
+            # queued before then could not all be taken back (the call queue holds them), and this
+            # process would wait for the start: this batch stays here; later ones go to the pool.
+            self.chunks, self.futures = [texts], None
+            return
+        self.chunks = _chunks(texts, size * 4)  # a few chunks per process evens out uneven texts
+        self.futures = [pool.submit(_fingerprint_chunk, chunk, settings) for chunk in self.chunks]
+
+    def result(self, meanwhile: Fingerprints | None = None) -> list[int | None]:
+        """The fingerprints in order. meanwhile: a batch started after this one; while the workers
+        finish their chunks of this one, this process takes chunks of that one instead of waiting."""
+        if self.futures is None:
+            return _fingerprint_chunk(self.chunks[0], self.settings)
+        while self._take_one():
+            pass
+        if meanwhile is not None:
+            while not all(f.done() for f in self.futures) and meanwhile._take_one():
+                pass
+        parts = (self.local[i] if i in self.local else future.result() for i, future in enumerate(self.futures))
+        return [fp for part in parts for fp in part]
+
+    def _take_one(self) -> bool:
+        """Compute the last chunk no worker has started, here; False when there is none."""
+        if self.futures is None:
+            return False
+        for i in range(len(self.chunks) - 1, -1, -1):
+            if i not in self.local and self.futures[i].cancel():
+                self.local[i] = _fingerprint_chunk(self.chunks[i], self.settings)
+                return True
+        return False
+
+
+def fingerprint_texts(texts: list[str], settings: FingerprintSettings) -> list[int | None]:
+    """simhash_many(texts, settings), in order; in a process pool when that pays."""
+    return Fingerprints(texts, settings).result()

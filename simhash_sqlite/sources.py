@@ -275,10 +275,11 @@ class Reader:
         if self._seen is None:
             self._seen = apsw.Connection("")  # a temporary file: memory does not grow with the ids
             self._seen.execute("CREATE TABLE seen (key TEXT PRIMARY KEY, place TEXT) WITHOUT ROWID")
-        first = self._seen.execute("SELECT place FROM seen WHERE key = ?", (key,)).get
-        if first is None:
-            self._seen.execute("INSERT INTO seen VALUES (?, ?)", (key, where))
+        # One statement per key in the usual case (a new key); the lookup only for a key met before.
+        self._seen.execute("INSERT INTO seen VALUES (?, ?) ON CONFLICT DO NOTHING", (key, where))
+        if self._seen.changes():
             return
+        first = self._seen.execute("SELECT place FROM seen WHERE key = ?", (key,)).get
         self.duplicate_count += 1
         if len(self.duplicates) < KEPT_SKIPS:
             self.duplicates.append(Duplicate(where, key, first))
