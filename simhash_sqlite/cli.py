@@ -32,6 +32,7 @@ from .confirm import (
     confirmed_near,
     confirmed_near_many,
     confirmed_pairs,
+    keeps,
 )
 from .errors import InvalidInput, SimhashError
 from .fingerprint import from_hex, simhash, to_hex, to_signed
@@ -249,7 +250,8 @@ def _print_add_summary(report: AddReport, reader: Reader, db: Path) -> None:
     if report.short and report.short * 2 >= report.added + report.updated:
         err.print(
             f"[yellow]warning[/] {report.short:,} of the texts are shorter than {SHORT_TEXT} characters: distances "
-            f"between short texts are noisier (use k <= {RECOMMENDED_K - 1}, or check pairs with simq explain)",
+            "between short texts are noisier; simq near and dupes check candidates by their exact Jaccard when the texts "
+            f"can be read (--store-text, or keep the files), and by distance alone use k <= {RECOMMENDED_K - 1}",
             highlight=False, soft_wrap=True,
         )
     out.print(
@@ -738,7 +740,13 @@ def _print_explanation(e: Explanation) -> None:
     summary.add_row("features", e.settings.describe())
     if e.distance is not None:
         verdict = "near-duplicates" if e.distance <= RECOMMENDED_K else "not near-duplicates"
-        summary.add_row(f"at the recommended k={RECOMMENDED_K}", verdict)
+        summary.add_row(f"by distance alone (k={RECOMMENDED_K})", verdict)
+        checked = keeps(e.distance, e.exact_jaccard)
+        how = "by exact Jaccard" if e.exact_jaccard is not None else f"no texts: by distance <= {RECOMMENDED_K}"
+        summary.add_row(
+            f"by simq dupes (k={CONFIRM_K}, J >= {DEFAULT_THRESHOLD:g})",
+            f"{'near-duplicates' if checked else 'not near-duplicates'} ({how})",
+        )
     out.print(summary)
     if e.shared or e.only_a or e.only_b:
         features = Table("shared", f"only in {e.a.name}", f"only in {e.b.name}", title="Heaviest features (weight x count)")

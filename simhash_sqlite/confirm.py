@@ -52,6 +52,14 @@ def fallback_k(k: int) -> int:
     return min(k, RECOMMENDED_K)
 
 
+def keeps(distance: int, jaccard: float | None, k: int = CONFIRM_K, threshold: float = DEFAULT_THRESHOLD) -> bool:
+    """The rule: a pair within k is a near-duplicate iff its exact Jaccard is >= threshold, or, when
+    the Jaccard is unknown (a text out of reach), iff it is within min(k, RECOMMENDED_K)."""
+    if distance > k:
+        return False
+    return distance <= fallback_k(k) if jaccard is None else jaccard >= threshold
+
+
 class ShingleCache:
     """Shingle sets of stored documents by key; the least recently used go past a byte budget.
     None (no reachable text) is cached too."""
@@ -102,12 +110,12 @@ class ConfirmReport:
         """(keep?, exact Jaccard or None when a text is missing), counted."""
         self.candidates += 1
         if a is None or b is None:
-            keep = distance <= self.fallback_k
+            keep = keeps(distance, None, self.k, self.threshold)
             self.unchecked += keep
             self.too_far += not keep
             return keep, None
         similarity = jaccard_of_sets(a, b)
-        keep = similarity >= self.threshold
+        keep = keeps(distance, similarity, self.k, self.threshold)
         self.checked += keep
         self.rejected += not keep
         return keep, similarity
