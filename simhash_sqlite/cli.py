@@ -355,7 +355,7 @@ def _print_check_summary(report: ConfirmReport, noun: str, *, to_stderr: bool) -
     missing = report.unchecked + report.too_far
     if missing:
         err.print(
-            f"[yellow]hint[/] {missing:,} candidates were judged by distance alone, a text being out of reach: "
+            f"[yellow]hint[/] {missing:,} candidate{'s were' if missing != 1 else ' was'} judged by distance alone, a text being out of reach: "
             "add with --store-text, or keep the indexed files unchanged at their paths"
             + ("; a --hash query has no text (search with the text, --file or --key)" if report.without_query_text else ""),
             highlight=False,
