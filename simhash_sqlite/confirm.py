@@ -32,6 +32,9 @@ DEFAULT_THRESHOLD = 0.8
 # Shingle sets kept between pairs (8 bytes per distinct shingle, about one per character). Pairs of a
 # dupes chunk are visited in order of their first document, so most reuse is between neighbours.
 CACHE_BYTES = 256 << 20
+# What an entry costs besides its array (key, dict slot, array header): so a cache of keys whose text is
+# out of reach (None) is bounded too.
+ENTRY_BYTES = 256
 
 
 def check_threshold(threshold: float) -> float:
@@ -61,8 +64,8 @@ def keeps(distance: int, jaccard: float | None, k: int = CONFIRM_K, threshold: f
 
 
 class ShingleCache:
-    """Shingle sets of stored documents by key; the least recently used go past a byte budget.
-    None (no reachable text) is cached too."""
+    """Shingle sets of stored documents by key; the least recently used go past a byte budget
+    (arrays plus ENTRY_BYTES each). None (no reachable text) is cached too."""
 
     def __init__(self, index: SimhashIndex, max_bytes: int = CACHE_BYTES) -> None:
         self.index, self.max_bytes = index, max_bytes
@@ -77,11 +80,15 @@ class ShingleCache:
         text = None if row is None else text_of(key, *row)
         shingles = None if text is None else shingle_set(text)
         self.entries[key] = shingles
-        self.bytes += 0 if shingles is None else shingles.nbytes
+        self.bytes += _cost(shingles)
         while self.bytes > self.max_bytes and len(self.entries) > 1:
             _, old = self.entries.popitem(last=False)
-            self.bytes -= 0 if old is None else old.nbytes
+            self.bytes -= _cost(old)
         return shingles
+
+
+def _cost(shingles: np.ndarray | None) -> int:
+    return ENTRY_BYTES + (0 if shingles is None else shingles.nbytes)
 
 
 @dataclass

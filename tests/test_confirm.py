@@ -2,7 +2,6 @@
 the real CLI, and a brute-force Jaccard over all pairs of a made corpus as the reference."""
 
 import json
-import math
 import random
 import string
 from itertools import combinations
@@ -12,7 +11,7 @@ from test_cli import assert_clean_error, simq
 from test_explain_calibrate import brute_jaccard
 
 from simhash_sqlite import Document, SimhashIndex, hamming
-from simhash_sqlite.confirm import ShingleCache, confirmed_clusters, confirmed_near, confirmed_pairs
+from simhash_sqlite.confirm import ENTRY_BYTES, ShingleCache, confirmed_clusters, confirmed_near, confirmed_pairs
 from simhash_sqlite.settings import CONFIRM_K, RECOMMENDED_K
 
 
@@ -245,4 +244,7 @@ def test_the_shingle_cache_stays_within_its_budget(stored):
             assert cache.bytes <= 20_000 or len(cache.entries) == 1
         assert 1 < len(cache.entries) < len(docs)
         assert cache("no such key") is None
-        assert math.isclose(cache.bytes, sum(v.nbytes for v in cache.entries.values() if v is not None))
+        assert cache.bytes == sum(ENTRY_BYTES + (0 if v is None else v.nbytes) for v in cache.entries.values())
+        for i in range(200):  # keys without a text are bounded too
+            assert cache(f"missing {i}") is None
+        assert cache.bytes <= 20_000 and len(cache.entries) <= 20_000 // ENTRY_BYTES
