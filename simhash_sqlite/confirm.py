@@ -102,7 +102,7 @@ class ConfirmReport:
     rejected: int = 0  # dropped: exact Jaccard < threshold
     unchecked: int = 0  # kept by distance <= fallback_k: a text was not reachable
     too_far: int = 0  # dropped: a text was not reachable and the distance > fallback_k
-    without_query_text: int = 0  # of the unchecked and too_far: the query had no text (a bare fingerprint)
+    without_query_text: int = 0  # of the unchecked and too_far: the query was a bare fingerprint (no text)
     check_seconds: float = 0.0  # reading texts, shingling, Jaccard
 
     @property
@@ -160,18 +160,19 @@ class CheckedSearch:
 
 
 def _check_search(
-    result: SearchResult, query: np.ndarray | None, shingles: ShingleCache, threshold: float, k: int, limit: int | None
+    result: SearchResult, query: Query, shingles: ShingleCache, threshold: float, k: int, limit: int | None
 ) -> CheckedSearch:
     report = ConfirmReport(k, threshold)
-    if query is None:
+    if query.text is None and query.key is None:
         report.without_query_text = len(result.matches)
+    mine = _query_shingles(query, shingles)  # the query's shingles; None: no text to compare
     started = time.perf_counter()
     kept = []
     for match in result.matches:
         if limit is not None and len(kept) >= limit:
             break
-        other = None if query is None else shingles(match.key)  # no query text: no need to read theirs
-        keep, similarity = report.judge(match.distance, query, other)
+        other = None if mine is None else shingles(match.key)  # no query text: no need to read theirs
+        keep, similarity = report.judge(match.distance, mine, other)
         if keep:
             kept.append(CheckedMatch(match.key, match.fingerprint, match.distance, similarity))
     report.check_seconds = time.perf_counter() - started
@@ -204,8 +205,7 @@ def confirmed_near(
     threshold = check_threshold(threshold)
     result = index.explain(text, fingerprint=fingerprint, key=key, k=k, plan=plan)
     shingles = ShingleCache(index)
-    query = _query_shingles(Query(text=text, fingerprint=fingerprint, key=key), shingles)
-    return _check_search(result, query, shingles, threshold, k, limit)
+    return _check_search(result, Query(text=text, fingerprint=fingerprint, key=key), shingles, threshold, k, limit)
 
 
 def confirmed_near_many(
@@ -224,7 +224,7 @@ def confirmed_near_many(
         if isinstance(answer, QueryError):
             yield query, answer
             continue
-        yield query, _check_search(answer, _query_shingles(query, shingles), shingles, threshold, k, limit)
+        yield query, _check_search(answer, query, shingles, threshold, k, limit)
 
 
 class ConfirmedPairs:

@@ -200,6 +200,7 @@ def test_jsonl_without_store_text_is_judged_by_distance(runner, stored, tmp_path
     assert "0 checked exactly" in confirmed.stderr and "--store-text" in confirmed.stderr
     near = simq(runner, "near", "--db", db, "--key", "f2", "--json")
     assert near.stdout == simq(runner, "near", "--db", db, "--key", "f2", "--json", "--no-confirm").stdout
+    assert "--store-text" in near.stderr and "--hash" not in near.stderr
     # A bare fingerprint has no text either, whatever the index stores.
     with SimhashIndex(db) as index:
         fp = index.get("f2").fingerprint
