@@ -249,3 +249,15 @@ def test_the_shingle_cache_stays_within_its_budget(stored):
         for i in range(200):  # keys without a text are bounded too
             assert cache(f"missing {i}") is None
         assert cache.bytes <= 20_000 and len(cache.entries) <= 20_000 // ENTRY_BYTES
+
+
+def test_explain_gives_the_checked_verdict(runner, stored):
+    db, docs, fps = stored
+    _, every = reference(docs, fps, CONFIRM_K)
+    below = next(tuple(sorted(p)) for p, (d, j) in every.items() if d <= CONFIRM_K and 0.7 <= j < 0.8)
+    above = next(tuple(sorted(p)) for p, (d, j) in every.items() if d <= CONFIRM_K and 0.8 <= j < 0.9)
+    for pair, verdict in ((below, "not near-duplicates (by exact Jaccard)"), (above, "near-duplicates (by exact Jaccard)")):
+        result = simq(runner, "explain", "--db", db, *pair)
+        assert result.exit_code == 0, result.output
+        row = next(line for line in result.stdout.splitlines() if "by simq dupes" in line)
+        assert verdict in row and ("not" in row) == verdict.startswith("not")
