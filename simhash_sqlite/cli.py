@@ -324,7 +324,7 @@ def near(
     if as_json:
         print(json.dumps([_match_json(m) for m in matches], ensure_ascii=False))
     elif not matches:
-        out.print(f"no documents within distance {k}" + (" passed the check" if report is not None else ""))
+        out.print(f"no documents within distance {k}" if report is None or not report.candidates else "no match passed the check")
     else:
         # Checked: the Jaccard takes the fingerprint's place (--json has both), so keys keep their width.
         last = "jaccard" if report is not None else "fingerprint"
@@ -344,7 +344,9 @@ def _jaccard_cell(jaccard: float | None) -> str:
 
 def _print_check_summary(report: ConfirmReport, noun: str, *, to_stderr: bool) -> None:
     """How many results were checked exactly and how many by distance only, and a hint when texts were
-    out of reach."""
+    out of reach. Nothing when there was no candidate."""
+    if not report.candidates:
+        return
     dropped = report.rejected + report.too_far
     line = (
         f"{report.kept:,} {noun}: {report.checked:,} checked exactly (Jaccard >= {report.threshold:g}), "
@@ -842,7 +844,7 @@ def _pair_json(pair: DuplicatePair) -> dict:
 
 def _dupes_table(shown: list[DuplicatePair], more: int, k: int, report: Optional[ConfirmReport]) -> None:
     if not shown:
-        out.print(f"no pairs within distance {k}" + (" passed the check" if report is not None else ""))
+        out.print(f"no pairs within distance {k}" if report is None or not report.candidates else "no pair passed the check")
     else:
         columns = ["first", "second", "distance", "similarity"] + (["jaccard"] if report is not None else [])
         table = Table(*columns)
