@@ -72,7 +72,8 @@ CandidateKOption = Annotated[
     Optional[int],
     typer.Option(
         "--k", "-k",
-        help=f"Largest Hamming distance of a candidate (0-64) \\[default: {CONFIRM_K} with --confirm, {RECOMMENDED_K} with --no-confirm].",
+        help=f"Largest Hamming distance of a candidate (0-64) "
+        f"\\[default: {CONFIRM_K} with --confirm, {RECOMMENDED_K} with --no-confirm].",
         show_default=False,
     ),
 ]
@@ -84,7 +85,9 @@ ConfirmOption = Annotated[
         f"unchanged files) reaches --jaccard; one without a reachable text is kept if within min(k, {RECOMMENDED_K}).",
     ),
 ]
-JaccardOption = Annotated[float, typer.Option("--jaccard", help="With --confirm: the least exact Jaccard kept (above 0, at most 1).")]
+JaccardOption = Annotated[
+    float, typer.Option("--jaccard", help="With --confirm: the least exact Jaccard kept (above 0, at most 1).")
+]
 
 
 def fail(message: str, code: int = 1) -> typer.Exit:
@@ -324,7 +327,8 @@ def near(
     if as_json:
         print(json.dumps([_match_json(m) for m in matches], ensure_ascii=False))
     elif not matches:
-        out.print(f"no documents within distance {k}" if report is None or not report.candidates else "no match passed the check")
+        none_checked = report is not None and report.candidates
+        out.print("no match passed the check" if none_checked else f"no documents within distance {k}")
     else:
         # Checked: the Jaccard takes the fingerprint's place (--json has both), so keys keep their width.
         last = "jaccard" if report is not None else "fingerprint"
@@ -357,8 +361,8 @@ def _print_check_summary(report: ConfirmReport, noun: str, *, to_stderr: bool) -
     missing = report.unchecked + report.too_far
     if missing:
         err.print(
-            f"[yellow]hint[/] {missing:,} candidate{'s were' if missing != 1 else ' was'} judged by distance alone, a text being out of reach: "
-            "add with --store-text, or keep the indexed files unchanged at their paths"
+            f"[yellow]hint[/] {missing:,} candidate{'s were' if missing != 1 else ' was'} judged by distance alone, "
+            "a text being out of reach: add with --store-text, or keep the indexed files unchanged at their paths"
             + ("; a --hash query has no text (search with the text, --file or --key)" if report.without_query_text else ""),
             highlight=False,
             soft_wrap=True,
@@ -821,7 +825,8 @@ def dupes(
                 writer.writerow(["first", "second", "distance", "similarity", "jaccard", "checked"])
                 for p in pairs:
                     j = _pair_json(p)
-                    writer.writerow((p.first, p.second, p.distance, f"{p.similarity:.4f}", "" if j["jaccard"] is None else f"{j['jaccard']:.4f}", str(j["checked"]).lower()))
+                    jaccard = "" if j["jaccard"] is None else f"{j['jaccard']:.4f}"
+                    writer.writerow((p.first, p.second, p.distance, f"{p.similarity:.4f}", jaccard, str(j["checked"]).lower()))
             else:
                 for p in pairs:
                     handle.write(json.dumps(_pair_json(p), ensure_ascii=False) + "\n")

@@ -234,7 +234,12 @@ class ConfirmedPairs:
     and the shingle cache (cache_bytes), whatever the number of pairs."""
 
     def __init__(
-        self, index: SimhashIndex, k: int = CONFIRM_K, threshold: float = DEFAULT_THRESHOLD, *, cache_bytes: int = CACHE_BYTES
+        self,
+        index: SimhashIndex,
+        k: int = CONFIRM_K,
+        threshold: float = DEFAULT_THRESHOLD,
+        *,
+        cache_bytes: int = CACHE_BYTES,
     ) -> None:
         self.index = index
         self.report = ConfirmReport(check_k(k), check_threshold(threshold))
@@ -287,7 +292,9 @@ def confirmed_clusters(
 ) -> tuple[ClusterReport, ConfirmReport]:
     """index.clusters(k) over the confirmed pairs only: chains of pairs that passed the check."""
     pairs = ConfirmedPairs(index, k, threshold)
-    report = cluster_index(index.conn, pairs.report.k, representative, pairs=pairs.id_pairs(), threshold=pairs.report.threshold)
+    report = cluster_index(
+        index.conn, pairs.report.k, representative, pairs=pairs.id_pairs(), threshold=pairs.report.threshold
+    )
     return report, pairs.report
 
 

@@ -1,6 +1,8 @@
 """Exact checking of near-duplicates (confirm.py, simq near/dupes/clusters --confirm): real index files,
 the real CLI, and a brute-force Jaccard over all pairs of a made corpus as the reference."""
 
+import csv
+import io
 import json
 import random
 import string
@@ -86,6 +88,9 @@ def test_confirmed_dupes_equal_brute_force_jaccard_at_the_boundary(runner, store
     assert set(_pairs(map(json.loads, rows))) == set(want7)
     table = simq(runner, "dupes", "--db", db)
     assert "jaccard" in table.stdout and "checked exactly" in table.stdout
+    rows = list(csv.DictReader(io.StringIO(simq(runner, "dupes", "--db", db, "--format", "csv").stdout)))
+    assert {frozenset((r["first"], r["second"])): float(r["jaccard"]) for r in rows} == pytest.approx(want, abs=1e-4)
+    assert {r["checked"] for r in rows} == {"true"}
 
 
 def test_confirmed_near_equals_brute_force(runner, stored):
