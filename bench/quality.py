@@ -12,6 +12,12 @@ reported too. For every feature choice, every pair within Hamming distance k is 
 over all pairs in numpy: the same pairs an exact `dupes` returns), for k = 0..16. Side by side: the
 `simhash` PyPI package (its default char 4-grams, and fed jieba/plain words) and datasketch MinHashLSH
 (128 permutations, threshold 0.8, character 5-shingles). Needs the `[bench]` extra.
+
+The real pipeline, measured in the same run: the texts are added with their texts stored to an index
+file in a temporary folder (SimhashIndex(store_text=True), as `simq add --store-text`), and the pairs
+`simq dupes` returns at its defaults (candidates within CONFIRM_K checked by exact Jaccard >= 0.8,
+confirm.confirmed_pairs) are scored, next to `simq dupes --no-confirm` (distance <= RECOMMENDED_K) and
+MinHashLSH; with the time of the plain pair search at CONFIRM_K and of the confirmed one (medians).
 """
 
 from __future__ import annotations
@@ -22,7 +28,9 @@ import json
 import math
 import random
 import re
+import statistics
 import sys
+import tempfile
 import time
 from collections import defaultdict
 from dataclasses import dataclass
@@ -32,8 +40,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from simhash_sqlite.confirm import confirmed_pairs  # noqa: E402
 from simhash_sqlite.features import _HAN_RUN, _jieba, ngram_hashes, normalize, word_hash, words  # noqa: E402
 from simhash_sqlite.fingerprint import simhash_of_features  # noqa: E402
+from simhash_sqlite.index import Document, SimhashIndex  # noqa: E402
 from simhash_sqlite.settings import CONFIRM_K, RECOMMENDED_K, FingerprintSettings  # noqa: E402
 from simhash_sqlite.shingles import fold_space, shingle_set  # noqa: E402
 
@@ -369,7 +379,62 @@ def balance(fps: np.ndarray) -> tuple[float, float, int, float]:
     return float(share.min()), float(share.max()), largest, pairs / uniform
 
 
-def run_language(corpus: Corpus, quick: bool, log) -> dict:
+def _pair_keys(pairs, n: int) -> np.ndarray:
+    """Pairs of keys str(i) as i * n + j (i < j), sorted."""
+    out = [min(int(p.first), int(p.second)) * n + max(int(p.first), int(p.second)) for p in pairs]
+    return np.array(sorted(out), dtype=np.int64)
+
+
+def _median_seconds(run, repeats: int) -> tuple[float, object]:
+    times, value = [], None
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        value = run()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times), value
+
+
+def pipeline(corpus: Corpus, truth: np.ndarray, pair_bucket, repeats: int, log, k: int = CONFIRM_K) -> dict:
+    """The product's own path: an index file with stored texts, `dupes` confirmed at the defaults
+    (candidates within k, exact Jaccard >= 0.8) and `dupes --no-confirm`, scored on the truth (overall and per length bucket), timed."""
+    n = corpus.n
+    with tempfile.TemporaryDirectory() as folder, SimhashIndex(Path(folder) / "bench.db", create=True, store_text=True) as index:
+        t0 = time.perf_counter()
+        index.add(Document(str(i), t) for i, t in enumerate(corpus.texts))
+        add_seconds = time.perf_counter() - t0
+        plain_seconds, plain = _median_seconds(lambda: list(index.dupes(k)), repeats)
+        distance_seconds, distance = _median_seconds(lambda: list(index.dupes(RECOMMENDED_K)), repeats)
+        reports = []
+
+        def confirmed():
+            checker = confirmed_pairs(index, k, THRESHOLD)
+            pairs = list(checker)
+            reports.append(checker.report)
+            return pairs
+
+        confirmed_seconds, kept = _median_seconds(confirmed, repeats)
+    report = reports[-1]
+    out = {"k": k, "add_seconds": add_seconds, "candidates": len(plain), "repeats": repeats,
+           "dupes_seconds": plain_seconds, "confirmed_seconds": confirmed_seconds,
+           "check_seconds": statistics.median(r.check_seconds for r in reports),
+           "checked": report.checked, "unchecked": report.unchecked, "rejected": report.rejected}
+    for name, pairs in (("confirmed", kept), ("distance", distance)):
+        found = _pair_keys(pairs, n)
+        hit = np.isin(found, truth)
+        fb, tb = pair_bucket(found), pair_bucket(truth)
+        out[name] = {
+            "found": int(len(found)),
+            "truth": prf(hit.sum(), len(found), len(truth)),
+            "buckets": {b: prf((hit & (fb >= lo) & (fb < hi)).sum(), ((fb >= lo) & (fb < hi)).sum(), ((tb >= lo) & (tb < hi)).sum())
+                        for b, lo, hi in BUCKETS},
+        }
+    p, r, f = out["confirmed"]["truth"]
+    log(f"[{corpus.lang}] {'pipeline: dupes (confirmed)':28s} k={k:2d} P={p:.3f} R={r:.3f} F1={f:.3f}  "
+        f"{report.checked} checked, {report.unchecked} unchecked; dupes {plain_seconds:.2f}s, confirmed {confirmed_seconds:.2f}s")
+    return out
+
+
+def run_language(corpus: Corpus, quick: bool, log, only_default: bool = False, repeats: int = 3, confirm_k: int = CONFIRM_K) -> dict:
     t0 = time.perf_counter()
     sets = [shingle_set(t) for t in corpus.texts]
     truth, truth_sim = truth_pairs(sets)
@@ -433,8 +498,12 @@ def run_language(corpus: Corpus, quick: bool, log) -> dict:
         k, (p, r, f) = curves.best()
         log(f"[{corpus.lang}] {name:28s} best k={k:2d} P={p:.3f} R={r:.3f} F1={f:.3f}  bits {lo:.2f}-{hi:.2f}  {seconds:.1f}s")
 
+    result["pipeline"] = pipeline(corpus, truth, pair_bucket, repeats, log, confirm_k)
+
     cache: dict[str, list[np.ndarray]] = {}
     for choice in choices(corpus.lang, quick):
+        if only_default and f"{choice.name} {choice.weights}" != DEFAULT_CHOICE:
+            continue
         t0 = time.perf_counter()
         if choice.units == "keywords":
             feats = keyword_features(corpus.texts)
@@ -446,14 +515,15 @@ def run_language(corpus: Corpus, quick: bool, log) -> dict:
         evaluate(f"{choice.name} {choice.weights}", fps, time.perf_counter() - t0)
 
     # The simhash package: its default (char 4-grams of \w characters), and fed words.
-    from simhash import Simhash
+    if not only_default:
+        from simhash import Simhash
 
-    t0 = time.perf_counter()
-    fps = np.array([Simhash(t).value for t in corpus.texts], dtype=np.uint64)
-    evaluate("pkg simhash default", fps, time.perf_counter() - t0)
-    t0 = time.perf_counter()
-    fps = np.array([Simhash(words(t) or [""]).value for t in corpus.texts], dtype=np.uint64)
-    evaluate("pkg simhash words", fps, time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        fps = np.array([Simhash(t).value for t in corpus.texts], dtype=np.uint64)
+        evaluate("pkg simhash default", fps, time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        fps = np.array([Simhash(words(t) or [""]).value for t in corpus.texts], dtype=np.uint64)
+        evaluate("pkg simhash words", fps, time.perf_counter() - t0)
 
     # datasketch MinHashLSH: candidate pairs as returned (no verification), like a user of it gets.
     t0 = time.perf_counter()
@@ -464,7 +534,7 @@ def run_language(corpus: Corpus, quick: bool, log) -> dict:
     pp, pr, pf = prf(ph.sum(), len(found), len(planted))
     fb, tb = pair_bucket(found), pair_bucket(truth)
     result["minhash"] = {
-        "truth": (p, r, f), "planted": (pp, pr, pf), "seconds": time.perf_counter() - t0,
+        "truth": (p, r, f), "found": int(len(found)), "planted": (pp, pr, pf), "seconds": time.perf_counter() - t0,
         "buckets": {name: prf((hit & (fb >= lo) & (fb < hi)).sum(), ((fb >= lo) & (fb < hi)).sum(), ((tb >= lo) & (tb < hi)).sum())
                     for name, lo, hi in BUCKETS},
         "kinds": {kind: _share(np.isin(kind_pairs[(kind_arr[copy_idx] == kind) & kind_truth], found)) for kind in KINDS},
@@ -505,6 +575,28 @@ def fmt(x: float) -> str:
     return f"{x:.3f}"
 
 
+def pipeline_report(results: dict) -> str:
+    """The measured pipeline: quality next to MinHashLSH and the distance alone, and the time of the check."""
+    out = ["### The real pipeline: an index with stored texts, `simq dupes` at its defaults\n",
+           "| lang | method | pairs found | P | R | F1 |", "|---|---|---|---|---|---|"]
+    for l, res in results.items():
+        pl, mh = res["pipeline"], res["minhash"]
+        rows = ((f"`simq dupes` (default: candidates within {pl['k']}, exact Jaccard >= {THRESHOLD})", pl["confirmed"]["found"], pl["confirmed"]["truth"]),
+                (f"`simq dupes --no-confirm` (distance <= {RECOMMENDED_K})", pl["distance"]["found"], pl["distance"]["truth"]),
+                ("datasketch MinHashLSH, 128 perm., threshold 0.8", mh.get("found", "-"), mh["truth"]))
+        for name, found, (p, r, f) in rows:
+            out.append(f"| {l} | {name} | {found} | {fmt(p)} | {fmt(r)} | {fmt(f)} |")
+    out.append(f"\n### Time of the check (median of {next(iter(results.values()))['pipeline']['repeats']} runs each)\n")
+    k = next(iter(results.values()))["pipeline"]["k"]
+    out.append(f"| lang | texts | candidates within {k} | checked, kept | rejected | unchecked | `dupes --no-confirm --k {k}` s | `dupes` (confirmed) s | ratio | of which reading texts + Jaccard s |")
+    out.append("|---|---|---|---|---|---|---|---|---|---|")
+    for l, res in results.items():
+        pl = res["pipeline"]
+        out.append(f"| {l} | {res['texts']} | {pl['candidates']} | {pl['checked']} | {pl['rejected']} | {pl['unchecked']} | "
+                   f"{pl['dupes_seconds']:.3f} | {pl['confirmed_seconds']:.3f} | {pl['confirmed_seconds'] / pl['dupes_seconds']:.1f}x | {pl['check_seconds']:.3f} |")
+    return "\n".join(out)
+
+
 def report(results: dict, default: str, k_default: int, k_confirm: int) -> str:
     out = []
     langs = list(results)
@@ -535,7 +627,7 @@ def report(results: dict, default: str, k_default: int, k_confirm: int) -> str:
     for l in langs:
         c = results[l]["choices"][default]
         out.append(f"\n### {l}: default `{default}` at every k (truth: Jaccard >= 0.8; planted labels)\n")
-        out.append("| k | P | R | F1 | planted P | planted R | planted F1 | F1 with exact check (P = 1) |")
+        out.append("| k | P | R | F1 | planted P | planted R | planted F1 | F1 if checked exactly (derived: 2R/(1+R), P taken as 1) |")
         out.append("|---|---|---|---|---|---|---|---|")
         for k in KS:
             r = c["truth"]["all"][k][1]
@@ -544,14 +636,14 @@ def report(results: dict, default: str, k_default: int, k_confirm: int) -> str:
         out.append(f"| MinHashLSH | " + " | ".join(fmt(x) for x in (*mh["truth"], *mh["planted"])) + " | - |")
 
         out.append(f"\n### {l}: by length bucket (shorter text of the pair), default at k={k_default} vs MinHashLSH\n")
-        out.append(f"| bucket | truth pairs | P | R | F1 | MinHash P | MinHash R | MinHash F1 | best k here | F1 at best k | F1 checked, k={k_confirm} |")
+        out.append(f"| bucket | truth pairs | P | R | F1 | MinHash P | MinHash R | MinHash F1 | best k here | F1 at best k | `simq dupes` (checked, k={k_confirm}) F1, measured |")
         out.append("|---|---|---|---|---|---|---|---|---|---|---|")
         for name, _, _ in BUCKETS:
             p, r, f = c["truth"][name][k_default]
             kb, (_, _, fb) = Curves(c["truth"]).best(name)
             mp, mr, mf = mh["buckets"][name]
-            rc = c["truth"][name][k_confirm][1]
-            out.append(f"| {name} | {results[l]['bucket_truth_pairs'][name]} | {fmt(p)} | {fmt(r)} | {fmt(f)} | {fmt(mp)} | {fmt(mr)} | {fmt(mf)} | {kb} | {fmt(fb)} | {fmt(2 * rc / (1 + rc))} |")
+            fc = results[l]["pipeline"]["confirmed"]["buckets"][name][2]
+            out.append(f"| {name} | {results[l]['bucket_truth_pairs'][name]} | {fmt(p)} | {fmt(r)} | {fmt(f)} | {fmt(mp)} | {fmt(mr)} | {fmt(mf)} | {kb} | {fmt(fb)} | {fmt(fc)} |")
 
         out.append(f"\n### {l}: by perturbation kind, default at k={k_default} (pairs original-copy)\n")
         out.append("| kind | share with Jaccard >= 0.8 | recall of those (truth) | share of all copies found | MinHash recall (truth) |")
@@ -592,9 +684,8 @@ def summary(results: dict, k_default: int, k_confirm: int) -> str:
     out.append("| datasketch MinHashLSH, 128 perm., threshold 0.8 | " + " | ".join(cells) + " |")
     cells = []
     for l in langs:
-        r = results[l]["choices"][f"chars 5 binary"]["truth"]["all"][k_confirm][1]
-        cells += [f"{k_confirm}, {2 * r / (1 + r):.3f}", "-", "-"]
-    out.append(f"| default, candidates at k={k_confirm} checked by exact Jaccard | " + " | ".join(cells) + " |")
+        cells += [f"{k_confirm}, {results[l]['pipeline']['confirmed']['truth'][2]:.3f}", "-", "-"]
+    out.append(f"| default, `simq dupes`: candidates at k={k_confirm} checked by exact Jaccard (measured) | " + " | ".join(cells) + " |")
     return "\n".join(out)
 
 
@@ -656,6 +747,8 @@ def main() -> None:
     parser.add_argument("--k", type=int, default=RECOMMENDED_K, help="report at this k [default: %(default)s]")
     parser.add_argument("--confirm-k", type=int, default=CONFIRM_K, help="k for candidates checked exactly [default: %(default)s]")
     parser.add_argument("--json", help="also write every number to this file")
+    parser.add_argument("--only-default", action="store_true", help="only the default choice, the pipeline and MinHashLSH")
+    parser.add_argument("--repeats", type=int, default=3, help="timed runs of each pipeline step (median) [default: %(default)s]")
     parser.add_argument("--balance", action="store_true", help="only the bit balance on every section of the corpora")
     args = parser.parse_args()
     paths = args.jsonl or sorted(glob.glob("/work/shared/corpus/*.jsonl"))
@@ -669,7 +762,8 @@ def main() -> None:
     log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
     lengths = tuple(int(x) for x in args.lengths.split(","))
     originals = load_originals(paths, args.originals, rng, lengths)
-    results = {lang: run_language(build_corpus(lang, texts, args.seed), args.quick, log) for lang, texts in originals.items()}
+    results = {lang: run_language(build_corpus(lang, texts, args.seed), args.quick, log, args.only_default, args.repeats, args.confirm_k)
+               for lang, texts in originals.items()}
     best, best_k, score = choose_default(results)
     name, k = args.default, args.k
     print(f"## Fingerprint quality ({', '.join(paths)}; {args.originals} originals per language of "
@@ -677,6 +771,7 @@ def main() -> None:
     print(f"Best single choice for all languages by the lower F1: `{best}` at k={best_k} (F1 >= {score:.3f}). "
           f"Reported in detail: `{name}` at k={k}, and candidates at k={args.confirm_k} checked exactly.\n")
     print(summary(results, k, args.confirm_k) + "\n")
+    print(pipeline_report(results) + "\n")
     print(report(results, name, k, args.confirm_k))
     if args.json:
         Path(args.json).write_text(json.dumps(results, default=float))

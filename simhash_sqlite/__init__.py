@@ -14,6 +14,17 @@ from .errors import (  # noqa: E402
 from .fingerprint import blocks, from_hex, hamming, simhash, to_hex, to_signed, to_unsigned  # noqa: E402
 from .index import AddReport, Document, Match, Query, QueryError, SimhashIndex, StoredDocument  # noqa: E402
 from .clusters import Cluster, ClusterReport  # noqa: E402
+from .confirm import (  # noqa: E402
+    CheckedMatch,
+    CheckedPair,
+    CheckedSearch,
+    ConfirmedPairs,
+    ConfirmReport,
+    confirmed_clusters,
+    confirmed_near,
+    confirmed_near_many,
+    confirmed_pairs,
+)
 from .corpus import DuplicatePair  # noqa: E402
 from .dedup import Decision, DedupReport, Deduplicator, dedup  # noqa: E402
 from .search import Plan, SearchResult  # noqa: E402
@@ -21,6 +32,11 @@ from .settings import FingerprintSettings  # noqa: E402
 
 __all__ = [
     "AddReport",
+    "CheckedMatch",
+    "CheckedPair",
+    "CheckedSearch",
+    "ConfirmReport",
+    "ConfirmedPairs",
     "Cluster",
     "ClusterReport",
     "Decision",
@@ -44,6 +60,10 @@ __all__ = [
     "SimhashIndex",
     "StoredDocument",
     "blocks",
+    "confirmed_clusters",
+    "confirmed_near",
+    "confirmed_near_many",
+    "confirmed_pairs",
     "dedup",
     "from_hex",
     "hamming",

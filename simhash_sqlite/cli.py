@@ -23,6 +23,17 @@ from rich.progress import BarColumn, Progress, SpinnerColumn, TaskProgressColumn
 from rich.table import Table
 
 from .checks import CheckReport, check_index, report_json
+from .confirm import (
+    DEFAULT_THRESHOLD,
+    ConfirmReport,
+    candidate_k,
+    check_threshold,
+    confirmed_clusters,
+    confirmed_near,
+    confirmed_near_many,
+    confirmed_pairs,
+    keeps,
+)
 from .errors import InvalidInput, SimhashError
 from .fingerprint import from_hex, simhash, to_hex, to_signed
 from .clusters import REPRESENTATIVE_RULES, Cluster
@@ -57,6 +68,26 @@ DbOption = Annotated[
 ]
 KOption = Annotated[int, typer.Option("--k", "-k", help="Largest Hamming distance to report (0-64).")]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+CandidateKOption = Annotated[
+    Optional[int],
+    typer.Option(
+        "--k", "-k",
+        help=f"Largest Hamming distance of a candidate (0-64) "
+        f"\\[default: {CONFIRM_K} with --confirm, {RECOMMENDED_K} with --no-confirm].",
+        show_default=False,
+    ),
+]
+ConfirmOption = Annotated[
+    bool,
+    typer.Option(
+        "--confirm/--no-confirm",
+        help="Keep a candidate only if the exact 5-shingle Jaccard of the texts (stored with --store-text, or the "
+        f"unchanged files) reaches --jaccard; one without a reachable text is kept if within min(k, {RECOMMENDED_K}).",
+    ),
+]
+JaccardOption = Annotated[
+    float, typer.Option("--jaccard", help="With --confirm: the least exact Jaccard kept (above 0, at most 1).")
+]
 
 
 def fail(message: str, code: int = 1) -> typer.Exit:
@@ -222,7 +253,8 @@ def _print_add_summary(report: AddReport, reader: Reader, db: Path) -> None:
     if report.short and report.short * 2 >= report.added + report.updated:
         err.print(
             f"[yellow]warning[/] {report.short:,} of the texts are shorter than {SHORT_TEXT} characters: distances "
-            f"between short texts are noisier (use k <= {RECOMMENDED_K - 1}, or check pairs with simq explain)",
+            "between short texts are noisier; simq near and dupes check candidates by their exact Jaccard when the texts "
+            f"can be read (--store-text, or keep the files), and by distance alone use k <= {RECOMMENDED_K - 1}",
             highlight=False, soft_wrap=True,
         )
     out.print(
@@ -239,7 +271,7 @@ def _print_add_summary(report: AddReport, reader: Reader, db: Path) -> None:
 def near(
     text: Annotated[Optional[str], typer.Argument(help="The text to search for.", show_default=False)] = None,
     db: DbOption = Path(DEFAULT_DB),
-    k: KOption = 3,
+    k: CandidateKOption = None,
     file: Annotated[Optional[Path], typer.Option("--file", "-f", help="Search for this file's text.")] = None,
     key: Annotated[Optional[str], typer.Option(help="Search for a stored document's neighbours.")] = None,
     hash_: Annotated[Optional[str], typer.Option("--hash", help="Search for a 16-hex-digit fingerprint.")] = None,
@@ -261,51 +293,109 @@ def near(
     explain: Annotated[
         bool, typer.Option("--explain", help="Show the plan, the candidates checked, and the SQL.")
     ] = False,
+    confirm: ConfirmOption = True,
+    jaccard: JaccardOption = DEFAULT_THRESHOLD,
 ) -> None:
-    """Documents within distance k of a text, a file, a stored key or a fingerprint, closest first."""
+    """Near-duplicates of a text, a file, a stored key or a fingerprint, closest first: candidates
+    within k, checked by the exact Jaccard of the texts where they can be read."""
+    threshold = check_threshold(jaccard) if confirm else None
+    k = candidate_k(k, confirm)
     if batch is not None:
         if any(x is not None for x in (text, file, key, hash_)):
             raise InvalidInput("--batch reads its queries from the file; give no text, --file, --key or --hash")
-        _near_batch(db, batch, batch_format, k, limit, plan, explain)
+        _near_batch(db, batch, batch_format, k, limit, plan, explain, threshold)
         return
     if file is not None:
         text = _read_text(file)
     fingerprint = from_hex(hash_) if hash_ is not None else None
+    report = None
     with SimhashIndex(db) as index:
-        result = index.explain(text, fingerprint=fingerprint, key=key, k=k, limit=limit, plan=plan)
+        if threshold is not None:
+            checked = confirmed_near(
+                index, text, fingerprint=fingerprint, key=key, k=k, threshold=threshold, limit=limit, plan=plan
+            )
+            result, matches, report = checked.search, checked.matches, checked.report
+        else:
+            result = index.explain(text, fingerprint=fingerprint, key=key, k=k, limit=limit, plan=plan)
+            matches = result.matches
         if explain:
             err.print(f"plan: {result.plan.describe()}", highlight=False)
             err.print(f"candidates checked: {result.candidates:,}", highlight=False)
             err.print(executed_sql(result.plan), highlight=False, markup=False, soft_wrap=True)
             err.print("-- the same answer in one statement (near_sql()):", highlight=False, markup=False)
             err.print(near_sql(result.plan), highlight=False, markup=False, soft_wrap=True)
-    matches = result.matches
     if as_json:
         print(json.dumps([_match_json(m) for m in matches], ensure_ascii=False))
+    elif not matches:
+        none_checked = report is not None and report.candidates
+        out.print("no match passed the check" if none_checked else f"no documents within distance {k}")
+    else:
+        # Checked: the Jaccard takes the fingerprint's place (--json has both), so keys keep their width.
+        last = "jaccard" if report is not None else "fingerprint"
+        table = Table("key", "distance", "similarity", last)
+        table.columns[0].overflow = "fold"
+        for match in matches:
+            cell = _jaccard_cell(match.jaccard) if report is not None else to_hex(match.fingerprint)
+            table.add_row(match.key, str(match.distance), f"{match.similarity:.3f}", cell)
+        out.print(table)
+    if report is not None:
+        _print_check_summary(report, "matches", to_stderr=as_json)
+
+
+def _jaccard_cell(jaccard: float | None) -> str:
+    return "-" if jaccard is None else f"{jaccard:.3f}"
+
+
+def _print_check_summary(report: ConfirmReport, noun: str, *, to_stderr: bool) -> None:
+    """How many results were checked exactly and how many by distance only, and a hint when texts were
+    out of reach. Nothing when there was no candidate."""
+    if not report.candidates:
         return
-    if not matches:
-        out.print(f"no documents within distance {k}")
-        return
-    table = Table("key", "distance", "similarity", "fingerprint")
-    table.columns[0].overflow = "fold"
-    for match in matches:
-        table.add_row(match.key, str(match.distance), f"{match.similarity:.3f}", to_hex(match.fingerprint))
-    out.print(table)
+    dropped = report.rejected + report.too_far
+    line = (
+        f"{report.kept:,} {noun}: {report.checked:,} checked exactly (Jaccard >= {report.threshold:g}), "
+        f"{report.unchecked:,} by distance only (<= {report.fallback_k}); "
+        f"{dropped:,} of {report.candidates:,} candidates within distance {report.k} dropped"
+    )
+    (err if to_stderr else out).print(line, highlight=False, soft_wrap=True)
+    missing = report.unchecked + report.too_far
+    if missing:
+        err.print(
+            f"[yellow]hint[/] {missing:,} candidate{'s were' if missing != 1 else ' was'} judged by distance alone, "
+            "a text being out of reach: add with --store-text, or keep the indexed files unchanged at their paths"
+            + ("; a --hash query has no text (search with the text, --file or --key)" if report.without_query_text else ""),
+            highlight=False,
+            soft_wrap=True,
+        )
 
 
 def _near_batch(
-    db: Path, source: str, fmt: Optional[str], k: int, limit: Optional[int], plan: Optional[str], explain: bool
+    db: Path,
+    source: str,
+    fmt: Optional[str],
+    k: int,
+    limit: Optional[int],
+    plan: Optional[str],
+    explain: bool,
+    threshold: Optional[float],
 ) -> None:
-    """JSONL answers on stdout, one per query line, in order; bad lines answer with "error"."""
+    """JSONL answers on stdout, one per query line, in order; bad lines answer with "error".
+    threshold: check the matches exactly (None: by distance alone)."""
     fmt = fmt or guess_format(source)
     stream = sys.stdin if source == "-" else open(source, encoding="utf-8")  # noqa: SIM115
     failed = answered = 0
     plans: dict[str, int] = {}
     candidates = 0
+    total = ConfirmReport(k, threshold or DEFAULT_THRESHOLD)
     write = sys.stdout.write
     try:
         with SimhashIndex(db) as index:
-            for query, answer in index.near_many(parse_queries(stream, fmt), k=k, limit=limit, plan=plan):
+            queries = parse_queries(stream, fmt)
+            if threshold is None:
+                answers = index.near_many(queries, k=k, limit=limit, plan=plan)
+            else:
+                answers = confirmed_near_many(index, queries, k=k, threshold=threshold, limit=limit, plan=plan)
+            for query, answer in answers:
                 answered += 1
                 line: dict = {"id": query.id}
                 if isinstance(answer, QueryError):
@@ -314,8 +404,12 @@ def _near_batch(
                     if failed <= SHOWN_SKIPS:
                         err.print(f"[yellow]skipped[/] {answer.message}", highlight=False, soft_wrap=True)
                 else:
+                    matches = answer.matches
+                    if threshold is not None:
+                        _add_counts(total, answer.report)
+                        answer = answer.search
                     line["fingerprint"] = to_hex(answer.fingerprint)
-                    line["matches"] = [_match_json(m) for m in answer.matches]
+                    line["matches"] = [_match_json(m) for m in matches]
                     if explain:
                         line["plan"], line["candidates"] = answer.plan.kind, answer.candidates
                         plans[answer.plan.kind] = plans.get(answer.plan.kind, 0) + 1
@@ -327,15 +421,26 @@ def _near_batch(
     if explain:
         used = ", ".join(f"{kind} {count:,}" for kind, count in sorted(plans.items())) or "none"
         err.print(f"{answered:,} queries; plans: {used}; candidates checked: {candidates:,}", highlight=False)
+    if threshold is not None:
+        _print_check_summary(total, f"matches of {answered - failed:,} queries", to_stderr=True)
     if failed:
         raise fail(f"{failed:,} of {answered:,} queries could not be searched (see their \"error\" lines)")
 
 
+def _add_counts(total: ConfirmReport, part: ConfirmReport) -> None:
+    for name in ("candidates", "checked", "rejected", "unchecked", "too_far", "without_query_text", "check_seconds"):
+        setattr(total, name, getattr(total, name) + getattr(part, name))
+
+
 def _match_json(match: Match) -> dict:
+    """A match as JSON; "jaccard" is the exact check's (null: not checked, judged by distance)."""
+    jaccard = getattr(match, "jaccard", None)
     return {
         "key": match.key,
         "distance": match.distance,
         "similarity": round(match.similarity, 4),
+        "jaccard": None if jaccard is None else round(jaccard, 4),
+        "checked": jaccard is not None,
         "fingerprint": to_hex(match.fingerprint),
     }
 
@@ -646,7 +751,13 @@ def _print_explanation(e: Explanation) -> None:
     summary.add_row("features", e.settings.describe())
     if e.distance is not None:
         verdict = "near-duplicates" if e.distance <= RECOMMENDED_K else "not near-duplicates"
-        summary.add_row(f"at the recommended k={RECOMMENDED_K}", verdict)
+        summary.add_row(f"by distance alone (k={RECOMMENDED_K})", verdict)
+        checked = keeps(e.distance, e.exact_jaccard)
+        how = "by exact Jaccard" if e.exact_jaccard is not None else f"no texts: by distance <= {RECOMMENDED_K}"
+        summary.add_row(
+            f"by simq dupes (k={CONFIRM_K}, J >= {DEFAULT_THRESHOLD:g})",
+            f"{'near-duplicates' if checked else 'not near-duplicates'} ({how})",
+        )
     out.print(summary)
     if e.shared or e.only_a or e.only_b:
         features = Table("shared", f"only in {e.a.name}", f"only in {e.b.name}", title="Heaviest features (weight x count)")
@@ -693,65 +804,97 @@ def _open_output(path: Optional[Path]):
 @friendly_errors
 def dupes(
     db: DbOption = Path(DEFAULT_DB),
-    k: KOption = 3,
+    k: CandidateKOption = None,
     format_: FormatOption = "table",
     output: OutOption = None,
+    confirm: ConfirmOption = True,
+    jaccard: JaccardOption = DEFAULT_THRESHOLD,
 ) -> None:
-    """Every pair of indexed documents within distance k, each once (identical ones at distance 0)."""
+    """Every pair of near-duplicate documents, each once: pairs within distance k, checked by the exact
+    Jaccard of their texts where they can be read."""
     _check_format(format_)
+    threshold = check_threshold(jaccard) if confirm else None
+    k = candidate_k(k, confirm)
     with SimhashIndex(db) as index:
-        pairs = index.dupes(k)
+        checker = confirmed_pairs(index, k, threshold) if threshold is not None else None
+        pairs = iter(checker) if checker is not None else index.dupes(k)
+        report = None if checker is None else checker.report
         if format_ == "table":
             shown = list(itertools.islice(pairs, SHOWN_ROWS))
             more = sum(1 for _ in pairs)
-            _dupes_table(shown, more, k)
+            _dupes_table(shown, more, k, report)
             return
         with _open_output(output) as handle:
             if format_ == "csv":
                 writer = csv.writer(handle)
-                writer.writerow(["first", "second", "distance", "similarity"])
-                writer.writerows((p.first, p.second, p.distance, f"{p.similarity:.4f}") for p in pairs)
+                writer.writerow(["first", "second", "distance", "similarity", "jaccard", "checked"])
+                for p in pairs:
+                    j = _pair_json(p)
+                    jaccard = "" if j["jaccard"] is None else f"{j['jaccard']:.4f}"
+                    writer.writerow((p.first, p.second, p.distance, f"{p.similarity:.4f}", jaccard, str(j["checked"]).lower()))
             else:
                 for p in pairs:
                     handle.write(json.dumps(_pair_json(p), ensure_ascii=False) + "\n")
+    if report is not None:
+        _print_check_summary(report, "pairs", to_stderr=True)
 
 
 def _pair_json(pair: DuplicatePair) -> dict:
-    return {"first": pair.first, "second": pair.second, "distance": pair.distance, "similarity": round(pair.similarity, 4)}
+    """A pair as JSON; "jaccard" is the exact check's (null: not checked, judged by distance)."""
+    jaccard = getattr(pair, "jaccard", None)
+    return {
+        "first": pair.first,
+        "second": pair.second,
+        "distance": pair.distance,
+        "similarity": round(pair.similarity, 4),
+        "jaccard": None if jaccard is None else round(jaccard, 4),
+        "checked": jaccard is not None,
+    }
 
 
-def _dupes_table(shown: list[DuplicatePair], more: int, k: int) -> None:
+def _dupes_table(shown: list[DuplicatePair], more: int, k: int, report: Optional[ConfirmReport]) -> None:
     if not shown:
-        out.print(f"no pairs within distance {k}")
-        return
-    table = Table("first", "second", "distance", "similarity")
-    table.columns[0].overflow = table.columns[1].overflow = "fold"
-    for p in sorted(shown, key=lambda p: (p.distance, p.first, p.second)):
-        table.add_row(p.first, p.second, str(p.distance), f"{p.similarity:.3f}")
-    out.print(table)
-    out.print(
-        f"{len(shown) + more:,} pairs within distance {k}"
-        + (f" ({more:,} not shown: use --format jsonl or csv)" if more else ""),
-        highlight=False,
-    )
+        out.print(f"no pairs within distance {k}" if report is None or not report.candidates else "no pair passed the check")
+    else:
+        columns = ["first", "second", "distance", "similarity"] + (["jaccard"] if report is not None else [])
+        table = Table(*columns)
+        table.columns[0].overflow = table.columns[1].overflow = "fold"
+        for p in sorted(shown, key=lambda p: (p.distance, p.first, p.second)):
+            cells = [p.first, p.second, str(p.distance), f"{p.similarity:.3f}"]
+            table.add_row(*cells, *([_jaccard_cell(p.jaccard)] if report is not None else []))
+        out.print(table)
+        if more:
+            out.print(f"{more:,} more pairs not shown: use --format jsonl or csv", highlight=False)
+    if report is not None:
+        _print_check_summary(report, "pairs", to_stderr=False)
+    elif shown:
+        out.print(f"{len(shown) + more:,} pairs within distance {k}", highlight=False)
 
 
 @app.command()
 @friendly_errors
 def clusters(
     db: DbOption = Path(DEFAULT_DB),
-    k: KOption = 3,
+    k: CandidateKOption = None,
     representative: Annotated[
         str, typer.Option(help=f"Which member represents a cluster: {', '.join(REPRESENTATIVE_RULES)}.")
     ] = "first",
     format_: FormatOption = "table",
     output: OutOption = None,
     min_size: Annotated[int, typer.Option(help="Show/export clusters of at least this many documents.")] = 2,
+    confirm: ConfirmOption = True,
+    jaccard: JaccardOption = DEFAULT_THRESHOLD,
 ) -> None:
-    """Cluster documents (chains of pairs within k), write the clusters table, show or export them."""
+    """Cluster documents (chains of the pairs simq dupes finds), write the clusters table, show or export them."""
     _check_format(format_)
+    threshold = check_threshold(jaccard) if confirm else None
+    k = candidate_k(k, confirm)
+    checks = None
     with SimhashIndex(db) as index:
-        report = index.clusters(k, representative=representative)
+        if threshold is not None:
+            report, checks = confirmed_clusters(index, k, threshold, representative=representative)
+        else:
+            report = index.clusters(k, representative=representative)
         found = index.cluster_list(min_size=min_size)
         if format_ == "table":
             biggest = heapq.nlargest(SHOWN_ROWS, found, key=lambda c: (c.size, -c.cluster))
@@ -766,6 +909,8 @@ def clusters(
         highlight=False,
         soft_wrap=True,
     )
+    if checks is not None:
+        _print_check_summary(checks, "pairs joined clusters", to_stderr=True)
 
 
 def _clusters_table(biggest: list[Cluster]) -> None:

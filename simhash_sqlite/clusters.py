@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 import apsw
@@ -100,8 +100,45 @@ def _representatives(ids: np.ndarray, labels: np.ndarray, lengths: np.ndarray, r
     return out
 
 
-def cluster_index(conn: apsw.Connection, k: int, representative: str = "first") -> ClusterReport:
-    """Cluster every indexed document and rewrite the clusters table (one transaction)."""
+def pair_components(ids: np.ndarray, pairs: Iterable[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
+    """For each of the ids (ascending), the lowest id of its connected component under the given
+    pairs of ids (chunks of (first ids, second ids))."""
+    parent = np.arange(len(ids), dtype=np.int64)
+    pending, count = [], 0
+    for first, second in pairs:
+        a, b = _positions(ids, first), _positions(ids, second)
+        known = (a >= 0) & (b >= 0)  # ids removed by another process since `ids` was read are ignored
+        pending.append((a[known], b[known]))
+        count += len(first)
+        if count >= UNION_BATCH:
+            _union(parent, np.concatenate([a for a, _ in pending]), np.concatenate([b for _, b in pending]))
+            pending, count = [], 0
+    if pending:
+        _union(parent, np.concatenate([a for a, _ in pending]), np.concatenate([b for _, b in pending]))
+    _compress(parent)
+    return ids[parent]
+
+
+def _positions(ids: np.ndarray, wanted: np.ndarray) -> np.ndarray:
+    """Where each wanted id is in the sorted ids, -1 when absent."""
+    if len(ids) == 0:
+        return np.full(len(wanted), -1, dtype=np.int64)
+    at = np.minimum(np.searchsorted(ids, wanted), len(ids) - 1)
+    return np.where(ids[at] == wanted, at, -1)
+
+
+def cluster_index(
+    conn: apsw.Connection,
+    k: int,
+    representative: str = "first",
+    *,
+    pairs: Iterable[tuple[np.ndarray, np.ndarray]] | None = None,
+    threshold: float | None = None,
+) -> ClusterReport:
+    """Cluster every indexed document and rewrite the clusters table (one transaction).
+
+    pairs: the edges as chunks of (first ids, second ids), e.g. pairs within k that passed an exact
+    check (confirm.py; `threshold` is then recorded with k); None: every pair within k."""
     k = check_k(k)
     if representative not in REPRESENTATIVE_RULES:
         raise InvalidInput(f"representative must be one of {', '.join(REPRESENTATIVE_RULES)}, not {representative!r}")
@@ -110,8 +147,11 @@ def cluster_index(conn: apsw.Connection, k: int, representative: str = "first") 
         stored = load_fingerprints(conn)
     ids = np.array([r[0] for r in rows], dtype=np.int64)
     lengths = np.array([r[1] for r in rows], dtype=np.int64)
-    labels = ids.copy()  # documents without features are clusters of one
-    labels[np.searchsorted(ids, stored.ids)] = stored.ids[components(stored.values, k)]
+    if pairs is None:
+        labels = ids.copy()  # documents without features are clusters of one
+        labels[np.searchsorted(ids, stored.ids)] = stored.ids[components(stored.values, k)]
+    else:
+        labels = pair_components(ids, pairs)
     slots = np.searchsorted(ids, labels)
     sizes = np.bincount(slots, minlength=len(ids))[slots]
     reps = _representatives(ids, labels, lengths, representative)
@@ -123,7 +163,7 @@ def cluster_index(conn: apsw.Connection, k: int, representative: str = "first") 
                 "INSERT INTO clusters (id, cluster, size, representative) VALUES (?, ?, ?, ?)",
                 zip(*(c[lo : lo + INSERT_BATCH].tolist() for c in columns)),
             )
-        info = {"k": k, "representative": representative, "documents": len(ids), "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+        info = {"k": k, "jaccard": threshold, "representative": representative, "documents": len(ids), "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
         conn.execute(
             "INSERT INTO simhash_meta (key, value) VALUES ('clusters', ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
             (json.dumps(info),),

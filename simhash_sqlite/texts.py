@@ -13,7 +13,12 @@ def stored_text(index: SimhashIndex, key: str) -> str | None:
     row = index.conn.execute("SELECT text, content_hash FROM documents WHERE key = ?", (key,)).get
     if row is None:
         return None
-    text, digest = row
+    return text_of(key, *row)
+
+
+def text_of(key: str, text: str | None, digest: bytes | None) -> str | None:
+    """A document's text from its row: the stored copy, else the file at `key` if its content hash
+    is still `digest` (a file edited, moved or gone since the add gives None)."""
     if text is not None:
         return text
     if digest is None or not os.path.isfile(key):

@@ -90,7 +90,8 @@ def test_simhash_near_equals_simq_near(runner, tmp_path):
     db = tmp_path / "e.db"
     assert simq(runner, "add", "--db", db, EXAMPLES).exit_code == 0
     text = (EXAMPLES / "sqlite_intro.txt").read_text(encoding="utf-8")
-    near = json.loads(simq(runner, "near", "--db", db, text, "--k", "10", "--json").stdout)
+    near = json.loads(simq(runner, "near", "--db", db, text, "--k", "10", "--json", "--no-confirm").stdout)
+    assert all(m.pop("jaccard") is None and m.pop("checked") is False for m in near)
     result = simq(
         runner, "sql", "--db", db, "--format", "json", "-p", f"q={text}", "-p", "k=10",
         "SELECT key, distance, similarity, simhash_hex(fingerprint) AS fingerprint FROM simhash_near(:q, :k)",

@@ -1,0 +1,268 @@
+"""Exact checking of near-duplicates (confirm.py, simq near/dupes/clusters --confirm): real index files,
+the real CLI, and a brute-force Jaccard over all pairs of a made corpus as the reference."""
+
+import csv
+import io
+import json
+import random
+import string
+from itertools import combinations
+
+import pytest
+from test_cli import assert_clean_error, simq
+from test_explain_calibrate import brute_jaccard
+
+from simhash_sqlite import Document, SimhashIndex, hamming
+from simhash_sqlite.confirm import ENTRY_BYTES, ShingleCache, confirmed_clusters, confirmed_near, confirmed_pairs
+from simhash_sqlite.settings import CONFIRM_K, RECOMMENDED_K
+
+
+def made_corpus(seed: int = 11) -> dict[str, str]:
+    """Families of a random text with prefixes of 95% ... 75% of it (Jaccard close to the share, so
+    pairs fall just above and just below 0.8) and copies with a few words replaced."""
+    rng = random.Random(seed)
+    vocab = ["".join(rng.choices(string.ascii_lowercase, k=rng.randint(2, 8))) for _ in range(400)]
+    docs = {}
+    for f in range(6):
+        base = " ".join(rng.choice(vocab) for _ in range(90))
+        docs[f"f{f}"] = base
+        for i, share in enumerate((0.95, 0.86, 0.815, 0.785, 0.75)):
+            docs[f"f{f}t{i}"] = base[: int(len(base) * share)]
+        for i, edits in enumerate((1, 3, 6)):
+            words = base.split()
+            for _ in range(edits):
+                words[rng.randrange(len(words))] = rng.choice(vocab)
+            docs[f"f{f}e{i}"] = " ".join(words)
+    return docs
+
+
+def reference(docs: dict[str, str], fingerprints: dict[str, int], k: int, threshold: float = 0.8):
+    """{frozenset pair: Jaccard} for every pair within k whose brute-force Jaccard is >= threshold,
+    and every pair's (distance, Jaccard)."""
+    every = {}
+    for a, b in combinations(docs, 2):
+        every[frozenset((a, b))] = (hamming(fingerprints[a], fingerprints[b]), brute_jaccard(docs[a], docs[b]))
+    kept = {pair: j for pair, (d, j) in every.items() if d <= k and j >= threshold}
+    return kept, every
+
+
+@pytest.fixture(scope="module")
+def stored(tmp_path_factory):
+    """An index that stores its texts, the texts, and their fingerprints."""
+    docs = made_corpus()
+    db = tmp_path_factory.mktemp("confirm") / "stored.db"
+    with SimhashIndex(db, create=True, store_text=True) as index:
+        index.add(Document(key, text) for key, text in docs.items())
+        fingerprints = {key: index.get(key).fingerprint for key in docs}
+    return db, docs, fingerprints
+
+
+def _pairs(rows) -> dict:
+    return {frozenset((r["first"], r["second"])): r["jaccard"] for r in rows}
+
+
+def test_confirmed_dupes_equal_brute_force_jaccard_at_the_boundary(runner, stored):
+    db, docs, fps = stored
+    want, every = reference(docs, fps, CONFIRM_K)
+    candidates = {p: j for p, (d, j) in every.items() if d <= CONFIRM_K}
+    # The corpus really tests the boundary: candidates just above 0.8 kept, just below dropped.
+    assert any(0.8 <= j < 0.82 for j in candidates.values()) and any(0.78 <= j < 0.8 for j in candidates.values())
+    with SimhashIndex(db) as index:
+        checker = confirmed_pairs(index)
+        got = {frozenset((p.first, p.second)): p.jaccard for p in checker}
+        assert checker.report.unchecked == 0 and checker.report.checked == len(want)
+        assert checker.report.rejected == len(candidates) - len(want)
+        # A cache too small for two texts recomputes, with the same answer.
+        assert {frozenset((p.first, p.second)) for p in confirmed_pairs(index, cache_bytes=1)} == set(want)
+    assert got == pytest.approx(want)
+    result = simq(runner, "dupes", "--db", db, "--format", "jsonl")
+    assert result.exit_code == 0, result.output
+    rows = [json.loads(line) for line in result.stdout.splitlines()]
+    assert _pairs(rows) == pytest.approx({p: round(j, 4) for p, j in want.items()}, abs=1e-4)
+    assert all(r["checked"] is True and r["distance"] <= CONFIRM_K for r in rows)
+    assert f"{len(want)} pairs: {len(want)} checked exactly" in result.stderr
+    assert "hint" not in result.stderr
+    # Another threshold and an explicit k: the same rule.
+    want7, _ = reference(docs, fps, 10, 0.7)
+    rows = simq(runner, "dupes", "--db", db, "--format", "jsonl", "--k", "10", "--jaccard", "0.7").stdout.splitlines()
+    assert set(_pairs(map(json.loads, rows))) == set(want7)
+    table = simq(runner, "dupes", "--db", db)
+    assert "jaccard" in table.stdout and "checked exactly" in table.stdout
+    rows = list(csv.DictReader(io.StringIO(simq(runner, "dupes", "--db", db, "--format", "csv").stdout)))
+    assert {frozenset((r["first"], r["second"])): float(r["jaccard"]) for r in rows} == pytest.approx(want, abs=1e-4)
+    assert {r["checked"] for r in rows} == {"true"}
+
+
+def test_confirmed_near_equals_brute_force(runner, stored):
+    db, docs, fps = stored
+    want, _ = reference(docs, fps, CONFIRM_K)
+    for query in ("f0", "f1t2", "f2e2", "f4t3"):
+        expected = {next(iter(p - {query})): j for p, j in want.items() if query in p}
+        result = simq(runner, "near", "--db", db, "--key", query, "--json")
+        assert result.exit_code == 0, result.output
+        matches = json.loads(result.stdout)
+        assert {m["key"]: m["jaccard"] for m in matches} == pytest.approx({k: round(j, 4) for k, j in expected.items()}, abs=1e-4)
+        assert all(m["checked"] for m in matches)
+        assert [m["distance"] for m in matches] == sorted(m["distance"] for m in matches)
+        # The same through a text: the query's own document is found too, at Jaccard 1.
+        with SimhashIndex(db) as index:
+            by_text = confirmed_near(index, docs[query])
+        assert {m.key: m.jaccard for m in by_text.matches} == pytest.approx({**expected, query: 1.0})
+    limited = json.loads(simq(runner, "near", "--db", db, "--key", "f0", "--json", "--limit", "2").stdout)
+    assert len(limited) == 2 and all(m["checked"] for m in limited)
+
+
+def test_confirmed_clusters_are_components_of_the_checked_pairs(runner, stored, tmp_path):
+    db, docs, fps = stored
+    copy = tmp_path / "clusters.db"
+    copy.write_bytes(db.read_bytes())
+    want, _ = reference(docs, fps, CONFIRM_K)
+    # Components by brute force: merge sets until no pair joins two of them.
+    groups = {key: {key} for key in docs}
+    for pair in want:
+        a, b = tuple(pair)
+        if groups[a] is not groups[b]:
+            merged = groups[a] | groups[b]
+            for key in merged:
+                groups[key] = merged
+    expected = sorted({tuple(sorted(g)) for g in groups.values() if len(g) > 1})
+    out = tmp_path / "c.jsonl"
+    result = simq(runner, "clusters", "--db", copy, "--format", "jsonl", "--out", out)
+    assert result.exit_code == 0, result.output
+    assert sorted(tuple(sorted(json.loads(line)["members"])) for line in out.read_text().splitlines()) == expected
+    assert "checked exactly" in result.stderr
+    with SimhashIndex(copy) as index:
+        report, checks = confirmed_clusters(index)
+    assert checks.checked == len(want) and report.clustered == sum(len(g) for g in expected)
+
+
+def test_no_confirm_is_the_plain_distance_search(runner, stored):
+    db, docs, fps = stored
+    with SimhashIndex(db) as index:
+        plain_near = [(m.key, m.distance) for m in index.near(key="f3", k=RECOMMENDED_K)]
+        plain_pairs = {frozenset((p.first, p.second)): p.distance for p in index.dupes(RECOMMENDED_K)}
+        plain_pairs5 = {frozenset((p.first, p.second)) for p in index.dupes(5)}
+    near = json.loads(simq(runner, "near", "--db", db, "--key", "f3", "--json", "--no-confirm").stdout)
+    assert [(m["key"], m["distance"]) for m in near] == plain_near
+    assert all(m["jaccard"] is None and m["checked"] is False for m in near)
+    rows = [json.loads(x) for x in simq(runner, "dupes", "--db", db, "--no-confirm", "--format", "jsonl").stdout.splitlines()]
+    assert {frozenset((r["first"], r["second"])): r["distance"] for r in rows} == plain_pairs
+    rows = simq(runner, "dupes", "--db", db, "--no-confirm", "--k", "5", "--format", "jsonl").stdout.splitlines()
+    assert {frozenset((r["first"], r["second"])) for r in map(json.loads, rows)} == plain_pairs5
+    table = simq(runner, "dupes", "--db", db, "--no-confirm")
+    assert f"{len(plain_pairs)} pairs within distance {RECOMMENDED_K}" in table.stdout and "jaccard" not in table.stdout
+
+
+def test_files_edited_or_gone_after_add_fall_back_to_the_distance(runner, tmp_path):
+    docs = made_corpus(seed=3)
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    for key, text in docs.items():
+        (folder / f"{key}.txt").write_text(text, encoding="utf-8")
+    db = tmp_path / "files.db"
+    assert simq(runner, "add", "--db", db, folder).exit_code == 0
+    with SimhashIndex(db) as index:
+        fps = {key: index.get(str(folder / f"{key}.txt")).fingerprint for key in docs}
+    edited, gone = "f0t1", "f1"
+    (folder / f"{edited}.txt").write_text(docs[edited] + " changed after the add", encoding="utf-8")
+    (folder / f"{gone}.txt").unlink()
+    rows = [json.loads(x) for x in simq(runner, "dupes", "--db", db, "--format", "jsonl").stdout.splitlines()]
+    got = {frozenset((r["first"], r["second"])): r for r in rows}
+    _, every = reference(docs, fps, CONFIRM_K)
+    expected = {}
+    for pair, (d, j) in every.items():
+        paths = frozenset(str(folder / f"{key}.txt") for key in pair)
+        if pair & {edited, gone}:
+            if d <= RECOMMENDED_K:  # unreachable text: kept by distance alone, unchecked
+                expected[paths] = None
+        elif d <= CONFIRM_K and j >= 0.8:
+            expected[paths] = j
+    assert set(got) == set(expected) and any(v is None for v in expected.values())
+    for pair, j in expected.items():
+        assert got[pair]["checked"] is (j is not None)
+        assert got[pair]["jaccard"] == (None if j is None else pytest.approx(j, abs=1e-4))
+    result = simq(runner, "dupes", "--db", db)
+    unchecked = sum(j is None for j in expected.values())
+    assert f"{unchecked} by distance only (<= {RECOMMENDED_K})" in result.stdout
+    assert "--store-text" in result.stderr and "hint" in result.stderr
+    near = json.loads(simq(runner, "near", "--db", db, "--file", folder / f"{edited}.txt", "--json").stdout)
+    stored_copy = str(folder / f"{edited}.txt")
+    assert next(m for m in near if m["key"] == stored_copy)["checked"] is False  # its own, edited file
+    table = simq(runner, "near", "--db", db, "--key", str(folder / "f0.txt"))
+    assert table.exit_code == 0 and " - " in table.stdout  # the unchecked row's jaccard cell
+
+
+def test_jsonl_without_store_text_is_judged_by_distance(runner, stored, tmp_path):
+    _, docs, _ = stored
+    source = tmp_path / "docs.jsonl"
+    source.write_text("".join(json.dumps({"id": k, "text": t}) + "\n" for k, t in docs.items()), encoding="utf-8")
+    db = tmp_path / "plain.db"
+    assert simq(runner, "add", "--db", db, source).exit_code == 0
+    confirmed = simq(runner, "dupes", "--db", db, "--format", "jsonl")
+    plain = simq(runner, "dupes", "--db", db, "--format", "jsonl", "--no-confirm")  # k = RECOMMENDED_K
+    assert sorted(confirmed.stdout.splitlines()) == sorted(plain.stdout.splitlines())
+    assert all(json.loads(x)["checked"] is False for x in confirmed.stdout.splitlines())
+    assert "0 checked exactly" in confirmed.stderr and "--store-text" in confirmed.stderr
+    near = simq(runner, "near", "--db", db, "--key", "f2", "--json")
+    assert near.stdout == simq(runner, "near", "--db", db, "--key", "f2", "--json", "--no-confirm").stdout
+    assert "--store-text" in near.stderr and "--hash" not in near.stderr
+    # A bare fingerprint has no text either, whatever the index stores.
+    with SimhashIndex(db) as index:
+        fp = index.get("f2").fingerprint
+    by_hash = simq(runner, "near", "--db", db, "--hash", f"{fp:016x}")
+    assert by_hash.exit_code == 0 and "--hash query has no text" in by_hash.stderr
+
+
+def test_batch_answers_are_checked(runner, stored, tmp_path):
+    db, docs, fps = stored
+    want, _ = reference(docs, fps, CONFIRM_K)
+    queries = tmp_path / "q.jsonl"
+    queries.write_text(
+        json.dumps({"id": "k", "key": "f5"}) + "\n" + json.dumps({"id": "t", "text": docs["f5e1"]}) + "\n"
+        + json.dumps({"id": "h", "hash": f"{fps['f5']:016x}"}) + "\n" + json.dumps({"id": "x", "key": "missing"}) + "\n",
+        encoding="utf-8",
+    )
+    result = simq(runner, "near", "--db", db, "--batch", queries)
+    assert result.exit_code == 1  # the missing key
+    lines = {line["id"]: line for line in map(json.loads, result.stdout.splitlines())}
+    expected = {next(iter(p - {"f5"})) for p in want if "f5" in p}
+    assert {m["key"] for m in lines["k"]["matches"]} == expected and all(m["checked"] for m in lines["k"]["matches"])
+    assert all(m["checked"] for m in lines["t"]["matches"]) and "f5e1" in {m["key"] for m in lines["t"]["matches"]}
+    by_hash = lines["h"]["matches"]
+    assert by_hash and all(not m["checked"] and m["distance"] <= RECOMMENDED_K for m in by_hash)
+    assert "error" in lines["x"] and "checked exactly" in result.stderr
+
+
+@pytest.mark.parametrize("value", ["0", "1.5", "-0.2", "nan"])
+@pytest.mark.parametrize("command", ["near", "dupes", "clusters"])
+def test_a_bad_jaccard_is_one_clean_error(runner, stored, command, value):
+    db, _, _ = stored
+    args = [command, "--db", db, "--jaccard", value] + (["--key", "f0"] if command == "near" else [])
+    assert_clean_error(simq(runner, *args), "Jaccard threshold")
+
+
+def test_the_shingle_cache_stays_within_its_budget(stored):
+    db, docs, _ = stored
+    with SimhashIndex(db) as index:
+        cache = ShingleCache(index, max_bytes=20_000)
+        for key in docs:
+            assert cache(key) is not None
+            assert cache.bytes <= 20_000 or len(cache.entries) == 1
+        assert 1 < len(cache.entries) < len(docs)
+        assert cache("no such key") is None
+        assert cache.bytes == sum(ENTRY_BYTES + (0 if v is None else v.nbytes) for v in cache.entries.values())
+        for i in range(200):  # keys without a text are bounded too
+            assert cache(f"missing {i}") is None
+        assert cache.bytes <= 20_000 and len(cache.entries) <= 20_000 // ENTRY_BYTES
+
+
+def test_explain_gives_the_checked_verdict(runner, stored):
+    db, docs, fps = stored
+    _, every = reference(docs, fps, CONFIRM_K)
+    below = next(tuple(sorted(p)) for p, (d, j) in every.items() if d <= CONFIRM_K and 0.7 <= j < 0.8)
+    above = next(tuple(sorted(p)) for p, (d, j) in every.items() if d <= CONFIRM_K and 0.8 <= j < 0.9)
+    for pair, verdict in ((below, "not near-duplicates (by exact Jaccard)"), (above, "near-duplicates (by exact Jaccard)")):
+        result = simq(runner, "explain", "--db", db, *pair)
+        assert result.exit_code == 0, result.output
+        row = next(line for line in result.stdout.splitlines() if "by simq dupes" in line)
+        assert verdict in row and ("not" in row) == verdict.startswith("not")
