@@ -205,7 +205,7 @@ def test_sqlite_shards_are_ordinary_indexes_searched_one_at_a_time(job, referenc
     found = near_in_shards(paths, fingerprint=query, k=K)
     assert [(m.distance, m.key) for m in found] == expected
     # Each shard opens with simq itself.
-    result = simq(runner, "near", "--db", paths[shard_of(query_key, SHARDS)], "--key", query_key, "--k", 64, "--json")
+    result = simq(runner, "near", "--db", paths[shard_of(query_key, SHARDS)], "--key", query_key, "--k", 64, "--no-confirm", "--json")
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)
 
