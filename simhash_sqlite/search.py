@@ -12,8 +12,9 @@ How a query runs (chosen by measurement, see BENCHMARKS.md, issue 3):
   (no table access), numpy computes the distances, and a second statement fetches the rows of the
   matching fingerprints only (an index seek each). A Python hamming() per candidate costs several
   times more than moving the fingerprint, and moving the ids too cost a third more.
-- scan: every fingerprint is read once into a numpy array (group_concat, parsed in C) and kept for the connection until the index changes; each scan is then
-  one vectorized XOR and popcount, and the matches' rows are sought as for the probes.
+- scan: every fingerprint is read once into a numpy array (group_concat, parsed in C) and kept for
+  the connection until the index changes; each scan is then one vectorized XOR and popcount, and
+  the matches' rows are sought as for the probes.
 """
 
 from __future__ import annotations
@@ -99,7 +100,7 @@ def plan_for(k: int, rows: int | None = None, candidates: int | None = None, sca
     """The cheaper exact plan for distance <= k.
 
     rows: documents in the index; candidates: the block hits the probes would read (None: assume
-    uniform block values); scan_loaded: the scan's array are already in memory. Without rows, the
+    uniform block values); scan_loaded: the scan's array is already in memory. Without rows, the
     rule is the share of the table the probes would read (SCAN_SHARE).
     """
     radius = check_k(k) // BLOCKS
