@@ -28,7 +28,7 @@ from pathlib import Path
 import apsw
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from simhash_sqlite.integrity import problems  # noqa: E402
+from simhash_sqlite.checks import problems  # noqa: E402
 
 SIMQ = [sys.executable, "-m", "simhash_sqlite"]
 

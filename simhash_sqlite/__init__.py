@@ -1,8 +1,7 @@
 """simhash-sqlite: near-duplicate search with 64-bit SimHash in a single SQLite file."""
 
-__version__ = "0.1.0"
-
-from .errors import (  # noqa: E402
+from .version import __version__
+from .errors import (
     ForeignSchema,
     IndexNotFound,
     InvalidInput,
@@ -11,10 +10,10 @@ from .errors import (  # noqa: E402
     SettingsMismatch,
     SimhashError,
 )
-from .fingerprint import blocks, from_hex, hamming, simhash, to_hex, to_signed, to_unsigned  # noqa: E402
-from .index import AddReport, Document, Match, Query, QueryError, SimhashIndex, StoredDocument  # noqa: E402
-from .clusters import Cluster, ClusterReport  # noqa: E402
-from .confirm import (  # noqa: E402
+from .fingerprint import blocks, from_hex, hamming, simhash, to_hex, to_signed, to_unsigned
+from .index import AddReport, Document, Match, Query, QueryError, SimhashIndex, StoredDocument
+from .clusters import Cluster, ClusterReport
+from .confirm import (
     CheckedMatch,
     CheckedPair,
     CheckedSearch,
@@ -25,10 +24,10 @@ from .confirm import (  # noqa: E402
     confirmed_near_many,
     confirmed_pairs,
 )
-from .corpus import DuplicatePair  # noqa: E402
-from .dedup import Decision, DedupReport, Deduplicator, dedup  # noqa: E402
-from .search import Plan, SearchResult  # noqa: E402
-from .settings import FingerprintSettings  # noqa: E402
+from .index_arrays import DuplicatePair
+from .dedup import Decision, DedupReport, Deduplicator, dedup
+from .search import Plan, SearchResult
+from .settings import FingerprintSettings
 
 __all__ = [
     "AddReport",

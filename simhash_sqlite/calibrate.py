@@ -14,7 +14,7 @@ from .errors import InvalidInput
 from .explain import estimated_jaccard
 from .index import SimhashIndex
 from .shingles import jaccard_of_sets, shingle_set
-from .texts import stored_text
+from .indexed_text import stored_text
 
 DEFAULT_MAX_K = 16
 

@@ -37,12 +37,12 @@ from .confirm import (
 from .errors import InvalidInput, SimhashError
 from .fingerprint import from_hex, simhash, to_hex, to_signed
 from .clusters import REPRESENTATIVE_RULES, Cluster
-from .corpus import DuplicatePair
+from .index_arrays import DuplicatePair
 from .dedup import Deduplicator
 from .index import AddReport, Match, QueryError, SimhashIndex
-from .queries import guess_format, parse_queries
+from .batch_queries import guess_format, parse_queries
 from .search import executed_sql, near_sql
-from .query import ResultSet, parse_params, run_query
+from .user_sql import ResultSet, parse_params, run_query
 from .calibrate import DEFAULT_MAX_K, Calibration, calibrate as calibrate_index
 from .explain import Explanation, explain as explain_pair
 from .settings import CONFIRM_K, RECOMMENDED_K, SHORT_TEXT, FingerprintSettings

@@ -11,9 +11,10 @@ from dataclasses import dataclass
 import apsw
 import numpy as np
 
-from .corpus import load_fingerprints
+from .index_arrays import load_fingerprints
 from .errors import InvalidInput
-from .pairs import CHUNK, as_unsigned, check_k, distinct_pairs, fold
+from .fingerprint import check_k
+from .pairs import CHUNK, as_unsigned, distinct_pairs, fold
 from .storage import write_transaction
 
 # Which member represents (is kept for) a cluster. Ties always go to the lowest id.
@@ -44,7 +45,7 @@ def _union(parent: np.ndarray, a: np.ndarray, b: np.ndarray) -> None:
             np.minimum.at(parent, np.maximum(root_a, root_b), np.minimum(root_a, root_b))
 
 
-def components(fingerprints, k: int) -> np.ndarray:
+def component_labels(fingerprints, k: int) -> np.ndarray:
     """For each position, the lowest position of its connected component under "within k"."""
     k = check_k(k)
     folded = fold(as_unsigned(fingerprints))
@@ -149,7 +150,7 @@ def cluster_index(
     lengths = np.array([r[1] for r in rows], dtype=np.int64)
     if pairs is None:
         labels = ids.copy()  # documents without features are clusters of one
-        labels[np.searchsorted(ids, stored.ids)] = stored.ids[components(stored.values, k)]
+        labels[np.searchsorted(ids, stored.ids)] = stored.ids[component_labels(stored.values, k)]
     else:
         labels = pair_components(ids, pairs)
     slots = np.searchsorted(ids, labels)

@@ -19,14 +19,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from .clusters import ClusterReport, cluster_index
-from .corpus import DuplicatePair, keys_of, load_fingerprints
+from .index_arrays import DuplicatePair, keys_of, load_fingerprints
 from .errors import InvalidInput
 from .index import Query, QueryError, SimhashIndex
-from .pairs import check_k, near_pairs
+from .fingerprint import check_k
+from .pairs import near_pairs
 from .search import Match, SearchResult
 from .settings import CONFIRM_K, RECOMMENDED_K
 from .shingles import jaccard_of_sets, shingle_set
-from .texts import text_of
+from .indexed_text import text_of
 
 DEFAULT_THRESHOLD = 0.8
 # Shingle sets kept between pairs (8 bytes per distinct shingle, about one per character). Pairs of a

@@ -12,16 +12,17 @@ from itertools import islice
 import apsw
 import numpy as np
 
-from . import __version__
+from .version import __version__
 from .clusters import Cluster, ClusterReport, cluster_index, clustering_info, read_clusters
-from .corpus import DuplicatePair, duplicate_pairs
+from .index_arrays import DuplicatePair, duplicate_pairs
 from .errors import IndexNotFound, InvalidInput
-from .fingerprint import BLOCKS, blocks, simhash, to_signed, to_unsigned
+from .fingerprint import BLOCKS, blocks, check_k, simhash, to_signed, to_unsigned
 from .features import jieba_version
-from .parallel import Fingerprints
-from .search import Match, Plan, Searcher, SearchResult, check_k, forced_plan, near_sql, probe_cost_ns
+from .parallel import FingerprintJob
+from .search import Match, Plan, Searcher, SearchResult, forced_plan, near_sql, probe_cost_ns
 from .settings import SHORT_TEXT, FingerprintSettings
 from .sqlfunctions import register_functions
+from .vtable import register_near_table
 from .storage import connect, retry_busy, write_transaction
 
 DEFAULT_BATCH_SIZE = 1000
@@ -105,7 +106,7 @@ class _PreparedBatch:
     batch: list[Document | FingerprintedDocument]
     changed: list[tuple[Document | FingerprintedDocument, bytes]]  # (document, content hash) to write
     digests: dict[str, bytes]  # key -> content hash of the changed documents
-    fingerprints: Fingerprints  # of the changed Documents' texts, in order
+    fingerprints: FingerprintJob  # of the changed Documents' texts, in order
     added: int
     updated: int
     unchanged: int
@@ -213,7 +214,8 @@ class SimhashIndex:
         try:
             requested = {"features": features, "ngram": ngram, "weights": weights, "hmm": hmm}
             self.settings, self.store_text = self._settings(requested, store_text, create)
-            register_functions(self.conn, self.settings, index=self)
+            register_functions(self.conn, self.settings)
+            register_near_table(self.conn, self)
             self._searcher = Searcher(self.conn)  # keeps scan arrays and block counts between queries
         except BaseException:
             self.conn.close()
@@ -334,7 +336,7 @@ class SimhashIndex:
         # Streamed files come fingerprinted; the rest in one vectorized call (all cores if large).
         plain = [doc.text for doc, _ in changed if not isinstance(doc, FingerprintedDocument)]
         digests = {doc.key: digest for doc, digest in changed}
-        fingerprints = Fingerprints(plain, self.settings, start_pool=pending is not None)
+        fingerprints = FingerprintJob(plain, self.settings, start_pool=pending is not None)
         return _PreparedBatch(batch, changed, digests, fingerprints, added, updated, unchanged)
 
     def _write_batch(self, prepared: _PreparedBatch, report: AddReport, after: _PreparedBatch | None = None) -> None:
@@ -608,7 +610,7 @@ class SimhashIndex:
                     self._searcher.load_scan()
                     probe_spent = 0.0
 
-    # -- whole-corpus near duplicates (corpus.py, clusters.py) --------------------------------
+    # -- whole-corpus near duplicates (index_arrays.py, clusters.py) --------------------------------
 
     def dupes(self, k: int = 3) -> Iterator[DuplicatePair]:
         """Every pair of documents within distance k, each once, identical fingerprints included;

@@ -27,7 +27,7 @@ import apsw
 import numpy as np
 
 from .errors import InvalidInput
-from .fingerprint import BLOCK_BITS, BLOCKS, similarity, to_unsigned
+from .fingerprint import BLOCK_BITS, BLOCKS, check_k, similarity, to_unsigned
 
 BLOCK_VALUES = 1 << BLOCK_BITS
 
@@ -88,12 +88,6 @@ class SearchResult:
 
 def probes_per_block(radius: int) -> int:
     return sum(comb(BLOCK_BITS, i) for i in range(radius + 1))
-
-
-def check_k(k: int) -> int:
-    if not isinstance(k, int) or isinstance(k, bool) or not 0 <= k <= 64:
-        raise InvalidInput(f"k must be a whole number from 0 to 64, not {k!r}")
-    return k
 
 
 def plan_for(k: int, rows: int | None = None, candidates: int | None = None, scan_loaded: bool = False) -> Plan:

@@ -21,9 +21,10 @@ import apsw
 
 from .errors import InvalidInput
 from .fingerprint import to_signed, to_unsigned
+from .search import Match
 
-if TYPE_CHECKING:
-    from .index import Match, SimhashIndex
+if TYPE_CHECKING:  # the index registers this table on itself: a runtime import would be circular
+    from .index import SimhashIndex
 
 NAME = "simhash_near"
 COLUMNS = ("key", "distance", "similarity", "fingerprint")

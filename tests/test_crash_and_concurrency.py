@@ -17,7 +17,7 @@ import pytest
 
 from simhash_sqlite import Document, IndexNotFound, SimhashIndex
 from simhash_sqlite.index import content_hash
-from simhash_sqlite.integrity import problems
+from simhash_sqlite.checks import problems
 
 
 def corpus(count, seed=0):

@@ -7,7 +7,7 @@ from conftest import integrity_ok
 from test_cli import assert_clean_error, simq
 
 from simhash_sqlite import Document, SimhashIndex
-from simhash_sqlite.integrity import problems
+from simhash_sqlite.checks import problems
 from simhash_sqlite.sources import _glob_regex, stale_keys
 
 
