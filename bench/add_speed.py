@@ -1,9 +1,12 @@
 """How fast is `simq add`? Tokenization, the fingerprint and the whole pipeline, Chinese and English,
 in MB/s of UTF-8 text, for this tree and a baseline commit side by side in the same run.
 
-    .venv/bin/python bench/add_speed.py                       # --copies 8 --runs 3, baseline efb0194
-    .venv/bin/python bench/add_speed.py --copies 2 --runs 5 --baseline main
-    .venv/bin/python bench/add_speed.py --baseline none --words
+    .venv/bin/python bench/add_speed.py --zh ZH.jsonl --en EN.jsonl     # --copies 8 --runs 3, baseline efb0194
+    .venv/bin/python bench/add_speed.py --zh ZH.jsonl --copies 2 --runs 5 --baseline main
+    .venv/bin/python bench/add_speed.py --en EN.jsonl --baseline none --words
+
+ZH.jsonl and EN.jsonl are JSONL files of {"id", "text"} (BENCHMARKS.md used the shared corpus's
+manpages_zh.jsonl and python_docs_en.jsonl); the Chinese one also gets the jieba/rjieba rows.
 
 Rows: jieba vs rjieba on the Han runs (HMM off, this process); the fingerprint alone in one process
 (simhash_many over the corpus, start-up excluded); and the whole `simq add` of a JSONL file (a fresh
@@ -34,7 +37,6 @@ sys.path.insert(0, str(ROOT))
 from simhash_sqlite.features import _HAN_RUN, _jieba, _rjieba, normalize  # noqa: E402
 from simhash_sqlite.settings import FingerprintSettings  # noqa: E402
 
-CORPORA = {"zh": "/work/shared/corpus/manpages_zh.jsonl", "en": "/work/shared/corpus/python_docs_en.jsonl"}
 CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 DEFAULT_BASELINE = "efb0194"  # main before issue 5's speed work
 
@@ -124,8 +126,12 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--baseline", default=DEFAULT_BASELINE, help="a git commit to compare with, or 'none'")
     parser.add_argument("--words", action="store_true", help="also the whole add at words 3 (slow)")
-    parser.add_argument("--langs", default="zh,en")
+    parser.add_argument("--zh", type=Path, help="Chinese JSONL corpus ({id, text} per line)")
+    parser.add_argument("--en", type=Path, help="English JSONL corpus ({id, text} per line)")
     args = parser.parse_args()
+    corpora = {lang: path for lang, path in (("zh", args.zh), ("en", args.en)) if path is not None}
+    if not corpora:
+        parser.error("give a corpus: --zh FILE and/or --en FILE")
     tmp = Path(tempfile.mkdtemp(prefix="add_speed_"))
     trees = {"this tree": ROOT}
     if args.baseline != "none":
@@ -134,8 +140,8 @@ def main() -> None:
     script.write_text(SIMQ_SCRIPT)
     started = f"{time.strftime('%H:%M', time.gmtime())} UTC, load average {load()}"
     rows: list[tuple[str, str, dict[str, float]]] = []
-    for lang in args.langs.split(","):
-        path = CORPORA[lang]
+    for lang, path in corpora.items():
+        path = str(path.resolve())  # the fingerprint subprocess runs in a temporary folder
         texts = [json.loads(line)["text"] for line in open(path, encoding="utf-8")]
         mb = sum(len(t.encode()) for t in texts) / 1e6
         if lang == "zh":

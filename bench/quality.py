@@ -1,6 +1,6 @@
 """How good are the fingerprints? Precision and recall of all near-duplicate pairs on real text.
 
-    .venv/bin/python bench/quality.py                       # /work/shared/corpus/*.jsonl
+    .venv/bin/python bench/quality.py ZH.jsonl EN.jsonl      # BENCHMARKS.md: the shared corpus's two files
     .venv/bin/python bench/quality.py my.jsonl --originals 300 --json out.json
 
 Originals are sections of real documents (paragraphs joined up to a length drawn log-uniformly from
@@ -23,7 +23,6 @@ MinHashLSH; with the time of the plain pair search at CONFIRM_K and of the confi
 from __future__ import annotations
 
 import argparse
-import glob
 import json
 import math
 import random
@@ -738,7 +737,7 @@ def choose_default(results: dict) -> tuple[str, int, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("jsonl", nargs="*", help="JSONL files with a 'text' field [default: /work/shared/corpus/*.jsonl]")
+    parser.add_argument("jsonl", nargs="+", help="JSONL files with a 'text' field (each text's language is detected)")
     parser.add_argument("--originals", type=int, default=400, help="originals per language (each gets %d copies)" % len(KINDS))
     parser.add_argument("--seed", type=int, default=5)
     parser.add_argument("--lengths", default="50,8000", help="range of original lengths, characters [default: %(default)s]")
@@ -751,9 +750,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3, help="timed runs of each pipeline step (median) [default: %(default)s]")
     parser.add_argument("--balance", action="store_true", help="only the bit balance on every section of the corpora")
     args = parser.parse_args()
-    paths = args.jsonl or sorted(glob.glob("/work/shared/corpus/*.jsonl"))
-    if not paths:
-        sys.exit("error: no JSONL files given and none in /work/shared/corpus")
+    paths = args.jsonl
     if args.balance:
         print(f"## Bit balance and block buckets ({', '.join(paths)}; every section, seed {args.seed})\n")
         print(balance_table(paths, args.seed))
