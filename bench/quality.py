@@ -631,7 +631,7 @@ def report(results: dict, default: str, k_default: int, k_confirm: int) -> str:
             r = c["truth"]["all"][k][1]
             out.append(f"| {k} | " + " | ".join(fmt(x) for x in (*c["truth"]["all"][k], *c["planted"]["all"][k], 2 * r / (1 + r))) + " |")
         mh = results[l]["minhash"]
-        out.append(f"| MinHashLSH | " + " | ".join(fmt(x) for x in (*mh["truth"], *mh["planted"])) + " | - |")
+        out.append("| MinHashLSH | " + " | ".join(fmt(x) for x in (*mh["truth"], *mh["planted"])) + " | - |")
 
         out.append(f"\n### {l}: by length bucket (shorter text of the pair), default at k={k_default} vs MinHashLSH\n")
         out.append(f"| bucket | truth pairs | P | R | F1 | MinHash P | MinHash R | MinHash F1 | best k here | F1 at best k | `simq dupes` (checked, k={k_confirm}) F1, measured |")

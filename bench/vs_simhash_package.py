@@ -31,7 +31,8 @@ import numpy as np
 
 from simhash_sqlite import Document, FingerprintSettings, SimhashIndex, simhash
 from simhash_sqlite.features import normalize, units_features, word_units, words
-from simhash_sqlite.fingerprint import simhash_of_batch, simhash_many
+from simhash_sqlite.fingerprint import simhash_many, simhash_of_batch
+
 
 def load(path: Path) -> list[str]:
     with path.open(encoding="utf-8") as handle:
