@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib.util
 import re
 import shlex
+import shutil
 from pathlib import Path
 
 import pytest
@@ -284,3 +285,16 @@ def test_ci_runs_exactly_the_readme_commands():
     ci = _read(ROOT / ".ci" / "run").splitlines()
     assert setup in ci and tests in ci
     assert ci.index(setup) < ci.index(tests)
+
+
+def test_python_examples_run(tmp_path, monkeypatch, capsys):
+    """README.md's and docs/python-api.md's Python blocks run, in order, on a copy of examples/."""
+    shutil.copytree(ROOT / "examples", tmp_path / "examples")
+    monkeypatch.chdir(tmp_path)
+    texts = [path.read_text(encoding="utf-8") for path in sorted((tmp_path / "examples").glob("*.txt"))]
+    namespace = {"pairs": [(f"doc{i}", text) for i, text in enumerate(texts)], "texts": texts}
+    for page in (README, DOCS / "python-api.md"):
+        for number, block in enumerate(re.findall(r"```python\n(.*?)```", _read(page), re.S)):
+            exec(compile(block, f"{page.name}, Python block {number + 1}", "exec"), namespace)
+    namespace["index"].close()
+    assert "examples/sqlite_intro_edited.txt" in capsys.readouterr().out
