@@ -298,3 +298,22 @@ def test_python_examples_run(tmp_path, monkeypatch, capsys):
             exec(compile(block, f"{page.name}, Python block {number + 1}", "exec"), namespace)
     namespace["index"].close()
     assert "examples/sqlite_intro_edited.txt" in capsys.readouterr().out
+
+
+def test_sql_examples_run(tmp_path, monkeypatch):
+    """docs/sql.md's SQL blocks run on an index of examples/, and simhash_near finds the copies."""
+    shutil.copytree(ROOT / "examples", tmp_path / "examples")
+    monkeypatch.chdir(tmp_path)
+    with SimhashIndex("demo.db", create=True) as index:
+        index.add(simhash_sqlite.Document(f"examples/{path.name}", path.read_text(encoding="utf-8"))
+                  for path in sorted(Path("examples").glob("*.txt")))
+        for block in re.findall(r"```sql\n(.*?)```", _read(DOCS / "sql.md"), re.S):
+            for statement in block.split(";"):
+                if statement.strip():
+                    index.conn.execute(statement).fetchall()
+        rows = index.conn.execute(
+            "SELECT key FROM simhash_near(simhash_from_hex('140601520678e7a0'), 9) ORDER BY key"
+        ).fetchall()
+    assert [key for (key,) in rows] == [
+        "examples/sqlite_intro.txt", "examples/sqlite_intro_edited.txt", "examples/sqlite_intro_mirror.txt"
+    ]
