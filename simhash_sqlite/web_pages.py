@@ -21,7 +21,7 @@ from .index import SimhashIndex
 from .plots import SizeBand, cluster_sizes, size_bands
 from .search import Match
 from .shingles import jaccard_of_sets, shingle_set
-from .texts import stored_text
+from .indexed_text import stored_text
 
 # An uploaded file or pasted text larger than this is refused (the page holds it in memory).
 MAX_QUERY_BYTES = 32 << 20
