@@ -9,9 +9,9 @@ The index: --size random fingerprints (add_fingerprints, no text), plus --texts 
 files (stored, --store-text) each with an edited copy (a planted near-duplicate). The queries are other
 edited copies of indexed texts, so each has near-duplicates to find and check by exact Jaccard.
 
-Each query is POSTed as the search form sends it (multipart, with its CSRF token) to a real `simq serve`
+Each query is POSTed as the search form sends it (multipart/form-data) to a real `simq serve`
 on 127.0.0.1, over one kept-alive connection, at the page's defaults (those of `simq near`: candidates
-within k=12, exact Jaccard >= 0.8). The baseline is confirmed_near() in this process on an index opened
+within k=12, exact Jaccard >= 0.8). The baseline is SimhashIndex.near() in this process on an index opened
 the same way. The first query of each is reported apart: it loads what later queries reuse.
 """
 
@@ -21,7 +21,6 @@ import argparse
 import http.client
 import json
 import random
-import re
 import shutil
 import socket
 import statistics
@@ -36,7 +35,6 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from simhash_sqlite import Document, SimhashIndex  # noqa: E402
-from simhash_sqlite.confirm import confirmed_near  # noqa: E402
 from simhash_sqlite.settings import CONFIRM_K  # noqa: E402
 
 
@@ -84,24 +82,17 @@ class Page:
     def __init__(self, port: int, database: str) -> None:
         self.path = f"/{database}/-/simhash/search"
         self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
-        self.conn.request("GET", self.path)
-        response = self.conn.getresponse()
-        body = response.read().decode()
-        self.token = re.search(r'name="csrftoken" value="([^"]+)"', body).group(1)
-        cookie = response.getheader("set-cookie")
-        self.cookie = cookie.split(";", 1)[0]
 
     def search(self, text: str) -> tuple[float, int]:
         """(seconds to the full answer, matches on the page)."""
         boundary = uuid.uuid4().hex
-        fields = {"csrftoken": self.token, "text": text}
+        fields = {"text": text}
         body = "".join(
             f'--{boundary}\r\nContent-Disposition: form-data; name="{name}"\r\n\r\n{value}\r\n'
             for name, value in fields.items()
         ) + f"--{boundary}--\r\n"
         data = body.encode("utf-8")
-        headers = {"Content-Type": f"multipart/form-data; boundary={boundary}", "Cookie": self.cookie,
-                   "Content-Length": str(len(data))}
+        headers = {"Content-Type": f"multipart/form-data; boundary={boundary}", "Content-Length": str(len(data))}
         started = time.perf_counter()
         self.conn.request("POST", self.path, body=data, headers=headers)
         response = self.conn.getresponse()
@@ -159,12 +150,12 @@ def main() -> None:
 
     with SimhashIndex(db, readonly=True) as index:
         started = time.perf_counter()
-        found = [len(confirmed_near(index, queries[0]).matches)]
+        found = [len(index.near(queries[0]))]
         library_first = time.perf_counter() - started
         library = []
         for query in queries[1:]:
             started = time.perf_counter()
-            found.append(len(confirmed_near(index, query).matches))
+            found.append(len(index.near(query)))
             library.append(time.perf_counter() - started)
 
     port = free_port()
@@ -186,7 +177,7 @@ def main() -> None:
     print()
     print("| search at the defaults (k=12, exact Jaccard) | first query ms | median ms | p90 ms | max ms |")
     print("|---|---|---|---|---|")
-    print(summary("library: confirmed_near() in-process", library_first, library))
+    print(summary("library: SimhashIndex.near() in-process", library_first, library))
     print(summary("web page: POST search form to simq serve", web_first, web))
     print(f"\nweb / library (medians): {statistics.median(web) / statistics.median(library):.2f}")
     if not args.dir:

@@ -17,7 +17,7 @@ from rich.table import Table
 from rich.text import Text
 
 from .calibrate import Calibration
-from .errors import SimhashError
+from .errors import MissingExtra
 from .index import SimhashIndex
 from .settings import RECOMMENDED_K
 
@@ -26,10 +26,6 @@ RANDOM_PAIRS = 2000
 BAR_WIDTH = 30
 # Distances past the calibrated range are shown in bands this wide (unrelated pairs spread over 20-44).
 FAR_BAND = 4
-
-
-class MissingExtra(SimhashError):
-    """An optional dependency is not installed (the message names the extra that brings it)."""
 
 
 @dataclass(frozen=True)
@@ -42,7 +38,7 @@ class DistanceDistribution:
     unrelated: list[int]  # random pairs at each distance
     threshold: float
     max_k: int  # the largest distance the calibration sampled
-    per_distance: int  # the most pairs it sampled at one distance
+    per_distance: int | None  # the most pairs it would sample at one distance (None: not said)
     suggested_k: int | None  # the calibration's
     recommended_k: int = RECOMMENDED_K  # the default's, measured on the quality benchmark
 
@@ -52,10 +48,16 @@ class DistanceDistribution:
 
 
 def distance_distribution(
-    index: SimhashIndex, calibration: Calibration, *, random_pairs: int = RANDOM_PAIRS, seed: int = 0
+    index: SimhashIndex,
+    calibration: Calibration,
+    *,
+    per_distance: int | None = None,
+    random_pairs: int = RANDOM_PAIRS,
+    seed: int = 0,
 ) -> DistanceDistribution:
-    """The distribution to draw: the calibration's rows, plus the distances of `random_pairs` pairs
-    of randomly chosen documents."""
+    """The distribution to draw: the calibration's rows (sampled with at most `per_distance` pairs at
+    each distance, when the caller says), plus the distances of `random_pairs` pairs of randomly
+    chosen documents."""
     size = BITS + 1
     similar, dissimilar = [0] * size, [0] * size
     for row in calibration.rows:
@@ -64,7 +66,6 @@ def distance_distribution(
             similar[row.distance], dissimilar[row.distance] = near, row.pairs - near
     distances = random_pair_distances(index.conn, random_pairs, seed)
     unrelated = np.bincount(distances, minlength=size).tolist()
-    per_distance = max((row.pairs for row in calibration.rows), default=0)
     max_k = calibration.rows[-1].distance if calibration.rows else 0
     return DistanceDistribution(similar, dissimilar, unrelated, calibration.threshold, max_k, per_distance,
                                 calibration.suggested_k)
@@ -98,6 +99,11 @@ def _bar(value: float, most: float, style: str) -> Text:
     return Text("█" * width, style=style)
 
 
+def _sampled(dist: DistanceDistribution) -> str:
+    cap = f"at most {dist.per_distance} " if dist.per_distance is not None else ""
+    return f"{cap}neighbours per distance up to {dist.max_k}"
+
+
 def distance_chart(dist: DistanceDistribution) -> Table:
     """A terminal chart: one row per distance up to max_k, then bands of FAR_BAND distances; the
     sampled pairs as one bar (green: Jaccard >= threshold, yellow: below), the random pairs as another,
@@ -107,8 +113,8 @@ def distance_chart(dist: DistanceDistribution) -> Table:
         "distance", "sampled pairs", f"J >= {t}", "random pairs", "",
         title=f"Pairs by Hamming distance: [green]near-duplicates (J >= {t})[/], [yellow]not (J < {t})[/], "
         "[blue]random pairs[/]",
-        caption=f"sampled: at most {dist.per_distance} neighbours per distance up to {dist.max_k}, J their exact "
-        f"5-shingle Jaccard; random: {dist.random_pairs:,} pairs of random documents",
+        caption=f"sampled: {_sampled(dist)}, J their exact 5-shingle Jaccard; random: {dist.random_pairs:,} pairs of "
+        "random documents",
         box=None, pad_edge=False,
     )
     for column in table.columns:
@@ -124,7 +130,8 @@ def distance_chart(dist: DistanceDistribution) -> Table:
         near = sum(dist.similar[d] for d in band)
         other = sum(dist.dissimilar[d] for d in band)
         rand = sum(dist.unrelated[d] for d in band)
-        marks = [name for name, k in (("suggested k", dist.suggested_k), ("default k", dist.recommended_k)) if k in band]
+        ks = (("suggested k", dist.suggested_k), ("default k", dist.recommended_k))
+        marks = [name for name, k in ks if k in band]
         table.add_row(
             label,
             Text.assemble(_bar(near, most_sampled, "green"), _bar(other, most_sampled, "yellow")),
@@ -135,7 +142,8 @@ def distance_chart(dist: DistanceDistribution) -> Table:
     return table
 
 
-def _figure():
+def require_matplotlib():
+    """matplotlib's Figure (no pyplot: no global state, safe in threads), or MissingExtra."""
     try:
         from matplotlib.figure import Figure
     except ImportError:
@@ -146,13 +154,13 @@ def _figure():
 def distance_png(dist: DistanceDistribution) -> bytes:
     """The same distribution as a PNG image: sampled neighbours above, random pairs below, the suggested
     and default k as vertical lines."""
-    figure = _figure()(figsize=(9, 5.5), layout="constrained")
+    figure = require_matplotlib()(figsize=(9, 5.5), layout="constrained")
     top, bottom = figure.subplots(2, 1, sharex=True)
     x = np.arange(BITS + 1)
     top.bar(x, dist.similar, color="#2e8b57", label=f"near-duplicates (J >= {dist.threshold:g})")
     top.bar(x, dist.dissimilar, bottom=dist.similar, color="#e0a030", label=f"not (J < {dist.threshold:g})")
     top.set_ylabel("sampled pairs")
-    top.set_title(f"Sampled neighbours (at most {dist.per_distance} per distance up to {dist.max_k}) by exact Jaccard")
+    top.set_title(f"Sampled neighbours ({_sampled(dist)}) by exact Jaccard")
     bottom.bar(x, dist.unrelated, color="#4a6fa5", label="random pairs")
     bottom.set_ylabel("random pairs")
     bottom.set_xlabel("Hamming distance (bits of 64)")

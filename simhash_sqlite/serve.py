@@ -7,11 +7,11 @@ import socket
 import threading
 import time
 import webbrowser
+from collections.abc import Callable
 from pathlib import Path
 
-from .errors import InvalidInput
+from .errors import InvalidInput, MissingExtra
 from .index import SimhashIndex
-from .plots import MissingExtra
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8001
@@ -40,6 +40,7 @@ def check_servable(path: str | os.PathLike) -> None:
 
 def _port_free(host: str, port: int) -> None:
     with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds: TIME_WAIT is no conflict
         try:
             probe.bind((host, port))
         except OSError as exc:
@@ -63,11 +64,18 @@ def _open_when_ready(url: str, host: str, port: int) -> None:
 
 
 def serve(
-    path: str | os.PathLike, *, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, open_browser: bool = False
+    path: str | os.PathLike,
+    *,
+    host: str = DEFAULT_HOST,
+    port: int = DEFAULT_PORT,
+    open_browser: bool = False,
+    on_ready: Callable[[], None] | None = None,
 ) -> None:
     """Run Datasette on the index until interrupted: the file opened immutable (no writes through
-    Datasette, nor by SQLite), our SQL functions on its connections, our pages under /DB/-/simhash/."""
+    Datasette, nor by SQLite), our SQL functions on its connections, our pages under /DB/-/simhash/.
+    on_ready: called once the checks have passed, as the server starts."""
     try:
+        import click
         from datasette.cli import cli
         from datasette.plugins import pm
     except ImportError:
@@ -78,7 +86,12 @@ def serve(
 
     if not pm.is_registered(datasette_plugin) and pm.get_plugin("simhash_sqlite") is None:
         pm.register(datasette_plugin, name="simhash_sqlite")  # run from a source tree without entry points
+    if on_ready is not None:
+        on_ready()
     if open_browser:
         _open_when_ready(clusters_url(path, host, port), host, port)
     args = ["serve", "--immutable", os.fspath(path), "--host", host, "--port", str(port)]
-    cli.main(args=args, prog_name="simq serve", standalone_mode=False)
+    try:
+        cli.main(args=args, prog_name="simq serve", standalone_mode=False)
+    except click.ClickException as exc:
+        raise InvalidInput(f"datasette: {exc.format_message()}") from None

@@ -13,15 +13,14 @@ import re
 from dataclasses import dataclass, field
 
 from .clusters import clustering_info
-from .confirm import DEFAULT_THRESHOLD, CheckedMatch, ConfirmReport, candidate_k, check_threshold, confirmed_near
+from .confirm import DEFAULT_THRESHOLD, ConfirmReport
 from .errors import InvalidInput
 from .explain import Explanation, explain, verdicts
 from .fingerprint import hamming, to_hex, to_unsigned
 from .index import SimhashIndex
-from .plots import SizeBand, cluster_sizes, size_bands
-from .search import Match
-from .shingles import jaccard_of_sets, shingle_set
 from .indexed_text import stored_text
+from .plots import SizeBand, cluster_sizes, size_bands
+from .shingles import jaccard_of_sets, shingle_set
 
 # An uploaded file or pasted text larger than this is refused (the page holds it in memory).
 MAX_QUERY_BYTES = 32 << 20
@@ -53,13 +52,22 @@ def query_text(raw: bytes) -> str:
 # -- search --------------------------------------------------------------------------------------
 
 
+# How a match was judged (Match.checked_by), in words.
+CHECKS = {
+    "exact": "exact Jaccard",
+    "estimated": "estimated Jaccard (stored sketch)",
+    "distance": "distance only (text out of reach)",
+    None: "not checked",
+}
+
+
 @dataclass(frozen=True)
 class SearchRow:
     key: str
     distance: int
     similarity: float
-    jaccard: float | None  # exact 5-shingle Jaccard; None when judged by distance alone
-    check: str  # how it was judged: "exact Jaccard", "distance only (text out of reach)", "not checked"
+    jaccard: float | None  # the Jaccard the check measured; None when judged by distance alone
+    check: str  # how it was judged, in words (CHECKS)
     fingerprint: str  # hex
 
 
@@ -67,11 +75,10 @@ class SearchRow:
 class SearchAnswer:
     rows: list[SearchRow]
     k: int
-    threshold: float | None  # None: --no-confirm
     fingerprint: str  # the query's, hex
     plan: str
     candidates: int  # rows the plan read
-    report: ConfirmReport | None
+    report: ConfirmReport | None  # None: not checked
 
 
 def search(
@@ -80,33 +87,19 @@ def search(
     *,
     key: str | None = None,
     k: int | None = None,
-    confirm: bool = True,
+    check: bool = True,
     threshold: float = DEFAULT_THRESHOLD,
     limit: int | None = None,
 ) -> SearchAnswer:
-    """The answer of `simq near` (text or --key) with the same defaults: candidates within k (CONFIRM_K
-    when checking), kept by the exact Jaccard where texts can be read."""
-    checked = check_threshold(threshold) if confirm else None
-    k = candidate_k(k, confirm)
-    if checked is not None:
-        answer = confirmed_near(index, text, key=key, k=k, threshold=checked, limit=limit)
-        result, matches, report = answer.search, answer.matches, answer.report
-    else:
-        result = index.explain(text, key=key, k=k, limit=limit)
-        matches, report = result.matches, None
-    rows = [_row(match, checked is not None) for match in matches]
-    return SearchAnswer(rows, k, checked, to_hex(result.fingerprint), result.plan.describe(), result.candidates, report)
-
-
-def _row(match: Match, confirm: bool) -> SearchRow:
-    jaccard = match.jaccard if isinstance(match, CheckedMatch) else None
-    if not confirm:
-        check = "not checked"
-    elif jaccard is None:
-        check = "distance only (text out of reach)"
-    else:
-        check = "exact Jaccard"
-    return SearchRow(match.key, match.distance, match.similarity, jaccard, check, to_hex(match.fingerprint))
+    """The answer of `simq near` (a text or --key), with its defaults: index.search()."""
+    result = index.search(text, key=key, k=k, limit=limit, check=check, threshold=threshold)
+    rows = [
+        SearchRow(m.key, m.distance, m.similarity, m.jaccard, CHECKS.get(m.checked_by, str(m.checked_by)),
+                  to_hex(m.fingerprint))
+        for m in result.matches
+    ]
+    return SearchAnswer(rows, result.plan.k, to_hex(result.fingerprint), result.plan.describe(), result.candidates,
+                        result.report)
 
 
 # -- clusters ------------------------------------------------------------------------------------
@@ -127,6 +120,11 @@ class ClustersPage:
     bands: list[SizeBand]
     page: int
     pages: int
+
+    @property
+    def most_documents(self) -> int:
+        """The most documents in one band of clusters of two or more: the bars' full length."""
+        return max((band.documents for band in self.bands if band.low > 1), default=1)
 
 
 def clusters_page(index: SimhashIndex, page: int = 1, per_page: int = CLUSTERS_PER_PAGE) -> ClustersPage:

@@ -27,12 +27,15 @@ _missing = [
         ("matplotlib (pip install '.[web]')", importlib.util.find_spec("matplotlib")),
     ) if not present
 ]
-pytestmark = pytest.mark.skipif(bool(_missing), reason=f"needs a browser and the web extra; missing: {', '.join(_missing)}")
+pytestmark = pytest.mark.skipif(
+    bool(_missing), reason=f"needs a browser and the web extra; missing: {', '.join(_missing)}"
+)
 
 
 @pytest.fixture(scope="module")
 def shots(request, tmp_path_factory) -> Path:
-    folder = Path(os.environ["SIMQ_SCREENSHOTS"]) if os.environ.get("SIMQ_SCREENSHOTS") else tmp_path_factory.mktemp("screenshots")
+    chosen = os.environ.get("SIMQ_SCREENSHOTS")
+    folder = Path(chosen) if chosen else tmp_path_factory.mktemp("screenshots")
     folder.mkdir(parents=True, exist_ok=True)
     reporter = request.config.pluginmanager.get_plugin("terminalreporter")
     if reporter is not None:  # shown whatever the output capture
@@ -96,10 +99,11 @@ def test_clusters_page_lists_clusters_by_size_with_links(page, stored_server, sh
     page.screenshot(path=shots / "pair.png", full_page=True)
 
 
-def test_search_page_answers_as_simq_near_for_pasted_text_and_uploaded_file(page, stored_server, shots, runner, tmp_path):
+def test_search_page_answers_as_simq_near_for_text_and_file(page, stored_server, shots, runner, tmp_path):
     base, db, texts = stored_server
     query = texts["family3/original.txt"].replace(" ", "  ", 3) + " with a short tail"
-    expected = [(m["key"], str(m["distance"])) for m in json.loads(simq(runner, "near", "--db", db, "--json", query).stdout)]
+    answer = json.loads(simq(runner, "near", "--db", db, "--json", query).stdout)
+    expected = [(m["key"], str(m["distance"])) for m in answer]
     assert expected
     page.goto(f"{base}/search")
     page.fill("#text", query)
@@ -122,18 +126,21 @@ def test_search_page_answers_as_simq_near_for_pasted_text_and_uploaded_file(page
 
 
 def test_markup_in_texts_and_keys_is_shown_as_text(page, stored_server, shots):
-    base, _, _ = stored_server
+    base, _, texts = stored_server
     pair = urllib.parse.urlencode({"a": "hostile/<script>.html", "b": "hostile/copy.html"})
     page.goto(f"{base}/pair?{pair}")
     page.wait_for_selector("#left")
     assert page.locator("h1").inner_text().startswith("hostile/<script>.html")
-    assert HOSTILE.split("\n")[0] in page.locator("#left").inner_text()
+    assert HOSTILE in page.locator("#left").inner_text()
     assert page.locator("#left b, #left img, #left script").count() == 0
-    page.goto(f"{base}/search?" + urllib.parse.urlencode({"text": HOSTILE}))
-    assert page.locator("#text").input_value() == HOSTILE
-    assert page.locator("section.content script, section.content img").count() == 0
+    page.screenshot(path=shots / "hostile-pair.png", full_page=True)
+    query = texts["hostile/copy.html"]
+    page.goto(f"{base}/search?" + urllib.parse.urlencode({"text": query}))
+    assert page.locator("#text").input_value() == query
+    assert "hostile/<script>.html" in page.locator("#matches tbody td:nth-child(1)").all_inner_texts()
+    assert page.locator("section.content script, section.content img, section.content b").count() == 0
     assert page.dialogs == []
-    page.screenshot(path=shots / "hostile.png", full_page=True)
+    page.screenshot(path=shots / "hostile-search.png", full_page=True)
 
 
 def test_calibrate_page_shows_the_distribution_image(page, stored_server, shots):

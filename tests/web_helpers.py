@@ -47,7 +47,8 @@ def corpus(seed: int = 7) -> list[Document]:
     body = " ".join(_words(rng, vocab, 120))
     docs.append(Document("hostile/<script>.html", HOSTILE + "\n" + body))
     docs.append(Document("hostile/copy.html", HOSTILE + "\n" + body + " " + " ".join(_words(rng, vocab, 2))))
-    chinese = "数据库是按照数据结构来组织、存储和管理数据的仓库。" * 6 + "SQLite 是一个嵌入式的关系数据库，常用于移动设备和桌面软件。" * 4
+    chinese = "数据库是按照数据结构来组织、存储和管理数据的仓库。" * 6
+    chinese += "SQLite 是一个嵌入式的关系数据库，常用于移动设备和桌面软件。" * 4
     docs.append(Document("zh/original.txt", chinese))
     docs.append(Document("zh/repost.txt", "转载：" + chinese.replace("常用于", "常常用于")))
     return docs
@@ -55,23 +56,19 @@ def corpus(seed: int = 7) -> list[Document]:
 
 def stored_index(path: Path) -> list[Document]:
     """An index with stored texts and its clusters (at the defaults of simq clusters)."""
-    from simhash_sqlite.confirm import confirmed_clusters
-
     docs = corpus()
     with SimhashIndex(path, create=True, store_text=True) as index:
         index.add(docs)
-        confirmed_clusters(index)
+        index.clusters()
     return docs
 
 
 def file_index(folder: Path, db: Path) -> dict[str, Path]:
     """An index of files without stored texts; then one file deleted and one edited since.
     Returns the paths by role: kept, deleted, edited (keys are the absolute paths)."""
-    from simhash_sqlite.confirm import confirmed_clusters
-
     folder.mkdir(parents=True, exist_ok=True)
     docs = corpus()
-    family = [d for d in docs if d.key.startswith("family0/")]
+    family = [d for d in docs if d.key.startswith("family2/")]
     paths = {}
     for role, doc in zip(("kept", "deleted", "edited"), family):
         path = folder / f"{role}.txt"
@@ -79,7 +76,7 @@ def file_index(folder: Path, db: Path) -> dict[str, Path]:
         paths[role] = path
     with SimhashIndex(db, create=True, store_text=False) as index:
         index.add(Document(str(p), p.read_text(encoding="utf-8")) for p in paths.values())
-        confirmed_clusters(index)
+        index.clusters()
     paths["deleted"].unlink()
     paths["edited"].write_text(paths["edited"].read_text(encoding="utf-8") + " edited afterwards", encoding="utf-8")
     return paths
