@@ -23,7 +23,7 @@ from .settings import RECOMMENDED_K
 
 BITS = 64
 RANDOM_PAIRS = 2000
-BAR_WIDTH = 30
+BAR_WIDTH = 18
 # Distances past the calibrated range are shown in bands this wide (unrelated pairs spread over 20-44).
 FAR_BAND = 4
 
@@ -110,11 +110,10 @@ def distance_chart(dist: DistanceDistribution) -> Table:
     the suggested and default k marked."""
     t = f"{dist.threshold:g}"
     table = Table(
-        "distance", "sampled pairs", f"J >= {t}", "random pairs", "",
-        title=f"Pairs by Hamming distance: [green]near-duplicates (J >= {t})[/], [yellow]not (J < {t})[/], "
-        "[blue]random pairs[/]",
-        caption=f"sampled: {_sampled(dist)}, J their exact 5-shingle Jaccard; random: {dist.random_pairs:,} pairs of "
-        "random documents",
+        "d", "sampled pairs", f"J>={t}", "random pairs", "",
+        title="Pairs by Hamming distance (d)",
+        caption=f"sampled: {_sampled(dist)}, [green]J >= {t}[/] or [yellow]J < {t}[/] (J: their exact 5-shingle "
+        f"Jaccard); [blue]random[/]: {dist.random_pairs:,} pairs of random documents",
         box=None, pad_edge=False,
     )
     for column in table.columns:
@@ -130,14 +129,14 @@ def distance_chart(dist: DistanceDistribution) -> Table:
         near = sum(dist.similar[d] for d in band)
         other = sum(dist.dissimilar[d] for d in band)
         rand = sum(dist.unrelated[d] for d in band)
-        ks = (("suggested k", dist.suggested_k), ("default k", dist.recommended_k))
+        ks = (("suggested", dist.suggested_k), ("default", dist.recommended_k))
         marks = [name for name, k in ks if k in band]
         table.add_row(
             label,
             Text.assemble(_bar(near, most_sampled, "green"), _bar(other, most_sampled, "yellow")),
             f"{near}/{near + other}" if near + other else "",
             Text.assemble(_bar(rand, most_random * len(band), "blue"), f" {rand}" if rand else ""),
-            Text("◀ " + ", ".join(marks), style="bold") if marks else "",
+            Text("◀ " + " and ".join(marks) + " k", style="bold") if marks else "",
         )
     return table
 

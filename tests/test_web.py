@@ -10,6 +10,7 @@ import os
 import sqlite3
 import subprocess
 import sys
+import time
 import urllib.parse
 from collections import Counter
 from pathlib import Path
@@ -241,3 +242,21 @@ def test_serve_refuses_what_is_not_an_index(runner, tmp_path):
     result = simq(runner, "serve", "--db", other)
     assert result.exit_code == 1 and "Traceback" not in result.output
     assert simq(runner, "serve", "--db", tmp_path / "missing.db").exit_code == 1
+
+
+@web_extra
+def test_serve_open_opens_the_clusters_page(stored, tmp_path):
+    db, _ = stored
+    opened = tmp_path / "opened.txt"
+    browser = tmp_path / "browser"  # what webbrowser runs for $BROWSER: records the URL it was given
+    browser.write_text(f"#!/bin/sh\necho \"$1\" > {opened}\n", encoding="utf-8")
+    browser.chmod(0o755)
+    with serving(db, tmp_path, "--open", env={"BROWSER": str(browser)}) as base:
+        for _ in range(100):
+            if opened.exists() and opened.read_text().strip():
+                break
+            time.sleep(0.1)
+        url = opened.read_text().strip()
+        assert url == f"{base}/index/-/simhash/clusters"
+        status, body = get(url)
+        assert status == 200 and "Near-duplicate clusters in index" in body

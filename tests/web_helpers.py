@@ -98,11 +98,11 @@ def get(url: str, data: bytes | None = None, headers: dict | None = None) -> tup
 
 
 @contextlib.contextmanager
-def serving(db: Path, cwd: Path):
-    """`simq serve --db DB --port P` in a subprocess until the block ends; yields the base URL."""
+def serving(db: Path, cwd: Path, *options: str, env: dict | None = None):
+    """`simq serve --db DB --port P [options]` in a subprocess until the block ends; yields the base URL."""
     port = free_port()
-    command = [sys.executable, "-m", "simhash_sqlite", "serve", "--db", str(db), "--port", str(port)]
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    command = [sys.executable, "-m", "simhash_sqlite", "serve", "--db", str(db), "--port", str(port), *options]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
     env.pop("SIMQ_DB", None)
     log = open(cwd / f"serve-{port}.log", "w+")  # noqa: SIM115 (read back if the server fails)
     process = subprocess.Popen(command, cwd=cwd, stdout=log, stderr=subprocess.STDOUT, env=env)
