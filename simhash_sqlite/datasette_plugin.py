@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import email.parser
 import email.policy
 import re
@@ -57,6 +58,24 @@ async def _run(path: str, work, *args, **kwargs):
         return work(_index(path), *args, **kwargs)
 
     return await asyncio.get_running_loop().run_in_executor(_executor, call)
+
+
+@hookimpl
+def startup(datasette):
+    """Have each worker thread open the served indexes and read the fingerprints a search scans, in the
+    background, so that the first search answers as fast as the next ones (BENCHMARKS.md, Web view)."""
+    paths = [db.path for db in datasette.databases.values() if _is_index(db)]
+    everyone = threading.Barrier(WORKERS)  # each thread takes exactly one of the tasks
+
+    def warm() -> None:
+        with contextlib.suppress(threading.BrokenBarrierError):
+            everyone.wait(timeout=30)
+        for path in paths:
+            with contextlib.suppress(SimhashError):  # not an index: its pages say so
+                _index(path).search(fingerprint=0, k=CONFIRM_K, check=False, plan="scan")
+
+    for _ in range(WORKERS):
+        _executor.submit(warm)
 
 
 # -- SQL functions on Datasette's connections ----------------------------------------------------
