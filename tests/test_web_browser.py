@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from test_cli import simq
-from web_helpers import HOSTILE, file_index, serving, stored_index
+from web_helpers import HOSTILE, SCREENSHOTS, file_index, serving, stored_index
 
 from simhash_sqlite import SimhashIndex
 
@@ -37,9 +37,7 @@ def shots(request, tmp_path_factory) -> Path:
     chosen = os.environ.get("SIMQ_SCREENSHOTS")
     folder = Path(chosen) if chosen else tmp_path_factory.mktemp("screenshots")
     folder.mkdir(parents=True, exist_ok=True)
-    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
-    if reporter is not None:  # shown whatever the output capture
-        reporter.write_line(f"screenshots of the web pages: {folder}")
+    request.config.stash.setdefault(SCREENSHOTS, []).append(folder)  # conftest.py names it at the end
     return folder
 
 

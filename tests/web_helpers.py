@@ -14,7 +14,12 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+import pytest
+
 from simhash_sqlite import Document, SimhashIndex
+
+# Folders the browser tests saved screenshots in; conftest.py names them at the end of the run.
+SCREENSHOTS = pytest.StashKey[list]()
 
 HOSTILE = (
     "<script>alert('pwned')</script><b>bold</b> & <img src=x onerror=alert(2)> "
