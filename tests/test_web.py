@@ -20,7 +20,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_cli import simq
-from web_helpers import HOSTILE, file_index, get, serving, stored_index
+from web_helpers import file_index, get, serving, stored_index
 
 from simhash_sqlite import Document, InvalidInput, SimhashIndex, to_signed
 from simhash_sqlite.explain import verdicts
