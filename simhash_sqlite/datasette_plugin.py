@@ -96,7 +96,13 @@ def prepare_jinja2_environment(env, datasette):
 
 
 def _is_index(db) -> bool:
+    """A file Datasette serves, which our pages may try to open (they say so if it is no index)."""
     return db.path is not None and not db.is_memory
+
+
+async def _looks_like_index(db) -> bool:
+    """A file with our settings table: worth a link to our pages."""
+    return _is_index(db) and "simhash_meta" in await db.table_names()
 
 
 @hookimpl
@@ -106,21 +112,23 @@ def menu_links(datasette, actor, request):
 
 @hookimpl
 def database_actions(datasette, actor, database, request):
-    db = datasette.get_database(database)
-    if not _is_index(db):
-        return []
-    base = _base(datasette, database)
-    return [
-        {"href": f"{base}/search", "label": "Search near-duplicates"},
-        {"href": f"{base}/clusters", "label": "Near-duplicate clusters"},
-        {"href": f"{base}/calibrate", "label": "Calibrate k"},
-    ]
+    async def links():
+        if not await _looks_like_index(datasette.get_database(database)):
+            return []
+        base = _base(datasette, database)
+        return [
+            {"href": f"{base}/search", "label": "Search near-duplicates"},
+            {"href": f"{base}/clusters", "label": "Near-duplicate clusters"},
+            {"href": f"{base}/calibrate", "label": "Calibrate k"},
+        ]
+
+    return links
 
 
 @hookimpl
 def skip_csrf(datasette, scope):
     """The search form changes nothing (a forged post can only run a search), and asgi-csrf 0.11 fails
-    on every multipart post with python-multipart 0.0.2x and later (FormParser lost FileClass)."""
+    on every multipart post with python-multipart 0.0.34 (its FormParser no longer takes FileClass)."""
     return scope["type"] == "http" and _SEARCH_PATH.match(scope.get("path", "")) is not None
 
 
@@ -136,7 +144,7 @@ def register_routes(datasette):
         (db + r"/?$", home_view),
         (db + r"/search$", search_view),
         (db + r"/clusters$", clusters_view),
-        (db + r"/clusters/(?P<cluster>-?\d+)$", cluster_page_view),
+        (db + r"/clusters/(?P<cluster>\d{1,18})$", cluster_page_view),
         (db + r"/pair$", pair_page_view),
         (db + r"/calibrate$", calibrate_view),
     ]
@@ -189,7 +197,7 @@ async def _guarded(datasette, request, name: str, template: str, context: dict, 
 
 
 async def home_view(request, datasette):
-    names = [name for name, db in datasette.databases.items() if _is_index(db)]
+    names = [name for name, db in datasette.databases.items() if await _looks_like_index(db)]
     if "database" in request.url_vars:
         name, _ = await _database(request, datasette)
         return Response.redirect(f"{_base(datasette, name)}/clusters")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -19,8 +20,8 @@ import apsw
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_cli import simq
-from web_helpers import file_index, get, serving, stored_index
+from test_cli import assert_clean_error, simq
+from web_helpers import file_index, free_port, get, serving, stored_index
 
 from simhash_sqlite import Document, InvalidInput, SimhashIndex, to_signed
 from simhash_sqlite.explain import verdicts
@@ -217,6 +218,12 @@ def test_serve_is_read_only_and_refuses_paths_and_markup(stored, tmp_path):
         assert "&lt;img src=x onerror=alert(2)&gt;" in body
         status, body = get(f"{page}/clusters")
         assert status == 200 and "family0/original.txt" in body
+        for where in ("/index", "/-/simhash"):  # the database page's menu, and the list of indexes
+            status, body = get(base + where)
+            assert status == 200 and 'href="/index/-/simhash/clusters"' in body, where
+        form = (b'--b\r\nContent-Disposition: form-data; name="file"; filename="x.txt"\r\n\r\ncaf\xe9\r\n--b--\r\n')
+        status, body = get(f"{page}/search", data=form, headers={"Content-Type": "multipart/form-data; boundary=b"})
+        assert status == 400 and "the file is not UTF-8 text (byte 0xe9 at offset 3)" in body
     assert hashlib.sha256(db.read_bytes()).hexdigest() == before
     assert not os.path.exists(f"{db}-wal") or os.path.getsize(f"{db}-wal") == 0
 
@@ -260,3 +267,28 @@ def test_serve_open_opens_the_clusters_page(stored, tmp_path):
         assert url == f"{base}/index/-/simhash/clusters"
         status, body = get(url)
         assert status == 200 and "Near-duplicate clusters in index" in body
+
+
+@web_extra
+def test_serve_refuses_an_index_with_changes_still_in_its_wal(runner, tmp_path):
+    db = tmp_path / "busy.db"
+    with SimhashIndex(db, create=True) as index:
+        index.add_fingerprints([("a", 1)])
+    writer = apsw.Connection(str(db))  # a writer still at work: its commit is in the WAL only
+    try:
+        writer.execute("PRAGMA wal_autocheckpoint = 0")
+        writer.execute("UPDATE documents SET length = 1")
+        result = simq(runner, "serve", "--db", db, "--port", free_port())
+    finally:
+        writer.close()
+    assert_clean_error(result, "holds changes not yet written")
+
+
+@web_extra
+def test_serve_on_a_port_in_use_is_a_clean_error(runner, stored):
+    db, _ = stored
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        result = simq(runner, "serve", "--db", db, "--port", taken.getsockname()[1])
+    assert_clean_error(result, "give another --port")
