@@ -292,3 +292,17 @@ def test_serve_on_a_port_in_use_is_a_clean_error(runner, stored):
         taken.listen()
         result = simq(runner, "serve", "--db", db, "--port", taken.getsockname()[1])
     assert_clean_error(result, "give another --port")
+
+
+def test_an_index_opened_read_only_refuses_writes(stored, tmp_path):
+    db, _ = stored
+    before = db.read_bytes()
+    with SimhashIndex(db, readonly=True) as index:
+        assert len(index.near(key="family1/original.txt")) >= 1
+        with pytest.raises(apsw.ReadOnlyError):
+            index.add([Document("new", "a new text to add")])
+        with pytest.raises(apsw.ReadOnlyError):
+            index.remove(["family1/original.txt"])
+    assert db.read_bytes() == before
+    with pytest.raises(InvalidInput, match="read-only cannot be created"):
+        SimhashIndex(tmp_path / "new.db", create=True, readonly=True)
