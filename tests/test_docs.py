@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
 README = ROOT / "README.md"
 PAGES = [README, *sorted(DOCS.glob("*.md"))]
-DOC_PAGES = ("cli.md", "python-api.md", "sql.md", "quality.md", "scale.md")
+DOC_PAGES = ("cli.md", "python-api.md", "sql.md", "quality.md", "scale.md", "web.md")
 
 
 def _generator():
@@ -120,7 +120,8 @@ def _command_lines(text: str) -> list[tuple[str, bool]]:
             if "simq" in line and not line.startswith(("#", "│", "╭", "╰", "Usage:")):
                 found.append((line.removeprefix("$ "), True))
     prose = FENCE.sub("", text)
-    found += [(span, False) for span in re.findall(r"`(simq [^`]+)`", prose)]
+    # Inline spans, except usage synopses such as `simq serve [--db PATH] [--open]`.
+    found += [(span, False) for span in re.findall(r"`(simq [^`]+)`", prose) if "[-" not in span]
     return found
 
 
