@@ -26,31 +26,21 @@ from rich.table import Table
 from rich.text import Text
 
 from . import output
-from .batch_queries import guess_format, parse_queries
+from .batch_queries import QueryError, guess_format, parse_queries
 from .calibrate import DEFAULT_MAX_K, Calibration
 from .calibrate import calibrate as calibrate_index
 from .checks import check_index
 from .clusters import REPRESENTATIVE_RULES, Cluster
-from .confirm import (
-    DEFAULT_THRESHOLD,
-    ConfirmReport,
-    candidate_k,
-    check_threshold,
-    confirmed_clusters,
-    confirmed_near,
-    confirmed_near_many,
-    confirmed_pairs,
-    keeps,
-)
+from .confirm import DEFAULT_THRESHOLD, ConfirmReport, candidate_k, check_threshold, keeps
 from .dedup import Deduplicator
 from .errors import InvalidInput, SimhashError
 from .explain import Explanation
 from .explain import explain as explain_pair
 from .fingerprint import from_hex, simhash, to_hex, to_signed
-from .index import AddReport, Match, QueryError, SimhashIndex
+from .index import AddReport, SimhashIndex
 from .index_arrays import DuplicatePair
 from .output import err, line, out, plain, printable
-from .search import executed_sql, near_sql
+from .search import Match, executed_sql, near_sql
 from .settings import CONFIRM_K, RECOMMENDED_K, SHORT_TEXT, FingerprintSettings
 from .sources import Reader, stale_keys
 from .user_sql import parse_params, run_query
@@ -404,14 +394,11 @@ def near(
     fingerprint = from_hex(hash_) if hash_ is not None else None
     report = None
     with SimhashIndex(db) as index:
-        if threshold is not None:
-            checked = confirmed_near(
-                index, text, fingerprint=fingerprint, key=key, k=k, threshold=threshold, limit=limit, plan=plan
-            )
-            result, matches, report = checked.search, checked.matches, checked.report
-        else:
-            result = index.explain(text, fingerprint=fingerprint, key=key, k=k, limit=limit, plan=plan)
-            matches = result.matches
+        result = index.search(
+            text, fingerprint=fingerprint, key=key, k=k, limit=limit, plan=plan,
+            check=confirm, threshold=jaccard,
+        )
+        matches, report = result.matches, result.report
         if explain:
             err.print(f"plan: {result.plan.describe()}", markup=False)
             err.print(f"candidates checked: {result.candidates:,}", markup=False)
@@ -480,10 +467,10 @@ def _near_batch(
     def answers_of(index: SimhashIndex):
         nonlocal failed, answered, candidates
         queries = parse_queries(stream, fmt)
-        if threshold is None:
-            answers = index.near_many(queries, k=k, limit=limit, plan=plan)
-        else:
-            answers = confirmed_near_many(index, queries, k=k, threshold=threshold, limit=limit, plan=plan)
+        answers = index.near_many(
+            queries, k=k, limit=limit, plan=plan,
+            check=threshold is not None, threshold=threshold or DEFAULT_THRESHOLD,
+        )
         for query, answer in answers:
             answered += 1
             record: dict = {"id": query.id}
@@ -494,9 +481,8 @@ def _near_batch(
                     warn("skipped", answer.message)
             else:
                 matches = answer.matches
-                if threshold is not None:
+                if answer.report is not None:
                     _add_counts(total, answer.report)
-                    answer = answer.search
                 record["fingerprint"] = to_hex(answer.fingerprint)
                 record["matches"] = [_match_json(m) for m in matches]
                 if explain:
@@ -528,14 +514,14 @@ def _add_counts(total: ConfirmReport, part: ConfirmReport) -> None:
 
 
 def _match_json(match: Match) -> dict:
-    """A match as JSON; "jaccard" is the exact check's (null: not checked, judged by distance)."""
-    jaccard = getattr(match, "jaccard", None)
+    """A match as JSON; "jaccard" is the check's (null: not measured), "checked_by" how it was judged."""
     return {
         "key": match.key,
         "distance": match.distance,
         "similarity": round(match.similarity, 4),
-        "jaccard": None if jaccard is None else round(jaccard, 4),
-        "checked": jaccard is not None,
+        "jaccard": None if match.jaccard is None else round(match.jaccard, 4),
+        "checked": match.jaccard is not None,
+        "checked_by": match.checked_by,
         "fingerprint": to_hex(match.fingerprint),
     }
 
@@ -905,16 +891,15 @@ def dupes(
     The table shows the first 50 pairs, closest first; the other formats stream every pair.
     """
     format_ = output.choose_format(format_, as_json)
-    threshold = check_threshold(jaccard) if confirm else None
     k = candidate_k(k, confirm)
     streaming_here = format_ != "table" and output_path is None and out.is_terminal
     with SimhashIndex(db) as index, output.progress("pairs", hidden=streaming_here) as progress:
-        checker = confirmed_pairs(index, k, threshold) if threshold is not None else None
-        pairs = iter(checker) if checker is not None else index.dupes(k)
-        report = None if checker is None else checker.report
+        found = index.dupes(k, check=confirm, threshold=jaccard)
+        pairs, report = iter(found), found.report
         task = progress.add_task("pairs", total=None)
         records = (_counted(_pair_json(p), progress, task) for p in pairs)
-        columns = ["first", "second", "distance", "similarity", "jaccard", "checked"]
+        # csv and tsv keep the columns they always had; json and jsonl carry checked_by as well
+        columns = ["first", "second", "distance", "similarity", "jaccard", "checked"] if format_ in ("csv", "tsv") else None
         if format_ == "table":
             shown = list(itertools.islice(records, SHOWN_ROWS))
             more = sum(1 for _ in records)
@@ -933,15 +918,15 @@ def _counted(record: dict, progress, task) -> dict:
 
 
 def _pair_json(pair: DuplicatePair) -> dict:
-    """A pair as JSON; "jaccard" is the exact check's (null: not checked, judged by distance)."""
-    jaccard = getattr(pair, "jaccard", None)
+    """A pair as JSON; "jaccard" is the check's (null: not measured), "checked_by" how it was judged."""
     return {
         "first": pair.first,
         "second": pair.second,
         "distance": pair.distance,
         "similarity": round(pair.similarity, 4),
-        "jaccard": None if jaccard is None else round(jaccard, 4),
-        "checked": jaccard is not None,
+        "jaccard": None if pair.jaccard is None else round(pair.jaccard, 4),
+        "checked": pair.jaccard is not None,
+        "checked_by": pair.checked_by,
     }
 
 
@@ -985,16 +970,11 @@ def clusters(
     csv and tsv one member a row.
     """
     format_ = output.choose_format(format_, as_json)
-    threshold = check_threshold(jaccard) if confirm else None
     k = candidate_k(k, confirm)
-    checks = None
     with SimhashIndex(db) as index:
         with output.progress("pairs") as progress:
             progress.add_task("clustering", total=None)
-            if threshold is not None:
-                report, checks = confirmed_clusters(index, k, threshold, representative=representative)
-            else:
-                report = index.clusters(k, representative=representative)
+            report = index.clusters(k, check=confirm, threshold=jaccard, representative=representative)
         found = index.cluster_list(min_size=min_size)
         with output.destination(output_path) as handle:
             if format_ == "table":
@@ -1014,8 +994,8 @@ def clusters(
         f"keeping one of each would drop {report.duplicates:,}. Written to the clusters table.",
         to_stderr=True,
     )
-    if checks is not None:
-        _print_check_summary(checks, "pair", suffix=" joined clusters", to_stderr=True)
+    if report.check is not None:
+        _print_check_summary(report.check, "pair", suffix=" joined clusters", to_stderr=True)
 
 
 def _cluster_json(c: Cluster) -> dict:
