@@ -750,7 +750,7 @@ def calibrate_command(
     distance a record.
     """
     format_ = output.choose_format(format_, as_json)
-    with SimhashIndex(db) as index, output.progress("documents") as progress:
+    with SimhashIndex(db) as index, output.progress("docs") as progress:
         task = progress.add_task("sampling", total=None)
         result = calibrate_index(
             index, max_k=max_k, per_distance=pairs, threshold=threshold, seed=seed,

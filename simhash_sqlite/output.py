@@ -90,6 +90,11 @@ class SimqConsole(Console):
     def size(self, new_size: tuple[int, int]) -> None:
         self._width, self._height = new_size
 
+    def on_broken_pipe(self) -> None:
+        """rich exits 1 here; the command decides (simq: a quiet 0, see cli.friendly_errors)."""
+        self.quiet = True
+        raise BrokenPipeError("the reader of stdout has gone")
+
 
 def _isatty(file) -> bool:
     try:
@@ -292,7 +297,7 @@ class _Rate(ProgressColumn):
 
     def render(self, task: Task) -> Text:
         speed = task.finished_speed or task.speed
-        return Text("" if speed is None else f"{speed:,.0f} {self.unit}/s", style="progress.data.speed")
+        return Text("" if speed is None else f"{speed:,.0f} {self.unit}/s", style="progress.data.speed", no_wrap=True)
 
 
 def progress(unit: str = "items", *, hidden: bool = False) -> Progress:
@@ -311,8 +316,8 @@ def progress(unit: str = "items", *, hidden: bool = False) -> Progress:
         TaskProgressColumn(),
         *amount,
         TimeElapsedColumn(),
-        TextColumn("left"),
         TimeRemainingColumn(),
+        TextColumn("left"),
         console=err,
         transient=True,
         redirect_stdout=False,
