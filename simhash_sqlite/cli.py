@@ -89,7 +89,10 @@ KOption = Annotated[int, typer.Option("--k", "-k", help="Largest Hamming distanc
 FormatOption = Annotated[
     Optional[str],
     typer.Option(
-        "--format", help="table, json, jsonl, csv or tsv. \\[default: table]", show_default=False, autocompletion=_complete_formats
+        "--format",
+        help="table, json, jsonl, csv or tsv. \\[default: table]",
+        show_default=False,
+        autocompletion=_complete_formats,
     ),
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Short for --format json.")]
@@ -100,7 +103,8 @@ CandidateKOption = Annotated[
     Optional[int],
     typer.Option(
         "--k", "-k",
-        help=f"Largest Hamming distance of a candidate (0-64). \\[default: {CONFIRM_K} with --confirm, {RECOMMENDED_K} with --no-confirm]",
+        help=f"Largest Hamming distance of a candidate (0-64). "
+        f"\\[default: {CONFIRM_K} with --confirm, {RECOMMENDED_K} with --no-confirm]",
         show_default=False,
     ),
 ]
@@ -133,7 +137,8 @@ WeightsOption = Annotated[
     Optional[str], typer.Option(help="'binary', 'count' or 'log'. \\[default: binary]", show_default=False)
 ]
 HmmOption = Annotated[
-    Optional[bool], typer.Option("--hmm/--no-hmm", help="jieba's HMM for words. \\[default: no-hmm]", show_default=False)
+    Optional[bool],
+    typer.Option("--hmm/--no-hmm", help="jieba's HMM for words. \\[default: no-hmm]", show_default=False),
 ]
 
 
@@ -228,7 +233,11 @@ def add(
     hmm: HmmOption = None,
     store_text: Annotated[
         Optional[bool],
-        typer.Option("--store-text/--no-store-text", help="New index: keep the texts in it. \\[default: no-store-text]", show_default=False),
+        typer.Option(
+            "--store-text/--no-store-text",
+            help="New index: keep the texts in it. \\[default: no-store-text]",
+            show_default=False,
+        ),
     ] = None,
     encoding: EncodingOption = "utf-8",
     errors: ErrorsOption = "strict",
@@ -333,8 +342,8 @@ def _print_add_summary(report: AddReport, reader: Reader, db: Path) -> None:
         warn(
             "warning",
             f"{report.short:,} of the texts are shorter than {SHORT_TEXT} characters: distances "
-            "between short texts are noisier; simq near and dupes check candidates by their exact Jaccard when the texts "
-            f"can be read (--store-text, or keep the files), and by distance alone use k <= {RECOMMENDED_K - 1}",
+            "between short texts are noisier; simq near and dupes check candidates by their exact Jaccard when the "
+            f"texts can be read (--store-text, or keep the files), and by distance alone use k <= {RECOMMENDED_K - 1}",
         )
     say(
         f"{db}: {report.added:,} added, {report.updated:,} updated, {report.unchanged:,} unchanged, "
@@ -361,7 +370,9 @@ def near(
     ] = None,
     batch_format: Annotated[
         Optional[str],
-        typer.Option(help="'jsonl' or 'paths'. \\[default: jsonl for *.jsonl and stdin, else paths]", show_default=False),
+        typer.Option(
+            help="'jsonl' or 'paths'. \\[default: jsonl for *.jsonl and stdin, else paths]", show_default=False
+        ),
     ] = None,
     limit: Annotated[Optional[int], typer.Option(help="At most this many results (per query).")] = None,
     plan: Annotated[
@@ -439,7 +450,8 @@ def _print_check_summary(report: ConfirmReport, noun: str, *, to_stderr: bool, s
             "hint",
             f"{missing:,} candidate{'s were' if missing != 1 else ' was'} judged by distance alone, "
             "a text being out of reach: add with --store-text, or keep the indexed files unchanged at their paths"
-            + ("; a --hash query has no text (search with the text, --file or --key)" if report.without_query_text else ""),
+            + ("; a --hash query has no text (search with the text, --file or --key)"
+               if report.without_query_text else ""),
         )
 
 
@@ -499,13 +511,17 @@ def _near_batch(
             stream.close()
     if explain:
         used = ", ".join(f"{kind} {count:,}" for kind, count in sorted(plans.items())) or "none"
-        say(f"{_count(answered, 'query', 'queries')}; plans: {used}; candidates checked: {candidates:,}", to_stderr=True)
+        say(
+            f"{_count(answered, 'query', 'queries')}; plans: {used}; candidates checked: {candidates:,}",
+            to_stderr=True,
+        )
     if threshold is not None:
         _print_check_summary(
             total, "match", suffix=f" of {_count(answered - failed, 'query', 'queries')}", to_stderr=True
         )
     if failed:
-        raise fail(f"{failed:,} of {_count(answered, 'query', 'queries')} could not be searched (see their \"error\" lines)")
+        queries = _count(answered, "query", "queries")
+        raise fail(f"{failed:,} of {queries} could not be searched (see their \"error\" lines)")
 
 
 def _add_counts(total: ConfirmReport, part: ConfirmReport) -> None:
@@ -684,7 +700,8 @@ def rm(
         removed = index.remove(dict.fromkeys(listed))
         matched = index.remove_glob(glob_pattern) if glob_pattern is not None else []
     missing = len(dict.fromkeys(listed)) - removed
-    say(f"{db}: {removed + len(matched):,} removed" + (f", {_count(missing, 'key')} not in the index" if missing else ""))
+    not_there = f", {_count(missing, 'key')} not in the index" if missing else ""
+    say(f"{db}: {removed + len(matched):,} removed{not_there}")
 
 
 def _key_lines(path: Path) -> list[str]:
@@ -899,7 +916,9 @@ def dupes(
         task = progress.add_task("pairs", total=None)
         records = (_counted(_pair_json(p), progress, task) for p in pairs)
         # csv and tsv keep the columns they always had; json and jsonl carry checked_by as well
-        columns = ["first", "second", "distance", "similarity", "jaccard", "checked"] if format_ in ("csv", "tsv") else None
+        columns = None
+        if format_ in ("csv", "tsv"):
+            columns = ["first", "second", "distance", "similarity", "jaccard", "checked"]
         if format_ == "table":
             shown = list(itertools.islice(records, SHOWN_ROWS))
             more = sum(1 for _ in records)
@@ -1026,7 +1045,9 @@ def dedup(
     k: KOption = 3,
     dupes_file: Annotated[
         Optional[Path],
-        typer.Option("--dupes", help="Also write each dropped document's key, what it duplicates and the distance (JSONL)."),
+        typer.Option(
+            "--dupes", help="Also write each dropped document's key, what it duplicates and the distance (JSONL)."
+        ),
     ] = None,
     against: Annotated[
         Optional[Path], typer.Option("--against", help="An index whose documents count as already kept (never output).")
@@ -1055,7 +1076,8 @@ def dedup(
     requested = {"features": features, "ngram": ngram, "weights": weights, "hmm": hmm}
     with contextlib.ExitStack() as stack:
         index = stack.enter_context(SimhashIndex(against, **requested)) if against is not None else None
-        settings = index.settings if index is not None else FingerprintSettings(**{n: v for n, v in requested.items() if v is not None})
+        chosen = {name: value for name, value in requested.items() if value is not None}
+        settings = index.settings if index is not None else FingerprintSettings(**chosen)
         deduplicator = Deduplicator(k, settings, against=index)
         sink = sys.stdout.buffer if str(out_path) == "-" else stack.enter_context(open(out_path, "wb"))
         side = stack.enter_context(open(dupes_file, "wb")) if dupes_file is not None else None
@@ -1075,7 +1097,9 @@ def dedup(
                             description=f"{count:,} docs, {report.kept:,} kept, {report.dropped:,} dropped",
                         )
             except KeyboardInterrupt:
-                raise fail(f"interrupted after {report.read:,} documents; {out_path} holds the documents kept so far", 130) from None
+                raise fail(
+                    f"interrupted after {report.read:,} documents; {out_path} holds the documents kept so far", 130
+                ) from None
         sink.flush()
     for skip in reader.skipped[:SHOWN_SKIPS]:
         warn("skipped", skip.where, ": ", skip.reason)
@@ -1097,32 +1121,58 @@ def dedup(
 @app.command("spark-dedup")
 @friendly_errors
 def spark_dedup(
-    input_path: Annotated[str, typer.Argument(metavar="INPUT", help="Parquet (file or folder) or JSONL with id and text columns.", show_default=False)],
-    out_dir: Annotated[Path, typer.Option("--out", "-o", help="Output folder: Parquet tables, manifest.json, shards.", show_default=False)],
+    input_path: Annotated[
+        str,
+        typer.Argument(
+            metavar="INPUT", help="Parquet (file or folder) or JSONL with id and text columns.", show_default=False
+        ),
+    ],
+    out_dir: Annotated[
+        Path,
+        typer.Option("--out", "-o", help="Output folder: Parquet tables, manifest.json, shards.", show_default=False),
+    ],
     k: Annotated[int, typer.Option("--k", "-k", help="Largest Hamming distance of a pair (0-10).")] = 3,
     id_field: Annotated[str, typer.Option("--id-field", help="Column holding the document id.")] = "id",
     text_field: Annotated[str, typer.Option("--text-field", help="Column holding the text.")] = "text",
     id_col: Annotated[Optional[str], typer.Option("--id-col", hidden=True, help="Old name of --id-field.")] = None,
-    text_col: Annotated[Optional[str], typer.Option("--text-col", hidden=True, help="Old name of --text-field.")] = None,
+    text_col: Annotated[
+        Optional[str], typer.Option("--text-col", hidden=True, help="Old name of --text-field.")
+    ] = None,
     input_format: Annotated[
-        Optional[str], typer.Option("--input-format", help="'parquet' or 'jsonl'. \\[default: by suffix]", show_default=False)
+        Optional[str],
+        typer.Option("--input-format", help="'parquet' or 'jsonl'. \\[default: by suffix]", show_default=False),
     ] = None,
     old_input_format: Annotated[
         Optional[str], typer.Option("--format", hidden=True, help="Old name of --input-format.")
     ] = None,
     master: Annotated[
         Optional[str],
-        typer.Option(help="Spark master: local[*], spark://host:7077, yarn... \\[default: local[*], or spark-submit's]", show_default=False),
+        typer.Option(
+            help="Spark master: local[*], spark://host:7077, yarn... \\[default: local[*], or spark-submit's]",
+            show_default=False,
+        ),
     ] = None,
     keep_by: Annotated[
         Optional[str],
-        typer.Option("--keep-by", help="Keep the first document of a cluster by this column. \\[default: lowest id]", show_default=False),
+        typer.Option(
+            "--keep-by",
+            help="Keep the first document of a cluster by this column. \\[default: lowest id]",
+            show_default=False,
+        ),
     ] = None,
-    descending: Annotated[bool, typer.Option("--descending", help="With --keep-by: keep the largest value instead.")] = False,
-    against: Annotated[Optional[Path], typer.Option("--against", help="An earlier run's --out: drop documents within k of it first.")] = None,
-    sqlite_shards: Annotated[int, typer.Option("--sqlite-shards", help="Also write this many SQLite index files (simq opens each).")] = 0,
+    descending: Annotated[
+        bool, typer.Option("--descending", help="With --keep-by: keep the largest value instead.")
+    ] = False,
+    against: Annotated[
+        Optional[Path],
+        typer.Option("--against", help="An earlier run's --out: drop documents within k of it first."),
+    ] = None,
+    sqlite_shards: Annotated[
+        int, typer.Option("--sqlite-shards", help="Also write this many SQLite index files (simq opens each).")
+    ] = 0,
     blocks: Annotated[
-        Optional[int], typer.Option(help="Blocks of the pair join. \\[default: 6 for k <= 3, k + 3 above]", show_default=False)
+        Optional[int],
+        typer.Option(help="Blocks of the pair join. \\[default: 6 for k <= 3, k + 3 above]", show_default=False),
     ] = None,
     features: FeaturesOption = None,
     ngram: NgramOption = None,
