@@ -729,7 +729,9 @@ def check(
     report ({"ok", "checks"}); jsonl, csv and tsv one check a record.
     """
     format_ = output.choose_format(format_, as_json)
-    report = check_index(db, rehash=rehash)
+    with output.progress("texts", hidden=not rehash) as progress:  # only re-hashing takes long
+        task = progress.add_task("re-hashing", total=None)
+        report = check_index(db, rehash=rehash, on_progress=_progress_to(progress, task))
     records = [{"name": r.name, "ok": r.ok, "detail": r.detail} for r in report.results]
     if format_ == "json":
         output.render_one({"file": report.path, "ok": report.ok, "checks": records}, "json")
@@ -771,7 +773,7 @@ def calibrate_command(
         task = progress.add_task("sampling", total=None)
         result = calibrate_index(
             index, max_k=max_k, per_distance=pairs, threshold=threshold, seed=seed,
-            on_progress=lambda done, total: progress.update(task, completed=done, total=total),
+            on_progress=_progress_to(progress, task),
         )
     rows = [row.__dict__ for row in result.rows]
     if format_ == "json":
@@ -910,11 +912,11 @@ def dupes(
     format_ = output.choose_format(format_, as_json)
     k = candidate_k(k, confirm)
     streaming_here = format_ != "table" and output_path is None and out.is_terminal
-    with SimhashIndex(db) as index, output.progress("pairs", hidden=streaming_here) as progress:
-        found = index.dupes(k, check=confirm, threshold=jaccard)
-        pairs, report = iter(found), found.report
+    with SimhashIndex(db) as index, output.progress("share", hidden=streaming_here) as progress:
         task = progress.add_task("pairs", total=None)
-        records = (_counted(_pair_json(p), progress, task) for p in pairs)
+        found = index.dupes(k, check=confirm, threshold=jaccard, on_progress=_progress_to(progress, task))
+        pairs, report = iter(found), found.report
+        records = map(_pair_json, pairs)
         # csv and tsv keep the columns they always had; json and jsonl carry checked_by as well
         columns = None
         if format_ in ("csv", "tsv"):
@@ -931,9 +933,9 @@ def dupes(
         _print_check_summary(report, "pair", to_stderr=True)
 
 
-def _counted(record: dict, progress, task) -> dict:
-    progress.advance(task)
-    return record
+def _progress_to(progress, task):
+    """An on_progress(done, total) callback that moves a task of an output.progress() display."""
+    return lambda done, total: progress.update(task, completed=done, total=total)
 
 
 def _pair_json(pair: DuplicatePair) -> dict:
@@ -991,9 +993,12 @@ def clusters(
     format_ = output.choose_format(format_, as_json)
     k = candidate_k(k, confirm)
     with SimhashIndex(db) as index:
-        with output.progress("pairs") as progress:
-            progress.add_task("clustering", total=None)
-            report = index.clusters(k, check=confirm, threshold=jaccard, representative=representative)
+        with output.progress("share") as progress:
+            task = progress.add_task("clustering", total=None)
+            report = index.clusters(
+                k, check=confirm, threshold=jaccard, representative=representative,
+                on_progress=_progress_to(progress, task),
+            )
         found = index.cluster_list(min_size=min_size)
         with output.destination(output_path) as handle:
             if format_ == "table":

@@ -304,11 +304,15 @@ def progress(unit: str = "items", *, hidden: bool = False) -> Progress:
     """A progress display on stderr: a bar with the share done, the rate and the time left where the
     total is known (a spinner with counts where not). Only on a terminal (nothing when stderr is piped
     or redirected, or when hidden: records streaming to the same terminal show the progress) and gone
-    when done. unit "bytes" shows sizes and transfer speed. stdout is never redirected into it (rich
+    when done. unit "bytes" shows the transfer speed, "share" only the share done, others a count and
+    its rate. stdout is never redirected into it (rich
     would send it to stderr)."""
-    amount: list[ProgressColumn] = (
-        [TransferSpeedColumn()] if unit == "bytes" else [MofNCompleteColumn(), _Rate(unit)]
-    )
+    if unit == "bytes":
+        amount: list[ProgressColumn] = [TransferSpeedColumn()]
+    elif unit == "share":  # a share of the work done, not a count (the pair search's tables)
+        amount = []
+    else:
+        amount = [MofNCompleteColumn(), _Rate(unit)]
     return Progress(
         SpinnerColumn(),
         TextColumn("{task.description}"),
