@@ -48,7 +48,6 @@ from .version import __version__
 
 app = typer.Typer(
     name="simq",
-    help="Find near-duplicate texts with 64-bit SimHash, in one SQLite index file.",
     rich_markup_mode="rich",
     context_settings={"help_option_names": ["-h", "--help"]},
     no_args_is_help=True,
@@ -211,9 +210,9 @@ def main_options(
 ) -> None:
     """Find near-duplicate texts with 64-bit SimHash, in one SQLite index file.
 
-    Every command that prints records takes --format table|json|jsonl|csv|tsv (--json for short) and
-    -o/--out FILE. Exit status: 0 success, 1 error, 2 usage, 130 interrupted. Colour only on a terminal
-    and not under NO_COLOR. Shell completion: simq --install-completion.
+    Records: --format table|json|jsonl|csv|tsv (--json for short), -o/--out FILE.
+    Exit status: 0 success, 1 error, 2 usage, 130 interrupted; a closed pipe (| head) ends quietly with 0.
+    Colour only on a terminal, never under NO_COLOR. Shell completion: simq --install-completion.
     """
 
 
