@@ -82,7 +82,7 @@ class SimqConsole(Console):
     @property
     def size(self) -> ConsoleDimensions:
         dimensions = super().size
-        if self._width is None and not _isatty(self.file) and not os.environ.get("COLUMNS", "").isdigit():
+        if not _isatty(self.file):  # even with COLUMNS exported (rich reads it): a pipe has no width
             return ConsoleDimensions(PIPED_WIDTH, dimensions.height)
         return dimensions
 
