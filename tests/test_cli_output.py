@@ -188,9 +188,9 @@ def test_a_closed_pipe_ends_quietly_and_piped_tables_do_not_wrap(many):
         run = subprocess.run(["bash", "-c", f"set -o pipefail; {command} | head -n 3"], capture_output=True, text=True)
         assert run.returncode == 0, run.stderr
         assert run.stderr == "" and len(run.stdout.splitlines()) == 3
-    # Not a terminal: each row of a table is one line, whatever the width of a key.
+    # Not a terminal: each row of a table is one line, whatever the width of a key (or an exported COLUMNS).
     run = subprocess.run([simq_path, "dupes", "--db", str(db), "--no-confirm"], capture_output=True, text=True,
-                         env={**os.environ, "COLUMNS": ""})
+                         env={**os.environ, "COLUMNS": "40"})
     assert run.returncode == 0, run.stderr
     rows = [line for line in run.stdout.splitlines() if long_key in line]
     assert len(rows) == 50 and all(line.count(long_key) == 2 for line in rows)  # 50 shown, both keys whole
