@@ -757,7 +757,12 @@ def calibrate_command(
     db: DbOption = Path(DEFAULT_DB),
     max_k: Annotated[int, typer.Option("--max-k", help="Largest distance to sample.")] = DEFAULT_MAX_K,
     pairs: Annotated[int, typer.Option("--pairs", help="Pairs to sample at each distance.")] = 30,
-    threshold: Annotated[float, typer.Option(help="Jaccard similarity that counts as a near-duplicate.")] = 0.8,
+    jaccard: Annotated[
+        float, typer.Option("--jaccard", help="The exact Jaccard that counts as a near-duplicate.")
+    ] = DEFAULT_THRESHOLD,
+    old_threshold: Annotated[
+        Optional[float], typer.Option("--threshold", hidden=True, help="Old name of --jaccard.")
+    ] = None,
     seed: Annotated[int, typer.Option(help="Seed for choosing the documents.")] = 0,
     format_: FormatOption = None,
     as_json: JsonOption = False,
@@ -771,7 +776,8 @@ def calibrate_command(
     with SimhashIndex(db) as index, output.progress("docs") as progress:
         task = progress.add_task("sampling", total=None)
         result = calibrate_index(
-            index, max_k=max_k, per_distance=pairs, threshold=threshold, seed=seed,
+            index, max_k=max_k, per_distance=pairs, threshold=jaccard if old_threshold is None else old_threshold,
+            seed=seed,
             on_progress=_progress_to(progress, task),
         )
     rows = [row.__dict__ for row in result.rows]

@@ -153,6 +153,15 @@ def test_help_shows_defaults_and_no_value_after_flags(runner):
         assert "'count', 'log' or 'binary'" not in text  # dedup's help once said count while binary was used
     spark = ok(simq(runner, "spark-dedup", "--help", terminal_width=200, env={"COLUMNS": "200"})).stdout
     assert "--id-col" not in spark and "--text-col" not in spark  # the old names still parse, unlisted
+    calibrate = ok(simq(runner, "calibrate", "--help", terminal_width=200, env={"COLUMNS": "200"})).stdout
+    assert "--jaccard" in calibrate and "--threshold" not in calibrate  # the same name as near and dupes
+
+
+def test_old_option_names_still_work(runner, odd):
+    db, _ = odd
+    new = json.loads(ok(simq(runner, "calibrate", "--db", db, "--max-k", "4", "--jaccard", "0.7", "--json")).stdout)
+    old = json.loads(ok(simq(runner, "calibrate", "--db", db, "--max-k", "4", "--threshold", "0.7", "--json")).stdout)
+    assert new == old and new["threshold"] == 0.7
 
 
 # -- the real script in a pipe ---------------------------------------------------------------------
