@@ -96,7 +96,10 @@ FormatOption = Annotated[
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Short for --format json.")]
 OutOption = Annotated[
-    Optional[Path], typer.Option("--out", "-o", help="Write the records to this file instead of stdout.")
+    Optional[Path],
+    typer.Option(
+        "--out", "-o", help="Write the records to this file instead of stdout. \\[default: stdout]", show_default=False
+    ),
 ]
 CandidateKOption = Annotated[
     Optional[int],
@@ -373,9 +376,16 @@ def near(
             help="'jsonl' or 'paths'. \\[default: jsonl for *.jsonl and stdin, else paths]", show_default=False
         ),
     ] = None,
-    limit: Annotated[Optional[int], typer.Option(help="At most this many results (per query).")] = None,
+    limit: Annotated[
+        Optional[int],
+        typer.Option(help="At most this many results (per query). \\[default: no limit]", show_default=False),
+    ] = None,
     plan: Annotated[
-        Optional[str], typer.Option(help="Force 'index' (block lookups) or 'scan'; the answer is the same.")
+        Optional[str],
+        typer.Option(
+            help="Force 'index' (block lookups) or 'scan'; the answer is the same. \\[default: the cheaper]",
+            show_default=False,
+        ),
     ] = None,
     format_: FormatOption = None,
     as_json: JsonOption = False,

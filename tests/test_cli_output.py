@@ -6,9 +6,11 @@ import io
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -223,6 +225,18 @@ def test_shell_completion(many):
     assert subprocess.run([_script()], capture_output=True, text=True, env=env).stdout.split() == ["dupes"]
     env.update(COMP_WORDS="simq dupes --format js", COMP_CWORD="3")
     assert subprocess.run([_script()], capture_output=True, text=True, env=env).stdout.split() == ["json", "jsonl"]
+
+
+def test_ctrl_c_is_130_with_one_line(many):
+    """Any command (here one waiting on stdin), not only add: "interrupted" and 130, no traceback."""
+    db, _ = many
+    process = subprocess.Popen([_script(), "near", "--db", str(db), "--batch", "-"], stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(1.5)  # started and reading
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=30)
+    process.stdin.close()
+    assert process.returncode == 130 and stderr.strip() == "error: interrupted", stderr
 
 
 def test_version_from_the_script():
