@@ -232,11 +232,25 @@ def test_ctrl_c_is_130_with_one_line(many):
     db, _ = many
     process = subprocess.Popen([_script(), "near", "--db", str(db), "--batch", "-"], stdin=subprocess.PIPE,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    time.sleep(1.5)  # started and reading
+    deadline = time.time() + 30
+    while time.time() < deadline and not _has_open(process.pid, db):  # the index is open: past start-up
+        time.sleep(0.05)
+    time.sleep(0.2)
     process.send_signal(signal.SIGINT)
     _, stderr = process.communicate(timeout=30)
     process.stdin.close()
     assert process.returncode == 130 and stderr.strip() == "error: interrupted", stderr
+
+
+def _has_open(pid: int, path: Path) -> bool:
+    fds = Path(f"/proc/{pid}/fd")
+    if not fds.is_dir():
+        time.sleep(2)  # no /proc: give it time
+        return True
+    try:
+        return any(os.readlink(fd) == str(path) for fd in fds.iterdir())
+    except OSError:
+        return False
 
 
 def test_version_from_the_script():
