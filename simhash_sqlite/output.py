@@ -74,8 +74,8 @@ class SimqConsole(Console):
     """A rich Console that writes nothing but what it is given: no highlighting of numbers and
     paths, no colour under NO_COLOR, and no wrapping when its file is not a terminal."""
 
-    def __init__(self, *, stderr: bool = False, file: TextIO | None = None) -> None:
-        no_color = os.environ.get("NO_COLOR", "") != ""
+    def __init__(self, *, stderr: bool = False, file: TextIO | None = None, plain_file: bool = False) -> None:
+        no_color = plain_file or os.environ.get("NO_COLOR", "") != ""
         kwargs: dict[str, Any] = {"color_system": None} if no_color else {}
         super().__init__(stderr=stderr, file=file, highlight=False, no_color=no_color or None, **kwargs)
 
@@ -281,8 +281,8 @@ def _table(records: Iterator, handle: TextIO, columns, cells: Cells, cell, title
 def _print(renderable, handle: TextIO) -> None:
     if handle is sys.stdout:
         out.print(renderable)
-    else:  # a file from -o: no colour, no wrapping
-        SimqConsole(file=handle).print(renderable)
+    else:  # a file from -o: no colour (even under FORCE_COLOR), no wrapping
+        SimqConsole(file=handle, plain_file=True).print(renderable)
 
 
 # -- progress ---------------------------------------------------------------------------------
