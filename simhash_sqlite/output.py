@@ -208,7 +208,7 @@ def render(
         count = 0
         handle.write("[")
         for count, record in enumerate(records, 1):
-            handle.write(("," if count > 1 else "") + _json(_picked(record, columns)))
+            handle.write((", " if count > 1 else "") + _json(_picked(record, columns)))
         handle.write("]\n")
         return count
     if format_ == "jsonl":
