@@ -133,8 +133,13 @@ def json_value(value: object) -> object:
     return value.hex() if isinstance(value, (bytes, bytearray, memoryview)) else value
 
 
+# Line breaks that JSON leaves raw but str.splitlines() and some JSONL readers split on: escaped, so
+# that a JSON line is one line to every reader. (Raw, they can only be inside strings: safe to replace.)
+_RAW_BREAKS = str.maketrans({"\x85": "\\u0085", "\u2028": "\\u2028", "\u2029": "\\u2029"})
+
+
 def _json(value: object) -> str:
-    return json.dumps(value, ensure_ascii=False, default=_json_default)
+    return json.dumps(value, ensure_ascii=False, default=_json_default).translate(_RAW_BREAKS)
 
 
 def _json_default(value: object) -> object:
@@ -217,13 +222,18 @@ def render(
             handle.write(_json(_picked(record, columns)) + "\n")
         return count
     if format_ in ("csv", "tsv"):
-        writer = csv.writer(handle, delimiter="\t" if format_ == "tsv" else ",", lineterminator="\n")
+        delimiter = "\t" if format_ == "tsv" else ","
+        writer = csv.writer(handle, delimiter=delimiter, lineterminator="\n")
+        # csv quotes a field holding the line terminator (\n) but not a lone \r, which readers take for
+        # a line end: a row with one is written with every field quoted
+        quoted = csv.writer(handle, delimiter=delimiter, lineterminator="\n", quoting=csv.QUOTE_ALL)
         count = 0
         for count, record in enumerate(records, 1):
             if count == 1:
                 columns = columns or list(record)
                 writer.writerow(columns)
-            writer.writerow([csv_cell(value) for value in _values(record, columns)])
+            row = [csv_cell(value) for value in _values(record, columns)]
+            (quoted if any(isinstance(v, str) and "\r" in v for v in row) else writer).writerow(row)
         if count == 0 and columns:
             writer.writerow(columns)
         return count

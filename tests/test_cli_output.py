@@ -302,3 +302,29 @@ def test_fuzz_cli_no_traceback_no_damage(runner, chosen, command, extra, stdin):
             assert problems(db) == []
     finally:
         shutil.rmtree(folder)
+
+
+# -- output.render itself: every format gives back what it was given ------------------------------
+
+values = st.one_of(st.none(), st.booleans(), st.integers(), keys, st.text(max_size=20))
+
+
+@settings(max_examples=50, deadline=None)
+@given(rows=st.lists(st.tuples(keys, values), min_size=1, max_size=5))
+def test_render_round_trips(rows):
+    from simhash_sqlite import output
+
+    records = [{"key": key, "value": value} for key, value in rows]
+    for fmt in ("json", "jsonl", "csv", "tsv", "table"):
+        handle = io.StringIO()
+        assert output.render(records, fmt, handle) == len(records)
+        text = handle.getvalue()
+        if fmt == "json":
+            assert json.loads(text) == records
+        elif fmt == "jsonl":
+            assert [json.loads(line) for line in text.splitlines()] == records
+        elif fmt in ("csv", "tsv"):
+            parsed = list(csv.DictReader(io.StringIO(text, newline=""), delimiter="," if fmt == "csv" else "\t"))
+            assert [r["key"] for r in parsed] == [r["key"] for r in records]
+        else:  # one line a row, whatever the key holds
+            assert len(text.splitlines()) == len(records) + 4
