@@ -31,15 +31,25 @@ from .calibrate import DEFAULT_MAX_K, Calibration
 from .calibrate import calibrate as calibrate_index
 from .checks import check_index
 from .clusters import REPRESENTATIVE_RULES, Cluster
-from .confirm import DEFAULT_THRESHOLD, ConfirmReport, candidate_k, check_threshold, keeps
+from .confirm import DEFAULT_THRESHOLD, ConfirmReport, candidate_k, check_threshold
 from .dedup import Deduplicator
 from .errors import InvalidInput, SimhashError
-from .explain import Explanation
+from .explain import Explanation, verdicts
 from .explain import explain as explain_pair
 from .fingerprint import from_hex, simhash, to_hex, to_signed
 from .index import AddReport, SimhashIndex
 from .index_arrays import DuplicatePair
 from .output import err, line, out, plain, printable
+from .plots import (
+    cluster_sizes,
+    distance_chart,
+    distance_distribution,
+    distance_png,
+    require_matplotlib,
+    size_bands,
+    size_chart,
+    write_png,
+)
 from .search import Match, executed_sql, near_sql
 from .settings import CONFIRM_K, RECOMMENDED_K, SHORT_TEXT, FingerprintSettings
 from .sources import Reader, stale_keys
@@ -601,6 +611,7 @@ def stats(db: DbOption = Path(DEFAULT_DB), format_: FormatOption = None, as_json
     format_ = output.choose_format(format_, as_json)
     with SimhashIndex(db) as index:
         s = index.stats()
+        sizes = cluster_sizes(index.conn) if s.clusters is not None else []
     rows = {
         "file": s.path,
         "documents": s.documents,
@@ -614,7 +625,8 @@ def stats(db: DbOption = Path(DEFAULT_DB), format_: FormatOption = None, as_json
         "size (bytes)": s.file_bytes,
     }
     if format_ != "table":
-        output.render_one({**rows, "clusters": s.clusters}, format_)
+        sizes_json = [{"size": size, "clusters": count} for size, count in sizes]
+        output.render_one({**rows, "clusters": s.clusters, "cluster_sizes": sizes_json}, format_)
         return
     if s.clusters is not None:
         c = s.clusters
@@ -622,6 +634,28 @@ def stats(db: DbOption = Path(DEFAULT_DB), format_: FormatOption = None, as_json
         if c.get("stale"):
             rows["clusters"] += " - STALE: documents changed since; run simq clusters again"
     output.render_one(rows, "table")
+    if sizes:
+        out.print(size_chart(size_bands(sizes)))
+
+
+@app.command()
+@friendly_errors
+def serve(
+    db: DbOption = Path(DEFAULT_DB),
+    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8001,
+    host: Annotated[str, typer.Option(help="Address to listen on; 127.0.0.1 is this machine only.")] = "127.0.0.1",
+    open_browser: Annotated[bool, typer.Option("--open", help="Open the clusters page in a web browser.")] = False,
+) -> None:
+    """Review near-duplicates in a browser: Datasette on the index, read-only, with search, cluster and
+    pair pages (needs the web extra: pip install 'simhash-sqlite[web]')."""
+    from .serve import clusters_url
+    from .serve import serve as serve_index
+
+    def ready() -> None:
+        url = clusters_url(db, host, port)
+        say(f"serving {db} read-only; clusters page: {url} (Ctrl-C to stop)", to_stderr=True)
+
+    serve_index(db, host=host, port=port, open_browser=open_browser, on_ready=ready)
 
 
 @app.command()
@@ -776,13 +810,19 @@ def calibrate_command(
     seed: Annotated[int, typer.Option(help="Seed for choosing the documents.")] = 0,
     format_: FormatOption = None,
     as_json: JsonOption = False,
+    plot: Annotated[
+        Optional[Path], typer.Option(help="Also draw the distance distribution as a PNG image here (needs matplotlib).")
+    ] = None,
 ) -> None:
-    """What each k means on this index: exact 5-shingle Jaccard of sampled pairs at each distance.
+    """What each k means on this index: exact 5-shingle Jaccard of sampled pairs at each distance, and
+    a chart of where near-duplicate and unrelated pairs fall.
 
     json prints the whole result (threshold, queried, suggested_k, rows); jsonl, csv and tsv one
     distance a record.
     """
     format_ = output.choose_format(format_, as_json)
+    if plot is not None:
+        require_matplotlib()  # before the sampling, which takes a while
     with SimhashIndex(db) as index, output.progress("docs") as progress:
         task = progress.add_task("sampling", total=None)
         result = calibrate_index(
@@ -790,6 +830,10 @@ def calibrate_command(
             seed=seed,
             on_progress=_progress_to(progress, task),
         )
+        distribution = distance_distribution(index, result, per_distance=pairs, seed=seed)
+    if plot is not None:
+        write_png(distance_png(distribution), plot)
+        say(f"chart written to {plot}", to_stderr=True)
     rows = [row.__dict__ for row in result.rows]
     if format_ == "json":
         output.render_one(
@@ -798,6 +842,7 @@ def calibrate_command(
         )
     elif format_ == "table":
         _print_calibration(result)
+        out.print(distance_chart(distribution))
     else:
         output.render(rows, format_)
 
@@ -871,15 +916,8 @@ def _print_explanation(e: Explanation) -> None:
         "estimated 5-shingle Jaccard": num(e.estimated_jaccard),
         "exact 5-shingle Jaccard": num(e.exact_jaccard),
         "features": e.settings.describe(),
+        **dict(verdicts(e)),
     }
-    if e.distance is not None:
-        verdict = "near-duplicates" if e.distance <= RECOMMENDED_K else "not near-duplicates"
-        summary[f"by distance alone (k={RECOMMENDED_K})"] = verdict
-        checked = keeps(e.distance, e.exact_jaccard)
-        how = "by exact Jaccard" if e.exact_jaccard is not None else f"no texts: by distance <= {RECOMMENDED_K}"
-        summary[f"by simq dupes (k={CONFIRM_K}, J >= {DEFAULT_THRESHOLD:g})"] = (
-            f"{'near-duplicates' if checked else 'not near-duplicates'} ({how})"
-        )
     output.render_one(summary, "table", title=f"{e.a.name}  vs  {e.b.name}")
     if e.shared or e.only_a or e.only_b:
         rows = max(len(e.shared), len(e.only_a), len(e.only_b))
