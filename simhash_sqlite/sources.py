@@ -69,6 +69,7 @@ class Reader:
     failed: bool = False  # a named input (or a JSONL line) was skipped: the run should exit 1
     duplicates: list[Duplicate] = field(default_factory=list)  # the first KEPT_SKIPS of them
     duplicate_count: int = 0
+    bytes_read: int = 0  # of the inputs so far, for a progress bar (files whole, JSONL line by line)
 
     def __post_init__(self) -> None:
         try:
@@ -137,11 +138,14 @@ class Reader:
     ) -> Document | FingerprintedDocument | None:
         key = "<stdin>" if path == STDIN else path
         if path == STDIN:
-            return self._decoded(key, sys.stdin.buffer.read(), named)
+            raw = sys.stdin.buffer.read()
+            self.bytes_read += len(raw)
+            return self._decoded(key, raw, named)
         if os.path.islink(path) and not os.path.exists(path):
             return self._skip(path, "broken symbolic link", named)
         try:
             info = os.stat(path)
+            self.bytes_read += info.st_size
             if not stat.S_ISREG(info.st_mode):
                 return self._skip(path, "not a regular file (a device, socket or pipe)", named)
             with open(path, "rb") as handle:
@@ -233,11 +237,12 @@ class Reader:
             raw = handle.readline(MAX_RECORD_BYTES + 1)
             if not raw:
                 return
+            self.bytes_read += len(raw)
             number += 1
             where = f"{path}:{number}"
             if len(raw) > MAX_RECORD_BYTES and not raw.endswith(b"\n"):
                 while (rest := handle.readline(READ_BYTES)) and not rest.endswith(b"\n"):
-                    pass  # skip the rest of the line without holding it
+                    self.bytes_read += len(rest)  # skip the rest of the line without holding it
                 self._skip(where, f"line longer than {MAX_RECORD_BYTES >> 20} MiB", True)
                 continue
             if raw.strip():
