@@ -47,6 +47,7 @@ from .calibrate import DEFAULT_MAX_K, Calibration, calibrate as calibrate_index
 from .explain import Explanation, explain as explain_pair
 from .settings import CONFIRM_K, RECOMMENDED_K, SHORT_TEXT, FingerprintSettings
 from .sources import Reader, stale_keys
+from .storage import damaged_message
 
 app = typer.Typer(
     name="simq",
@@ -125,8 +126,9 @@ def friendly_errors(command):
             raise fail("the disk is full; the index keeps every batch committed before this") from None
         except (apsw.ReadOnlyError, apsw.CantOpenError):
             raise fail("the index file or its folder is read-only") from None
-        except (apsw.CorruptError, apsw.NotADBError):
-            raise fail("the index file is damaged (run: sqlite3 FILE 'PRAGMA integrity_check')") from None
+        except (apsw.CorruptError, apsw.NotADBError) as exc:
+            db = kwargs.get("file") or kwargs.get("db") or DEFAULT_DB
+            raise fail(damaged_message(os.fspath(db), str(exc))) from None
         except OSError as exc:
             raise fail(f"{exc.filename or ''}: {exc.strerror or exc}".lstrip(": ")) from None
 

@@ -74,6 +74,7 @@ class ClusterReport:
     clusters: int  # clusters, those of one document included
     clustered: int  # documents in clusters of two or more
     largest: int
+    saved: bool = True  # written to the file; False: the index is read-only, kept in a TEMP table
 
     @property
     def duplicates(self) -> int:
@@ -156,7 +157,12 @@ def cluster_index(
     slots = np.searchsorted(ids, labels)
     sizes = np.bincount(slots, minlength=len(ids))[slots]
     reps = _representatives(ids, labels, lengths, representative)
-    with write_transaction(conn):
+    # A read-only index (another user's, a read-only folder) is clustered all the same: the result goes
+    # to a TEMP table of this connection, which shadows the file's for read_clusters().
+    saved = not conn.readonly("main")
+    with write_transaction(conn) if saved else conn:
+        if not saved:
+            conn.execute("CREATE TEMP TABLE IF NOT EXISTS clusters AS SELECT * FROM main.clusters WHERE 0")
         conn.execute("DELETE FROM clusters")
         columns = (ids, labels, sizes, reps)
         for lo in range(0, len(ids), INSERT_BATCH):
@@ -165,10 +171,12 @@ def cluster_index(
                 zip(*(c[lo : lo + INSERT_BATCH].tolist() for c in columns)),
             )
         info = {"k": k, "jaccard": threshold, "representative": representative, "documents": len(ids), "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-        conn.execute(
-            "INSERT INTO simhash_meta (key, value) VALUES ('clusters', ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-            (json.dumps(info),),
-        )
+        if saved:
+            conn.execute(
+                "INSERT INTO simhash_meta (key, value) VALUES ('clusters', ?) "
+                "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                (json.dumps(info),),
+            )
     heads = ids == labels
     return ClusterReport(
         k=k,
@@ -177,6 +185,7 @@ def cluster_index(
         clusters=int(heads.sum()),
         clustered=int((sizes > 1).sum()),
         largest=int(sizes.max()) if len(sizes) else 0,
+        saved=saved,
     )
 
 

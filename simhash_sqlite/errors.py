@@ -27,3 +27,7 @@ class SettingsMismatch(SimhashError):
 
 class InvalidInput(SimhashError):
     """An argument or a document that cannot be used (bad k, bad hex, no features...)."""
+
+
+class DamagedIndex(SimhashError):
+    """The index file fails SQLite's quick check: writing to it would spread the damage."""
