@@ -1,6 +1,12 @@
-"""simhash-sqlite: near-duplicate search with 64-bit SimHash in a single SQLite file."""
+"""simhash-sqlite: near-duplicate search with 64-bit SimHash in a single SQLite file.
 
-from .version import __version__
+The names below are the library's public surface (docs/python-api.md); everything else may change.
+"""
+
+from .checks import CheckReport, check_index
+from .clusters import Cluster, ClusterReport
+from .confirm import ConfirmReport, DuplicatePairs
+from .dedup import Decision, DedupReport, Deduplicator, dedup
 from .errors import (
     ForeignSchema,
     IndexNotFound,
@@ -10,46 +16,34 @@ from .errors import (
     SettingsMismatch,
     SimhashError,
 )
-from .fingerprint import blocks, from_hex, hamming, simhash, to_hex, to_signed, to_unsigned
-from .index import AddReport, Document, Match, Query, QueryError, SimhashIndex, StoredDocument
-from .clusters import Cluster, ClusterReport
-from .confirm import (
-    CheckedMatch,
-    CheckedPair,
-    CheckedSearch,
-    ConfirmedPairs,
-    ConfirmReport,
-    confirmed_clusters,
-    confirmed_near,
-    confirmed_near_many,
-    confirmed_pairs,
-)
+from .fingerprint import from_hex, hamming, simhash, to_hex, to_signed, to_unsigned
+from .index import AddReport, Document, FingerprintedDocument, SimhashIndex, Stats, StoredDocument
 from .index_arrays import DuplicatePair
-from .dedup import Decision, DedupReport, Deduplicator, dedup
-from .search import Plan, SearchResult
+from .batch_queries import Query, QueryError
+from .search import Match, SearchResult
 from .settings import FingerprintSettings
+from .shards import near_in_shards
+from .version import __version__
 
 __all__ = [
     "AddReport",
-    "CheckedMatch",
-    "CheckedPair",
-    "CheckedSearch",
-    "ConfirmReport",
-    "ConfirmedPairs",
+    "CheckReport",
     "Cluster",
     "ClusterReport",
+    "ConfirmReport",
     "Decision",
     "DedupReport",
     "Deduplicator",
-    "DuplicatePair",
     "Document",
+    "DuplicatePair",
+    "DuplicatePairs",
     "FingerprintSettings",
+    "FingerprintedDocument",
     "ForeignSchema",
     "IndexNotFound",
     "InvalidInput",
     "Match",
     "NotAnIndex",
-    "Plan",
     "Query",
     "QueryError",
     "SchemaTooNew",
@@ -57,15 +51,14 @@ __all__ = [
     "SettingsMismatch",
     "SimhashError",
     "SimhashIndex",
+    "Stats",
     "StoredDocument",
-    "blocks",
-    "confirmed_clusters",
-    "confirmed_near",
-    "confirmed_near_many",
-    "confirmed_pairs",
+    "__version__",
+    "check_index",
     "dedup",
     "from_hex",
     "hamming",
+    "near_in_shards",
     "simhash",
     "to_hex",
     "to_signed",

@@ -79,7 +79,7 @@ def calibrate(
             without_text += 1
             continue
         queried += 1
-        for match in index.near(key=key, k=max_k):
+        for match in index.near(key=key, k=max_k, check=False):
             pair = (min(key, match.key), max(key, match.key))
             if len(sims[match.distance]) >= per_distance or pair in seen:
                 continue

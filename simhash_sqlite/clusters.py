@@ -7,15 +7,19 @@ import json
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import apsw
 import numpy as np
 
-from .index_arrays import load_fingerprints
 from .errors import InvalidInput
 from .fingerprint import check_k
+from .index_arrays import load_fingerprints
 from .pairs import CHUNK, as_unsigned, distinct_pairs, fold
 from .storage import write_transaction
+
+if TYPE_CHECKING:
+    from .confirm import ConfirmReport
 
 # Which member represents (is kept for) a cluster. Ties always go to the lowest id.
 REPRESENTATIVE_RULES = ("first", "last", "longest", "shortest")
@@ -74,6 +78,7 @@ class ClusterReport:
     clusters: int  # clusters, those of one document included
     clustered: int  # documents in clusters of two or more
     largest: int
+    check: ConfirmReport | None = None  # how the pairs were checked (None: distance alone)
     saved: bool = True  # written to the file; False: the index is read-only, kept in a TEMP table
 
     @property

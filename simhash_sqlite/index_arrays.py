@@ -14,11 +14,14 @@ from .pairs import distinct, near_pairs
 
 @dataclass(frozen=True)
 class DuplicatePair:
-    """Two indexed documents within distance k; `first` was added before `second` (lower id)."""
+    """Two indexed documents within distance k; `first` was added before `second` (lower id).
+    `jaccard` and `checked_by` as in search.Match."""
 
     first: str
     second: str
     distance: int
+    jaccard: float | None = None
+    checked_by: str | None = None
 
     @property
     def similarity(self) -> float:

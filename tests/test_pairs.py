@@ -191,14 +191,14 @@ def test_index_dupes_match_brute_force(filled):
     keys = [key for key, _ in items]
     for k in (0, 3, 6):
         expected = {(keys[i], keys[j], d) for i, j, d in brute([fp for _, fp in items], k)}
-        got = [(p.first, p.second, p.distance) for p in index.dupes(k)]
+        got = [(p.first, p.second, p.distance) for p in index.dupes(k, check=False)]
         assert sorted(got) == sorted(expected) and len(set(got)) == len(got)
-    assert ("c0", "copy", 0) in {(p.first, p.second, p.distance) for p in index.dupes(0)}
+    assert ("c0", "copy", 0) in {(p.first, p.second, p.distance) for p in index.dupes(0, check=False)}
 
 
 def test_clusters_are_written_back_and_reruns_are_idempotent(filled, db_path):
     index, items = filled
-    report = index.clusters(4)
+    report = index.clusters(4, check=False)
     fps = [fp for _, fp in items]
     expected_groups = {}
     for i, label in enumerate(brute_components(fps, 4)):
@@ -208,7 +208,7 @@ def test_clusters_are_written_back_and_reruns_are_idempotent(filled, db_path):
     assert report.documents == len(items) + 1 and report.clusters == len(expected_groups) + 1
     assert report.duplicates == len(items) - len(expected_groups)
     first = index.conn.execute("SELECT * FROM clusters ORDER BY id").fetchall()
-    assert index.clusters(4) == report
+    assert index.clusters(4, check=False) == report
     assert index.conn.execute("SELECT * FROM clusters ORDER BY id").fetchall() == first
     # SQL over the written clusters: sizes agree with GROUP BY, one representative each.
     grouped = index.conn.execute(
@@ -223,7 +223,7 @@ def test_clusters_are_marked_stale_by_any_change_to_the_documents(index, runner,
 
     index.add([Document("a", "alpha beta gamma delta " * 20), Document("b", "alpha beta gamma delta " * 20 + "!")])
     assert index.stats().clusters is None  # never clustered: nothing to be stale
-    index.clusters(10)
+    index.clusters(10, check=False)
     assert index.stats().clusters["documents"] == 2 and not index.stats().clusters.get("stale")
     index.add([Document("a", "alpha beta gamma delta " * 20)])  # unchanged: nothing written
     assert not index.stats().clusters.get("stale")
@@ -233,12 +233,12 @@ def test_clusters_are_marked_stale_by_any_change_to_the_documents(index, runner,
         lambda: index.remove_glob("b*"),
         lambda: index.add_fingerprints([("d", 12345)]),
     ):
-        index.clusters(10)
+        index.clusters(10, check=False)
         change()
         assert index.stats().clusters["stale"] is True
     shown = runner.invoke(app, ["stats", "--db", str(db_path)])
     assert shown.exit_code == 0 and "STALE" in shown.output and "run simq clusters again" in shown.output
-    index.clusters(10)
+    index.clusters(10, check=False)
     assert "STALE" not in runner.invoke(app, ["stats", "--db", str(db_path)]).output
 
 
@@ -246,11 +246,11 @@ def test_representative_rules(index):
     # One character apart: 8 bits with binary weights (the default), so k=10 joins them.
     index.add([Document("short", "alpha beta gamma delta " * 20), Document("long", "alpha beta gamma delta " * 20 + "!")])
     assert [c.representative for c in index.cluster_list()] == []  # nothing written yet
-    index.clusters(10)
+    index.clusters(10, check=False)
     assert [c.representative for c in index.cluster_list()] == ["short"]
-    index.clusters(10, representative="longest")
+    index.clusters(10, representative="longest", check=False)
     assert [c.representative for c in index.cluster_list()] == ["long"]
-    index.clusters(10, representative="last")
+    index.clusters(10, representative="last", check=False)
     assert [(c.representative, c.size, c.members) for c in index.cluster_list()] == [("long", 2, ("short", "long"))]
     with pytest.raises(InvalidInput):
-        index.clusters(10, representative="best")
+        index.clusters(10, representative="best", check=False)
