@@ -886,7 +886,8 @@ def clusters(
     err.print(
         f"{db}: {report.documents:,} documents in {report.clusters:,} clusters at k={k} "
         f"({report.clustered:,} in clusters of two or more, largest {report.largest:,}); "
-        f"keeping one of each would drop {report.duplicates:,}. Written to the clusters table.",
+        f"keeping one of each would drop {report.duplicates:,}. "
+        + ("Written to the clusters table." if report.saved else "Not saved: the index is read-only here."),
         highlight=False,
         soft_wrap=True,
     )

@@ -61,6 +61,7 @@ def test_reads_find_what_the_index_holds_there(locked_folder):
     assert [m["key"] for m in json.loads(near.stdout)] == ["b.txt"]
     clusters = run_unprivileged(["clusters", "--format", "jsonl", "--db", "idx.db"], cwd=locked_folder)
     assert json.loads(clusters.stdout)["members"] == ["a.txt", "b.txt"]
+    assert "Not saved: the index is read-only here" in clusters.stderr
 
 
 def test_writing_there_fails_cleanly(locked_folder):
