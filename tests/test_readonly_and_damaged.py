@@ -52,7 +52,7 @@ def test_every_read_command_works_in_a_folder_the_user_cannot_write(locked_folde
     before = sorted(os.listdir(locked_folder))
     run = run_unprivileged([*command, "--db", "idx.db"], cwd=locked_folder)
     assert run.returncode == 0, run.stderr
-    assert "Traceback" not in run.stderr and "read-only" not in run.stderr
+    assert "Traceback" not in run.stderr and "error" not in run.stderr
     assert sorted(os.listdir(locked_folder)) == before  # no -wal, -shm or journal left (none could be made)
 
 
