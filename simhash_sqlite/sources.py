@@ -176,10 +176,6 @@ class Reader:
         if settings is None or store_text:
             why = "texts are stored in this index" if store_text else "no index settings to fingerprint it with"
             return self._skip(key, f"too large to read whole ({mib}) and {why}", named)
-        if settings.weights != "count":
-            return self._skip(
-                key, f"{mib}: files over {_size(self.stream_over)} are fingerprinted in pieces, "
-                f"which needs count weights (this index uses {settings.weights})", named)
         head = handle.read(BINARY_SNIFF_BYTES)
         if self._binary(head):
             return self._skip(key, "binary file (NUL bytes)", named)
