@@ -1,12 +1,11 @@
 """Large files are fingerprinted piece by piece: the result must equal simhash() of the whole text."""
 
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simhash_sqlite import FingerprintSettings, SimhashIndex, simhash
-from simhash_sqlite.index import FingerprintedDocument, content_hash
 from simhash_sqlite.checks import problems
+from simhash_sqlite.index import FingerprintedDocument, content_hash
 from simhash_sqlite.sources import Reader
 from simhash_sqlite.streaming import pieces, simhash_pieces
 
