@@ -29,14 +29,15 @@ from .fingerprint import from_hex, simhash, to_hex, to_signed
 from .clusters import REPRESENTATIVE_RULES, Cluster
 from .index_arrays import DuplicatePair
 from .dedup import Deduplicator
-from .index import AddReport, SimhashIndex
+from .index import AddReport, FingerprintedDocument, SimhashIndex
 from .batch_queries import QueryError, guess_format, parse_queries
 from .search import Match, executed_sql, near_sql
 from .user_sql import ResultSet, parse_params, run_query
 from .calibrate import DEFAULT_MAX_K, Calibration, calibrate as calibrate_index
 from .explain import Explanation, explain as explain_pair
 from .settings import CONFIRM_K, RECOMMENDED_K, SHORT_TEXT, FingerprintSettings
-from .sources import Reader, stale_keys
+from .indexed_text import READ_WHOLE_BYTES
+from .sources import STDIN, Reader, read_one, stale_keys
 from .storage import damaged_message
 
 app = typer.Typer(
@@ -132,9 +133,14 @@ def add(
         list[str], typer.Argument(help="Files, folders (recursive), globs, or - for stdin.", show_default=False)
     ],
     db: DbOption = Path(DEFAULT_DB),
-    jsonl: Annotated[bool, typer.Option("--jsonl", help="Read inputs as JSONL (*.jsonl is read so anyway).")] = False,
+    jsonl: JsonlOption = None,
     text_field: Annotated[str, typer.Option(help="JSONL field holding the text.")] = "text",
     id_field: Annotated[str, typer.Option(help="JSONL field holding the key.")] = "id",
+    require_id: RequireIdOption = False,
+    key: Annotated[
+        Optional[str],
+        typer.Option("--key", help="The key of the text read from stdin (-) \\[default: <stdin:HASH>, made from the text]."),
+    ] = None,
     features: Annotated[
         Optional[str], typer.Option(help="New index: 'chars' or 'words' n-grams [default: chars].")
     ] = None,
@@ -168,8 +174,14 @@ def add(
         ),
     ] = False,
 ) -> None:
-    """Add files, folders or JSONL to the index (created on first use); changed files are updated."""
-    reader = Reader(jsonl=jsonl, text_field=text_field, id_field=id_field, encoding=encoding, errors=errors)
+    """Add files, folders or JSONL to the index (created on first use); changed files are updated.
+
+    Keys: a file inside the current folder is keyed by its path relative to it, any other by its
+    absolute path; a JSONL record by its id; text on stdin by --key, else by its content.
+    """
+    if key is not None and "-" not in inputs:
+        raise InvalidInput("--key names the text read from stdin; give - as an input")
+    reader = _reader(jsonl, text_field, id_field, encoding, errors, require_id=require_id, stdin_key=key)
     paths = reader.expand(inputs)  # missing paths fail here, before the index is touched
     with SimhashIndex(
         db, create=True, features=features, ngram=ngram, weights=weights, hmm=hmm, store_text=store_text
@@ -202,6 +214,43 @@ def add(
         raise typer.Exit(1)
 
 
+JsonlOption = Annotated[
+    Optional[bool],
+    typer.Option(
+        "--jsonl/--no-jsonl",
+        help="Read every input as JSONL, or stdin as one text \\[default: *.jsonl and *.ndjson files are JSONL, and "
+        "stdin is when its first line is a JSON object with the text field].",
+        show_default=False,
+    ),
+]
+RequireIdOption = Annotated[
+    bool, typer.Option("--require-id", help="Skip JSONL records without the id field (else keyed FILE:LINE).")
+]
+
+
+def _reader(jsonl: Optional[bool], text_field: str, id_field: str, encoding: str, errors: str, **more) -> Reader:
+    """A Reader for --jsonl (every input), --no-jsonl (stdin is one text) or neither (by suffix, and
+    stdin by its first line)."""
+    return Reader(
+        jsonl=bool(jsonl), sniff_stdin=jsonl is None, text_field=text_field, id_field=id_field,
+        encoding=encoding, errors=errors, **more,
+    )
+
+
+def _print_reader_notes(reader: Reader) -> None:
+    """What the reader decided for the user: stdin's format and key, records keyed by line number."""
+    for note in reader.notes:
+        err.print(f"[yellow]note[/] {_shown(note)}", highlight=False, soft_wrap=True)
+    if reader.keyed_by_line:
+        err.print(
+            f"[yellow]warning[/] {reader.keyed_by_line:,} JSONL record(s) had no {_shown(repr(reader.id_field))} field "
+            f"and were keyed by file and line (first: {_shown(reader.first_keyed_by_line or '')}); "
+            "name the id with --id-field, or skip such records with --require-id",
+            highlight=False,
+            soft_wrap=True,
+        )
+
+
 def _shown(text: str) -> str:
     """A key, path or reason as printed: control characters escaped (one message stays one line)
     and rich markup escaped (a key like "[/]" is text, not a style)."""
@@ -223,6 +272,7 @@ def _progress_line(report: AddReport) -> str:
 
 
 def _print_add_summary(report: AddReport, reader: Reader, db: Path) -> None:
+    _print_reader_notes(reader)
     for skip in reader.skipped[:SHOWN_SKIPS]:
         err.print(f"[yellow]skipped[/] {_shown(skip.where)}: {_shown(skip.reason)}", highlight=False, soft_wrap=True)
     if reader.skip_count > SHOWN_SKIPS:
@@ -230,7 +280,7 @@ def _print_add_summary(report: AddReport, reader: Reader, db: Path) -> None:
     for dup in reader.duplicates[:SHOWN_SKIPS]:
         err.print(
             f"[yellow]warning[/] {_shown(dup.where)}: id {_shown(repr(dup.key))} again (first at {_shown(dup.first)}); "
-            "the later record wins",
+            "skipped, the first record is kept",
             highlight=False,
             soft_wrap=True,
         )
@@ -297,11 +347,19 @@ def near(
             raise InvalidInput("--batch reads its queries from the file; give no text, --file, --key or --hash")
         _near_batch(db, batch, batch_format, k, limit, plan, explain, threshold)
         return
-    if file is not None:
-        text = _read_text(file)
+    if text == STDIN and file is None:
+        text, file = None, Path(STDIN)  # as -f -
+    elif text is not None and file is None and "\n" not in text and os.path.isfile(text):
+        err.print(
+            f"[yellow]note[/] {_shown(text)} is a file, but the text {_shown(repr(text))} itself is searched for; "
+            f"to search for what the file holds: --file {_shown(text)}",
+            highlight=False, soft_wrap=True,
+        )
     fingerprint = from_hex(hash_) if hash_ is not None else None
     report = None
     with SimhashIndex(db) as index:
+        if file is not None:
+            text, fingerprint = _query_of_file(file, index.settings, text, fingerprint)
         result = index.search(
             text, fingerprint=fingerprint, key=key, k=k, limit=limit, plan=plan,
             check=confirm, threshold=jaccard,
@@ -433,15 +491,24 @@ def _match_json(match: Match) -> dict:
     }
 
 
-def _read_text(path: Path) -> str:
-    reader = Reader()
-    paths = reader.expand([str(path)])
-    documents = list(reader.documents(paths))
-    if reader.skipped:
-        raise InvalidInput(f"{reader.skipped[0].where}: {reader.skipped[0].reason}")
-    if len(documents) != 1:
-        raise InvalidInput(f"{path} holds {len(documents)} documents; give one text file")
-    return documents[0].text
+def _query_of_file(
+    path: Path, settings: FingerprintSettings, text: Optional[str], fingerprint: Optional[int]
+) -> tuple[Optional[str], Optional[int]]:
+    """(text, fingerprint) to search for a file's contents (- for stdin): the text, or for a text too
+    large to read whole, its fingerprint (made in pieces), said on stderr."""
+    if text is not None or fingerprint is not None:
+        raise InvalidInput("give one of a text, --file, --key or --hash")
+    document = read_one(str(path), settings)
+    if not isinstance(document, FingerprintedDocument):
+        return document.text, None
+    if document.fingerprint is None:
+        raise InvalidInput(f"{path} has no features (no letters or digits) to search with")
+    err.print(
+        f"[yellow]note[/] {_shown(str(path))} is over {READ_WHOLE_BYTES >> 20} MiB: searched by its fingerprint, "
+        "made piece by piece; its text is not read whole, so candidates are judged by distance alone",
+        highlight=False, soft_wrap=True,
+    )
+    return None, document.fingerprint
 
 
 @app.command("hash")
@@ -455,13 +522,15 @@ def hash_command(
     """Print a text's fingerprint (16 hex digits), with the index's settings if the index exists."""
     if (text is None) == (file is None):
         raise InvalidInput("give a text or --file (one of them)")
-    if file is not None:
-        text = _read_text(file)
     settings = FingerprintSettings()
     if db.exists():
         with SimhashIndex(db) as index:
             settings = index.settings
-    fingerprint = simhash(text, settings)
+    if file is not None:
+        document = read_one(str(file), settings)
+        fingerprint = document.fingerprint if isinstance(document, FingerprintedDocument) else simhash(document.text, settings)
+    else:
+        fingerprint = simhash(text, settings)
     if fingerprint is None:
         raise InvalidInput("the text has no features (no letters or digits)")
     print(to_signed(fingerprint) if signed else to_hex(fingerprint))
@@ -935,7 +1004,7 @@ def dedup(
     against: Annotated[
         Optional[Path], typer.Option("--against", help="An index whose documents count as already kept (never output).")
     ] = None,
-    jsonl: Annotated[bool, typer.Option("--jsonl", help="Read inputs as JSONL (*.jsonl is read so anyway).")] = False,
+    jsonl: JsonlOption = None,
     text_field: Annotated[str, typer.Option(help="JSONL field holding the text.")] = "text",
     id_field: Annotated[str, typer.Option(help="JSONL field holding the key.")] = "id",
     features: Annotated[Optional[str], typer.Option(help="'chars' or 'words' n-grams [default: chars, or --against's].")] = None,
@@ -945,7 +1014,7 @@ def dedup(
     errors: Annotated[str, typer.Option(help="On undecodable bytes: 'strict' (skip the file) or 'replace'.")] = "strict",
 ) -> None:
     """Keep-first filter: write each document unless it is within k of one kept before it (or in --against)."""
-    reader = Reader(jsonl=jsonl, text_field=text_field, id_field=id_field, encoding=encoding, errors=errors)
+    reader = _reader(jsonl, text_field, id_field, encoding, errors, keep_repeats=True)
     paths = reader.expand(inputs)
     for given in (output, dupes_file):
         if given is not None and given.exists() and any(p != "-" and os.path.samefile(p, given) for p, _ in paths):
@@ -978,6 +1047,7 @@ def dedup(
                     progress.advance(task, len(decision.raw) if decision.raw is not None else len(decision.document.text.encode("utf-8", "surrogatepass")))
             except KeyboardInterrupt:
                 raise fail(f"interrupted after {report.read:,} documents; {output} holds the documents kept so far", 130) from None
+    _print_reader_notes(reader)
     for skip in reader.skipped[:SHOWN_SKIPS]:
         err.print(f"[yellow]skipped[/] {skip.where}: {skip.reason}", highlight=False, soft_wrap=True)
     share = report.dropped / report.read if report.read else 0.0

@@ -91,7 +91,7 @@ def test_jsonl_repeated_ids_odd_lines_and_long_lines(runner, db_path, tmp_path, 
     result = simq(runner, "add", "--db", db_path, data)
     no_traceback(result)
     assert result.exit_code == 1
-    assert "d.jsonl:3: id 'a' again (first at" in result.stderr and "later record wins" in result.stderr
+    assert "d.jsonl:3: id 'a' again (first at" in result.stderr and "the first record is kept" in result.stderr
     assert "d.jsonl:4" in result.stderr and "surrogate" in result.stderr
     assert "d.jsonl:5: not JSON" in result.stderr
     assert "d.jsonl:6" in result.stderr
@@ -99,7 +99,7 @@ def test_jsonl_repeated_ids_odd_lines_and_long_lines(runner, db_path, tmp_path, 
     assert "1 repeated ids" in result.stdout
     with SimhashIndex(db_path) as index:
         assert sorted(index.keys()) == ["a", "b", "f"]
-        assert index.get("a").fingerprint == index.fingerprint("second version of a")
+        assert index.get("a").fingerprint == index.fingerprint("first version of a")
     assert problems(db_path) == []
 
 
@@ -217,7 +217,7 @@ def test_fuzz_random_bytes_and_jsonl(runner, tmp_path_factory, files, lines, sto
     again = simq(runner, "add", "--db", db, *inputs)  # the same input again leaves the same index
     no_traceback(again)
     assert stored_rows(db) == before
-    if "repeated ids" not in again.stdout:  # with repeats, earlier records update and the last wins again
+    if "added" in again.stdout:  # repeated ids too: the first record stays, so the second add is a no-op
         assert " 0 added, 0 updated" in again.stdout
 
 
