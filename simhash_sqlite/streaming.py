@@ -66,14 +66,19 @@ def pieces(chunks: Iterable[str], settings: FingerprintSettings, size: int = PIE
 
 
 def _last_cut(cut: re.Pattern, buffer: str, size: int) -> int | None:
-    """The last safe cut in buffer (searched near `size` first), or None."""
-    for start in (max(1, size - 65536), 1):
+    """The last safe cut at or before `size` (searched in growing windows below it, since nearly every
+    place is one in most texts), else any later one, else None."""
+    end = min(size, len(buffer) - 1)
+    for start in (end - 256, end - 65536, 1):
         found = None
-        for found in cut.finditer(buffer, start, len(buffer) - 1):
+        for found in cut.finditer(buffer, max(1, start), end):
             pass
-        if found is not None and found.start() > 0:
+        if found is not None:
             return found.start()
-    return None
+        if start <= 1:
+            break
+    later = cut.search(buffer, max(1, end), len(buffer) - 1)
+    return later.start() if later is not None else None
 
 
 def bit_counts(hashes: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
@@ -137,7 +142,7 @@ def piece_hashes(chunks: Iterable[str], settings: FingerprintSettings, piece_cha
     emitted = False
     for piece in pieces(chunks, settings, piece_chars):
         if settings.features == "chars":
-            text = _SPACE.sub(" ", unicodedata.normalize("NFKC", piece).casefold())
+            text = _fold_space(unicodedata.normalize("NFKC", piece).casefold())
             if not started:
                 text = text.lstrip(" ")
             if not text:
@@ -165,6 +170,18 @@ def piece_hashes(chunks: Iterable[str], settings: FingerprintSettings, piece_cha
         # Fewer than n units in all: one short n-gram over them, as simhash() does.
         short = ngram_hashes(carry, n)
         yield short if len(short) else None
+
+
+def _fold_space(text: str) -> str:
+    """Every run of whitespace as one space, those at either end kept (as _SPACE.sub(" ", text), faster)."""
+    if not text:
+        return text
+    folded = " ".join(text.split())
+    if text[0].isspace():
+        folded = " " + folded if folded else " "
+    if text[-1].isspace() and folded != " ":
+        folded += " "
+    return folded
 
 
 class DistinctFeatures:

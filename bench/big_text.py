@@ -1,0 +1,125 @@
+"""One big text with the default settings: peak RSS and time of every way simq takes it.
+
+    .venv/bin/python bench/big_text.py 1024                # a 1024 MiB text
+    .venv/bin/python bench/big_text.py 200 --corpus /work/shared/corpus/python_docs_en.jsonl
+
+The text is lines of the corpus (or built-in English and Chinese sentences) each followed by a random
+number, so its distinct 5-grams keep growing with its size (the binary weights' worst case: they are
+gathered on disk past streaming.SPILL_HASHES). Measured, each in a fresh process (peak RSS is the
+child's own ru_maxrss, from wait4): simq add FILE, simq add - (stdin), simq add of one JSONL line
+holding the text (only up to sources.MAX_RECORD_BYTES; longer lines are skipped by design), simq hash -f,
+simq near --file and simq near --key on the index that took it. Inputs go to a temporary folder
+(TMPDIR) and are deleted afterwards.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from simhash_sqlite.sources import path_key
+
+SIMQ = [str(Path(sys.executable).with_name("simq"))] if Path(sys.executable).with_name("simq").exists() else [
+    sys.executable, "-m", "simhash_sqlite"]
+LINES = [
+    "SimHash maps a text to sixty-four bits so that similar texts get similar fingerprints.",
+    "The index keeps every fingerprint in one SQLite file with four block columns.",
+    "相似的文本得到相似的指纹，汉明距离衡量它们的差异。",
+    "A crawl holds many mirrors of the same page with a different header or footer.",
+]
+
+
+def corpus_lines(path: str | None) -> list[str]:
+    if path is None:
+        return LINES
+    lines = []
+    with open(path, encoding="utf-8") as handle:
+        for record in map(json.loads, handle):
+            lines.extend(line for line in record["text"].splitlines() if line.strip())
+    return lines
+
+
+def write_text(path: Path, size: int, lines: list[str], seed: int = 1) -> None:
+    """About `size` bytes of UTF-8: corpus lines with a random number after each; ends on ASCII."""
+    rng = random.Random(seed)
+    with path.open("wb") as handle:
+        written = 0
+        while written < size:
+            block = "".join(f"{rng.choice(lines)} {rng.randrange(10**9)}\n" for _ in range(5_000)).encode("utf-8")
+            block = block[: size - written]
+            handle.write(block.decode("utf-8", "ignore").encode("utf-8"))
+            written += len(block)
+
+
+def write_jsonl_line(source: Path, path: Path) -> None:
+    with path.open("w", encoding="utf-8") as handle:
+        handle.write(json.dumps({"id": "big", "text": source.read_text(encoding="utf-8")}, ensure_ascii=False) + "\n")
+
+
+def measure(args: list[str], stdin_path: Path | None = None) -> tuple[float, float, int, str]:
+    """(seconds, peak RSS MiB, exit code, last line of stderr) of one command in its own process."""
+    stdin = stdin_path.open("rb") if stdin_path is not None else subprocess.DEVNULL
+    start = time.monotonic()
+    with tempfile.TemporaryFile() as errors:
+        process = subprocess.Popen(args, stdin=stdin, stdout=subprocess.DEVNULL, stderr=errors)
+        _, status, usage = os.wait4(process.pid, 0)
+        process.returncode = os.waitstatus_to_exitcode(status)
+        seconds = time.monotonic() - start
+        errors.seek(0)
+        tail = errors.read().decode("utf-8", "replace").strip().splitlines()
+    if stdin_path is not None:
+        stdin.close()
+    return seconds, usage.ru_maxrss / 1024, process.returncode, tail[-1] if tail else ""
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("mib", type=int, help="size of the text in MiB")
+    parser.add_argument("--corpus", help="JSONL {id, text} whose lines make up the text (default: built-in lines)")
+    parser.add_argument("--jsonl-mib", type=int, default=100, help="size of the one-line JSONL case (MiB, <= 128)")
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="big_text_"))
+    try:
+        lines = corpus_lines(args.corpus)
+        text = work / "big.txt"
+        write_text(text, args.mib << 20, lines)
+        jsonl_text = work / "line.txt"
+        write_text(jsonl_text, min(args.jsonl_mib, args.mib) << 20, lines, seed=2)
+        line = work / "line.jsonl"
+        write_jsonl_line(jsonl_text, line)
+        jsonl_text.unlink()
+        db = work / "i.db"
+        size, line_size = text.stat().st_size, line.stat().st_size
+        cases = [  # (name, command, stdin, bytes read)
+            (f"add FILE ({args.mib:,} MiB)", [*SIMQ, "add", "--db", str(db), str(text)], None, size),
+            (f"add - (stdin, {args.mib:,} MiB)", [*SIMQ, "add", "--db", str(db), "-", "--key", "stdin"], text, size),
+            (f"add one JSONL line ({line_size >> 20:,} MiB)", [*SIMQ, "add", "--db", str(db), str(line)], None,
+             line_size),
+            ("hash -f FILE", [*SIMQ, "hash", "--db", str(db), "-f", str(text)], None, size),
+            ("near --file FILE", [*SIMQ, "near", "--db", str(db), "--file", str(text)], None, size),
+            ("near --key (the big text's)", [*SIMQ, "near", "--db", str(db), "--key", path_key(str(text))], None, 0),
+        ]
+        print(f"simhash-sqlite big text: {args.mib:,} MiB, default settings (chars 5-grams, binary weights), "
+              f"corpus {args.corpus or 'built-in lines'}")
+        print("| command | seconds | MB/s | peak RSS (MiB) | exit |")
+        print("| --- | ---: | ---: | ---: | ---: |")
+        for name, command, stdin, read in cases:
+            seconds, peak, code, tail = measure(command, stdin)
+            rate = f"{read / seconds / 1e6:.1f}" if read else "-"
+            print(f"| {name} | {seconds:.1f} | {rate} | {peak:,.0f} | {code} |", flush=True)
+            if code != 0:
+                print(f"  ({tail})", flush=True)
+    finally:
+        shutil.rmtree(work)
+
+
+if __name__ == "__main__":
+    main()
