@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
 import shutil
 import subprocess
@@ -60,24 +59,34 @@ def write_text(path: Path, size: int, lines: list[str], seed: int = 1) -> None:
 
 
 def write_jsonl_line(source: Path, path: Path) -> None:
-    with path.open("w", encoding="utf-8") as handle:
-        handle.write(json.dumps({"id": "big", "text": source.read_text(encoding="utf-8")}, ensure_ascii=False) + "\n")
+    """{"id": "big", "text": SOURCE} on one line, escaped a piece at a time (this process stays small)."""
+    with source.open(encoding="utf-8") as text, path.open("w", encoding="utf-8") as handle:
+        handle.write('{"id": "big", "text": "')
+        while piece := text.read(1 << 20):
+            handle.write(json.dumps(piece, ensure_ascii=False)[1:-1])
+        handle.write('"}\n')
+
+
+# Peak RSS is read by a small wrapper process: Linux carries a process's peak RSS across fork and
+# exec, so a child started by a process that ever held much memory would report at least that much.
+WRAPPER = (
+    "import json, resource, subprocess, sys\n"
+    "stdin = open(sys.argv[1], 'rb') if sys.argv[1] else subprocess.DEVNULL\n"
+    "p = subprocess.run(sys.argv[2:], stdin=stdin, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)\n"
+    "tail = p.stderr.decode('utf-8', 'replace').strip().splitlines()\n"
+    "print(json.dumps({'code': p.returncode, 'maxrss_kib': resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss,"
+    " 'tail': tail[-1] if tail else ''}))\n"
+)
 
 
 def measure(args: list[str], stdin_path: Path | None = None) -> tuple[float, float, int, str]:
     """(seconds, peak RSS MiB, exit code, last line of stderr) of one command in its own process."""
-    stdin = stdin_path.open("rb") if stdin_path is not None else subprocess.DEVNULL
     start = time.monotonic()
-    with tempfile.TemporaryFile() as errors:
-        process = subprocess.Popen(args, stdin=stdin, stdout=subprocess.DEVNULL, stderr=errors)
-        _, status, usage = os.wait4(process.pid, 0)
-        process.returncode = os.waitstatus_to_exitcode(status)
-        seconds = time.monotonic() - start
-        errors.seek(0)
-        tail = errors.read().decode("utf-8", "replace").strip().splitlines()
-    if stdin_path is not None:
-        stdin.close()
-    return seconds, usage.ru_maxrss / 1024, process.returncode, tail[-1] if tail else ""
+    done = subprocess.run([sys.executable, "-c", WRAPPER, str(stdin_path or ""), *args], capture_output=True, text=True,
+                          check=True)
+    seconds = time.monotonic() - start
+    result = json.loads(done.stdout)
+    return seconds, result["maxrss_kib"] / 1024, result["code"], result["tail"]
 
 
 def main() -> None:

@@ -29,7 +29,7 @@ from .fingerprint import from_hex, simhash, to_hex, to_signed
 from .clusters import REPRESENTATIVE_RULES, Cluster
 from .index_arrays import DuplicatePair
 from .dedup import Deduplicator
-from .index import AddReport, FingerprintedDocument, SimhashIndex
+from .index import AddReport, FingerprintedDocument, SimhashIndex, check_batch_size
 from .batch_queries import QueryError, guess_format, parse_queries
 from .search import Match, executed_sql, near_sql
 from .user_sql import ResultSet, parse_params, run_query
@@ -181,6 +181,7 @@ def add(
     """
     if key is not None and "-" not in inputs:
         raise InvalidInput("--key names the text read from stdin; give - as an input")
+    check_batch_size(batch_size)
     reader = _reader(jsonl, text_field, id_field, encoding, errors, require_id=require_id, stdin_key=key)
     paths = reader.expand(inputs)  # missing paths fail here, before the index is touched
     with SimhashIndex(
@@ -573,6 +574,7 @@ def stats(db: DbOption = Path(DEFAULT_DB), as_json: JsonOption = False) -> None:
 def shell(
     file: Annotated[Optional[Path], typer.Argument(help="The index file (or --db).", show_default=False)] = None,
     db: DbOption = Path(DEFAULT_DB),
+    write: Annotated[bool, typer.Option("--write", help="Allow changes (default: read-only, as simq sql).")] = False,
 ) -> None:
     """An interactive SQL shell on the index: our functions, simhash_near, .near TEXT K (see .help).
 
@@ -582,7 +584,7 @@ def shell(
     from .shell import run_shell  # apsw.shell is only needed here
 
     with SimhashIndex(file or db) as index:
-        errors = run_shell(index)
+        errors = run_shell(index, write=write)
     if errors:
         raise typer.Exit(1)
 

@@ -202,6 +202,9 @@ def clustering_info(conn: apsw.Connection) -> dict | None:
 
 def read_clusters(conn: apsw.Connection, min_size: int = 2) -> Iterator[Cluster]:
     """The clusters of at least min_size documents from the clusters table, in cluster id order, streamed."""
+    if isinstance(min_size, bool) or not isinstance(min_size, int):
+        raise InvalidInput(f"min_size must be a whole number, not {min_size!r}")
+    min_size = max(-1, min(min_size, 1 << 62))  # beyond any cluster's size (SQLite integers are 64-bit)
     rows = conn.execute(
         """SELECT c.cluster, c.size, r.key, d.key FROM clusters c
            JOIN documents d ON d.id = c.id JOIN documents r ON r.id = c.representative

@@ -38,7 +38,7 @@ _WORDS_CUT = re.compile(f"(?<=[ \\t\\n\\r])(?=[{_SAFE}])")
 PIECE_CHARS = 1 << 20  # about 1 M characters per piece: ~130 MiB peak RSS in all, and no slower than 4 M
 MAX_UNCUT_CHARS = 1 << 26  # refuse a text with no place to cut in 64 M characters
 # Distinct feature hashes held in memory (8 bytes each, 16 with counts) before they go to disk.
-SPILL_HASHES = 1 << 23
+SPILL_HASHES = 1 << 22
 PARTITIONS = 256  # temporary files by the top byte of the hash: one is read back at a time
 # Row v: the 8 bits of the byte value v, most significant first.
 _BYTE_BITS = np.unpackbits(np.arange(256, dtype=np.uint8)[:, None], axis=1).astype(np.int64)
@@ -222,8 +222,9 @@ class DistinctFeatures:
         self.held, self.held_count = [], 0
         if self.folder is None:
             self.folder = tempfile.TemporaryDirectory(prefix="simhash-features-")
-        top = (hashes >> np.uint64(56)).astype(np.intp)  # sorted, so each partition is one slice
-        bounds = np.searchsorted(top, np.arange(PARTITIONS + 1))
+        # Sorted, so each partition (by the top byte) is one slice.
+        starts = np.arange(PARTITIONS, dtype=np.uint64) << np.uint64(56)  # 256 partitions: the top byte
+        bounds = np.append(np.searchsorted(hashes, starts), len(hashes))
         for part in range(PARTITIONS):
             lo, hi = bounds[part], bounds[part + 1]
             if lo == hi:
@@ -250,11 +251,16 @@ class DistinctFeatures:
 
 
 def _distinct(hashes: np.ndarray, counts: np.ndarray | None) -> tuple[np.ndarray, np.ndarray | None]:
-    """Sorted distinct hashes, and the summed counts of each when counts are given."""
-    order = np.argsort(hashes, kind="stable") if counts is not None else None
-    ordered = hashes[order] if order is not None else np.sort(hashes)
+    """Sorted distinct hashes, and the summed counts of each when counts are given. Sorts `hashes` in
+    place (callers hand over arrays of their own): one copy less at the peak."""
+    if counts is None:
+        hashes.sort()
+        ordered = hashes
+    else:
+        order = np.argsort(hashes, kind="stable")
+        ordered = hashes[order]
     starts = np.ones(len(ordered), dtype=bool)
-    starts[1:] = ordered[1:] != ordered[:-1]
+    np.not_equal(ordered[1:], ordered[:-1], out=starts[1:])
     distinct = ordered[starts]
     if counts is None:
         return distinct, None
