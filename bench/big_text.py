@@ -36,6 +36,9 @@ LINES = [
 ]
 
 
+CASES = ("file", "stdin", "jsonl", "hash", "near-file", "near-key")
+
+
 def corpus_lines(path: str | None) -> list[str]:
     if path is None:
         return LINES
@@ -94,33 +97,45 @@ def main() -> None:
     parser.add_argument("mib", type=int, help="size of the text in MiB")
     parser.add_argument("--corpus", help="JSONL {id, text} whose lines make up the text (default: built-in lines)")
     parser.add_argument("--jsonl-mib", type=int, default=100, help="size of the one-line JSONL case (MiB, <= 128)")
+    parser.add_argument("--only", help=f"comma-separated cases to run, of {','.join(CASES)} (default: all)")
     args = parser.parse_args()
+    chosen = CASES if args.only is None else args.only.split(",")
+    unknown = set(chosen) - set(CASES)
+    if unknown:
+        parser.error(f"unknown cases: {', '.join(sorted(unknown))}")
     work = Path(tempfile.mkdtemp(prefix="big_text_"))
     try:
         lines = corpus_lines(args.corpus)
         text = work / "big.txt"
         write_text(text, args.mib << 20, lines)
-        jsonl_text = work / "line.txt"
-        write_text(jsonl_text, min(args.jsonl_mib, args.mib) << 20, lines, seed=2)
         line = work / "line.jsonl"
-        write_jsonl_line(jsonl_text, line)
-        jsonl_text.unlink()
+        if "jsonl" in chosen:
+            jsonl_text = work / "line.txt"
+            write_text(jsonl_text, min(args.jsonl_mib, args.mib) << 20, lines, seed=2)
+            write_jsonl_line(jsonl_text, line)
+            jsonl_text.unlink()
+        else:
+            line.write_text("")
         db = work / "i.db"
         size, line_size = text.stat().st_size, line.stat().st_size
-        cases = [  # (name, command, stdin, bytes read)
-            (f"add FILE ({args.mib:,} MiB)", [*SIMQ, "add", "--db", str(db), str(text)], None, size),
-            (f"add - (stdin, {args.mib:,} MiB)", [*SIMQ, "add", "--db", str(db), "-", "--key", "stdin"], text, size),
-            (f"add one JSONL line ({line_size >> 20:,} MiB)", [*SIMQ, "add", "--db", str(db), str(line)], None,
-             line_size),
-            ("hash -f FILE", [*SIMQ, "hash", "--db", str(db), "-f", str(text)], None, size),
-            ("near --file FILE", [*SIMQ, "near", "--db", str(db), "--file", str(text)], None, size),
-            ("near --key (the big text's)", [*SIMQ, "near", "--db", str(db), "--key", path_key(str(text))], None, 0),
+        def simq(command: str, *args: str) -> list[str]:
+            return [*SIMQ, command, "--db", str(db), *args]
+
+        cases = [  # (case, name, command, stdin, bytes read)
+            ("file", f"add FILE ({args.mib:,} MiB)", simq("add", str(text)), None, size),
+            ("stdin", f"add - (stdin, {args.mib:,} MiB)", simq("add", "-", "--key", "stdin"), text, size),
+            ("jsonl", f"add one JSONL line ({line_size >> 20:,} MiB)", simq("add", str(line)), None, line_size),
+            ("hash", "hash -f FILE", simq("hash", "-f", str(text)), None, size),
+            ("near-file", "near --file FILE", simq("near", "--file", str(text)), None, size),
+            ("near-key", "near --key (the big text's)", simq("near", "--key", path_key(str(text))), None, 0),
         ]
         print(f"simhash-sqlite big text: {args.mib:,} MiB, default settings (chars 5-grams, binary weights), "
               f"corpus {args.corpus or 'built-in lines'}")
         print("| command | seconds | MB/s | peak RSS (MiB) | exit |")
         print("| --- | ---: | ---: | ---: | ---: |")
-        for name, command, stdin, read in cases:
+        for case, name, command, stdin, read in cases:
+            if case not in chosen:
+                continue
             seconds, peak, code, tail = measure(command, stdin)
             rate = f"{read / seconds / 1e6:.1f}" if read else "-"
             print(f"| {name} | {seconds:.1f} | {rate} | {peak:,.0f} | {code} |", flush=True)
