@@ -36,7 +36,7 @@ from .user_sql import ResultSet, parse_params, run_query
 from .calibrate import DEFAULT_MAX_K, Calibration, calibrate as calibrate_index
 from .explain import Explanation, explain as explain_pair
 from .settings import CONFIRM_K, RECOMMENDED_K, SHORT_TEXT, FingerprintSettings
-from .indexed_text import READ_WHOLE_BYTES
+from . import indexed_text
 from .sources import STDIN, Reader, read_one, stale_keys
 from .storage import damaged_message
 
@@ -505,7 +505,7 @@ def _query_of_file(
     if document.fingerprint is None:
         raise InvalidInput(f"{path} has no features (no letters or digits) to search with")
     err.print(
-        f"[yellow]note[/] {_shown(str(path))} is over {READ_WHOLE_BYTES >> 20} MiB: searched by its fingerprint, "
+        f"[yellow]note[/] {_shown(str(path))} is over {indexed_text.READ_WHOLE_BYTES >> 20} MiB: searched by its fingerprint, "
         "made piece by piece; its text is not read whole, so candidates are judged by distance alone",
         highlight=False, soft_wrap=True,
     )

@@ -23,7 +23,8 @@ from .batch_queries import Query
 from .errors import InvalidInput
 from .fingerprint import check_k
 from .index_arrays import DuplicatePair, keys_of, load_fingerprints
-from .indexed_text import READ_WHOLE_BYTES, text_of
+from . import indexed_text
+from .indexed_text import text_of
 from .pairs import near_pairs
 from .search import Match, SearchResult
 from .settings import CONFIRM_K, RECOMMENDED_K
@@ -161,7 +162,7 @@ def check_search(
 
 def _query_shingles(query: Query, shingles: ShingleCache) -> np.ndarray | None:
     if query.text is not None:  # a text too long to read whole is judged by distance, as stored ones are
-        return shingle_set(query.text) if len(query.text) <= READ_WHOLE_BYTES else None
+        return shingle_set(query.text) if len(query.text) <= indexed_text.READ_WHOLE_BYTES else None
     if query.key is not None:
         return shingles(query.key)
     return None  # a bare fingerprint has no text

@@ -29,9 +29,10 @@ from dataclasses import dataclass, field
 
 import apsw
 
+from . import indexed_text
 from .errors import InvalidInput
 from .index import Document, FingerprintedDocument, SimhashIndex
-from .indexed_text import READ_WHOLE_BYTES, content_hash
+from .indexed_text import content_hash
 from .settings import FingerprintSettings
 from .streaming import PIECE_CHARS, simhash_pieces
 
@@ -41,7 +42,6 @@ STDIN = "-"
 STDIN_NAME = "<stdin>"  # stdin in messages and in path:line keys
 SNIFF_BYTES = 1 << 20  # stdin's first line, up to this much, decides whether it is JSONL
 ERROR_POLICIES = ("strict", "replace", "ignore", "backslashreplace")
-STREAM_OVER_BYTES = READ_WHOLE_BYTES  # larger texts are read and fingerprinted piece by piece, never whole
 READ_BYTES = 1 << 20
 MAX_RECORD_BYTES = 128 << 20  # a longer JSONL line is skipped, not read into memory
 KEPT_SKIPS = 1000  # the first skips are kept with their reasons; later ones are only counted
@@ -84,7 +84,7 @@ class Reader:
     id_field: str = "id"
     encoding: str = "utf-8"
     errors: str = "strict"
-    stream_over: int = STREAM_OVER_BYTES
+    stream_over: int | None = None  # None: indexed_text.READ_WHOLE_BYTES
     skipped: list[Skipped] = field(default_factory=list)  # the first KEPT_SKIPS of them
     skip_count: int = 0
     failed: bool = False  # a named input (or a JSONL line) was skipped: the run should exit 1
@@ -103,6 +103,8 @@ class Reader:
         if self.errors not in ERROR_POLICIES:
             raise InvalidInput(f"errors must be one of {', '.join(ERROR_POLICIES)}, not {self.errors!r}")
         self._seen: apsw.Connection | None = None
+        if self.stream_over is None:  # read when made, so that one setting moves the limit everywhere
+            self.stream_over = indexed_text.READ_WHOLE_BYTES
         if self.stdin_key is not None and (not self.stdin_key or "\x00" in self.stdin_key):
             raise InvalidInput("the key for stdin must be a non-empty text without NUL characters")
 
@@ -361,7 +363,9 @@ class Reader:
             return self._skip(where, "the JSON holds an unpaired surrogate escape (\\ud800-\\udfff)", True)
         return Document(key, body)
 
-    def _fingerprinted(self, document: Document, settings: FingerprintSettings, where: str) -> FingerprintedDocument | None:
+    def _fingerprinted(
+        self, document: Document, settings: FingerprintSettings, where: str
+    ) -> FingerprintedDocument | None:
         """A long JSONL text fingerprinted in pieces, so that no feature array of the whole is made."""
         text = document.text
         parts = (text[i : i + PIECE_CHARS] for i in range(0, len(text), PIECE_CHARS))

@@ -67,7 +67,9 @@ def run_query(index: SimhashIndex, sql: str, params: dict | None = None, *, writ
             raise InvalidInput("simq sql " + WOULD_CREATE.format(name=guard.created)) from None
         raise InvalidInput(SCHEMA_LOCKED) from None
     except apsw.CantOpenError as exc:
-        raise InvalidInput(f"SQL: {exc} (a file the SQL names cannot be opened: a missing folder, or no permission)") from None
+        raise InvalidInput(
+            f"SQL: {exc} (a file the SQL names cannot be opened: a missing folder, or no permission)"
+        ) from None
     except apsw.ReadOnlyError:
         raise InvalidInput("simq sql runs read-only; add --write to change the index") from None
     except apsw.BindingsError as exc:
