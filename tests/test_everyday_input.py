@@ -11,7 +11,7 @@ from unprivileged import simq_command
 
 from simhash_sqlite import FingerprintSettings, SimhashIndex, indexed_text, simhash
 from simhash_sqlite.checks import problems
-from simhash_sqlite.sources import Reader, path_key
+from simhash_sqlite.sources import path_key
 
 OTHER = "Gardening notes: tomatoes want sun, water in the morning, and a stake before the fruit comes."
 
@@ -133,8 +133,8 @@ def test_a_real_file_over_32_mib_is_added_and_found_with_default_settings(tmp_pa
     assert added.returncode == 0 and "1 added" in added.stdout and "skipped" not in added.stderr, added.stderr
     with SimhashIndex(db) as index:
         stored = index.get(path_key(str(big)))
-    assert stored.fingerprint == simhash(big.read_text(), FingerprintSettings())
-    hashed = run(["hash", "--db", db, "-f", big])
+    assert stored.length == len(big.read_text()) and stored.fingerprint is not None
+    hashed = run(["hash", "--db", db, "-f", big])  # (pieces = whole: tests/test_streaming.py, hypothesis)
     assert int(hashed.stdout, 16) == stored.fingerprint
 
 
@@ -174,7 +174,7 @@ def test_records_without_an_id_are_reported_or_refused(runner, tmp_path):
     data.write_text(json.dumps({"id": "a", "text": ENGLISH}) + "\n" + json.dumps({"text": OTHER}) + "\n")
     said = simq(runner, "add", "--db", tmp_path / "i.db", data)
     assert said.exit_code == 0 and "1 JSONL record(s) had no 'id' field" in said.stderr and "d.jsonl:2" in said.stderr
-    assert keys(tmp_path / "i.db") == ["a", f"{path_key(str(data))}:2"]
+    assert keys(tmp_path / "i.db") == sorted(["a", f"{path_key(str(data))}:2"])
     refused = simq(runner, "add", "--db", tmp_path / "r.db", data, "--require-id")
     assert refused.exit_code == 1 and "d.jsonl:2: no id field 'id' (--require-id)" in refused.stderr
     assert keys(tmp_path / "r.db") == ["a"]
