@@ -118,8 +118,10 @@ def friendly_errors(command):
         except (apsw.ReadOnlyError, apsw.CantOpenError):
             raise fail("the index file or its folder is read-only") from None
         except (apsw.CorruptError, apsw.NotADBError) as exc:
-            db = kwargs.get("file") or kwargs.get("db") or DEFAULT_DB
-            raise fail(damaged_message(os.fspath(db), str(exc))) from None
+            named = [kwargs.get(name) for name in ("file", "db", "against") if kwargs.get(name) is not None]
+            if not named:
+                raise fail(f"an index file is damaged ({exc}); see what is wrong: simq check --db FILE") from None
+            raise fail(damaged_message(os.fspath(named[0]), str(exc))) from None
         except OSError as exc:
             raise fail(f"{exc.filename or ''}: {exc.strerror or exc}".lstrip(": ")) from None
 
@@ -139,7 +141,9 @@ def add(
     require_id: RequireIdOption = False,
     key: Annotated[
         Optional[str],
-        typer.Option("--key", help="The key of the text read from stdin (-) \\[default: <stdin:HASH>, made from the text]."),
+        typer.Option(
+            "--key", help="The key of the text read from stdin (-) \\[default: <stdin:HASH>, made from the text]."
+        ),
     ] = None,
     features: Annotated[
         Optional[str], typer.Option(help="New index: 'chars' or 'words' n-grams [default: chars].")
@@ -505,8 +509,8 @@ def _query_of_file(
     if document.fingerprint is None:
         raise InvalidInput(f"{path} has no features (no letters or digits) to search with")
     err.print(
-        f"[yellow]note[/] {_shown(str(path))} is over {indexed_text.READ_WHOLE_BYTES >> 20} MiB: searched by its fingerprint, "
-        "made piece by piece; its text is not read whole, so candidates are judged by distance alone",
+        f"[yellow]note[/] {_shown(str(path))} is over {indexed_text.READ_WHOLE_BYTES >> 20} MiB: searched by its "
+        "fingerprint, made piece by piece; its text is not read whole, so candidates are judged by distance alone",
         highlight=False, soft_wrap=True,
     )
     return None, document.fingerprint
@@ -529,7 +533,8 @@ def hash_command(
             settings = index.settings
     if file is not None:
         document = read_one(str(file), settings)
-        fingerprint = document.fingerprint if isinstance(document, FingerprintedDocument) else simhash(document.text, settings)
+        streamed = isinstance(document, FingerprintedDocument)
+        fingerprint = document.fingerprint if streamed else simhash(document.text, settings)
     else:
         fingerprint = simhash(text, settings)
     if fingerprint is None:

@@ -118,6 +118,12 @@ def test_big_texts_with_default_settings_are_taken_every_way(runner, tmp_path, s
     found = json.loads(by_key.stdout)
     assert {m["key"] for m in found} == {path_key(str(big)), "line"}
     assert all(m["checked_by"] == "distance" for m in found)  # too large to compare whole: by distance
+    explained = simq(runner, "explain", big, "piped", "--db", db, "--json")
+    assert explained.exit_code == 0 and json.loads(explained.stdout)["distance"] == 0
+    paths = tmp_path / "queries.txt"
+    paths.write_text(f"{big}\n")
+    batch = simq(runner, "near", "--batch", paths, "--db", db)
+    assert batch.exit_code == 1 and "search for it on its own: simq near --file" in json.loads(batch.stdout)["error"]
     assert problems(db) == []
 
 
