@@ -23,7 +23,7 @@ from rich.progress import BarColumn, Progress, SpinnerColumn, TaskProgressColumn
 from rich.table import Table
 
 from .checks import CheckReport, check_index, report_json
-from .confirm import DEFAULT_THRESHOLD, ConfirmReport, candidate_k, check_threshold, keeps
+from .confirm import DEFAULT_THRESHOLD, ConfirmReport, candidate_k, check_threshold
 from .errors import InvalidInput, SimhashError
 from .fingerprint import from_hex, simhash, to_hex, to_signed
 from .clusters import REPRESENTATIVE_RULES, Cluster
@@ -34,7 +34,9 @@ from .batch_queries import QueryError, guess_format, parse_queries
 from .search import Match, executed_sql, near_sql
 from .user_sql import ResultSet, parse_params, run_query
 from .calibrate import DEFAULT_MAX_K, Calibration, calibrate as calibrate_index
-from .explain import Explanation, explain as explain_pair
+from .explain import Explanation, explain as explain_pair, verdicts
+from .plots import cluster_sizes, distance_chart, distance_distribution, distance_png, require_matplotlib
+from .plots import size_bands, size_chart, write_png
 from .settings import CONFIRM_K, RECOMMENDED_K, SHORT_TEXT, FingerprintSettings
 from . import indexed_text
 from .sources import STDIN, Reader, read_one, stale_keys
@@ -548,6 +550,7 @@ def stats(db: DbOption = Path(DEFAULT_DB), as_json: JsonOption = False) -> None:
     """How many documents the index holds, how its fingerprints are made, and its size."""
     with SimhashIndex(db) as index:
         s = index.stats()
+        sizes = cluster_sizes(index.conn) if s.clusters is not None else []
     rows = {
         "file": s.path,
         "documents": s.documents,
@@ -561,7 +564,8 @@ def stats(db: DbOption = Path(DEFAULT_DB), as_json: JsonOption = False) -> None:
         "size (bytes)": s.file_bytes,
     }
     if as_json:
-        print(json.dumps({**rows, "clusters": s.clusters}, ensure_ascii=False))
+        sizes_json = [{"size": size, "clusters": count} for size, count in sizes]
+        print(json.dumps({**rows, "clusters": s.clusters, "cluster_sizes": sizes_json}, ensure_ascii=False))
         return
     if s.clusters is not None:
         c = s.clusters
@@ -572,6 +576,29 @@ def stats(db: DbOption = Path(DEFAULT_DB), as_json: JsonOption = False) -> None:
     for name, value in rows.items():
         table.add_row(name, f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else str(value))
     out.print(table)
+    if sizes:
+        out.print(size_chart(size_bands(sizes)))
+
+
+@app.command()
+@friendly_errors
+def serve(
+    db: DbOption = Path(DEFAULT_DB),
+    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8001,
+    host: Annotated[str, typer.Option(help="Address to listen on; 127.0.0.1 is this machine only.")] = "127.0.0.1",
+    open_browser: Annotated[bool, typer.Option("--open", help="Open the clusters page in a web browser.")] = False,
+) -> None:
+    """Review near-duplicates in a browser: Datasette on the index, read-only, with search, cluster and
+    pair pages (needs the web extra: pip install 'simhash-sqlite[web]')."""
+    from .serve import clusters_url
+    from .serve import serve as serve_index
+
+    def ready() -> None:
+        url = clusters_url(db, host, port)
+        err.print(f"serving {escape(str(db))} read-only; clusters page: {url} (Ctrl-C to stop)",
+                  highlight=False, soft_wrap=True)
+
+    serve_index(db, host=host, port=port, open_browser=open_browser, on_ready=ready)
 
 
 @app.command()
@@ -736,10 +763,20 @@ def calibrate_command(
     threshold: Annotated[float, typer.Option(help="Jaccard similarity that counts as a near-duplicate.")] = 0.8,
     seed: Annotated[int, typer.Option(help="Seed for choosing the documents.")] = 0,
     as_json: JsonOption = False,
+    plot: Annotated[
+        Optional[Path], typer.Option(help="Also draw the distance distribution as a PNG image here (needs matplotlib).")
+    ] = None,
 ) -> None:
-    """What each k means on this index: exact 5-shingle Jaccard of sampled pairs at each distance."""
+    """What each k means on this index: exact 5-shingle Jaccard of sampled pairs at each distance, and
+    a chart of where near-duplicate and unrelated pairs fall."""
+    if plot is not None:
+        require_matplotlib()  # before the sampling, which takes a while
     with SimhashIndex(db) as index:
         result = calibrate_index(index, max_k=max_k, per_distance=pairs, threshold=threshold, seed=seed)
+        distribution = distance_distribution(index, result, per_distance=pairs, seed=seed)
+    if plot is not None:
+        write_png(distance_png(distribution), plot)
+        err.print(f"chart written to {escape(str(plot))}", highlight=False, soft_wrap=True)
     if as_json:
         print(json.dumps({
             "threshold": result.threshold, "queried": result.queried, "suggested_k": result.suggested_k,
@@ -747,6 +784,7 @@ def calibrate_command(
         }))
         return
     _print_calibration(result)
+    out.print(distance_chart(distribution))
 
 
 def _print_calibration(result: Calibration) -> None:
@@ -813,15 +851,8 @@ def _print_explanation(e: Explanation) -> None:
     summary.add_row("estimated 5-shingle Jaccard", num(e.estimated_jaccard))
     summary.add_row("exact 5-shingle Jaccard", num(e.exact_jaccard))
     summary.add_row("features", e.settings.describe())
-    if e.distance is not None:
-        verdict = "near-duplicates" if e.distance <= RECOMMENDED_K else "not near-duplicates"
-        summary.add_row(f"by distance alone (k={RECOMMENDED_K})", verdict)
-        checked = keeps(e.distance, e.exact_jaccard)
-        how = "by exact Jaccard" if e.exact_jaccard is not None else f"no texts: by distance <= {RECOMMENDED_K}"
-        summary.add_row(
-            f"by simq dupes (k={CONFIRM_K}, J >= {DEFAULT_THRESHOLD:g})",
-            f"{'near-duplicates' if checked else 'not near-duplicates'} ({how})",
-        )
+    for rule, verdict in verdicts(e):
+        summary.add_row(rule, verdict)
     out.print(summary)
     if e.shared or e.only_a or e.only_b:
         features = Table("shared", f"only in {e.a.name}", f"only in {e.b.name}", title="Heaviest features (weight x count)")

@@ -10,12 +10,13 @@ from collections import Counter
 from dataclasses import dataclass
 
 from . import indexed_text
+from .confirm import DEFAULT_THRESHOLD, keeps
 from .errors import InvalidInput
 from .features import WORD, feature_weights, normalize, words
 from .fingerprint import hamming, simhash
 from .index import SimhashIndex
 from .indexed_text import stored_text
-from .settings import SHORT_TEXT, FingerprintSettings  # SHORT_TEXT: measured, see settings.py
+from .settings import CONFIRM_K, RECOMMENDED_K, SHORT_TEXT, FingerprintSettings  # SHORT_TEXT: measured
 from .shingles import jaccard
 
 DIFF_LINES = 40
@@ -142,3 +143,18 @@ def explain(index: SimhashIndex, a: str, b: str, *, top: int = 8) -> Explanation
         left, right, s, distance, None if distance is None else estimated_jaccard(distance),
         exact, shared, only_a, only_b, diff, notes,
     )
+
+
+def verdicts(e: Explanation) -> list[tuple[str, str]]:
+    """(rule, what it says of the pair): by distance alone at RECOMMENDED_K, and by the check simq dupes
+    makes at its defaults. Empty when a side has no fingerprint."""
+    if e.distance is None:
+        return []
+    by_distance = "near-duplicates" if e.distance <= RECOMMENDED_K else "not near-duplicates"
+    checked = keeps(e.distance, e.exact_jaccard)
+    how = "by exact Jaccard" if e.exact_jaccard is not None else f"no texts: by distance <= {RECOMMENDED_K}"
+    return [
+        (f"by distance alone (k={RECOMMENDED_K})", by_distance),
+        (f"by simq dupes (k={CONFIRM_K}, J >= {DEFAULT_THRESHOLD:g})",
+         f"{'near-duplicates' if checked else 'not near-duplicates'} ({how})"),
+    ]

@@ -199,6 +199,7 @@ class SimhashIndex:
 
     Keyword settings (features, ngram, weights, hmm, store_text) choose how a new index makes
     fingerprints; for an existing one they must match what it recorded (None: take the recorded).
+    readonly: open an existing index for reading only (SQLite refuses every write; the web pages).
 
     Threads: one SimhashIndex per thread. It holds one SQLite connection, whose transactions two
     threads would interleave; open another (cheap) in each thread, e.g. in a threading.local().
@@ -214,12 +215,15 @@ class SimhashIndex:
         weights: str | None = None,
         hmm: bool | None = None,
         store_text: bool | None = None,
+        readonly: bool = False,
     ) -> None:
+        if readonly and create:
+            raise InvalidInput("an index opened read-only cannot be created")
         self.path = os.fspath(path)
         requested = {"features": features, "ngram": ngram, "weights": weights, "hmm": hmm}
         if create:  # settings a new index could not record are refused before a file is made
             FingerprintSettings(**{name: value for name, value in requested.items() if value is not None})
-        self.conn = connect(self.path, create=create)
+        self.conn = connect(self.path, create=create, readonly=readonly)
         try:
             self.settings, self.store_text = self._settings(requested, store_text, create)
             register_functions(self.conn, self.settings)
