@@ -16,7 +16,7 @@ from .errors import InvalidInput
 from .fingerprint import check_k
 from .index_arrays import load_fingerprints
 from .pairs import CHUNK, as_unsigned, distinct_pairs, fold
-from .storage import write_transaction
+from .storage import read_only, write_transaction
 
 if TYPE_CHECKING:
     from .confirm import ConfirmReport
@@ -164,7 +164,7 @@ def cluster_index(
     reps = _representatives(ids, labels, lengths, representative)
     # A read-only index (another user's, a read-only folder) is clustered all the same: the result goes
     # to a TEMP table of this connection, which shadows the file's for read_clusters().
-    saved = not conn.readonly("main")
+    saved = not read_only(conn)
     with write_transaction(conn) if saved else conn:
         if not saved:
             conn.execute("CREATE TEMP TABLE IF NOT EXISTS clusters AS SELECT * FROM main.clusters WHERE 0")
@@ -175,7 +175,10 @@ def cluster_index(
                 "INSERT INTO clusters (id, cluster, size, representative) VALUES (?, ?, ?, ?)",
                 zip(*(c[lo : lo + INSERT_BATCH].tolist() for c in columns)),
             )
-        info = {"k": k, "jaccard": threshold, "representative": representative, "documents": len(ids), "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+        info = {
+            "k": k, "jaccard": threshold, "representative": representative, "documents": len(ids),
+            "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        }
         if saved:
             conn.execute(
                 "INSERT INTO simhash_meta (key, value) VALUES ('clusters', ?) "

@@ -68,17 +68,20 @@ def connect(path: str | os.PathLike, *, create: bool, readonly: bool = False) ->
     exists = os.path.exists(path) and os.path.getsize(path) > 0
     if not exists and not create:
         raise IndexNotFound(f"no index at {path} (create one with: simq add --db {path} FILES)")
-    flags = apsw.SQLITE_OPEN_READONLY if readonly else apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE
+    if readonly:
+        conn = open_readonly(path)
+    else:
+        try:
+            conn = apsw.Connection(path, flags=apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE)
+        except apsw.CantOpenError:
+            raise IndexNotFound(f"cannot open {path} (missing folder or no permission)") from None
     try:
-        conn = apsw.Connection(path, flags=flags)
-    except apsw.CantOpenError:
-        raise IndexNotFound(f"cannot open {path} (missing folder or no permission)") from None
-    try:
-        harden(conn)
-        conn = readable(conn, path)
+        if not readonly:
+            harden(conn)
+            conn = readable(conn, path)
         version = check_ours(conn, path)
         verify_schema(conn, path, version)
-        if not conn.readonly("main"):
+        if not read_only(conn):
             conn.pragma("journal_mode", "wal")
             if version < schema_version():
                 _migrate(conn, version)
@@ -90,6 +93,11 @@ def connect(path: str | os.PathLike, *, create: bool, readonly: bool = False) ->
         conn.close()
         raise
     return conn
+
+
+def read_only(conn: apsw.Connection) -> bool:
+    """The connection cannot write: opened read-only (or fell back to it), or PRAGMA query_only."""
+    return conn.readonly("main") or bool(conn.pragma("query_only"))
 
 
 def open_readonly(path: str) -> apsw.Connection:

@@ -9,7 +9,7 @@ import pytest
 from test_cli import CHINESE, ENGLISH, assert_clean_error, simq
 from unprivileged import simq_command
 
-from simhash_sqlite import FingerprintSettings, SimhashIndex, indexed_text, simhash
+from simhash_sqlite import Document, FingerprintSettings, SimhashIndex, indexed_text, simhash
 from simhash_sqlite.checks import problems
 from simhash_sqlite.sources import path_key
 
@@ -247,6 +247,11 @@ def test_check_leaves_no_wal_or_shm_behind(runner, small_db):
     before = sorted(os.listdir(folder))
     assert simq(runner, "check", "--db", small_db).exit_code == 0
     assert simq(runner, "check", "--db", small_db, "--json").exit_code == 0
+    assert sorted(os.listdir(folder)) == before
+    with SimhashIndex(small_db, readonly=True) as index:  # the web pages' way of opening: the same
+        assert len(index.near(key=path_key(str(folder / "a.txt")))) == 1
+        with pytest.raises(Exception, match="readonly"):
+            index.add([Document("x", ENGLISH)])
     assert sorted(os.listdir(folder)) == before
 
 
