@@ -39,7 +39,7 @@ from .plots import cluster_sizes, distance_chart, distance_distribution, distanc
 from .plots import size_bands, size_chart, write_png
 from .settings import CONFIRM_K, RECOMMENDED_K, SHORT_TEXT, FingerprintSettings
 from . import indexed_text
-from .sources import STDIN, Reader, read_one, stale_keys
+from .sources import STDIN, Reader, read_one, size_text, stale_keys
 from .storage import damaged_message
 
 app = typer.Typer(
@@ -393,14 +393,15 @@ def near(
             table.add_row(match.key, str(match.distance), f"{match.similarity:.3f}", cell)
         out.print(table)
     if report is not None:
-        _print_check_summary(report, "matches", to_stderr=as_json)
+        # A query too large to read whole has said why its candidates go by distance (_query_of_file).
+        _print_check_summary(report, "matches", to_stderr=as_json, hint=not (file is not None and text is None))
 
 
 def _jaccard_cell(jaccard: float | None) -> str:
     return "-" if jaccard is None else f"{jaccard:.3f}"
 
 
-def _print_check_summary(report: ConfirmReport, noun: str, *, to_stderr: bool) -> None:
+def _print_check_summary(report: ConfirmReport, noun: str, *, to_stderr: bool, hint: bool = True) -> None:
     """How many results were checked exactly and how many by distance only, and a hint when texts were
     out of reach. Nothing when there was no candidate."""
     if not report.candidates:
@@ -413,7 +414,7 @@ def _print_check_summary(report: ConfirmReport, noun: str, *, to_stderr: bool) -
     )
     (err if to_stderr else out).print(line, highlight=False, soft_wrap=True)
     missing = report.unchecked + report.too_far
-    if missing:
+    if missing and hint:
         err.print(
             f"[yellow]hint[/] {missing:,} candidate{'s were' if missing != 1 else ' was'} judged by distance alone, "
             "a text being out of reach: add with --store-text, or keep the indexed files unchanged at their paths"
@@ -511,7 +512,7 @@ def _query_of_file(
     if document.fingerprint is None:
         raise InvalidInput(f"{path} has no features (no letters or digits) to search with")
     err.print(
-        f"[yellow]note[/] {_shown(str(path))} is over {indexed_text.READ_WHOLE_BYTES >> 20} MiB: searched by its "
+        f"[yellow]note[/] {_shown(str(path))} is over {size_text(indexed_text.READ_WHOLE_BYTES)}: searched by its "
         "fingerprint, made piece by piece; its text is not read whole, so candidates are judged by distance alone",
         highlight=False, soft_wrap=True,
     )

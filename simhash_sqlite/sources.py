@@ -254,7 +254,7 @@ class Reader:
         """A large file (or stdin), read in 1 MiB chunks: fingerprint, content hash and length in one
         pass. key None: the caller keys it (by its content hash)."""
         where = where or key
-        mib = _size(size) if size is not None else f"over {_size(self.stream_over)}"
+        mib = size_text(size) if size is not None else f"over {size_text(self.stream_over)}"
         if settings is None or store_text:
             why = "texts are stored in this index" if store_text else "no index settings to fingerprint it with"
             return self._skip(where, f"too large to read whole ({mib}) and {why}", named)
@@ -398,7 +398,8 @@ class Reader:
         return None
 
 
-def _size(count: int) -> str:
+def size_text(count: int) -> str:
+    """A byte count as people read it: 1.5 GiB, 32.0 MiB, 4,096 bytes."""
     for unit, shift in (("GiB", 30), ("MiB", 20)):
         if count >= 1 << shift:
             return f"{count / (1 << shift):,.1f} {unit}"
