@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import apsw
@@ -45,11 +46,14 @@ class CheckReport:
         return not problems
 
 
-def check_index(path: str | os.PathLike, *, rehash: bool = False) -> CheckReport:
+def check_index(
+    path: str | os.PathLike, *, rehash: bool = False, on_progress: Callable[[int, int], None] | None = None
+) -> CheckReport:
     """Run every check on the file at path; the report says what failed and why.
 
     rehash: also recompute the content hash and fingerprint of every stored text (indexes made
-    with store_text), which reads and fingerprints the whole corpus.
+    with store_text), which reads and fingerprints the whole corpus; on_progress(done, total) is
+    called as it goes (texts re-hashed, of the stored ones).
     """
     path = os.fspath(path)
     if not os.path.isfile(path):
@@ -81,7 +85,7 @@ def check_index(path: str | os.PathLike, *, rehash: bool = False) -> CheckReport
         _step(report, "content hashes", lambda: _check_content_hashes(conn, report))
         _step(report, "texts", lambda: _check_texts(conn, report, store_text))
         if rehash:
-            _step(report, "rehash", lambda: _rehash(conn, report, store_text, fp_settings))
+            _step(report, "rehash", lambda: _rehash(conn, report, store_text, fp_settings, on_progress))
         return report
     finally:
         conn.close()
@@ -181,7 +185,9 @@ def _check_texts(conn: apsw.Connection, report: CheckReport, store_text: bool | 
     report.add("texts", problems, "none stored, as recorded")
 
 
-def _rehash(conn: apsw.Connection, report: CheckReport, store_text: bool | None, settings) -> None:
+def _rehash(
+    conn: apsw.Connection, report: CheckReport, store_text: bool | None, settings, on_progress=None
+) -> None:
     """Stored texts must still give their stored content hash and fingerprint."""
     from .index import content_hash  # the same hash add() stores
 
@@ -189,10 +195,13 @@ def _rehash(conn: apsw.Connection, report: CheckReport, store_text: bool | None,
         report.add("rehash", [], "not run: the index does not store texts (or its settings are unreadable)")
         return
     wrong, checked = [], 0
+    total = conn.execute("SELECT count(*) FROM documents WHERE text IS NOT NULL").get if on_progress else 0
     for key, fingerprint, digest, text in conn.execute(
         "SELECT key, fingerprint, content_hash, text FROM documents WHERE text IS NOT NULL ORDER BY id"
     ):
         checked += 1
+        if on_progress is not None and checked % 100 == 0:
+            on_progress(checked, total)
         expected = simhash(text, settings)
         if content_hash(text) != digest or (None if expected is None else to_signed(expected)) != fingerprint:
             wrong.append((key,))

@@ -15,7 +15,7 @@ import numpy as np
 from .errors import InvalidInput
 from .fingerprint import check_k
 from .index_arrays import load_fingerprints
-from .pairs import CHUNK, as_unsigned, distinct_pairs, fold
+from .pairs import CHUNK, Progress, as_unsigned, distinct_pairs, fold
 from .storage import read_only, write_transaction
 
 if TYPE_CHECKING:
@@ -49,13 +49,13 @@ def _union(parent: np.ndarray, a: np.ndarray, b: np.ndarray) -> None:
             np.minimum.at(parent, np.maximum(root_a, root_b), np.minimum(root_a, root_b))
 
 
-def component_labels(fingerprints, k: int) -> np.ndarray:
+def component_labels(fingerprints, k: int, on_progress: Progress | None = None) -> np.ndarray:
     """For each position, the lowest position of its connected component under "within k"."""
     k = check_k(k)
     folded = fold(as_unsigned(fingerprints))
     parent = np.arange(len(folded.values), dtype=np.int64)  # identical fingerprints: one node
     pending, count = [], 0
-    for part in distinct_pairs(folded.values, k):
+    for part in distinct_pairs(folded.values, k, on_progress=on_progress):
         pending.append(part)
         count += len(part.left)
         if count >= UNION_BATCH:
@@ -141,11 +141,13 @@ def cluster_index(
     *,
     pairs: Iterable[tuple[np.ndarray, np.ndarray]] | None = None,
     threshold: float | None = None,
+    on_progress: Progress | None = None,
 ) -> ClusterReport:
     """Cluster every indexed document and rewrite the clusters table (one transaction).
 
     pairs: the edges as chunks of (first ids, second ids), e.g. pairs within k that passed an exact
-    check (confirm.py; `threshold` is then recorded with k); None: every pair within k."""
+    check (confirm.py; `threshold` is then recorded with k); None: every pair within k, whose search
+    reports to on_progress(done, total)."""
     k = check_k(k)
     if representative not in REPRESENTATIVE_RULES:
         raise InvalidInput(f"representative must be one of {', '.join(REPRESENTATIVE_RULES)}, not {representative!r}")
@@ -156,7 +158,7 @@ def cluster_index(
     lengths = np.array([r[1] for r in rows], dtype=np.int64)
     if pairs is None:
         labels = ids.copy()  # documents without features are clusters of one
-        labels[np.searchsorted(ids, stored.ids)] = stored.ids[component_labels(stored.values, k)]
+        labels[np.searchsorted(ids, stored.ids)] = stored.ids[component_labels(stored.values, k, on_progress)]
     else:
         labels = pair_components(ids, pairs)
     slots = np.searchsorted(ids, labels)

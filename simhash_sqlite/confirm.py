@@ -25,7 +25,7 @@ from .fingerprint import check_k
 from .index_arrays import DuplicatePair, keys_of, load_fingerprints
 from . import indexed_text
 from .indexed_text import text_of
-from .pairs import near_pairs
+from .pairs import Progress, near_pairs
 from .search import Match, SearchResult
 from .settings import CONFIRM_K, RECOMMENDED_K
 from .shingles import jaccard_of_sets, shingle_set
@@ -183,8 +183,10 @@ class DuplicatePairs:
         *,
         check: bool = True,
         cache_bytes: int = CACHE_BYTES,
+        on_progress: Progress | None = None,
     ) -> None:
         self.index, self.k = index, check_k(k)
+        self.on_progress = on_progress  # (done, total) of the pair search, for a progress bar
         self.report = ConfirmReport(self.k, check_threshold(threshold)) if check else None
         self.cache_bytes = cache_bytes
 
@@ -209,7 +211,7 @@ class DuplicatePairs:
         conn, report = self.index.conn, self.report
         shingles = ShingleCache(self.index, self.cache_bytes)
         stored = load_fingerprints(conn)
-        for part in near_pairs(stored.values, self.k):
+        for part in near_pairs(stored.values, self.k, on_progress=self.on_progress):
             order = np.lexsort((part.right, part.left))  # each document's pairs side by side: cache hits
             first, second = stored.ids[part.left[order]], stored.ids[part.right[order]]
             distance = part.distance[order]

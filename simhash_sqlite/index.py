@@ -20,6 +20,7 @@ from .errors import IndexNotFound, InvalidInput
 from .fingerprint import BLOCKS, blocks, simhash, to_signed, to_unsigned
 from .features import jieba_version
 from .indexed_text import content_hash
+from .pairs import Progress
 from .parallel import FingerprintJob
 from .search import Match, Plan, Searcher, SearchResult, forced_plan, near_sql, probe_cost_ns
 from .settings import SHORT_TEXT, FingerprintSettings
@@ -644,12 +645,18 @@ class SimhashIndex:
     # -- whole-corpus near duplicates (confirm.py, index_arrays.py, clusters.py) --------------
 
     def dupes(
-        self, k: int | None = None, *, check: bool = True, threshold: float = DEFAULT_THRESHOLD
+        self,
+        k: int | None = None,
+        *,
+        check: bool = True,
+        threshold: float = DEFAULT_THRESHOLD,
+        on_progress: Progress | None = None,
     ) -> DuplicatePairs:
         """Every pair of near-duplicate documents, each once (first added first), streamed in no
         particular order: the pairs within k, checked as in search() (same defaults). Iterate the
-        result; its `report` counts how pairs were judged (None without check)."""
-        return DuplicatePairs(self, candidate_k(k, check), threshold, check=check)
+        result; its `report` counts how pairs were judged (None without check). on_progress(done,
+        total): how far the pair search is, for a progress bar."""
+        return DuplicatePairs(self, candidate_k(k, check), threshold, check=check, on_progress=on_progress)
 
     def clusters(
         self,
@@ -658,13 +665,14 @@ class SimhashIndex:
         check: bool = True,
         threshold: float = DEFAULT_THRESHOLD,
         representative: str = "first",
+        on_progress: Progress | None = None,
     ) -> ClusterReport:
         """Group documents into connected components of the dupes() pairs and write them to the
         clusters table (cluster = lowest id; representative by rule: first, last, longest, shortest).
         The report's `check` holds how the pairs were judged (None without check)."""
-        pairs = self.dupes(k, check=check, threshold=threshold)
+        pairs = self.dupes(k, check=check, threshold=threshold, on_progress=on_progress)
         if pairs.report is None:
-            return cluster_index(self.conn, pairs.k, representative)
+            return cluster_index(self.conn, pairs.k, representative, on_progress=on_progress)
         report = cluster_index(
             self.conn, pairs.k, representative, pairs=pairs.id_pairs(), threshold=pairs.report.threshold
         )

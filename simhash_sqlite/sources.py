@@ -93,6 +93,7 @@ class Reader:
     notes: list[str] = field(default_factory=list)  # what was decided for the user, to be shown
     keyed_by_line: int = 0  # JSONL records without an id, keyed path:line
     first_keyed_by_line: str | None = None
+    bytes_read: int = 0  # of the inputs so far, for a progress bar (files whole, JSONL line by line)
 
     def __post_init__(self) -> None:
         try:
@@ -202,10 +203,13 @@ class Reader:
         """stdin as one text, keyed by stdin_key or by its content (see the module's docstring)."""
         head = stream.read(self.stream_over + 1)
         if len(head) <= self.stream_over:
+            self.bytes_read += len(head)
             document = self._decoded(self.stdin_key or STDIN_NAME, head, True)
         else:
             stream.push_back(head)
+            before = stream.consumed
             document = self._streamed(self.stdin_key, stream, None, True, settings, store_text, where=STDIN_NAME)
+            self.bytes_read += stream.consumed - before
         if document is None or self.stdin_key is not None:
             return document
         digest = document.content_hash if isinstance(document, FingerprintedDocument) else content_hash(document.text)
@@ -221,6 +225,7 @@ class Reader:
             return self._skip(path, "broken symbolic link", named)
         try:
             info = os.stat(path)
+            self.bytes_read += info.st_size
             if not stat.S_ISREG(info.st_mode):
                 return self._skip(path, "not a regular file (a device, socket or pipe)", named)
             with open(path, "rb") as handle:
@@ -314,11 +319,12 @@ class Reader:
             raw = handle.readline(MAX_RECORD_BYTES + 1)
             if not raw:
                 return
+            self.bytes_read += len(raw)
             number += 1
             where = f"{path}:{number}"
             if len(raw) > MAX_RECORD_BYTES and not raw.endswith(b"\n"):
                 while (rest := handle.readline(READ_BYTES)) and not rest.endswith(b"\n"):
-                    pass  # skip the rest of the line without holding it
+                    self.bytes_read += len(rest)  # skip the rest of the line without holding it
                 self._skip(where, f"line longer than {MAX_RECORD_BYTES >> 20} MiB", True)
                 continue
             if raw.strip():
@@ -433,6 +439,7 @@ class _Rewound:
 
     def __init__(self, stream) -> None:
         self.stream, self.buffer = stream, b""
+        self.consumed = 0  # bytes read from it (less those given back)
 
     def peek_line(self, limit: int) -> bytes:
         """The first line (up to limit bytes), left to be read again."""
@@ -445,17 +452,24 @@ class _Rewound:
 
     def push_back(self, data: bytes) -> None:
         self.buffer = data + self.buffer
+        self.consumed -= len(data)
 
     def read(self, size: int = -1) -> bytes:
         if size < 0:
             data, self.buffer = self.buffer + self.stream.read(), b""
-            return data
-        data, self.buffer = self.buffer[:size], self.buffer[size:]
-        if len(data) < size:
-            data += self.stream.read(size - len(data))
+        else:
+            data, self.buffer = self.buffer[:size], self.buffer[size:]
+            if len(data) < size:
+                data += self.stream.read(size - len(data))
+        self.consumed += len(data)
         return data
 
     def readline(self, limit: int = -1) -> bytes:
+        line = self._readline(limit)
+        self.consumed += len(line)
+        return line
+
+    def _readline(self, limit: int) -> bytes:
         if self.buffer:
             if b"\n" in self.buffer[: limit if limit >= 0 else None]:
                 end = self.buffer.index(b"\n") + 1

@@ -96,7 +96,7 @@ def test_jsonl_repeated_ids_odd_lines_and_long_lines(runner, db_path, tmp_path, 
     assert "d.jsonl:5: not JSON" in result.stderr
     assert "d.jsonl:6" in result.stderr
     assert "d.jsonl:7: line longer than" in result.stderr
-    assert "1 repeated ids" in result.stdout
+    assert "1 repeated id" in result.stdout and "1 repeated ids" not in result.stdout
     with SimhashIndex(db_path) as index:
         assert sorted(index.keys()) == ["a", "b", "f"]
         assert index.get("a").fingerprint == index.fingerprint("first version of a")

@@ -267,7 +267,7 @@ def test_bad_input_is_one_clean_line(spark, job, runner, tmp_path):
     source.write_text(json.dumps({"key": "a", "text": "hello world"}) + "\n")
     assert_clean_error(simq(runner, "spark-dedup", source, "--out", tmp_path / "o1", "--master", "local[2]"), "no column 'id'")
     assert_clean_error(simq(runner, "spark-dedup", tmp_path / "nope.parquet", "--out", tmp_path / "o2"), "no such file")
-    assert_clean_error(simq(runner, "spark-dedup", source, "--out", job["out"], "--id-col", "key"), "not empty")
+    assert_clean_error(simq(runner, "spark-dedup", source, "--out", job["out"], "--id-field", "key"), "not empty")
     assert_clean_error(
         simq(runner, "spark-dedup", source, "--out", tmp_path / "o3", "--id-col", "key", "--against", job["out"],
              "--features", "words"),
