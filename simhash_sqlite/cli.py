@@ -355,7 +355,7 @@ def _print_reader_notes(reader: Reader) -> None:
     if reader.keyed_by_line:
         warn(
             "warning",
-            f"{_count(reader.keyed_by_line, 'JSONL record')} without an {reader.id_field!r} field keyed by file and "
+            f"{_count(reader.keyed_by_line, 'JSONL record')} had no {reader.id_field!r} field: keyed by file and "
             f"line (first: {reader.first_keyed_by_line}); name the id with --id-field, or skip such records with "
             "--require-id",
         )

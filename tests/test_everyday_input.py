@@ -178,7 +178,7 @@ def test_records_without_an_id_are_reported_or_refused(runner, tmp_path):
     data = tmp_path / "d.jsonl"
     data.write_text(json.dumps({"id": "a", "text": ENGLISH}) + "\n" + json.dumps({"text": OTHER}) + "\n")
     said = simq(runner, "add", "--db", tmp_path / "i.db", data)
-    assert said.exit_code == 0 and "1 JSONL record(s) had no 'id' field" in said.stderr and "d.jsonl:2" in said.stderr
+    assert said.exit_code == 0 and "1 JSONL record had no 'id' field" in said.stderr and "d.jsonl:2" in said.stderr
     assert keys(tmp_path / "i.db") == sorted(["a", f"{path_key(str(data))}:2"])
     refused = simq(runner, "add", "--db", tmp_path / "r.db", data, "--require-id")
     assert refused.exit_code == 1 and "d.jsonl:2: no id field 'id' (--require-id)" in refused.stderr
