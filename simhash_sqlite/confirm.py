@@ -19,11 +19,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from . import indexed_text
 from .batch_queries import Query
 from .errors import InvalidInput
 from .fingerprint import check_k
 from .index_arrays import DuplicatePair, keys_of, load_fingerprints
-from . import indexed_text
 from .indexed_text import text_of
 from .pairs import Progress, near_pairs
 from .search import Match, SearchResult
