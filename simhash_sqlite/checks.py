@@ -16,7 +16,7 @@ import apsw
 from .errors import IndexNotFound, InvalidInput, NotAnIndex, SchemaTooNew, SimhashError
 from .fingerprint import simhash, to_signed
 from .settings import FingerprintSettings
-from .storage import check_ours, harden, schema_problems
+from .storage import check_messages, check_ours, open_readonly, recovery_hint, schema_problems
 
 SHOWN = 5  # offending keys listed per failed check
 
@@ -60,11 +60,11 @@ def check_index(
         raise IndexNotFound(f"no index at {path}")
     report = CheckReport(path)
     try:
-        conn = apsw.Connection(path, flags=apsw.SQLITE_OPEN_READONLY)
-    except apsw.CantOpenError:
-        raise IndexNotFound(f"cannot open {path} (no permission?)") from None
+        conn = open_readonly(path)
+    except (apsw.NotADBError, apsw.CorruptError) as exc:
+        report.add("simhash-sqlite file", [f"{path} cannot be read as SQLite ({exc}); {recovery_hint(path)}"], "")
+        return report
     try:
-        harden(conn)
         try:
             version = check_ours(conn, path)
         except (NotAnIndex, SchemaTooNew) as exc:
@@ -74,16 +74,18 @@ def check_index(
         schema_ok = report.add(
             "schema", _safely(lambda: schema_problems(conn, version)), "exactly the objects our migrations create"
         )
-        report.add("integrity_check", _safely(lambda: _integrity(conn)), "ok")
+        damage = _integrity(conn)
+        report.add("integrity_check", damage + [recovery_hint(path, version)] if damage else [], "ok")
         if not schema_ok or version == 0:  # contents are read only through a schema we know
             return report
-        store_text, fp_settings = _check_settings(conn, report)
-        _check_keys(conn, report)
-        _check_blocks(conn, report)
-        _check_content_hashes(conn, report)
-        _check_texts(conn, report, store_text)
+        # On a damaged file a check that reads a damaged page fails with SQLite's error, and says so.
+        store_text, fp_settings = _step(report, "settings", lambda: _check_settings(conn, report), (None, None))
+        _step(report, "unique keys", lambda: _check_keys(conn, report))
+        _step(report, "blocks match fingerprints", lambda: _check_blocks(conn, report))
+        _step(report, "content hashes", lambda: _check_content_hashes(conn, report))
+        _step(report, "texts", lambda: _check_texts(conn, report, store_text))
         if rehash:
-            _rehash(conn, report, store_text, fp_settings, on_progress)
+            _step(report, "rehash", lambda: _rehash(conn, report, store_text, fp_settings, on_progress))
         return report
     finally:
         conn.close()
@@ -96,9 +98,26 @@ def _safely(run) -> list[str]:
         return [f"SQLite could not run the check: {exc}"]
 
 
+def _step(report: CheckReport, name: str, run, failed=None):
+    """Run one content check; an SQLite error (a damaged page) is reported as that check failing."""
+    try:
+        return run()
+    except apsw.Error as exc:
+        report.add(name, [f"SQLite could not run the check: {exc}"], "")
+        return failed
+
+
 def _integrity(conn: apsw.Connection) -> list[str]:
-    messages = [row[0] for row in conn.execute("PRAGMA integrity_check(20)")]
-    return [] if messages == ["ok"] else messages
+    """SQLite's findings ([] when sound). integrity_check stops at some damage with an error of its own;
+    quick_check, which skips the index-content comparison, then still lists the damaged pages."""
+    for pragma in ("integrity_check(20)", "quick_check(20)"):
+        try:
+            messages = [row[0] for row in conn.execute(f"PRAGMA {pragma}")]
+        except apsw.Error as exc:
+            error = f"SQLite could not finish the check: {exc}"
+            continue
+        return [] if messages == ["ok"] else check_messages(messages)
+    return [error]
 
 
 def _check_settings(conn: apsw.Connection, report: CheckReport) -> tuple[bool | None, FingerprintSettings | None]:
@@ -202,6 +221,8 @@ def problems(path: str | os.PathLike) -> list[str]:
         report = check_index(path)
     except SimhashError as exc:
         return [str(exc)]
+    except apsw.Error as exc:  # a file SQLite cannot read at all
+        return [f"SQLite: {exc}"]
     return [f"{result.name}: {result.detail}" for result in report.failed]
 
 

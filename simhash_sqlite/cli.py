@@ -25,7 +25,7 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from . import output
+from . import indexed_text, output
 from .batch_queries import QueryError, guess_format, parse_queries
 from .calibrate import DEFAULT_MAX_K, Calibration
 from .calibrate import calibrate as calibrate_index
@@ -37,7 +37,7 @@ from .errors import InvalidInput, SimhashError
 from .explain import Explanation, verdicts
 from .explain import explain as explain_pair
 from .fingerprint import from_hex, simhash, to_hex, to_signed
-from .index import AddReport, SimhashIndex
+from .index import AddReport, FingerprintedDocument, SimhashIndex, check_batch_size
 from .index_arrays import DuplicatePair
 from .output import err, line, out, plain, printable
 from .plots import (
@@ -52,7 +52,8 @@ from .plots import (
 )
 from .search import Match, executed_sql, near_sql
 from .settings import CONFIRM_K, RECOMMENDED_K, SHORT_TEXT, FingerprintSettings
-from .sources import Reader, stale_keys
+from .sources import STDIN, Reader, read_one, size_text, stale_keys
+from .storage import damaged_message
 from .user_sql import parse_params, run_query
 from .version import __version__
 
@@ -132,7 +133,18 @@ JaccardOption = Annotated[
     float, typer.Option("--jaccard", help="With --confirm: the least exact Jaccard kept (above 0, at most 1).")
 ]
 # The options of commands that read inputs (add, dedup): the same names, help and defaults.
-JsonlOption = Annotated[bool, typer.Option("--jsonl", help="Read inputs as JSONL (*.jsonl is read so anyway).")]
+JsonlOption = Annotated[
+    Optional[bool],
+    typer.Option(
+        "--jsonl/--no-jsonl",
+        help="Read every input as JSONL, or stdin as one text. \\[default: *.jsonl and *.ndjson files are JSONL, "
+        "and stdin is when its first line is a JSON object with the text field]",
+        show_default=False,
+    ),
+]
+RequireIdOption = Annotated[
+    bool, typer.Option("--require-id", help="Skip JSONL records without the id field (else keyed FILE:LINE).")
+]
 TextFieldOption = Annotated[str, typer.Option(help="JSONL field holding the text.")]
 IdFieldOption = Annotated[str, typer.Option(help="JSONL field holding the key.")]
 EncodingOption = Annotated[str, typer.Option(help="Encoding of the input files.")]
@@ -188,8 +200,11 @@ def friendly_errors(command):
             raise fail("the disk is full; the index keeps every batch committed before this") from None
         except (apsw.ReadOnlyError, apsw.CantOpenError):
             raise fail("the index file or its folder is read-only") from None
-        except (apsw.CorruptError, apsw.NotADBError):
-            raise fail("the index file is damaged (run: sqlite3 FILE 'PRAGMA integrity_check')") from None
+        except (apsw.CorruptError, apsw.NotADBError) as exc:
+            named = [kwargs.get(name) for name in ("file", "db", "against") if kwargs.get(name) is not None]
+            if not named:
+                raise fail(f"an index file is damaged ({exc}); see what is wrong: simq check --db FILE") from None
+            raise fail(damaged_message(os.fspath(named[0]), str(exc))) from None
         except BrokenPipeError:
             _quiet_stdout()
             raise typer.Exit(0) from None
@@ -236,9 +251,17 @@ def add(
         list[str], typer.Argument(help="Files, folders (recursive), globs, or - for stdin.", show_default=False)
     ],
     db: DbOption = Path(DEFAULT_DB),
-    jsonl: JsonlOption = False,
+    jsonl: JsonlOption = None,
     text_field: TextFieldOption = "text",
     id_field: IdFieldOption = "id",
+    require_id: RequireIdOption = False,
+    key: Annotated[
+        Optional[str],
+        typer.Option(
+            "--key", help="The key of the text read from stdin (-). \\[default: <stdin:HASH>, made from the text]",
+            show_default=False,
+        ),
+    ] = None,
     features: FeaturesOption = None,
     ngram: NgramOption = None,
     weights: WeightsOption = None,
@@ -273,8 +296,14 @@ def add(
 
     The fingerprint options (--features, --ngram, --weights, --hmm, --store-text) apply to a new index;
     an existing one keeps its own, and asking for others is an error.
+
+    Keys: a file inside the current folder is keyed by its path relative to it, any other by its
+    absolute path; a JSONL record by its id; text on stdin by --key, else by its content.
     """
-    reader = Reader(jsonl=jsonl, text_field=text_field, id_field=id_field, encoding=encoding, errors=errors)
+    if key is not None and STDIN not in inputs:
+        raise InvalidInput("--key names the text read from stdin; give - as an input")
+    check_batch_size(batch_size)
+    reader = _reader(jsonl, text_field, id_field, encoding, errors, require_id=require_id, stdin_key=key)
     paths = reader.expand(inputs)  # missing paths fail here, before the index is touched
     with SimhashIndex(
         db, create=True, features=features, ngram=ngram, weights=weights, hmm=hmm, store_text=store_text
@@ -310,6 +339,28 @@ def add(
         raise typer.Exit(1)
 
 
+def _reader(jsonl: Optional[bool], text_field: str, id_field: str, encoding: str, errors: str, **more) -> Reader:
+    """A Reader for --jsonl (every input), --no-jsonl (stdin is one text) or neither (by suffix, and
+    stdin by its first line)."""
+    return Reader(
+        jsonl=bool(jsonl), sniff_stdin=jsonl is None, text_field=text_field, id_field=id_field,
+        encoding=encoding, errors=errors, **more,
+    )
+
+
+def _print_reader_notes(reader: Reader) -> None:
+    """What the reader decided for the user: stdin's format and key, records keyed by line number."""
+    for note in reader.notes:
+        warn("note", note)
+    if reader.keyed_by_line:
+        warn(
+            "warning",
+            f"{_count(reader.keyed_by_line, 'JSONL record')} had no {reader.id_field!r} field: keyed by file and "
+            f"line (first: {reader.first_keyed_by_line}); name the id with --id-field, or skip such records with "
+            "--require-id",
+        )
+
+
 def _size_of(path: str) -> int:
     """A regular file's size, for the progress bar; 0 for stdin, pipes and what cannot be read."""
     try:
@@ -340,12 +391,14 @@ def _progress_line(report: AddReport) -> str:
 
 
 def _print_add_summary(report: AddReport, reader: Reader, db: Path) -> None:
+    _print_reader_notes(reader)
     for skip in reader.skipped[:SHOWN_SKIPS]:
         warn("skipped", skip.where, ": ", skip.reason)
     if reader.skip_count > SHOWN_SKIPS:
         warn("skipped", f"{reader.skip_count - SHOWN_SKIPS:,} more")
     for dup in reader.duplicates[:SHOWN_SKIPS]:
-        warn("warning", dup.where, ": id ", repr(dup.key), " again (first at ", dup.first, "); the later record wins")
+        warn("warning", dup.where, ": id ", repr(dup.key), " again (first at ", dup.first,
+             "); skipped, the first record is kept")
     if reader.duplicate_count > SHOWN_SKIPS:
         warn("warning", f"{reader.duplicate_count - SHOWN_SKIPS:,} more repeated ids")
     for key in report.no_features[:SHOWN_SKIPS]:
@@ -419,11 +472,16 @@ def near(
         with output.destination(output_path) as handle:
             _near_batch(db, batch, batch_format, k, limit, plan, explain, threshold, format_, handle)
         return
-    if file is not None:
-        text = _read_text(file)
+    if text == STDIN and file is None:
+        text, file = None, Path(STDIN)  # as -f -
+    elif text is not None and file is None and "\n" not in text and os.path.isfile(text):
+        warn("note", text, " is a file, but the text ", repr(text), " itself is searched for; to search for what "
+             "the file holds: --file ", text)
     fingerprint = from_hex(hash_) if hash_ is not None else None
     report = None
     with SimhashIndex(db) as index:
+        if file is not None:
+            text, fingerprint = _query_of_file(file, index.settings, text, fingerprint)
         result = index.search(
             text, fingerprint=fingerprint, key=key, k=k, limit=limit, plan=plan,
             check=confirm, threshold=jaccard,
@@ -448,10 +506,14 @@ def near(
         with output.destination(output_path) as handle:
             output.render(records, "table", handle, columns=["key", "distance", "similarity", last], fold=["key"])
     if report is not None:
-        _print_check_summary(report, "match", to_stderr=format_ != "table" or output_path is not None)
+        # A query too large to read whole has said why its candidates go by distance (_query_of_file).
+        _print_check_summary(report, "match", to_stderr=format_ != "table" or output_path is not None,
+                             hint=not (file is not None and text is None))
 
 
-def _print_check_summary(report: ConfirmReport, noun: str, *, to_stderr: bool, suffix: str = "") -> None:
+def _print_check_summary(
+    report: ConfirmReport, noun: str, *, to_stderr: bool, suffix: str = "", hint: bool = True
+) -> None:
     """How many results were checked exactly and how many by distance only, and a hint when texts were
     out of reach. Nothing when there was no candidate."""
     if not report.candidates:
@@ -464,7 +526,7 @@ def _print_check_summary(report: ConfirmReport, noun: str, *, to_stderr: bool, s
         to_stderr=to_stderr,
     )
     missing = report.unchecked + report.too_far
-    if missing:
+    if missing and hint:
         warn(
             "hint",
             f"{missing:,} candidate{'s were' if missing != 1 else ' was'} judged by distance alone, "
@@ -561,15 +623,21 @@ def _match_json(match: Match) -> dict:
     }
 
 
-def _read_text(path: Path) -> str:
-    reader = Reader()
-    paths = reader.expand([str(path)])
-    documents = list(reader.documents(paths))
-    if reader.skipped:
-        raise InvalidInput(f"{reader.skipped[0].where}: {reader.skipped[0].reason}")
-    if len(documents) != 1:
-        raise InvalidInput(f"{path} holds {len(documents)} documents; give one text file")
-    return documents[0].text
+def _query_of_file(
+    path: Path, settings: FingerprintSettings, text: Optional[str], fingerprint: Optional[int]
+) -> tuple[Optional[str], Optional[int]]:
+    """(text, fingerprint) to search for a file's contents (- for stdin): the text, or for a text too
+    large to read whole, its fingerprint (made in pieces), said on stderr."""
+    if text is not None or fingerprint is not None:
+        raise InvalidInput("give one of a text, --file, --key or --hash")
+    document = read_one(str(path), settings)
+    if not isinstance(document, FingerprintedDocument):
+        return document.text, None
+    if document.fingerprint is None:
+        raise InvalidInput(f"{path} has no features (no letters or digits) to search with")
+    warn("note", str(path), f" is over {size_text(indexed_text.READ_WHOLE_BYTES)}: searched by its fingerprint, "
+         "made piece by piece; its text is not read whole, so candidates are judged by distance alone")
+    return None, document.fingerprint
 
 
 @app.command("hash")
@@ -589,13 +657,16 @@ def hash_command(
     format_ = output.choose_format(format_, as_json)
     if (text is None) == (file is None):
         raise InvalidInput("give a text or --file (one of them)")
-    if file is not None:
-        text = _read_text(file)
     settings = FingerprintSettings()
     if db.exists():
         with SimhashIndex(db) as index:
             settings = index.settings
-    fingerprint = simhash(text, settings)
+    if file is not None:
+        document = read_one(str(file), settings)
+        streamed = isinstance(document, FingerprintedDocument)
+        fingerprint = document.fingerprint if streamed else simhash(document.text, settings)
+    else:
+        fingerprint = simhash(text, settings)
     if fingerprint is None:
         raise InvalidInput("the text has no features (no letters or digits)")
     if format_ == "table":
@@ -663,6 +734,7 @@ def serve(
 def shell(
     file: Annotated[Optional[Path], typer.Argument(help="The index file (or --db).", show_default=False)] = None,
     db: DbOption = Path(DEFAULT_DB),
+    write: Annotated[bool, typer.Option("--write", help="Allow changes (default: read-only, as simq sql).")] = False,
 ) -> None:
     """An interactive SQL shell on the index: our functions, simhash_near, .near TEXT K (see .help).
 
@@ -672,7 +744,7 @@ def shell(
     from .shell import run_shell  # apsw.shell is only needed here
 
     with SimhashIndex(file or db) as index:
-        errors = run_shell(index)
+        errors = run_shell(index, write=write)
     if errors:
         raise typer.Exit(1)
 
@@ -1068,7 +1140,8 @@ def clusters(
     say(
         f"{db}: {_count(report.documents, 'document')} in {_count(report.clusters, 'cluster')} at k={k} "
         f"({report.clustered:,} in clusters of two or more, largest {report.largest:,}); "
-        f"keeping one of each would drop {report.duplicates:,}. Written to the clusters table.",
+        f"keeping one of each would drop {report.duplicates:,}. "
+        + ("Written to the clusters table." if report.saved else "Not saved: the index is read-only here."),
         to_stderr=True,
     )
     if report.check is not None:
@@ -1110,7 +1183,7 @@ def dedup(
     against: Annotated[
         Optional[Path], typer.Option("--against", help="An index whose documents count as already kept (never output).")
     ] = None,
-    jsonl: JsonlOption = False,
+    jsonl: JsonlOption = None,
     text_field: TextFieldOption = "text",
     id_field: IdFieldOption = "id",
     features: FeaturesOption = None,
@@ -1124,7 +1197,7 @@ def dedup(
 
     The fingerprint options default as for simq add; with --against, the index's settings apply.
     """
-    reader = Reader(jsonl=jsonl, text_field=text_field, id_field=id_field, encoding=encoding, errors=errors)
+    reader = _reader(jsonl, text_field, id_field, encoding, errors, keep_repeats=True)
     paths = reader.expand(inputs)
     for given in (out_path, dupes_file):
         if given is not None and given.exists() and any(p != "-" and os.path.samefile(p, given) for p, _ in paths):
@@ -1159,6 +1232,7 @@ def dedup(
                     f"interrupted after {report.read:,} documents; {out_path} holds the documents kept so far", 130
                 ) from None
         sink.flush()
+    _print_reader_notes(reader)
     for skip in reader.skipped[:SHOWN_SKIPS]:
         warn("skipped", skip.where, ": ", skip.reason)
     share = report.dropped / report.read if report.read else 0.0

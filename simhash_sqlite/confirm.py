@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from . import indexed_text
 from .batch_queries import Query
 from .errors import InvalidInput
 from .fingerprint import check_k
@@ -140,12 +141,16 @@ def check_search(
     report = ConfirmReport(result.plan.k, threshold)
     if query.text is None and query.key is None:
         report.without_query_text = len(result.matches)
-    mine = _query_shingles(query, shingles)  # the query's shingles; None: no text to compare
     started = time.perf_counter()
+    # The query's shingles, made at the first candidate (a query without any reads no text); None: no
+    # text to compare.
+    mine, made = None, False
     kept = []
     for match in result.matches:
         if limit is not None and len(kept) >= limit:
             break
+        if not made:
+            mine, made = _query_shingles(query, shingles), True
         other = None if mine is None else shingles(match.key)  # no query text: no need to read theirs
         keep, similarity = report.judge(match.distance, mine, other)
         if keep:
@@ -156,8 +161,8 @@ def check_search(
 
 
 def _query_shingles(query: Query, shingles: ShingleCache) -> np.ndarray | None:
-    if query.text is not None:
-        return shingle_set(query.text)
+    if query.text is not None:  # a text too long to read whole is judged by distance, as stored ones are
+        return shingle_set(query.text) if len(query.text) <= indexed_text.READ_WHOLE_BYTES else None
     if query.key is not None:
         return shingles(query.key)
     return None  # a bare fingerprint has no text

@@ -119,6 +119,14 @@ def _length(doc: Document | FingerprintedDocument) -> int:
     return doc.length if isinstance(doc, FingerprintedDocument) else len(doc.text)
 
 
+MAX_BATCH_SIZE = 100_000_000  # far past any useful batch, and below what islice() can take
+
+
+def check_batch_size(batch_size) -> None:
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or not 1 <= batch_size <= MAX_BATCH_SIZE:
+        raise InvalidInput(f"batch_size must be a whole number from 1 to {MAX_BATCH_SIZE:,}, not {batch_size!r}")
+
+
 def _check_keys(keys: Iterable[str]) -> None:
     """Keys with NUL characters are refused: carray and SQLite's C-string functions cut them there."""
     for key in keys:
@@ -213,9 +221,11 @@ class SimhashIndex:
         if readonly and create:
             raise InvalidInput("an index opened read-only cannot be created")
         self.path = os.fspath(path)
+        requested = {"features": features, "ngram": ngram, "weights": weights, "hmm": hmm}
+        if create:  # settings a new index could not record are refused before a file is made
+            FingerprintSettings(**{name: value for name, value in requested.items() if value is not None})
         self.conn = connect(self.path, create=create, readonly=readonly)
         try:
-            requested = {"features": features, "ngram": ngram, "weights": weights, "hmm": hmm}
             self.settings, self.store_text = self._settings(requested, store_text, create)
             register_functions(self.conn, self.settings)
             register_near_table(self.conn, self)
@@ -285,8 +295,7 @@ class SimhashIndex:
         An interrupted add leaves every committed batch in place; running it again skips the
         documents already there (same key, same content) and finishes the rest.
         """
-        if batch_size < 1:
-            raise InvalidInput("batch_size must be at least 1")
+        check_batch_size(batch_size)
         report = AddReport()
         iterator = iter(documents)
         # A pipeline of two batches: the next batch is read, hashed and handed to the pool's workers
@@ -392,8 +401,7 @@ class SimhashIndex:
         cache_mib: SQLite page cache for the load; index maintenance is random page access, so a
         cache that holds the block indexes turns it from disk-bound to memory-bound.
         """
-        if batch_size < 1:
-            raise InvalidInput("batch_size must be at least 1")
+        check_batch_size(batch_size)
         written = 0
         iterator = iter(items)
         with _page_cache(self.conn, cache_mib):
@@ -466,6 +474,7 @@ class SimhashIndex:
 
         One transaction per batch, like add(): an interrupted remove keeps the batches it committed.
         """
+        check_batch_size(batch_size)
         removed = 0
         iterator = iter(keys)
         while batch := tuple(islice(iterator, batch_size)):
