@@ -1,7 +1,7 @@
 """One big text with the default settings: peak RSS and time of every way simq takes it.
 
     .venv/bin/python bench/big_text.py 1024                # a 1024 MiB text
-    .venv/bin/python bench/big_text.py 200 --corpus /work/shared/corpus/python_docs_en.jsonl
+    .venv/bin/python bench/big_text.py 200 --corpus EN.jsonl   # lines of a JSONL corpus instead of built-in ones
 
 The text is lines of the corpus (or built-in English and Chinese sentences) each followed by a random
 number, so its distinct 5-grams keep growing with its size (the binary weights' worst case: they are
