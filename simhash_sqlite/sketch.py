@@ -30,7 +30,7 @@ from .settings import FingerprintSettings
 from .shingles import TRUTH_NGRAM
 
 _U64 = np.uint64
-_EMPTY = _U64(1 << 32)  # above every 32-bit bin value: the bin saw no shingle
+_EMPTY = np.uint32(0xFFFFFFFF)  # the bin saw no shingle (a shingle whose 32-bit value is this is taken for none)
 # Texts per vectorized pass: bounds the temporary arrays (about 40 bytes per character).
 CHUNK_CHARACTERS = 128_000
 SKETCH_VERSION = 1
@@ -68,7 +68,7 @@ class SketchScheme:
 
 
 # Chosen by bench/sketch_choice.py (BENCHMARKS.md, "Accuracy without texts"): at 120 bytes, 1-bit bins had
-# the best F1 near the 0.8 line (0.955 en, 0.946 zh on the tuning set; 4 bits 0.940, 0.930; 8 bits 0.920, 0.904).
+# the best F1 near the 0.8 line (0.955 en, 0.942 zh on the tuning set; 4 bits 0.943, 0.928; 8 bits 0.920, 0.902).
 DEFAULT_SCHEME = SketchScheme(bins=960, bits=1)
 
 
@@ -94,7 +94,11 @@ def _probe(bins: int, attempt: int) -> np.ndarray:
 def _densify(mins: np.ndarray) -> None:
     """Fill each empty bin (in place) with the value of the first non-empty bin its probe sequence hits."""
     occupied = mins != _EMPTY
-    rows, cols = np.nonzero(~occupied & occupied.any(axis=1)[:, None])
+    partly = np.flatnonzero(~occupied.all(axis=1) & occupied.any(axis=1))
+    if len(partly) == 0:
+        return
+    rows, cols = np.nonzero(~occupied[partly])
+    rows = partly[rows]
     attempt = 1
     while len(rows):
         source = _probe(mins.shape[1], attempt)[cols]
@@ -112,14 +116,17 @@ def sketch_hashes(
     (the rows of the others are zeros)."""
     bins = scheme.bins
     # One permutation: the high 32 bits pick the bin, the low 32 bits are the value minimised in it.
-    bin_of = ((hashes >> _U64(32)) * _U64(bins) >> _U64(32)).astype(np.intp)
-    mins = np.full(count * bins, _EMPTY, dtype=_U64)
-    np.minimum.at(mins, docs * bins + bin_of, hashes & _U64(0xFFFFFFFF))
+    slot = ((hashes >> _U64(32)) * _U64(bins) >> _U64(32)).astype(np.intp)
+    slot += docs * bins
+    mins = np.full(count * bins, _EMPTY, dtype=np.uint32)
+    np.minimum.at(mins, slot, hashes.astype(np.uint32))
     mins = mins.reshape(count, bins)
     present = (mins != _EMPTY).any(axis=1)
     _densify(mins)
-    # b bits of each minimum, mixed with the bin number: equal minima give equal bits, others random ones.
-    fields = mix(mins ^ (np.arange(bins, dtype=_U64) << _U64(40))) & _U64((1 << scheme.bits) - 1)
+    # `bits` bits of each minimum, from the top of its product with an odd constant (every bit of the
+    # minimum counts there; the minimum's own high bits are mostly zeros): equal minima give equal
+    # bits, different ones random bits.
+    fields = (mins * np.uint32(0x9E3779B1)) >> np.uint32(32 - scheme.bits)
     fields[~present] = 0
     return pack_fields(fields, scheme.bits), present
 
@@ -159,6 +166,8 @@ def pack_fields(fields: np.ndarray, bits: int) -> np.ndarray:
     n, bins = fields.shape
     if bits == 16:
         return fields.astype("<u2").view(np.uint8).reshape(n, bins * 2)
+    if bits == 1:
+        return np.packbits(fields.astype(bool), axis=1, bitorder="little")
     per_byte = 8 // bits
     grouped = fields.astype(np.uint8).reshape(n, bins // per_byte, per_byte)
     out = np.zeros((n, bins // per_byte), dtype=np.uint8)

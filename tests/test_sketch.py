@@ -116,4 +116,4 @@ def test_stable_across_processes_and_versions():
     assert here == other == GOLDEN_DIGEST
 
 
-GOLDEN_DIGEST = "cdf6cc4d18775c9e6d02bf1d322b78bc4b77bb9dfe8e5b7a36534d11d35eb44c"
+GOLDEN_DIGEST = "9f6019771fbd3c3b6cd7cd211dce08957662131eb7bc8f6e57446efc82c0ee88"
