@@ -18,6 +18,12 @@ among the union of: all pairs inside a family, the k12 candidates (where run) an
 candidate whatever its estimate. Pairs that none of these finds are not counted (unrelated pages share
 few pieces; see BENCHMARKS.md for the check at 20k pages against all pairs by prefix filtering).
 Memory: peak of numpy allocations during the timed call (tracemalloc, a separate untimed run).
+
+Side by side up to --minhash-max pages: datasketch MinHashLSH (128 permutations, threshold 0.8, the same
+character 5-shingles of the whitespace-folded text), its pairs as returned (it has no check of its
+own); its time to make the signatures (our counterpart is part of `add`) and to insert and query all
+pages, its peak memory (tracemalloc, the same run), and its pairs scored on the same truth (extended
+by its own candidates).
 """
 
 from __future__ import annotations
@@ -97,15 +103,68 @@ def exact_truth(crawl: Crawl, codes: np.ndarray, n: int) -> np.ndarray:
     return codes[np.array(keep, dtype=bool)] if len(codes) else codes
 
 
+def minhash_lsh(crawl: Crawl, n: int) -> tuple[np.ndarray, float, float, float]:
+    """(pair codes, signature seconds, LSH seconds, peak MiB) of datasketch MinHashLSH on the first n pages."""
+    from datasketch import MinHash, MinHashLSH
+
+    from simhash_sqlite.shingles import fold_space
+
+    baseline = _rss_mib("VmRSS")
+    started = time.perf_counter()
+    signatures = []
+    for i in range(n):
+        folded = fold_space(crawl.page(i)[0])
+        grams = {folded[j : j + 5] for j in range(max(1, len(folded) - 4))}
+        m = MinHash(num_perm=128)
+        m.update_batch([g.encode("utf-8") for g in grams])
+        signatures.append(m)
+    signature_seconds = time.perf_counter() - started
+    started = time.perf_counter()
+    lsh = MinHashLSH(threshold=THRESHOLD, num_perm=128)
+    for i, m in enumerate(signatures):
+        lsh.insert(i, m)
+    codes = set()
+    for i, m in enumerate(signatures):
+        codes.update(min(i, j) * n + max(i, j) for j in lsh.query(m) if j != i)
+    lsh_seconds = time.perf_counter() - started
+    return np.array(sorted(codes), dtype=np.int64), signature_seconds, lsh_seconds, _rss_mib("VmHWM") - baseline
+
+
+def _rss_mib(field: str) -> float:
+    with open("/proc/self/status") as status:
+        return next(int(line.split()[1]) for line in status if line.startswith(field)) / 1024
+
+
+def minhash_in_child(paths: list[str], seed: int, n: int) -> tuple[np.ndarray, float, float, float]:
+    """minhash_lsh() in a fresh process, so its peak memory (VmHWM above the RSS after loading) is its own."""
+    import subprocess
+    import tempfile
+
+    with tempfile.NamedTemporaryFile(suffix=".npy") as out:
+        command = [sys.executable, __file__, *paths, "--seed", str(seed), "--minhash-only", str(n), "--minhash-out", out.name]
+        result = subprocess.run(command, capture_output=True, text=True, check=True)
+        codes = np.load(out.name)
+    signature_seconds, lsh_seconds, mib = (float(x) for x in result.stdout.split())
+    return codes, signature_seconds, lsh_seconds, mib
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("jsonl", nargs="+", help="JSONL corpora for the crawl's text pieces")
     parser.add_argument("--sizes", default="100000,300000,1000000")
     parser.add_argument("--k12-max", type=int, default=300_000, help="largest size to run k12 on [default: %(default)s]")
     parser.add_argument("--repeats", type=int, default=3, help="timed runs (median) [default: %(default)s]")
+    parser.add_argument("--minhash-max", type=int, default=20_000, help="largest size to run MinHashLSH on [default: %(default)s]")
     parser.add_argument("--seed", type=int, default=11)
+    parser.add_argument("--minhash-only", type=int, help=argparse.SUPPRESS)  # the child of minhash_in_child
+    parser.add_argument("--minhash-out", help=argparse.SUPPRESS)
     args = parser.parse_args()
     crawl = Crawl(args.jsonl, args.seed)
+    if args.minhash_only:
+        codes, *figures = minhash_lsh(crawl, args.minhash_only)
+        np.save(args.minhash_out, codes)
+        print(*figures)
+        return
     log = lambda msg: print(msg, file=sys.stderr, flush=True)
     table = []
     for n in (int(s) for s in args.sizes.split(",")):
@@ -127,7 +186,11 @@ def main() -> None:
             k12_found = codes_of(k12_parts, n)
             k12_mib = peak_mib(lambda fps=fps: list(near_pairs(fps, 12)))
             log(f"[{n}] k12 {k12_seconds:.1f}s, {len(k12_found)} candidates, {k12_mib:.0f} MiB")
-        union = np.unique(np.concatenate([family_codes(family), all_candidates] + ([k12_found] if k12_found is not None else [])))
+        minhash = minhash_in_child(args.jsonl, args.seed, n) if n <= args.minhash_max else None
+        if minhash is not None:
+            log(f"[{n}] MinHashLSH signatures {minhash[1]:.0f}s, LSH {minhash[2]:.0f}s, {len(minhash[0])} pairs, {minhash[3]:.0f} MiB")
+        extra = [c for c in (k12_found, None if minhash is None else minhash[0]) if c is not None]
+        union = np.unique(np.concatenate([family_codes(family), all_candidates, *extra]))
         truth = exact_truth(crawl, union, n)
         log(f"[{n}] truth {len(truth)} pairs with J >= 0.8 among {len(union)}")
         tp = np.isin(lsh_found, truth).sum()
@@ -138,7 +201,11 @@ def main() -> None:
             "k12_s": k12_seconds, "k12_mib": k12_mib,
             "k12_recall": None if k12_found is None else np.isin(truth, k12_found).mean(),
             "k12_candidates": None if k12_found is None else len(k12_found),
+            "minhash": None,
         }
+        if minhash is not None:
+            hit = np.isin(minhash[0], truth).sum()
+            row["minhash"] = (hit / max(1, len(minhash[0])), hit / max(1, len(truth)), *minhash[1:])
         table.append(row)
     print(f"## All pairs at scale (bench/crawl.py pages, seed {args.seed}; {', '.join(args.jsonl)})\n")
     print("| pages | truth pairs (J >= 0.8) | k12 candidates | k12 recall of truth | k12 s | k12 peak MiB | "
@@ -151,6 +218,18 @@ def main() -> None:
         print(f"| {r['n']:,} | {r['truth']} | {k12[0]} | {k12[1]} | {k12[2]} | {k12[3]} | {r['lsh_candidates']} | "
               f"{r['lsh_candidate_recall']:.4f} | {r['lsh_s']:.1f} | {r['lsh_mib']:.0f} | {r['lsh_p']:.4f} | "
               f"{r['lsh_r']:.4f} | {f1:.4f} |")
+    print("\n| pages | method | bytes per page | make signatures s | pairs s | peak MiB | P | R | F1 |")
+    print("|---" * 9 + "|")
+    for r in table:
+        if r["minhash"] is None:
+            continue
+        p, rec, sig_s, pair_s, mib = r["minhash"]
+        f1 = 2 * p * rec / max(1e-9, p + rec)
+        print(f"| {r['n']:,} | datasketch MinHashLSH 128/0.8 | 1,024 (signature) + LSH tables | {sig_s:.0f} | {pair_s:.0f} | "
+              f"{mib:.0f} | {p:.4f} | {rec:.4f} | {f1:.4f} |")
+        f1 = 2 * r["lsh_p"] * r["lsh_r"] / max(1e-9, r["lsh_p"] + r["lsh_r"])
+        print(f"| {r['n']:,} | sketch LSH + estimate (this) | 120 (sketch) | (in add) | {r['lsh_s']:.1f} | {r['lsh_mib']:.0f} | "
+              f"{r['lsh_p']:.4f} | {r['lsh_r']:.4f} | {f1:.4f} |")
 
 
 if __name__ == "__main__":

@@ -21,7 +21,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .pairs import _groups, within_groups
+from .features import mix
+from .pairs import _groups, fold, within_groups
 from .sketch import DEFAULT_SCHEME, SketchScheme, agreeing_bins, estimate_from_agreeing
 
 WINDOW_BITS = 24
@@ -41,36 +42,49 @@ class EstimatedPairs(NamedTuple):
     estimate: np.ndarray  # float64
 
 
-def window_keys(rows: np.ndarray, start: int, width: int = WINDOW_BITS) -> np.ndarray:
-    """Bits [start, start + width) of each row (bit i of a row is bit i % 8 of byte i // 8), as uint64."""
-    first, shift = divmod(start, 8)
-    span = (shift + width + 7) // 8
-    out = np.zeros(len(rows), dtype=_U64)
-    for j in range(span):
-        if first + j < rows.shape[1]:
-            out |= rows[:, first + j].astype(_U64) << _U64(8 * j)
-    return (out >> _U64(shift)) & _U64((1 << width) - 1)
+def _words(rows: np.ndarray) -> np.ndarray:
+    """The rows' bits as 64-bit little-endian words, one contiguous array per word: shape (words, n)."""
+    n, nbytes = rows.shape
+    padded = np.zeros((n, -(-nbytes // 8) * 8), dtype=np.uint8)
+    padded[:, :nbytes] = rows
+    return np.ascontiguousarray(padded.view("<u8").T)
+
+
+def window_keys(words: np.ndarray, start: int, width: int = WINDOW_BITS) -> np.ndarray:
+    """Bits [start, start + width) of each row (bit i of a row is bit i % 8 of its byte i // 8), as uint64,
+    from the rows' words (_words)."""
+    index, shift = divmod(start, 64)
+    out = words[index] >> _U64(shift)
+    if shift + width > 64 and index + 1 < len(words):
+        out |= words[index + 1] << _U64(64 - shift)
+    return out & _U64((1 << width) - 1)
 
 
 def _windows(nbits: int, width: int, step: int) -> list[int]:
     return list(range(0, nbits - width + 1, step))
 
 
-def candidate_codes(rows: np.ndarray, width: int = WINDOW_BITS, step: int = WINDOW_STEP) -> np.ndarray:
+def candidate_codes(words: np.ndarray, nbits: int, width: int = WINDOW_BITS, step: int = WINDOW_STEP) -> np.ndarray:
     """Every pair of row positions sharing the key of at least one window, as sorted distinct codes
-    left * n + right (left < right). The rows should be distinct (see fold)."""
-    n = len(rows)
+    left * n + right (left < right), from the rows' words (_words). The rows should be distinct."""
+    n = words.shape[1]
     position_bits = max(1, (n - 1).bit_length())
     if width + position_bits > 64:
         raise ValueError(f"{n} rows are too many for {width}-bit windows")
     pending: list[np.ndarray] = []
     merged = np.empty(0, dtype=np.int64)
     pending_size = 0
-    for start in _windows(rows.shape[1] * 8, width, step):
-        packed = np.sort((window_keys(rows, start, width) << _U64(position_bits)) | np.arange(n, dtype=_U64))
+    positions_word = np.arange(n, dtype=_U64)
+    for start in _windows(nbits, width, step):
+        packed = window_keys(words, start, width)
+        packed <<= _U64(position_bits)
+        packed |= positions_word
+        packed.sort()
         keys = packed >> _U64(position_bits)
-        positions = (packed & _U64((1 << position_bits) - 1)).astype(np.int64)
         starts, sizes = _groups(keys)
+        if not len(starts):
+            continue
+        positions = (packed & _U64((1 << position_bits) - 1)).astype(np.int64)
         for i, j in within_groups(starts, sizes):
             left, right = positions[i], positions[j]  # ascending positions within a group: left < right
             pending.append(left * n + right)
@@ -79,6 +93,24 @@ def candidate_codes(rows: np.ndarray, width: int = WINDOW_BITS, step: int = WIND
             merged = np.unique(np.concatenate([merged, *pending]))
             pending, pending_size = [], 0
     return np.unique(np.concatenate([merged, *pending]))
+
+
+def _fold_identical(rows: np.ndarray, words: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(order, offsets, counts, first): the positions grouped by identical row, group g being
+    order[offsets[g] : offsets[g] + counts[g]] (ascending), and the first position of each group."""
+    digest = np.zeros(words.shape[1], dtype=_U64)
+    for word in words:
+        digest ^= word
+        mix(digest)
+    folded = fold(digest)
+    first = folded.members[folded.offsets]
+    # A 64-bit digest shared by different rows would merge them: check, and fall back to comparing rows.
+    if folded.has_copies and not (rows[folded.members] == rows[np.repeat(first, folded.counts)]).all():
+        as_void = np.ascontiguousarray(rows).view(np.dtype((np.void, rows.shape[1]))).ravel()
+        _, value_of = np.unique(as_void, return_inverse=True)
+        folded = fold(value_of.ravel().astype(_U64))
+        first = folded.members[folded.offsets]
+    return folded.members, folded.offsets, folded.counts, first
 
 
 def sketch_pairs(
@@ -94,20 +126,15 @@ def sketch_pairs(
     n = len(rows)
     if n < 2:
         return
-    # Fold identical sketches (view each row as one opaque value to find the copies): `order` lists the
-    # positions grouped by sketch; sketch v's documents are order[offsets[v] : offsets[v] + counts[v]].
-    as_void = np.ascontiguousarray(rows).view(np.dtype((np.void, rows.shape[1]))).ravel()
-    _, first_of, value_of = np.unique(as_void, return_index=True, return_inverse=True)
-    value_of = value_of.ravel()
-    m = len(first_of)
-    order = np.argsort(value_of, kind="stable")
-    counts = np.bincount(value_of, minlength=m)
-    offsets = np.cumsum(counts) - counts
+    words = _words(rows)
+    order, offsets, counts, first = _fold_identical(rows, words)
+    m = len(first)
     copies = np.flatnonzero(counts > 1)
     for i, j in within_groups(offsets[copies], counts[copies]):
-        yield EstimatedPairs(order[i], order[j], np.ones(len(i)))  # ascending positions: order[i] < order[j]
-    distinct_rows = rows[first_of]
-    codes = candidate_codes(distinct_rows, width, step)
+        yield EstimatedPairs(order[i], order[j], np.ones(len(i)))  # ascending within a group: order[i] < order[j]
+    distinct_words = words[:, first]
+    codes = candidate_codes(distinct_words, rows.shape[1] * 8, width, step)
+    distinct_rows = rows[first]
     for lo in range(0, len(codes), ESTIMATE_CHUNK):
         a, b = np.divmod(codes[lo : lo + ESTIMATE_CHUNK], m)
         estimate = estimate_from_agreeing(agreeing_bins(distinct_rows[a], distinct_rows[b], scheme.bits), scheme)

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from simhash_sqlite.shingles import jaccard
 from simhash_sqlite.sketch import DEFAULT_SCHEME, estimate_many, sketch_many
-from simhash_sqlite.sketch_pairs import WINDOW_BITS, WINDOW_STEP, sketch_pairs, window_keys
+from simhash_sqlite.sketch_pairs import WINDOW_BITS, WINDOW_STEP, _words, sketch_pairs, window_keys
 
 
 def _found(rows, threshold, **kw) -> dict[tuple[int, int], float]:
@@ -25,7 +25,8 @@ def _found(rows, threshold, **kw) -> dict[tuple[int, int], float]:
 def _brute(rows, threshold, width=WINDOW_BITS, step=WINDOW_STEP) -> dict[tuple[int, int], float]:
     """Pairs with estimate >= threshold that share a window key (or the whole sketch)."""
     n = len(rows)
-    keys = np.stack([window_keys(rows, s, width) for s in range(0, rows.shape[1] * 8 - width + 1, step)], axis=1)
+    words = _words(rows)
+    keys = np.stack([window_keys(words, s, width) for s in range(0, rows.shape[1] * 8 - width + 1, step)], axis=1)
     out = {}
     for a in range(n):
         for b in range(a + 1, n):
