@@ -33,7 +33,8 @@ def old_index(path, texts: dict[str, str], *, store_text: bool) -> None:
     for key, text in texts.items():
         fp = simhash(text)
         conn.execute(
-            "INSERT INTO documents (key, fingerprint, b0, b1, b2, b3, length, content_hash, text) VALUES (?,?,?,?,?,?,?,?,?)",
+            "INSERT INTO documents (key, fingerprint, b0, b1, b2, b3, length, content_hash, text) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (key, to_signed(fp), *blocks(fp), len(text), content_hash(text), text if store_text else None),
         )
     conn.execute("INSERT INTO documents (key, fingerprint, b0, b1, b2, b3) VALUES (?, ?, ?, ?, ?, ?)",
