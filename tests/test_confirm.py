@@ -211,18 +211,18 @@ def test_files_edited_or_gone_after_add_are_judged_by_their_sketches(runner, tmp
     own = next(m for m in near if m["key"] == str(folder / f"{edited}.txt"))  # its own, edited file
     assert own["checked_by"] == "estimated"
 
-    # Documents without a sketch either (indexed before sketches, texts gone): the distance rule.
+    # Documents without a sketch either (indexed before sketches, texts gone): the distance rule for
+    # their pairs (candidates within CONFIRM_K), the sketches' candidates for the others.
     _forget_sketches(db, [str(folder / f"{key}.txt") for key in (edited, gone)])
     rows = [json.loads(x) for x in simq(runner, "dupes", "--db", db, "--format", "jsonl").stdout.splitlines()]
     got = {frozenset((r["first"], r["second"])): r for r in rows}
-    _, every = reference(docs, fps, CONFIRM_K)
     expected = {}
     for pair, (d, j) in every.items():
         paths = frozenset(str(folder / f"{key}.txt") for key in pair)
         if pair & {edited, gone}:
             if d <= RECOMMENDED_K:  # neither text nor sketch: kept by distance alone, unchecked
                 expected[paths] = None
-        elif d <= CONFIRM_K and j >= 0.8:
+        elif j >= 0.8:
             expected[paths] = j
     assert set(got) == set(expected) and any(v is None for v in expected.values())
     for pair, j in expected.items():
