@@ -896,7 +896,8 @@ def clusters(
     with SimhashIndex(db) as index:
         _tell_sketch_upgrade(index)
         report = index.clusters(k, check=confirm, threshold=jaccard, representative=representative)
-        k = report.k
+        by_sketch = report.check is not None and report.check.candidates_from == "sketch"
+        found_by = "with candidates from the sketches" if by_sketch else f"at k={report.k}"
         found = index.cluster_list(min_size=min_size)
         if format_ == "table":
             biggest = heapq.nlargest(SHOWN_ROWS, found, key=lambda c: (c.size, -c.cluster))
@@ -905,7 +906,7 @@ def clusters(
             with _open_output(output) as handle:
                 _export_clusters(found, format_, handle)
     err.print(
-        f"{db}: {report.documents:,} documents in {report.clusters:,} clusters at k={k} "
+        f"{db}: {report.documents:,} documents in {report.clusters:,} clusters {found_by} "
         f"({report.clustered:,} in clusters of two or more, largest {report.largest:,}); "
         f"keeping one of each would drop {report.duplicates:,}. Written to the clusters table.",
         highlight=False,
