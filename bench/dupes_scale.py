@@ -50,6 +50,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--seed", type=int, default=11)
     parser.add_argument("--folder", help="where the crawls and indexes go [default: a temporary folder]")
+    parser.add_argument("--reuse", action="store_true", help="keep index files a run in the same --folder made")
     args = parser.parse_args()
     tmp = Path(args.folder or tempfile.mkdtemp(prefix="dupes_scale_"))
     tmp.mkdir(parents=True, exist_ok=True)
@@ -69,10 +70,13 @@ def main() -> None:
         names = [name for name in trees if n <= args.baseline_max or not name.startswith("baseline")]
         dbs, add, size, times, peaks, pairs = {}, {}, {}, {}, {}, {}
         for i, name in enumerate(names):
-            dbs[name] = tmp / f"index{n}-{i}.db"
-            for suffix in ("", "-wal", "-shm"):
-                Path(f"{dbs[name]}{suffix}").unlink(missing_ok=True)
-            add[name], _ = child(trees[name], script, ["add", "--db", str(dbs[name]), str(crawl)], tmp)
+            dbs[name] = tmp / f"index{n}-{name.split()[-1]}.db"
+            if args.reuse and dbs[name].exists():
+                add[name] = float("nan")  # made by an earlier run
+            else:
+                for suffix in ("", "-wal", "-shm"):
+                    Path(f"{dbs[name]}{suffix}").unlink(missing_ok=True)
+                add[name], _ = child(trees[name], script, ["add", "--db", str(dbs[name]), str(crawl)], tmp)
             size[name] = sum(p.stat().st_size for p in (dbs[name], Path(f"{dbs[name]}-wal")) if p.exists()) / n
             log(f"[{n}] {name}: add {add[name]:.0f}s, {size[name]:.0f} bytes/doc")
             times[name], peaks[name] = [], []
