@@ -93,18 +93,22 @@ def _probe(bins: int, attempt: int) -> np.ndarray:
 
 def _densify(mins: np.ndarray) -> None:
     """Fill each empty bin (in place) with the value of the first non-empty bin its probe sequence hits."""
+    count, bins = mins.shape
     occupied = mins != _EMPTY
-    partly = np.flatnonzero(~occupied.all(axis=1) & occupied.any(axis=1))
+    filled = occupied.sum(axis=1)
+    partly = np.flatnonzero((filled > 0) & (filled < bins))
     if len(partly) == 0:
         return
+    flat, taken = mins.reshape(-1), occupied.reshape(-1)
     rows, cols = np.nonzero(~occupied[partly])
-    rows = partly[rows]
+    base = partly[rows] * bins  # where each empty bin's row starts in the flat array
     attempt = 1
-    while len(rows):
-        source = _probe(mins.shape[1], attempt)[cols]
-        hit = occupied[rows, source]
-        mins[rows[hit], cols[hit]] = mins[rows[hit], source[hit]]
-        rows, cols = rows[~hit], cols[~hit]
+    while len(base):
+        source = base + _probe(bins, attempt)[cols]
+        hit = taken[source]
+        flat[base[hit] + cols[hit]] = flat[source[hit]]
+        miss = ~hit
+        base, cols = base[miss], cols[miss]
         attempt += 1
 
 
