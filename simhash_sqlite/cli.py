@@ -460,7 +460,8 @@ def near(
     jaccard: JaccardOption = DEFAULT_THRESHOLD,
 ) -> None:
     """Near-duplicates of a text, a file, a stored key or a fingerprint, closest first: candidates
-    within k, checked by the exact Jaccard of the texts where they can be read."""
+    within k, checked by the exact Jaccard of the texts where they can be read, else estimated from
+    the stored sketches."""
     format_ = output.choose_format(format_, as_json)
     threshold = check_threshold(jaccard) if confirm else None
     k = candidate_k(k, confirm)
@@ -480,6 +481,7 @@ def near(
     fingerprint = from_hex(hash_) if hash_ is not None else None
     report = None
     with SimhashIndex(db) as index:
+        _tell_sketch_upgrade(index)
         if file is not None:
             text, fingerprint = _query_of_file(file, index.settings, text, fingerprint)
         result = index.search(
@@ -511,6 +513,19 @@ def near(
                              hint=not (file is not None and text is None))
 
 
+def _tell_sketch_upgrade(index: SimhashIndex) -> None:
+    """Say what opening an index made before sketches did: which documents could not be sketched."""
+    if index.sketch_upgrade is None:
+        return
+    sketched, out_of_reach = index.sketch_upgrade
+    say(
+        f"{index.path}: made before sketches; {_count(sketched, 'document')} sketched from their texts"
+        + (f", {out_of_reach:,} could not be (texts not stored and files changed or gone): their pairs are "
+           "judged by distance alone" if out_of_reach else ""),
+        to_stderr=True,
+    )
+
+
 def _print_check_summary(
     report: ConfirmReport, noun: str, *, to_stderr: bool, suffix: str = "", hint: bool = True
 ) -> None:
@@ -518,11 +533,13 @@ def _print_check_summary(
     out of reach. Nothing when there was no candidate."""
     if not report.candidates:
         return
-    dropped = report.rejected + report.too_far
+    dropped = report.rejected + report.estimate_rejected + report.too_far
+    found_by = "found by the sketches" if report.candidates_from == "sketch" else f"within distance {report.k}"
     say(
         f"{_count(report.kept, noun)}{suffix}: {report.checked:,} checked exactly (Jaccard >= {report.threshold:g}), "
+        f"{report.estimated:,} by the sketches' estimate, "
         f"{report.unchecked:,} by distance only (<= {report.fallback_k}); "
-        f"{dropped:,} of {_count(report.candidates, 'candidate')} within distance {report.k} dropped",
+        f"{dropped:,} of {_count(report.candidates, 'candidate')} {found_by} dropped",
         to_stderr=to_stderr,
     )
     missing = report.unchecked + report.too_far
@@ -530,7 +547,8 @@ def _print_check_summary(
         warn(
             "hint",
             f"{missing:,} candidate{'s were' if missing != 1 else ' was'} judged by distance alone, "
-            "a text being out of reach: add with --store-text, or keep the indexed files unchanged at their paths"
+            "a text and a sketch being out of reach (documents indexed before sketches whose texts are gone, or "
+            "bare fingerprints): add them again, with --store-text or from files kept unchanged at their paths"
             + ("; a --hash query has no text (search with the text, --file or --key)"
                if report.without_query_text else ""),
         )
@@ -1029,28 +1047,27 @@ def dupes(
     confirm: ConfirmOption = True,
     jaccard: JaccardOption = DEFAULT_THRESHOLD,
 ) -> None:
-    """Every pair of near-duplicate documents, each once: pairs within distance k, checked by the exact
-    Jaccard of their texts where they can be read.
+    """Every pair of near-duplicate documents, each once, checked by the Jaccard of their texts: exact
+    where they can be read, else estimated from the stored sketches. Without --k the candidates come
+    from the sketches (any distance); with --k, or an index whose documents lack sketches, they are the
+    pairs within distance k.
 
     The table shows the first 50 pairs, closest first; the other formats stream every pair.
     """
     format_ = output.choose_format(format_, as_json)
-    k = candidate_k(k, confirm)
     streaming_here = format_ != "table" and output_path is None and out.is_terminal
     with SimhashIndex(db) as index, output.progress("share", hidden=streaming_here) as progress:
+        _tell_sketch_upgrade(index)
         task = progress.add_task("pairs", total=None)
         found = index.dupes(k, check=confirm, threshold=jaccard, on_progress=_progress_to(progress, task))
         pairs, report = iter(found), found.report
         records = map(_pair_json, pairs)
-        # csv and tsv keep the columns they always had; json and jsonl carry checked_by as well
-        columns = None
-        if format_ in ("csv", "tsv"):
-            columns = ["first", "second", "distance", "similarity", "jaccard", "checked"]
+        columns = ["first", "second", "distance", "similarity", "jaccard", "checked", "checked_by"]
         if format_ == "table":
             shown = list(itertools.islice(records, SHOWN_ROWS))
             more = sum(1 for _ in records)
             progress.stop()
-            _dupes_table(shown, more, k, report, output_path)
+            _dupes_table(shown, more, found.k, report, output_path)
             return
         with output.destination(output_path) as handle:
             output.render(records, format_, handle, columns=columns)
@@ -1116,14 +1133,16 @@ def clusters(
     csv and tsv one member a row.
     """
     format_ = output.choose_format(format_, as_json)
-    k = candidate_k(k, confirm)
     with SimhashIndex(db) as index:
+        _tell_sketch_upgrade(index)
         with output.progress("share") as progress:
             task = progress.add_task("clustering", total=None)
             report = index.clusters(
                 k, check=confirm, threshold=jaccard, representative=representative,
                 on_progress=_progress_to(progress, task),
             )
+        by_sketch = report.check is not None and report.check.candidates_from == "sketch"
+        found_by = "with candidates from the sketches" if by_sketch else f"at k={report.k}"
         found = index.cluster_list(min_size=min_size)
         with output.destination(output_path) as handle:
             if format_ == "table":
@@ -1138,7 +1157,7 @@ def clusters(
             else:
                 output.render(map(_cluster_json, found), format_, handle)
     say(
-        f"{db}: {_count(report.documents, 'document')} in {_count(report.clusters, 'cluster')} at k={k} "
+        f"{db}: {_count(report.documents, 'document')} in {_count(report.clusters, 'cluster')} {found_by} "
         f"({report.clustered:,} in clusters of two or more, largest {report.largest:,}); "
         f"keeping one of each would drop {report.duplicates:,}. "
         + ("Written to the clusters table." if report.saved else "Not saved: the index is read-only here."),
