@@ -23,6 +23,7 @@ import inspect
 import json
 import os
 import shutil
+import sys
 import time
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
@@ -73,12 +74,28 @@ def session(master: str | None = "local[*]", app_name: str = "simhash-sqlite", *
     builder = builder.config("spark.ui.showConsoleProgress", "false")
     for name, value in conf.items():
         builder = builder.config(name, value)
+    use_worker_python(conf.get("spark.pyspark.python"))
     try:
         spark = builder.getOrCreate()
     except JOB_ERRORS as exc:
         raise SimhashError(f"could not start Spark (is Java 17 installed, with java on PATH or JAVA_HOME set?): {first_line(exc)}") from None
     spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+def use_worker_python(configured: str | None = None) -> None:
+    """Make Spark start its Python workers with this interpreter unless the user chose one.
+
+    PySpark starts workers with $PYSPARK_PYTHON, else with whatever `python3` is first on PATH: run as
+    `.venv/bin/simq` without an activated venv, that is the system Python, which lacks this package
+    and fails in the first UDF. A SparkContext reads the variable when it starts, so this must run
+    before getOrCreate; spark.pyspark.python, given as conf, is honoured as spark-submit honours it.
+    On a cluster whose machines keep Python elsewhere, set PYSPARK_PYTHON (or the conf) to their path.
+    """
+    if configured:
+        os.environ["PYSPARK_PYTHON"] = configured
+    elif not os.environ.get("PYSPARK_PYTHON") and sys.executable:
+        os.environ["PYSPARK_PYTHON"] = sys.executable
 
 
 def first_line(exc: BaseException) -> str:

@@ -10,8 +10,11 @@ import importlib.util
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
+import time
+import urllib.request
 from pathlib import Path
 
 import numpy as np
@@ -123,7 +126,6 @@ def reference(corpus, tmp_path_factory):
 def spark():
     """One local SparkSession shared by every test in this file."""
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    os.environ["PYSPARK_PYTHON"] = sys.executable
     from simhash_sqlite.spark import session
 
     spark = session("local[2]", **{"spark.sql.shuffle.partitions": "4"})
@@ -278,6 +280,120 @@ def test_bad_input_is_one_clean_line(spark, job, runner, tmp_path):
     broken.write_text('{"id": "a", "text": "fine"}\n{broken\n')
     assert_clean_error(simq(runner, "spark-dedup", broken, "--out", tmp_path / "o5"), "the Spark job failed")
     assert not (tmp_path / "o5").exists()
+
+
+# -- as a user runs it: the venv's simq by path, a clean environment, local and a standalone cluster ----
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def user_environment(tmp_path: Path) -> dict[str, str]:
+    """What a user's shell has: no activated venv, no PYSPARK_PYTHON, and a `python3` on PATH that lacks
+    this package (a stand-in for the system Python, so the test means the same on every machine)."""
+    shim = tmp_path / "system-bin"
+    shim.mkdir(exist_ok=True)
+    (shim / "python3").write_text("#!/bin/sh\necho 'this python3 has no simhash_sqlite' >&2\nexit 1\n")
+    (shim / "python3").chmod(0o755)
+    java_dir = os.path.dirname(shutil.which("java") or "/usr/bin/java")
+    env = {"PATH": f"{shim}:{java_dir}:/usr/bin:/bin", "HOME": str(tmp_path), "LANG": "C.UTF-8",
+           "SPARK_LOCAL_IP": "127.0.0.1"}  # loopback only; not a Python setting
+    if "JAVA_HOME" in os.environ:
+        env["JAVA_HOME"] = os.environ["JAVA_HOME"]
+    return env
+
+
+def venv_simq() -> str:
+    """The `simq` script installed next to this interpreter, by absolute path."""
+    script = Path(sys.executable).parent / "simq"
+    if not script.exists():
+        pytest.skip(f"no simq script next to {sys.executable} (install the package with pip)")
+    return str(script)
+
+
+@pytest.fixture(scope="module")
+def standalone_cluster(tmp_path_factory):
+    """A Spark standalone master and one 1-core worker on 127.0.0.1 (free ports), from pyspark's own
+    bin/spark-class; stopped by their process ids afterwards."""
+    if not HAVE_SPARK:
+        pytest.skip("pyspark or java missing: pip install '.[test,spark]' (and Java 17)")
+    import pyspark
+
+    home = Path(pyspark.__file__).parent
+    folder = tmp_path_factory.mktemp("cluster")
+    env = {**os.environ, "SPARK_HOME": str(home), "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_WORKER_DIR": str(folder / "work")}
+    port, ui = free_port(), free_port()
+    spark_class = [str(home / "bin" / "spark-class")]
+    master_url = f"spark://127.0.0.1:{port}"
+    started = []
+
+    def start(name, *args):
+        with open(folder / f"{name}.log", "wb") as log:  # the child keeps its own copy of the handle
+            proc = subprocess.Popen(spark_class + list(args), env=env, stdout=log, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL, start_new_session=True)
+        started.append(proc)
+        return proc
+
+    try:
+        start("master", "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port),
+              "--webui-port", str(ui))
+        start("worker", "org.apache.spark.deploy.worker.Worker", master_url, "--cores", "1", "--memory", "2g",
+              "--host", "127.0.0.1", "--port", str(free_port()), "--webui-port", str(free_port()))
+        deadline = time.monotonic() + 90
+        while True:  # until the master's status page lists the worker as alive
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{ui}/json/", timeout=2) as page:
+                    if json.load(page).get("aliveworkers", 0) >= 1:
+                        break
+            except OSError:
+                pass
+            for proc in started:
+                if proc.poll() is not None:
+                    pytest.fail(f"a Spark daemon exited early; see {folder}")
+            if time.monotonic() > deadline:
+                pytest.fail(f"the standalone cluster did not come up in 90 s; see {folder}")
+            time.sleep(0.5)
+        yield master_url
+    finally:
+        for proc in reversed(started):  # worker first: it stops its executors
+            proc.terminate()
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+def run_as_user(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([venv_simq(), *args], env=user_environment(tmp_path), cwd=tmp_path,
+                          capture_output=True, text=True, timeout=300, check=False)
+
+
+@spark_test
+@pytest.mark.parametrize("where", ["local", "standalone"])
+def test_simq_spark_dedup_as_a_user_runs_it(where, request, tmp_path, corpus, reference):
+    """`.venv/bin/simq spark-dedup in.jsonl --out out` with no venv activated and no PYSPARK_PYTHON:
+    its Python workers must still be the venv's (local[*] by default, or a standalone cluster)."""
+    small = [d for d in corpus if d["id"] < "doc-00300"]
+    source = tmp_path / "in.jsonl"
+    source.write_text("".join(json.dumps(d, ensure_ascii=False) + "\n" for d in small), encoding="utf-8")
+    args = ["spark-dedup", "in.jsonl", "--out", "out", "--k", str(K)]
+    if where == "standalone":
+        args += ["--master", request.getfixturevalue("standalone_cluster")]
+    result = run_as_user(tmp_path, *args)
+    assert result.returncode == 0, result.stderr[-3000:]
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    assert manifest["spark"]["master"].startswith("spark://" if where == "standalone" else "local")
+    import pyarrow.parquet as pq
+
+    kept = set(pq.read_table(tmp_path / "out" / "kept").column("id").to_pylist())
+    ids = sorted(d["id"] for d in small)
+    pairs = {(a, b, d) for a, b, d in reference["pairs"] if b < "doc-00300"}
+    expected = set(reference_clusters(ids, pairs, {i: 0 for i in ids}).values())
+    assert kept == expected and len(kept) < len(small)
 
 
 # -- without Spark ------------------------------------------------------------------------------------
