@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from simhash_sqlite import simhash
-from simhash_sqlite.clusters import components
+from simhash_sqlite.clusters import component_labels
 from simhash_sqlite.pairs import near_pairs, within_groups
 
 CORPUS = Path("/work/shared/corpus/python_docs_en.jsonl")
@@ -206,7 +206,7 @@ def main() -> None:
             t_base, (base_count, base_codes) = timed(baseline, values, repeat=1 if big else 3)
             same = "same pairs" if np.array_equal(np.sort(codes), base_codes) else "DIFFERENT"
             baseline_rate = baseline_rate or t_base / max(candidates, 1)
-        t_clusters, labels = timed(components, values, K)
+        t_clusters, labels = timed(component_labels, values, K)
         in_clusters = int((np.bincount(labels, minlength=len(values))[labels] > 1).sum())
         rows.append(
             (

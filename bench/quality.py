@@ -16,7 +16,7 @@ over all pairs in numpy: the same pairs an exact `dupes` returns), for k = 0..16
 The real pipeline, measured in the same run: the texts are added with their texts stored to an index
 file in a temporary folder (SimhashIndex(store_text=True), as `simq add --store-text`), and the pairs
 `simq dupes` returns at its defaults (candidates within CONFIRM_K checked by exact Jaccard >= 0.8,
-confirm.confirmed_pairs) are scored, next to `simq dupes --no-confirm` (distance <= RECOMMENDED_K) and
+SimhashIndex.dupes, checked) are scored, next to `simq dupes --no-confirm` (distance <= RECOMMENDED_K) and
 MinHashLSH; with the time of the plain pair search at CONFIRM_K and of the confirmed one (medians).
 """
 
@@ -40,7 +40,6 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from simhash_sqlite.confirm import confirmed_pairs  # noqa: E402
 from simhash_sqlite.features import _HAN_RUN, _jieba, ngram_hashes, normalize, word_hash, words  # noqa: E402
 from simhash_sqlite.fingerprint import simhash_of_features  # noqa: E402
 from simhash_sqlite.index import Document, SimhashIndex  # noqa: E402
@@ -402,12 +401,12 @@ def pipeline(corpus: Corpus, truth: np.ndarray, pair_bucket, repeats: int, log, 
         t0 = time.perf_counter()
         index.add(Document(str(i), t) for i, t in enumerate(corpus.texts))
         add_seconds = time.perf_counter() - t0
-        plain_seconds, plain = _median_seconds(lambda: list(index.dupes(k)), repeats)
-        distance_seconds, distance = _median_seconds(lambda: list(index.dupes(RECOMMENDED_K)), repeats)
+        plain_seconds, plain = _median_seconds(lambda: list(index.dupes(k, check=False)), repeats)
+        distance_seconds, distance = _median_seconds(lambda: list(index.dupes(RECOMMENDED_K, check=False)), repeats)
         reports = []
 
         def confirmed():
-            checker = confirmed_pairs(index, k, THRESHOLD)
+            checker = index.dupes(k, threshold=THRESHOLD)
             pairs = list(checker)
             reports.append(checker.report)
             return pairs

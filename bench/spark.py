@@ -35,7 +35,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from simhash_sqlite import FingerprintSettings, simhash  # noqa: E402
-from simhash_sqlite.blockscheme import BlockScheme  # noqa: E402
+from simhash_sqlite.block_tables import BlockTables  # noqa: E402
 
 CORPUS = Path("/work/shared/corpus")
 
@@ -99,7 +99,7 @@ def write_inputs(docs: list[str], folder: Path) -> tuple[Path, Path]:
 
 def numpy_pairs(fps: np.ndarray, k: int) -> np.ndarray:
     """(m, 2) uint64 pairs of distinct fingerprints within k: the same block tables as Spark, sorted runs."""
-    scheme = BlockScheme.for_k(k)
+    scheme = BlockTables.for_k(k)
     found = []
     for t, mask in enumerate(scheme.table_masks):
         keys = fps & np.uint64(mask)

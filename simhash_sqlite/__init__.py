@@ -1,8 +1,13 @@
-"""simhash-sqlite: near-duplicate search with 64-bit SimHash in a single SQLite file."""
+"""simhash-sqlite: near-duplicate search with 64-bit SimHash in a single SQLite file.
 
-__version__ = "0.1.0"
+The names below are the library's public surface (docs/python-api.md); everything else may change.
+"""
 
-from .errors import (  # noqa: E402
+from .checks import CheckReport, check_index
+from .clusters import Cluster, ClusterReport
+from .confirm import ConfirmReport, DuplicatePairs
+from .dedup import Decision, DedupReport, Deduplicator, dedup
+from .errors import (
     ForeignSchema,
     IndexNotFound,
     InvalidInput,
@@ -11,46 +16,34 @@ from .errors import (  # noqa: E402
     SettingsMismatch,
     SimhashError,
 )
-from .fingerprint import blocks, from_hex, hamming, simhash, to_hex, to_signed, to_unsigned  # noqa: E402
-from .index import AddReport, Document, Match, Query, QueryError, SimhashIndex, StoredDocument  # noqa: E402
-from .clusters import Cluster, ClusterReport  # noqa: E402
-from .confirm import (  # noqa: E402
-    CheckedMatch,
-    CheckedPair,
-    CheckedSearch,
-    ConfirmedPairs,
-    ConfirmReport,
-    confirmed_clusters,
-    confirmed_near,
-    confirmed_near_many,
-    confirmed_pairs,
-)
-from .corpus import DuplicatePair  # noqa: E402
-from .dedup import Decision, DedupReport, Deduplicator, dedup  # noqa: E402
-from .search import Plan, SearchResult  # noqa: E402
-from .settings import FingerprintSettings  # noqa: E402
+from .fingerprint import from_hex, hamming, simhash, to_hex, to_signed, to_unsigned
+from .index import AddReport, Document, FingerprintedDocument, SimhashIndex, Stats, StoredDocument
+from .index_arrays import DuplicatePair
+from .batch_queries import Query, QueryError
+from .search import Match, SearchResult
+from .settings import FingerprintSettings
+from .shards import near_in_shards
+from .version import __version__
 
 __all__ = [
     "AddReport",
-    "CheckedMatch",
-    "CheckedPair",
-    "CheckedSearch",
-    "ConfirmReport",
-    "ConfirmedPairs",
+    "CheckReport",
     "Cluster",
     "ClusterReport",
+    "ConfirmReport",
     "Decision",
     "DedupReport",
     "Deduplicator",
-    "DuplicatePair",
     "Document",
+    "DuplicatePair",
+    "DuplicatePairs",
     "FingerprintSettings",
+    "FingerprintedDocument",
     "ForeignSchema",
     "IndexNotFound",
     "InvalidInput",
     "Match",
     "NotAnIndex",
-    "Plan",
     "Query",
     "QueryError",
     "SchemaTooNew",
@@ -58,15 +51,14 @@ __all__ = [
     "SettingsMismatch",
     "SimhashError",
     "SimhashIndex",
+    "Stats",
     "StoredDocument",
-    "blocks",
-    "confirmed_clusters",
-    "confirmed_near",
-    "confirmed_near_many",
-    "confirmed_pairs",
+    "__version__",
+    "check_index",
     "dedup",
     "from_hex",
     "hamming",
+    "near_in_shards",
     "simhash",
     "to_hex",
     "to_signed",

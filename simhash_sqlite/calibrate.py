@@ -14,7 +14,7 @@ from .errors import InvalidInput
 from .explain import estimated_jaccard
 from .index import SimhashIndex
 from .shingles import jaccard_of_sets, shingle_set
-from .texts import stored_text
+from .indexed_text import stored_text
 
 DEFAULT_MAX_K = 16
 
@@ -79,7 +79,7 @@ def calibrate(
             without_text += 1
             continue
         queried += 1
-        for match in index.near(key=key, k=max_k):
+        for match in index.near(key=key, k=max_k, check=False):
             pair = (min(key, match.key), max(key, match.key))
             if len(sims[match.distance]) >= per_distance or pair in seen:
                 continue

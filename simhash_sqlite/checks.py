@@ -12,10 +12,10 @@ from dataclasses import dataclass, field
 
 import apsw
 
-from .errors import IndexNotFound, InvalidInput, NotAnIndex, SchemaTooNew
+from .errors import IndexNotFound, InvalidInput, NotAnIndex, SchemaTooNew, SimhashError
 from .fingerprint import simhash, to_signed
 from .settings import FingerprintSettings
-from .storage import _harden, _check_ours, schema_problems
+from .storage import check_ours, harden, schema_problems
 
 SHOWN = 5  # offending keys listed per failed check
 
@@ -60,9 +60,9 @@ def check_index(path: str | os.PathLike, *, rehash: bool = False) -> CheckReport
     except apsw.CantOpenError:
         raise IndexNotFound(f"cannot open {path} (no permission?)") from None
     try:
-        _harden(conn)
+        harden(conn)
         try:
-            version = _check_ours(conn, path)
+            version = check_ours(conn, path)
         except (NotAnIndex, SchemaTooNew) as exc:
             report.add("simhash-sqlite file", [str(exc)], "")
             return report
@@ -179,6 +179,21 @@ def _rehash(conn: apsw.Connection, report: CheckReport, store_text: bool | None,
             wrong.append((key,))
     problems = [f"{len(wrong)} stored text(s) no longer give their hash or fingerprint: {_keys(wrong)}"] if wrong else []
     report.add("rehash", problems, f"{checked:,} stored texts give their fingerprints")
+
+
+def problems(path: str | os.PathLike) -> list[str]:
+    """What is wrong with the index file at path, one line per failed check; [] when it is whole.
+
+    For the crash, concurrency and fuzz tests and bench/'s stress scripts, which only need to know
+    whether anything failed and what. Opens its own read-only connection, so it can run beside writers
+    (it sees the last commit). A file whose first transaction never committed (an add killed at once)
+    is empty, and passes: the next open creates the schema.
+    """
+    try:
+        report = check_index(path)
+    except SimhashError as exc:
+        return [str(exc)]
+    return [f"{result.name}: {result.detail}" for result in report.failed]
 
 
 def report_json(report: CheckReport) -> str:

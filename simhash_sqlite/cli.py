@@ -23,26 +23,16 @@ from rich.progress import BarColumn, Progress, SpinnerColumn, TaskProgressColumn
 from rich.table import Table
 
 from .checks import CheckReport, check_index, report_json
-from .confirm import (
-    DEFAULT_THRESHOLD,
-    ConfirmReport,
-    candidate_k,
-    check_threshold,
-    confirmed_clusters,
-    confirmed_near,
-    confirmed_near_many,
-    confirmed_pairs,
-    keeps,
-)
+from .confirm import DEFAULT_THRESHOLD, ConfirmReport, candidate_k, check_threshold, keeps
 from .errors import InvalidInput, SimhashError
 from .fingerprint import from_hex, simhash, to_hex, to_signed
 from .clusters import REPRESENTATIVE_RULES, Cluster
-from .corpus import DuplicatePair
+from .index_arrays import DuplicatePair
 from .dedup import Deduplicator
-from .index import AddReport, Match, QueryError, SimhashIndex
-from .queries import guess_format, parse_queries
-from .search import executed_sql, near_sql
-from .query import ResultSet, parse_params, run_query
+from .index import AddReport, SimhashIndex
+from .batch_queries import QueryError, guess_format, parse_queries
+from .search import Match, executed_sql, near_sql
+from .user_sql import ResultSet, parse_params, run_query
 from .calibrate import DEFAULT_MAX_K, Calibration, calibrate as calibrate_index
 from .explain import Explanation, explain as explain_pair
 from .settings import CONFIRM_K, RECOMMENDED_K, SHORT_TEXT, FingerprintSettings
@@ -310,14 +300,11 @@ def near(
     fingerprint = from_hex(hash_) if hash_ is not None else None
     report = None
     with SimhashIndex(db) as index:
-        if threshold is not None:
-            checked = confirmed_near(
-                index, text, fingerprint=fingerprint, key=key, k=k, threshold=threshold, limit=limit, plan=plan
-            )
-            result, matches, report = checked.search, checked.matches, checked.report
-        else:
-            result = index.explain(text, fingerprint=fingerprint, key=key, k=k, limit=limit, plan=plan)
-            matches = result.matches
+        result = index.search(
+            text, fingerprint=fingerprint, key=key, k=k, limit=limit, plan=plan,
+            check=confirm, threshold=jaccard,
+        )
+        matches, report = result.matches, result.report
         if explain:
             err.print(f"plan: {result.plan.describe()}", highlight=False)
             err.print(f"candidates checked: {result.candidates:,}", highlight=False)
@@ -391,10 +378,10 @@ def _near_batch(
     try:
         with SimhashIndex(db) as index:
             queries = parse_queries(stream, fmt)
-            if threshold is None:
-                answers = index.near_many(queries, k=k, limit=limit, plan=plan)
-            else:
-                answers = confirmed_near_many(index, queries, k=k, threshold=threshold, limit=limit, plan=plan)
+            answers = index.near_many(
+                queries, k=k, limit=limit, plan=plan,
+                check=threshold is not None, threshold=threshold or DEFAULT_THRESHOLD,
+            )
             for query, answer in answers:
                 answered += 1
                 line: dict = {"id": query.id}
@@ -405,9 +392,8 @@ def _near_batch(
                         err.print(f"[yellow]skipped[/] {answer.message}", highlight=False, soft_wrap=True)
                 else:
                     matches = answer.matches
-                    if threshold is not None:
+                    if answer.report is not None:
                         _add_counts(total, answer.report)
-                        answer = answer.search
                     line["fingerprint"] = to_hex(answer.fingerprint)
                     line["matches"] = [_match_json(m) for m in matches]
                     if explain:
@@ -433,14 +419,14 @@ def _add_counts(total: ConfirmReport, part: ConfirmReport) -> None:
 
 
 def _match_json(match: Match) -> dict:
-    """A match as JSON; "jaccard" is the exact check's (null: not checked, judged by distance)."""
-    jaccard = getattr(match, "jaccard", None)
+    """A match as JSON; "jaccard" is the check's (null: not measured), "checked_by" how it was judged."""
     return {
         "key": match.key,
         "distance": match.distance,
         "similarity": round(match.similarity, 4),
-        "jaccard": None if jaccard is None else round(jaccard, 4),
-        "checked": jaccard is not None,
+        "jaccard": None if match.jaccard is None else round(match.jaccard, 4),
+        "checked": match.jaccard is not None,
+        "checked_by": match.checked_by,
         "fingerprint": to_hex(match.fingerprint),
     }
 
@@ -813,12 +799,10 @@ def dupes(
     """Every pair of near-duplicate documents, each once: pairs within distance k, checked by the exact
     Jaccard of their texts where they can be read."""
     _check_format(format_)
-    threshold = check_threshold(jaccard) if confirm else None
     k = candidate_k(k, confirm)
     with SimhashIndex(db) as index:
-        checker = confirmed_pairs(index, k, threshold) if threshold is not None else None
-        pairs = iter(checker) if checker is not None else index.dupes(k)
-        report = None if checker is None else checker.report
+        found = index.dupes(k, check=confirm, threshold=jaccard)
+        pairs, report = iter(found), found.report
         if format_ == "table":
             shown = list(itertools.islice(pairs, SHOWN_ROWS))
             more = sum(1 for _ in pairs)
@@ -840,15 +824,15 @@ def dupes(
 
 
 def _pair_json(pair: DuplicatePair) -> dict:
-    """A pair as JSON; "jaccard" is the exact check's (null: not checked, judged by distance)."""
-    jaccard = getattr(pair, "jaccard", None)
+    """A pair as JSON; "jaccard" is the check's (null: not measured), "checked_by" how it was judged."""
     return {
         "first": pair.first,
         "second": pair.second,
         "distance": pair.distance,
         "similarity": round(pair.similarity, 4),
-        "jaccard": None if jaccard is None else round(jaccard, 4),
-        "checked": jaccard is not None,
+        "jaccard": None if pair.jaccard is None else round(pair.jaccard, 4),
+        "checked": pair.jaccard is not None,
+        "checked_by": pair.checked_by,
     }
 
 
@@ -887,14 +871,9 @@ def clusters(
 ) -> None:
     """Cluster documents (chains of the pairs simq dupes finds), write the clusters table, show or export them."""
     _check_format(format_)
-    threshold = check_threshold(jaccard) if confirm else None
     k = candidate_k(k, confirm)
-    checks = None
     with SimhashIndex(db) as index:
-        if threshold is not None:
-            report, checks = confirmed_clusters(index, k, threshold, representative=representative)
-        else:
-            report = index.clusters(k, representative=representative)
+        report = index.clusters(k, check=confirm, threshold=jaccard, representative=representative)
         found = index.cluster_list(min_size=min_size)
         if format_ == "table":
             biggest = heapq.nlargest(SHOWN_ROWS, found, key=lambda c: (c.size, -c.cluster))
@@ -909,8 +888,8 @@ def clusters(
         highlight=False,
         soft_wrap=True,
     )
-    if checks is not None:
-        _print_check_summary(checks, "pairs joined clusters", to_stderr=True)
+    if report.check is not None:
+        _print_check_summary(report.check, "pairs joined clusters", to_stderr=True)
 
 
 def _clusters_table(biggest: list[Cluster]) -> None:

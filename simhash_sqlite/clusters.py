@@ -7,14 +7,19 @@ import json
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import apsw
 import numpy as np
 
-from .corpus import load_fingerprints
 from .errors import InvalidInput
-from .pairs import CHUNK, as_unsigned, check_k, distinct_pairs, fold
+from .fingerprint import check_k
+from .index_arrays import load_fingerprints
+from .pairs import CHUNK, as_unsigned, distinct_pairs, fold
 from .storage import write_transaction
+
+if TYPE_CHECKING:
+    from .confirm import ConfirmReport
 
 # Which member represents (is kept for) a cluster. Ties always go to the lowest id.
 REPRESENTATIVE_RULES = ("first", "last", "longest", "shortest")
@@ -44,7 +49,7 @@ def _union(parent: np.ndarray, a: np.ndarray, b: np.ndarray) -> None:
             np.minimum.at(parent, np.maximum(root_a, root_b), np.minimum(root_a, root_b))
 
 
-def components(fingerprints, k: int) -> np.ndarray:
+def component_labels(fingerprints, k: int) -> np.ndarray:
     """For each position, the lowest position of its connected component under "within k"."""
     k = check_k(k)
     folded = fold(as_unsigned(fingerprints))
@@ -73,6 +78,7 @@ class ClusterReport:
     clusters: int  # clusters, those of one document included
     clustered: int  # documents in clusters of two or more
     largest: int
+    check: ConfirmReport | None = None  # how the pairs were checked (None: distance alone)
 
     @property
     def duplicates(self) -> int:
@@ -149,7 +155,7 @@ def cluster_index(
     lengths = np.array([r[1] for r in rows], dtype=np.int64)
     if pairs is None:
         labels = ids.copy()  # documents without features are clusters of one
-        labels[np.searchsorted(ids, stored.ids)] = stored.ids[components(stored.values, k)]
+        labels[np.searchsorted(ids, stored.ids)] = stored.ids[component_labels(stored.values, k)]
     else:
         labels = pair_components(ids, pairs)
     slots = np.searchsorted(ids, labels)

@@ -15,18 +15,22 @@ import time
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .clusters import ClusterReport, cluster_index
-from .corpus import DuplicatePair, keys_of, load_fingerprints
+from .batch_queries import Query
 from .errors import InvalidInput
-from .index import Query, QueryError, SimhashIndex
-from .pairs import check_k, near_pairs
+from .fingerprint import check_k
+from .index_arrays import DuplicatePair, keys_of, load_fingerprints
+from .indexed_text import text_of
+from .pairs import near_pairs
 from .search import Match, SearchResult
 from .settings import CONFIRM_K, RECOMMENDED_K
 from .shingles import jaccard_of_sets, shingle_set
-from .texts import text_of
+
+if TYPE_CHECKING:  # the index calls into this module: importing it at run time would be circular
+    from .index import SimhashIndex
 
 DEFAULT_THRESHOLD = 0.8
 # Shingle sets kept between pairs (8 bytes per distinct shingle, about one per character). Pairs of a
@@ -43,10 +47,10 @@ def check_threshold(threshold: float) -> float:
     return float(threshold)
 
 
-def candidate_k(k: int | None, confirm: bool) -> int:
-    """The candidate radius: an explicit k, else CONFIRM_K when checking exactly, else RECOMMENDED_K."""
+def candidate_k(k: int | None, check: bool) -> int:
+    """The candidate radius: an explicit k, else CONFIRM_K when checking, else RECOMMENDED_K."""
     if k is None:
-        return CONFIRM_K if confirm else RECOMMENDED_K
+        return CONFIRM_K if check else RECOMMENDED_K
     return check_k(k)
 
 
@@ -128,41 +132,12 @@ class ConfirmReport:
         return keep, similarity
 
 
-@dataclass(frozen=True)
-class CheckedMatch(Match):
-    """A match kept by the check; jaccard is None when it was kept by distance alone."""
-
-    jaccard: float | None = None
-
-    @property
-    def checked(self) -> bool:
-        return self.jaccard is not None
-
-
-@dataclass(frozen=True)
-class CheckedPair(DuplicatePair):
-    """A pair kept by the check; jaccard is None when it was kept by distance alone."""
-
-    jaccard: float | None = None
-
-    @property
-    def checked(self) -> bool:
-        return self.jaccard is not None
-
-
-@dataclass(frozen=True)
-class CheckedSearch:
-    """One query's confirmed answer: the kept matches (closest first) and the candidate search."""
-
-    matches: list[CheckedMatch]
-    search: SearchResult  # the candidates within k, the plan and how many rows it checked
-    report: ConfirmReport
-
-
-def _check_search(
-    result: SearchResult, query: Query, shingles: ShingleCache, threshold: float, k: int, limit: int | None
-) -> CheckedSearch:
-    report = ConfirmReport(k, threshold)
+def check_search(
+    result: SearchResult, query: Query, shingles: ShingleCache, threshold: float, limit: int | None
+) -> SearchResult:
+    """The search's candidates (within its plan's k), each kept iff it passes the check; closest first,
+    `limit` counting kept matches. The answer carries the ConfirmReport."""
+    report = ConfirmReport(result.plan.k, threshold)
     if query.text is None and query.key is None:
         report.without_query_text = len(result.matches)
     mine = _query_shingles(query, shingles)  # the query's shingles; None: no text to compare
@@ -174,9 +149,10 @@ def _check_search(
         other = None if mine is None else shingles(match.key)  # no query text: no need to read theirs
         keep, similarity = report.judge(match.distance, mine, other)
         if keep:
-            kept.append(CheckedMatch(match.key, match.fingerprint, match.distance, similarity))
+            kind = "distance" if similarity is None else "exact"
+            kept.append(Match(match.key, match.fingerprint, match.distance, similarity, kind))
     report.check_seconds = time.perf_counter() - started
-    return CheckedSearch(kept, result, report)
+    return SearchResult(result.fingerprint, result.plan, result.candidates, kept, report)
 
 
 def _query_shingles(query: Query, shingles: ShingleCache) -> np.ndarray | None:
@@ -187,51 +163,12 @@ def _query_shingles(query: Query, shingles: ShingleCache) -> np.ndarray | None:
     return None  # a bare fingerprint has no text
 
 
-def confirmed_near(
-    index: SimhashIndex,
-    text: str | None = None,
-    *,
-    fingerprint: int | None = None,
-    key: str | None = None,
-    k: int = CONFIRM_K,
-    threshold: float = DEFAULT_THRESHOLD,
-    limit: int | None = None,
-    plan: str | None = None,
-) -> CheckedSearch:
-    """index.explain(text, fingerprint or key, k), each candidate kept iff the exact Jaccard of its
-    text and the query's is >= threshold; candidates without a reachable text (or every candidate of
-    a bare fingerprint) are kept iff within min(k, RECOMMENDED_K), unchecked. Closest first; `limit`
-    counts kept matches."""
-    threshold = check_threshold(threshold)
-    result = index.explain(text, fingerprint=fingerprint, key=key, k=k, plan=plan)
-    shingles = ShingleCache(index)
-    return _check_search(result, Query(text=text, fingerprint=fingerprint, key=key), shingles, threshold, k, limit)
-
-
-def confirmed_near_many(
-    index: SimhashIndex,
-    queries: Iterable[Query | int | QueryError],
-    *,
-    k: int = CONFIRM_K,
-    threshold: float = DEFAULT_THRESHOLD,
-    limit: int | None = None,
-    plan: str | None = None,
-) -> Iterator[tuple[Query, CheckedSearch | QueryError]]:
-    """index.near_many() with every answer checked as in confirmed_near(); lazy, in order."""
-    threshold = check_threshold(threshold)
-    shingles = ShingleCache(index)
-    for query, answer in index.near_many(queries, k=k, plan=plan):
-        if isinstance(answer, QueryError):
-            yield query, answer
-            continue
-        yield query, _check_search(answer, query, shingles, threshold, k, limit)
-
-
-class ConfirmedPairs:
-    """Every pair of indexed documents within k, each once, kept iff its exact Jaccard is >= threshold
-    (or, without reachable texts, iff within min(k, RECOMMENDED_K)). Iterating streams CheckedPairs in
-    chunks of the pair search; `report` counts as they come. Memory: one chunk of candidate positions
-    and the shingle cache (cache_bytes), whatever the number of pairs."""
+class DuplicatePairs:
+    """Every pair of indexed documents within k, each once (first added first), streamed in chunks of
+    the pair search. With check (the default) a pair is kept iff its exact Jaccard is >= threshold, or,
+    without reachable texts, iff it is within min(k, RECOMMENDED_K); `report` counts as pairs come.
+    Without check every pair within k is kept and `report` is None. Memory: one chunk of candidate
+    positions and the shingle cache (cache_bytes), whatever the number of pairs."""
 
     def __init__(
         self,
@@ -239,16 +176,22 @@ class ConfirmedPairs:
         k: int = CONFIRM_K,
         threshold: float = DEFAULT_THRESHOLD,
         *,
+        check: bool = True,
         cache_bytes: int = CACHE_BYTES,
     ) -> None:
-        self.index = index
-        self.report = ConfirmReport(check_k(k), check_threshold(threshold))
+        self.index, self.k = index, check_k(k)
+        self.report = ConfirmReport(self.k, check_threshold(threshold)) if check else None
         self.cache_bytes = cache_bytes
 
-    def __iter__(self) -> Iterator[CheckedPair]:
+    def __iter__(self) -> Iterator[DuplicatePair]:
         for first, second, distance, similarity, keys in self._chunks():
             for a, b, d, j in zip(first.tolist(), second.tolist(), distance.tolist(), similarity.tolist()):
-                yield CheckedPair(keys[a], keys[b], d, None if math.isnan(j) else j)
+                if self.report is None:
+                    yield DuplicatePair(keys[a], keys[b], d)
+                elif math.isnan(j):
+                    yield DuplicatePair(keys[a], keys[b], d, None, "distance")
+                else:
+                    yield DuplicatePair(keys[a], keys[b], d, j, "exact")
 
     def id_pairs(self) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         """The kept pairs as chunks of (first ids, second ids): what clustering needs."""
@@ -261,11 +204,14 @@ class ConfirmedPairs:
         conn, report = self.index.conn, self.report
         shingles = ShingleCache(self.index, self.cache_bytes)
         stored = load_fingerprints(conn)
-        for part in near_pairs(stored.values, report.k):
+        for part in near_pairs(stored.values, self.k):
             order = np.lexsort((part.right, part.left))  # each document's pairs side by side: cache hits
             first, second = stored.ids[part.left[order]], stored.ids[part.right[order]]
             distance = part.distance[order]
             keys = keys_of(conn, np.concatenate((first, second)))
+            if report is None:
+                yield first, second, distance, np.full(len(first), np.nan), keys
+                continue
             started = time.perf_counter()
             keep = np.zeros(len(first), dtype=bool)
             similarity = np.full(len(first), np.nan)
@@ -278,24 +224,6 @@ class ConfirmedPairs:
             report.check_seconds += time.perf_counter() - started
             if keep.any():
                 yield first[keep], second[keep], distance[keep], similarity[keep], keys
-
-
-def confirmed_pairs(
-    index: SimhashIndex, k: int = CONFIRM_K, threshold: float = DEFAULT_THRESHOLD, *, cache_bytes: int = CACHE_BYTES
-) -> ConfirmedPairs:
-    """index.dupes(k) with every pair checked exactly (see ConfirmedPairs); iterate the result."""
-    return ConfirmedPairs(index, k, threshold, cache_bytes=cache_bytes)
-
-
-def confirmed_clusters(
-    index: SimhashIndex, k: int = CONFIRM_K, threshold: float = DEFAULT_THRESHOLD, *, representative: str = "first"
-) -> tuple[ClusterReport, ConfirmReport]:
-    """index.clusters(k) over the confirmed pairs only: chains of pairs that passed the check."""
-    pairs = ConfirmedPairs(index, k, threshold)
-    report = cluster_index(
-        index.conn, pairs.report.k, representative, pairs=pairs.id_pairs(), threshold=pairs.report.threshold
-    )
-    return report, pairs.report
 
 
 def confirm_pairs(

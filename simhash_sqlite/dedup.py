@@ -17,11 +17,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .corpus import keys_of, load_fingerprints
-from .fingerprint import simhash, to_hex
+from .index_arrays import keys_of, load_fingerprints
+from .fingerprint import check_k, simhash, to_hex
 from .errors import SettingsMismatch
 from .index import Document, SimhashIndex
-from .pairs import CHUNK, _bits, _sorted_by, check_k, choose_layout, near_pairs
+from .block_tables import choose_tables
+from .pairs import CHUNK, near_pairs, sorted_by
 from .settings import FingerprintSettings
 
 BATCH = 2000
@@ -34,23 +35,23 @@ class _Run:
     def __init__(self, values: np.ndarray, labels: np.ndarray, k: int) -> None:
         self.values, self.labels, self.k = values, labels, k
         # Queries and builds cost about what an all-pairs search of the run would.
-        self.layout = choose_layout(64, k, len(values))
+        self.block_tables = choose_tables(64, k, len(values))
         self.tables = []
-        if self.layout is not None:
-            for table in self.layout.tables:
-                keys, order = _sorted_by(_bits(values, self.layout, table), self.layout.key_bits(table))
+        if self.block_tables is not None:
+            for table in self.block_tables.table_blocks:
+                keys, order = sorted_by(self.block_tables.bits(values, table), self.block_tables.table_width(table))
                 self.tables.append((table, keys, order))
 
     def candidates(self, queries: np.ndarray) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         """(query number, run position) pairs that may be within k; a superset of those that are."""
-        if self.layout is None:
+        if self.block_tables is None:
             rows = max(1, CHUNK // max(len(self.values), 1))
             for q0 in range(0, len(queries), rows):
                 q = np.arange(q0, min(q0 + rows, len(queries)), dtype=np.int64)
                 yield np.repeat(q, len(self.values)), np.tile(np.arange(len(self.values)), len(q))
             return
         for table, keys, order in self.tables:
-            wanted = _bits(queries, self.layout, table)
+            wanted = self.block_tables.bits(queries, table)
             lo = np.searchsorted(keys, wanted, side="left")
             count = np.searchsorted(keys, wanted, side="right") - lo
             hits = np.flatnonzero(count)

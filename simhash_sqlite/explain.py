@@ -10,12 +10,12 @@ from collections import Counter
 from dataclasses import dataclass
 
 from .errors import InvalidInput
-from .features import _WORD, feature_weights, normalize, words
+from .features import WORD, feature_weights, normalize, words
 from .fingerprint import hamming, simhash
 from .index import SimhashIndex
 from .settings import SHORT_TEXT, FingerprintSettings  # SHORT_TEXT: measured, see settings.py
 from .shingles import jaccard
-from .texts import stored_text
+from .indexed_text import stored_text
 
 DIFF_LINES = 40
 
@@ -64,7 +64,7 @@ def named_features(text: str, settings: FingerprintSettings) -> Counter:
     """The text's n-grams as strings with their counts: the features behind the fingerprint."""
     if settings.features == "chars":
         norm = normalize(text)
-        if not _WORD.search(norm):
+        if not WORD.search(norm):
             return Counter()
         unit_list, glue = list(norm), ""
     else:

@@ -29,7 +29,8 @@ _S30, _S27, _S31 = np.uint64(30), np.uint64(27), np.uint64(31)
 
 # Han ideographs (CJK unified, extension A, compatibility): the runs handed to jieba.
 _HAN_RUN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
-_WORD = re.compile(r"[^\W_]+")
+# A word: a run of letters or digits. A text without one has no features, so no fingerprint.
+WORD = re.compile(r"[^\W_]+")
 
 # Quantum for non-integer weights: integer weights keep the bit sums exact, so fingerprints do not
 # depend on the order in which a BLAS library adds floats.
@@ -154,10 +155,10 @@ def words(text: str, hmm: bool = False, fast: bool = True) -> list[str]:
     out: list[str] = []
     pos = 0
     for run in _HAN_RUN.finditer(text):
-        out.extend(_WORD.findall(text, pos, run.start()))
+        out.extend(WORD.findall(text, pos, run.start()))
         out.extend(cut_han(run.group(), hmm, fast))
         pos = run.end()
-    out.extend(_WORD.findall(text, pos))
+    out.extend(WORD.findall(text, pos))
     return out
 
 
@@ -238,7 +239,7 @@ def char_units(text: str) -> np.ndarray:
 
 def _str_char_units(text: str) -> np.ndarray:
     text = normalize(text)
-    if not _WORD.search(text):
+    if not WORD.search(text):
         return np.empty(0, dtype=np.uint64)
     return np.frombuffer(text.encode("utf-32-le"), dtype="<u4").astype(np.uint64)
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import hashlib
+import dataclasses
 import os
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -12,16 +12,19 @@ from itertools import islice
 import apsw
 import numpy as np
 
-from . import __version__
+from .version import __version__
 from .clusters import Cluster, ClusterReport, cluster_index, clustering_info, read_clusters
-from .corpus import DuplicatePair, duplicate_pairs
+from .batch_queries import Query, QueryError
+from .confirm import DEFAULT_THRESHOLD, DuplicatePairs, ShingleCache, candidate_k, check_search, check_threshold
 from .errors import IndexNotFound, InvalidInput
 from .fingerprint import BLOCKS, blocks, simhash, to_signed, to_unsigned
 from .features import jieba_version
-from .parallel import Fingerprints
-from .search import Match, Plan, Searcher, SearchResult, check_k, forced_plan, near_sql, probe_cost_ns
+from .indexed_text import content_hash
+from .parallel import FingerprintJob
+from .search import Match, Plan, Searcher, SearchResult, forced_plan, near_sql, probe_cost_ns
 from .settings import SHORT_TEXT, FingerprintSettings
 from .sqlfunctions import register_functions
+from .vtable import register_near_table
 from .storage import connect, retry_busy, write_transaction
 
 DEFAULT_BATCH_SIZE = 1000
@@ -105,7 +108,7 @@ class _PreparedBatch:
     batch: list[Document | FingerprintedDocument]
     changed: list[tuple[Document | FingerprintedDocument, bytes]]  # (document, content hash) to write
     digests: dict[str, bytes]  # key -> content hash of the changed documents
-    fingerprints: Fingerprints  # of the changed Documents' texts, in order
+    fingerprints: FingerprintJob  # of the changed Documents' texts, in order
     added: int
     updated: int
     unchanged: int
@@ -120,10 +123,6 @@ def _check_keys(keys: Iterable[str]) -> None:
     for key in keys:
         if "\x00" in key:
             raise InvalidInput(f"a key must not contain a NUL character: {key!r}")
-
-
-def content_hash(text: str) -> bytes:
-    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
 
 
 _UPSERT = """
@@ -213,7 +212,8 @@ class SimhashIndex:
         try:
             requested = {"features": features, "ngram": ngram, "weights": weights, "hmm": hmm}
             self.settings, self.store_text = self._settings(requested, store_text, create)
-            register_functions(self.conn, self.settings, index=self)
+            register_functions(self.conn, self.settings)
+            register_near_table(self.conn, self)
             self._searcher = Searcher(self.conn)  # keeps scan arrays and block counts between queries
         except BaseException:
             self.conn.close()
@@ -334,7 +334,7 @@ class SimhashIndex:
         # Streamed files come fingerprinted; the rest in one vectorized call (all cores if large).
         plain = [doc.text for doc, _ in changed if not isinstance(doc, FingerprintedDocument)]
         digests = {doc.key: digest for doc, digest in changed}
-        fingerprints = Fingerprints(plain, self.settings, start_pool=pending is not None)
+        fingerprints = FingerprintJob(plain, self.settings, start_pool=pending is not None)
         return _PreparedBatch(batch, changed, digests, fingerprints, added, updated, unchanged)
 
     def _write_batch(self, prepared: _PreparedBatch, report: AddReport, after: _PreparedBatch | None = None) -> None:
@@ -526,45 +526,63 @@ class SimhashIndex:
         *,
         fingerprint: int | None = None,
         key: str | None = None,
-        k: int = 3,
+        k: int | None = None,
         limit: int | None = None,
+        check: bool = True,
+        threshold: float = DEFAULT_THRESHOLD,
         plan: str | None = None,
     ) -> list[Match]:
-        """Documents within Hamming distance k (inclusive) of a text, a fingerprint or a stored key,
-        closest first. A key's own document is left out of its results. Exact for every k.
+        """Near-duplicates of a text, a fingerprint or a stored key, closest first (a key's own
+        document is left out). search() with the plan and counts left out; see it for the arguments."""
+        return self.search(
+            text, fingerprint=fingerprint, key=key, k=k, limit=limit, check=check, threshold=threshold, plan=plan
+        ).matches
 
-        plan: None chooses by cost; "index" (block lookups/probes) or "scan" force one (same answer)."""
-        return self.explain(text, fingerprint=fingerprint, key=key, k=k, limit=limit, plan=plan).matches
-
-    def explain(
+    def search(
         self,
         text: str | None = None,
         *,
         fingerprint: int | None = None,
         key: str | None = None,
-        k: int = 3,
+        k: int | None = None,
         limit: int | None = None,
+        check: bool = True,
+        threshold: float = DEFAULT_THRESHOLD,
         plan: str | None = None,
     ) -> SearchResult:
-        """near() with how it ran: the plan chosen and how many candidates were checked."""
-        check_k(k)
+        """Near-duplicates of one query, with how they were found: the plan, the candidates read and
+        (when checking) the check's counts.
+
+        Candidates are every document within Hamming distance k (exact for every k). With check (the
+        default) each is kept iff the 5-shingle Jaccard of its text and the query's is >= threshold,
+        or, where a text is out of reach, iff it is within min(k, RECOMMENDED_K); each match says which
+        (Match.checked_by). k defaults to CONFIRM_K when checking, RECOMMENDED_K when not. `limit` counts
+        kept matches. plan: None chooses by cost; "index" or "scan" force one (same answer)."""
+        k = candidate_k(k, check)
+        threshold = check_threshold(threshold)
         _check_limit(limit)
         chosen = forced_plan(k, plan)
         query = self._query_fingerprint(text, fingerprint, key)
-        return self._searcher.search(query, k, limit, exclude=key, plan=chosen)
+        result = self._searcher.search(query, k, None if check else limit, exclude=key, plan=chosen)
+        if not check:
+            return result
+        query = Query(text=text, fingerprint=fingerprint, key=key)
+        return check_search(result, query, ShingleCache(self), threshold, limit)
 
     def near_many(
         self,
         queries: Iterable[Query | int | QueryError],
         *,
-        k: int = 3,
+        k: int | None = None,
         limit: int | None = None,
+        check: bool = True,
+        threshold: float = DEFAULT_THRESHOLD,
         plan: str | None = None,
     ) -> Iterator[tuple[Query, SearchResult | QueryError]]:
-        """Search for many queries (Query objects, or bare unsigned fingerprints) in one go, yielding
+        """search() for many queries (Query objects, or bare unsigned fingerprints) in one go, yielding
         (query, answer) in order: a SearchResult, or a QueryError for a query that cannot be searched
         (unknown key, text without features; QueryErrors given as input pass through), so one bad
-        line does not end a long batch.
+        line does not end a long batch. The same check and defaults as search().
 
         Lazy: a million queries stream through without being held in memory. Once the probes have
         cost as much as reading every fingerprint would, the batch reads them (8 bytes per document
@@ -573,9 +591,11 @@ class SimhashIndex:
         planner count the rows per block value, once; later queries in hot buckets then scan when
         that is cheaper.
         """
-        check_k(k)
+        k = candidate_k(k, check)
+        threshold = check_threshold(threshold)
         _check_limit(limit)
         chosen = forced_plan(k, plan)
+        shingles = ShingleCache(self) if check else None
         counted = chosen is not None
         hot = None
         # Ski rental: once the probes have cost as much as reading every fingerprint would, read them;
@@ -592,8 +612,8 @@ class SimhashIndex:
             except InvalidInput as exc:
                 yield query, QueryError(query, str(exc))
                 continue
-            result = self._searcher.search(fp, k, limit, exclude=query.key, plan=chosen)
-            yield query, result
+            result = self._searcher.search(fp, k, None if check else limit, exclude=query.key, plan=chosen)
+            yield query, result if shingles is None else check_search(result, query, shingles, threshold, limit)
             if not counted:
                 if hot is None:
                     hot = HOT_CANDIDATES + HOT_FACTOR * self._searcher.uniform_candidates(k)
@@ -608,17 +628,34 @@ class SimhashIndex:
                     self._searcher.load_scan()
                     probe_spent = 0.0
 
-    # -- whole-corpus near duplicates (corpus.py, clusters.py) --------------------------------
+    # -- whole-corpus near duplicates (confirm.py, index_arrays.py, clusters.py) --------------
 
-    def dupes(self, k: int = 3) -> Iterator[DuplicatePair]:
-        """Every pair of documents within distance k, each once, identical fingerprints included;
-        streamed in no particular order. Exact for every k (see pairs.py)."""
-        return duplicate_pairs(self.conn, k)
+    def dupes(
+        self, k: int | None = None, *, check: bool = True, threshold: float = DEFAULT_THRESHOLD
+    ) -> DuplicatePairs:
+        """Every pair of near-duplicate documents, each once (first added first), streamed in no
+        particular order: the pairs within k, checked as in search() (same defaults). Iterate the
+        result; its `report` counts how pairs were judged (None without check)."""
+        return DuplicatePairs(self, candidate_k(k, check), threshold, check=check)
 
-    def clusters(self, k: int = 3, *, representative: str = "first") -> ClusterReport:
-        """Group documents into connected components of "within k" and write them to the clusters
-        table (cluster = lowest id; representative by rule: first, last, longest, shortest)."""
-        return cluster_index(self.conn, k, representative)
+    def clusters(
+        self,
+        k: int | None = None,
+        *,
+        check: bool = True,
+        threshold: float = DEFAULT_THRESHOLD,
+        representative: str = "first",
+    ) -> ClusterReport:
+        """Group documents into connected components of the dupes() pairs and write them to the
+        clusters table (cluster = lowest id; representative by rule: first, last, longest, shortest).
+        The report's `check` holds how the pairs were judged (None without check)."""
+        pairs = self.dupes(k, check=check, threshold=threshold)
+        if pairs.report is None:
+            return cluster_index(self.conn, pairs.k, representative)
+        report = cluster_index(
+            self.conn, pairs.k, representative, pairs=pairs.id_pairs(), threshold=pairs.report.threshold
+        )
+        return dataclasses.replace(report, check=pairs.report)
 
     def cluster_list(self, *, min_size: int = 2) -> Iterator[Cluster]:
         """The clusters written by the last clusters() run, with their member keys."""
@@ -657,25 +694,6 @@ class SimhashIndex:
 # expectation) has met a hot bucket: the batch then counts rows per block value to plan the rest.
 HOT_CANDIDATES = 1000
 HOT_FACTOR = 20
-
-
-@dataclass(frozen=True)
-class Query:
-    """One query of a batch: exactly one of text, fingerprint (unsigned) or key; `id` is the caller's
-    label, carried through to the answer."""
-
-    text: str | None = None
-    fingerprint: int | None = None
-    key: str | None = None
-    id: object = None
-
-
-@dataclass(frozen=True)
-class QueryError:
-    """A batch query that could not be searched, and why."""
-
-    query: Query
-    message: str
 
 
 def _check_limit(limit: int | None) -> None:

@@ -7,7 +7,7 @@ the same key (those blocks' bits) in at least one table. Each table is one numpy
 (key, position) words; equal keys form groups, and the pairs inside a group are the candidates,
 checked with a vectorized popcount. A pair whose key also matches in an earlier table is left to that
 table, so each pair comes out once. More blocks mean longer keys (fewer candidates) but more tables
-(more sorts); the layout with the lowest estimated cost wins, and when no layout beats comparing
+(more sorts); the tables with the lowest estimated cost win (block_tables.py), and when none beat comparing
 every pair (large k, few fingerprints) the pairs are compared directly, in chunks.
 
 Hot groups (thousands of fingerprints sharing a key: boilerplate, templates) are not expanded into
@@ -21,25 +21,17 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from functools import lru_cache
-from itertools import combinations
-from math import comb
 from typing import NamedTuple
 
 import numpy as np
 
-from .errors import InvalidInput
+from .block_tables import BlockTables, choose_tables
+from .fingerprint import check_k
 
 # About this many candidate or output pairs per chunk: bounds memory (a few dozen MB per chunk).
 CHUNK = 1 << 21
 # Groups larger than this are searched recursively on their remaining bits, not pair by pair.
 HOT_GROUP = 2048
-# At most this many blocks: the first-table lookup has 2**blocks entries.
-MAX_BLOCKS = 16
-# Estimated costs in nanoseconds (measured on the 2-core bench machine, see bench/pairs.py):
-SORT_NS = 100.0  # per fingerprint per table: key, pack, sort, group boundaries
-CANDIDATE_NS = 100.0  # per candidate pair from a group: expand, xor, popcount, filter
-BRUTE_NS = 15.0  # per pair when comparing all pairs directly
 
 _U64 = np.uint64
 
@@ -52,83 +44,7 @@ class Pairs(NamedTuple):
     distance: np.ndarray  # int64
 
 
-@dataclass(frozen=True)
-class Layout:
-    """How w-bit values are split: m blocks (block 0 = top bits) and the tables of r = m - k blocks."""
-
-    width: int
-    k: int
-    sizes: tuple[int, ...]
-
-    @property
-    def shifts(self) -> tuple[int, ...]:
-        ends = np.cumsum(self.sizes)
-        return tuple(int(self.width - end) for end in ends)
-
-    @property
-    def tables(self) -> tuple[tuple[int, ...], ...]:
-        return tuple(combinations(range(len(self.sizes)), len(self.sizes) - self.k))
-
-    def key_bits(self, table: tuple[int, ...]) -> int:
-        return sum(self.sizes[b] for b in table)
-
-    def describe(self) -> str:
-        return f"{len(self.tables)} tables of {len(self.sizes) - self.k} of {len(self.sizes)} blocks"
-
-
-def _split(width: int, m: int) -> tuple[int, ...]:
-    base, extra = divmod(width, m)
-    return tuple(base + (1 if i < extra else 0) for i in range(m))
-
-
-def choose_layout(width: int, k: int, n: int) -> Layout | None:
-    """The cheapest exact layout for n distinct w-bit values, or None when comparing all pairs is cheaper."""
-    all_pairs = n * (n - 1) / 2
-    best, best_cost = None, all_pairs * BRUTE_NS
-    for m in range(k + 1, min(width, MAX_BLOCKS) + 1):
-        layout = Layout(width, k, _split(width, m))
-        tables = comb(m, k)
-        if tables > 4096:
-            break
-        # The shortest key of a table: the r smallest blocks.
-        shortest = sum(sorted(layout.sizes)[: m - k])
-        candidates = tables * all_pairs / 2.0**shortest
-        cost = tables * n * SORT_NS + candidates * CANDIDATE_NS
-        if cost < best_cost:
-            best, best_cost = layout, cost
-    return best
-
-
-@lru_cache(maxsize=256)
-def _first_table(layout: Layout) -> np.ndarray:
-    """For each set of equal blocks (a bit mask), the first table whose blocks all agree (-1: none)."""
-    m = len(layout.sizes)
-    masks = np.arange(1 << m, dtype=np.int64)
-    first = np.full(1 << m, -1, dtype=np.int64)
-    for t, table in enumerate(layout.tables):
-        need = sum(1 << b for b in table)
-        first[((masks & need) == need) & (first < 0)] = t
-    return first
-
-
-def _bits(values: np.ndarray, layout: Layout, blocks: tuple[int, ...]) -> np.ndarray:
-    """The given blocks of each value, concatenated (first block in the high bits)."""
-    out = np.zeros(len(values), dtype=_U64)
-    for b in blocks:
-        size, shift = layout.sizes[b], layout.shifts[b]
-        out <<= _U64(size)
-        out |= (values >> _U64(shift)) & _U64((1 << size) - 1)
-    return out
-
-
-def _equal_blocks(xor: np.ndarray, layout: Layout) -> np.ndarray:
-    mask = np.zeros(len(xor), dtype=np.int64)
-    for b, (size, shift) in enumerate(zip(layout.sizes, layout.shifts)):
-        mask |= (((xor >> _U64(shift)) & _U64((1 << size) - 1)) == 0).astype(np.int64) << b
-    return mask
-
-
-def _sorted_by(keys: np.ndarray, key_bits: int) -> tuple[np.ndarray, np.ndarray]:
+def sorted_by(keys: np.ndarray, key_bits: int) -> tuple[np.ndarray, np.ndarray]:
     """(keys in ascending order, positions in that order); ties keep position order."""
     n = len(keys)
     position_bits = max(1, (n - 1).bit_length())
@@ -217,31 +133,33 @@ def distinct_pairs(values: np.ndarray, k: int, width: int = 64, chunk: int = CHU
     if n < 2 or k == 0:
         return  # distinct values are at least 1 apart
     values, width = _drop_constant_bits(values, width)
-    layout = choose_layout(width, k, n)
-    if layout is None:
+    tables = choose_tables(width, k, n)
+    if tables is None:
         yield from _brute(values, k, chunk)
         return
-    first = _first_table(layout)
-    for t, table in enumerate(layout.tables):
-        keys, order = _sorted_by(_bits(values, layout, table), layout.key_bits(table))
+    first = tables.first_table_lookup
+    for t, table in enumerate(tables.table_blocks):
+        keys, order = sorted_by(tables.bits(values, table), tables.table_width(table))
         starts, sizes = _groups(keys)
         hot = sizes > HOT_GROUP
-        hot_pairs = _hot_groups(values, order, starts[hot], sizes[hot], layout, table, k, width, chunk)
+        hot_pairs = _hot_groups(values, order, starts[hot], sizes[hot], tables, table, k, width, chunk)
         group_pairs = _small_groups(values, order, starts[~hot], sizes[~hot], k, chunk)
         for left, right, distance in _chain(hot_pairs, group_pairs):
-            mine = first[_equal_blocks(values[left] ^ values[right], layout)] == t
+            mine = first[tables.equal_blocks(values[left] ^ values[right])] == t
             if mine.any():
                 yield Pairs(left[mine], right[mine], distance[mine])
 
 
-def _hot_groups(values, order, starts, sizes, layout: Layout, table, k: int, width: int, chunk: int) -> Iterator[Pairs]:
+def _hot_groups(
+    values, order, starts, sizes, tables: BlockTables, table, k: int, width: int, chunk: int
+) -> Iterator[Pairs]:
     """Pairs inside groups too big to compare pair by pair: they share the key bits, so their pairs
     within k are the pairs within k of the remaining bits, searched the same way (recursion)."""
-    rest = tuple(b for b in range(len(layout.sizes)) if b not in table)
+    rest = tuple(b for b in range(tables.blocks) if b not in table)
     for start, size in zip(starts, sizes):
         members = order[start : start + size]  # ascending positions, one shared key
-        narrower = _bits(values[members], layout, rest)
-        for part in distinct_pairs(narrower, k, width - layout.key_bits(table), chunk):
+        narrower = tables.bits(values[members], rest)
+        for part in distinct_pairs(narrower, k, width - tables.table_width(table), chunk):
             yield Pairs(members[part.left], members[part.right], part.distance)
 
 
@@ -270,12 +188,6 @@ def as_unsigned(fingerprints) -> np.ndarray:
     if array.dtype == object or array.size == 0:
         return np.array([int(f) & ((1 << 64) - 1) for f in array.ravel()], dtype=_U64)
     return array.astype(_U64)
-
-
-def check_k(k: int) -> int:
-    if not isinstance(k, (int, np.integer)) or isinstance(k, bool) or not 0 <= k <= 64:
-        raise InvalidInput(f"k must be a whole number from 0 to 64, not {k!r}")
-    return int(k)
 
 
 @dataclass(frozen=True)

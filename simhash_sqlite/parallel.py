@@ -76,7 +76,7 @@ def _chunks(texts: list[str], parts: int) -> list[list[str]]:
     return out
 
 
-class Fingerprints:
+class FingerprintJob:
     """simhash_many(texts, settings), started now (in a process pool when that pays), in order from
     result(). Several may be under way at once: a caller can prepare the next batch meanwhile.
 
@@ -106,7 +106,7 @@ class Fingerprints:
         self.chunks = _chunks(texts, size * 4)  # a few chunks per process evens out uneven texts
         self.futures = [pool.submit(_fingerprint_chunk, chunk, settings) for chunk in self.chunks]
 
-    def result(self, meanwhile: Fingerprints | None = None) -> list[int | None]:
+    def result(self, meanwhile: FingerprintJob | None = None) -> list[int | None]:
         """The fingerprints in order. meanwhile: a batch started after this one; while the workers
         finish their chunks of this one, this process takes chunks of that one instead of waiting."""
         if self.futures is None:
@@ -132,4 +132,4 @@ class Fingerprints:
 
 def fingerprint_texts(texts: list[str], settings: FingerprintSettings) -> list[int | None]:
     """simhash_many(texts, settings), in order; in a process pool when that pays."""
-    return Fingerprints(texts, settings).result()
+    return FingerprintJob(texts, settings).result()

@@ -22,12 +22,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import lru_cache
 from math import comb
+from typing import TYPE_CHECKING
 
 import apsw
 import numpy as np
 
 from .errors import InvalidInput
-from .fingerprint import BLOCK_BITS, BLOCKS, similarity, to_unsigned
+from .fingerprint import BLOCK_BITS, BLOCKS, check_k, similarity, to_unsigned
+
+if TYPE_CHECKING:
+    from .confirm import ConfirmReport
 
 BLOCK_VALUES = 1 << BLOCK_BITS
 
@@ -45,9 +49,14 @@ SCAN_SHARE = SCAN_LOAD_ROW_NS / PROBE_ROW_NS
 
 @dataclass(frozen=True)
 class Match:
+    """A document found near a query. `check` says how it was judged: "exact" (Jaccard of the texts),
+    "distance" (no text to compare: kept by distance alone), or None (the check was turned off)."""
+
     key: str
     fingerprint: int  # unsigned
     distance: int
+    jaccard: float | None = None  # the Jaccard the check measured, when it measured one
+    checked_by: str | None = None
 
     @property
     def similarity(self) -> float:
@@ -84,16 +93,11 @@ class SearchResult:
     plan: Plan
     candidates: int
     matches: list[Match] = field(default_factory=list)
+    report: ConfirmReport | None = None  # how the candidates were checked (None: not checked)
 
 
 def probes_per_block(radius: int) -> int:
     return sum(comb(BLOCK_BITS, i) for i in range(radius + 1))
-
-
-def check_k(k: int) -> int:
-    if not isinstance(k, int) or isinstance(k, bool) or not 0 <= k <= 64:
-        raise InvalidInput(f"k must be a whole number from 0 to 64, not {k!r}")
-    return k
 
 
 def plan_for(k: int, rows: int | None = None, candidates: int | None = None, scan_loaded: bool = False) -> Plan:

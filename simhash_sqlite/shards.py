@@ -15,7 +15,9 @@ from collections.abc import Iterable
 
 from .errors import InvalidInput, SettingsMismatch
 from .fingerprint import simhash, to_signed
-from .index import Match, SimhashIndex
+from .confirm import DEFAULT_THRESHOLD
+from .index import SimhashIndex
+from .search import Match
 from .settings import FingerprintSettings
 
 SHARD_PATTERN = "shard-{:05d}.db"
@@ -40,10 +42,13 @@ def near_in_shards(
     text: str | None = None,
     *,
     fingerprint: int | None = None,
-    k: int = 3,
+    k: int | None = None,
     limit: int | None = None,
+    check: bool = True,
+    threshold: float = DEFAULT_THRESHOLD,
 ) -> list[Match]:
-    """Matches within k in every shard, closest first (then by key): one open file at a time.
+    """SimhashIndex.near over every shard (the same check and defaults), closest first (then by key):
+    one open file at a time.
 
     All shards must record the same fingerprint settings; a text is fingerprinted with them.
     """
@@ -62,6 +67,7 @@ def near_in_shards(
                 to_signed(fingerprint)
             elif index.settings != settings:
                 raise SettingsMismatch(f"{path} was built with other fingerprint settings than the first shard")
-            matches.extend(index.near(fingerprint=fingerprint, k=k, limit=limit))
+            query = {"fingerprint": fingerprint} if text is None else {"text": text}
+            matches.extend(index.near(**query, k=k, limit=limit, check=check, threshold=threshold))
     matches.sort(key=lambda m: (m.distance, m.key))
     return matches if limit is None else matches[:limit]

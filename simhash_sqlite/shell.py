@@ -14,9 +14,18 @@ import apsw.shell
 from .checks import check_index
 from .fingerprint import from_hex, to_hex, to_signed
 from .index import SimhashIndex
+from .settings import CONFIRM_K, RECOMMENDED_K
 from .sqlguard import SCHEMA_HINT, guard_schema
 
-NEAR_SQL = "SELECT key, distance, round(similarity, 4) AS similarity, simhash_hex(fingerprint) AS fingerprint FROM simhash_near(?, ?)"
+NEAR_SQL = (
+    "SELECT key, distance, round(similarity, 4) AS similarity, simhash_hex(fingerprint) AS fingerprint, "
+    "round(jaccard, 4) AS jaccard, checked_by FROM simhash_near(?, ?)"
+)
+# A key's or a hash's search: the fingerprint alone, so by distance (no text to check against).
+NEAR_FINGERPRINT_SQL = (
+    "SELECT key, distance, round(similarity, 4) AS similarity, simhash_hex(fingerprint) AS fingerprint "
+    "FROM simhash_near(?, ?, 0)"
+)
 
 
 class IndexShell(apsw.shell.Shell):
@@ -47,42 +56,42 @@ class IndexShell(apsw.shell.Shell):
             raise self.Error("the current connection is not a simhash index (.open FILE opens one)")
         return self.index
 
-    def _text_and_k(self, cmd: list[str], what: str) -> tuple[str, int]:
+    def _text_and_k(self, cmd: list[str], what: str, default_k: int) -> tuple[str, int]:
         if len(cmd) not in (1, 2):
-            raise self.Error(f"give {what} and optionally K (default 3); quote a text with spaces")
+            raise self.Error(f"give {what} and optionally K (default {default_k}); quote a text with spaces")
         try:
-            k = int(cmd[1]) if len(cmd) == 2 else 3
+            k = int(cmd[1]) if len(cmd) == 2 else default_k
         except ValueError:
             raise self.Error(f"K must be a whole number from 0 to 64, not {cmd[1]!r}") from None
         return cmd[0], k
 
     def command_near(self, cmd):
-        """near TEXT ?K?: Documents within distance K (default 3) of TEXT, closest first
+        """near TEXT ?K?: Near-duplicates of TEXT: within distance K (default 12), checked, closest first
 
-        Runs SELECT ... FROM simhash_near(TEXT, K), the same exact search as simq near, and shows
+        Runs SELECT ... FROM simhash_near(TEXT, K), the same search and check as simq near, and shows
         the rows in the current output mode. Quote a text with spaces: .near "some text" 6
         """
         self._index()
-        text, k = self._text_and_k(cmd, "a TEXT")
+        text, k = self._text_and_k(cmd, "a TEXT", CONFIRM_K)
         self.process_sql(NEAR_SQL, (text, k))
 
     def command_nearkey(self, cmd):
-        """nearkey KEY ?K?: Documents within distance K (default 3) of a stored document
+        """nearkey KEY ?K?: Documents within distance K (default 9) of a stored document's fingerprint
 
-        The document itself is left out, as with simq near --key.
+        By distance alone (simhash_near(fingerprint, K, 0)); the document itself is left out.
         """
-        key, k = self._text_and_k(cmd, "a KEY")
+        key, k = self._text_and_k(cmd, "a KEY", RECOMMENDED_K)
         stored = self._index().get(key)
         if stored is None or stored.fingerprint is None:
             raise self.Error(f"no document with key {key!r}, or it has no fingerprint")
-        self.process_sql(NEAR_SQL + " WHERE key IS NOT ?", (to_signed(stored.fingerprint), k, key))
+        self.process_sql(NEAR_FINGERPRINT_SQL + " WHERE key IS NOT ?", (to_signed(stored.fingerprint), k, key))
 
     def command_nearhash(self, cmd):
-        """nearhash HEX ?K?: Documents within distance K (default 3) of a 16-hex-digit fingerprint
+        """nearhash HEX ?K?: Documents within distance K (default 9) of a 16-hex-digit fingerprint
         """
-        digits, k = self._text_and_k(cmd, "a HEX fingerprint")
+        digits, k = self._text_and_k(cmd, "a HEX fingerprint", RECOMMENDED_K)
         self._index()
-        self.process_sql(NEAR_SQL, (to_signed(from_hex(digits)), k))
+        self.process_sql(NEAR_FINGERPRINT_SQL, (to_signed(from_hex(digits)), k))
 
     def command_hash(self, cmd):
         """hash TEXT: The fingerprint of TEXT with this index's settings (16 hex digits)
@@ -128,7 +137,7 @@ class IndexShell(apsw.shell.Shell):
 
         for function in FUNCTIONS:
             self.write(self.stdout, f"{function.name}: {function.summary}\n    {function.example}\n")
-        self.write(self.stdout, "simhash_near(query, k): table of documents within k; SELECT * FROM simhash_near('text', 3)\n")
+        self.write(self.stdout, "simhash_near(query, k, checked): table of near-duplicates; SELECT * FROM simhash_near('text')\n")
 
     def command_open(self, cmd):
         """open FILE: Open another simhash index (checked, with our functions) instead of this one

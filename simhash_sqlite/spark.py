@@ -6,7 +6,7 @@ signed int64 form, exactly as SQLite stores them; `hex` columns print the unsign
 
 The job, each step a function over DataFrames:
   fingerprints       documents -> (id, fingerprint)
-  fingerprint_pairs  distinct fingerprints -> pairs within k through a BlockScheme join (exact)
+  fingerprint_pairs  distinct fingerprints -> pairs within k through a BlockTables join (exact)
   document_pairs     those pairs, plus documents sharing a fingerprint, as (id_a < id_b, distance)
   components         connected components of the fingerprint graph (min-label propagation with
                      pointer jumping, no GraphFrames)
@@ -46,8 +46,8 @@ except ImportError as exc:  # the base install has no Spark; say how to get it, 
         "(pip install 'simhash-sqlite[spark]')"
     ) from exc
 
-from . import __version__
-from .blockscheme import BlockScheme
+from .version import __version__
+from .block_tables import BlockTables
 from .features import jieba_version
 from .fingerprint import simhash, to_signed, to_unsigned
 from .index import SimhashIndex
@@ -166,8 +166,8 @@ def _signed(mask: int) -> Column:
     return F.lit(to_signed(mask)).cast("long")
 
 
-def _first_table(xor: Column, scheme: BlockScheme) -> Column:
-    """The first table in which a pair with this XOR shares its key (see BlockScheme.first_table)."""
+def _first_table(xor: Column, scheme: BlockTables) -> Column:
+    """The first table in which a pair with this XOR shares its key (see BlockTables.first_table)."""
     expr = None
     for t, mask in enumerate(scheme.table_masks):
         cond = xor.bitwiseAND(_signed(mask)) == 0
@@ -175,7 +175,7 @@ def _first_table(xor: Column, scheme: BlockScheme) -> Column:
     return expr
 
 
-def _table_keys(fps: DataFrame, scheme: BlockScheme) -> DataFrame:
+def _table_keys(fps: DataFrame, scheme: BlockTables) -> DataFrame:
     """(table, key, fingerprint): every fingerprint once per table."""
     keys = F.array(
         *[F.struct(F.lit(t).alias("table"), F.col("fingerprint").bitwiseAND(_signed(m)).alias("key"))
@@ -184,15 +184,15 @@ def _table_keys(fps: DataFrame, scheme: BlockScheme) -> DataFrame:
     return fps.select("fingerprint", F.explode(keys).alias("tk")).select("tk.table", "tk.key", "fingerprint")
 
 
-def fingerprint_pairs(distinct: DataFrame, k: int, scheme: BlockScheme | None = None) -> DataFrame:
+def fingerprint_pairs(distinct: DataFrame, k: int, scheme: BlockTables | None = None) -> DataFrame:
     """(a, b, distance) with a < b (signed) for distinct fingerprints 1..k bits apart, each pair once.
 
     `distinct` has one row per fingerprint (column `fingerprint`, no nulls). Exact: the result equals
     a brute force over all pairs.
     """
-    scheme = scheme or BlockScheme.for_k(k)
+    scheme = scheme or BlockTables.for_k(k)
     if scheme.k < k:
-        raise InvalidInput(f"the block scheme is exact up to k={scheme.k}, not k={k}")
+        raise InvalidInput(f"the block tables are exact up to k={scheme.k}, not k={k}")
     spark = distinct.sparkSession
     empty = spark.createDataFrame([], "a long, b long, distance int")
     if k == 0:
@@ -241,7 +241,7 @@ def document_pairs(fps: DataFrame, fp_pairs: DataFrame) -> DataFrame:
 # -- connected components --------------------------------------------------------------------------
 
 
-def components(edges: DataFrame, *, max_rounds: int = 100) -> DataFrame:
+def graph_components(edges: DataFrame, *, max_rounds: int = 100) -> DataFrame:
     """(node, label): every node of an undirected graph (columns a, b) with the smallest node of its component.
 
     Min-label propagation with pointer jumping: each round a node takes the smallest label among
@@ -291,7 +291,7 @@ def clusters(
     together). The kept document is the lowest id, or the first by keep_by (ascending unless
     descending; ties broken by the lowest id). A document without features is a cluster of one.
     """
-    components_ = components(fp_pairs.select("a", "b"))
+    components_ = graph_components(fp_pairs.select("a", "b"))
     featured = fps.where(F.col("fingerprint").isNotNull())
     grouped = featured.join(components_, featured.fingerprint == components_.node, "left").select(
         *featured.columns, F.coalesce("label", "fingerprint").cast("string").alias("group")
@@ -324,7 +324,7 @@ def match_existing(
     existing: DataFrame,
     k: int,
     *,
-    scheme: BlockScheme | None = None,
+    scheme: BlockTables | None = None,
     broadcast: str = "auto",
 ) -> DataFrame:
     """(id, existing_id, distance): each batch document within k of an existing one, with its nearest
@@ -333,7 +333,7 @@ def match_existing(
     broadcast: "batch", "existing", "none", or "auto" (count both sides' distinct fingerprints and
     broadcast the smaller, as a daily crawl batch against a large index wants).
     """
-    scheme = scheme or BlockScheme.for_k(k)
+    scheme = scheme or BlockTables.for_k(k)
     if broadcast not in ("auto", "batch", "existing", "none"):
         raise InvalidInput(f"broadcast must be auto, batch, existing or none, not {broadcast!r}")
     new_fps = batch.where(F.col("fingerprint").isNotNull()).select("fingerprint").distinct()
@@ -370,7 +370,7 @@ def match_existing(
 
 
 @dataclass
-class DedupReport:
+class SparkDedupReport:
     """What run_dedup wrote, with counts (the manifest holds the same)."""
 
     out: str
@@ -388,7 +388,7 @@ class DedupReport:
 
 
 @contextmanager
-def _phase(report: DedupReport, name: str):
+def _phase(report: SparkDedupReport, name: str):
     started = time.perf_counter()
     yield
     report.phases[name] = round(time.perf_counter() - started, 2)
@@ -429,14 +429,14 @@ def run_dedup(
     against: str | None = None,
     sqlite_shards: int = 0,
     overwrite: bool = False,
-) -> DedupReport:
+) -> SparkDedupReport:
     """Read documents, write fingerprints, pairs, clusters and kept documents as Parquet under `out`,
     a manifest, and optionally SQLite shards. With `against` (an earlier run's folder), documents
     within k of that run's fingerprints are dropped first (written to matched_existing) and the
     rest are deduplicated among themselves; the earlier run's settings are used.
     """
     started = time.perf_counter()
-    scheme = BlockScheme.for_k(k, blocks)
+    scheme = BlockTables.for_k(k, blocks)
     if keep_by == id_col:
         keep_by = None  # the id column is already the tie-break
     if sqlite_shards < 0:
@@ -455,7 +455,7 @@ def run_dedup(
     docs = read_documents(spark, input_path, fmt)
     _require_columns(docs, id_col, text_col, keep_by)
     _prepare_out(out, overwrite)  # only once the input is known to be usable
-    report = DedupReport(out=out)
+    report = SparkDedupReport(out=out)
 
     def saved(frame: DataFrame, name: str) -> DataFrame:
         """Write a step's result and read it back: later steps reuse it without recomputing."""

@@ -4,23 +4,19 @@ Each entry carries its flags, a one-line description and a runnable example with
 README's function table and tests/test_sqlfunctions.py are checked against this table. Fingerprints
 in SQL are the stored signed int64 (two's complement); every function masks to 64 bits, so a
 negative stored value and its unsigned hex mean the same fingerprint. NULL in gives NULL out.
-The table-valued simhash_near(query, k) lives in vtable.py and is registered with these.
+The table-valued simhash_near(query, k) lives in vtable.py; SimhashIndex registers it beside these.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import apsw
 
 from .errors import InvalidInput
 from .fingerprint import BLOCKS, blocks, from_hex, hamming, similarity, simhash, to_hex, to_signed
 from .settings import FingerprintSettings
-
-if TYPE_CHECKING:
-    from .index import SimhashIndex
 
 
 @dataclass(frozen=True)
@@ -145,10 +141,10 @@ FUNCTIONS = (
 )
 
 
-def register_functions(conn: apsw.Connection, settings: FingerprintSettings, index: SimhashIndex | None = None) -> None:
-    """Register every function in FUNCTIONS, and simhash_near when given the index it searches.
+def register_functions(conn: apsw.Connection, settings: FingerprintSettings) -> None:
+    """Register every function in FUNCTIONS. Registering again replaces them (a no-op in effect).
 
-    Registering again replaces them (a no-op in effect).
+    The table-valued simhash_near needs an index to search: SimhashIndex registers it (vtable.py).
     """
     for function in FUNCTIONS:
         conn.create_scalar_function(
@@ -158,8 +154,4 @@ def register_functions(conn: apsw.Connection, settings: FingerprintSettings, ind
             deterministic=function.deterministic,
             flags=apsw.SQLITE_INNOCUOUS if function.innocuous else 0,
         )
-    if index is not None:
-        from .vtable import register_near_table
-
-        register_near_table(conn, index)
 

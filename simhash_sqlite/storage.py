@@ -69,10 +69,10 @@ def connect(path: str | os.PathLike, *, create: bool, readonly: bool = False) ->
     except apsw.CantOpenError:
         raise IndexNotFound(f"cannot open {path} (missing folder or no permission)") from None
     try:
-        _harden(conn)
+        harden(conn)
         if conn.readonly("main"):  # the file or its folder cannot be written (SQLite fell back to reading)
             conn = _readable(conn, path)
-        version = _check_ours(conn, path)
+        version = check_ours(conn, path)
         verify_schema(conn, path, version)
         if not conn.readonly("main"):
             conn.pragma("journal_mode", "wal")
@@ -100,11 +100,11 @@ def _readable(conn: apsw.Connection, path: str) -> apsw.Connection:
         conn.close()
     uri = f"file:{urllib.parse.quote(os.path.abspath(path))}?immutable=1"
     conn = apsw.Connection(uri, flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI)
-    _harden(conn)
+    harden(conn)
     return conn
 
 
-def _harden(conn: apsw.Connection) -> None:
+def harden(conn: apsw.Connection) -> None:
     """Settings for files that may come from elsewhere (apsw best practice, applied per connection)."""
     conn.set_busy_timeout(BUSY_TIMEOUT_MS)
     conn.config(apsw.SQLITE_DBCONFIG_DEFENSIVE, 1)
@@ -114,7 +114,7 @@ def _harden(conn: apsw.Connection) -> None:
     conn.pragma("foreign_keys", 1)
 
 
-def _check_ours(conn: apsw.Connection, path: str) -> int:
+def check_ours(conn: apsw.Connection, path: str) -> int:
     """The file's schema version; raises unless it is our index or a new, empty database."""
     try:
         app_id = conn.pragma("application_id")

@@ -20,7 +20,7 @@ from collections.abc import Iterable, Iterator
 import numpy as np
 
 from .errors import InvalidInput
-from .features import _WORD, ngram_hashes, word_units, words
+from .features import WORD, ngram_hashes, word_units, words
 from .settings import FingerprintSettings
 
 _SPACE = re.compile(r"\s+")  # the same split as features.normalize's str.split()
@@ -103,7 +103,7 @@ def simhash_pieces(
                 text = " " + text
             held_space = text.endswith(" ")
             text = text.removesuffix(" ")
-            has_word = has_word or bool(_WORD.search(text))
+            has_word = has_word or bool(WORD.search(text))
             new = np.frombuffer(text.encode("utf-32-le"), dtype="<u4").astype(np.uint64)
         else:
             new = word_units(words(piece, settings.hmm))

@@ -13,7 +13,7 @@ from test_cli import assert_clean_error, simq
 from test_explain_calibrate import brute_jaccard
 
 from simhash_sqlite import Document, SimhashIndex, hamming
-from simhash_sqlite.confirm import ENTRY_BYTES, ShingleCache, confirmed_clusters, confirmed_near, confirmed_pairs
+from simhash_sqlite.confirm import ENTRY_BYTES, DuplicatePairs, ShingleCache
 from simhash_sqlite.settings import CONFIRM_K, RECOMMENDED_K
 
 
@@ -68,12 +68,12 @@ def test_confirmed_dupes_equal_brute_force_jaccard_at_the_boundary(runner, store
     # The corpus really tests the boundary: candidates just above 0.8 kept, just below dropped.
     assert any(0.8 <= j < 0.82 for j in candidates.values()) and any(0.78 <= j < 0.8 for j in candidates.values())
     with SimhashIndex(db) as index:
-        checker = confirmed_pairs(index)
+        checker = index.dupes()
         got = {frozenset((p.first, p.second)): p.jaccard for p in checker}
         assert checker.report.unchecked == 0 and checker.report.checked == len(want)
         assert checker.report.rejected == len(candidates) - len(want)
         # A cache too small for two texts recomputes, with the same answer.
-        assert {frozenset((p.first, p.second)) for p in confirmed_pairs(index, cache_bytes=1)} == set(want)
+        assert {frozenset((p.first, p.second)) for p in DuplicatePairs(index, cache_bytes=1)} == set(want)
     assert got == pytest.approx(want)
     result = simq(runner, "dupes", "--db", db, "--format", "jsonl")
     assert result.exit_code == 0, result.output
@@ -106,8 +106,8 @@ def test_confirmed_near_equals_brute_force(runner, stored):
         assert [m["distance"] for m in matches] == sorted(m["distance"] for m in matches)
         # The same through a text: the query's own document is found too, at Jaccard 1.
         with SimhashIndex(db) as index:
-            by_text = confirmed_near(index, docs[query])
-        assert {m.key: m.jaccard for m in by_text.matches} == pytest.approx({**expected, query: 1.0})
+            by_text = index.near(docs[query])
+        assert {m.key: m.jaccard for m in by_text} == pytest.approx({**expected, query: 1.0})
     limited = json.loads(simq(runner, "near", "--db", db, "--key", "f0", "--json", "--limit", "2").stdout)
     assert len(limited) == 2 and all(m["checked"] for m in limited)
 
@@ -132,16 +132,17 @@ def test_confirmed_clusters_are_components_of_the_checked_pairs(runner, stored, 
     assert sorted(tuple(sorted(json.loads(line)["members"])) for line in out.read_text().splitlines()) == expected
     assert "checked exactly" in result.stderr
     with SimhashIndex(copy) as index:
-        report, checks = confirmed_clusters(index)
+        report = index.clusters()
+    checks = report.check
     assert checks.checked == len(want) and report.clustered == sum(len(g) for g in expected)
 
 
 def test_no_confirm_is_the_plain_distance_search(runner, stored):
     db, docs, fps = stored
     with SimhashIndex(db) as index:
-        plain_near = [(m.key, m.distance) for m in index.near(key="f3", k=RECOMMENDED_K)]
-        plain_pairs = {frozenset((p.first, p.second)): p.distance for p in index.dupes(RECOMMENDED_K)}
-        plain_pairs5 = {frozenset((p.first, p.second)) for p in index.dupes(5)}
+        plain_near = [(m.key, m.distance) for m in index.near(key="f3", k=RECOMMENDED_K, check=False)]
+        plain_pairs = {frozenset((p.first, p.second)): p.distance for p in index.dupes(RECOMMENDED_K, check=False)}
+        plain_pairs5 = {frozenset((p.first, p.second)) for p in index.dupes(5, check=False)}
     near = json.loads(simq(runner, "near", "--db", db, "--key", "f3", "--json", "--no-confirm").stdout)
     assert [(m["key"], m["distance"]) for m in near] == plain_near
     assert all(m["jaccard"] is None and m["checked"] is False for m in near)
@@ -200,11 +201,15 @@ def test_jsonl_without_store_text_is_judged_by_distance(runner, stored, tmp_path
     assert simq(runner, "add", "--db", db, source).exit_code == 0
     confirmed = simq(runner, "dupes", "--db", db, "--format", "jsonl")
     plain = simq(runner, "dupes", "--db", db, "--format", "jsonl", "--no-confirm")  # k = RECOMMENDED_K
-    assert sorted(confirmed.stdout.splitlines()) == sorted(plain.stdout.splitlines())
+    def without_kind(lines):  # the kind of check is the one difference: "distance" against none
+        return sorted(json.dumps({**json.loads(x), "checked_by": None}) for x in lines)
+
+    assert without_kind(confirmed.stdout.splitlines()) == without_kind(plain.stdout.splitlines())
     assert all(json.loads(x)["checked"] is False for x in confirmed.stdout.splitlines())
     assert "0 checked exactly" in confirmed.stderr and "--store-text" in confirmed.stderr
     near = simq(runner, "near", "--db", db, "--key", "f2", "--json")
-    assert near.stdout == simq(runner, "near", "--db", db, "--key", "f2", "--json", "--no-confirm").stdout
+    plain_near = simq(runner, "near", "--db", db, "--key", "f2", "--json", "--no-confirm").stdout
+    assert [{**m, "checked_by": None} for m in json.loads(near.stdout)] == json.loads(plain_near)
     assert "--store-text" in near.stderr and "--hash" not in near.stderr
     # A bare fingerprint has no text either, whatever the index stores.
     with SimhashIndex(db) as index:

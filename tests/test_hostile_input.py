@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from test_cli import ENGLISH, assert_clean_error, simq
 
 from simhash_sqlite import Document, SimhashIndex, sources
-from simhash_sqlite.integrity import problems
+from simhash_sqlite.checks import problems
 
 
 def no_traceback(result):

@@ -11,8 +11,9 @@ from hypothesis import strategies as st
 
 from simhash_sqlite import Document, InvalidInput, hamming
 from simhash_sqlite import pairs as pairs_module
-from simhash_sqlite.clusters import components
-from simhash_sqlite.pairs import choose_layout, near_pairs
+from simhash_sqlite.clusters import component_labels
+from simhash_sqlite.block_tables import MAX_BLOCKS, BlockTables, choose_tables
+from simhash_sqlite.pairs import near_pairs
 
 MASK = (1 << 64) - 1
 
@@ -78,13 +79,13 @@ def test_every_layout_is_exact_and_emits_each_pair_once(fps, k):
     if len(np.unique(values)) != len(values):
         values = np.unique(values)
     expected = brute(values.tolist(), k)
-    original = pairs_module.choose_layout
-    for m in range(k + 1, min(64, pairs_module.MAX_BLOCKS) + 1):
+    original = pairs_module.choose_tables
+    for m in range(k + 1, min(64, MAX_BLOCKS) + 1):
         if comb(m, k) > 40:
             break  # more tables only repeat the same code path, slower
-        layout = pairs_module.Layout(64, k, pairs_module._split(64, m))
-        pairs_module.choose_layout = lambda w, k_, n, layout=layout, original=original: (
-            layout if w == 64 else original(w, k_, n)
+        tables = BlockTables.split(k, m, max_tables=40)
+        pairs_module.choose_tables = lambda w, k_, n, tables=tables, original=original: (
+            tables if w == 64 else original(w, k_, n)
         )
         try:
             got = sorted(
@@ -93,7 +94,7 @@ def test_every_layout_is_exact_and_emits_each_pair_once(fps, k):
                 for t in zip(part.left.tolist(), part.right.tolist(), part.distance.tolist())
             )
         finally:
-            pairs_module.choose_layout = original
+            pairs_module.choose_tables = original
         assert got == expected, m
 
 
@@ -104,7 +105,7 @@ def test_random_sets_with_planted_clusters_at_several_k():
         fps.append(flip(rng.choice(fps), rng.sample(range(64), rng.randint(0, 6))))
     for k in (0, 1, 3, 4, 6, 9):
         assert found(fps, k) == brute_numpy(fps, k), k
-    assert choose_layout(64, 3, 1_000_000) is not None  # large inputs use the tables, not all pairs
+    assert choose_tables(64, 3, 1_000_000) is not None  # large inputs use the tables, not all pairs
 
 
 def test_hot_groups_are_searched_on_their_remaining_bits(monkeypatch):
@@ -152,7 +153,7 @@ def brute_components(fps, k):
 @settings(max_examples=60, deadline=None)
 @given(planted(), st.integers(0, 20))
 def test_components_equal_brute_force(fps, k):
-    assert components(np.array(fps, dtype=np.uint64), k).tolist() == brute_components(fps, k)
+    assert component_labels(np.array(fps, dtype=np.uint64), k).tolist() == brute_components(fps, k)
 
 
 def test_a_chain_is_one_component_though_its_ends_are_far_apart():
@@ -160,11 +161,11 @@ def test_a_chain_is_one_component_though_its_ends_are_far_apart():
     b = flip(a, range(3))  # 3 from a
     c = flip(b, range(3, 6))  # 3 from b, 6 from a
     far = MASK
-    labels = components(np.array([far, c, a, b], dtype=np.uint64), 3).tolist()
+    labels = component_labels(np.array([far, c, a, b], dtype=np.uint64), 3).tolist()
     assert labels == [0, 1, 1, 1]
     assert found([a, c], 3) == []
     long_chain = [flip(0, range(i)) for i in range(64)]  # each 1 from the next
-    assert set(components(np.array(long_chain[::-1], dtype=np.uint64), 1).tolist()) == {0}
+    assert set(component_labels(np.array(long_chain[::-1], dtype=np.uint64), 1).tolist()) == {0}
 
 
 # -- the index: dupes, clusters written back -----------------------------------------------------
@@ -190,14 +191,14 @@ def test_index_dupes_match_brute_force(filled):
     keys = [key for key, _ in items]
     for k in (0, 3, 6):
         expected = {(keys[i], keys[j], d) for i, j, d in brute([fp for _, fp in items], k)}
-        got = [(p.first, p.second, p.distance) for p in index.dupes(k)]
+        got = [(p.first, p.second, p.distance) for p in index.dupes(k, check=False)]
         assert sorted(got) == sorted(expected) and len(set(got)) == len(got)
-    assert ("c0", "copy", 0) in {(p.first, p.second, p.distance) for p in index.dupes(0)}
+    assert ("c0", "copy", 0) in {(p.first, p.second, p.distance) for p in index.dupes(0, check=False)}
 
 
 def test_clusters_are_written_back_and_reruns_are_idempotent(filled, db_path):
     index, items = filled
-    report = index.clusters(4)
+    report = index.clusters(4, check=False)
     fps = [fp for _, fp in items]
     expected_groups = {}
     for i, label in enumerate(brute_components(fps, 4)):
@@ -207,7 +208,7 @@ def test_clusters_are_written_back_and_reruns_are_idempotent(filled, db_path):
     assert report.documents == len(items) + 1 and report.clusters == len(expected_groups) + 1
     assert report.duplicates == len(items) - len(expected_groups)
     first = index.conn.execute("SELECT * FROM clusters ORDER BY id").fetchall()
-    assert index.clusters(4) == report
+    assert index.clusters(4, check=False) == report
     assert index.conn.execute("SELECT * FROM clusters ORDER BY id").fetchall() == first
     # SQL over the written clusters: sizes agree with GROUP BY, one representative each.
     grouped = index.conn.execute(
@@ -222,7 +223,7 @@ def test_clusters_are_marked_stale_by_any_change_to_the_documents(index, runner,
 
     index.add([Document("a", "alpha beta gamma delta " * 20), Document("b", "alpha beta gamma delta " * 20 + "!")])
     assert index.stats().clusters is None  # never clustered: nothing to be stale
-    index.clusters(10)
+    index.clusters(10, check=False)
     assert index.stats().clusters["documents"] == 2 and not index.stats().clusters.get("stale")
     index.add([Document("a", "alpha beta gamma delta " * 20)])  # unchanged: nothing written
     assert not index.stats().clusters.get("stale")
@@ -232,12 +233,12 @@ def test_clusters_are_marked_stale_by_any_change_to_the_documents(index, runner,
         lambda: index.remove_glob("b*"),
         lambda: index.add_fingerprints([("d", 12345)]),
     ):
-        index.clusters(10)
+        index.clusters(10, check=False)
         change()
         assert index.stats().clusters["stale"] is True
     shown = runner.invoke(app, ["stats", "--db", str(db_path)])
     assert shown.exit_code == 0 and "STALE" in shown.output and "run simq clusters again" in shown.output
-    index.clusters(10)
+    index.clusters(10, check=False)
     assert "STALE" not in runner.invoke(app, ["stats", "--db", str(db_path)]).output
 
 
@@ -245,11 +246,11 @@ def test_representative_rules(index):
     # One character apart: 8 bits with binary weights (the default), so k=10 joins them.
     index.add([Document("short", "alpha beta gamma delta " * 20), Document("long", "alpha beta gamma delta " * 20 + "!")])
     assert [c.representative for c in index.cluster_list()] == []  # nothing written yet
-    index.clusters(10)
+    index.clusters(10, check=False)
     assert [c.representative for c in index.cluster_list()] == ["short"]
-    index.clusters(10, representative="longest")
+    index.clusters(10, representative="longest", check=False)
     assert [c.representative for c in index.cluster_list()] == ["long"]
-    index.clusters(10, representative="last")
+    index.clusters(10, representative="last", check=False)
     assert [(c.representative, c.size, c.members) for c in index.cluster_list()] == [("long", 2, ("short", "long"))]
     with pytest.raises(InvalidInput):
-        index.clusters(10, representative="best")
+        index.clusters(10, representative="best", check=False)

@@ -64,7 +64,7 @@ def test_a_batch_taken_meanwhile_gives_the_same_fingerprints(monkeypatch):
     _started_pool(monkeypatch)
     s = FingerprintSettings()
     a, b = _texts(200, seed=3), _texts(200, seed=4)
-    first, second = parallel.Fingerprints(a, s), parallel.Fingerprints(b, s)
+    first, second = parallel.FingerprintJob(a, s), parallel.FingerprintJob(b, s)
     assert first.futures is not None and second.futures is not None  # both went to the pool
     assert first.result(meanwhile=second) == [simhash(t, s) for t in a]
     assert second.result() == [simhash(t, s) for t in b]
@@ -91,10 +91,10 @@ def test_batches_stay_in_this_process_until_a_worker_is_ready(monkeypatch):
     monkeypatch.setattr(parallel, "PARALLEL_MIN_CHARS", 1)
     s = FingerprintSettings()
     texts = _texts(50, seed=5)
-    early = parallel.Fingerprints(texts, s)  # the pool is created now: its workers are starting
+    early = parallel.FingerprintJob(texts, s)  # the pool is created now: its workers are starting
     assert early.futures is None and early.result() == [simhash(t, s) for t in texts]
     parallel._pool(2)[1].result(timeout=120)
-    late = parallel.Fingerprints(texts, s)
+    late = parallel.FingerprintJob(texts, s)
     assert late.futures is not None and late.result() == early.result()
 
 

@@ -25,9 +25,9 @@ def test_scan_index_and_batch_equal_brute_force_for_any_k(tmp_path_factory, fps,
         for q in queries:
             want = brute_force(stored, q, k)
             for plan in ("scan", "index", None):
-                assert [(m.distance, m.key) for m in index.near(fingerprint=q, k=k, plan=plan)] == want, (plan, k, q)
+                assert [(m.distance, m.key) for m in index.near(fingerprint=q, k=k, plan=plan, check=False)] == want, (plan, k, q)
         for plan in ("scan", "index", None):
-            answers = list(index.near_many(queries, k=k, plan=plan))
+            answers = list(index.near_many(queries, k=k, plan=plan, check=False))
             assert [[(m.distance, m.key) for m in a.matches] for _, a in answers] == [
                 brute_force(stored, q, k) for q in queries
             ]
@@ -36,30 +36,30 @@ def test_scan_index_and_batch_equal_brute_force_for_any_k(tmp_path_factory, fps,
 def test_explain_counts_candidates_and_names_the_plan(index):
     base = 0x0123456789ABCDEF
     index.add_fingerprints([("a", base), ("b", flip(base, [0])), ("c", flip(base, [63, 47, 31, 15])), ("far", ~base & MASK)])
-    result = index.explain(fingerprint=base, k=3, plan="index")
+    result = index.search(fingerprint=base, k=3, plan="index", check=False)
     # a shares all four blocks with the query, b three (bit 0 is in b3); c differs in one bit of every block.
     assert result.plan.kind == "blocks" and result.candidates == 7
     assert [m.key for m in result.matches] == ["a", "b"]
-    scan = index.explain(fingerprint=base, k=4, plan="scan")
+    scan = index.search(fingerprint=base, k=4, plan="scan", check=False)
     assert scan.plan.kind == "scan" and scan.candidates == 4
     assert [m.key for m in scan.matches] == ["a", "b", "c"]
-    probes = index.explain(fingerprint=base, k=7, plan="index")
+    probes = index.search(fingerprint=base, k=7, plan="index", check=False)
     assert probes.plan.kind == "probes" and probes.plan.probes_per_block == 17
     assert probes.candidates == 12 and [m.key for m in probes.matches] == ["a", "b", "c"]
     with pytest.raises(InvalidInput, match="plan must be"):
-        index.near(fingerprint=base, k=3, plan="fast")
+        index.near(fingerprint=base, k=3, plan="fast", check=False)
 
 
 def test_scan_sees_changes_from_this_and_other_connections(db_path):
     with SimhashIndex(db_path, create=True) as index:
         index.add_fingerprints([("a", 0)])
-        assert [m.key for m in index.near(fingerprint=0, k=64, plan="scan")] == ["a"]
+        assert [m.key for m in index.near(fingerprint=0, k=64, plan="scan", check=False)] == ["a"]
         index.add_fingerprints([("b", MASK)])  # this connection's change
-        assert [m.key for m in index.near(fingerprint=0, k=64, plan="scan")] == ["a", "b"]
+        assert [m.key for m in index.near(fingerprint=0, k=64, plan="scan", check=False)] == ["a", "b"]
         with SimhashIndex(db_path) as other:  # another connection's commit
             other.add_fingerprints([("c", 1)])
             other.conn.execute("DELETE FROM documents WHERE key = 'a'")
-        assert [m.key for m in index.near(fingerprint=0, k=64, plan="scan")] == ["c", "b"]
+        assert [m.key for m in index.near(fingerprint=0, k=64, plan="scan", check=False)] == ["c", "b"]
 
 
 def test_hot_buckets_are_planned_with_block_counts(index):
@@ -69,19 +69,19 @@ def test_hot_buckets_are_planned_with_block_counts(index):
     index._searcher.load_block_counts()
     assert index.plan(3, hot).kind == "scan"  # 3000 rows share b0 and b3 with it: a scan is cheaper
     assert index.plan(3, 0x1234_5678_9ABC_DEF0).kind == "blocks"
-    stored = dict((m.key, m.fingerprint) for m in index.near(fingerprint=hot, k=64))
-    assert [(m.distance, m.key) for m in index.near(fingerprint=hot, k=3)] == brute_force(stored, hot, 3)
+    stored = dict((m.key, m.fingerprint) for m in index.near(fingerprint=hot, k=64, check=False))
+    assert [(m.distance, m.key) for m in index.near(fingerprint=hot, k=3, check=False)] == brute_force(stored, hot, 3)
 
 
 def test_a_batch_counts_blocks_once_it_meets_a_hot_bucket(index):
     hot = 0xAAAA_BBBB_CCCC_DDDD
     index.add_fingerprints([(f"hot{i}", hot ^ (i << 20)) for i in range(3000)] + [("cold", 0x1234_5678_9ABC_DEF0)])
-    answers = [a for _, a in index.near_many([0x1234_5678_9ABC_DEF0, hot, hot, 0x1234_5678_9ABC_DEF0], k=3)]
+    answers = [a for _, a in index.near_many([0x1234_5678_9ABC_DEF0, hot, hot, 0x1234_5678_9ABC_DEF0], k=3, check=False)]
     assert [a.plan.kind for a in answers] == ["blocks", "blocks", "scan", "scan"]  # arrays loaded: cheap now
     stored = {f"hot{i}": hot ^ (i << 20) for i in range(3000)} | {"cold": 0x1234_5678_9ABC_DEF0}
     assert [(m.distance, m.key) for m in answers[2].matches] == brute_force(stored, hot, 3)
     assert [m.key for m in answers[3].matches] == ["cold"]
-    assert [(m.distance, m.key) for m in index.near(fingerprint=hot, k=3)] == brute_force(stored, hot, 3)
+    assert [(m.distance, m.key) for m in index.near(fingerprint=hot, k=3, check=False)] == brute_force(stored, hot, 3)
 
 
 def test_near_many_answers_in_order_with_errors_in_place(index):
@@ -98,7 +98,7 @@ def test_near_many_answers_in_order_with_errors_in_place(index):
         Query(text="..."),
         QueryError(Query(id=7), "line 7: not JSON"),
     ]
-    answers = list(index.near_many(queries, k=3))
+    answers = list(index.near_many(queries, k=3, check=False))
     assert len(answers) == len(queries)
     assert [m.key for m in answers[0][1].matches] == ["a", "b"] and answers[0][0].id == "t"
     assert [m.key for m in answers[1][1].matches] == ["b"]  # a key's own document is left out
@@ -106,7 +106,7 @@ def test_near_many_answers_in_order_with_errors_in_place(index):
     assert [type(a).__name__ for _, a in answers[3:]] == ["QueryError"] * 4
     assert "no document with key" in answers[3][1].message and answers[6][1].message == "line 7: not JSON"
     with pytest.raises(InvalidInput):
-        list(index.near_many([0], k=65))
+        list(index.near_many([0], k=65, check=False))
 
 
 def test_bulk_load_of_a_new_index_rebuilds_indexes_and_is_all_or_nothing(db_path):
@@ -128,7 +128,7 @@ def test_bulk_load_of_a_new_index_rebuilds_indexes_and_is_all_or_nothing(db_path
         # Into a non-empty index: batch by batch, an existing key gets the new fingerprint.
         assert index.add_fingerprints([("d0", MASK), ("new", 0)]) == 2
         assert index.get("d0").fingerprint == MASK and len(index) == 5001
-        assert [m.key for m in index.near(fingerprint=MASK, k=0)] == ["d0"]
+        assert [m.key for m in index.near(fingerprint=MASK, k=0, check=False)] == ["d0"]
         for bad in (-1, 1 << 64, 1.5, True, "ff"):
             with pytest.raises(InvalidInput):
                 index.add_fingerprints([("ok", 5), ("bad", bad)])
@@ -214,5 +214,5 @@ def test_standalone_near_sql_gives_the_same_answer(index):
         plan = plan_for(k)
         for q in (0, MASK, 0x0123456789ABCDEF):
             rows = [(key, d) for key, _, d in index.conn.execute(near_sql(plan), near_params(plan, q))]
-            assert rows == [(m.key, m.distance) for m in index.near(fingerprint=q, k=k)], (k, q)
+            assert rows == [(m.key, m.distance) for m in index.near(fingerprint=q, k=k, check=False)], (k, q)
         assert "keys of the matches" in executed_sql(plan)

@@ -22,7 +22,7 @@ import pytest
 from test_cli import assert_clean_error, simq
 
 from simhash_sqlite import Document, SimhashIndex, to_hex, to_signed, to_unsigned
-from simhash_sqlite.blockscheme import BlockScheme
+from simhash_sqlite.block_tables import BlockTables
 from simhash_sqlite.cli import app  # noqa: F401 (simq() runs it)
 from simhash_sqlite.settings import FingerprintSettings
 from simhash_sqlite.shards import near_in_shards, shard_of, shard_paths
@@ -204,7 +204,7 @@ def test_sqlite_shards_are_ordinary_indexes_searched_one_at_a_time(job, referenc
     query = featured[query_key]
     expected = sorted((int(np.bitwise_count(np.uint64(query ^ fp))), key) for key, fp in featured.items()
                       if (query ^ fp).bit_count() <= K)
-    found = near_in_shards(paths, fingerprint=query, k=K)
+    found = near_in_shards(paths, fingerprint=query, k=K, check=False)
     assert [(m.distance, m.key) for m in found] == expected
     # Each shard opens with simq itself.
     result = simq(runner, "near", "--db", paths[shard_of(query_key, SHARDS)], "--key", query_key, "--k", 64, "--no-confirm", "--json")
@@ -254,7 +254,7 @@ def test_batch_against_existing_and_wider_k(spark, job, reference):
         got = {r["id"]: (r["existing_id"], r["distance"]) for r in match_existing(batch, existing, K, broadcast=side).collect()}
         assert got == expected, side
     # k = 6 through the 9-block scheme (84 tables), fingerprint pairs against a brute force.
-    scheme = BlockScheme.for_k(6)
+    scheme = BlockTables.for_k(6)
     assert (scheme.blocks, scheme.tables) == (9, 84)
     got = {(r["a"], r["b"], r["distance"])
            for r in fingerprint_pairs(distinct_fingerprints(fps).select("fingerprint"), 6).collect()}

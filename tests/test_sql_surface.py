@@ -20,7 +20,7 @@ from simhash_sqlite.fingerprint import hamming, to_hex, to_signed
 from simhash_sqlite.shell import IndexShell
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
-NEAR = "SELECT key, distance, fingerprint FROM simhash_near(?, ?)"
+NEAR = "SELECT key, distance, fingerprint FROM simhash_near(?, ?, 0)"  # the distance search alone
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +48,7 @@ def test_simhash_near_equals_index_near(clustered, data):
     index, items, centres = clustered
     k = data.draw(st.sampled_from([0, 1, 3, 4, 7, 8, 12, 20, 40, 64]) | st.integers(0, 64))
     query = data.draw(st.sampled_from(centres) | st.integers(0, (1 << 64) - 1))
-    expected = [(m.key, m.distance, to_signed(m.fingerprint)) for m in index.near(fingerprint=query, k=k)]
+    expected = [(m.key, m.distance, to_signed(m.fingerprint)) for m in index.near(fingerprint=query, k=k, check=False)]
     assert index.conn.execute(NEAR, (to_signed(query), k)).fetchall() == expected
     assert expected == sorted(
         ((key, hamming(fp, query), to_signed(fp)) for key, fp in items if hamming(fp, query) <= k),
@@ -91,10 +91,10 @@ def test_simhash_near_equals_simq_near(runner, tmp_path):
     assert simq(runner, "add", "--db", db, EXAMPLES).exit_code == 0
     text = (EXAMPLES / "sqlite_intro.txt").read_text(encoding="utf-8")
     near = json.loads(simq(runner, "near", "--db", db, text, "--k", "10", "--json", "--no-confirm").stdout)
-    assert all(m.pop("jaccard") is None and m.pop("checked") is False for m in near)
+    assert all(m.pop("jaccard") is None and m.pop("checked") is False and m.pop("checked_by") is None for m in near)
     result = simq(
         runner, "sql", "--db", db, "--format", "json", "-p", f"q={text}", "-p", "k=10",
-        "SELECT key, distance, similarity, simhash_hex(fingerprint) AS fingerprint FROM simhash_near(:q, :k)",
+        "SELECT key, distance, similarity, simhash_hex(fingerprint) AS fingerprint FROM simhash_near(:q, :k, 0)",
     )
     assert result.exit_code == 0, result.output
     rows = json.loads(result.stdout)
@@ -172,7 +172,7 @@ def test_shell_runs_a_script_from_stdin(small):
     assert run.returncode == 0, run.stderr
     lines = run.stdout.splitlines()
     assert lines[:2] == ["documents", "2"]
-    assert lines[2] == "key|distance|similarity|fingerprint"
+    assert lines[2] == "key|distance|similarity|fingerprint|jaccard|checked_by"  # .near checks, as simq near
     assert lines[3].startswith(f"{EXAMPLES / 'garden.txt'}|") and "|1.0|" in lines[3]
     assert "535e078da051fa3c" in lines
     with SimhashIndex(small) as index:

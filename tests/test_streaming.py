@@ -6,7 +6,7 @@ from hypothesis import strategies as st
 
 from simhash_sqlite import FingerprintSettings, SimhashIndex, simhash
 from simhash_sqlite.index import FingerprintedDocument, content_hash
-from simhash_sqlite.integrity import problems
+from simhash_sqlite.checks import problems
 from simhash_sqlite.sources import Reader
 from simhash_sqlite.streaming import pieces, simhash_pieces
 

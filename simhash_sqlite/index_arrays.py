@@ -8,17 +8,20 @@ from dataclasses import dataclass
 import apsw
 import numpy as np
 
-from .fingerprint import similarity
-from .pairs import check_k, distinct, near_pairs
+from .fingerprint import check_k, similarity
+from .pairs import distinct, near_pairs
 
 
 @dataclass(frozen=True)
 class DuplicatePair:
-    """Two indexed documents within distance k; `first` was added before `second` (lower id)."""
+    """Two indexed documents within distance k; `first` was added before `second` (lower id).
+    `jaccard` and `checked_by` as in search.Match."""
 
     first: str
     second: str
     distance: int
+    jaccard: float | None = None
+    checked_by: str | None = None
 
     @property
     def similarity(self) -> float:
@@ -26,14 +29,14 @@ class DuplicatePair:
 
 
 @dataclass(frozen=True)
-class Fingerprints:
+class FingerprintArrays:
     """The documents that have a fingerprint, in id order: ids and unsigned fingerprints."""
 
     ids: np.ndarray  # int64
     values: np.ndarray  # uint64
 
 
-def load_fingerprints(conn: apsw.Connection) -> Fingerprints:
+def load_fingerprints(conn: apsw.Connection) -> FingerprintArrays:
     """Every stored fingerprint, read in one transaction so ids and values agree."""
     with conn:  # a savepoint: both reads see the same snapshot
         count = conn.execute("SELECT count(fingerprint) FROM documents").get
@@ -47,7 +50,7 @@ def load_fingerprints(conn: apsw.Connection) -> Fingerprints:
             dtype=np.int64,
             count=count,
         ).view(np.uint64)
-    return Fingerprints(ids, values)
+    return FingerprintArrays(ids, values)
 
 
 def keys_of(conn: apsw.Connection, ids: np.ndarray) -> dict[int, str]:

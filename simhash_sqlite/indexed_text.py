@@ -3,9 +3,18 @@ file at the key's path when it still holds what was indexed (same content hash).
 
 from __future__ import annotations
 
+import hashlib
 import os
 
-from .index import SimhashIndex, content_hash
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .index import SimhashIndex
+
+
+def content_hash(text: str) -> bytes:
+    """BLAKE2b-128 of the text: stored by add(), so a file still at its key's path can be proved unchanged."""
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
 
 
 def stored_text(index: SimhashIndex, key: str) -> str | None:

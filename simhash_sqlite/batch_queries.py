@@ -1,4 +1,4 @@
-"""Batch queries for near_many(): JSONL lines or a list of file paths -> Query objects, streamed.
+"""Batch queries for near_many(): the Query type, and JSONL lines or a list of file paths -> Query objects, streamed.
 
 JSONL: one object per line with exactly one of "text", "hash" (16 hex digits) or "key" (a stored
 document), and optionally "id" (any JSON value, echoed in the answer). A path list: one file path
@@ -10,11 +10,30 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import InvalidInput
 from .fingerprint import from_hex
-from .index import Query, QueryError
+
+@dataclass(frozen=True)
+class Query:
+    """One query of a batch: exactly one of text, fingerprint (unsigned) or key; `id` is the caller's
+    label, carried through to the answer."""
+
+    text: str | None = None
+    fingerprint: int | None = None
+    key: str | None = None
+    id: object = None
+
+
+@dataclass(frozen=True)
+class QueryError:
+    """A batch query that could not be searched, and why."""
+
+    query: Query
+    message: str
+
 
 FORMATS = ("jsonl", "paths")
 _FIELDS = ("text", "hash", "key")
