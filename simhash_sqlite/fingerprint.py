@@ -16,7 +16,6 @@ import numpy as np
 from .errors import InvalidInput
 from .features import batch_features, units, units_features
 from .settings import FingerprintSettings
-from .sketch import DEFAULT_SCHEME, SketchScheme, shares_features, sketch_hashes, sketch_many
 
 MASK64 = (1 << 64) - 1
 BLOCKS = 4
@@ -51,11 +50,16 @@ def simhash_many(texts: Sequence[str], settings: FingerprintSettings = Fingerpri
 
 
 def simhash_and_sketch_many(
-    texts: Sequence[str], settings: FingerprintSettings | None = None, scheme: SketchScheme = DEFAULT_SCHEME
+    texts: Sequence[str], settings: FingerprintSettings | None = None, scheme=None
 ) -> tuple[list[int | None], list[bytes | None]]:
     """simhash_many() and each text's sketch (sketch.sketch(), None without a letter or digit). With
-    character 5-gram fingerprints (the default) both come from one pass over the shingle hashes."""
+    character 5-gram fingerprints (the default) both come from one pass over the shingle hashes.
+    scheme: a sketch.SketchScheme (None: the default)."""
+    # Imported here: sketch -> shingles -> pairs -> fingerprint would be circular at import time.
+    from .sketch import DEFAULT_SCHEME, shares_features, sketch_hashes, sketch_many
+
     settings = FingerprintSettings() if settings is None else settings
+    scheme = DEFAULT_SCHEME if scheme is None else scheme
     if not shares_features(settings):
         rows, present = sketch_many(texts, scheme)
         return simhash_many(texts, settings), _blobs(rows, present)
