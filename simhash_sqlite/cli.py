@@ -23,7 +23,7 @@ from rich.progress import BarColumn, Progress, SpinnerColumn, TaskProgressColumn
 from rich.table import Table
 
 from .checks import CheckReport, check_index, report_json
-from .confirm import DEFAULT_THRESHOLD, ConfirmReport, candidate_k, check_threshold, keeps
+from .confirm import DEFAULT_THRESHOLD, ConfirmReport, candidate_k, check_threshold, fallback_k, keeps
 from .errors import InvalidInput, SimhashError
 from .fingerprint import from_hex, simhash, to_hex, to_signed
 from .clusters import REPRESENTATIVE_RULES, Cluster
@@ -925,9 +925,22 @@ def dedup(
         list[str], typer.Argument(help="JSONL files, text files, folders, globs, or - for stdin.", show_default=False)
     ],
     output: Annotated[Path, typer.Option("--out", "-o", help="Where the kept documents go (JSONL; - for stdout).")],
-    k: KOption = 3,
+    k: Annotated[
+        Optional[int],
+        typer.Option(
+            "--k", "-k",
+            help="With --confirm: candidates within this distance instead of the sketches' LSH tables (any distance); "
+            f"with --no-confirm: the largest distance of a duplicate \\[default: {RECOMMENDED_K}].",
+            show_default=False,
+        ),
+    ] = None,
     dupes_file: Annotated[
-        Optional[Path], typer.Option("--dupes", help="Also write each dropped document's key, what it duplicates and the distance (JSONL).")
+        Optional[Path],
+        typer.Option(
+            "--dupes",
+            help="Also write each dropped document's key, what it duplicates, the distance, the Jaccard and how it "
+            "was checked (JSONL).",
+        ),
     ] = None,
     against: Annotated[
         Optional[Path], typer.Option("--against", help="An index whose documents count as already kept (never output).")
@@ -940,8 +953,18 @@ def dedup(
     weights: Annotated[Optional[str], typer.Option(help="'count', 'log' or 'binary' [default: count, or --against's].")] = None,
     encoding: Annotated[str, typer.Option(help="Encoding of the input files.")] = "utf-8",
     errors: Annotated[str, typer.Option(help="On undecodable bytes: 'strict' (skip the file) or 'replace'.")] = "strict",
+    confirm: Annotated[
+        bool,
+        typer.Option(
+            "--confirm/--no-confirm",
+            help="Drop a document only if the 5-shingle Jaccard estimated from its sketch and a kept one's reaches "
+            f"--jaccard (an indexed document without a sketch: within min(k, {RECOMMENDED_K})); --no-confirm: "
+            "by distance alone.",
+        ),
+    ] = True,
+    jaccard: JaccardOption = DEFAULT_THRESHOLD,
 ) -> None:
-    """Keep-first filter: write each document unless it is within k of one kept before it (or in --against)."""
+    """Keep-first filter: write each document unless a document kept before it (or in --against) is a near-duplicate."""
     reader = Reader(jsonl=jsonl, text_field=text_field, id_field=id_field, encoding=encoding, errors=errors)
     paths = reader.expand(inputs)
     for given in (output, dupes_file):
@@ -953,7 +976,15 @@ def dedup(
     with contextlib.ExitStack() as stack:
         index = stack.enter_context(SimhashIndex(against, **requested)) if against is not None else None
         settings = index.settings if index is not None else FingerprintSettings(**{n: v for n, v in requested.items() if v is not None})
-        deduplicator = Deduplicator(k, settings, against=index)
+        deduplicator = Deduplicator(k, settings, against=index, check=confirm, threshold=jaccard)
+        if index is not None and deduplicator.report.against_unsketched:
+            err.print(
+                f"{against}: {deduplicator.report.against_unsketched:,} of {deduplicator.report.against:,} documents have "
+                f"no sketch (indexed before sketches, texts out of reach): a match with one is judged by distance "
+                f"(within {fallback_k(deduplicator.k)})",
+                highlight=False,
+                soft_wrap=True,
+            )
         sink = sys.stdout.buffer if str(output) == "-" else stack.enter_context(open(output, "wb"))
         side = stack.enter_context(open(dupes_file, "wb")) if dupes_file is not None else None
         total = sum(os.path.getsize(p) for p, _ in paths if p != "-") or None
@@ -979,7 +1010,8 @@ def dedup(
         err.print(f"[yellow]skipped[/] {skip.where}: {skip.reason}", highlight=False, soft_wrap=True)
     share = report.dropped / report.read if report.read else 0.0
     err.print(
-        f"{report.read:,} documents: {report.kept:,} kept, {report.dropped:,} dropped ({share:.1%}) at k={k}"
+        f"{report.read:,} documents: {report.kept:,} kept, {report.dropped:,} dropped ({share:.1%}) "
+        + _dedup_rule(deduplicator)
         + (f" against {report.against:,} indexed" if against is not None else "")
         + f", {len(reader.skipped):,} skipped; {report.seconds:.1f} s "
         f"(fingerprints {report.fingerprint_seconds:.1f} s, search {report.search_seconds:.1f} s, "
@@ -989,6 +1021,15 @@ def dedup(
     )
     if any(skip.named for skip in reader.skipped):
         raise typer.Exit(1)
+
+
+def _dedup_rule(deduplicator: Deduplicator) -> str:
+    report = deduplicator.report
+    if not deduplicator.check:
+        return f"within k={deduplicator.k} (distance alone)"
+    found = "sketch LSH candidates" if deduplicator.by_sketch else f"candidates within k={deduplicator.k}"
+    rule = f"by {found} with estimated Jaccard >= {deduplicator.threshold:g}"
+    return rule + (f" ({report.by_distance:,} by distance alone)" if report.by_distance else "")
 
 
 @app.command("spark-dedup")
