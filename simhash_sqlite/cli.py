@@ -1037,7 +1037,15 @@ def _dedup_rule(deduplicator: Deduplicator) -> str:
 def spark_dedup(
     input_path: Annotated[str, typer.Argument(metavar="INPUT", help="Parquet (file or folder) or JSONL with id and text columns.", show_default=False)],
     out_dir: Annotated[Path, typer.Option("--out", "-o", help="Output folder: Parquet tables, manifest.json, shards.", show_default=False)],
-    k: Annotated[int, typer.Option("--k", "-k", help="Largest Hamming distance of a pair (0-10).")] = 3,
+    k: Annotated[
+        Optional[int],
+        typer.Option(
+            "--k", "-k",
+            help="With --confirm: pairs within this distance (0-10) instead of the sketches' LSH tables; with "
+            f"--no-confirm: the largest distance of a pair \\[default: {RECOMMENDED_K}].",
+            show_default=False,
+        ),
+    ] = None,
     id_col: Annotated[str, typer.Option("--id-col", help="Column holding the document id.")] = "id",
     text_col: Annotated[str, typer.Option("--text-col", help="Column holding the text.")] = "text",
     input_format: Annotated[Optional[str], typer.Option("--format", help="'parquet' or 'jsonl' \\[default: by suffix].")] = None,
@@ -1052,8 +1060,18 @@ def spark_dedup(
     weights: Annotated[Optional[str], typer.Option(help="'count', 'log' or 'binary' \\[default: binary].")] = None,
     hmm: Annotated[Optional[bool], typer.Option("--hmm/--no-hmm", help="jieba HMM for words \\[default: off].")] = None,
     overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace an earlier output in --out.")] = False,
+    confirm: Annotated[
+        bool,
+        typer.Option(
+            "--confirm/--no-confirm",
+            help="Pair two documents only if the Jaccard estimated from their sketches reaches --jaccard (as simq "
+            "dedup); --no-confirm: by distance alone.",
+        ),
+    ] = True,
+    jaccard: JaccardOption = DEFAULT_THRESHOLD,
 ) -> None:
-    """Fingerprints, near-duplicate pairs, clusters and the kept documents of a corpus, on Apache Spark."""
+    """Fingerprints, checked near-duplicate pairs, clusters and the kept documents of a corpus, on Apache Spark:
+    the same kept set as simq dedup on the same input (keep-first in input order, or by --keep-by)."""
     try:
         spark_job = importlib.import_module("simhash_sqlite.spark")  # pyspark only now: the base install has none
     except ImportError as exc:
@@ -1063,7 +1081,8 @@ def spark_dedup(
     spark = spark_job.session(master or _default_master())
     try:
         report = spark_job.run_dedup(
-            spark, input_path, str(out_dir), settings=settings, k=k, blocks=blocks, id_col=id_col, text_col=text_col,
+            spark, input_path, str(out_dir), settings=settings, k=k, check=confirm, threshold=jaccard, blocks=blocks,
+            id_col=id_col, text_col=text_col,
             fmt=input_format, keep_by=keep_by, descending=descending,
             against=None if against is None else str(against), sqlite_shards=sqlite_shards, overwrite=overwrite,
         )
@@ -1073,12 +1092,12 @@ def spark_dedup(
     rows = {
         "documents": report.documents,
         "without features": report.without_features,
-        "distinct fingerprints": report.distinct_fingerprints,
-        f"pairs within {k}": report.pairs,
-        "clusters (= kept)": report.kept,
+        "pairs (checked)" if confirm else f"pairs within {candidate_k(k, False)}": report.pairs,
+        "clusters": report.clusters,
+        "kept": report.kept,
     }
     if report.matched_existing is not None:
-        rows[f"within {k} of {against}"] = report.matched_existing
+        rows[f"paired with {against}"] = report.matched_existing
     if report.shards:
         rows["sqlite shards"] = len(report.shards)
     for name, value in rows.items():

@@ -81,8 +81,21 @@ def brute_force_pairs(ids: list[str], fps: list[int], k: int) -> set[tuple[str, 
     return out
 
 
+def reference_keep_first(ids: list[str], pairs, prio: dict[str, int]) -> set[str]:
+    """Keep-first over the pairs in the order --keep-by prio --descending asks for (highest prio, then
+    lowest id): a document is dropped when a kept one before it is its pair."""
+    near: dict[str, set[str]] = {}
+    for a, b, _ in pairs:
+        near.setdefault(a, set()).add(b), near.setdefault(b, set()).add(a)
+    kept: set[str] = set()
+    for i in sorted(ids, key=lambda i: (-prio[i], i)):
+        if not near.get(i, set()) & kept:
+            kept.add(i)
+    return kept
+
+
 def reference_clusters(ids: list[str], pairs, prio: dict[str, int]) -> dict[str, str]:
-    """Union-find over the pairs; each document -> the id of its cluster's kept document
+    """Union-find over the pairs; each document -> the id of its cluster's first document
     (highest prio, then lowest id: what --keep-by prio --descending asks for)."""
     parent = {i: i for i in ids}
 
@@ -118,8 +131,10 @@ def reference(corpus, tmp_path_factory):
         stored = {key: index.get(key).fingerprint for key in index.keys()}
     featured = sorted(key for key, fp in stored.items() if fp is not None)
     pairs = brute_force_pairs(featured, [stored[i] for i in featured], K)
-    clusters = reference_clusters(sorted(stored), pairs, {d["id"]: d["prio"] for d in corpus})
-    return {"fingerprints": stored, "pairs": pairs, "clusters": clusters}
+    prio = {d["id"]: d["prio"] for d in corpus}
+    clusters = reference_clusters(sorted(stored), pairs, prio)
+    kept = reference_keep_first(sorted(stored), pairs, prio)
+    return {"fingerprints": stored, "pairs": pairs, "clusters": clusters, "kept": kept}
 
 
 @pytest.fixture(scope="module")
@@ -143,7 +158,7 @@ def job(spark, corpus, tmp_path_factory):
     spark.createDataFrame(corpus, "id string, text string, prio int").write.parquet(str(source))
     out = folder / "out"
     result = simq(
-        CliRunner(), "spark-dedup", source, "--out", out, "--k", K, "--master", "local[2]",
+        CliRunner(), "spark-dedup", source, "--out", out, "--no-confirm", "--k", K, "--master", "local[2]",
         "--keep-by", "prio", "--descending", "--sqlite-shards", SHARDS,
     )
     assert result.exit_code == 0, result.output
@@ -172,12 +187,16 @@ def test_spark_dedup_equals_the_single_machine_tool(spark, job, reference):
     assert len(pairs) == len(set(pairs))
     assert set(pairs) == reference["pairs"]
     assert any(d == 0 for *_, d in pairs) and any(d == K for *_, d in pairs)  # copies and edits both present
-    # Clusters and the kept set (--keep-by prio --descending; ties by lowest id).
-    clusters = {r["id"]: r["cluster"] for r in parquet_rows(spark, out / "clusters")}
+    # Clusters (components, named after their first document by --keep-by prio --descending, ties by
+    # lowest id) and the kept set: keep-first in that order, as simq dedup --no-confirm decides.
+    rows = parquet_rows(spark, out / "clusters")
+    clusters = {r["id"]: r["cluster"] for r in rows}
     assert clusters == reference["clusters"]
     kept = {r["id"] for r in parquet_rows(spark, out / "kept")}
-    assert kept == set(reference["clusters"].values())
+    assert kept == reference["kept"] == {r["id"] for r in rows if r["kept"]}
+    assert kept > set(reference["clusters"].values())  # a chain keeps its ends when they are far apart
     assert max(list(clusters.values()).count(c) for c in kept) >= 3  # chains joined into larger clusters
+    assert all(r["checked_by"] is None and (r["duplicate_of"] is None) == r["kept"] for r in rows)
     # The manifest records what shaped the fingerprints, as an index file does.
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["settings"]["fingerprint"] == json.loads(FingerprintSettings().to_json())
@@ -380,7 +399,7 @@ def test_simq_spark_dedup_as_a_user_runs_it(where, request, tmp_path, corpus, re
     small = [d for d in corpus if d["id"] < "doc-00300"]
     source = tmp_path / "in.jsonl"
     source.write_text("".join(json.dumps(d, ensure_ascii=False) + "\n" for d in small), encoding="utf-8")
-    args = ["spark-dedup", "in.jsonl", "--out", "out", "--k", str(K)]
+    args = ["spark-dedup", "in.jsonl", "--out", "out"]
     if where == "standalone":
         args += ["--master", request.getfixturevalue("standalone_cluster")]
     result = run_as_user(tmp_path, *args)
@@ -390,10 +409,18 @@ def test_simq_spark_dedup_as_a_user_runs_it(where, request, tmp_path, corpus, re
     import pyarrow.parquet as pq
 
     kept = set(pq.read_table(tmp_path / "out" / "kept").column("id").to_pylist())
-    ids = sorted(d["id"] for d in small)
-    pairs = {(a, b, d) for a, b, d in reference["pairs"] if b < "doc-00300"}
-    expected = set(reference_clusters(ids, pairs, {i: 0 for i in ids}).values())
-    assert kept == expected and len(kept) < len(small)
+    # The same kept set as simq dedup's on the same file (checked, keep-first in input order).
+    from typer.testing import CliRunner
+
+    result = simq(CliRunner(), "dedup", source, "--out", tmp_path / "dedup.jsonl", "--dupes", tmp_path / "dropped.jsonl")
+    assert result.exit_code == 0, result.output
+    expected = {json.loads(line)["id"] for line in (tmp_path / "dedup.jsonl").read_text().splitlines()}
+    assert kept == expected and len(kept) < len(small) - 20
+    dropped = {r["key"]: r for r in map(json.loads, (tmp_path / "dropped.jsonl").read_text().splitlines())}
+    clusters = pq.read_table(tmp_path / "out" / "clusters").to_pylist()
+    assert {r["id"]: (r["duplicate_of"], r["checked_by"]) for r in clusters if not r["kept"]} == {
+        key: (r["duplicate_of"], "estimated") for key, r in dropped.items()
+    }
 
 
 # -- without Spark ------------------------------------------------------------------------------------
