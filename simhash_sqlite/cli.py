@@ -1069,6 +1069,10 @@ def spark_dedup(
         ),
     ] = True,
     jaccard: JaccardOption = DEFAULT_THRESHOLD,
+    conf: Annotated[
+        Optional[list[str]],
+        typer.Option("--conf", help="A Spark setting KEY=VALUE (repeatable), e.g. spark.sql.shuffle.partitions=64."),
+    ] = None,
 ) -> None:
     """Fingerprints, checked near-duplicate pairs, clusters and the kept documents of a corpus, on Apache Spark:
     the same kept set as simq dedup on the same input (keep-first in input order, or by --keep-by)."""
@@ -1078,7 +1082,13 @@ def spark_dedup(
         raise InvalidInput(str(exc)) from None
     requested = {"features": features, "ngram": ngram, "weights": weights, "hmm": hmm}
     settings = FingerprintSettings(**{name: v for name, v in requested.items() if v is not None})
-    spark = spark_job.session(master or _default_master())
+    settings_given = {}
+    for item in conf or []:
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():
+            raise InvalidInput(f"--conf takes KEY=VALUE, not {item!r}")
+        settings_given[name.strip()] = value
+    spark = spark_job.session(master or _default_master(), **settings_given)
     try:
         report = spark_job.run_dedup(
             spark, input_path, str(out_dir), settings=settings, k=k, check=confirm, threshold=jaccard, blocks=blocks,

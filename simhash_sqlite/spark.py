@@ -75,7 +75,7 @@ def session(master: str | None = "local[*]", app_name: str = "simhash-sqlite", *
     builder = SparkSession.builder.appName(app_name)
     if master:
         builder = builder.master(master)
-        if master.startswith("local"):
+        if master.startswith("local") and "spark.sql.shuffle.partitions" not in conf:
             builder = builder.config("spark.sql.shuffle.partitions", str(4 * (os.cpu_count() or 2)))
     builder = builder.config("spark.ui.showConsoleProgress", "false")
     for name, value in conf.items():
