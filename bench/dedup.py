@@ -140,7 +140,8 @@ def run_child(src: Path, path: str, kwargs: dict, repeats: int) -> dict:
     return json.loads(done.stdout)
 
 
-def run_spark(path: str, folder: str) -> tuple[list[str], float]:
+def run_spark(path: str, folder: str) -> tuple[dict[str, str | None], float]:
+    """{id: duplicate_of (None: kept)} from simq spark-dedup's clusters table, and its wall seconds."""
     import pyarrow.parquet as pq
 
     out = os.path.join(folder, "spark-out")
@@ -151,7 +152,8 @@ def run_spark(path: str, folder: str) -> tuple[list[str], float]:
         check=True, capture_output=True,
     )
     seconds = time.perf_counter() - started
-    return pq.read_table(os.path.join(out, "kept")).column("id").to_pylist(), seconds
+    table = pq.read_table(os.path.join(out, "clusters"), columns=["id", "duplicate_of"]).to_pylist()
+    return {r["id"]: r["duplicate_of"] for r in table}, seconds
 
 
 def main() -> None:
@@ -191,12 +193,13 @@ def main() -> None:
             }
             results[name]["kept_ids"] = [key for key, k in zip(ids, got["kept"]) if k]
         if args.spark:
-            kept_ids, seconds = run_spark(path, folder)
-            kept = np.zeros(len(ids), dtype=bool)
-            kept[[position[k] for k in kept_ids]] = True
-            results["spark-dedup (local[2])"] = score(kept, [None] * len(ids), pairs, texts) | {
+            verdicts, seconds = run_spark(path, folder)
+            kept = np.array([verdicts[key] is None for key in ids])
+            dup = [None if verdicts[key] is None else position[verdicts[key]] for key in ids]
+            kept_ids = [key for key in ids if verdicts[key] is None]
+            results["spark-dedup (local[2])"] = score(kept, dup, pairs, texts) | {
                 "dedup_seconds": seconds,
-                "same_kept_as_dedup": sorted(kept_ids) == results["checked (default)"]["kept_ids"],
+                "same_kept_as_dedup": kept_ids == results["checked (default)"]["kept_ids"],
             }
     print(f"{len(texts):,} documents ({args.originals} originals per language, 8 copies each), "
           f"{len(pairs[0]):,} pairs with Jaccard >= 0.8; medians of {args.repeats} runs\n")
@@ -209,9 +212,11 @@ def main() -> None:
         per = r.get("bytes_per_kept")
         fp, ratio, per = ("-" if x is None else f"{x:.{p}f}" for x, p in ((fp, 2), (ratio, 2), (per, 0)))
         print(f"| {name} | {r['kept']:,} | {r['dropped']:,} | {r['recall']:.3f} | {r['false_drops']} "
-              f"({r['false_drop_share']:.2%}) | {r['wrong_verdicts']} | {fp} | {r['dedup_seconds']:.2f} | {ratio} | {per} |")
+              f"({r['false_drop_share']:.2%}) | {r['wrong_verdicts']} | {fp} | {r['dedup_seconds']:.2f} | {ratio} "
+              f"| {per} |")
     if "spark-dedup (local[2])" in results:
-        print(f"\nspark-dedup kept set equal to simq dedup's: {results['spark-dedup (local[2])']['same_kept_as_dedup']}")
+        same = results["spark-dedup (local[2])"]["same_kept_as_dedup"]
+        print(f"\nspark-dedup kept set equal to simq dedup's: {same}")
     if args.json:
         for r in results.values():
             r.pop("kept_ids", None)

@@ -51,7 +51,7 @@ import numpy as np
 
 from .block_tables import BlockTables
 from .confirm import DEFAULT_THRESHOLD, candidate_k, check_threshold, fallback_k
-from .dedup import window_codes
+from .dedup import drop_cut, window_codes
 from .features import jieba_version
 from .fingerprint import simhash, simhash_and_sketch_many, to_signed, to_unsigned
 from .index import SimhashIndex
@@ -529,6 +529,7 @@ def run_dedup(
     """
     started = time.perf_counter()
     threshold = check_threshold(threshold)
+    cut = drop_cut(threshold)  # what an estimate must reach, as in simq dedup
     by_sketch = check and k is None
     k = candidate_k(k, check)
     if not by_sketch and k > 10:
@@ -580,14 +581,14 @@ def run_dedup(
     todo = fps
     if existing is not None:
         with _phase(report, "match_existing"):
-            matched = saved(_match_existing(fps, existing, k, by_sketch, check, threshold, scheme), "matched_existing")
+            matched = saved(_match_existing(fps, existing, k, by_sketch, check, cut, scheme), "matched_existing")
             report.matched_existing = matched.count()
             todo = fps.join(matched.select("id"), "id", "left_anti")
 
     with _phase(report, "pairs"):
         nodes = todo.where(F.col("fingerprint").isNotNull())
         if by_sketch:
-            edges = sketch_pairs(nodes, threshold)
+            edges = sketch_pairs(nodes, cut)
         else:
             distinct = distinct_fingerprints(nodes).persist(StorageLevel.MEMORY_AND_DISK)
             report.distinct_fingerprints = distinct.count()
@@ -597,7 +598,7 @@ def run_dedup(
             within = document_pairs(nodes.select(F.col("node").alias("id"), "fingerprint"), fp_pairs).select(
                 F.col("id_a").alias("a"), F.col("id_b").alias("b")
             )
-            edges = _verified(within, nodes, threshold, fallback_k(k)) if check else within.join(
+            edges = _verified(within, nodes, cut, fallback_k(k)) if check else within.join(
                 nodes.select(F.col("node").alias("a"), F.col("fingerprint").alias("fa")), "a"
             ).join(nodes.select(F.col("node").alias("b"), F.col("fingerprint").alias("fb")), "b").select(
                 "a", "b", F.bit_count(F.col("fa").bitwiseXOR(F.col("fb"))).cast("int").alias("distance"),
@@ -631,7 +632,8 @@ def run_dedup(
             report.shards = write_shards(fps, os.path.join(out, "sqlite"), sqlite_shards, settings)
     report.seconds = time.perf_counter() - started
     rule = {"check": "estimated" if check else "distance", "candidates": "sketch LSH" if by_sketch else f"within {k}",
-            "threshold": threshold if check else None, "k": None if by_sketch else k}
+            "threshold": threshold if check else None, "estimate_at_least": cut if check else None,
+            "k": None if by_sketch else k}
     _write_manifest(out, report, settings, scheme, spark, input_path, id_col, text_col, keep_by, descending, against,
                     rule)
     return report

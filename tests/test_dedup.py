@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from test_cli import assert_clean_error, simq
 
 from simhash_sqlite import Document, SimhashIndex, hamming, simhash
-from simhash_sqlite.dedup import BATCH, KeptSet, KeptSketches
+from simhash_sqlite.dedup import BATCH, DROP_MARGIN, KeptSet, KeptSketches
 from simhash_sqlite.sketch import DEFAULT_SCHEME, sketch
 
 MASK = (1 << 64) - 1
@@ -79,9 +79,10 @@ def estimate(a: np.ndarray, b: np.ndarray) -> float:
     return max(0.0, min(1.0, 2 * float(np.mean(a == b)) - 1))
 
 
-def brute_checked_keep_first(texts: list[str], k: int | None = None, t: float = 0.8):
+def brute_checked_keep_first(texts: list[str], k: int | None = None, t: float = 0.8 + DROP_MARGIN):
     """Keep-first with the check: a kept document is a duplicate's partner when it is a candidate (shares
-    a window, or with k: within k) and the estimate reaches t; the highest estimate wins, then the earliest."""
+    a window, or with k: within k) and the estimate reaches t (the threshold 0.8 plus the margin a drop
+    asks for); the highest estimate wins, then the earliest."""
     kept: list[tuple[int, int, np.ndarray]] = []
     out = []
     for i, body in enumerate(texts):
