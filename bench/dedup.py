@@ -15,6 +15,8 @@ order, written to one JSONL file (ids d000000... in input order). Truth: every p
   memory), against fingerprinting alone (the same reader, simhash_many in the same batches): ratio
   of the two, medians of --repeats runs, each method in a fresh process.
 
+With --pages, throughput only, on the corpus files' own documents (whole pages, as a crawl has them).
+
 Methods: the new default (sketch LSH candidates, estimated Jaccard >= 0.8), the same with --no-confirm
 (distance <= RECOMMENDED_K), and, with --baseline-src (a checkout of an older commit, e.g. `git archive
 3ab780e | tar -x -C DIR`), that code's default (k = 3, distance). With --spark, `simq spark-dedup` on
@@ -156,6 +158,31 @@ def run_spark(path: str, folder: str) -> tuple[dict[str, str | None], float]:
     return {r["id"]: r["duplicate_of"] for r in table}, seconds
 
 
+def pages_throughput(args) -> None:
+    """Throughput of each method on the corpus files' own documents (whole pages), concatenated."""
+    with tempfile.TemporaryDirectory() as folder:
+        path = os.path.join(folder, "pages.jsonl")
+        count = characters = 0
+        with open(path, "w", encoding="utf-8") as out:
+            for source in args.corpus:
+                with open(source, encoding="utf-8") as handle:
+                    for line in handle:
+                        record = json.loads(line)
+                        page = {"id": f"p{count:06d}", "text": record["text"]}
+                        out.write(json.dumps(page, ensure_ascii=False) + "\n")
+                        count, characters = count + 1, characters + len(record["text"])
+        methods = {"checked (default)": (REPO, {}), "--no-confirm (k <= 9)": (REPO, {"check": False})}
+        if args.baseline_src:
+            methods["baseline: main 3ab780e default (k = 3)"] = (args.baseline_src, {"k": 3})
+        print(f"{count:,} pages, {characters / count:,.0f} characters on average; medians of {args.repeats} runs\n")
+        print("| method | kept | fingerprints alone s | dedup s | ratio | documents/s |")
+        print("| --- | ---: | ---: | ---: | ---: | ---: |")
+        for name, (src, kwargs) in methods.items():
+            got = run_child(src, path, kwargs, args.repeats)
+            fp, dd = got["fingerprint_seconds"], got["dedup_seconds"]
+            print(f"| {name} | {sum(got['kept']):,} | {fp:.2f} | {dd:.2f} | {fp / dd:.2f} | {count / dd:,.0f} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("corpus", nargs="+")
@@ -165,8 +192,13 @@ def main() -> None:
     parser.add_argument("--baseline-src", type=Path, help="a checkout of the baseline commit (its simhash_sqlite/)")
     parser.add_argument("--spark", action="store_true", help="also run simq spark-dedup (local[2])")
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--pages", action="store_true",
+                        help="throughput only, on the corpus files' documents as they are (whole pages)")
     args = parser.parse_args()
     sys.path.insert(0, str(REPO))
+    if args.pages:
+        pages_throughput(args)
+        return
 
     texts, _ = build(args.corpus, args.originals, args.seed)
     pairs = truth(texts)
