@@ -125,6 +125,7 @@ def main() -> None:
     parser.add_argument("--baseline", default=DEFAULT_BASELINE, help="a git commit to compare with, or 'none'")
     parser.add_argument("--words", action="store_true", help="also the whole add at words 3 (slow)")
     parser.add_argument("--langs", default="zh,en")
+    parser.add_argument("--only-add", action="store_true", help="only the whole `simq add` rows (and the index size)")
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="add_speed_"))
     trees = {"this tree": ROOT}
@@ -134,11 +135,12 @@ def main() -> None:
     script.write_text(SIMQ_SCRIPT)
     started = f"{time.strftime('%H:%M', time.gmtime())} UTC, load average {load()}"
     rows: list[tuple[str, str, dict[str, float]]] = []
+    sizes: dict[tuple, float] = {}  # (lang, label, tree) -> index bytes per document after the add
     for lang in args.langs.split(","):
         path = CORPORA[lang]
         texts = [json.loads(line)["text"] for line in open(path, encoding="utf-8")]
         mb = sum(len(t.encode()) for t in texts) / 1e6
-        if lang == "zh":
+        if lang == "zh" and not args.only_add:
             runs = [r.group() for t in texts for r in _HAN_RUN.finditer(normalize(t))]
             han_mb = sum(len(r.encode()) for r in runs) / 1e6
             jieba = _jieba()
@@ -148,9 +150,10 @@ def main() -> None:
             if rjieba is not None:
                 rate = median_rate(han_mb, args.runs, lambda: [rjieba.cut(r, hmm=False) for r in runs])
                 rows.append((lang, f"tokenize Han runs ({han_mb:.1f} MB): rjieba (HMM off)", {"this tree": rate}))
-        for label, settings in (("default (chars 5, binary)", FingerprintSettings()),
-                                ("chars 5, count", FingerprintSettings(weights="count")),
-                                ("words 3, binary", FingerprintSettings(features="words", ngram=3))):
+        settings_rows = (("default (chars 5, binary)", FingerprintSettings()),
+                         ("chars 5, count", FingerprintSettings(weights="count")),
+                         ("words 3, binary", FingerprintSettings(features="words", ngram=3)))
+        for label, settings in settings_rows[: 0 if args.only_add else 3]:
             def fingerprint(tree: Path) -> float:
                 done = subprocess.run([sys.executable, "-c", FINGERPRINT, path, settings.to_json()], cwd=tmp,
                                       env=run_env(tree), check=True, capture_output=True, text=True)
@@ -172,7 +175,10 @@ def main() -> None:
                     t0 = time.perf_counter()
                     subprocess.run([sys.executable, str(script), "add", "--db", str(db), str(jsonl), *extra], cwd=tmp,
                                    env=run_env(tree, SIMQ_WORKERS=str(n)), check=True, stdout=subprocess.DEVNULL)
-                    return time.perf_counter() - t0
+                    seconds = time.perf_counter() - t0
+                    size = sum(Path(f"{db}{x}").stat().st_size for x in ("", "-wal") if Path(f"{db}{x}").exists())
+                    sizes[(lang, label, tree)] = size / (len(texts) * args.copies)
+                    return seconds
 
                 what = f"whole `simq add` ({add_mb:.1f} MB, {len(texts) * args.copies:,} docs), {label}, {n} process(es)"
                 rows.append((lang, what, side_by_side(add_mb, args.runs, trees, add)))
@@ -190,6 +196,15 @@ def main() -> None:
         if len(names) > 1:
             ratio = f" {rates[names[1]] / rates[names[0]]:.2f}x |" if names[0] in rates else " |"
         print(f"| {lang} | {what} | " + " | ".join(cells) + " |" + ratio)
+    if sizes:
+        print("\nIndex file (with its WAL) after the whole add, bytes per document:\n")
+        print("| corpus | add | " + " | ".join(names) + " |" + (" difference |" if len(names) > 1 else ""))
+        print("|---|---|" + "---|" * (len(names) + (len(names) > 1)))
+        for lang, label in dict.fromkeys((lang, label) for lang, label, _ in sizes):
+            per = [sizes.get((lang, label, trees[name])) for name in names]
+            cells = " | ".join("" if x is None else f"{x:,.0f}" for x in per)
+            diff = f" {per[1] - per[0]:+,.0f} |" if len(per) > 1 and None not in per else ""
+            print(f"| {lang} | {label} | {cells} |{diff}")
     subprocess.run(["rm", "-rf", str(tmp)], check=False)
 
 

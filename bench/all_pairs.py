@@ -141,7 +141,8 @@ def minhash_in_child(paths: list[str], seed: int, n: int) -> tuple[np.ndarray, f
     import tempfile
 
     with tempfile.NamedTemporaryFile(suffix=".npy") as out:
-        command = [sys.executable, __file__, *paths, "--seed", str(seed), "--minhash-only", str(n), "--minhash-out", out.name]
+        command = [sys.executable, __file__, *paths, "--seed", str(seed), "--minhash-only", str(n),
+                   "--minhash-out", out.name]
         result = subprocess.run(command, capture_output=True, text=True, check=True)
         codes = np.load(out.name)
     signature_seconds, lsh_seconds, mib = (float(x) for x in result.stdout.split())
@@ -152,9 +153,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("jsonl", nargs="+", help="JSONL corpora for the crawl's text pieces")
     parser.add_argument("--sizes", default="100000,300000,1000000")
-    parser.add_argument("--k12-max", type=int, default=300_000, help="largest size to run k12 on [default: %(default)s]")
+    parser.add_argument("--k12-max", type=int, default=300_000, help="largest size for k12 [default: %(default)s]")
     parser.add_argument("--repeats", type=int, default=3, help="timed runs (median) [default: %(default)s]")
-    parser.add_argument("--minhash-max", type=int, default=20_000, help="largest size to run MinHashLSH on [default: %(default)s]")
+    parser.add_argument("--minhash-max", type=int, default=20_000,
+                        help="largest size for MinHashLSH [default: %(default)s]")
     parser.add_argument("--seed", type=int, default=11)
     parser.add_argument("--minhash-only", type=int, help=argparse.SUPPRESS)  # the child of minhash_in_child
     parser.add_argument("--minhash-out", help=argparse.SUPPRESS)
@@ -165,7 +167,10 @@ def main() -> None:
         np.save(args.minhash_out, codes)
         print(*figures)
         return
-    log = lambda msg: print(msg, file=sys.stderr, flush=True)
+
+    def log(msg: str) -> None:
+        print(msg, file=sys.stderr, flush=True)
+
     table = []
     for n in (int(s) for s in args.sizes.split(",")):
         started = time.perf_counter()
@@ -188,7 +193,8 @@ def main() -> None:
             log(f"[{n}] k12 {k12_seconds:.1f}s, {len(k12_found)} candidates, {k12_mib:.0f} MiB")
         minhash = minhash_in_child(args.jsonl, args.seed, n) if n <= args.minhash_max else None
         if minhash is not None:
-            log(f"[{n}] MinHashLSH signatures {minhash[1]:.0f}s, LSH {minhash[2]:.0f}s, {len(minhash[0])} pairs, {minhash[3]:.0f} MiB")
+            log(f"[{n}] MinHashLSH signatures {minhash[1]:.0f}s, LSH {minhash[2]:.0f}s, {len(minhash[0])} pairs, "
+                f"{minhash[3]:.0f} MiB")
         extra = [c for c in (k12_found, None if minhash is None else minhash[0]) if c is not None]
         union = np.unique(np.concatenate([family_codes(family), all_candidates, *extra]))
         truth = exact_truth(crawl, union, n)
@@ -225,10 +231,12 @@ def main() -> None:
             continue
         p, rec, sig_s, pair_s, mib = r["minhash"]
         f1 = 2 * p * rec / max(1e-9, p + rec)
-        print(f"| {r['n']:,} | datasketch MinHashLSH 128/0.8 | 1,024 (signature) + LSH tables | {sig_s:.0f} | {pair_s:.0f} | "
+        print(f"| {r['n']:,} | datasketch MinHashLSH 128/0.8 | 1,024 (signature) + LSH tables | {sig_s:.0f} | "
+              f"{pair_s:.0f} | "
               f"{mib:.0f} | {p:.4f} | {rec:.4f} | {f1:.4f} |")
         f1 = 2 * r["lsh_p"] * r["lsh_r"] / max(1e-9, r["lsh_p"] + r["lsh_r"])
-        print(f"| {r['n']:,} | sketch LSH + estimate (this) | 120 (sketch) | (in add) | {r['lsh_s']:.1f} | {r['lsh_mib']:.0f} | "
+        print(f"| {r['n']:,} | sketch LSH + estimate (this) | 120 (sketch) | (in add) | {r['lsh_s']:.1f} | "
+              f"{r['lsh_mib']:.0f} | "
               f"{r['lsh_p']:.4f} | {r['lsh_r']:.4f} | {f1:.4f} |")
 
 

@@ -95,7 +95,9 @@ def main() -> None:
     args = parser.parse_args()
     crawl = Crawl(args.jsonl, args.seed)
     with open(args.out, "w", encoding="utf-8") as out:
-        out.writelines(json.dumps({"id": str(i), "text": text, "family": family, "kind": kind}, ensure_ascii=False) + "\n" for i, (text, family, kind) in enumerate(crawl.pages(args.n)))
+        for i, (text, family, kind) in enumerate(crawl.pages(args.n)):
+            page = {"id": str(i), "text": text, "family": family, "kind": kind}
+            out.write(json.dumps(page, ensure_ascii=False) + "\n")
 
 
 if __name__ == "__main__":

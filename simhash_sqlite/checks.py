@@ -18,6 +18,7 @@ from .settings import FingerprintSettings
 from .storage import check_ours, harden, schema_problems
 
 SHOWN = 5  # offending keys listed per failed check
+SKETCH_SCHEMA = 3  # the migration that added documents.sketch
 
 
 @dataclass(frozen=True)
@@ -78,6 +79,8 @@ def check_index(path: str | os.PathLike, *, rehash: bool = False) -> CheckReport
         _check_blocks(conn, report)
         _check_content_hashes(conn, report)
         _check_texts(conn, report, store_text)
+        if version >= SKETCH_SCHEMA:
+            _check_sketches(conn, report)
         if rehash:
             _rehash(conn, report, store_text, fp_settings)
         return report
@@ -162,23 +165,57 @@ def _check_texts(conn: apsw.Connection, report: CheckReport, store_text: bool | 
     report.add("texts", problems, "none stored, as recorded")
 
 
+def _check_sketches(conn: apsw.Connection, report: CheckReport) -> None:
+    """A sketch is NULL or one of the recorded scheme's size; a document without a fingerprint has none."""
+    from .sketch import DEFAULT_SCHEME, SketchScheme
+
+    recorded = dict(conn.execute("SELECT key, value FROM simhash_meta")).get("sketch")
+    try:
+        scheme = DEFAULT_SCHEME if recorded is None else SketchScheme.from_json(recorded)
+    except (ValueError, TypeError) as exc:
+        report.add("sketches", [f"the sketch scheme in simhash_meta cannot be read: {exc}"], "")
+        return
+    wrong = list(
+        conn.execute(
+            "SELECT key FROM documents WHERE sketch IS NOT NULL AND (typeof(sketch) != 'blob' OR length(sketch) != ? "
+            "OR fingerprint IS NULL) ORDER BY id",
+            (scheme.nbytes,),
+        )
+    )
+    missing = conn.execute("SELECT count(*) FROM documents WHERE sketch IS NULL AND fingerprint IS NOT NULL").get
+    problems = [f"{len(wrong)} document(s) whose sketch is not {scheme.nbytes} bytes: {_keys(wrong)}"] if wrong else []
+    detail = f"{scheme.describe()}; {missing:,} document(s) with a fingerprint but no sketch (checked by distance)"
+    report.add("sketches", problems, detail)
+
+
 def _rehash(conn: apsw.Connection, report: CheckReport, store_text: bool | None, settings) -> None:
-    """Stored texts must still give their stored content hash and fingerprint."""
+    """Stored texts must still give their stored content hash, fingerprint and sketch."""
     from .index import content_hash  # the same hash add() stores
 
     if not store_text or settings is None:
         report.add("rehash", [], "not run: the index does not store texts (or its settings are unreadable)")
         return
+    from .sketch import sketch
+
+    has_sketches = any(row[1] == "sketch" for row in conn.execute("PRAGMA table_info(documents)"))
+    query = (
+        "SELECT key, fingerprint, content_hash, text, sketch FROM documents WHERE text IS NOT NULL ORDER BY id"
+        if has_sketches
+        else "SELECT key, fingerprint, content_hash, text, NULL FROM documents WHERE text IS NOT NULL ORDER BY id"
+    )
     wrong, checked = [], 0
-    for key, fingerprint, digest, text in conn.execute(
-        "SELECT key, fingerprint, content_hash, text FROM documents WHERE text IS NOT NULL ORDER BY id"
-    ):
+    for key, fingerprint, digest, text, stored_sketch in conn.execute(query):
         checked += 1
         expected = simhash(text, settings)
         if content_hash(text) != digest or (None if expected is None else to_signed(expected)) != fingerprint:
             wrong.append((key,))
-    problems = [f"{len(wrong)} stored text(s) no longer give their hash or fingerprint: {_keys(wrong)}"] if wrong else []
-    report.add("rehash", problems, f"{checked:,} stored texts give their fingerprints")
+        elif has_sketches and stored_sketch is not None and sketch(text) != stored_sketch:
+            wrong.append((key,))
+    problems = []
+    if wrong:
+        problems.append(f"{len(wrong)} stored text(s) no longer give their hash, fingerprint or sketch: {_keys(wrong)}")
+    what = "fingerprints and sketches" if has_sketches else "fingerprints"
+    report.add("rehash", problems, f"{checked:,} stored texts give their {what}")
 
 
 def problems(path: str | os.PathLike) -> list[str]:

@@ -287,7 +287,8 @@ def near(
     jaccard: JaccardOption = DEFAULT_THRESHOLD,
 ) -> None:
     """Near-duplicates of a text, a file, a stored key or a fingerprint, closest first: candidates
-    within k, checked by the exact Jaccard of the texts where they can be read."""
+    within k, checked by the exact Jaccard of the texts where they can be read, else estimated from
+    the stored sketches."""
     threshold = check_threshold(jaccard) if confirm else None
     k = candidate_k(k, confirm)
     if batch is not None:
@@ -300,6 +301,7 @@ def near(
     fingerprint = from_hex(hash_) if hash_ is not None else None
     report = None
     with SimhashIndex(db) as index:
+        _tell_sketch_upgrade(index)
         result = index.search(
             text, fingerprint=fingerprint, key=key, k=k, limit=limit, plan=plan,
             check=confirm, threshold=jaccard,
@@ -329,6 +331,20 @@ def near(
         _print_check_summary(report, "matches", to_stderr=as_json)
 
 
+def _tell_sketch_upgrade(index: SimhashIndex) -> None:
+    """Say what opening an index made before sketches did: which documents could not be sketched."""
+    if index.sketch_upgrade is None:
+        return
+    sketched, out_of_reach = index.sketch_upgrade
+    err.print(
+        f"{index.path}: made before sketches; {sketched:,} documents sketched from their texts"
+        + (f", {out_of_reach:,} could not be (texts not stored and files changed or gone): their pairs are "
+           "judged by distance alone" if out_of_reach else ""),
+        highlight=False,
+        soft_wrap=True,
+    )
+
+
 def _jaccard_cell(jaccard: float | None) -> str:
     return "-" if jaccard is None else f"{jaccard:.3f}"
 
@@ -338,18 +354,21 @@ def _print_check_summary(report: ConfirmReport, noun: str, *, to_stderr: bool) -
     out of reach. Nothing when there was no candidate."""
     if not report.candidates:
         return
-    dropped = report.rejected + report.too_far
+    dropped = report.rejected + report.estimate_rejected + report.too_far
+    found_by = "found by the sketches" if report.candidates_from == "sketch" else f"within distance {report.k}"
     line = (
         f"{report.kept:,} {noun}: {report.checked:,} checked exactly (Jaccard >= {report.threshold:g}), "
+        f"{report.estimated:,} by the sketches' estimate, "
         f"{report.unchecked:,} by distance only (<= {report.fallback_k}); "
-        f"{dropped:,} of {report.candidates:,} candidates within distance {report.k} dropped"
+        f"{dropped:,} of {report.candidates:,} candidates {found_by} dropped"
     )
     (err if to_stderr else out).print(line, highlight=False, soft_wrap=True)
     missing = report.unchecked + report.too_far
     if missing:
         err.print(
             f"[yellow]hint[/] {missing:,} candidate{'s were' if missing != 1 else ' was'} judged by distance alone, "
-            "a text being out of reach: add with --store-text, or keep the indexed files unchanged at their paths"
+            "a text and a sketch being out of reach (documents indexed before sketches whose texts are gone, or "
+            "bare fingerprints): add them again, with --store-text or from files kept unchanged at their paths"
             + ("; a --hash query has no text (search with the text, --file or --key)" if report.without_query_text else ""),
             highlight=False,
             soft_wrap=True,
@@ -796,26 +815,29 @@ def dupes(
     confirm: ConfirmOption = True,
     jaccard: JaccardOption = DEFAULT_THRESHOLD,
 ) -> None:
-    """Every pair of near-duplicate documents, each once: pairs within distance k, checked by the exact
-    Jaccard of their texts where they can be read."""
+    """Every pair of near-duplicate documents, each once, checked by the Jaccard of their texts: exact
+    where they can be read, else estimated from the stored sketches. Without --k the candidates come
+    from the sketches (any distance); with --k, or an index whose documents lack sketches, they are the
+    pairs within distance k."""
     _check_format(format_)
-    k = candidate_k(k, confirm)
     with SimhashIndex(db) as index:
+        _tell_sketch_upgrade(index)
         found = index.dupes(k, check=confirm, threshold=jaccard)
         pairs, report = iter(found), found.report
         if format_ == "table":
             shown = list(itertools.islice(pairs, SHOWN_ROWS))
             more = sum(1 for _ in pairs)
-            _dupes_table(shown, more, k, report)
+            _dupes_table(shown, more, found.k, report)
             return
         with _open_output(output) as handle:
             if format_ == "csv":
                 writer = csv.writer(handle)
-                writer.writerow(["first", "second", "distance", "similarity", "jaccard", "checked"])
+                writer.writerow(["first", "second", "distance", "similarity", "jaccard", "checked", "checked_by"])
                 for p in pairs:
                     j = _pair_json(p)
                     jaccard = "" if j["jaccard"] is None else f"{j['jaccard']:.4f}"
-                    writer.writerow((p.first, p.second, p.distance, f"{p.similarity:.4f}", jaccard, str(j["checked"]).lower()))
+                    checked = str(j["checked"]).lower()
+                    writer.writerow((p.first, p.second, p.distance, f"{p.similarity:.4f}", jaccard, checked, p.checked_by or ""))
             else:
                 for p in pairs:
                     handle.write(json.dumps(_pair_json(p), ensure_ascii=False) + "\n")
@@ -871,9 +893,11 @@ def clusters(
 ) -> None:
     """Cluster documents (chains of the pairs simq dupes finds), write the clusters table, show or export them."""
     _check_format(format_)
-    k = candidate_k(k, confirm)
     with SimhashIndex(db) as index:
+        _tell_sketch_upgrade(index)
         report = index.clusters(k, check=confirm, threshold=jaccard, representative=representative)
+        by_sketch = report.check is not None and report.check.candidates_from == "sketch"
+        found_by = "with candidates from the sketches" if by_sketch else f"at k={report.k}"
         found = index.cluster_list(min_size=min_size)
         if format_ == "table":
             biggest = heapq.nlargest(SHOWN_ROWS, found, key=lambda c: (c.size, -c.cluster))
@@ -882,7 +906,7 @@ def clusters(
             with _open_output(output) as handle:
                 _export_clusters(found, format_, handle)
     err.print(
-        f"{db}: {report.documents:,} documents in {report.clusters:,} clusters at k={k} "
+        f"{db}: {report.documents:,} documents in {report.clusters:,} clusters {found_by} "
         f"({report.clustered:,} in clusters of two or more, largest {report.largest:,}); "
         f"keeping one of each would drop {report.duplicates:,}. Written to the clusters table.",
         highlight=False,

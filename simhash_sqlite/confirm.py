@@ -53,6 +53,10 @@ ENTRY_BYTES = 256
 EXACT_MARGIN = 0.1
 # The k recorded for all pairs found by sketch LSH: any distance.
 ANY_DISTANCE = 64
+# Documents without a sketch (an older index's whose texts are gone, bare fingerprints) are compared
+# with every document directly, beside the sketches' LSH, while that is at most this many comparisons;
+# past it every candidate comes from the fingerprints (pairs within k).
+MIXED_BRUTE_PAIRS = 2_000_000_000
 
 
 def check_threshold(threshold: float) -> float:
@@ -264,11 +268,16 @@ class DuplicatePairs:
                 yield first, second, part.distance, np.full(len(first), np.nan), [""] * len(first), keys
             return
         ids, values, rows, present = load_arrays(conn)
-        if self.by_sketch and present.all():
+        unsketched = np.flatnonzero(~present)
+        if self.by_sketch and present.any() and len(unsketched) * len(values) <= MIXED_BRUTE_PAIRS:
             report.k, report.candidates_from = ANY_DISTANCE, "sketch"
             texts_possible = self.index.store_text or _any_file_key(conn)
             low = max(0.0, report.threshold - EXACT_MARGIN) if texts_possible else report.threshold
-            parts = ((p.left, p.right, p.estimate) for p in sketch_pairs(rows, low))
+            sketched = np.flatnonzero(present)
+            parts = _chain(
+                ((sketched[p.left], sketched[p.right], p.estimate) for p in sketch_pairs(rows[sketched], low)),
+                ((left, right, None) for left, right in _pairs_of_unsketched(values, unsketched, self.k)),
+            )
         else:
             parts = ((p.left, p.right, None) for p in near_pairs(values, self.k))
         shingles = ShingleCache(self.index, self.cache_bytes)
@@ -300,6 +309,29 @@ class DuplicatePairs:
             if keep.any():
                 chosen = [kind for kind, kept in zip(kinds, keep.tolist()) if kept]
                 yield first[keep], second[keep], distance[keep], similarity[keep], chosen, keys
+
+
+def _chain(*iterables):
+    for iterable in iterables:
+        yield from iterable
+
+
+def _pairs_of_unsketched(values: np.ndarray, unsketched: np.ndarray, k: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """(left, right) positions, left < right, of every pair within k that involves a document without
+    a sketch (a few, or none: they are compared with every document directly), each once."""
+    n = len(values)
+    rows_per_chunk = max(1, (1 << 22) // max(n, 1))
+    for lo in range(0, len(unsketched), rows_per_chunk):
+        mine = unsketched[lo : lo + rows_per_chunk]
+        close = np.bitwise_count(values[mine][:, None] ^ values[None, :]) <= k
+        close[np.arange(len(mine)), mine] = False  # not with itself
+        row, other = np.nonzero(close)
+        me = mine[row]
+        # A pair of two unsketched documents comes from both: keep it from the lower one only.
+        once = ~np.isin(other, unsketched) | (other > me)
+        me, other = me[once], other[once]
+        if len(me):
+            yield np.minimum(me, other), np.maximum(me, other)
 
 
 def load_arrays(conn) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:

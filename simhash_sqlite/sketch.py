@@ -131,7 +131,9 @@ def sketch_hashes(
     return pack_fields(fields, scheme.bits), present
 
 
-def sketch_units(unit_arrays: Sequence[np.ndarray], scheme: SketchScheme = DEFAULT_SCHEME) -> tuple[np.ndarray, np.ndarray]:
+def sketch_units(
+    unit_arrays: Sequence[np.ndarray], scheme: SketchScheme = DEFAULT_SCHEME
+) -> tuple[np.ndarray, np.ndarray]:
     """Sketches of texts given as their normalized code points (features.char_units)."""
     docs, hashes, _ = units_features(list(unit_arrays), SKETCH_FEATURES)
     return sketch_hashes(docs, hashes, len(unit_arrays), scheme)

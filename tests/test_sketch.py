@@ -102,7 +102,9 @@ def test_rows_from_stored_blobs():
         estimate_jaccard(blobs[0], blobs[0][:-1])
 
 
-GOLDEN_TEXTS = ["The quick brown fox jumps over the lazy dog.", "近似重复检测：同一段文字的两个副本。", "x", "a b c d e f g"]
+GOLDEN_TEXTS = [
+    "The quick brown fox jumps over the lazy dog.", "近似重复检测：同一段文字的两个副本。", "x", "a b c d e f g"
+]
 
 
 def test_stable_across_processes_and_versions():

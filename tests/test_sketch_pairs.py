@@ -67,3 +67,18 @@ def test_finds_near_duplicate_texts():
     truth = {(a, b) for a, b in pairs if jaccard(texts[a], texts[b]) >= 0.85}
     assert truth and truth <= set(found)
     assert all(jaccard(texts[a], texts[b]) >= 0.6 for a, b in found)
+
+
+@settings(max_examples=30, deadline=None)
+@given(seed=st.integers(0, 10**6), n=st.integers(1, 60), k=st.integers(0, 64), share=st.floats(0, 1))
+def test_pairs_of_unsketched_documents_equal_brute_force(seed, n, k, share):
+    from simhash_sqlite.confirm import _pairs_of_unsketched
+
+    rng = np.random.default_rng(seed)
+    values = rng.integers(0, 2**64, n, dtype=np.uint64)
+    values[rng.integers(0, n, n // 3)] = values[0]  # some identical fingerprints
+    unsketched = np.flatnonzero(rng.random(n) < share)
+    got = [(a, b) for left, right in _pairs_of_unsketched(values, unsketched, k) for a, b in zip(left, right)]
+    want = {(a, b) for a in range(n) for b in range(a + 1, n)
+            if (a in unsketched or b in unsketched) and bin(int(values[a] ^ values[b])).count("1") <= k}
+    assert len(got) == len(set(got)) and set(got) == want
