@@ -1003,8 +1003,8 @@ def dedup(
         deduplicator = Deduplicator(k, settings, against=index, check=confirm, threshold=jaccard)
         if index is not None and deduplicator.report.against_unsketched:
             err.print(
-                f"{against}: {deduplicator.report.against_unsketched:,} of {deduplicator.report.against:,} documents have "
-                f"no sketch (indexed before sketches, texts out of reach): a match with one is judged by distance "
+                f"{against}: {deduplicator.report.against_unsketched:,} of {deduplicator.report.against:,} documents "
+                f"have no sketch (indexed before sketches, texts out of reach): a match with one is judged by distance "
                 f"(within {fallback_k(deduplicator.k)})",
                 highlight=False,
                 soft_wrap=True,

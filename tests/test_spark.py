@@ -343,7 +343,8 @@ def standalone_cluster(tmp_path_factory):
 
     home = Path(pyspark.__file__).parent
     folder = tmp_path_factory.mktemp("cluster")
-    env = {**os.environ, "SPARK_HOME": str(home), "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_WORKER_DIR": str(folder / "work")}
+    env = {**os.environ, "SPARK_HOME": str(home), "SPARK_LOCAL_IP": "127.0.0.1",
+           "SPARK_WORKER_DIR": str(folder / "work")}
     port, ui = free_port(), free_port()
     spark_class = [str(home / "bin" / "spark-class")]
     master_url = f"spark://127.0.0.1:{port}"
@@ -396,7 +397,8 @@ def run_as_user(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
 def test_simq_spark_dedup_as_a_user_runs_it(where, request, tmp_path, corpus, reference):
     """`.venv/bin/simq spark-dedup in.jsonl --out out` with no venv activated and no PYSPARK_PYTHON:
     its Python workers must still be the venv's (local[*] by default, or a standalone cluster)."""
-    small = [d for d in corpus if d["id"] < "doc-00200"]
+    # Few documents: the run's cost is Spark's start, the Python workers' and the job's steps, not the texts.
+    small = [d for d in corpus if d["id"] < ("doc-00200" if where == "standalone" else "doc-00080")]
     source = tmp_path / "in.jsonl"
     source.write_text("".join(json.dumps(d, ensure_ascii=False) + "\n" for d in small), encoding="utf-8")
     args = ["spark-dedup", "in.jsonl", "--out", "out"]
@@ -416,7 +418,7 @@ def test_simq_spark_dedup_as_a_user_runs_it(where, request, tmp_path, corpus, re
                   "--dupes", tmp_path / "dropped.jsonl")
     assert result.exit_code == 0, result.output
     expected = {json.loads(line)["id"] for line in (tmp_path / "dedup.jsonl").read_text().splitlines()}
-    assert kept == expected and len(kept) < len(small) - 10
+    assert kept == expected and len(kept) < len(small) - 3
     dropped = {r["key"]: r for r in map(json.loads, (tmp_path / "dropped.jsonl").read_text().splitlines())}
     clusters = pq.read_table(tmp_path / "out" / "clusters").to_pylist()
     assert {r["id"]: (r["duplicate_of"], r["checked_by"]) for r in clusters if not r["kept"]} == {
