@@ -28,7 +28,7 @@ from .errors import InvalidInput, SimhashError
 from .fingerprint import from_hex, simhash, to_hex, to_signed
 from .clusters import REPRESENTATIVE_RULES, Cluster
 from .index_arrays import DuplicatePair
-from .dedup import Deduplicator
+from .dedup import DROP_MARGIN, Deduplicator
 from .index import AddReport, SimhashIndex
 from .batch_queries import QueryError, guess_format, parse_queries
 from .search import Match, executed_sql, near_sql
@@ -982,8 +982,8 @@ def dedup(
         typer.Option(
             "--confirm/--no-confirm",
             help="Drop a document only if the 5-shingle Jaccard estimated from its sketch and a kept one's reaches "
-            f"--jaccard (an indexed document without a sketch: within min(k, {RECOMMENDED_K})); --no-confirm: "
-            "by distance alone.",
+            f"--jaccard + {DROP_MARGIN} (an indexed document without a sketch: within min(k, {RECOMMENDED_K})); "
+            "--no-confirm: by distance alone.",
         ),
     ] = True,
     jaccard: JaccardOption = DEFAULT_THRESHOLD,
