@@ -31,8 +31,8 @@ from .calibrate import DEFAULT_MAX_K, Calibration
 from .calibrate import calibrate as calibrate_index
 from .checks import check_index
 from .clusters import REPRESENTATIVE_RULES, Cluster
-from .confirm import DEFAULT_THRESHOLD, ConfirmReport, candidate_k, check_threshold
-from .dedup import Deduplicator
+from .confirm import DEFAULT_THRESHOLD, ConfirmReport, candidate_k, check_threshold, fallback_k
+from .dedup import DROP_MARGIN, Deduplicator
 from .errors import InvalidInput, SimhashError
 from .explain import Explanation, verdicts
 from .explain import explain as explain_pair
@@ -1192,11 +1192,21 @@ def dedup(
     out_path: Annotated[
         Path, typer.Option("--out", "-o", help="Where the kept documents go (JSONL; - for stdout).", show_default=False)
     ],
-    k: KOption = 3,
+    k: Annotated[
+        Optional[int],
+        typer.Option(
+            "--k", "-k",
+            help="With --confirm: candidates within this distance instead of the sketches' LSH tables (any distance); "
+            f"with --no-confirm: the largest distance of a duplicate. \\[default: {RECOMMENDED_K} with --no-confirm]",
+            show_default=False,
+        ),
+    ] = None,
     dupes_file: Annotated[
         Optional[Path],
         typer.Option(
-            "--dupes", help="Also write each dropped document's key, what it duplicates and the distance (JSONL)."
+            "--dupes",
+            help="Also write each dropped document's key, what it duplicates, the distance, the Jaccard and how it "
+            "was checked (JSONL).",
         ),
     ] = None,
     against: Annotated[
@@ -1211,8 +1221,19 @@ def dedup(
     hmm: HmmOption = None,
     encoding: EncodingOption = "utf-8",
     errors: ErrorsOption = "strict",
+    confirm: Annotated[
+        bool,
+        typer.Option(
+            "--confirm/--no-confirm",
+            help="Drop a document only if the 5-shingle Jaccard estimated from its sketch and a kept one's reaches "
+            f"--jaccard + {DROP_MARGIN} (an indexed document without a sketch: within min(k, {RECOMMENDED_K})); "
+            "--no-confirm: by distance alone.",
+        ),
+    ] = True,
+    jaccard: JaccardOption = DEFAULT_THRESHOLD,
 ) -> None:
-    """Keep-first filter: write each document unless it is within k of one kept before it (or in --against).
+    """Keep-first filter: write each document unless a document kept before it (or in --against) is a
+    near-duplicate.
 
     The fingerprint options default as for simq add; with --against, the index's settings apply.
     """
@@ -1228,7 +1249,14 @@ def dedup(
         index = stack.enter_context(SimhashIndex(against, **requested)) if against is not None else None
         chosen = {name: value for name, value in requested.items() if value is not None}
         settings = index.settings if index is not None else FingerprintSettings(**chosen)
-        deduplicator = Deduplicator(k, settings, against=index)
+        deduplicator = Deduplicator(k, settings, against=index, check=confirm, threshold=jaccard)
+        if index is not None and deduplicator.report.against_unsketched:
+            say(
+                f"{against}: {deduplicator.report.against_unsketched:,} of {deduplicator.report.against:,} documents "
+                f"have no sketch (indexed before sketches, texts out of reach): a match with one is judged by distance "
+                f"(within {fallback_k(deduplicator.k)})",
+                to_stderr=True,
+            )
         sink = sys.stdout.buffer if str(out_path) == "-" else stack.enter_context(open(out_path, "wb"))
         side = stack.enter_context(open(dupes_file, "wb")) if dupes_file is not None else None
         total = sum(_size_of(p) for p, _ in paths) or None
@@ -1256,7 +1284,8 @@ def dedup(
         warn("skipped", skip.where, ": ", skip.reason)
     share = report.dropped / report.read if report.read else 0.0
     say(
-        f"{_count(report.read, 'document')}: {report.kept:,} kept, {report.dropped:,} dropped ({share:.1%}) at k={k}"
+        f"{_count(report.read, 'document')}: {report.kept:,} kept, {report.dropped:,} dropped ({share:.1%}) "
+        + _dedup_rule(deduplicator)
         + (f" against {report.against:,} indexed" if against is not None else "")
         + f", {reader.skip_count:,} skipped; {report.seconds:.1f} s "
         f"(fingerprints {report.fingerprint_seconds:.1f} s, search {report.search_seconds:.1f} s, "
@@ -1267,6 +1296,15 @@ def dedup(
         raise fail(f"nothing read: {_count(reader.skip_count, 'input was', 'inputs were')} skipped (see above)")
     if any(skip.named for skip in reader.skipped):
         raise typer.Exit(1)
+
+
+def _dedup_rule(deduplicator: Deduplicator) -> str:
+    report = deduplicator.report
+    if not deduplicator.check:
+        return f"within k={deduplicator.k} (distance alone)"
+    found = "sketch LSH candidates" if deduplicator.by_sketch else f"candidates within k={deduplicator.k}"
+    rule = f"by {found} with estimated Jaccard >= {deduplicator.threshold:g}"
+    return rule + (f" ({report.by_distance:,} by distance alone)" if report.by_distance else "")
 
 
 @app.command("spark-dedup")
@@ -1282,7 +1320,15 @@ def spark_dedup(
         Path,
         typer.Option("--out", "-o", help="Output folder: Parquet tables, manifest.json, shards.", show_default=False),
     ],
-    k: Annotated[int, typer.Option("--k", "-k", help="Largest Hamming distance of a pair (0-10).")] = 3,
+    k: Annotated[
+        Optional[int],
+        typer.Option(
+            "--k", "-k",
+            help="With --confirm: pairs within this distance (0-10) instead of the sketches' LSH tables; with "
+            f"--no-confirm: the largest distance of a pair. \\[default: {RECOMMENDED_K} with --no-confirm]",
+            show_default=False,
+        ),
+    ] = None,
     id_field: Annotated[str, typer.Option("--id-field", help="Column holding the document id.")] = "id",
     text_field: Annotated[str, typer.Option("--text-field", help="Column holding the text.")] = "text",
     id_col: Annotated[Optional[str], typer.Option("--id-col", hidden=True, help="Old name of --id-field.")] = None,
@@ -1316,7 +1362,7 @@ def spark_dedup(
     ] = False,
     against: Annotated[
         Optional[Path],
-        typer.Option("--against", help="An earlier run's --out: drop documents within k of it first."),
+        typer.Option("--against", help="An earlier run's --out: drop near-duplicates of its kept documents first."),
     ] = None,
     sqlite_shards: Annotated[
         int, typer.Option("--sqlite-shards", help="Also write this many SQLite index files (simq opens each).")
@@ -1330,8 +1376,22 @@ def spark_dedup(
     weights: WeightsOption = None,
     hmm: HmmOption = None,
     overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace an earlier output in --out.")] = False,
+    confirm: Annotated[
+        bool,
+        typer.Option(
+            "--confirm/--no-confirm",
+            help="Pair two documents only if the Jaccard estimated from their sketches reaches --jaccard (as simq "
+            "dedup); --no-confirm: by distance alone.",
+        ),
+    ] = True,
+    jaccard: JaccardOption = DEFAULT_THRESHOLD,
+    conf: Annotated[
+        Optional[list[str]],
+        typer.Option("--conf", help="A Spark setting KEY=VALUE (repeatable), e.g. spark.sql.shuffle.partitions=64."),
+    ] = None,
 ) -> None:
-    """Fingerprints, near-duplicate pairs, clusters and the kept documents of a corpus, on Apache Spark."""
+    """Fingerprints, checked near-duplicate pairs, clusters and the kept documents of a corpus, on Apache Spark:
+    the same kept set as simq dedup on the same input (keep-first in input order, or by --keep-by)."""
     id_col, text_col = id_col or id_field, text_col or text_field
     input_format = input_format or old_input_format
     try:
@@ -1340,10 +1400,17 @@ def spark_dedup(
         raise InvalidInput(str(exc)) from None
     requested = {"features": features, "ngram": ngram, "weights": weights, "hmm": hmm}
     settings = FingerprintSettings(**{name: v for name, v in requested.items() if v is not None})
-    spark = spark_job.session(master or _default_master())
+    settings_given = {}
+    for item in conf or []:
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():
+            raise InvalidInput(f"--conf takes KEY=VALUE, not {item!r}")
+        settings_given[name.strip()] = value
+    spark = spark_job.session(master or _default_master(), **settings_given)
     try:
         report = spark_job.run_dedup(
-            spark, input_path, str(out_dir), settings=settings, k=k, blocks=blocks, id_col=id_col, text_col=text_col,
+            spark, input_path, str(out_dir), settings=settings, k=k, check=confirm, threshold=jaccard, blocks=blocks,
+            id_col=id_col, text_col=text_col,
             fmt=input_format, keep_by=keep_by, descending=descending,
             against=None if against is None else str(against), sqlite_shards=sqlite_shards, overwrite=overwrite,
         )
@@ -1352,12 +1419,12 @@ def spark_dedup(
     rows = {
         "documents": report.documents,
         "without features": report.without_features,
-        "distinct fingerprints": report.distinct_fingerprints,
-        f"pairs within {k}": report.pairs,
-        "clusters (= kept)": report.kept,
+        "pairs (checked)" if confirm else f"pairs within {candidate_k(k, False)}": report.pairs,
+        "clusters": report.clusters,
+        "kept": report.kept,
     }
     if report.matched_existing is not None:
-        rows[f"within {k} of {against}"] = report.matched_existing
+        rows[f"paired with {against}"] = report.matched_existing
     if report.shards:
         rows["sqlite shards"] = len(report.shards)
     rows["seconds"] = round(report.seconds, 1)
