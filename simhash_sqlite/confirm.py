@@ -289,6 +289,8 @@ class DuplicatePairs:
             parts = ((p.left, p.right, None) for p in near_pairs(values, self.k, on_progress=self.on_progress))
         shingles = ShingleCache(self.index, self.cache_bytes)
         for left, right, estimate in parts:
+            if len(left) == 0:
+                continue
             order = np.lexsort((right, left))  # each document's pairs side by side: cache hits
             left, right = left[order], right[order]
             if estimate is None:  # pairs within k: estimates where both have a sketch

@@ -6,6 +6,7 @@ import io
 import json
 import random
 import string
+from pathlib import Path
 from itertools import combinations
 
 import apsw
@@ -320,3 +321,24 @@ def test_explain_gives_the_checked_verdict(runner, stored):
         assert result.exit_code == 0, result.output
         row = next(line for line in result.stdout.splitlines() if "by simq dupes" in line)
         assert verdict in row and ("not" in row) == verdict.startswith("not")
+
+
+def test_dupes_with_identical_texts_and_a_bare_fingerprint(runner, tmp_path):
+    """Identical texts fold to one sketch; a document added by fingerprint alone has none. A chunk of
+    pairs that comes out empty must not reach the key lookup (carray refuses empty arrays)."""
+    import shutil
+
+    examples = Path(__file__).resolve().parent.parent / "examples"
+    for name in ("docs", "copy"):
+        shutil.copytree(examples, tmp_path / name)
+    db = tmp_path / "s.db"
+    assert simq(runner, "add", "--db", db, tmp_path / "docs", tmp_path / "copy").exit_code == 0
+    garden = str(tmp_path / "docs" / "garden.txt")
+    with SimhashIndex(db) as index:
+        fp = index.get(garden).fingerprint
+        index.add_fingerprints([("bare", fp ^ 0b111), ("far", 0x59E111D408338701)])
+    result = simq(runner, "dupes", "--db", db, "--format", "jsonl")
+    assert result.exit_code == 0, result.output
+    pairs = {frozenset((r["first"], r["second"])): r["checked_by"] for r in map(json.loads, result.stdout.splitlines())}
+    assert pairs[frozenset((garden, str(tmp_path / "copy" / "garden.txt")))] == "exact"
+    assert pairs[frozenset((garden, "bare"))] == "distance"  # no text, no sketch: distance 3 alone
