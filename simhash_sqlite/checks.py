@@ -71,7 +71,11 @@ def check_index(
         except (NotAnIndex, SchemaTooNew) as exc:
             report.add("simhash-sqlite file", [str(exc)], "")
             return report
-        report.add("simhash-sqlite file", [], f"application id SIMH, schema version {version}")
+        fine = (
+            f"application id SIMH, schema version {version}" if version
+            else "empty: no schema yet (an add that never committed); the next add creates it"
+        )
+        report.add("simhash-sqlite file", [], fine)
         schema_ok = report.add(
             "schema", _safely(lambda: schema_problems(conn, version)), "exactly the objects our migrations create"
         )

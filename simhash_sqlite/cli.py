@@ -459,9 +459,10 @@ def near(
     confirm: ConfirmOption = True,
     jaccard: JaccardOption = DEFAULT_THRESHOLD,
 ) -> None:
-    """Near-duplicates of a text, a file, a stored key or a fingerprint, closest first: candidates
-    within k, checked by the exact Jaccard of the texts where they can be read, else estimated from
-    the stored sketches."""
+    """Near-duplicates of a text, a file, a stored key or a fingerprint, closest first.
+
+    Candidates within k, checked by the exact Jaccard of the texts where they can be read, else
+    estimated from the stored sketches."""
     format_ = output.choose_format(format_, as_json)
     threshold = check_threshold(jaccard) if confirm else None
     k = candidate_k(k, confirm)
@@ -735,8 +736,9 @@ def serve(
     host: Annotated[str, typer.Option(help="Address to listen on; 127.0.0.1 is this machine only.")] = "127.0.0.1",
     open_browser: Annotated[bool, typer.Option("--open", help="Open the clusters page in a web browser.")] = False,
 ) -> None:
-    """Review near-duplicates in a browser: Datasette on the index, read-only, with search, cluster and
-    pair pages (needs the web extra: pip install 'simhash-sqlite[web]')."""
+    """Review near-duplicates in a browser: Datasette on the index, read-only.
+
+    Search, cluster and pair pages (needs the web extra: pip install 'simhash-sqlite\\[web]')."""
     from .serve import clusters_url
     from .serve import serve as serve_index
 
@@ -904,8 +906,10 @@ def calibrate_command(
         Optional[Path], typer.Option(help="Also draw the distance distribution as a PNG image here (needs matplotlib).")
     ] = None,
 ) -> None:
-    """What each k means on this index: exact 5-shingle Jaccard of sampled pairs at each distance, and
-    a chart of where near-duplicate and unrelated pairs fall.
+    """What each k means on this index: the Jaccard of sampled pairs at each distance, as a chart.
+
+    The exact 5-shingle Jaccard of sampled pairs at each distance, and a chart of where near-duplicate
+    and unrelated pairs fall.
 
     json prints the whole result (threshold, queried, suggested_k, rows); jsonl, csv and tsv one
     distance a record.
@@ -1047,8 +1051,9 @@ def dupes(
     confirm: ConfirmOption = True,
     jaccard: JaccardOption = DEFAULT_THRESHOLD,
 ) -> None:
-    """Every pair of near-duplicate documents, each once, checked by the Jaccard of their texts: exact
-    where they can be read, else estimated from the stored sketches. Without --k the candidates come
+    """Every pair of near-duplicate documents, each once, checked by the Jaccard of their texts.
+
+    Exact where the texts can be read, else estimated from the stored sketches. Without --k the candidates come
     from the sketches (any distance); with --k, or an index whose documents lack sketches, they are the
     pairs within distance k.
 
@@ -1232,8 +1237,7 @@ def dedup(
     ] = True,
     jaccard: JaccardOption = DEFAULT_THRESHOLD,
 ) -> None:
-    """Keep-first filter: write each document unless a document kept before it (or in --against) is a
-    near-duplicate.
+    """Keep-first filter: write each document unless one kept before it (or in --against) is a near-duplicate.
 
     The fingerprint options default as for simq add; with --against, the index's settings apply.
     """
@@ -1390,8 +1394,9 @@ def spark_dedup(
         typer.Option("--conf", help="A Spark setting KEY=VALUE (repeatable), e.g. spark.sql.shuffle.partitions=64."),
     ] = None,
 ) -> None:
-    """Fingerprints, checked near-duplicate pairs, clusters and the kept documents of a corpus, on Apache Spark:
-    the same kept set as simq dedup on the same input (keep-first in input order, or by --keep-by)."""
+    """The kept documents of a corpus on Apache Spark, with its fingerprints, checked pairs and clusters.
+
+    The same kept set as simq dedup on the same input (keep-first in input order, or by --keep-by)."""
     id_col, text_col = id_col or id_field, text_col or text_field
     input_format = input_format or old_input_format
     try:

@@ -267,6 +267,10 @@ class DuplicatePairs:
         """Per chunk of candidates: the kept pairs' ids (first added first), distances, Jaccard (NaN:
         unchecked), how each was checked, and the keys of their ids."""
         conn, report = self.index.conn, self.report
+        if report is not None:  # a second iteration searches again: count it afresh, in the same object
+            for counter in ("candidates", "checked", "rejected", "estimated", "estimate_rejected", "unchecked",
+                            "too_far", "without_query_text", "check_seconds"):
+                setattr(report, counter, 0)
         if report is None:
             stored = load_fingerprints(conn)
             for part in near_pairs(stored.values, self.k, on_progress=self.on_progress):

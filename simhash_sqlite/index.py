@@ -726,7 +726,8 @@ class SimhashIndex:
         return read_clusters(self.conn, min_size)
 
     def near_sql(self, k: int = 3) -> str:
-        """Standalone SQL with the same answer as near() for this k (see search.near_sql)."""
+        """Standalone SQL for the distance search, near(k=k, check=False), for this k (see search.near_sql).
+        Its default, k = 3, is the classic line where the SQL is four block equality lookups."""
         return near_sql(self.plan(k))
 
     def plan(self, k: int, fingerprint: int | None = None) -> Plan:

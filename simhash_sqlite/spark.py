@@ -5,12 +5,13 @@ document gets the same 64 bits here as in an index file. Fingerprints are Spark 
 signed int64 form, exactly as SQLite stores them; `hex` columns print the unsigned 16 hex digits.
 
 The job, each step a function over DataFrames:
-  fingerprints       documents -> (id, fingerprint)
-  fingerprint_pairs  distinct fingerprints -> pairs within k through a BlockTables join (exact)
+  fingerprints_and_sketches  documents -> (id, fingerprint, sketch), one UDF for both
+  sketch_pairs       candidate pairs from the sketches' window codes (the LSH of simq dupes)
+  fingerprint_pairs  distinct fingerprints -> pairs within k through a BlockTables join (--k, --no-confirm)
   document_pairs     those pairs, plus documents sharing a fingerprint, as (id_a < id_b, distance)
-  components         connected components of the fingerprint graph (min-label propagation with
+  graph_components   connected components of the checked pairs (min-label propagation with
                      pointer jumping, no GraphFrames)
-  clusters           every document with its cluster, named after the document it keeps
+  keep_first         every document with its cluster, keeping the first in input order (as simq dedup)
   match_existing     a new batch against an existing set, broadcasting the smaller side
   run_dedup          all of it from a file to a folder of Parquet, a manifest and SQLite shards
 

@@ -342,3 +342,13 @@ def test_dupes_with_identical_texts_and_a_bare_fingerprint(runner, tmp_path):
     pairs = {frozenset((r["first"], r["second"])): r["checked_by"] for r in map(json.loads, result.stdout.splitlines())}
     assert pairs[frozenset((garden, str(tmp_path / "copy" / "garden.txt")))] == "exact"
     assert pairs[frozenset((garden, "bare"))] == "distance"  # no text, no sketch: distance 3 alone
+
+
+def test_iterating_dupes_twice_counts_once(runner, stored):
+    db, _, _ = stored
+    with SimhashIndex(db) as index:
+        found = index.dupes()
+        first = sorted((p.first, p.second) for p in found)
+        counts = (found.report.candidates, found.report.kept)
+        assert sorted((p.first, p.second) for p in found) == first
+        assert (found.report.candidates, found.report.kept) == counts and counts[1] == len(first)
