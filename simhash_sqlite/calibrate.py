@@ -8,13 +8,14 @@ pairs really are, and suggests the largest k up to which most sampled pairs reac
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from .errors import InvalidInput
 from .explain import estimated_jaccard
 from .index import SimhashIndex
-from .shingles import jaccard_of_sets, shingle_set
 from .indexed_text import stored_text
+from .shingles import jaccard_of_sets, shingle_set
 
 DEFAULT_MAX_K = 16
 
@@ -51,8 +52,12 @@ def calibrate(
     max_queries: int = 2000,
     threshold: float = 0.8,
     seed: int = 0,
+    on_progress: Callable[[int, int], None] | None = None,
 ) -> Calibration:
-    """Sample up to `per_distance` pairs at each distance 0..max_k and measure them exactly."""
+    """Sample up to `per_distance` pairs at each distance 0..max_k and measure them exactly.
+
+    on_progress(done, total): called before each sampled document (total: the most that may be
+    sampled; the run ends sooner once every distance has its pairs)."""
     if not 0 <= max_k <= 32:
         raise InvalidInput(f"max_k must be from 0 to 32, not {max_k}")
     if per_distance < 1 or max_queries < 1:
@@ -72,7 +77,10 @@ def calibrate(
             shingles[key] = None if text is None else shingle_set(text)
         return shingles[key]
 
-    for key in keys[:max_queries]:
+    sampled = keys[:max_queries]
+    for done, key in enumerate(sampled):
+        if on_progress is not None:
+            on_progress(done, len(sampled))
         if all(len(v) >= per_distance for v in sims.values()):
             break
         if shingles_of(key) is None:

@@ -1,69 +1,123 @@
-"""simq: the command line over simhash_sqlite. Each command parses, makes library calls, renders."""
+"""simq: the command line over simhash_sqlite. Each command parses, makes library calls, renders.
+
+Exit status, the same for every command: 0 success; 1 an error (one "error:" line on stderr: bad
+input, a refused or damaged index, every input skipped, a failed check); 2 a command line that does
+not parse (unknown option, missing argument, a value of the wrong type); 130 interrupted (Ctrl-C).
+A closed pipe (simq dupes | head) ends quietly with 0, as ripgrep does: the reader had what it wanted.
+Output conventions (formats, markup, colour, pipes, progress) are in output.py.
+"""
 
 from __future__ import annotations
 
-import csv
 import contextlib
+import functools
 import heapq
 import importlib
 import itertools
-import functools
 import json
 import os
 import sys
-from enum import Enum
 from pathlib import Path
 from typing import Annotated, Optional
 
 import apsw
 import typer
-from rich.console import Console
-from rich.markup import escape
-from rich.progress import BarColumn, Progress, SpinnerColumn, TaskProgressColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
 
-from .checks import CheckReport, check_index, report_json
-from .confirm import DEFAULT_THRESHOLD, ConfirmReport, candidate_k, check_threshold, keeps
-from .errors import InvalidInput, SimhashError
-from .fingerprint import from_hex, simhash, to_hex, to_signed
-from .clusters import REPRESENTATIVE_RULES, Cluster
-from .index_arrays import DuplicatePair
-from .dedup import Deduplicator
-from .index import AddReport, SimhashIndex
+from . import indexed_text, output
 from .batch_queries import QueryError, guess_format, parse_queries
+from .calibrate import DEFAULT_MAX_K, Calibration
+from .calibrate import calibrate as calibrate_index
+from .checks import check_index
+from .clusters import REPRESENTATIVE_RULES, Cluster
+from .confirm import DEFAULT_THRESHOLD, ConfirmReport, candidate_k, check_threshold, fallback_k
+from .dedup import DROP_MARGIN, Deduplicator
+from .errors import InvalidInput, SimhashError
+from .explain import Explanation, verdicts
+from .explain import explain as explain_pair
+from .fingerprint import from_hex, simhash, to_hex, to_signed
+from .index import AddReport, FingerprintedDocument, SimhashIndex, check_batch_size
+from .index_arrays import DuplicatePair
+from .output import err, line, out, plain, printable
+from .plots import (
+    cluster_sizes,
+    distance_chart,
+    distance_distribution,
+    distance_png,
+    require_matplotlib,
+    size_bands,
+    size_chart,
+    write_png,
+)
 from .search import Match, executed_sql, near_sql
-from .user_sql import ResultSet, parse_params, run_query
-from .calibrate import DEFAULT_MAX_K, Calibration, calibrate as calibrate_index
-from .explain import Explanation, explain as explain_pair
 from .settings import CONFIRM_K, RECOMMENDED_K, SHORT_TEXT, FingerprintSettings
-from .sources import Reader, stale_keys
+from .sources import STDIN, Reader, read_one, size_text, stale_keys
+from .storage import damaged_message
+from .user_sql import parse_params, run_query
+from .version import __version__
 
 app = typer.Typer(
     name="simq",
-    help="Find near-duplicate texts with 64-bit SimHash, in one SQLite index file.",
     rich_markup_mode="rich",
     context_settings={"help_option_names": ["-h", "--help"]},
     no_args_is_help=True,
     pretty_exceptions_enable=False,
 )
-out = Console()
-err = Console(stderr=True)
 
 DEFAULT_DB = "simhash.db"
 SHOWN_SKIPS = 20
+SHOWN_ROWS = 50  # a table shows at most this many rows; the other formats print every record
+
+
+def _no_metavar_on_flags() -> None:
+    """typer 0.2x prints <bool> after on/off flags in --help, as if they took a value: show none."""
+    option = getattr(typer.core, "TyperOption", None)
+    shown = getattr(option, "display_type_rich", None)
+    if shown is None or getattr(shown, "simq", False):
+        return
+
+    def display_type_rich(self, ctx):
+        return None if self.is_flag else shown(self, ctx)
+
+    display_type_rich.simq = True
+    option.display_type_rich = display_type_rich
+
+
+_no_metavar_on_flags()
+
+
+def _complete_formats(incomplete: str) -> list[str]:
+    return [name for name in output.FORMATS if name.startswith(incomplete)]
+
 
 DbOption = Annotated[
     Path,
     typer.Option("--db", envvar="SIMQ_DB", help="The index file.", show_default=True),
 ]
 KOption = Annotated[int, typer.Option("--k", "-k", help="Largest Hamming distance to report (0-64).")]
-JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+FormatOption = Annotated[
+    Optional[str],
+    typer.Option(
+        "--format",
+        help="table, json, jsonl, csv or tsv. \\[default: table]",
+        show_default=False,
+        autocompletion=_complete_formats,
+    ),
+]
+JsonOption = Annotated[bool, typer.Option("--json", help="Short for --format json.")]
+OutOption = Annotated[
+    Optional[Path],
+    typer.Option(
+        "--out", "-o", help="Write the records to this file instead of stdout. \\[default: stdout]", show_default=False
+    ),
+]
 CandidateKOption = Annotated[
     Optional[int],
     typer.Option(
         "--k", "-k",
-        help=f"Largest Hamming distance of a candidate (0-64) "
-        f"\\[default: {CONFIRM_K} with --confirm, {RECOMMENDED_K} with --no-confirm].",
+        help=f"Largest Hamming distance of a candidate (0-64). "
+        f"\\[default: {CONFIRM_K} with --confirm, {RECOMMENDED_K} with --no-confirm]",
         show_default=False,
     ),
 ]
@@ -78,35 +132,66 @@ ConfirmOption = Annotated[
 JaccardOption = Annotated[
     float, typer.Option("--jaccard", help="With --confirm: the least exact Jaccard kept (above 0, at most 1).")
 ]
+# The options of commands that read inputs (add, dedup): the same names, help and defaults.
+JsonlOption = Annotated[
+    Optional[bool],
+    typer.Option(
+        "--jsonl/--no-jsonl",
+        help="Read every input as JSONL, or stdin as one text. \\[default: *.jsonl and *.ndjson files are JSONL, "
+        "and stdin is when its first line is a JSON object with the text field]",
+        show_default=False,
+    ),
+]
+RequireIdOption = Annotated[
+    bool, typer.Option("--require-id", help="Skip JSONL records without the id field (else keyed FILE:LINE).")
+]
+TextFieldOption = Annotated[str, typer.Option(help="JSONL field holding the text.")]
+IdFieldOption = Annotated[str, typer.Option(help="JSONL field holding the key.")]
+EncodingOption = Annotated[str, typer.Option(help="Encoding of the input files.")]
+ErrorsOption = Annotated[
+    str, typer.Option(help="On undecodable bytes: 'strict' (skip the file), 'replace', 'ignore' or 'backslashreplace'.")
+]
+# The fingerprint options, with the same names, help and defaults wherever a command makes fingerprints.
+# None means "the index's" for an existing index; the shown default is what a new one gets.
+FeaturesOption = Annotated[
+    Optional[str], typer.Option(help="'chars' or 'words' n-grams. \\[default: chars]", show_default=False)
+]
+NgramOption = Annotated[Optional[int], typer.Option(help="n of the n-grams. \\[default: 5]", show_default=False)]
+WeightsOption = Annotated[
+    Optional[str], typer.Option(help="'binary', 'count' or 'log'. \\[default: binary]", show_default=False)
+]
+HmmOption = Annotated[
+    Optional[bool],
+    typer.Option("--hmm/--no-hmm", help="jieba's HMM for words. \\[default: no-hmm]", show_default=False),
+]
 
 
 def fail(message: str, code: int = 1) -> typer.Exit:
-    # escape: a message may hold [brackets] (an extra's name, a path) that are not rich markup
-    err.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
+    """One "error:" line on stderr (the message printed literally) and the exit status to raise."""
+    err.print(line(("error:", "bold red"), " ", message), soft_wrap=True)
     return typer.Exit(code)
 
 
-def _progress(*bar_columns) -> Progress:
-    """A progress display on stderr, shown only on a terminal and gone when done; bar_columns go
-    between the spinner and the description (a bar for inputs of known size)."""
-    return Progress(
-        SpinnerColumn(),
-        *bar_columns,
-        TextColumn("{task.description}"),
-        TimeElapsedColumn(),
-        console=err,
-        transient=True,
-        disable=not err.is_terminal,
-    )
+def warn(label: str, *parts: str) -> None:
+    """A yellow label and a message of user data on stderr, one line."""
+    err.print(line((label, "yellow"), " ", *parts), soft_wrap=True)
+
+
+def say(message: str, *, to_stderr: bool = False) -> None:
+    """A summary line (of user data: paths, keys) on stdout, or stderr."""
+    (err if to_stderr else out).print(plain(message), soft_wrap=True)
 
 
 def friendly_errors(command):
-    """Turn the errors a user can cause into one red line and exit code 1, never a traceback."""
+    """Turn the errors a user can cause into one red line and exit code 1, never a traceback;
+    Ctrl-C into "interrupted" and 130; a closed stdout pipe into a quiet 0."""
 
     @functools.wraps(command)
     def wrapper(*args, **kwargs):
         try:
-            return command(*args, **kwargs)
+            result = command(*args, **kwargs)
+            sys.stdout.flush()  # a closed pipe shows here, not at exit (where Python would say 120)
+            return result
         except SimhashError as exc:
             raise fail(str(exc)) from None
         except apsw.BusyError:
@@ -115,12 +200,48 @@ def friendly_errors(command):
             raise fail("the disk is full; the index keeps every batch committed before this") from None
         except (apsw.ReadOnlyError, apsw.CantOpenError):
             raise fail("the index file or its folder is read-only") from None
-        except (apsw.CorruptError, apsw.NotADBError):
-            raise fail("the index file is damaged (run: sqlite3 FILE 'PRAGMA integrity_check')") from None
+        except (apsw.CorruptError, apsw.NotADBError) as exc:
+            named = [kwargs.get(name) for name in ("file", "db", "against") if kwargs.get(name) is not None]
+            if not named:
+                raise fail(f"an index file is damaged ({exc}); see what is wrong: simq check --db FILE") from None
+            raise fail(damaged_message(os.fspath(named[0]), str(exc))) from None
+        except BrokenPipeError:
+            _quiet_stdout()
+            raise typer.Exit(0) from None
         except OSError as exc:
             raise fail(f"{exc.filename or ''}: {exc.strerror or exc}".lstrip(": ")) from None
+        except KeyboardInterrupt:
+            raise fail("interrupted", 130) from None
 
     return wrapper
+
+
+def _quiet_stdout() -> None:
+    """After a closed pipe: point stdout at /dev/null, so that Python's last flush has nowhere to fail."""
+    if sys.stdout is sys.__stdout__ and sys.stdout is not None:
+        with contextlib.suppress(OSError, ValueError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+
+
+def _version(value: bool) -> None:
+    if value:
+        print(f"simq (simhash-sqlite) {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def main_options(
+    version: Annotated[
+        Optional[bool], typer.Option("--version", help="Print the version and exit.", callback=_version, is_eager=True)
+    ] = None,
+) -> None:
+    """Find near-duplicate texts with 64-bit SimHash, in one SQLite index file.
+
+    Records: --format table|json|jsonl|csv|tsv (--json for short), -o/--out FILE.
+    Exit status: 0 success, 1 error, 2 usage, 130 interrupted; a closed pipe (| head) ends quietly with 0.
+    Colour only on a terminal, never under NO_COLOR. Shell completion: simq --install-completion.
+    """
 
 
 @app.command()
@@ -130,26 +251,31 @@ def add(
         list[str], typer.Argument(help="Files, folders (recursive), globs, or - for stdin.", show_default=False)
     ],
     db: DbOption = Path(DEFAULT_DB),
-    jsonl: Annotated[bool, typer.Option("--jsonl", help="Read inputs as JSONL (*.jsonl is read so anyway).")] = False,
-    text_field: Annotated[str, typer.Option(help="JSONL field holding the text.")] = "text",
-    id_field: Annotated[str, typer.Option(help="JSONL field holding the key.")] = "id",
-    features: Annotated[
-        Optional[str], typer.Option(help="New index: 'chars' or 'words' n-grams [default: chars].")
+    jsonl: JsonlOption = None,
+    text_field: TextFieldOption = "text",
+    id_field: IdFieldOption = "id",
+    require_id: RequireIdOption = False,
+    key: Annotated[
+        Optional[str],
+        typer.Option(
+            "--key", help="The key of the text read from stdin (-). \\[default: <stdin:HASH>, made from the text]",
+            show_default=False,
+        ),
     ] = None,
-    ngram: Annotated[Optional[int], typer.Option(help="New index: n of the n-grams [default: 5].")] = None,
-    weights: Annotated[
-        Optional[str], typer.Option(help="New index: 'binary', 'count' or 'log' [default: binary].")
-    ] = None,
-    hmm: Annotated[
-        Optional[bool], typer.Option("--hmm/--no-hmm", help="New index: jieba HMM for words [default: off].")
-    ] = None,
+    features: FeaturesOption = None,
+    ngram: NgramOption = None,
+    weights: WeightsOption = None,
+    hmm: HmmOption = None,
     store_text: Annotated[
-        Optional[bool], typer.Option("--store-text/--no-store-text", help="New index: keep the texts in it.")
+        Optional[bool],
+        typer.Option(
+            "--store-text/--no-store-text",
+            help="New index: keep the texts in it. \\[default: no-store-text]",
+            show_default=False,
+        ),
     ] = None,
-    encoding: Annotated[str, typer.Option(help="Encoding of the input files.")] = "utf-8",
-    errors: Annotated[
-        str, typer.Option(help="On undecodable bytes: 'strict' (skip the file), 'replace', 'ignore' or 'backslashreplace'.")
-    ] = "strict",
+    encoding: EncodingOption = "utf-8",
+    errors: ErrorsOption = "strict",
     batch_size: Annotated[int, typer.Option(help="Documents per transaction.")] = 1000,
     prune: Annotated[
         bool,
@@ -166,18 +292,29 @@ def add(
         ),
     ] = False,
 ) -> None:
-    """Add files, folders or JSONL to the index (created on first use); changed files are updated."""
-    reader = Reader(jsonl=jsonl, text_field=text_field, id_field=id_field, encoding=encoding, errors=errors)
+    """Add files, folders or JSONL to the index (created on first use); changed files are updated.
+
+    The fingerprint options (--features, --ngram, --weights, --hmm, --store-text) apply to a new index;
+    an existing one keeps its own, and asking for others is an error.
+
+    Keys: a file inside the current folder is keyed by its path relative to it, any other by its
+    absolute path; a JSONL record by its id; text on stdin by --key, else by its content.
+    """
+    if key is not None and STDIN not in inputs:
+        raise InvalidInput("--key names the text read from stdin; give - as an input")
+    check_batch_size(batch_size)
+    reader = _reader(jsonl, text_field, id_field, encoding, errors, require_id=require_id, stdin_key=key)
     paths = reader.expand(inputs)  # missing paths fail here, before the index is touched
     with SimhashIndex(
         db, create=True, features=features, ngram=ngram, weights=weights, hmm=hmm, store_text=store_text
     ) as index:
         report = AddReport()
-        with _progress() as progress:
-            task = progress.add_task("adding", total=None)
+        total = sum(_size_of(path) for path, _ in paths) or None  # stdin and pipes: no size known
+        with output.progress("bytes") as progress:
+            task = progress.add_task("adding", total=total)
 
             def on_batch(current: AddReport) -> None:
-                progress.update(task, description=f"{current.documents:,} documents, {current.characters:,} characters")
+                progress.update(task, completed=reader.bytes_read, description=f"{current.documents:,} documents")
                 if progress_json:  # called after the COMMIT: every line names a batch that is on disk
                     print(_progress_line(current), file=sys.stderr, flush=True)
 
@@ -193,17 +330,50 @@ def add(
         index.remove(pruned)
     _print_add_summary(report, reader, db)
     for key in pruned[:SHOWN_SKIPS]:
-        err.print(f"[yellow]pruned[/] {_shown(key)}: the file is gone", highlight=False, soft_wrap=True)
+        warn("pruned", key, ": the file is gone")
     if prune:
-        out.print(f"{len(pruned):,} pruned", highlight=False, soft_wrap=True)
+        say(f"{len(pruned):,} pruned")
+    if reader.skip_count and not report.documents:
+        raise fail(f"nothing added: {_count(reader.skip_count, 'input was', 'inputs were')} skipped (see above)")
     if reader.failed:
         raise typer.Exit(1)
 
 
-def _shown(text: str) -> str:
-    """A key, path or reason as printed: control characters escaped (one message stays one line)
-    and rich markup escaped (a key like "[/]" is text, not a style)."""
-    return escape("".join(c if c.isprintable() else repr(c)[1:-1] for c in text))
+def _reader(jsonl: Optional[bool], text_field: str, id_field: str, encoding: str, errors: str, **more) -> Reader:
+    """A Reader for --jsonl (every input), --no-jsonl (stdin is one text) or neither (by suffix, and
+    stdin by its first line)."""
+    return Reader(
+        jsonl=bool(jsonl), sniff_stdin=jsonl is None, text_field=text_field, id_field=id_field,
+        encoding=encoding, errors=errors, **more,
+    )
+
+
+def _print_reader_notes(reader: Reader) -> None:
+    """What the reader decided for the user: stdin's format and key, records keyed by line number."""
+    for note in reader.notes:
+        warn("note", note)
+    if reader.keyed_by_line:
+        warn(
+            "warning",
+            f"{_count(reader.keyed_by_line, 'JSONL record')} had no {reader.id_field!r} field: keyed by file and "
+            f"line (first: {reader.first_keyed_by_line}); name the id with --id-field, or skip such records with "
+            "--require-id",
+        )
+
+
+def _size_of(path: str) -> int:
+    """A regular file's size, for the progress bar; 0 for stdin, pipes and what cannot be read."""
+    try:
+        return os.path.getsize(path) if path != "-" and os.path.isfile(path) else 0
+    except OSError:
+        return 0
+
+
+def _count(n: int, one: str, many: str | None = None) -> str:
+    """'1 pair', '2 pairs', '1 match', '2 matches': a count and its noun, singular for exactly one."""
+    if n == 1:
+        return f"1 {one}"
+    return f"{n:,} {many or one + ('es' if one.endswith(('s', 'x', 'ch', 'sh')) else 's')}"
 
 
 def _progress_line(report: AddReport) -> str:
@@ -221,38 +391,29 @@ def _progress_line(report: AddReport) -> str:
 
 
 def _print_add_summary(report: AddReport, reader: Reader, db: Path) -> None:
+    _print_reader_notes(reader)
     for skip in reader.skipped[:SHOWN_SKIPS]:
-        err.print(f"[yellow]skipped[/] {_shown(skip.where)}: {_shown(skip.reason)}", highlight=False, soft_wrap=True)
+        warn("skipped", skip.where, ": ", skip.reason)
     if reader.skip_count > SHOWN_SKIPS:
-        err.print(f"[yellow]skipped[/] {reader.skip_count - SHOWN_SKIPS:,} more")
+        warn("skipped", f"{reader.skip_count - SHOWN_SKIPS:,} more")
     for dup in reader.duplicates[:SHOWN_SKIPS]:
-        err.print(
-            f"[yellow]warning[/] {_shown(dup.where)}: id {_shown(repr(dup.key))} again (first at {_shown(dup.first)}); "
-            "the later record wins",
-            highlight=False,
-            soft_wrap=True,
-        )
+        warn("warning", dup.where, ": id ", repr(dup.key), " again (first at ", dup.first,
+             "); skipped, the first record is kept")
     if reader.duplicate_count > SHOWN_SKIPS:
-        err.print(f"[yellow]warning[/] {reader.duplicate_count - SHOWN_SKIPS:,} more repeated ids")
+        warn("warning", f"{reader.duplicate_count - SHOWN_SKIPS:,} more repeated ids")
     for key in report.no_features[:SHOWN_SKIPS]:
-        err.print(
-            f"[yellow]warning[/] {_shown(key)}: no features (empty text); stored, never matches",
-            highlight=False,
-            soft_wrap=True,
-        )
+        warn("warning", key, ": no features (empty text); stored, never matches")
     if report.short and report.short * 2 >= report.added + report.updated:
-        err.print(
-            f"[yellow]warning[/] {report.short:,} of the texts are shorter than {SHORT_TEXT} characters: distances "
-            "between short texts are noisier; simq near and dupes check candidates by their exact Jaccard when the texts "
-            f"can be read (--store-text, or keep the files), and by distance alone use k <= {RECOMMENDED_K - 1}",
-            highlight=False, soft_wrap=True,
+        warn(
+            "warning",
+            f"{report.short:,} of the texts are shorter than {SHORT_TEXT} characters: distances "
+            "between short texts are noisier; simq near and dupes check candidates by their exact Jaccard when the "
+            f"texts can be read (--store-text, or keep the files), and by distance alone use k <= {RECOMMENDED_K - 1}",
         )
-    out.print(
+    say(
         f"{db}: {report.added:,} added, {report.updated:,} updated, {report.unchanged:,} unchanged, "
         f"{reader.skip_count:,} skipped, {report.without_features:,} without features"
-        + (f", {reader.duplicate_count:,} repeated ids" if reader.duplicate_count else ""),
-        highlight=False,
-        soft_wrap=True,
+        + (f", {_count(reader.duplicate_count, 'repeated id')}" if reader.duplicate_count else ""),
     )
 
 
@@ -273,13 +434,25 @@ def near(
         ),
     ] = None,
     batch_format: Annotated[
-        Optional[str], typer.Option(help="'jsonl' or 'paths' [default: jsonl for *.jsonl and stdin, else paths].")
+        Optional[str],
+        typer.Option(
+            help="'jsonl' or 'paths'. \\[default: jsonl for *.jsonl and stdin, else paths]", show_default=False
+        ),
     ] = None,
-    limit: Annotated[Optional[int], typer.Option(help="At most this many results (per query).")] = None,
+    limit: Annotated[
+        Optional[int],
+        typer.Option(help="At most this many results (per query). \\[default: no limit]", show_default=False),
+    ] = None,
     plan: Annotated[
-        Optional[str], typer.Option(help="Force 'index' (block lookups) or 'scan'; the answer is the same.")
+        Optional[str],
+        typer.Option(
+            help="Force 'index' (block lookups) or 'scan'; the answer is the same. \\[default: the cheaper]",
+            show_default=False,
+        ),
     ] = None,
+    format_: FormatOption = None,
     as_json: JsonOption = False,
+    output_path: OutOption = None,
     explain: Annotated[
         bool, typer.Option("--explain", help="Show the plan, the candidates checked, and the SQL.")
     ] = False,
@@ -289,46 +462,55 @@ def near(
     """Near-duplicates of a text, a file, a stored key or a fingerprint, closest first: candidates
     within k, checked by the exact Jaccard of the texts where they can be read, else estimated from
     the stored sketches."""
+    format_ = output.choose_format(format_, as_json)
     threshold = check_threshold(jaccard) if confirm else None
     k = candidate_k(k, confirm)
     if batch is not None:
         if any(x is not None for x in (text, file, key, hash_)):
             raise InvalidInput("--batch reads its queries from the file; give no text, --file, --key or --hash")
-        _near_batch(db, batch, batch_format, k, limit, plan, explain, threshold)
+        if format_ not in ("table", "jsonl", "json"):
+            raise InvalidInput("--batch answers in JSON: one line per query (jsonl, the default) or an array (json)")
+        with output.destination(output_path) as handle:
+            _near_batch(db, batch, batch_format, k, limit, plan, explain, threshold, format_, handle)
         return
-    if file is not None:
-        text = _read_text(file)
+    if text == STDIN and file is None:
+        text, file = None, Path(STDIN)  # as -f -
+    elif text is not None and file is None and "\n" not in text and os.path.isfile(text):
+        warn("note", text, " is a file, but the text ", repr(text), " itself is searched for; to search for what "
+             "the file holds: --file ", text)
     fingerprint = from_hex(hash_) if hash_ is not None else None
     report = None
     with SimhashIndex(db) as index:
         _tell_sketch_upgrade(index)
+        if file is not None:
+            text, fingerprint = _query_of_file(file, index.settings, text, fingerprint)
         result = index.search(
             text, fingerprint=fingerprint, key=key, k=k, limit=limit, plan=plan,
             check=confirm, threshold=jaccard,
         )
         matches, report = result.matches, result.report
         if explain:
-            err.print(f"plan: {result.plan.describe()}", highlight=False)
-            err.print(f"candidates checked: {result.candidates:,}", highlight=False)
-            err.print(executed_sql(result.plan), highlight=False, markup=False, soft_wrap=True)
-            err.print("-- the same answer in one statement (near_sql()):", highlight=False, markup=False)
-            err.print(near_sql(result.plan), highlight=False, markup=False, soft_wrap=True)
-    if as_json:
-        print(json.dumps([_match_json(m) for m in matches], ensure_ascii=False))
+            err.print(f"plan: {result.plan.describe()}", markup=False)
+            err.print(f"candidates checked: {result.candidates:,}", markup=False)
+            err.print(executed_sql(result.plan), markup=False, soft_wrap=True)
+            err.print("-- the same answer in one statement (near_sql()):", markup=False)
+            err.print(near_sql(result.plan), markup=False, soft_wrap=True)
+    records = [_match_json(m) for m in matches]
+    if format_ != "table":
+        with output.destination(output_path) as handle:
+            output.render(records, format_, handle)
     elif not matches:
         none_checked = report is not None and report.candidates
-        out.print("no match passed the check" if none_checked else f"no documents within distance {k}")
+        say("no match passed the check" if none_checked else f"no documents within distance {k}")
     else:
-        # Checked: the Jaccard takes the fingerprint's place (--json has both), so keys keep their width.
+        # Checked: the Jaccard takes the fingerprint's place (json has both), so keys keep their width.
         last = "jaccard" if report is not None else "fingerprint"
-        table = Table("key", "distance", "similarity", last)
-        table.columns[0].overflow = "fold"
-        for match in matches:
-            cell = _jaccard_cell(match.jaccard) if report is not None else to_hex(match.fingerprint)
-            table.add_row(match.key, str(match.distance), f"{match.similarity:.3f}", cell)
-        out.print(table)
+        with output.destination(output_path) as handle:
+            output.render(records, "table", handle, columns=["key", "distance", "similarity", last], fold=["key"])
     if report is not None:
-        _print_check_summary(report, "matches", to_stderr=as_json)
+        # A query too large to read whole has said why its candidates go by distance (_query_of_file).
+        _print_check_summary(report, "match", to_stderr=format_ != "table" or output_path is not None,
+                             hint=not (file is not None and text is None))
 
 
 def _tell_sketch_upgrade(index: SimhashIndex) -> None:
@@ -336,42 +518,39 @@ def _tell_sketch_upgrade(index: SimhashIndex) -> None:
     if index.sketch_upgrade is None:
         return
     sketched, out_of_reach = index.sketch_upgrade
-    err.print(
-        f"{index.path}: made before sketches; {sketched:,} documents sketched from their texts"
+    say(
+        f"{index.path}: made before sketches; {_count(sketched, 'document')} sketched from their texts"
         + (f", {out_of_reach:,} could not be (texts not stored and files changed or gone): their pairs are "
            "judged by distance alone" if out_of_reach else ""),
-        highlight=False,
-        soft_wrap=True,
+        to_stderr=True,
     )
 
 
-def _jaccard_cell(jaccard: float | None) -> str:
-    return "-" if jaccard is None else f"{jaccard:.3f}"
-
-
-def _print_check_summary(report: ConfirmReport, noun: str, *, to_stderr: bool) -> None:
+def _print_check_summary(
+    report: ConfirmReport, noun: str, *, to_stderr: bool, suffix: str = "", hint: bool = True
+) -> None:
     """How many results were checked exactly and how many by distance only, and a hint when texts were
     out of reach. Nothing when there was no candidate."""
     if not report.candidates:
         return
     dropped = report.rejected + report.estimate_rejected + report.too_far
     found_by = "found by the sketches" if report.candidates_from == "sketch" else f"within distance {report.k}"
-    line = (
-        f"{report.kept:,} {noun}: {report.checked:,} checked exactly (Jaccard >= {report.threshold:g}), "
+    say(
+        f"{_count(report.kept, noun)}{suffix}: {report.checked:,} checked exactly (Jaccard >= {report.threshold:g}), "
         f"{report.estimated:,} by the sketches' estimate, "
         f"{report.unchecked:,} by distance only (<= {report.fallback_k}); "
-        f"{dropped:,} of {report.candidates:,} candidates {found_by} dropped"
+        f"{dropped:,} of {_count(report.candidates, 'candidate')} {found_by} dropped",
+        to_stderr=to_stderr,
     )
-    (err if to_stderr else out).print(line, highlight=False, soft_wrap=True)
     missing = report.unchecked + report.too_far
-    if missing:
-        err.print(
-            f"[yellow]hint[/] {missing:,} candidate{'s were' if missing != 1 else ' was'} judged by distance alone, "
+    if missing and hint:
+        warn(
+            "hint",
+            f"{missing:,} candidate{'s were' if missing != 1 else ' was'} judged by distance alone, "
             "a text and a sketch being out of reach (documents indexed before sketches whose texts are gone, or "
             "bare fingerprints): add them again, with --store-text or from files kept unchanged at their paths"
-            + ("; a --hash query has no text (search with the text, --file or --key)" if report.without_query_text else ""),
-            highlight=False,
-            soft_wrap=True,
+            + ("; a --hash query has no text (search with the text, --file or --key)"
+               if report.without_query_text else ""),
         )
 
 
@@ -384,52 +563,64 @@ def _near_batch(
     plan: Optional[str],
     explain: bool,
     threshold: Optional[float],
+    format_: str,
+    handle,
 ) -> None:
-    """JSONL answers on stdout, one per query line, in order; bad lines answer with "error".
-    threshold: check the matches exactly (None: by distance alone)."""
+    """One JSON answer per query line, in order (jsonl, or a json array); bad lines answer with
+    "error". threshold: check the matches exactly (None: by distance alone)."""
     fmt = fmt or guess_format(source)
     stream = sys.stdin if source == "-" else open(source, encoding="utf-8")  # noqa: SIM115
     failed = answered = 0
     plans: dict[str, int] = {}
     candidates = 0
     total = ConfirmReport(k, threshold or DEFAULT_THRESHOLD)
-    write = sys.stdout.write
+
+    def answers_of(index: SimhashIndex):
+        nonlocal failed, answered, candidates
+        queries = parse_queries(stream, fmt)
+        answers = index.near_many(
+            queries, k=k, limit=limit, plan=plan,
+            check=threshold is not None, threshold=threshold or DEFAULT_THRESHOLD,
+        )
+        for query, answer in answers:
+            answered += 1
+            record: dict = {"id": query.id}
+            if isinstance(answer, QueryError):
+                failed += 1
+                record["error"] = answer.message
+                if failed <= SHOWN_SKIPS:
+                    warn("skipped", answer.message)
+            else:
+                matches = answer.matches
+                if answer.report is not None:
+                    _add_counts(total, answer.report)
+                record["fingerprint"] = to_hex(answer.fingerprint)
+                record["matches"] = [_match_json(m) for m in matches]
+                if explain:
+                    record["plan"], record["candidates"] = answer.plan.kind, answer.candidates
+                    plans[answer.plan.kind] = plans.get(answer.plan.kind, 0) + 1
+                    candidates += answer.candidates
+            yield record
+
     try:
         with SimhashIndex(db) as index:
-            queries = parse_queries(stream, fmt)
-            answers = index.near_many(
-                queries, k=k, limit=limit, plan=plan,
-                check=threshold is not None, threshold=threshold or DEFAULT_THRESHOLD,
-            )
-            for query, answer in answers:
-                answered += 1
-                line: dict = {"id": query.id}
-                if isinstance(answer, QueryError):
-                    failed += 1
-                    line["error"] = answer.message
-                    if failed <= SHOWN_SKIPS:
-                        err.print(f"[yellow]skipped[/] {answer.message}", highlight=False, soft_wrap=True)
-                else:
-                    matches = answer.matches
-                    if answer.report is not None:
-                        _add_counts(total, answer.report)
-                    line["fingerprint"] = to_hex(answer.fingerprint)
-                    line["matches"] = [_match_json(m) for m in matches]
-                    if explain:
-                        line["plan"], line["candidates"] = answer.plan.kind, answer.candidates
-                        plans[answer.plan.kind] = plans.get(answer.plan.kind, 0) + 1
-                        candidates += answer.candidates
-                write(json.dumps(line, ensure_ascii=False) + "\n")
+            output.render(answers_of(index), "json" if format_ == "json" else "jsonl", handle)
     finally:
         if stream is not sys.stdin:
             stream.close()
     if explain:
         used = ", ".join(f"{kind} {count:,}" for kind, count in sorted(plans.items())) or "none"
-        err.print(f"{answered:,} queries; plans: {used}; candidates checked: {candidates:,}", highlight=False)
+        say(
+            f"{_count(answered, 'query', 'queries')}; plans: {used}; candidates checked: {candidates:,}",
+            to_stderr=True,
+        )
     if threshold is not None:
-        _print_check_summary(total, f"matches of {answered - failed:,} queries", to_stderr=True)
+        _print_check_summary(
+            total, "match", suffix=f" of {_count(answered - failed, 'query', 'queries')}", to_stderr=True
+        )
     if failed:
-        raise fail(f"{failed:,} of {answered:,} queries could not be searched (see their \"error\" lines)")
+        queries = _count(answered, "query", "queries")
+        raise fail(f"{failed:,} of {queries} could not be searched (see their \"error\" lines)")
 
 
 def _add_counts(total: ConfirmReport, part: ConfirmReport) -> None:
@@ -450,15 +641,21 @@ def _match_json(match: Match) -> dict:
     }
 
 
-def _read_text(path: Path) -> str:
-    reader = Reader()
-    paths = reader.expand([str(path)])
-    documents = list(reader.documents(paths))
-    if reader.skipped:
-        raise InvalidInput(f"{reader.skipped[0].where}: {reader.skipped[0].reason}")
-    if len(documents) != 1:
-        raise InvalidInput(f"{path} holds {len(documents)} documents; give one text file")
-    return documents[0].text
+def _query_of_file(
+    path: Path, settings: FingerprintSettings, text: Optional[str], fingerprint: Optional[int]
+) -> tuple[Optional[str], Optional[int]]:
+    """(text, fingerprint) to search for a file's contents (- for stdin): the text, or for a text too
+    large to read whole, its fingerprint (made in pieces), said on stderr."""
+    if text is not None or fingerprint is not None:
+        raise InvalidInput("give one of a text, --file, --key or --hash")
+    document = read_one(str(path), settings)
+    if not isinstance(document, FingerprintedDocument):
+        return document.text, None
+    if document.fingerprint is None:
+        raise InvalidInput(f"{path} has no features (no letters or digits) to search with")
+    warn("note", str(path), f" is over {size_text(indexed_text.READ_WHOLE_BYTES)}: searched by its fingerprint, "
+         "made piece by piece; its text is not read whole, so candidates are judged by distance alone")
+    return None, document.fingerprint
 
 
 @app.command("hash")
@@ -468,28 +665,42 @@ def hash_command(
     db: DbOption = Path(DEFAULT_DB),
     file: Annotated[Optional[Path], typer.Option("--file", "-f", help="Fingerprint this file's text.")] = None,
     signed: Annotated[bool, typer.Option("--signed", help="Print the signed int64 that SQLite stores.")] = False,
+    format_: FormatOption = None,
+    as_json: JsonOption = False,
 ) -> None:
-    """Print a text's fingerprint (16 hex digits), with the index's settings if the index exists."""
+    """Print a text's fingerprint (16 hex digits), with the index's settings if the index exists.
+
+    The table format prints the bare value; the others a record with the hex and the signed forms.
+    """
+    format_ = output.choose_format(format_, as_json)
     if (text is None) == (file is None):
         raise InvalidInput("give a text or --file (one of them)")
-    if file is not None:
-        text = _read_text(file)
     settings = FingerprintSettings()
     if db.exists():
         with SimhashIndex(db) as index:
             settings = index.settings
-    fingerprint = simhash(text, settings)
+    if file is not None:
+        document = read_one(str(file), settings)
+        streamed = isinstance(document, FingerprintedDocument)
+        fingerprint = document.fingerprint if streamed else simhash(document.text, settings)
+    else:
+        fingerprint = simhash(text, settings)
     if fingerprint is None:
         raise InvalidInput("the text has no features (no letters or digits)")
-    print(to_signed(fingerprint) if signed else to_hex(fingerprint))
+    if format_ == "table":
+        print(to_signed(fingerprint) if signed else to_hex(fingerprint))
+    else:
+        output.render_one({"fingerprint": to_hex(fingerprint), "signed": to_signed(fingerprint)}, format_)
 
 
 @app.command()
 @friendly_errors
-def stats(db: DbOption = Path(DEFAULT_DB), as_json: JsonOption = False) -> None:
+def stats(db: DbOption = Path(DEFAULT_DB), format_: FormatOption = None, as_json: JsonOption = False) -> None:
     """How many documents the index holds, how its fingerprints are made, and its size."""
+    format_ = output.choose_format(format_, as_json)
     with SimhashIndex(db) as index:
         s = index.stats()
+        sizes = cluster_sizes(index.conn) if s.clusters is not None else []
     rows = {
         "file": s.path,
         "documents": s.documents,
@@ -502,18 +713,38 @@ def stats(db: DbOption = Path(DEFAULT_DB), as_json: JsonOption = False) -> None:
         "created with": s.created_with,
         "size (bytes)": s.file_bytes,
     }
-    if as_json:
-        print(json.dumps({**rows, "clusters": s.clusters}, ensure_ascii=False))
+    if format_ != "table":
+        sizes_json = [{"size": size, "clusters": count} for size, count in sizes]
+        output.render_one({**rows, "clusters": s.clusters, "cluster_sizes": sizes_json}, format_)
         return
     if s.clusters is not None:
         c = s.clusters
         rows["clusters"] = f"k={c['k']}, representative {c['representative']}, {c['documents']:,} documents, {c['at']}"
         if c.get("stale"):
             rows["clusters"] += " - STALE: documents changed since; run simq clusters again"
-    table = Table(show_header=False)
-    for name, value in rows.items():
-        table.add_row(name, f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else str(value))
-    out.print(table)
+    output.render_one(rows, "table")
+    if sizes:
+        out.print(size_chart(size_bands(sizes)))
+
+
+@app.command()
+@friendly_errors
+def serve(
+    db: DbOption = Path(DEFAULT_DB),
+    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8001,
+    host: Annotated[str, typer.Option(help="Address to listen on; 127.0.0.1 is this machine only.")] = "127.0.0.1",
+    open_browser: Annotated[bool, typer.Option("--open", help="Open the clusters page in a web browser.")] = False,
+) -> None:
+    """Review near-duplicates in a browser: Datasette on the index, read-only, with search, cluster and
+    pair pages (needs the web extra: pip install 'simhash-sqlite[web]')."""
+    from .serve import clusters_url
+    from .serve import serve as serve_index
+
+    def ready() -> None:
+        url = clusters_url(db, host, port)
+        say(f"serving {db} read-only; clusters page: {url} (Ctrl-C to stop)", to_stderr=True)
+
+    serve_index(db, host=host, port=port, open_browser=open_browser, on_ready=ready)
 
 
 @app.command()
@@ -521,6 +752,7 @@ def stats(db: DbOption = Path(DEFAULT_DB), as_json: JsonOption = False) -> None:
 def shell(
     file: Annotated[Optional[Path], typer.Argument(help="The index file (or --db).", show_default=False)] = None,
     db: DbOption = Path(DEFAULT_DB),
+    write: Annotated[bool, typer.Option("--write", help="Allow changes (default: read-only, as simq sql).")] = False,
 ) -> None:
     """An interactive SQL shell on the index: our functions, simhash_near, .near TEXT K (see .help).
 
@@ -530,16 +762,9 @@ def shell(
     from .shell import run_shell  # apsw.shell is only needed here
 
     with SimhashIndex(file or db) as index:
-        errors = run_shell(index)
+        errors = run_shell(index, write=write)
     if errors:
         raise typer.Exit(1)
-
-
-class OutputFormat(str, Enum):
-    table = "table"
-    json = "json"
-    csv = "csv"
-    tsv = "tsv"
 
 
 @app.command("sql")
@@ -547,7 +772,9 @@ class OutputFormat(str, Enum):
 def sql_command(
     query: Annotated[str, typer.Argument(help="SQL: one statement or several separated by ;", show_default=False)],
     db: DbOption = Path(DEFAULT_DB),
-    output: Annotated[OutputFormat, typer.Option("--format", help="Output: table, json, csv or tsv.")] = OutputFormat.table,
+    format_: FormatOption = None,
+    as_json: JsonOption = False,
+    output_path: OutOption = None,
     param: Annotated[
         Optional[list[str]], typer.Option("--param", "-p", help="NAME=VALUE for :NAME (whole numbers become integers).")
     ] = None,
@@ -556,41 +783,31 @@ def sql_command(
     """Run SQL on the index, with our functions and simhash_near; print each statement's rows.
 
     simq sql "SELECT key, distance FROM simhash_near(:q, 6)" -p q="some text" --format csv
+
+    Several statements: json prints one array a line, csv and tsv a blank line between tables.
     """
+    format_ = output.choose_format(format_, as_json)
     params = parse_params(param or [])
     with SimhashIndex(db) as index:
         results = run_query(index, query, params, write=write)
-    render = {"table": _render_table, "json": _render_json, "csv": _render_csv, "tsv": _render_csv}[output.value]
-    for number, result in enumerate(results):
-        render(result, output.value, first=number == 0)
+    with output.destination(output_path) as handle:
+        for number, result in enumerate(results):
+            if number and format_ in ("csv", "tsv"):
+                handle.write("\n")
+            records = (dict(zip(result.columns, row)) for row in result.rows)
+            if format_ == "json":  # one statement: a JSON array of objects; several: one such array a line
+                output.render(records, "json", handle, columns=result.columns)
+            elif format_ == "table":
+                output.render(records, "table", handle, columns=result.columns, fold=result.columns, cell=_sql_cell)
+            else:
+                output.render(records, format_, handle, columns=result.columns)
 
 
-def _cell(value) -> object:
-    """Blobs (content hashes) print as hex in every format; everything else as SQLite gave it."""
-    return value.hex() if isinstance(value, bytes) else value
-
-
-def _render_table(result: ResultSet, _format: str, first: bool) -> None:
-    table = Table(*result.columns)
-    for column in table.columns:
-        column.overflow = "fold"
-    for row in result.rows:
-        table.add_row(*("[dim]NULL[/]" if v is None else escape(str(_cell(v))) for v in row))
-    out.print(table)
-
-
-def _render_json(result: ResultSet, _format: str, first: bool) -> None:
-    # One statement: a JSON array of objects. Several: one such array per line.
-    rows = [dict(zip(result.columns, map(_cell, row))) for row in result.rows]
-    print(json.dumps(rows, ensure_ascii=False))
-
-
-def _render_csv(result: ResultSet, format_: str, first: bool) -> None:
-    if not first:
-        print()
-    writer = csv.writer(sys.stdout, delimiter="\t" if format_ == "tsv" else ",", lineterminator="\n")
-    writer.writerow(result.columns)
-    writer.writerows([["" if v is None else _cell(v) for v in row] for row in result.rows])
+def _sql_cell(value) -> Text:
+    """A value as SQLite gave it (no thousands separators: ids and hashes are not amounts)."""
+    if value is None:
+        return Text("NULL", style="dim")
+    return plain(output.json_value(value))
 
 
 @app.command()
@@ -616,11 +833,8 @@ def rm(
         removed = index.remove(dict.fromkeys(listed))
         matched = index.remove_glob(glob_pattern) if glob_pattern is not None else []
     missing = len(dict.fromkeys(listed)) - removed
-    out.print(
-        f"{db}: {removed + len(matched):,} removed" + (f", {missing:,} keys not in the index" if missing else ""),
-        highlight=False,
-        soft_wrap=True,
-    )
+    not_there = f", {_count(missing, 'key')} not in the index" if missing else ""
+    say(f"{db}: {removed + len(matched):,} removed{not_there}")
 
 
 def _key_lines(path: Path) -> list[str]:
@@ -636,6 +850,7 @@ def _key_lines(path: Path) -> list[str]:
 @friendly_errors
 def check(
     db: DbOption = Path(DEFAULT_DB),
+    format_: FormatOption = None,
     as_json: JsonOption = False,
     rehash: Annotated[
         bool, typer.Option("--rehash", help="Also re-fingerprint every stored text (--store-text indexes; slow).")
@@ -643,24 +858,26 @@ def check(
 ) -> None:
     """Check the index file: SQLite's integrity check, its schema, settings, unique keys and blocks.
 
-    Exits 1 when anything is wrong. Reads only; safe on files from elsewhere.
+    Exits 1 when anything is wrong. Reads only; safe on files from elsewhere. json prints the whole
+    report ({"ok", "checks"}); jsonl, csv and tsv one check a record.
     """
-    report = check_index(db, rehash=rehash)
-    if as_json:
-        print(report_json(report))
+    format_ = output.choose_format(format_, as_json)
+    with output.progress("texts", hidden=not rehash) as progress:  # only re-hashing takes long
+        task = progress.add_task("re-hashing", total=None)
+        report = check_index(db, rehash=rehash, on_progress=_progress_to(progress, task))
+    records = [{"name": r.name, "ok": r.ok, "detail": r.detail} for r in report.results]
+    if format_ == "json":
+        output.render_one({"file": report.path, "ok": report.ok, "checks": records}, "json")
+    elif format_ == "table":
+        ok = {True: Text("ok", style="green"), False: Text("FAILED", style="bold red")}
+        output.render(records, "table", columns=["name", "ok", "detail"], cells={"ok": ok.__getitem__}, fold=["detail"])
     else:
-        _print_check(report)
+        output.render(records, format_)
     if not report.ok:
         names = ", ".join(result.name for result in report.failed)
-        raise fail(f"{db}: {len(report.failed)} check(s) failed: {names}")
+        raise fail(f"{db}: {_count(len(report.failed), 'check')} failed: {names}")
 
 
-def _print_check(report: CheckReport) -> None:
-    table = Table("check", "result", "detail")
-    table.columns[2].overflow = "fold"
-    for result in report.results:
-        table.add_row(result.name, "[green]ok[/]" if result.ok else "[bold red]FAILED[/]", escape(result.detail))
-    out.print(table)
 def _recommended_k(settings: FingerprintSettings) -> str:
     if settings == FingerprintSettings():
         return (f"{RECOMMENDED_K} (Jaccard >= 0.8 of 5-shingles; {CONFIRM_K} for candidates checked exactly; "
@@ -674,20 +891,50 @@ def calibrate_command(
     db: DbOption = Path(DEFAULT_DB),
     max_k: Annotated[int, typer.Option("--max-k", help="Largest distance to sample.")] = DEFAULT_MAX_K,
     pairs: Annotated[int, typer.Option("--pairs", help="Pairs to sample at each distance.")] = 30,
-    threshold: Annotated[float, typer.Option(help="Jaccard similarity that counts as a near-duplicate.")] = 0.8,
+    jaccard: Annotated[
+        float, typer.Option("--jaccard", help="The exact Jaccard that counts as a near-duplicate.")
+    ] = DEFAULT_THRESHOLD,
+    old_threshold: Annotated[
+        Optional[float], typer.Option("--threshold", hidden=True, help="Old name of --jaccard.")
+    ] = None,
     seed: Annotated[int, typer.Option(help="Seed for choosing the documents.")] = 0,
+    format_: FormatOption = None,
     as_json: JsonOption = False,
+    plot: Annotated[
+        Optional[Path], typer.Option(help="Also draw the distance distribution as a PNG image here (needs matplotlib).")
+    ] = None,
 ) -> None:
-    """What each k means on this index: exact 5-shingle Jaccard of sampled pairs at each distance."""
-    with SimhashIndex(db) as index:
-        result = calibrate_index(index, max_k=max_k, per_distance=pairs, threshold=threshold, seed=seed)
-    if as_json:
-        print(json.dumps({
-            "threshold": result.threshold, "queried": result.queried, "suggested_k": result.suggested_k,
-            "rows": [row.__dict__ for row in result.rows],
-        }))
-        return
-    _print_calibration(result)
+    """What each k means on this index: exact 5-shingle Jaccard of sampled pairs at each distance, and
+    a chart of where near-duplicate and unrelated pairs fall.
+
+    json prints the whole result (threshold, queried, suggested_k, rows); jsonl, csv and tsv one
+    distance a record.
+    """
+    format_ = output.choose_format(format_, as_json)
+    if plot is not None:
+        require_matplotlib()  # before the sampling, which takes a while
+    with SimhashIndex(db) as index, output.progress("docs") as progress:
+        task = progress.add_task("sampling", total=None)
+        result = calibrate_index(
+            index, max_k=max_k, per_distance=pairs, threshold=jaccard if old_threshold is None else old_threshold,
+            seed=seed,
+            on_progress=_progress_to(progress, task),
+        )
+        distribution = distance_distribution(index, result, per_distance=pairs, seed=seed)
+    if plot is not None:
+        write_png(distance_png(distribution), plot)
+        say(f"chart written to {plot}", to_stderr=True)
+    rows = [row.__dict__ for row in result.rows]
+    if format_ == "json":
+        output.render_one(
+            {"threshold": result.threshold, "queried": result.queried, "suggested_k": result.suggested_k, "rows": rows},
+            "json",
+        )
+    elif format_ == "table":
+        _print_calibration(result)
+        out.print(distance_chart(distribution))
+    else:
+        output.render(rows, format_)
 
 
 def _print_calibration(result: Calibration) -> None:
@@ -703,13 +950,13 @@ def _print_calibration(result: Calibration) -> None:
         table.add_row(str(row.distance), str(row.pairs), cell(row.mean), cell(row.low), cell(row.high),
                       cell(row.share_similar), f"{row.estimated:.2f}", bar, style=style)
     out.print(table)
-    out.print(f"{result.pairs:,} pairs from the neighbours of {result.queried:,} documents"
-              + (f" ({result.without_text:,} sampled documents had no text to compare)" if result.without_text else ""))
+    say(f"{_count(result.pairs, 'pair')} from the neighbours of {_count(result.queried, 'document')}"
+        + (f" ({result.without_text:,} sampled documents had no text to compare)" if result.without_text else ""))
     if result.suggested_k is None:
-        out.print(f"no sampled distance has most pairs at Jaccard >= {result.threshold:g}; too few near-duplicates to say")
+        say(f"no sampled distance has most pairs at Jaccard >= {result.threshold:g}; too few near-duplicates to say")
     else:
-        out.print(f"suggested k: [bold]{result.suggested_k}[/] (most sampled pairs up to this distance have "
-                  f"Jaccard >= {result.threshold:g})")
+        out.print(line("suggested k: ", (str(result.suggested_k), "bold"), " (most sampled pairs up to this distance "
+                       f"have Jaccard >= {result.threshold:g})"))
 
 
 @app.command("explain")
@@ -719,15 +966,20 @@ def explain_command(
     b: Annotated[str, typer.Argument(help="Another key, or a file.", show_default=False)],
     db: DbOption = Path(DEFAULT_DB),
     top: Annotated[int, typer.Option(help="Features to show in each list.")] = 8,
+    format_: FormatOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Why two documents are (or are not) near-duplicates: distance, Jaccard, features, a diff."""
+    """Why two documents are (or are not) near-duplicates: distance, Jaccard, features, a diff.
+
+    json, jsonl, csv and tsv print one record (lists as JSON in csv and tsv cells).
+    """
+    format_ = output.choose_format(format_, as_json)
     with SimhashIndex(db) as index:
         result = explain_pair(index, a, b, top=top)
-    if as_json:
-        print(json.dumps(_explanation_json(result), ensure_ascii=False))
-        return
-    _print_explanation(result)
+    if format_ == "table":
+        _print_explanation(result)
+    else:
+        output.render_one(_explanation_json(result), format_)
 
 
 def _explanation_json(e: Explanation) -> dict:
@@ -747,36 +999,32 @@ def _print_explanation(e: Explanation) -> None:
     def num(x):
         return "-" if x is None else f"{x:.3f}"
 
-    summary = Table(show_header=False, title=f"{e.a.name}  vs  {e.b.name}")
-    summary.add_row("fingerprints", " / ".join("-" if s.fingerprint is None else to_hex(s.fingerprint) for s in (e.a, e.b)))
-    summary.add_row("distance", "-" if e.distance is None else f"{e.distance} of 64 bits")
-    summary.add_row("similarity (1 - d/64)", num(e.similarity))
-    summary.add_row("estimated 5-shingle Jaccard", num(e.estimated_jaccard))
-    summary.add_row("exact 5-shingle Jaccard", num(e.exact_jaccard))
-    summary.add_row("features", e.settings.describe())
-    if e.distance is not None:
-        verdict = "near-duplicates" if e.distance <= RECOMMENDED_K else "not near-duplicates"
-        summary.add_row(f"by distance alone (k={RECOMMENDED_K})", verdict)
-        checked = keeps(e.distance, e.exact_jaccard)
-        how = "by exact Jaccard" if e.exact_jaccard is not None else f"no texts: by distance <= {RECOMMENDED_K}"
-        summary.add_row(
-            f"by simq dupes (k={CONFIRM_K}, J >= {DEFAULT_THRESHOLD:g})",
-            f"{'near-duplicates' if checked else 'not near-duplicates'} ({how})",
-        )
-    out.print(summary)
+    summary = {
+        "fingerprints": " / ".join("-" if s.fingerprint is None else to_hex(s.fingerprint) for s in (e.a, e.b)),
+        "distance": "-" if e.distance is None else f"{e.distance} of 64 bits",
+        "similarity (1 - d/64)": num(e.similarity),
+        "estimated 5-shingle Jaccard": num(e.estimated_jaccard),
+        "exact 5-shingle Jaccard": num(e.exact_jaccard),
+        "features": e.settings.describe(),
+        **dict(verdicts(e)),
+    }
+    output.render_one(summary, "table", title=f"{e.a.name}  vs  {e.b.name}")
     if e.shared or e.only_a or e.only_b:
-        features = Table("shared", f"only in {e.a.name}", f"only in {e.b.name}", title="Heaviest features (weight x count)")
         rows = max(len(e.shared), len(e.only_a), len(e.only_b))
         cells = [[f"{f.text!r} {f.weight}x{f.count}" for f in items] + [""] * (rows - len(items))
                  for items in (e.shared, e.only_a, e.only_b)]
-        for row in zip(*cells):
-            features.add_row(*row)
-        out.print(features)
-    for line in e.diff:
-        style = "green" if line.startswith("+") else "red" if line.startswith("-") else "dim" if line.startswith("@") else None
-        out.print(line, style=style, markup=False, highlight=False, soft_wrap=True)
+        output.render(
+            zip(*cells), "table", columns=["shared", f"only in {e.a.name}", f"only in {e.b.name}"],
+            title="Heaviest features (weight x count)",
+        )
+    for diff_line in e.diff:
+        style = (
+            "green" if diff_line.startswith("+") else "red" if diff_line.startswith("-")
+            else "dim" if diff_line.startswith("@") else None
+        )
+        out.print(plain(diff_line, style), soft_wrap=True)
     for note in e.notes:
-        err.print(f"[yellow]note[/] {note}", highlight=False, soft_wrap=True)
+        warn("note", note)
 
 
 @app.command()
@@ -785,24 +1033,7 @@ def vacuum(db: DbOption = Path(DEFAULT_DB)) -> None:
     """Give the space of removed and updated documents back to the disk (rewrites the file)."""
     with SimhashIndex(db) as index:
         before, after = index.vacuum()
-    out.print(f"{db}: {before:,} -> {after:,} bytes", highlight=False, soft_wrap=True)
-
-
-FormatOption = Annotated[str, typer.Option("--format", help="table, jsonl or csv.")]
-OutOption = Annotated[Optional[Path], typer.Option("--out", "-o", help="Write jsonl/csv here instead of stdout.")]
-SHOWN_ROWS = 50
-
-
-def _check_format(format_: str) -> None:
-    if format_ not in ("table", "jsonl", "csv"):
-        raise InvalidInput(f"--format must be table, jsonl or csv, not {format_!r}")
-
-
-def _open_output(path: Optional[Path]):
-    """A text handle for jsonl/csv output: the named file, or stdout."""
-    if path is None:
-        return contextlib.nullcontext(sys.stdout)
-    return open(path, "w", encoding="utf-8", newline="")
+    say(f"{db}: {before:,} -> {after:,} bytes")
 
 
 @app.command()
@@ -810,39 +1041,43 @@ def _open_output(path: Optional[Path]):
 def dupes(
     db: DbOption = Path(DEFAULT_DB),
     k: CandidateKOption = None,
-    format_: FormatOption = "table",
-    output: OutOption = None,
+    format_: FormatOption = None,
+    as_json: JsonOption = False,
+    output_path: OutOption = None,
     confirm: ConfirmOption = True,
     jaccard: JaccardOption = DEFAULT_THRESHOLD,
 ) -> None:
     """Every pair of near-duplicate documents, each once, checked by the Jaccard of their texts: exact
     where they can be read, else estimated from the stored sketches. Without --k the candidates come
     from the sketches (any distance); with --k, or an index whose documents lack sketches, they are the
-    pairs within distance k."""
-    _check_format(format_)
-    with SimhashIndex(db) as index:
+    pairs within distance k.
+
+    The table shows the first 50 pairs, closest first; the other formats stream every pair.
+    """
+    format_ = output.choose_format(format_, as_json)
+    streaming_here = format_ != "table" and output_path is None and out.is_terminal
+    with SimhashIndex(db) as index, output.progress("share", hidden=streaming_here) as progress:
         _tell_sketch_upgrade(index)
-        found = index.dupes(k, check=confirm, threshold=jaccard)
+        task = progress.add_task("pairs", total=None)
+        found = index.dupes(k, check=confirm, threshold=jaccard, on_progress=_progress_to(progress, task))
         pairs, report = iter(found), found.report
+        records = map(_pair_json, pairs)
+        columns = ["first", "second", "distance", "similarity", "jaccard", "checked", "checked_by"]
         if format_ == "table":
-            shown = list(itertools.islice(pairs, SHOWN_ROWS))
-            more = sum(1 for _ in pairs)
-            _dupes_table(shown, more, found.k, report)
+            shown = list(itertools.islice(records, SHOWN_ROWS))
+            more = sum(1 for _ in records)
+            progress.stop()
+            _dupes_table(shown, more, found.k, report, output_path)
             return
-        with _open_output(output) as handle:
-            if format_ == "csv":
-                writer = csv.writer(handle)
-                writer.writerow(["first", "second", "distance", "similarity", "jaccard", "checked", "checked_by"])
-                for p in pairs:
-                    j = _pair_json(p)
-                    jaccard = "" if j["jaccard"] is None else f"{j['jaccard']:.4f}"
-                    checked = str(j["checked"]).lower()
-                    writer.writerow((p.first, p.second, p.distance, f"{p.similarity:.4f}", jaccard, checked, p.checked_by or ""))
-            else:
-                for p in pairs:
-                    handle.write(json.dumps(_pair_json(p), ensure_ascii=False) + "\n")
+        with output.destination(output_path) as handle:
+            output.render(records, format_, handle, columns=columns)
     if report is not None:
-        _print_check_summary(report, "pairs", to_stderr=True)
+        _print_check_summary(report, "pair", to_stderr=True)
+
+
+def _progress_to(progress, task):
+    """An on_progress(done, total) callback that moves a task of an output.progress() display."""
+    return lambda done, total: progress.update(task, completed=done, total=total)
 
 
 def _pair_json(pair: DuplicatePair) -> dict:
@@ -858,23 +1093,23 @@ def _pair_json(pair: DuplicatePair) -> dict:
     }
 
 
-def _dupes_table(shown: list[DuplicatePair], more: int, k: int, report: Optional[ConfirmReport]) -> None:
+def _dupes_table(
+    shown: list[dict], more: int, k: int, report: Optional[ConfirmReport], output_path: Optional[Path]
+) -> None:
+    to_stderr = output_path is not None
     if not shown:
-        out.print(f"no pairs within distance {k}" if report is None or not report.candidates else "no pair passed the check")
+        say(f"no pairs within distance {k}" if report is None or not report.candidates else "no pair passed the check")
     else:
         columns = ["first", "second", "distance", "similarity"] + (["jaccard"] if report is not None else [])
-        table = Table(*columns)
-        table.columns[0].overflow = table.columns[1].overflow = "fold"
-        for p in sorted(shown, key=lambda p: (p.distance, p.first, p.second)):
-            cells = [p.first, p.second, str(p.distance), f"{p.similarity:.3f}"]
-            table.add_row(*cells, *([_jaccard_cell(p.jaccard)] if report is not None else []))
-        out.print(table)
+        shown.sort(key=lambda p: (p["distance"], p["first"], p["second"]))
+        with output.destination(output_path) as handle:
+            output.render(shown, "table", handle, columns=columns, fold=["first", "second"])
         if more:
-            out.print(f"{more:,} more pairs not shown: use --format jsonl or csv", highlight=False)
+            say(f"{_count(more, 'more pair')} not shown: use --format jsonl, csv or tsv", to_stderr=to_stderr)
     if report is not None:
-        _print_check_summary(report, "pairs", to_stderr=False)
+        _print_check_summary(report, "pair", to_stderr=to_stderr)
     elif shown:
-        out.print(f"{len(shown) + more:,} pairs within distance {k}", highlight=False)
+        say(f"{_count(len(shown) + more, 'pair')} within distance {k}", to_stderr=to_stderr)
 
 
 @app.command()
@@ -885,61 +1120,67 @@ def clusters(
     representative: Annotated[
         str, typer.Option(help=f"Which member represents a cluster: {', '.join(REPRESENTATIVE_RULES)}.")
     ] = "first",
-    format_: FormatOption = "table",
-    output: OutOption = None,
+    format_: FormatOption = None,
+    as_json: JsonOption = False,
+    output_path: OutOption = None,
     min_size: Annotated[int, typer.Option(help="Show/export clusters of at least this many documents.")] = 2,
     confirm: ConfirmOption = True,
     jaccard: JaccardOption = DEFAULT_THRESHOLD,
 ) -> None:
-    """Cluster documents (chains of the pairs simq dupes finds), write the clusters table, show or export them."""
-    _check_format(format_)
+    """Cluster documents (chains of the pairs simq dupes finds), write the clusters table, show or export them.
+
+    The table shows the 50 largest; json and jsonl print one cluster a record with its members,
+    csv and tsv one member a row.
+    """
+    format_ = output.choose_format(format_, as_json)
     with SimhashIndex(db) as index:
         _tell_sketch_upgrade(index)
-        report = index.clusters(k, check=confirm, threshold=jaccard, representative=representative)
+        with output.progress("share") as progress:
+            task = progress.add_task("clustering", total=None)
+            report = index.clusters(
+                k, check=confirm, threshold=jaccard, representative=representative,
+                on_progress=_progress_to(progress, task),
+            )
         by_sketch = report.check is not None and report.check.candidates_from == "sketch"
         found_by = "with candidates from the sketches" if by_sketch else f"at k={report.k}"
         found = index.cluster_list(min_size=min_size)
-        if format_ == "table":
-            biggest = heapq.nlargest(SHOWN_ROWS, found, key=lambda c: (c.size, -c.cluster))
-            _clusters_table(biggest)
-        else:
-            with _open_output(output) as handle:
-                _export_clusters(found, format_, handle)
-    err.print(
-        f"{db}: {report.documents:,} documents in {report.clusters:,} clusters {found_by} "
+        with output.destination(output_path) as handle:
+            if format_ == "table":
+                biggest = heapq.nlargest(SHOWN_ROWS, found, key=lambda c: (c.size, -c.cluster))
+                _clusters_table(biggest, handle)
+            elif format_ in ("csv", "tsv"):
+                members = (
+                    {"cluster": c.cluster, "size": c.size, "representative": c.representative, "key": key}
+                    for c in found for key in c.members
+                )
+                output.render(members, format_, handle, columns=["cluster", "size", "representative", "key"])
+            else:
+                output.render(map(_cluster_json, found), format_, handle)
+    say(
+        f"{db}: {_count(report.documents, 'document')} in {_count(report.clusters, 'cluster')} {found_by} "
         f"({report.clustered:,} in clusters of two or more, largest {report.largest:,}); "
-        f"keeping one of each would drop {report.duplicates:,}. Written to the clusters table.",
-        highlight=False,
-        soft_wrap=True,
+        f"keeping one of each would drop {report.duplicates:,}. "
+        + ("Written to the clusters table." if report.saved else "Not saved: the index is read-only here."),
+        to_stderr=True,
     )
     if report.check is not None:
-        _print_check_summary(report.check, "pairs joined clusters", to_stderr=True)
+        _print_check_summary(report.check, "pair", suffix=" joined clusters", to_stderr=True)
 
 
-def _clusters_table(biggest: list[Cluster]) -> None:
+def _cluster_json(c: Cluster) -> dict:
+    return {"cluster": c.cluster, "size": c.size, "representative": c.representative, "members": list(c.members)}
+
+
+def _clusters_table(biggest: list[Cluster], handle) -> None:
     if not biggest:
-        out.print("no clusters of that size")
+        say("no clusters of that size")
         return
-    table = Table("cluster", "size", "representative", "other members")
-    table.columns[2].overflow = table.columns[3].overflow = "fold"
+    rows = []
     for c in biggest:
         others = [m for m in c.members if m != c.representative]
-        shown = ", ".join(others[:3]) + (f", ... ({len(others) - 3} more)" if len(others) > 3 else "")
-        table.add_row(str(c.cluster), f"{c.size:,}", c.representative, shown)
-    out.print(table)
-
-
-def _export_clusters(found, format_: str, handle) -> None:
-    """JSONL: one cluster per line with its members; CSV: one member per row."""
-    if format_ == "csv":
-        writer = csv.writer(handle)
-        writer.writerow(["cluster", "size", "representative", "key"])
-        for c in found:
-            writer.writerows((c.cluster, c.size, c.representative, key) for key in c.members)
-        return
-    for c in found:
-        record = {"cluster": c.cluster, "size": c.size, "representative": c.representative, "members": list(c.members)}
-        handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+        shown = ", ".join(map(printable, others[:3])) + (f", ... ({len(others) - 3} more)" if len(others) > 3 else "")
+        rows.append({"cluster": c.cluster, "size": c.size, "representative": c.representative, "other members": shown})
+    output.render(rows, "table", handle, fold=["representative", "other members"])
 
 
 @app.command()
@@ -948,41 +1189,79 @@ def dedup(
     inputs: Annotated[
         list[str], typer.Argument(help="JSONL files, text files, folders, globs, or - for stdin.", show_default=False)
     ],
-    output: Annotated[Path, typer.Option("--out", "-o", help="Where the kept documents go (JSONL; - for stdout).")],
-    k: KOption = 3,
+    out_path: Annotated[
+        Path, typer.Option("--out", "-o", help="Where the kept documents go (JSONL; - for stdout).", show_default=False)
+    ],
+    k: Annotated[
+        Optional[int],
+        typer.Option(
+            "--k", "-k",
+            help="With --confirm: candidates within this distance instead of the sketches' LSH tables (any distance); "
+            f"with --no-confirm: the largest distance of a duplicate. \\[default: {RECOMMENDED_K} with --no-confirm]",
+            show_default=False,
+        ),
+    ] = None,
     dupes_file: Annotated[
-        Optional[Path], typer.Option("--dupes", help="Also write each dropped document's key, what it duplicates and the distance (JSONL).")
+        Optional[Path],
+        typer.Option(
+            "--dupes",
+            help="Also write each dropped document's key, what it duplicates, the distance, the Jaccard and how it "
+            "was checked (JSONL).",
+        ),
     ] = None,
     against: Annotated[
         Optional[Path], typer.Option("--against", help="An index whose documents count as already kept (never output).")
     ] = None,
-    jsonl: Annotated[bool, typer.Option("--jsonl", help="Read inputs as JSONL (*.jsonl is read so anyway).")] = False,
-    text_field: Annotated[str, typer.Option(help="JSONL field holding the text.")] = "text",
-    id_field: Annotated[str, typer.Option(help="JSONL field holding the key.")] = "id",
-    features: Annotated[Optional[str], typer.Option(help="'chars' or 'words' n-grams [default: chars, or --against's].")] = None,
-    ngram: Annotated[Optional[int], typer.Option(help="n of the n-grams [default: 5, or --against's].")] = None,
-    weights: Annotated[Optional[str], typer.Option(help="'count', 'log' or 'binary' [default: count, or --against's].")] = None,
-    encoding: Annotated[str, typer.Option(help="Encoding of the input files.")] = "utf-8",
-    errors: Annotated[str, typer.Option(help="On undecodable bytes: 'strict' (skip the file) or 'replace'.")] = "strict",
+    jsonl: JsonlOption = None,
+    text_field: TextFieldOption = "text",
+    id_field: IdFieldOption = "id",
+    features: FeaturesOption = None,
+    ngram: NgramOption = None,
+    weights: WeightsOption = None,
+    hmm: HmmOption = None,
+    encoding: EncodingOption = "utf-8",
+    errors: ErrorsOption = "strict",
+    confirm: Annotated[
+        bool,
+        typer.Option(
+            "--confirm/--no-confirm",
+            help="Drop a document only if the 5-shingle Jaccard estimated from its sketch and a kept one's reaches "
+            f"--jaccard + {DROP_MARGIN} (an indexed document without a sketch: within min(k, {RECOMMENDED_K})); "
+            "--no-confirm: by distance alone.",
+        ),
+    ] = True,
+    jaccard: JaccardOption = DEFAULT_THRESHOLD,
 ) -> None:
-    """Keep-first filter: write each document unless it is within k of one kept before it (or in --against)."""
-    reader = Reader(jsonl=jsonl, text_field=text_field, id_field=id_field, encoding=encoding, errors=errors)
+    """Keep-first filter: write each document unless a document kept before it (or in --against) is a
+    near-duplicate.
+
+    The fingerprint options default as for simq add; with --against, the index's settings apply.
+    """
+    reader = _reader(jsonl, text_field, id_field, encoding, errors, keep_repeats=True)
     paths = reader.expand(inputs)
-    for given in (output, dupes_file):
+    for given in (out_path, dupes_file):
         if given is not None and given.exists() and any(p != "-" and os.path.samefile(p, given) for p, _ in paths):
             raise InvalidInput(f"{given} is also an input; write to another file")
-    if dupes_file is not None and os.path.abspath(dupes_file) == os.path.abspath(output):
+    if dupes_file is not None and os.path.abspath(dupes_file) == os.path.abspath(out_path):
         raise InvalidInput("--dupes and --out name the same file")
-    requested = {"features": features, "ngram": ngram, "weights": weights}
+    requested = {"features": features, "ngram": ngram, "weights": weights, "hmm": hmm}
     with contextlib.ExitStack() as stack:
         index = stack.enter_context(SimhashIndex(against, **requested)) if against is not None else None
-        settings = index.settings if index is not None else FingerprintSettings(**{n: v for n, v in requested.items() if v is not None})
-        deduplicator = Deduplicator(k, settings, against=index)
-        sink = sys.stdout.buffer if str(output) == "-" else stack.enter_context(open(output, "wb"))
+        chosen = {name: value for name, value in requested.items() if value is not None}
+        settings = index.settings if index is not None else FingerprintSettings(**chosen)
+        deduplicator = Deduplicator(k, settings, against=index, check=confirm, threshold=jaccard)
+        if index is not None and deduplicator.report.against_unsketched:
+            say(
+                f"{against}: {deduplicator.report.against_unsketched:,} of {deduplicator.report.against:,} documents "
+                f"have no sketch (indexed before sketches, texts out of reach): a match with one is judged by distance "
+                f"(within {fallback_k(deduplicator.k)})",
+                to_stderr=True,
+            )
+        sink = sys.stdout.buffer if str(out_path) == "-" else stack.enter_context(open(out_path, "wb"))
         side = stack.enter_context(open(dupes_file, "wb")) if dupes_file is not None else None
-        total = sum(os.path.getsize(p) for p, _ in paths if p != "-") or None
+        total = sum(_size_of(p) for p, _ in paths) or None
         report = deduplicator.report
-        with _progress(BarColumn(), TaskProgressColumn()) as progress:
+        with output.progress("bytes", hidden=str(out_path) == "-" and out.is_terminal) as progress:
             task = progress.add_task("", total=total)
             try:
                 for count, decision in enumerate(deduplicator.run(reader.entries(paths)), 1):
@@ -991,84 +1270,166 @@ def dedup(
                     elif side is not None:
                         side.write(decision.dupe_line())
                     if count % 500 == 0:
-                        rate = count / max(report.seconds, 1e-9)
                         progress.update(
-                            task,
-                            description=f"{count:,} docs, {rate:,.0f}/s, {report.kept:,} kept, {report.dropped:,} dropped",
+                            task, completed=reader.bytes_read,
+                            description=f"{count:,} docs, {report.kept:,} kept, {report.dropped:,} dropped",
                         )
-                    progress.advance(task, len(decision.raw) if decision.raw is not None else len(decision.document.text.encode("utf-8", "surrogatepass")))
             except KeyboardInterrupt:
-                raise fail(f"interrupted after {report.read:,} documents; {output} holds the documents kept so far", 130) from None
+                raise fail(
+                    f"interrupted after {report.read:,} documents; {out_path} holds the documents kept so far", 130
+                ) from None
+        sink.flush()
+    _print_reader_notes(reader)
     for skip in reader.skipped[:SHOWN_SKIPS]:
-        err.print(f"[yellow]skipped[/] {skip.where}: {skip.reason}", highlight=False, soft_wrap=True)
+        warn("skipped", skip.where, ": ", skip.reason)
     share = report.dropped / report.read if report.read else 0.0
-    err.print(
-        f"{report.read:,} documents: {report.kept:,} kept, {report.dropped:,} dropped ({share:.1%}) at k={k}"
+    say(
+        f"{_count(report.read, 'document')}: {report.kept:,} kept, {report.dropped:,} dropped ({share:.1%}) "
+        + _dedup_rule(deduplicator)
         + (f" against {report.against:,} indexed" if against is not None else "")
-        + f", {len(reader.skipped):,} skipped; {report.seconds:.1f} s "
+        + f", {reader.skip_count:,} skipped; {report.seconds:.1f} s "
         f"(fingerprints {report.fingerprint_seconds:.1f} s, search {report.search_seconds:.1f} s, "
         f"{report.read / max(report.seconds, 1e-9):,.0f} documents/s)",
-        highlight=False,
-        soft_wrap=True,
+        to_stderr=True,
     )
+    if reader.skip_count and not report.read:
+        raise fail(f"nothing read: {_count(reader.skip_count, 'input was', 'inputs were')} skipped (see above)")
     if any(skip.named for skip in reader.skipped):
         raise typer.Exit(1)
+
+
+def _dedup_rule(deduplicator: Deduplicator) -> str:
+    report = deduplicator.report
+    if not deduplicator.check:
+        return f"within k={deduplicator.k} (distance alone)"
+    found = "sketch LSH candidates" if deduplicator.by_sketch else f"candidates within k={deduplicator.k}"
+    rule = f"by {found} with estimated Jaccard >= {deduplicator.threshold:g}"
+    return rule + (f" ({report.by_distance:,} by distance alone)" if report.by_distance else "")
 
 
 @app.command("spark-dedup")
 @friendly_errors
 def spark_dedup(
-    input_path: Annotated[str, typer.Argument(metavar="INPUT", help="Parquet (file or folder) or JSONL with id and text columns.", show_default=False)],
-    out_dir: Annotated[Path, typer.Option("--out", "-o", help="Output folder: Parquet tables, manifest.json, shards.", show_default=False)],
-    k: Annotated[int, typer.Option("--k", "-k", help="Largest Hamming distance of a pair (0-10).")] = 3,
-    id_col: Annotated[str, typer.Option("--id-col", help="Column holding the document id.")] = "id",
-    text_col: Annotated[str, typer.Option("--text-col", help="Column holding the text.")] = "text",
-    input_format: Annotated[Optional[str], typer.Option("--format", help="'parquet' or 'jsonl' \\[default: by suffix].")] = None,
-    master: Annotated[Optional[str], typer.Option(help="Spark master: local[*], spark://host:7077, yarn... \\[default: local[*], or spark-submit's].")] = None,
-    keep_by: Annotated[Optional[str], typer.Option("--keep-by", help="Keep the first document of a cluster by this column \\[default: lowest id].")] = None,
-    descending: Annotated[bool, typer.Option("--descending", help="With --keep-by: keep the largest value instead.")] = False,
-    against: Annotated[Optional[Path], typer.Option("--against", help="An earlier run's --out: drop documents within k of it first.")] = None,
-    sqlite_shards: Annotated[int, typer.Option("--sqlite-shards", help="Also write this many SQLite index files (simq opens each).")] = 0,
-    blocks: Annotated[Optional[int], typer.Option(help="Blocks of the pair join \\[default: 6 for k <= 3, k + 3 above].")] = None,
-    features: Annotated[Optional[str], typer.Option(help="'chars' or 'words' n-grams \\[default: chars].")] = None,
-    ngram: Annotated[Optional[int], typer.Option(help="n of the n-grams \\[default: 5].")] = None,
-    weights: Annotated[Optional[str], typer.Option(help="'count', 'log' or 'binary' \\[default: binary].")] = None,
-    hmm: Annotated[Optional[bool], typer.Option("--hmm/--no-hmm", help="jieba HMM for words \\[default: off].")] = None,
+    input_path: Annotated[
+        str,
+        typer.Argument(
+            metavar="INPUT", help="Parquet (file or folder) or JSONL with id and text columns.", show_default=False
+        ),
+    ],
+    out_dir: Annotated[
+        Path,
+        typer.Option("--out", "-o", help="Output folder: Parquet tables, manifest.json, shards.", show_default=False),
+    ],
+    k: Annotated[
+        Optional[int],
+        typer.Option(
+            "--k", "-k",
+            help="With --confirm: pairs within this distance (0-10) instead of the sketches' LSH tables; with "
+            f"--no-confirm: the largest distance of a pair. \\[default: {RECOMMENDED_K} with --no-confirm]",
+            show_default=False,
+        ),
+    ] = None,
+    id_field: Annotated[str, typer.Option("--id-field", help="Column holding the document id.")] = "id",
+    text_field: Annotated[str, typer.Option("--text-field", help="Column holding the text.")] = "text",
+    id_col: Annotated[Optional[str], typer.Option("--id-col", hidden=True, help="Old name of --id-field.")] = None,
+    text_col: Annotated[
+        Optional[str], typer.Option("--text-col", hidden=True, help="Old name of --text-field.")
+    ] = None,
+    input_format: Annotated[
+        Optional[str],
+        typer.Option("--input-format", help="'parquet' or 'jsonl'. \\[default: by suffix]", show_default=False),
+    ] = None,
+    old_input_format: Annotated[
+        Optional[str], typer.Option("--format", hidden=True, help="Old name of --input-format.")
+    ] = None,
+    master: Annotated[
+        Optional[str],
+        typer.Option(
+            help="Spark master: local[*], spark://host:7077, yarn... \\[default: local[*], or spark-submit's]",
+            show_default=False,
+        ),
+    ] = None,
+    keep_by: Annotated[
+        Optional[str],
+        typer.Option(
+            "--keep-by",
+            help="Keep the first document of a cluster by this column. \\[default: lowest id]",
+            show_default=False,
+        ),
+    ] = None,
+    descending: Annotated[
+        bool, typer.Option("--descending", help="With --keep-by: keep the largest value instead.")
+    ] = False,
+    against: Annotated[
+        Optional[Path],
+        typer.Option("--against", help="An earlier run's --out: drop near-duplicates of its kept documents first."),
+    ] = None,
+    sqlite_shards: Annotated[
+        int, typer.Option("--sqlite-shards", help="Also write this many SQLite index files (simq opens each).")
+    ] = 0,
+    blocks: Annotated[
+        Optional[int],
+        typer.Option(help="Blocks of the pair join. \\[default: 6 for k <= 3, k + 3 above]", show_default=False),
+    ] = None,
+    features: FeaturesOption = None,
+    ngram: NgramOption = None,
+    weights: WeightsOption = None,
+    hmm: HmmOption = None,
     overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace an earlier output in --out.")] = False,
+    confirm: Annotated[
+        bool,
+        typer.Option(
+            "--confirm/--no-confirm",
+            help="Pair two documents only if the Jaccard estimated from their sketches reaches --jaccard (as simq "
+            "dedup); --no-confirm: by distance alone.",
+        ),
+    ] = True,
+    jaccard: JaccardOption = DEFAULT_THRESHOLD,
+    conf: Annotated[
+        Optional[list[str]],
+        typer.Option("--conf", help="A Spark setting KEY=VALUE (repeatable), e.g. spark.sql.shuffle.partitions=64."),
+    ] = None,
 ) -> None:
-    """Fingerprints, near-duplicate pairs, clusters and the kept documents of a corpus, on Apache Spark."""
+    """Fingerprints, checked near-duplicate pairs, clusters and the kept documents of a corpus, on Apache Spark:
+    the same kept set as simq dedup on the same input (keep-first in input order, or by --keep-by)."""
+    id_col, text_col = id_col or id_field, text_col or text_field
+    input_format = input_format or old_input_format
     try:
         spark_job = importlib.import_module("simhash_sqlite.spark")  # pyspark only now: the base install has none
     except ImportError as exc:
         raise InvalidInput(str(exc)) from None
     requested = {"features": features, "ngram": ngram, "weights": weights, "hmm": hmm}
     settings = FingerprintSettings(**{name: v for name, v in requested.items() if v is not None})
-    spark = spark_job.session(master or _default_master())
+    settings_given = {}
+    for item in conf or []:
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():
+            raise InvalidInput(f"--conf takes KEY=VALUE, not {item!r}")
+        settings_given[name.strip()] = value
+    spark = spark_job.session(master or _default_master(), **settings_given)
     try:
         report = spark_job.run_dedup(
-            spark, input_path, str(out_dir), settings=settings, k=k, blocks=blocks, id_col=id_col, text_col=text_col,
+            spark, input_path, str(out_dir), settings=settings, k=k, check=confirm, threshold=jaccard, blocks=blocks,
+            id_col=id_col, text_col=text_col,
             fmt=input_format, keep_by=keep_by, descending=descending,
             against=None if against is None else str(against), sqlite_shards=sqlite_shards, overwrite=overwrite,
         )
     except spark_job.JOB_ERRORS as exc:
         raise InvalidInput(f"the Spark job failed: {spark_job.first_line(exc)}") from None
-    table = Table(show_header=False)
     rows = {
         "documents": report.documents,
         "without features": report.without_features,
-        "distinct fingerprints": report.distinct_fingerprints,
-        f"pairs within {k}": report.pairs,
-        "clusters (= kept)": report.kept,
+        "pairs (checked)" if confirm else f"pairs within {candidate_k(k, False)}": report.pairs,
+        "clusters": report.clusters,
+        "kept": report.kept,
     }
     if report.matched_existing is not None:
-        rows[f"within {k} of {against}"] = report.matched_existing
+        rows[f"paired with {against}"] = report.matched_existing
     if report.shards:
         rows["sqlite shards"] = len(report.shards)
-    for name, value in rows.items():
-        table.add_row(name, f"{value:,}")
-    table.add_row("seconds", f"{report.seconds:.1f}")
-    out.print(table)
-    out.print(f"{out_dir}: fingerprints, pairs, clusters, kept (Parquet) and manifest.json", highlight=False)
+    rows["seconds"] = round(report.seconds, 1)
+    output.render_one(rows, "table", cells={"seconds": lambda v: f"{v:.1f}"})
+    say(f"{out_dir}: fingerprints, pairs, clusters, kept (Parquet) and manifest.json")
 
 
 def _default_master() -> str | None:

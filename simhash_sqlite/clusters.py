@@ -15,8 +15,8 @@ import numpy as np
 from .errors import InvalidInput
 from .fingerprint import check_k
 from .index_arrays import load_fingerprints
-from .pairs import CHUNK, as_unsigned, distinct_pairs, fold
-from .storage import write_transaction
+from .pairs import CHUNK, Progress, as_unsigned, distinct_pairs, fold
+from .storage import read_only, write_transaction
 
 if TYPE_CHECKING:
     from .confirm import ConfirmReport
@@ -49,13 +49,13 @@ def _union(parent: np.ndarray, a: np.ndarray, b: np.ndarray) -> None:
             np.minimum.at(parent, np.maximum(root_a, root_b), np.minimum(root_a, root_b))
 
 
-def component_labels(fingerprints, k: int) -> np.ndarray:
+def component_labels(fingerprints, k: int, on_progress: Progress | None = None) -> np.ndarray:
     """For each position, the lowest position of its connected component under "within k"."""
     k = check_k(k)
     folded = fold(as_unsigned(fingerprints))
     parent = np.arange(len(folded.values), dtype=np.int64)  # identical fingerprints: one node
     pending, count = [], 0
-    for part in distinct_pairs(folded.values, k):
+    for part in distinct_pairs(folded.values, k, on_progress=on_progress):
         pending.append(part)
         count += len(part.left)
         if count >= UNION_BATCH:
@@ -79,6 +79,7 @@ class ClusterReport:
     clustered: int  # documents in clusters of two or more
     largest: int
     check: ConfirmReport | None = None  # how the pairs were checked (None: distance alone)
+    saved: bool = True  # written to the file; False: the index is read-only, kept in a TEMP table
 
     @property
     def duplicates(self) -> int:
@@ -140,11 +141,13 @@ def cluster_index(
     *,
     pairs: Iterable[tuple[np.ndarray, np.ndarray]] | None = None,
     threshold: float | None = None,
+    on_progress: Progress | None = None,
 ) -> ClusterReport:
     """Cluster every indexed document and rewrite the clusters table (one transaction).
 
     pairs: the edges as chunks of (first ids, second ids), e.g. pairs within k that passed an exact
-    check (confirm.py; `threshold` is then recorded with k); None: every pair within k."""
+    check (confirm.py; `threshold` is then recorded with k); None: every pair within k, whose search
+    reports to on_progress(done, total)."""
     k = check_k(k)
     if representative not in REPRESENTATIVE_RULES:
         raise InvalidInput(f"representative must be one of {', '.join(REPRESENTATIVE_RULES)}, not {representative!r}")
@@ -155,13 +158,18 @@ def cluster_index(
     lengths = np.array([r[1] for r in rows], dtype=np.int64)
     if pairs is None:
         labels = ids.copy()  # documents without features are clusters of one
-        labels[np.searchsorted(ids, stored.ids)] = stored.ids[component_labels(stored.values, k)]
+        labels[np.searchsorted(ids, stored.ids)] = stored.ids[component_labels(stored.values, k, on_progress)]
     else:
         labels = pair_components(ids, pairs)
     slots = np.searchsorted(ids, labels)
     sizes = np.bincount(slots, minlength=len(ids))[slots]
     reps = _representatives(ids, labels, lengths, representative)
-    with write_transaction(conn):
+    # A read-only index (another user's, a read-only folder) is clustered all the same: the result goes
+    # to a TEMP table of this connection, which shadows the file's for read_clusters().
+    saved = not read_only(conn)
+    with write_transaction(conn) if saved else conn:
+        if not saved:
+            conn.execute("CREATE TEMP TABLE IF NOT EXISTS clusters AS SELECT * FROM main.clusters WHERE 0")
         conn.execute("DELETE FROM clusters")
         columns = (ids, labels, sizes, reps)
         for lo in range(0, len(ids), INSERT_BATCH):
@@ -169,11 +177,16 @@ def cluster_index(
                 "INSERT INTO clusters (id, cluster, size, representative) VALUES (?, ?, ?, ?)",
                 zip(*(c[lo : lo + INSERT_BATCH].tolist() for c in columns)),
             )
-        info = {"k": k, "jaccard": threshold, "representative": representative, "documents": len(ids), "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-        conn.execute(
-            "INSERT INTO simhash_meta (key, value) VALUES ('clusters', ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-            (json.dumps(info),),
-        )
+        info = {
+            "k": k, "jaccard": threshold, "representative": representative, "documents": len(ids),
+            "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        }
+        if saved:
+            conn.execute(
+                "INSERT INTO simhash_meta (key, value) VALUES ('clusters', ?) "
+                "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                (json.dumps(info),),
+            )
     heads = ids == labels
     return ClusterReport(
         k=k,
@@ -182,6 +195,7 @@ def cluster_index(
         clusters=int(heads.sum()),
         clustered=int((sizes > 1).sum()),
         largest=int(sizes.max()) if len(sizes) else 0,
+        saved=saved,
     )
 
 
@@ -193,6 +207,9 @@ def clustering_info(conn: apsw.Connection) -> dict | None:
 
 def read_clusters(conn: apsw.Connection, min_size: int = 2) -> Iterator[Cluster]:
     """The clusters of at least min_size documents from the clusters table, in cluster id order, streamed."""
+    if isinstance(min_size, bool) or not isinstance(min_size, int):
+        raise InvalidInput(f"min_size must be a whole number, not {min_size!r}")
+    min_size = max(-1, min(min_size, 1 << 62))  # beyond any cluster's size (SQLite integers are 64-bit)
     rows = conn.execute(
         """SELECT c.cluster, c.size, r.key, d.key FROM clusters c
            JOIN documents d ON d.id = c.id JOIN documents r ON r.id = c.representative

@@ -26,12 +26,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from . import indexed_text
 from .batch_queries import Query
 from .errors import InvalidInput
 from .fingerprint import check_k
 from .index_arrays import DuplicatePair, keys_of, load_fingerprints
 from .indexed_text import text_of
-from .pairs import near_pairs
+from .pairs import Progress, near_pairs
 from .search import Match, SearchResult
 from .settings import CONFIRM_K, RECOMMENDED_K
 from .shingles import jaccard_of_sets, shingle_set
@@ -184,13 +185,17 @@ def check_search(
     report = ConfirmReport(result.plan.k, threshold)
     if query.text is None and query.key is None:
         report.without_query_text = len(result.matches)
-    mine = _query_shingles(query, shingles)  # the query's shingles; None: no text to compare
-    my_sketch = _query_sketch(query, shingles)
     started = time.perf_counter()
+    # The query's shingles and sketch, made at the first candidate (a query without any reads no
+    # text); None: no text to compare.
+    mine = my_sketch = None
+    made = False
     kept = []
     for match in result.matches:
         if limit is not None and len(kept) >= limit:
             break
+        if not made:
+            mine, my_sketch, made = _query_shingles(query, shingles), _query_sketch(query, shingles), True
         other = None if mine is None else shingles(match.key)  # no query text: no need to read theirs
         estimate = None
         if other is None and my_sketch is not None and (theirs := shingles.sketch(match.key)) is not None:
@@ -203,8 +208,8 @@ def check_search(
 
 
 def _query_shingles(query: Query, shingles: ShingleCache) -> np.ndarray | None:
-    if query.text is not None:
-        return shingle_set(query.text)
+    if query.text is not None:  # a text too long to read whole is judged by distance, as stored ones are
+        return shingle_set(query.text) if len(query.text) <= indexed_text.READ_WHOLE_BYTES else None
     if query.key is not None:
         return shingles(query.key)
     return None  # a bare fingerprint has no text
@@ -237,8 +242,10 @@ class DuplicatePairs:
         *,
         check: bool = True,
         cache_bytes: int = CACHE_BYTES,
+        on_progress: Progress | None = None,
     ) -> None:
         self.index, self.k = index, candidate_k(k, check)
+        self.on_progress = on_progress  # (done, total) of the pair search, for a progress bar
         self.report = ConfirmReport(self.k, check_threshold(threshold)) if check else None
         self.cache_bytes = cache_bytes
         self.by_sketch = check and k is None  # LSH candidates, if every document turns out to have a sketch
@@ -262,7 +269,7 @@ class DuplicatePairs:
         conn, report = self.index.conn, self.report
         if report is None:
             stored = load_fingerprints(conn)
-            for part in near_pairs(stored.values, self.k):
+            for part in near_pairs(stored.values, self.k, on_progress=self.on_progress):
                 first, second = stored.ids[part.left], stored.ids[part.right]
                 keys = keys_of(conn, np.concatenate((first, second)))
                 yield first, second, part.distance, np.full(len(first), np.nan), [""] * len(first), keys
@@ -279,7 +286,7 @@ class DuplicatePairs:
                 ((left, right, None) for left, right in _pairs_of_unsketched(values, unsketched, self.k)),
             )
         else:
-            parts = ((p.left, p.right, None) for p in near_pairs(values, self.k))
+            parts = ((p.left, p.right, None) for p in near_pairs(values, self.k, on_progress=self.on_progress))
         shingles = ShingleCache(self.index, self.cache_bytes)
         for left, right, estimate in parts:
             order = np.lexsort((right, left))  # each document's pairs side by side: cache hits

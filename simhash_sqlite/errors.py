@@ -25,5 +25,13 @@ class SettingsMismatch(SimhashError):
     """Fingerprint settings asked for differ from the ones the index was built with."""
 
 
+class MissingExtra(SimhashError):
+    """An optional dependency is not installed; the message names the extra that brings it."""
+
+
 class InvalidInput(SimhashError):
     """An argument or a document that cannot be used (bad k, bad hex, no features...)."""
+
+
+class DamagedIndex(SimhashError):
+    """The index file fails SQLite's quick check: writing to it would spread the damage."""

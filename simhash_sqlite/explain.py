@@ -9,13 +9,15 @@ import os
 from collections import Counter
 from dataclasses import dataclass
 
+from . import indexed_text
+from .confirm import DEFAULT_THRESHOLD, keeps
 from .errors import InvalidInput
 from .features import WORD, feature_weights, normalize, words
 from .fingerprint import hamming, simhash
 from .index import SimhashIndex
-from .settings import SHORT_TEXT, FingerprintSettings  # SHORT_TEXT: measured, see settings.py
-from .shingles import jaccard
 from .indexed_text import stored_text
+from .settings import CONFIRM_K, RECOMMENDED_K, SHORT_TEXT, FingerprintSettings  # SHORT_TEXT: measured
+from .shingles import jaccard
 
 DIFF_LINES = 40
 
@@ -87,6 +89,12 @@ def _side(index: SimhashIndex, ref: str) -> Side:
     stored = index.get(ref)
     if stored is not None:
         return Side(ref, stored.fingerprint, stored_text(index, ref))
+    if os.path.isfile(ref) and os.path.getsize(ref) > indexed_text.READ_WHOLE_BYTES:
+        # Too large to read whole: fingerprinted in pieces; no features, Jaccard or diff to show.
+        from .sources import read_one
+
+        document = read_one(ref, index.settings)
+        return Side(ref, document.fingerprint, None)
     if os.path.isfile(ref):
         with open(ref, "rb") as f:
             try:
@@ -135,3 +143,18 @@ def explain(index: SimhashIndex, a: str, b: str, *, top: int = 8) -> Explanation
         left, right, s, distance, None if distance is None else estimated_jaccard(distance),
         exact, shared, only_a, only_b, diff, notes,
     )
+
+
+def verdicts(e: Explanation) -> list[tuple[str, str]]:
+    """(rule, what it says of the pair): by distance alone at RECOMMENDED_K, and by the check simq dupes
+    makes at its defaults. Empty when a side has no fingerprint."""
+    if e.distance is None:
+        return []
+    by_distance = "near-duplicates" if e.distance <= RECOMMENDED_K else "not near-duplicates"
+    checked = keeps(e.distance, e.exact_jaccard)
+    how = "by exact Jaccard" if e.exact_jaccard is not None else f"no texts: by distance <= {RECOMMENDED_K}"
+    return [
+        (f"by distance alone (k={RECOMMENDED_K})", by_distance),
+        (f"by simq dupes (k={CONFIRM_K}, J >= {DEFAULT_THRESHOLD:g})",
+         f"{'near-duplicates' if checked else 'not near-duplicates'} ({how})"),
+    ]

@@ -20,6 +20,7 @@ from .errors import IndexNotFound, InvalidInput
 from .fingerprint import BLOCKS, blocks, simhash, to_signed, to_unsigned
 from .features import jieba_version
 from .indexed_text import content_hash, text_of
+from .pairs import Progress
 from .parallel import FingerprintJob
 from .search import Match, Plan, Searcher, SearchResult, forced_plan, near_sql, probe_cost_ns
 from .settings import SHORT_TEXT, FingerprintSettings
@@ -121,6 +122,14 @@ def _length(doc: Document | FingerprintedDocument) -> int:
     return doc.length if isinstance(doc, FingerprintedDocument) else len(doc.text)
 
 
+MAX_BATCH_SIZE = 100_000_000  # far past any useful batch, and below what islice() can take
+
+
+def check_batch_size(batch_size) -> None:
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or not 1 <= batch_size <= MAX_BATCH_SIZE:
+        raise InvalidInput(f"batch_size must be a whole number from 1 to {MAX_BATCH_SIZE:,}, not {batch_size!r}")
+
+
 def _check_keys(keys: Iterable[str]) -> None:
     """Keys with NUL characters are refused: carray and SQLite's C-string functions cut them there."""
     for key in keys:
@@ -194,6 +203,7 @@ class SimhashIndex:
 
     Keyword settings (features, ngram, weights, hmm, store_text) choose how a new index makes
     fingerprints; for an existing one they must match what it recorded (None: take the recorded).
+    readonly: open an existing index for reading only (SQLite refuses every write; the web pages).
 
     Threads: one SimhashIndex per thread. It holds one SQLite connection, whose transactions two
     threads would interleave; open another (cheap) in each thread, e.g. in a threading.local().
@@ -209,11 +219,16 @@ class SimhashIndex:
         weights: str | None = None,
         hmm: bool | None = None,
         store_text: bool | None = None,
+        readonly: bool = False,
     ) -> None:
+        if readonly and create:
+            raise InvalidInput("an index opened read-only cannot be created")
         self.path = os.fspath(path)
-        self.conn = connect(self.path, create=create)
+        requested = {"features": features, "ngram": ngram, "weights": weights, "hmm": hmm}
+        if create:  # settings a new index could not record are refused before a file is made
+            FingerprintSettings(**{name: value for name, value in requested.items() if value is not None})
+        self.conn = connect(self.path, create=create, readonly=readonly)
         try:
-            requested = {"features": features, "ngram": ngram, "weights": weights, "hmm": hmm}
             self.settings, self.store_text = self._settings(requested, store_text, create)
             # (sketched, out of reach) when this open sketched an index made before sketches, else None.
             self.sketch_upgrade = self._sketch_older_documents()
@@ -322,8 +337,7 @@ class SimhashIndex:
         An interrupted add leaves every committed batch in place; running it again skips the
         documents already there (same key, same content) and finishes the rest.
         """
-        if batch_size < 1:
-            raise InvalidInput("batch_size must be at least 1")
+        check_batch_size(batch_size)
         report = AddReport()
         iterator = iter(documents)
         # A pipeline of two batches: the next batch is read, hashed and handed to the pool's workers
@@ -429,8 +443,7 @@ class SimhashIndex:
         cache_mib: SQLite page cache for the load; index maintenance is random page access, so a
         cache that holds the block indexes turns it from disk-bound to memory-bound.
         """
-        if batch_size < 1:
-            raise InvalidInput("batch_size must be at least 1")
+        check_batch_size(batch_size)
         written = 0
         iterator = iter(items)
         with _page_cache(self.conn, cache_mib):
@@ -503,6 +516,7 @@ class SimhashIndex:
 
         One transaction per batch, like add(): an interrupted remove keeps the batches it committed.
         """
+        check_batch_size(batch_size)
         removed = 0
         iterator = iter(keys)
         while batch := tuple(islice(iterator, batch_size)):
@@ -673,13 +687,19 @@ class SimhashIndex:
     # -- whole-corpus near duplicates (confirm.py, index_arrays.py, clusters.py) --------------
 
     def dupes(
-        self, k: int | None = None, *, check: bool = True, threshold: float = DEFAULT_THRESHOLD
+        self,
+        k: int | None = None,
+        *,
+        check: bool = True,
+        threshold: float = DEFAULT_THRESHOLD,
+        on_progress: Progress | None = None,
     ) -> DuplicatePairs:
         """Every pair of near-duplicate documents, each once (first added first), streamed in no
         particular order: the pairs within k, checked as in search() (same defaults). Iterate the
         result; its `report` counts how pairs were judged (None without check). With check and no k,
-        the candidates come from the sketches (confirm.DuplicatePairs), at any distance."""
-        return DuplicatePairs(self, k, threshold, check=check)
+        the candidates come from the sketches (confirm.DuplicatePairs), at any distance.
+        on_progress(done, total): how far the pair search is, for a progress bar."""
+        return DuplicatePairs(self, k, threshold, check=check, on_progress=on_progress)
 
     def clusters(
         self,
@@ -688,13 +708,14 @@ class SimhashIndex:
         check: bool = True,
         threshold: float = DEFAULT_THRESHOLD,
         representative: str = "first",
+        on_progress: Progress | None = None,
     ) -> ClusterReport:
         """Group documents into connected components of the dupes() pairs and write them to the
         clusters table (cluster = lowest id; representative by rule: first, last, longest, shortest).
         The report's `check` holds how the pairs were judged (None without check)."""
-        pairs = self.dupes(k, check=check, threshold=threshold)
+        pairs = self.dupes(k, check=check, threshold=threshold, on_progress=on_progress)
         if pairs.report is None:
-            return cluster_index(self.conn, pairs.k, representative)
+            return cluster_index(self.conn, pairs.k, representative, on_progress=on_progress)
         report = cluster_index(
             self.conn, pairs.k, representative, pairs=pairs.id_pairs(), threshold=pairs.report.threshold
         )

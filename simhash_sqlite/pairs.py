@@ -19,7 +19,7 @@ so a hot exact duplicate costs only its own output. Everything is streamed as ch
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -27,6 +27,8 @@ import numpy as np
 
 from .block_tables import BlockTables, choose_tables
 from .fingerprint import check_k
+
+Progress = Callable[[int, int], None]  # (done, total), for a progress bar
 
 # About this many candidate or output pairs per chunk: bounds memory (a few dozen MB per chunk).
 CHUNK = 1 << 21
@@ -93,11 +95,13 @@ def within_groups(starts: np.ndarray, sizes: np.ndarray, chunk: int = CHUNK) -> 
         lo = hi
 
 
-def _brute(values: np.ndarray, k: int, chunk: int = CHUNK) -> Iterator[Pairs]:
+def _brute(values: np.ndarray, k: int, chunk: int = CHUNK, on_progress: Progress | None = None) -> Iterator[Pairs]:
     """All pairs within k by comparing every pair, a band of rows at a time."""
     n = len(values)
     rows_per_band = max(1, chunk // max(n, 1))
     for i0 in range(0, n - 1, rows_per_band):
+        if on_progress is not None:
+            on_progress(i0, n - 1)
         i1 = min(n - 1, i0 + rows_per_band)
         d = np.bitwise_count(values[i0:i1, None] ^ values[None, i0 + 1 :]).astype(np.int64)
         # Column c is position i0 + 1 + c; keep only columns after the row's own position.
@@ -127,18 +131,24 @@ def _drop_constant_bits(values: np.ndarray, width: int) -> tuple[np.ndarray, int
     return out, varying.bit_count()
 
 
-def distinct_pairs(values: np.ndarray, k: int, width: int = 64, chunk: int = CHUNK) -> Iterator[Pairs]:
-    """All pairs within k of distinct `width`-bit values (uint64), each once, left < right."""
+def distinct_pairs(
+    values: np.ndarray, k: int, width: int = 64, chunk: int = CHUNK, on_progress: Progress | None = None
+) -> Iterator[Pairs]:
+    """All pairs within k of distinct `width`-bit values (uint64), each once, left < right.
+    on_progress(done, total): called before each table (each a like share of the work), or each band
+    of rows when every pair is compared."""
     n = len(values)
     if n < 2 or k == 0:
         return  # distinct values are at least 1 apart
     values, width = _drop_constant_bits(values, width)
     tables = choose_tables(width, k, n)
     if tables is None:
-        yield from _brute(values, k, chunk)
+        yield from _brute(values, k, chunk, on_progress)
         return
     first = tables.first_table_lookup
     for t, table in enumerate(tables.table_blocks):
+        if on_progress is not None:
+            on_progress(t, len(tables.table_blocks))
         keys, order = sorted_by(tables.bits(values, table), tables.table_width(table))
         starts, sizes = _groups(keys)
         hot = sizes > HOT_GROUP
@@ -282,9 +292,10 @@ def _ordered(a: np.ndarray, b: np.ndarray, distance: np.ndarray) -> Pairs:
     return Pairs(np.minimum(a, b), np.maximum(a, b), distance)
 
 
-def near_pairs(fingerprints, k: int, *, chunk: int = CHUNK) -> Iterator[Pairs]:
+def near_pairs(fingerprints, k: int, *, chunk: int = CHUNK, on_progress: Progress | None = None) -> Iterator[Pairs]:
     """Every pair of positions (i < j) whose fingerprints are within Hamming distance k, each once,
-    in chunks. Identical fingerprints are pairs at distance 0. Order across chunks is unspecified."""
+    in chunks. Identical fingerprints are pairs at distance 0. Order across chunks is unspecified.
+    on_progress(done, total): how far the search is (see distinct_pairs)."""
     k = check_k(k)
     values = as_unsigned(fingerprints)
     folded = fold(values)
@@ -292,7 +303,7 @@ def near_pairs(fingerprints, k: int, *, chunk: int = CHUNK) -> Iterator[Pairs]:
         copies = np.flatnonzero(folded.counts > 1)
         for i, j in within_groups(folded.offsets[copies], folded.counts[copies], chunk):
             yield Pairs(folded.members[i], folded.members[j], np.zeros(len(i), np.int64))
-    for part in distinct_pairs(folded.values, k, chunk=chunk):
+    for part in distinct_pairs(folded.values, k, chunk=chunk, on_progress=on_progress):
         if folded.has_copies:
             yield from _expand(folded, part, chunk)
         else:

@@ -5,18 +5,24 @@ README's function table and tests/test_sqlfunctions.py are checked against this 
 in SQL are the stored signed int64 (two's complement); every function masks to 64 bits, so a
 negative stored value and its unsigned hex mean the same fingerprint. NULL in gives NULL out.
 The table-valued simhash_near(query, k) lives in vtable.py; SimhashIndex registers it beside these.
+The same table registers them on the stdlib's sqlite3 connections that Datasette and sqlite-utils open
+(their plugins: datasette_plugin.py, sqlite_utils_plugin.py), so the two sides cannot drift.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import apsw
 
-from .errors import InvalidInput
+from .errors import InvalidInput, SimhashError
 from .fingerprint import BLOCKS, blocks, from_hex, hamming, similarity, simhash, to_hex, to_signed
 from .settings import FingerprintSettings
+
+if TYPE_CHECKING:
+    import sqlite3
 
 
 @dataclass(frozen=True)
@@ -155,3 +161,36 @@ def register_functions(conn: apsw.Connection, settings: FingerprintSettings) -> 
             flags=apsw.SQLITE_INNOCUOUS if function.innocuous else 0,
         )
 
+
+def register_sqlite3_functions(conn: sqlite3.Connection, settings: FingerprintSettings) -> None:
+    """Register every function in FUNCTIONS on a stdlib sqlite3 connection. sqlite3 has no way to mark
+    a function innocuous; its errors reach SQL as "user-defined function raised exception"."""
+    for function in FUNCTIONS:
+        conn.create_function(
+            function.name, function.numargs, function.make(settings), deterministic=function.deterministic
+        )
+
+
+def sqlite3_settings(conn: sqlite3.Connection) -> FingerprintSettings | None:
+    """The fingerprint settings an index records, the defaults for a database that is not an index,
+    None for settings this version cannot read (simhash() would make other fingerprints than its own)."""
+    import sqlite3
+
+    try:
+        row = conn.execute("SELECT value FROM simhash_meta WHERE key = 'fingerprint'").fetchone()
+    except sqlite3.Error:  # no simhash_meta table: not an index
+        return FingerprintSettings()
+    if row is None:
+        return FingerprintSettings()
+    try:
+        return FingerprintSettings.from_json(row[0])
+    except (SimhashError, ValueError, TypeError):
+        return None
+
+
+def prepare_sqlite3_connection(conn: sqlite3.Connection) -> None:
+    """Our functions on a sqlite3 connection, with the settings of the index it opened (none at all
+    on an index whose settings this version cannot read)."""
+    settings = sqlite3_settings(conn)
+    if settings is not None:
+        register_sqlite3_functions(conn, settings)

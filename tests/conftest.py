@@ -2,6 +2,7 @@ import os
 
 import pytest
 from typer.testing import CliRunner
+from web_helpers import SCREENSHOTS
 
 from simhash_sqlite import SimhashIndex
 
@@ -36,3 +37,8 @@ def integrity_ok(path) -> bool:
         return conn.execute("PRAGMA integrity_check").get == "ok"
     finally:
         conn.close()
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    for folder in config.stash.get(SCREENSHOTS, []):
+        terminalreporter.write_line(f"screenshots of the web pages: {folder}")

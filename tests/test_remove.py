@@ -37,7 +37,7 @@ def test_cli_rm_by_keys_glob_and_list(runner, db_path, tmp_path):
     data.write_text("".join(json.dumps({"id": f"k{i}", "text": f"text {i} here"}) + "\n" for i in range(20)))
     assert simq(runner, "add", "--db", db_path, data).exit_code == 0
     result = simq(runner, "rm", "--db", db_path, "k0", "k1", "nope")
-    assert result.exit_code == 0 and "2 removed, 1 keys not in the index" in result.stdout
+    assert result.exit_code == 0 and "2 removed, 1 key not in the index" in result.stdout
     listing = tmp_path / "keys.txt"
     listing.write_text("k2\nk3\n\n")
     assert "2 removed" in simq(runner, "rm", "--db", db_path, "--from", listing).stdout
