@@ -275,7 +275,8 @@ def test_cli_dupes_and_clusters(runner, tmp_path):
     assert result.exit_code == 0, result.output
     assert sorted((r["first"], r["second"], r["distance"]) for r in map(json.loads, result.stdout.splitlines())) == expected
     csv_out = simq(runner, "dupes", "--db", db, "--k", "6", "--format", "csv").stdout.splitlines()
-    assert csv_out[0] == "first,second,distance,similarity,jaccard,checked,checked_by" and len(csv_out) == len(expected) + 1
+    assert csv_out[0] == "first,second,distance,similarity,jaccard,checked,checked_by"
+    assert len(csv_out) == len(expected) + 1
     assert "a3" in simq(runner, "dupes", "--db", db, "--k", "6").stdout
     export = tmp_path / "clusters.jsonl"
     result = simq(runner, "clusters", "--db", db, "--k", "6", "--format", "jsonl", "--out", export)
