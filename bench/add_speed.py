@@ -165,14 +165,16 @@ def main() -> None:
                                       env=run_env(tree), check=True, capture_output=True, text=True)
                 return float(done.stdout.split()[-1])
 
-            rows.append((lang, f"fingerprint ({mb:.1f} MB), 1 process: {label}", side_by_side(mb, args.runs, trees, fingerprint)))
+            speeds = side_by_side(mb, args.runs, trees, fingerprint)
+            rows.append((lang, f"fingerprint ({mb:.1f} MB), 1 process: {label}", speeds))
         jsonl = tmp / f"{lang}.jsonl"
         with open(jsonl, "w", encoding="utf-8") as f:
             for c in range(args.copies):
                 for i, t in enumerate(texts):
                     f.write(json.dumps({"id": f"{c}/{i}", "text": t}, ensure_ascii=False) + "\n")
         add_mb = mb * args.copies
-        for label, extra in (("default", []), ("words 3", ["--features", "words", "--ngram", "3"]))[: 2 if args.words else 1]:
+        settings_to_try = (("default", []), ("words 3", ["--features", "words", "--ngram", "3"]))
+        for label, extra in settings_to_try[: 2 if args.words else 1]:
             for n in sorted({1, CORES}):
                 def add(tree: Path) -> float:
                     db = tmp / "speed.db"
@@ -186,7 +188,9 @@ def main() -> None:
                     sizes[(lang, label, tree)] = size / (len(texts) * args.copies)
                     return seconds
 
-                what = f"whole `simq add` ({add_mb:.1f} MB, {len(texts) * args.copies:,} docs), {label}, {n} process(es)"
+                what = (
+                    f"whole `simq add` ({add_mb:.1f} MB, {len(texts) * args.copies:,} docs), {label}, {n} process(es)"
+                )
                 rows.append((lang, what, side_by_side(add_mb, args.runs, trees, add)))
     headroom = parallel_headroom(CORES)
     print(f"## simq add speed ({os.cpu_count()} cores; medians of {args.runs} runs; MB = 10^6 bytes of UTF-8)\n")
@@ -194,7 +198,8 @@ def main() -> None:
     print(f"Machine check: a pure CPU loop on {CORES} processes ran {headroom:.2f}x as fast as on one "
           "(2.0 on an idle 2-core machine).\n")
     names = list(trees)
-    print("| corpus | what | " + " | ".join(f"{name} MB/s" for name in names) + " |" + (" ratio |" if len(names) > 1 else ""))
+    speed_columns = " | ".join(f"{name} MB/s" for name in names)
+    print("| corpus | what | " + speed_columns + " |" + (" ratio |" if len(names) > 1 else ""))
     print("|---|---|" + "---|" * (len(names) + (len(names) > 1)))
     for lang, what, rates in rows:
         cells = [f"{rates[name]:.2f}" if name in rates else "" for name in names]

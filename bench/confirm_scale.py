@@ -75,11 +75,14 @@ def main() -> None:
                 seconds, peak, summary = run(["dupes", "--db", str(db), "--k", "12", "--format", "jsonl"])
                 checked.append(seconds)
                 peaks["checked"] = peak
-            rows.append((size, os.path.getsize(source) / 1e6, add_seconds, statistics.median(plain), statistics.median(checked),
+            rows.append((size, os.path.getsize(source) / 1e6, add_seconds,
+                         statistics.median(plain), statistics.median(checked),
                          peaks["plain"], peaks["checked"], summary.strip().splitlines()[0]))
             print(f"{size}: done", file=sys.stderr, flush=True)
-    print(f"## `simq dupes` checked vs unchecked at k=12 (median of {args.repeats}; load average {os.getloadavg()[0]:.2f})\n")
-    print("| documents | JSONL MB | add --store-text s | dupes --no-confirm --k 12 s | dupes (checked) s | ratio | peak RSS unchecked MiB | peak RSS checked MiB | summary of the checked run |")
+    print(f"## `simq dupes` checked vs unchecked at k=12 "
+          f"(median of {args.repeats}; load average {os.getloadavg()[0]:.2f})\n")
+    print("| documents | JSONL MB | add --store-text s | dupes --no-confirm --k 12 s | dupes (checked) s | ratio "
+          "| peak RSS unchecked MiB | peak RSS checked MiB | summary of the checked run |")
     print("|---|---|---|---|---|---|---|---|---|")
     for size, mb, add_s, p, c, rp, rc, summary in rows:
         print(f"| {size:,} | {mb:.0f} | {add_s:.1f} | {p:.2f} | {c:.2f} | {c / p:.1f}x | {rp} | {rc} | {summary} |")

@@ -115,7 +115,8 @@ def main() -> None:
                   flush=True)
             path.unlink()
         print()
-        print("| JSONL documents | seconds | docs/s | RSS after 10% (MiB) | RSS after 50% | RSS at the end | peak RSS |")
+        print("| JSONL documents | seconds | docs/s | RSS after 10% (MiB) | RSS after 50% | RSS at the end "
+              "| peak RSS |")
         print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
         for count in counts:
             path = work / f"docs_{count}.jsonl"

@@ -154,7 +154,9 @@ def documents(corpus: Path, count: int, rng: random.Random) -> list[dict]:
             del words[rng.randrange(len(words)) : rng.randrange(len(words)) + 6]
         else:
             words.insert(0, f"Mirror {rng.randrange(1000)} |")
-        records.append({"id": f"copy{len(records)}", "text": " ".join(words), "source": src["source"], "copy_of": src["id"]})
+        records.append(
+            {"id": f"copy{len(records)}", "text": " ".join(words), "source": src["source"], "copy_of": src["id"]}
+        )
     rng.shuffle(records)
     return records[:count]
 
@@ -168,7 +170,9 @@ def dedup_run(corpus: Path, count: int) -> list[tuple[str, str]]:
         data.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf-8")
         simq = Path(sys.executable).with_name("simq")
         start = time.perf_counter()
-        done = subprocess.run([simq, "dedup", data, "--out", out, "--k", str(K)], capture_output=True, text=True, check=True)
+        done = subprocess.run(
+            [simq, "dedup", data, "--out", out, "--k", str(K)], capture_output=True, text=True, check=True
+        )
         wall = time.perf_counter() - start
         summary = done.stderr.strip().splitlines()[-1]
         kept = sum(1 for _ in out.open(encoding="utf-8"))
@@ -179,9 +183,12 @@ def dedup_run(corpus: Path, count: int) -> list[tuple[str, str]]:
         floor = time.perf_counter() - start
     fp = float(re.search(r"fingerprints ([\d.]+) s", summary).group(1))
     search = float(re.search(r"search ([\d.]+) s", summary).group(1))
-    rows.append((f"simq dedup, {count:,} English documents (k={K})", f"{wall:.1f} s wall", f"{count / wall:,.0f} docs/s", f"kept {kept:,}"))
-    rows.append(("  of which fingerprinting / search", f"{fp:.1f} s / {search:.2f} s", f"search {search / max(fp, 1e-9):.1%} of fingerprinting", ""))
-    rows.append(("  baseline: fingerprinting alone (no search, no I/O)", f"{floor:.1f} s", f"{count / floor:,.0f} docs/s", f"dedup/floor {wall / floor:.2f}x"))
+    rows.append((f"simq dedup, {count:,} English documents (k={K})", f"{wall:.1f} s wall",
+                 f"{count / wall:,.0f} docs/s", f"kept {kept:,}"))
+    rows.append(("  of which fingerprinting / search", f"{fp:.1f} s / {search:.2f} s",
+                 f"search {search / max(fp, 1e-9):.1%} of fingerprinting", ""))
+    rows.append(("  baseline: fingerprinting alone (no search, no I/O)", f"{floor:.1f} s",
+                 f"{count / floor:,.0f} docs/s", f"dedup/floor {wall / floor:.2f}x"))
     return rows
 
 

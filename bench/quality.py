@@ -56,18 +56,25 @@ KINDS = ("boilerplate", "advert", "numbers", "edit2", "edit5", "rewrite15", "rew
 NOT_PLANTED = {"rewrite40"}  # a 40% rewrite is a different text; every other copy is a planted duplicate
 
 HEADERS = {
-    "zh": ["本文转载自开源文档镜像站，版权归原作者所有。", "镜像站点 | 首页 | 文档 | 下载 | 关于我们", "【转载】来源：网络，如有侵权请联系删除"],
-    "en": ["Mirrored from docs.example.org. Home | Docs | Downloads | About", "Reposted with permission. All rights reserved by the original authors.", "You are reading an archived copy of this page."],
+    "zh": ["本文转载自开源文档镜像站，版权归原作者所有。", "镜像站点 | 首页 | 文档 | 下载 | 关于我们",
+           "【转载】来源：网络，如有侵权请联系删除"],
+    "en": ["Mirrored from docs.example.org. Home | Docs | Downloads | About",
+           "Reposted with permission. All rights reserved by the original authors.",
+           "You are reading an archived copy of this page."],
 }
 FOOTERS = {
-    "zh": ["Copyright © 2024 文档镜像站 京ICP备12345678号 联系我们 | 网站地图", "本站所有内容仅供学习交流，转载请注明出处。"],
-    "en": ["Copyright 2024 Example Mirror. Privacy | Terms | Contact | Sitemap", "This page was mirrored automatically; report problems to the webmaster."],
+    "zh": ["Copyright © 2024 文档镜像站 京ICP备12345678号 联系我们 | 网站地图",
+           "本站所有内容仅供学习交流，转载请注明出处。"],
+    "en": ["Copyright 2024 Example Mirror. Privacy | Terms | Contact | Sitemap",
+           "This page was mirrored automatically; report problems to the webmaster."],
 }
 ADVERTS = {
     "zh": ["【广告】限时特惠！云服务器新用户首年仅需 99 元，立即扫码领取优惠券，名额有限，先到先得。",
            "推荐阅读：十天学会 Linux 运维，从入门到精通，点击下方链接免费领取全套视频教程。"],
-    "en": ["Sponsored: Get 50% off cloud hosting this week only. Sign up today and deploy in seconds with our one-click installer.",
-           "Advertisement - Learn Python in 30 days with our award-winning online course. Enroll now and get a free certificate."],
+    "en": ["Sponsored: Get 50% off cloud hosting this week only. "
+           "Sign up today and deploy in seconds with our one-click installer.",
+           "Advertisement - Learn Python in 30 days with our award-winning online course. "
+           "Enroll now and get a free certificate."],
 }
 
 
@@ -294,7 +301,8 @@ def keyword_features(texts: list[str]) -> list[tuple[np.ndarray, np.ndarray]]:
 
 
 def weighted(unit_list: list[np.ndarray], n: int, weights: str) -> list[tuple[np.ndarray, np.ndarray]]:
-    feats = [np.unique(ngram_hashes(u, n), return_counts=True) if len(u) else (u, u.astype(np.int64)) for u in unit_list]
+    feats = [np.unique(ngram_hashes(u, n), return_counts=True) if len(u) else (u, u.astype(np.int64))
+             for u in unit_list]
     if weights == "count":
         return [(h, c.astype(np.int64)) for h, c in feats]
     if weights == "log":
@@ -394,9 +402,13 @@ def _median_seconds(run, repeats: int) -> tuple[float, object]:
 
 def pipeline(corpus: Corpus, truth: np.ndarray, pair_bucket, repeats: int, log, k: int = CONFIRM_K) -> dict:
     """The product's own path: an index file with stored texts, `dupes` confirmed at the defaults
-    (candidates within k, exact Jaccard >= 0.8) and `dupes --no-confirm`, scored on the truth (overall and per length bucket), timed."""
+    (candidates within k, exact Jaccard >= 0.8) and `dupes --no-confirm`, scored on the truth
+    (overall and per length bucket), timed."""
     n = corpus.n
-    with tempfile.TemporaryDirectory() as folder, SimhashIndex(Path(folder) / "bench.db", create=True, store_text=True) as index:
+    with (
+        tempfile.TemporaryDirectory() as folder,
+        SimhashIndex(Path(folder) / "bench.db", create=True, store_text=True) as index,
+    ):
         t0 = time.perf_counter()
         index.add(Document(str(i), t) for i, t in enumerate(corpus.texts))
         add_seconds = time.perf_counter() - t0
@@ -423,23 +435,27 @@ def pipeline(corpus: Corpus, truth: np.ndarray, pair_bucket, repeats: int, log, 
         out[name] = {
             "found": int(len(found)),
             "truth": prf(hit.sum(), len(found), len(truth)),
-            "buckets": {b: prf((hit & (fb >= lo) & (fb < hi)).sum(), ((fb >= lo) & (fb < hi)).sum(), ((tb >= lo) & (tb < hi)).sum())
+            "buckets": {b: prf((hit & (fb >= lo) & (fb < hi)).sum(), ((fb >= lo) & (fb < hi)).sum(),
+                               ((tb >= lo) & (tb < hi)).sum())
                         for b, lo, hi in BUCKETS},
         }
     p, r, f = out["confirmed"]["truth"]
     log(f"[{corpus.lang}] {'pipeline: dupes (confirmed)':28s} k={k:2d} P={p:.3f} R={r:.3f} F1={f:.3f}  "
-        f"{report.checked} checked, {report.unchecked} unchecked; dupes {plain_seconds:.2f}s, confirmed {confirmed_seconds:.2f}s")
+        f"{report.checked} checked, {report.unchecked} unchecked; "
+        f"dupes {plain_seconds:.2f}s, confirmed {confirmed_seconds:.2f}s")
     return out
 
 
-def run_language(corpus: Corpus, quick: bool, log, only_default: bool = False, repeats: int = 3, confirm_k: int = CONFIRM_K) -> dict:
+def run_language(corpus: Corpus, quick: bool, log, only_default: bool = False, repeats: int = 3,
+                 confirm_k: int = CONFIRM_K) -> dict:
     t0 = time.perf_counter()
     sets = [shingle_set(t) for t in corpus.texts]
     truth, truth_sim = truth_pairs(sets)
     n = corpus.n
     fam = corpus.family
     ti, tj = np.divmod(truth, n)
-    log(f"[{corpus.lang}] {n} texts ({len(set(fam))} originals), {len(truth)} truth pairs, {time.perf_counter() - t0:.1f}s")
+    log(f"[{corpus.lang}] {n} texts ({len(set(fam))} originals), {len(truth)} truth pairs, "
+        f"{time.perf_counter() - t0:.1f}s")
 
     # Planted labels: same original, neither copy a 40% rewrite.
     planted_ok = np.array([k not in NOT_PLANTED for k in corpus.kind])
@@ -494,7 +510,8 @@ def run_language(corpus: Corpus, quick: bool, log, only_default: bool = False, r
             "seconds": seconds,
         }
         k, (p, r, f) = curves.best()
-        log(f"[{corpus.lang}] {name:28s} best k={k:2d} P={p:.3f} R={r:.3f} F1={f:.3f}  bits {lo:.2f}-{hi:.2f}  {seconds:.1f}s")
+        log(f"[{corpus.lang}] {name:28s} best k={k:2d} P={p:.3f} R={r:.3f} F1={f:.3f}  "
+            f"bits {lo:.2f}-{hi:.2f}  {seconds:.1f}s")
 
     result["pipeline"] = pipeline(corpus, truth, pair_bucket, repeats, log, confirm_k)
 
@@ -533,11 +550,14 @@ def run_language(corpus: Corpus, quick: bool, log, only_default: bool = False, r
     fb, tb = pair_bucket(found), pair_bucket(truth)
     result["minhash"] = {
         "truth": (p, r, f), "found": int(len(found)), "planted": (pp, pr, pf), "seconds": time.perf_counter() - t0,
-        "buckets": {name: prf((hit & (fb >= lo) & (fb < hi)).sum(), ((fb >= lo) & (fb < hi)).sum(), ((tb >= lo) & (tb < hi)).sum())
+        "buckets": {name: prf((hit & (fb >= lo) & (fb < hi)).sum(), ((fb >= lo) & (fb < hi)).sum(),
+                              ((tb >= lo) & (tb < hi)).sum())
                     for name, lo, hi in BUCKETS},
-        "kinds": {kind: _share(np.isin(kind_pairs[(kind_arr[copy_idx] == kind) & kind_truth], found)) for kind in KINDS},
+        "kinds": {kind: _share(np.isin(kind_pairs[(kind_arr[copy_idx] == kind) & kind_truth], found))
+                  for kind in KINDS},
     }
-    log(f"[{corpus.lang}] {'datasketch MinHashLSH':28s}            P={p:.3f} R={r:.3f} F1={f:.3f}  {result['minhash']['seconds']:.1f}s")
+    log(f"[{corpus.lang}] {'datasketch MinHashLSH':28s}            P={p:.3f} R={r:.3f} F1={f:.3f}  "
+        f"{result['minhash']['seconds']:.1f}s")
     return result
 
 
@@ -577,21 +597,27 @@ def pipeline_report(results: dict) -> str:
     """The measured pipeline: quality next to MinHashLSH and the distance alone, and the time of the check."""
     out = ["### The real pipeline: an index with stored texts, `simq dupes` at its defaults\n",
            "| lang | method | pairs found | P | R | F1 |", "|---|---|---|---|---|---|"]
-    for l, res in results.items():
+    for lang, res in results.items():
         pl, mh = res["pipeline"], res["minhash"]
-        rows = ((f"`simq dupes` (default: candidates within {pl['k']}, exact Jaccard >= {THRESHOLD})", pl["confirmed"]["found"], pl["confirmed"]["truth"]),
-                (f"`simq dupes --no-confirm` (distance <= {RECOMMENDED_K})", pl["distance"]["found"], pl["distance"]["truth"]),
+        confirmed_name = f"`simq dupes` (default: candidates within {pl['k']}, exact Jaccard >= {THRESHOLD})"
+        distance_name = f"`simq dupes --no-confirm` (distance <= {RECOMMENDED_K})"
+        rows = ((confirmed_name, pl["confirmed"]["found"], pl["confirmed"]["truth"]),
+                (distance_name, pl["distance"]["found"], pl["distance"]["truth"]),
                 ("datasketch MinHashLSH, 128 perm., threshold 0.8", mh.get("found", "-"), mh["truth"]))
         for name, found, (p, r, f) in rows:
-            out.append(f"| {l} | {name} | {found} | {fmt(p)} | {fmt(r)} | {fmt(f)} |")
+            out.append(f"| {lang} | {name} | {found} | {fmt(p)} | {fmt(r)} | {fmt(f)} |")
     out.append(f"\n### Time of the check (median of {next(iter(results.values()))['pipeline']['repeats']} runs each)\n")
     k = next(iter(results.values()))["pipeline"]["k"]
-    out.append(f"| lang | texts | candidates within {k} | checked, kept | rejected | unchecked | `dupes --no-confirm --k {k}` s | `dupes` (confirmed) s | ratio | of which reading texts + Jaccard s |")
+    out.append(f"| lang | texts | candidates within {k} | checked, kept | rejected | unchecked "
+               f"| `dupes --no-confirm --k {k}` s | `dupes` (confirmed) s | ratio "
+               f"| of which reading texts + Jaccard s |")
     out.append("|---|---|---|---|---|---|---|---|---|---|")
-    for l, res in results.items():
+    for lang, res in results.items():
         pl = res["pipeline"]
-        out.append(f"| {l} | {res['texts']} | {pl['candidates']} | {pl['checked']} | {pl['rejected']} | {pl['unchecked']} | "
-                   f"{pl['dupes_seconds']:.3f} | {pl['confirmed_seconds']:.3f} | {pl['confirmed_seconds'] / pl['dupes_seconds']:.1f}x | {pl['check_seconds']:.3f} |")
+        ratio = pl['confirmed_seconds'] / pl['dupes_seconds']
+        out.append(f"| {lang} | {res['texts']} | {pl['candidates']} | {pl['checked']} | {pl['rejected']} "
+                   f"| {pl['unchecked']} | {pl['dupes_seconds']:.3f} | {pl['confirmed_seconds']:.3f} | {ratio:.1f}x "
+                   f"| {pl['check_seconds']:.3f} |")
     return "\n".join(out)
 
 
@@ -599,58 +625,71 @@ def report(results: dict, default: str, k_default: int, k_confirm: int) -> str:
     out = []
     langs = list(results)
     out.append("### Every feature choice: best k by F1 on the Jaccard >= 0.8 truth\n")
-    out.append("| choice | " + " | ".join(f"{l} best k | {l} P | {l} R | {l} F1 | {l} F1 @k={k_default} | {l} bits min-max | {l} largest bucket | {l} cand. x uniform" for l in langs) + " |")
+    lang_columns = " | ".join(f"{lang} best k | {lang} P | {lang} R | {lang} F1 | {lang} F1 @k={k_default} "
+                              f"| {lang} bits min-max | {lang} largest bucket | {lang} cand. x uniform"
+                              for lang in langs)
+    out.append("| choice | " + lang_columns + " |")
     out.append("|---" * (1 + 8 * len(langs)) + "|")
     names = list(results[langs[0]]["choices"])
-    for l in langs[1:]:
-        names += [n for n in results[l]["choices"] if n not in names]
+    for lang in langs[1:]:
+        names += [n for n in results[lang]["choices"] if n not in names]
     for name in names:
         cells = [name]
-        for l in langs:
-            c = results[l]["choices"].get(name)
+        for lang in langs:
+            c = results[lang]["choices"].get(name)
             if c is None:
                 cells += ["-"] * 8
                 continue
             k, (p, r, f) = Curves(c["truth"]).best()
             b = c["bits"]
             cells += [str(k), fmt(p), fmt(r), fmt(f), fmt(c["truth"]["all"][k_default][2]),
-                      f"{b['min_share']:.2f}-{b['max_share']:.2f}", str(b["largest_bucket"]), f"{b['candidates_vs_uniform']:.1f}"]
+                      f"{b['min_share']:.2f}-{b['max_share']:.2f}", str(b["largest_bucket"]),
+                      f"{b['candidates_vs_uniform']:.1f}"]
         out.append("| " + " | ".join(cells) + " |")
     cells = ["datasketch MinHashLSH 128/0.8"]
-    for l in langs:
-        p, r, f = results[l]["minhash"]["truth"]
+    for lang in langs:
+        p, r, f = results[lang]["minhash"]["truth"]
         cells += ["-", fmt(p), fmt(r), fmt(f), fmt(f), "-", "-", "-"]
     out.append("| " + " | ".join(cells) + " |")
 
-    for l in langs:
-        c = results[l]["choices"][default]
-        out.append(f"\n### {l}: default `{default}` at every k (truth: Jaccard >= 0.8; planted labels)\n")
-        out.append("| k | P | R | F1 | planted P | planted R | planted F1 | F1 if checked exactly (derived: 2R/(1+R), P taken as 1) |")
+    for lang in langs:
+        c = results[lang]["choices"][default]
+        out.append(f"\n### {lang}: default `{default}` at every k (truth: Jaccard >= 0.8; planted labels)\n")
+        out.append("| k | P | R | F1 | planted P | planted R | planted F1 "
+                   "| F1 if checked exactly (derived: 2R/(1+R), P taken as 1) |")
         out.append("|---|---|---|---|---|---|---|---|")
         for k in KS:
             r = c["truth"]["all"][k][1]
-            out.append(f"| {k} | " + " | ".join(fmt(x) for x in (*c["truth"]["all"][k], *c["planted"]["all"][k], 2 * r / (1 + r))) + " |")
-        mh = results[l]["minhash"]
+            values = (*c["truth"]["all"][k], *c["planted"]["all"][k], 2 * r / (1 + r))
+            out.append(f"| {k} | " + " | ".join(fmt(x) for x in values) + " |")
+        mh = results[lang]["minhash"]
         out.append("| MinHashLSH | " + " | ".join(fmt(x) for x in (*mh["truth"], *mh["planted"])) + " | - |")
 
-        out.append(f"\n### {l}: by length bucket (shorter text of the pair), default at k={k_default} vs MinHashLSH\n")
-        out.append(f"| bucket | truth pairs | P | R | F1 | MinHash P | MinHash R | MinHash F1 | best k here | F1 at best k | `simq dupes` (checked, k={k_confirm}) F1, measured |")
+        out.append(f"\n### {lang}: by length bucket (shorter text of the pair), "
+                   f"default at k={k_default} vs MinHashLSH\n")
+        out.append("| bucket | truth pairs | P | R | F1 | MinHash P | MinHash R | MinHash F1 "
+                   f"| best k here | F1 at best k | `simq dupes` (checked, k={k_confirm}) F1, measured |")
         out.append("|---|---|---|---|---|---|---|---|---|---|---|")
         for name, _, _ in BUCKETS:
             p, r, f = c["truth"][name][k_default]
             kb, (_, _, fb) = Curves(c["truth"]).best(name)
             mp, mr, mf = mh["buckets"][name]
-            fc = results[l]["pipeline"]["confirmed"]["buckets"][name][2]
-            out.append(f"| {name} | {results[l]['bucket_truth_pairs'][name]} | {fmt(p)} | {fmt(r)} | {fmt(f)} | {fmt(mp)} | {fmt(mr)} | {fmt(mf)} | {kb} | {fmt(fb)} | {fmt(fc)} |")
+            fc = results[lang]["pipeline"]["confirmed"]["buckets"][name][2]
+            truth_pairs_here = results[lang]['bucket_truth_pairs'][name]
+            out.append(f"| {name} | {truth_pairs_here} | {fmt(p)} | {fmt(r)} | {fmt(f)} "
+                       f"| {fmt(mp)} | {fmt(mr)} | {fmt(mf)} | {kb} | {fmt(fb)} | {fmt(fc)} |")
 
-        out.append(f"\n### {l}: by perturbation kind, default at k={k_default} (pairs original-copy)\n")
-        out.append("| kind | share with Jaccard >= 0.8 | recall of those (truth) | share of all copies found | MinHash recall (truth) |")
+        out.append(f"\n### {lang}: by perturbation kind, default at k={k_default} (pairs original-copy)\n")
+        out.append("| kind | share with Jaccard >= 0.8 | recall of those (truth) | share of all copies found "
+                   "| MinHash recall (truth) |")
         out.append("|---|---|---|---|---|")
         for kind in KINDS:
             kk = c["kinds"][kind]
             tr = kk["truth_recall"][k_default]
-            out.append(f"| {kind} | {fmt(results[l]['kind_truth_share'][kind])} | {'-' if tr is None else fmt(tr)} | "
-                       f"{fmt(kk['found_share'][k_default])} | {fmt(mh['kinds'][kind]) if not math.isnan(mh['kinds'][kind]) else '-'} |")
+            minhash_recall = fmt(mh['kinds'][kind]) if not math.isnan(mh['kinds'][kind]) else '-'
+            truth_share = fmt(results[lang]['kind_truth_share'][kind])
+            out.append(f"| {kind} | {truth_share} | {'-' if tr is None else fmt(tr)} | "
+                       f"{fmt(kk['found_share'][k_default])} | {minhash_recall} |")
     return "\n".join(out)
 
 
@@ -662,28 +701,31 @@ SUMMARY_ROWS = ("chars 5 binary", "chars 5 count", "chars 5 log", "chars 5 idf",
 def summary(results: dict, k_default: int, k_confirm: int) -> str:
     """The short table for the README: the main choices, both languages, at the best and the default k."""
     langs = list(results)
-    head = " | ".join(f"{l}: best k, F1 | {l}: F1 at k={k_default} | {l}: bits" for l in langs)
+    head = " | ".join(f"{lang}: best k, F1 | {lang}: F1 at k={k_default} | {lang}: bits" for lang in langs)
     out = [f"| features, weights | {head} |", "|---" * (1 + 3 * len(langs)) + "|"]
     for name in SUMMARY_ROWS:
         cells = []
-        for l in langs:
-            c = results[l]["choices"].get(name)
+        for lang in langs:
+            c = results[lang]["choices"].get(name)
             if c is None:
                 cells += ["-", "-", "-"]
                 continue
             k, (_, _, f) = Curves(c["truth"]).best()
             b = c["bits"]
-            cells += [f"{k}, {f:.3f}", fmt(c["truth"]["all"][k_default][2]), f"{b['min_share']:.2f}-{b['max_share']:.2f}"]
-        label = name.replace("pkg simhash default", "`simhash` package, its default").replace("pkg simhash words", "`simhash` package, jieba words")
+            cells += [f"{k}, {f:.3f}", fmt(c["truth"]["all"][k_default][2]),
+                      f"{b['min_share']:.2f}-{b['max_share']:.2f}"]
+        label = (name.replace("pkg simhash default", "`simhash` package, its default")
+                 .replace("pkg simhash words", "`simhash` package, jieba words"))
         out.append(f"| {label} | " + " | ".join(cells) + " |")
     cells = []
-    for l in langs:
-        cells += ["-, " + fmt(results[l]["minhash"]["truth"][2]), "-", "-"]
+    for lang in langs:
+        cells += ["-, " + fmt(results[lang]["minhash"]["truth"][2]), "-", "-"]
     out.append("| datasketch MinHashLSH, 128 perm., threshold 0.8 | " + " | ".join(cells) + " |")
     cells = []
-    for l in langs:
-        cells += [f"{k_confirm}, {results[l]['pipeline']['confirmed']['truth'][2]:.3f}", "-", "-"]
-    out.append(f"| default, `simq dupes`: candidates at k={k_confirm} checked by exact Jaccard (measured) | " + " | ".join(cells) + " |")
+    for lang in langs:
+        cells += [f"{k_confirm}, {results[lang]['pipeline']['confirmed']['truth'][2]:.3f}", "-", "-"]
+    label = f"default, `simq dupes`: candidates at k={k_confirm} checked by exact Jaccard (measured)"
+    out.append(f"| {label} | " + " | ".join(cells) + " |")
     return "\n".join(out)
 
 
@@ -693,7 +735,9 @@ def balance_table(paths: list[str], seed: int) -> str:
     rng = random.Random(seed)
     pool = load_originals(paths, 10**9, rng)
     names = [n for n in SUMMARY_ROWS if not n.startswith(("pkg", "jieba"))]
-    out = ["| features, weights | " + " | ".join(f"{l} ({len(t)} sections): bits | {l}: largest bucket | {l}: candidates x uniform" for l, t in pool.items()) + " |",
+    lang_columns = " | ".join(f"{lang} ({len(sections)} sections): bits | {lang}: largest bucket "
+                              f"| {lang}: candidates x uniform" for lang, sections in pool.items())
+    out = ["| features, weights | " + lang_columns + " |",
            "|---" * (1 + 3 * len(pool)) + "|"]
     rows = {name: [] for name in names}
     for lang, texts in pool.items():
@@ -725,10 +769,10 @@ def choose_default(results: dict) -> tuple[str, int, float]:
     best = None
     langs = list(results)
     for name in results[langs[0]]["choices"]:
-        if not all(name in results[l]["choices"] for l in langs) or name.startswith("pkg"):
+        if not all(name in results[lang]["choices"] for lang in langs) or name.startswith("pkg"):
             continue
         for k in KS:
-            score = min(results[l]["choices"][name]["truth"]["all"][k][2] for l in langs)
+            score = min(results[lang]["choices"][name]["truth"]["all"][k][2] for lang in langs)
             if best is None or score > best[2] + 1e-9:
                 best = (name, k, score)
     return best
@@ -737,16 +781,21 @@ def choose_default(results: dict) -> tuple[str, int, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("jsonl", nargs="+", help="JSONL files with a 'text' field (each text's language is detected)")
-    parser.add_argument("--originals", type=int, default=400, help="originals per language (each gets %d copies)" % len(KINDS))
+    parser.add_argument("--originals", type=int, default=400,
+                        help="originals per language (each gets %d copies)" % len(KINDS))
     parser.add_argument("--seed", type=int, default=5)
-    parser.add_argument("--lengths", default="50,8000", help="range of original lengths, characters [default: %(default)s]")
+    parser.add_argument("--lengths", default="50,8000",
+                        help="range of original lengths, characters [default: %(default)s]")
     parser.add_argument("--quick", action="store_true", help="count weights only (plus a few others)")
     parser.add_argument("--default", default=DEFAULT_CHOICE, help="report this choice in detail [default: %(default)s]")
     parser.add_argument("--k", type=int, default=RECOMMENDED_K, help="report at this k [default: %(default)s]")
-    parser.add_argument("--confirm-k", type=int, default=CONFIRM_K, help="k for candidates checked exactly [default: %(default)s]")
+    parser.add_argument("--confirm-k", type=int, default=CONFIRM_K,
+                        help="k for candidates checked exactly [default: %(default)s]")
     parser.add_argument("--json", help="also write every number to this file")
-    parser.add_argument("--only-default", action="store_true", help="only the default choice, the pipeline and MinHashLSH")
-    parser.add_argument("--repeats", type=int, default=3, help="timed runs of each pipeline step (median) [default: %(default)s]")
+    parser.add_argument("--only-default", action="store_true",
+                        help="only the default choice, the pipeline and MinHashLSH")
+    parser.add_argument("--repeats", type=int, default=3,
+                        help="timed runs of each pipeline step (median) [default: %(default)s]")
     parser.add_argument("--balance", action="store_true", help="only the bit balance on every section of the corpora")
     args = parser.parse_args()
     paths = args.jsonl
@@ -758,7 +807,8 @@ def main() -> None:
     log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
     lengths = tuple(int(x) for x in args.lengths.split(","))
     originals = load_originals(paths, args.originals, rng, lengths)
-    results = {lang: run_language(build_corpus(lang, texts, args.seed), args.quick, log, args.only_default, args.repeats, args.confirm_k)
+    results = {lang: run_language(build_corpus(lang, texts, args.seed), args.quick, log, args.only_default,
+                                  args.repeats, args.confirm_k)
                for lang, texts in originals.items()}
     best, best_k, score = choose_default(results)
     name, k = args.default, args.k

@@ -226,7 +226,8 @@ def main() -> None:
         if made_dir and not args.keep:
             shutil.rmtree(args.dir, ignore_errors=True)
 
-    print(f"\nqueries per k: {args.queries} (numpy scan: {args.scan_queries}); page cache for loads: {BULK_CACHE_MIB} MiB")
+    print(f"\nqueries per k: {args.queries} (numpy scan: {args.scan_queries}); "
+          f"page cache for loads: {BULK_CACHE_MIB} MiB")
     print("\n| set | engine | rows | seconds | CPU seconds | bytes/doc |\n| --- | --- | ---: | ---: | ---: | ---: |")
     for name, engine, n, secs, cpu, per_doc in builds:
         print(f"| {name} | {engine} | {n:,} | {secs:.1f} | {cpu:.1f} | {'' if per_doc is None else f'{per_doc:.0f}'} |")
@@ -245,7 +246,8 @@ def main() -> None:
             by = {r[2]: r for r in rows if r[0] == name and r[1] == k}
             ours = by["simhash-sqlite near()"][3]
             fa = by.get("faiss IndexBinaryMultiHash")
-            print(f"| {name} | {k} | {'' if fa is None else f'{ours / fa[3]:.2f}x'} | {by['numpy scan'][3] / ours:.0f}x |")
+            faiss_ratio = '' if fa is None else f'{ours / fa[3]:.2f}x'
+            print(f"| {name} | {k} | {faiss_ratio} | {by['numpy scan'][3] / ours:.0f}x |")
 
 
 if __name__ == "__main__":

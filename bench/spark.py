@@ -246,7 +246,8 @@ def main() -> None:
             rows.append(row)
             with results.open("a") as handle:
                 handle.write(json.dumps(row) + "\n")
-            print(f"{n:>9,}  {path:6}  {step:40} {seconds:9.1f} s  {row['docs_per_s_per_core']:>8,} docs/s/core", flush=True)
+            print(f"{n:>9,}  {path:6}  {step:40} {seconds:9.1f} s  {row['docs_per_s_per_core']:>8,} docs/s/core",
+                  flush=True)
 
         folder = args.work / f"n{n}"
         started = time.perf_counter()
@@ -265,7 +266,8 @@ def main() -> None:
                          r["path"] == "single" and r["step"].startswith("numpy pairs") or
                          r["path"] == "single" and r["step"].startswith("numpy comp"))
         print(f"whole job, docs/s/core: spark {spark_job['docs_per_s_per_core']:,} vs single "
-              f"{n / single_job:,.0f} (single / spark per core: {n / single_job / spark_job['docs_per_s_per_core']:.2f})",
+              f"{n / single_job:,.0f} "
+              f"(single / spark per core: {n / single_job / spark_job['docs_per_s_per_core']:.2f})",
               flush=True)
     spark.stop()
 

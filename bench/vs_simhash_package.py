@@ -64,7 +64,9 @@ def package_fingerprints(feature_lists: list[list[str]]) -> None:
 
 def simq_add(texts: list[str], settings: FingerprintSettings) -> None:
     with tempfile.TemporaryDirectory() as folder:
-        fields = {"features": settings.features, "ngram": settings.ngram, "weights": settings.weights, "hmm": settings.hmm}
+        fields = {
+            "features": settings.features, "ngram": settings.ngram, "weights": settings.weights, "hmm": settings.hmm
+        }
         with SimhashIndex(os.path.join(folder, "b.db"), create=True, **fields) as index:
             index.add(Document(str(i), t) for i, t in enumerate(texts))
 
@@ -122,7 +124,8 @@ def main() -> None:
     print(f"numpy {np.__version__}, {os.cpu_count()} cores, medians of {args.repeat} runs\n")
     header = (
         f"{'corpus':<27} {'features':<14} {'docs':>5} {'MB':>6} {'tokenize s':>10} {'ours s':>8} "
-        f"{'package s':>9} {'package/ours':>12} {'simhash() s':>11} {'simq add s':>10} {'add docs/s':>10} {'add MB/s':>8}"
+        f"{'package s':>9} {'package/ours':>12} {'simhash() s':>11} "
+        f"{'simq add s':>10} {'add docs/s':>10} {'add MB/s':>8}"
     )
     print(header)
     print("-" * len(header))
@@ -132,7 +135,8 @@ def main() -> None:
         for r in run(name, texts, args.repeat):
             print(
                 f"{r['corpus']:<27} {r['features']:<14} {r['docs']:>5} {r['MB']:>6.1f} {r['tokenize_s']:>10.2f} "
-                f"{r['ours_s']:>8.2f} {r['package_s']:>9.2f} {r['package_s'] / r['ours_s']:>12.1f} {r['one_by_one_s']:>11.2f} "
+                f"{r['ours_s']:>8.2f} {r['package_s']:>9.2f} {r['package_s'] / r['ours_s']:>12.1f} "
+                f"{r['one_by_one_s']:>11.2f} "
                 f"{r['add_s']:>10.2f} {r['docs'] / r['add_s']:>10.0f} {r['MB'] / r['add_s']:>8.2f}"
             )
 

@@ -3,10 +3,11 @@
 The names below are the library's public surface (docs/python-api.md); everything else may change.
 """
 
+from .batch_queries import Query, QueryError
 from .checks import CheckReport, check_index
 from .clusters import Cluster, ClusterReport
 from .confirm import ConfirmReport, DuplicatePairs
-from .dedup import Decision, DedupReport, Deduplicator, dedup
+from .dedup import Decision, Deduplicator, DedupReport, dedup
 from .errors import (
     ForeignSchema,
     IndexNotFound,
@@ -19,7 +20,6 @@ from .errors import (
 from .fingerprint import from_hex, hamming, simhash, to_hex, to_signed, to_unsigned
 from .index import AddReport, Document, FingerprintedDocument, SimhashIndex, Stats, StoredDocument
 from .index_arrays import DuplicatePair
-from .batch_queries import Query, QueryError
 from .search import Match, SearchResult
 from .settings import FingerprintSettings
 from .shards import near_in_shards

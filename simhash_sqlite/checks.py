@@ -167,7 +167,9 @@ def _check_blocks(conn: apsw.Connection, report: CheckReport) -> None:
                ORDER BY id"""
         )
     )
-    problems = [f"{len(wrong)} document(s) whose blocks do not match their fingerprint: {_keys(wrong)}"] if wrong else []
+    problems = (
+        [f"{len(wrong)} document(s) whose blocks do not match their fingerprint: {_keys(wrong)}"] if wrong else []
+    )
     total = conn.execute("SELECT count(*) FROM documents").get
     report.add("blocks match fingerprints", problems, f"{total:,} documents")
 
@@ -188,7 +190,9 @@ def _check_texts(conn: apsw.Connection, report: CheckReport, store_text: bool | 
     if store_text is not False:
         return
     stored = list(conn.execute("SELECT key FROM documents WHERE text IS NOT NULL ORDER BY id"))
-    problems = [f"the index does not store texts, yet {len(stored)} document(s) have one: {_keys(stored)}"] if stored else []
+    problems = (
+        [f"the index does not store texts, yet {len(stored)} document(s) have one: {_keys(stored)}"] if stored else []
+    )
     report.add("texts", problems, "none stored, as recorded")
 
 

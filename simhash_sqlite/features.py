@@ -275,7 +275,9 @@ def batch_features(texts: list[str], settings: FingerprintSettings) -> tuple[np.
     return units_features([units(text, settings) for text in texts], settings)
 
 
-def units_features(unit_arrays: list[np.ndarray], settings: FingerprintSettings) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def units_features(
+    unit_arrays: list[np.ndarray], settings: FingerprintSettings
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """batch_features from the texts' units (code points or word hashes) already made."""
     lengths = np.fromiter(map(len, unit_arrays), dtype=np.intp, count=len(unit_arrays))
     n = settings.ngram

@@ -5,20 +5,19 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from itertools import islice
 
 import apsw
 import numpy as np
 
-from .version import __version__
-from .clusters import Cluster, ClusterReport, cluster_index, clustering_info, read_clusters
 from .batch_queries import Query, QueryError
+from .clusters import Cluster, ClusterReport, cluster_index, clustering_info, read_clusters
 from .confirm import DEFAULT_THRESHOLD, DuplicatePairs, ShingleCache, candidate_k, check_search, check_threshold
 from .errors import IndexNotFound, InvalidInput
-from .fingerprint import BLOCKS, blocks, simhash, to_signed, to_unsigned
 from .features import jieba_version
+from .fingerprint import BLOCKS, blocks, simhash, to_signed, to_unsigned
 from .indexed_text import content_hash, text_of
 from .pairs import Progress
 from .parallel import FingerprintJob
@@ -26,8 +25,9 @@ from .search import Match, Plan, Searcher, SearchResult, forced_plan, near_sql, 
 from .settings import SHORT_TEXT, FingerprintSettings
 from .sketch import DEFAULT_SCHEME, sketch_many
 from .sqlfunctions import register_functions
-from .vtable import register_near_table
 from .storage import connect, retry_busy, write_transaction
+from .version import __version__
+from .vtable import register_near_table
 
 DEFAULT_BATCH_SIZE = 1000
 KEPT_KEYS = 1000  # AddReport lists at most this many keys; its counts cover all
@@ -534,7 +534,8 @@ class SimhashIndex:
         GLOB is case-sensitive; * and ? match any characters, "/" included; [abc] and [^abc] are sets.
         """
         with write_transaction(self.conn):
-            keys = [key for (key,) in self.conn.execute("SELECT key FROM documents WHERE key GLOB ? ORDER BY key", (pattern,))]
+            matching = self.conn.execute("SELECT key FROM documents WHERE key GLOB ? ORDER BY key", (pattern,))
+            keys = [key for (key,) in matching]
             self.conn.execute("DELETE FROM documents WHERE key GLOB ?", (pattern,))
             if keys:
                 self._clusters_now_stale()

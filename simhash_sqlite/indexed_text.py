@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:

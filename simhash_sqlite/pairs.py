@@ -245,7 +245,9 @@ def fold(fingerprints: np.ndarray) -> Folded:
     first_of_copied = grouped[np.cumsum(counts_copied) - counts_copied]
     heads = np.concatenate((singles, first_of_copied))
     counts = np.concatenate((np.ones(len(singles), np.int64), counts_copied))
-    member_lists_offsets = np.concatenate((np.arange(len(singles)), len(singles) + np.cumsum(counts_copied) - counts_copied))
+    member_lists_offsets = np.concatenate(
+        (np.arange(len(singles)), len(singles) + np.cumsum(counts_copied) - counts_copied)
+    )
     members = np.concatenate((singles, grouped))
     # Number the values by first position and lay their members out in that order.
     order = np.argsort(heads, kind="stable")

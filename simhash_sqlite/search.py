@@ -227,7 +227,9 @@ _SHIFTS = np.array([48, 32, 16, 0], dtype=np.uint64)
 
 
 def _parts(fingerprint: int) -> tuple[int, int, int, int]:
-    return ((fingerprint >> 48) & 0xFFFF, (fingerprint >> 32) & 0xFFFF, (fingerprint >> 16) & 0xFFFF, fingerprint & 0xFFFF)
+    return (
+        (fingerprint >> 48) & 0xFFFF, (fingerprint >> 32) & 0xFFFF, (fingerprint >> 16) & 0xFFFF, fingerprint & 0xFFFF
+    )
 
 
 class Searcher:

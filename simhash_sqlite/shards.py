@@ -13,9 +13,9 @@ import hashlib
 import os
 from collections.abc import Iterable
 
+from .confirm import DEFAULT_THRESHOLD
 from .errors import InvalidInput, SettingsMismatch
 from .fingerprint import simhash, to_signed
-from .confirm import DEFAULT_THRESHOLD
 from .index import SimhashIndex
 from .search import Match
 from .settings import FingerprintSettings

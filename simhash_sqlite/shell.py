@@ -150,7 +150,10 @@ class IndexShell(apsw.shell.Shell):
 
         for function in FUNCTIONS:
             self.write(self.stdout, f"{function.name}: {function.summary}\n    {function.example}\n")
-        self.write(self.stdout, "simhash_near(query, k, checked): table of near-duplicates; SELECT * FROM simhash_near('text')\n")
+        self.write(
+            self.stdout,
+            "simhash_near(query, k, checked): table of near-duplicates; SELECT * FROM simhash_near('text')\n",
+        )
 
     def command_open(self, cmd):
         """open FILE: Open another simhash index (checked, with our functions) instead of this one

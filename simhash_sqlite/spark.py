@@ -35,11 +35,11 @@ from .errors import InvalidInput, SimhashError
 try:
     import pandas as pd
     import pyspark
+    from py4j.protocol import Py4JError
     from pyspark import StorageLevel
+    from pyspark.errors import PySparkException
     from pyspark.sql import Column, DataFrame, SparkSession, Window
     from pyspark.sql import functions as F
-    from py4j.protocol import Py4JError
-    from pyspark.errors import PySparkException
     from pyspark.sql.functions import pandas_udf
     from pyspark.sql.types import ArrayType, DoubleType, LongType
 except ImportError as exc:  # the base install has no Spark; say how to get it, in one line
@@ -85,7 +85,9 @@ def session(master: str | None = "local[*]", app_name: str = "simhash-sqlite", *
     try:
         spark = builder.getOrCreate()
     except JOB_ERRORS as exc:
-        raise SimhashError(f"could not start Spark (is Java 17 installed, with java on PATH or JAVA_HOME set?): {first_line(exc)}") from None
+        raise SimhashError(
+            f"could not start Spark (is Java 17 installed, with java on PATH or JAVA_HOME set?): {first_line(exc)}"
+        ) from None
     spark.sparkContext.setLogLevel("ERROR")
     return spark
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 import apsw
 
 from .errors import InvalidInput, SimhashError
-from .fingerprint import BLOCKS, blocks, from_hex, hamming, similarity, simhash, to_hex, to_signed
+from .fingerprint import BLOCKS, blocks, from_hex, hamming, simhash, similarity, to_hex, to_signed
 from .settings import FingerprintSettings
 
 if TYPE_CHECKING:
@@ -83,7 +83,9 @@ def _sql_simhash_block(settings: FingerprintSettings) -> Callable:
             return None
         fingerprint = _fingerprint_arg("simhash_block", fingerprint, "first ")
         if type(i) is not int or not 0 <= i < BLOCKS:
-            raise InvalidInput(f"simhash_block(): the block number must be 0 to {BLOCKS - 1} (b0 = top bits), not {i!r}")
+            raise InvalidInput(
+                f"simhash_block(): the block number must be 0 to {BLOCKS - 1} (b0 = top bits), not {i!r}"
+            )
         return blocks(fingerprint)[i]
 
     return sql_simhash_block
@@ -103,7 +105,9 @@ def _sql_simhash_from_hex(settings: FingerprintSettings) -> Callable:
         if text is None:
             return None
         if not isinstance(text, str):
-            raise InvalidInput(f"simhash_from_hex(): the argument must be text (16 hex digits), got {type(text).__name__}")
+            raise InvalidInput(
+                f"simhash_from_hex(): the argument must be text (16 hex digits), got {type(text).__name__}"
+            )
         try:
             return to_signed(from_hex(text))
         except InvalidInput as exc:

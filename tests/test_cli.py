@@ -53,7 +53,9 @@ def test_add_folder_then_near_finds_the_copy(runner, corpus, db_path):
     result = simq(runner, "near", "--db", db_path, "--file", corpus / "zh.txt", "--k", "12", "--json")
     assert result.exit_code == 0, result.output
     matches = json.loads(result.stdout)
-    assert [m["key"] for m in matches][:2] == [os.path.normpath(corpus / "zh.txt"), os.path.normpath(corpus / "zh_copy.txt")]
+    assert [m["key"] for m in matches][:2] == [
+        os.path.normpath(corpus / "zh.txt"), os.path.normpath(corpus / "zh_copy.txt")
+    ]
     assert matches[0]["distance"] == 0 and len(matches[0]["fingerprint"]) == 16
     assert all(m["distance"] <= 12 for m in matches)
     table = simq(runner, "near", "--db", db_path, CHINESE, "--k", "3")

@@ -6,8 +6,8 @@ import io
 import json
 import random
 import string
-from pathlib import Path
 from itertools import combinations
+from pathlib import Path
 
 import apsw
 import pytest
@@ -112,7 +112,9 @@ def test_confirmed_near_equals_brute_force(runner, stored):
         result = simq(runner, "near", "--db", db, "--key", query, "--json")
         assert result.exit_code == 0, result.output
         matches = json.loads(result.stdout)
-        assert {m["key"]: m["jaccard"] for m in matches} == pytest.approx({k: round(j, 4) for k, j in expected.items()}, abs=1e-4)
+        assert {m["key"]: m["jaccard"] for m in matches} == pytest.approx(
+            {k: round(j, 4) for k, j in expected.items()}, abs=1e-4
+        )
         assert all(m["checked"] for m in matches)
         assert [m["distance"] for m in matches] == sorted(m["distance"] for m in matches)
         # The same through a text: the query's own document is found too, at Jaccard 1.
@@ -157,7 +159,8 @@ def test_no_confirm_is_the_plain_distance_search(runner, stored):
     near = json.loads(simq(runner, "near", "--db", db, "--key", "f3", "--json", "--no-confirm").stdout)
     assert [(m["key"], m["distance"]) for m in near] == plain_near
     assert all(m["jaccard"] is None and m["checked"] is False for m in near)
-    rows = [json.loads(x) for x in simq(runner, "dupes", "--db", db, "--no-confirm", "--format", "jsonl").stdout.splitlines()]
+    result = simq(runner, "dupes", "--db", db, "--no-confirm", "--format", "jsonl")
+    rows = [json.loads(x) for x in result.stdout.splitlines()]
     assert {frozenset((r["first"], r["second"])): r["distance"] for r in rows} == plain_pairs
     rows = simq(runner, "dupes", "--db", db, "--no-confirm", "--k", "5", "--format", "jsonl").stdout.splitlines()
     assert {frozenset((r["first"], r["second"])) for r in map(json.loads, rows)} == plain_pairs5
@@ -274,7 +277,8 @@ def test_batch_answers_are_checked(runner, stored, tmp_path):
     queries = tmp_path / "q.jsonl"
     queries.write_text(
         json.dumps({"id": "k", "key": "f5"}) + "\n" + json.dumps({"id": "t", "text": docs["f5e1"]}) + "\n"
-        + json.dumps({"id": "h", "hash": f"{fps['f5']:016x}"}) + "\n" + json.dumps({"id": "x", "key": "missing"}) + "\n",
+        + json.dumps({"id": "h", "hash": f"{fps['f5']:016x}"}) + "\n"
+        + json.dumps({"id": "x", "key": "missing"}) + "\n",
         encoding="utf-8",
     )
     result = simq(runner, "near", "--db", db, "--batch", queries)
@@ -316,7 +320,9 @@ def test_explain_gives_the_checked_verdict(runner, stored):
     _, every = reference(docs, fps, CONFIRM_K)
     below = next(tuple(sorted(p)) for p, (d, j) in every.items() if d <= CONFIRM_K and 0.7 <= j < 0.8)
     above = next(tuple(sorted(p)) for p, (d, j) in every.items() if d <= CONFIRM_K and 0.8 <= j < 0.9)
-    for pair, verdict in ((below, "not near-duplicates (by exact Jaccard)"), (above, "near-duplicates (by exact Jaccard)")):
+    for pair, verdict in (
+        (below, "not near-duplicates (by exact Jaccard)"), (above, "near-duplicates (by exact Jaccard)")
+    ):
         result = simq(runner, "explain", "--db", db, *pair)
         assert result.exit_code == 0, result.output
         row = next(line for line in result.stdout.splitlines() if "by simq dupes" in line)

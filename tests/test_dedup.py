@@ -273,7 +273,8 @@ def test_cli_dupes_and_clusters(runner, tmp_path):
     assert ("a", "a3", 0) in expected
     result = simq(runner, "dupes", "--db", db, "--k", "6", "--format", "jsonl")
     assert result.exit_code == 0, result.output
-    assert sorted((r["first"], r["second"], r["distance"]) for r in map(json.loads, result.stdout.splitlines())) == expected
+    rows = map(json.loads, result.stdout.splitlines())
+    assert sorted((r["first"], r["second"], r["distance"]) for r in rows) == expected
     csv_out = simq(runner, "dupes", "--db", db, "--k", "6", "--format", "csv").stdout.splitlines()
     assert csv_out[0] == "first,second,distance,similarity,jaccard,checked,checked_by"
     assert len(csv_out) == len(expected) + 1

@@ -5,7 +5,8 @@ import random
 from itertools import combinations
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from test_cli import assert_clean_error, simq
 
 from simhash_sqlite import Document, SimhashIndex, hamming
@@ -60,7 +61,8 @@ def test_explain_cli_reports_distance_jaccard_features_and_diff(runner, texts, d
         assert data["distance"] == hamming(index.get(a).fingerprint, index.get(b).fingerprint)
     assert data["exact_jaccard"] == pytest.approx(brute_jaccard(BASE, MIRROR))
     assert data["estimated_jaccard"] == pytest.approx(estimated_jaccard(data["distance"]))
-    grams = [{t[i : i + 5] for i in range(len(t) - 4)} for t in (" ".join(x.casefold().split()) for x in (BASE, MIRROR))]
+    normalized = (" ".join(x.casefold().split()) for x in (BASE, MIRROR))
+    grams = [{t[i : i + 5] for i in range(len(t) - 4)} for t in normalized]
     assert {f["feature"] for f in data["only_b"]} <= grams[1] - grams[0]
     assert {f["feature"] for f in data["shared"]} <= grams[0] & grams[1]
     assert data["only_a"] == [] and data["shared"]
@@ -73,7 +75,8 @@ def test_explain_reads_unchanged_files_and_says_when_there_is_no_text(runner, te
     assert simq(runner, "add", "--db", db_path, texts).exit_code == 0  # texts not stored
     a, b = str(texts / "a.txt"), str(texts / "other.txt")
     with SimhashIndex(db_path) as index:
-        assert explain(index, a, b).exact_jaccard == pytest.approx(brute_jaccard(BASE, (texts / "other.txt").read_text()))
+        expected = brute_jaccard(BASE, (texts / "other.txt").read_text())
+        assert explain(index, a, b).exact_jaccard == pytest.approx(expected)
         (texts / "other.txt").write_text("changed since it was indexed", encoding="utf-8")
         e = explain(index, a, b)
     assert e.exact_jaccard is None and e.distance is not None and any("no text" in n for n in e.notes)

@@ -5,7 +5,8 @@ import re
 import unicodedata
 
 import numpy as np
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from simhash_sqlite.features import normalize, weighted_features
 from simhash_sqlite.fingerprint import simhash, simhash_of_features
@@ -42,7 +43,9 @@ def test_normalize_matches_nfkc_casefold_and_folded_spaces(text):
 @settings(max_examples=200, deadline=None)
 def test_byte_histogram_simhash_matches_bit_matrix(values, data):
     hashes = np.array(values, dtype=np.uint64)
-    weights = np.array(data.draw(st.lists(st.integers(1, 10**6), min_size=len(values), max_size=len(values))), dtype=np.int64)
+    weights = np.array(
+        data.draw(st.lists(st.integers(1, 10**6), min_size=len(values), max_size=len(values))), dtype=np.int64
+    )
     assert simhash_of_features(hashes, weights) == reference_simhash(hashes, weights)
 
 

@@ -183,7 +183,8 @@ def jsonl_lines(draw):
                   "text": draw(st.one_of(st.text(max_size=200), st.integers(), st.none()))}
         return json.dumps(record, ensure_ascii=draw(st.booleans())).encode("utf-8", "surrogatepass")
     if kind == "json":
-        return json.dumps(draw(st.recursive(st.none() | st.text(max_size=5), lambda c: st.lists(c, max_size=3)))).encode()
+        nested = st.recursive(st.none() | st.text(max_size=5), lambda c: st.lists(c, max_size=3))
+        return json.dumps(draw(nested)).encode()
     return draw(st.binary(max_size=200)).replace(b"\n", b" ")
 
 

@@ -57,8 +57,12 @@ def test_near_equals_brute_force_for_any_k(tmp_path_factory, fps, k, data):
 
 def test_distance_exactly_k_and_identical_fingerprints(index):
     base = 0x0123456789ABCDEF
-    index.add_fingerprints([("same1", base), ("same2", base), ("k3", flip(base, [0, 20, 40])), ("k4", flip(base, [0, 1, 2, 3]))])
-    assert [(m.key, m.distance) for m in index.near(fingerprint=base, k=3, check=False)] == [("same1", 0), ("same2", 0), ("k3", 3)]
+    index.add_fingerprints(
+        [("same1", base), ("same2", base), ("k3", flip(base, [0, 20, 40])), ("k4", flip(base, [0, 1, 2, 3]))]
+    )
+    assert [(m.key, m.distance) for m in index.near(fingerprint=base, k=3, check=False)] == [
+        ("same1", 0), ("same2", 0), ("k3", 3)
+    ]
     assert [m.key for m in index.near(fingerprint=base, k=4, check=False)] == ["same1", "same2", "k3", "k4"]
     # A key's own document is left out, its identical twin is not.
     assert [m.key for m in index.near(key="same1", k=0, check=False)] == ["same2"]
@@ -68,7 +72,9 @@ def test_all_zero_and_all_one_fingerprints(index):
     index.add_fingerprints([("zero", 0), ("one", MASK), ("top", 1 << 63)])
     assert [m.key for m in index.near(fingerprint=0, k=1, check=False)] == ["zero", "top"]
     assert [m.key for m in index.near(fingerprint=MASK, k=0, check=False)] == ["one"]
-    assert [(m.key, m.distance) for m in index.near(fingerprint=MASK, k=64, check=False)] == [("one", 0), ("top", 63), ("zero", 64)]
+    assert [(m.key, m.distance) for m in index.near(fingerprint=MASK, k=64, check=False)] == [
+        ("one", 0), ("top", 63), ("zero", 64)
+    ]
     assert index.get("one").fingerprint == MASK
 
 

@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 
 from simhash_sqlite import Document, InvalidInput, hamming
 from simhash_sqlite import pairs as pairs_module
-from simhash_sqlite.clusters import component_labels
 from simhash_sqlite.block_tables import MAX_BLOCKS, BlockTables, choose_tables
+from simhash_sqlite.clusters import component_labels
 from simhash_sqlite.pairs import near_pairs
 
 MASK = (1 << 64) - 1
@@ -244,7 +244,9 @@ def test_clusters_are_marked_stale_by_any_change_to_the_documents(index, runner,
 
 def test_representative_rules(index):
     # One character apart: 8 bits with binary weights (the default), so k=10 joins them.
-    index.add([Document("short", "alpha beta gamma delta " * 20), Document("long", "alpha beta gamma delta " * 20 + "!")])
+    index.add([
+        Document("short", "alpha beta gamma delta " * 20), Document("long", "alpha beta gamma delta " * 20 + "!")
+    ])
     assert [c.representative for c in index.cluster_list()] == []  # nothing written yet
     index.clusters(10, check=False)
     assert [c.representative for c in index.cluster_list()] == ["short"]

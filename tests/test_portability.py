@@ -36,7 +36,10 @@ def written(tmp_path_factory):
     path = tmp_path_factory.mktemp("portable") / "index.db"
     with SimhashIndex(path, create=True) as index:
         index.add_fingerprints(items)
-        expected = {key: [(key, 0)] + [(m.key, m.distance) for m in index.near(key=key, k=3, check=False)] for key, _ in items[:25]}
+        expected = {
+            key: [(key, 0)] + [(m.key, m.distance) for m in index.near(key=key, k=3, check=False)]
+            for key, _ in items[:25]
+        }
     for rows in expected.values():
         rows.sort(key=lambda row: (row[1], row[0]))
     return path, expected

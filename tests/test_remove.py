@@ -12,7 +12,9 @@ from simhash_sqlite.sources import _glob_regex, stale_keys
 
 
 def test_remove_by_key_glob_and_vacuum(index, db_path):
-    index.add([Document(f"docs/{i}.txt", f"text number {i} " * 50) for i in range(300)] + [Document("keep", "other text")])
+    index.add(
+        [Document(f"docs/{i}.txt", f"text number {i} " * 50) for i in range(300)] + [Document("keep", "other text")]
+    )
     assert index.remove(["docs/1.txt", "docs/2.txt", "not there"]) == 2
     assert index.remove([]) == 0
     assert index.get("docs/1.txt") is None and index.get("docs/3.txt") is not None

@@ -7,8 +7,7 @@ import apsw
 import pytest
 from test_cli import assert_clean_error, simq
 
-from simhash_sqlite import Document, ForeignSchema, NotAnIndex, SchemaTooNew, SimhashIndex
-from simhash_sqlite import storage
+from simhash_sqlite import Document, ForeignSchema, NotAnIndex, SchemaTooNew, SimhashIndex, storage
 from simhash_sqlite.settings import FingerprintSettings
 from simhash_sqlite.sqlfunctions import register_functions
 

@@ -25,7 +25,8 @@ def test_scan_index_and_batch_equal_brute_force_for_any_k(tmp_path_factory, fps,
         for q in queries:
             want = brute_force(stored, q, k)
             for plan in ("scan", "index", None):
-                assert [(m.distance, m.key) for m in index.near(fingerprint=q, k=k, plan=plan, check=False)] == want, (plan, k, q)
+                got = [(m.distance, m.key) for m in index.near(fingerprint=q, k=k, plan=plan, check=False)]
+                assert got == want, (plan, k, q)
         for plan in ("scan", "index", None):
             answers = list(index.near_many(queries, k=k, plan=plan, check=False))
             assert [[(m.distance, m.key) for m in a.matches] for _, a in answers] == [
@@ -35,7 +36,9 @@ def test_scan_index_and_batch_equal_brute_force_for_any_k(tmp_path_factory, fps,
 
 def test_explain_counts_candidates_and_names_the_plan(index):
     base = 0x0123456789ABCDEF
-    index.add_fingerprints([("a", base), ("b", flip(base, [0])), ("c", flip(base, [63, 47, 31, 15])), ("far", ~base & MASK)])
+    index.add_fingerprints(
+        [("a", base), ("b", flip(base, [0])), ("c", flip(base, [63, 47, 31, 15])), ("far", ~base & MASK)]
+    )
     result = index.search(fingerprint=base, k=3, plan="index", check=False)
     # a shares all four blocks with the query, b three (bit 0 is in b3); c differs in one bit of every block.
     assert result.plan.kind == "blocks" and result.candidates == 7
@@ -76,7 +79,8 @@ def test_hot_buckets_are_planned_with_block_counts(index):
 def test_a_batch_counts_blocks_once_it_meets_a_hot_bucket(index):
     hot = 0xAAAA_BBBB_CCCC_DDDD
     index.add_fingerprints([(f"hot{i}", hot ^ (i << 20)) for i in range(3000)] + [("cold", 0x1234_5678_9ABC_DEF0)])
-    answers = [a for _, a in index.near_many([0x1234_5678_9ABC_DEF0, hot, hot, 0x1234_5678_9ABC_DEF0], k=3, check=False)]
+    queries = [0x1234_5678_9ABC_DEF0, hot, hot, 0x1234_5678_9ABC_DEF0]
+    answers = [a for _, a in index.near_many(queries, k=3, check=False)]
     assert [a.plan.kind for a in answers] == ["blocks", "blocks", "scan", "scan"]  # arrays loaded: cheap now
     stored = {f"hot{i}": hot ^ (i << 20) for i in range(3000)} | {"cold": 0x1234_5678_9ABC_DEF0}
     assert [(m.distance, m.key) for m in answers[2].matches] == brute_force(stored, hot, 3)
@@ -87,7 +91,9 @@ def test_a_batch_counts_blocks_once_it_meets_a_hot_bucket(index):
 def test_near_many_answers_in_order_with_errors_in_place(index):
     from simhash_sqlite import Document
 
-    index.add([Document("a", "the first text about gardens"), Document("b", "the first text about gardens"), Document("e", "")])
+    index.add([
+        Document("a", "the first text about gardens"), Document("b", "the first text about gardens"), Document("e", "")
+    ])
     fp = index.fingerprint("the first text about gardens")
     queries = [
         Query(text="the first text about gardens", id="t"),
@@ -123,7 +129,8 @@ def test_bulk_load_of_a_new_index_rebuilds_indexes_and_is_all_or_nothing(db_path
         with pytest.raises(KeyboardInterrupt):
             index.add_fingerprints(items(), batch_size=1000)
         assert len(index) == 0 and names(index.conn) == before
-        assert index.add_fingerprints(((f"d{i}", i * 0x9E3779B97F4A7C15 & MASK) for i in range(5000)), batch_size=1000) == 5000
+        all_items = ((f"d{i}", i * 0x9E3779B97F4A7C15 & MASK) for i in range(5000))
+        assert index.add_fingerprints(all_items, batch_size=1000) == 5000
         assert names(index.conn) == before and len(index) == 5000
         # Into a non-empty index: batch by batch, an existing key gets the new fingerprint.
         assert index.add_fingerprints([("d0", MASK), ("new", 0)]) == 2
@@ -184,13 +191,17 @@ def test_cli_batch_jsonl_and_paths(runner, tmp_path, db_path):
     assert ok.exit_code == 0 and json.loads(ok.stdout)["matches"][0]["key"] == key
     assert_clean_error(simq(runner, "near", "--db", db_path, "--batch", "-", "--key", key), "--batch reads")
     assert_clean_error(simq(runner, "near", "--db", db_path, "--batch", tmp_path / "nope.jsonl"), "nope.jsonl")
-    assert_clean_error(simq(runner, "near", "--db", db_path, "--batch", queries, "--batch-format", "csv"), "batch format")
+    assert_clean_error(
+        simq(runner, "near", "--db", db_path, "--batch", queries, "--batch-format", "csv"), "batch format"
+    )
 
 
 def test_cli_explain_says_plan_and_candidates(runner, db_path):
     with SimhashIndex(db_path, create=True) as index:
         index.add_fingerprints([("a", 0), ("b", 1)])
-    result = simq(runner, "near", "--db", db_path, "--hash", "0" * 16, "--k", "7", "--plan", "index", "--explain", "--json")
+    result = simq(
+        runner, "near", "--db", db_path, "--hash", "0" * 16, "--k", "7", "--plan", "index", "--explain", "--json"
+    )
     assert result.exit_code == 0, result.output
     assert "plan: 4 block lookups x 17 value(s)" in result.stderr and "candidates checked: 8" in result.stderr
     assert [m["key"] for m in json.loads(result.stdout)] == ["a", "b"]

@@ -226,7 +226,8 @@ def test_sqlite_shards_are_ordinary_indexes_searched_one_at_a_time(job, referenc
     found = near_in_shards(paths, fingerprint=query, k=K, check=False)
     assert [(m.distance, m.key) for m in found] == expected
     # Each shard opens with simq itself.
-    result = simq(runner, "near", "--db", paths[shard_of(query_key, SHARDS)], "--key", query_key, "--k", 64, "--no-confirm", "--json")
+    shard_db = paths[shard_of(query_key, SHARDS)]
+    result = simq(runner, "near", "--db", shard_db, "--key", query_key, "--k", 64, "--no-confirm", "--json")
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)
 
@@ -239,7 +240,9 @@ def test_golden_fingerprints_through_spark(spark):
     rows = [json.loads(line) for line in golden.read_text(encoding="utf-8").splitlines()]
     frames = []
     for settings_json in sorted({json.dumps(r["settings"], sort_keys=True) for r in rows}):
-        group = [(i, r["text"]) for i, r in enumerate(rows) if json.dumps(r["settings"], sort_keys=True) == settings_json]
+        group = [
+            (i, r["text"]) for i, r in enumerate(rows) if json.dumps(r["settings"], sort_keys=True) == settings_json
+        ]
         docs = spark.createDataFrame(group, "id int, text string")
         frames.append(fingerprints(docs, FingerprintSettings(**json.loads(settings_json))))
     union = frames[0]
@@ -270,7 +273,8 @@ def test_batch_against_existing_and_wider_k(spark, job, reference):
             expected[key] = (best[1], best[0])
     assert expected
     for side in ("batch", "existing"):
-        got = {r["id"]: (r["existing_id"], r["distance"]) for r in match_existing(batch, existing, K, broadcast=side).collect()}
+        matched = match_existing(batch, existing, K, broadcast=side).collect()
+        got = {r["id"]: (r["existing_id"], r["distance"]) for r in matched}
         assert got == expected, side
     # k = 6 through the 9-block scheme (84 tables), fingerprint pairs against a brute force.
     scheme = BlockTables.for_k(6)
@@ -286,7 +290,9 @@ def test_batch_against_existing_and_wider_k(spark, job, reference):
 def test_bad_input_is_one_clean_line(spark, job, runner, tmp_path):
     source = tmp_path / "docs.jsonl"
     source.write_text(json.dumps({"key": "a", "text": "hello world"}) + "\n")
-    assert_clean_error(simq(runner, "spark-dedup", source, "--out", tmp_path / "o1", "--master", "local[2]"), "no column 'id'")
+    assert_clean_error(
+        simq(runner, "spark-dedup", source, "--out", tmp_path / "o1", "--master", "local[2]"), "no column 'id'"
+    )
     assert_clean_error(simq(runner, "spark-dedup", tmp_path / "nope.parquet", "--out", tmp_path / "o2"), "no such file")
     assert_clean_error(simq(runner, "spark-dedup", source, "--out", job["out"], "--id-field", "key"), "not empty")
     assert_clean_error(

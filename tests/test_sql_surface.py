@@ -82,7 +82,8 @@ def test_texts_from_another_table_search_one_by_one(tmp_path):
         bodies = [(EXAMPLES / name).read_text(encoding="utf-8") for name in ("sqlite_intro.txt", "simhash_zh.txt")]
         conn.executemany("INSERT INTO queries (body) VALUES (?)", [(b,) for b in bodies] + [("",), (None,)])
         rows = conn.execute(
-            "SELECT q.id, n.key, n.distance FROM queries AS q, simhash_near(q.body, 10) AS n ORDER BY q.id, n.distance, n.key"
+            "SELECT q.id, n.key, n.distance FROM queries AS q, simhash_near(q.body, 10) AS n"
+            " ORDER BY q.id, n.distance, n.key"
         ).fetchall()
         expected = [(i + 1, m.key, m.distance) for i, body in enumerate(bodies) for m in index.near(body, k=10)]
         assert rows == expected  # the empty text and NULL give no rows instead of failing the query
@@ -205,7 +206,9 @@ def test_every_dot_command_of_ours_runs(runner, small):
     assert any(line.startswith("-- ") for line in lines) and any("FROM documents" in line for line in lines)  # .plan
     assert "documents:        2" in lines
     assert any(line.startswith("simhash_block:") for line in lines) and "ok    unique keys: ok" in lines
-    assert result.exit_code == 1 and "not a 64-bit hex fingerprint" in result.stderr and "at most one K" in result.stderr
+    assert (
+        result.exit_code == 1 and "not a 64-bit hex fingerprint" in result.stderr and "at most one K" in result.stderr
+    )
 
 
 def test_shell_help_documents_our_commands(small):
@@ -259,11 +262,13 @@ def test_check_finds_a_damaged_page(runner, tmp_path):
     with SimhashIndex(db, create=True) as index:
         index.add_fingerprints((f"k{i}", random.Random(i).getrandbits(64)) for i in range(5000))
     conn = apsw.Connection(str(db))
-    root, page_size = conn.execute("SELECT rootpage FROM sqlite_schema WHERE name = 'documents_b1'").get, conn.pragma("page_size")
+    root = conn.execute("SELECT rootpage FROM sqlite_schema WHERE name = 'documents_b1'").get
+    page_size = conn.pragma("page_size")
     conn.close()
     data = bytearray(db.read_bytes())
     offset = (root - 1) * page_size
-    data[offset + 8 : offset + page_size] = bytes(range(256)) * (page_size // 256)  # scribble over the index's root page
+    # scribble over the index's root page
+    data[offset + 8 : offset + page_size] = bytes(range(256)) * (page_size // 256)
     db.write_bytes(bytes(data))
     result = simq(runner, "check", "--db", db)
     assert_clean_error(result, "integrity_check")

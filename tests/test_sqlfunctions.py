@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simhash_sqlite import Document, InvalidInput, SimhashIndex
-from simhash_sqlite.fingerprint import blocks, from_hex, hamming, similarity, simhash, to_hex, to_signed, to_unsigned
+from simhash_sqlite.fingerprint import blocks, from_hex, hamming, simhash, similarity, to_hex, to_signed, to_unsigned
 from simhash_sqlite.settings import FingerprintSettings
 from simhash_sqlite.sqlfunctions import FUNCTIONS, register_functions
 
@@ -80,7 +80,8 @@ def test_blocks_from_sql_equal_the_indexed_columns(tmp_path):
     with SimhashIndex(tmp_path / "i.db", create=True) as index:
         index.add(Document(str(i), f"document number {i} with some words in it") for i in range(50))
         wrong = index.conn.execute(
-            "SELECT count(*) FROM documents WHERE b0 != simhash_block(fingerprint, 0) OR b1 != simhash_block(fingerprint, 1)"
+            "SELECT count(*) FROM documents WHERE b0 != simhash_block(fingerprint, 0)"
+            " OR b1 != simhash_block(fingerprint, 1)"
             " OR b2 != simhash_block(fingerprint, 2) OR b3 != simhash_block(fingerprint, 3)"
         ).get
         assert wrong == 0
@@ -129,7 +130,8 @@ def test_each_documented_example_runs_and_gives_its_result(function):
 
 def test_registered_functions_and_flags_match_pragma_function_list(index):
     def listed(conn):
-        return {(name, narg): flags for name, narg, flags in conn.execute("SELECT name, narg, flags FROM pragma_function_list")}
+        functions = conn.execute("SELECT name, narg, flags FROM pragma_function_list")
+        return {(name, narg): flags for name, narg, flags in functions}
 
     plain = listed(apsw.Connection(":memory:"))  # SQLite's own and its extensions' (fts5, geopoly...)
     registered = {key: flags for key, flags in listed(index.conn).items() if key not in plain}

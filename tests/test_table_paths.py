@@ -7,7 +7,8 @@ import unicodedata
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from simhash_sqlite.features import _sorted_within_documents, char_units
 
