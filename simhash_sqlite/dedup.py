@@ -1,6 +1,11 @@
 """Keep-first deduplication of a stream: each document is kept unless it is within k of a document
 kept before it (or of one in an existing index), in input order.
 
+Fingerprints are made on every core as in add() (parallel.FingerprintJob): the next batch's are under
+way in the pool while this process decides the current one, so the sequential decisions overlap the
+fingerprinting. The decisions depend only on the fingerprints and the order, so the output is the same
+for any number of processes.
+
 The kept fingerprints live in memory in an exact multi-index for any k (KeptSet): sorted runs, each
 with the Manku tables of pairs.py, merged like a binary counter so there are O(log n) runs and every
 fingerprint is re-sorted O(log n) times. Documents are fingerprinted and checked a batch at a time:
@@ -17,12 +22,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .index_arrays import keys_of, load_fingerprints
-from .fingerprint import check_k, simhash, to_hex
-from .errors import SettingsMismatch
-from .index import Document, SimhashIndex
 from .block_tables import choose_tables
+from .errors import SettingsMismatch
+from .fingerprint import check_k, to_hex
+from .index import Document, SimhashIndex
+from .index_arrays import keys_of, load_fingerprints
 from .pairs import CHUNK, near_pairs, sorted_by
+from .parallel import FingerprintJob
 from .settings import FingerprintSettings
 
 BATCH = 2000
@@ -190,20 +196,38 @@ class Deduplicator:
             self.report.against = len(stored.ids)
 
     def run(self, entries: Iterable[tuple[Document, bytes | None]]) -> Iterator[Decision]:
+        # A pipeline of two batches, as in SimhashIndex.add(): the next batch is handed to the pool
+        # before this one is decided, and this process fingerprints the next batch's chunks while the
+        # workers finish this one's. Memory holds two batches, whatever the input's size.
+        pending: tuple[list[tuple[Document, bytes | None]], FingerprintJob] | None = None
         batch: list[tuple[Document, bytes | None]] = []
         for entry in entries:
             batch.append(entry)
             if len(batch) >= self.batch_size:
-                yield from self._decide(batch)
-                batch = []
-        if batch:
-            yield from self._decide(batch)
+                started = self._start(batch, pending is not None)
+                if pending is not None:
+                    yield from self._decide(pending[0], self._fingerprints(pending[1], started))
+                pending, batch = (batch, started), []
+        started = self._start(batch, pending is not None) if batch else None
+        if pending is not None:
+            yield from self._decide(pending[0], self._fingerprints(pending[1], started))
+        if started is not None:
+            yield from self._decide(batch, self._fingerprints(started, None))
 
-    def _decide(self, batch: list[tuple[Document, bytes | None]]) -> list[Decision]:
+    def _start(self, batch: list[tuple[Document, bytes | None]], start_pool: bool) -> FingerprintJob:
+        """The batch's fingerprints, under way. The first batch does not start the pool (a short input
+        is done before a worker is ready), later ones use it when it pays (parallel.py)."""
+        return FingerprintJob([document.text for document, _ in batch], self.settings, start_pool=start_pool)
+
+    def _fingerprints(self, job: FingerprintJob, meanwhile: FingerprintJob | None) -> list[int | None]:
         started = time.perf_counter()
-        prints = [simhash(document.text, self.settings) for document, _ in batch]
+        prints = job.result(meanwhile)
+        self.report.fingerprint_seconds += time.perf_counter() - started
+        return prints
+
+    def _decide(self, batch: list[tuple[Document, bytes | None]], prints: list[int | None]) -> list[Decision]:
+        """Keep or drop each document of the batch, in order; prints: their fingerprints."""
         searching = time.perf_counter()
-        self.report.fingerprint_seconds += searching - started
         have = [i for i, fp in enumerate(prints) if fp is not None]
         values = np.array([prints[i] for i in have], dtype=np.uint64)
         label, distance = self.kept.closest(values) if len(values) else (np.empty(0, np.int64),) * 2
