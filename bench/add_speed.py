@@ -1,9 +1,12 @@
 """How fast is `simq add`? Tokenization, the fingerprint and the whole pipeline, Chinese and English,
 in MB/s of UTF-8 text, for this tree and a baseline commit side by side in the same run.
 
-    .venv/bin/python bench/add_speed.py                       # --copies 8 --runs 3, baseline efb0194
-    .venv/bin/python bench/add_speed.py --copies 2 --runs 5 --baseline main
-    .venv/bin/python bench/add_speed.py --baseline none --words
+    .venv/bin/python bench/add_speed.py --zh ZH.jsonl --en EN.jsonl     # --copies 8 --runs 3, baseline efb0194
+    .venv/bin/python bench/add_speed.py --zh ZH.jsonl --copies 2 --runs 5 --baseline main
+    .venv/bin/python bench/add_speed.py --en EN.jsonl --baseline none --words
+
+ZH.jsonl and EN.jsonl are JSONL files of {"id", "text"} (BENCHMARKS.md used the shared corpus's
+manpages_zh.jsonl and python_docs_en.jsonl); the Chinese one also gets the jieba/rjieba rows.
 
 Rows: jieba vs rjieba on the Han runs (HMM off, this process); the fingerprint alone in one process
 (simhash_many over the corpus, start-up excluded); and the whole `simq add` of a JSONL file (a fresh
@@ -34,7 +37,6 @@ sys.path.insert(0, str(ROOT))
 from simhash_sqlite.features import _HAN_RUN, _jieba, _rjieba, normalize  # noqa: E402
 from simhash_sqlite.settings import FingerprintSettings  # noqa: E402
 
-CORPORA = {"zh": "/work/shared/corpus/manpages_zh.jsonl", "en": "/work/shared/corpus/python_docs_en.jsonl"}
 CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 DEFAULT_BASELINE = "efb0194"  # main before issue 5's speed work
 
@@ -124,8 +126,13 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--baseline", default=DEFAULT_BASELINE, help="a git commit to compare with, or 'none'")
     parser.add_argument("--words", action="store_true", help="also the whole add at words 3 (slow)")
-    parser.add_argument("--langs", default="zh,en")
+    parser.add_argument("--zh", type=Path, help="Chinese JSONL corpus ({id, text} per line)")
+    parser.add_argument("--en", type=Path, help="English JSONL corpus ({id, text} per line)")
+    parser.add_argument("--only-add", action="store_true", help="only the whole `simq add` rows (and the index size)")
     args = parser.parse_args()
+    corpora = {lang: path for lang, path in (("zh", args.zh), ("en", args.en)) if path is not None}
+    if not corpora:
+        parser.error("give a corpus: --zh FILE and/or --en FILE")
     tmp = Path(tempfile.mkdtemp(prefix="add_speed_"))
     trees = {"this tree": ROOT}
     if args.baseline != "none":
@@ -134,11 +141,12 @@ def main() -> None:
     script.write_text(SIMQ_SCRIPT)
     started = f"{time.strftime('%H:%M', time.gmtime())} UTC, load average {load()}"
     rows: list[tuple[str, str, dict[str, float]]] = []
-    for lang in args.langs.split(","):
-        path = CORPORA[lang]
+    sizes: dict[tuple, float] = {}  # (lang, label, tree) -> index bytes per document after the add
+    for lang, path in corpora.items():
+        path = str(path.resolve())  # the fingerprint subprocess runs in a temporary folder
         texts = [json.loads(line)["text"] for line in open(path, encoding="utf-8")]
         mb = sum(len(t.encode()) for t in texts) / 1e6
-        if lang == "zh":
+        if lang == "zh" and not args.only_add:
             runs = [r.group() for t in texts for r in _HAN_RUN.finditer(normalize(t))]
             han_mb = sum(len(r.encode()) for r in runs) / 1e6
             jieba = _jieba()
@@ -148,9 +156,10 @@ def main() -> None:
             if rjieba is not None:
                 rate = median_rate(han_mb, args.runs, lambda: [rjieba.cut(r, hmm=False) for r in runs])
                 rows.append((lang, f"tokenize Han runs ({han_mb:.1f} MB): rjieba (HMM off)", {"this tree": rate}))
-        for label, settings in (("default (chars 5, binary)", FingerprintSettings()),
-                                ("chars 5, count", FingerprintSettings(weights="count")),
-                                ("words 3, binary", FingerprintSettings(features="words", ngram=3))):
+        settings_rows = (("default (chars 5, binary)", FingerprintSettings()),
+                         ("chars 5, count", FingerprintSettings(weights="count")),
+                         ("words 3, binary", FingerprintSettings(features="words", ngram=3)))
+        for label, settings in settings_rows[: 0 if args.only_add else 3]:
             def fingerprint(tree: Path) -> float:
                 done = subprocess.run([sys.executable, "-c", FINGERPRINT, path, settings.to_json()], cwd=tmp,
                                       env=run_env(tree), check=True, capture_output=True, text=True)
@@ -172,7 +181,10 @@ def main() -> None:
                     t0 = time.perf_counter()
                     subprocess.run([sys.executable, str(script), "add", "--db", str(db), str(jsonl), *extra], cwd=tmp,
                                    env=run_env(tree, SIMQ_WORKERS=str(n)), check=True, stdout=subprocess.DEVNULL)
-                    return time.perf_counter() - t0
+                    seconds = time.perf_counter() - t0
+                    size = sum(Path(f"{db}{x}").stat().st_size for x in ("", "-wal") if Path(f"{db}{x}").exists())
+                    sizes[(lang, label, tree)] = size / (len(texts) * args.copies)
+                    return seconds
 
                 what = f"whole `simq add` ({add_mb:.1f} MB, {len(texts) * args.copies:,} docs), {label}, {n} process(es)"
                 rows.append((lang, what, side_by_side(add_mb, args.runs, trees, add)))
@@ -190,6 +202,15 @@ def main() -> None:
         if len(names) > 1:
             ratio = f" {rates[names[1]] / rates[names[0]]:.2f}x |" if names[0] in rates else " |"
         print(f"| {lang} | {what} | " + " | ".join(cells) + " |" + ratio)
+    if sizes:
+        print("\nIndex file (with its WAL) after the whole add, bytes per document:\n")
+        print("| corpus | add | " + " | ".join(names) + " |" + (" difference |" if len(names) > 1 else ""))
+        print("|---|---|" + "---|" * (len(names) + (len(names) > 1)))
+        for lang, label in dict.fromkeys((lang, label) for lang, label, _ in sizes):
+            per = [sizes.get((lang, label, trees[name])) for name in names]
+            cells = " | ".join("" if x is None else f"{x:,.0f}" for x in per)
+            diff = f" {per[1] - per[0]:+,.0f} |" if len(per) > 1 and None not in per else ""
+            print(f"| {lang} | {label} | {cells} |{diff}")
     subprocess.run(["rm", "-rf", str(tmp)], check=False)
 
 

@@ -1,4 +1,4 @@
-"""The exact check at scale: time and peak memory of `simq dupes` (checked) against
+"""The exact check at scale: time and peak memory of `simq dupes --k 12` (checked) against
 `simq dupes --no-confirm --k 12` (the same candidates, unchecked) on indexes of growing size.
 
     .venv/bin/python bench/confirm_scale.py                  # 25k, 50k, 100k documents
@@ -72,7 +72,7 @@ def main() -> None:
                 seconds, peak, _ = run(["dupes", "--db", str(db), "--no-confirm", "--k", "12", "--format", "jsonl"])
                 plain.append(seconds)
                 peaks["plain"] = peak
-                seconds, peak, summary = run(["dupes", "--db", str(db), "--format", "jsonl"])
+                seconds, peak, summary = run(["dupes", "--db", str(db), "--k", "12", "--format", "jsonl"])
                 checked.append(seconds)
                 peaks["checked"] = peak
             rows.append((size, os.path.getsize(source) / 1e6, add_seconds, statistics.median(plain), statistics.median(checked),

@@ -1,7 +1,11 @@
 """All pairs within k, clusters and keep-first dedup: speed against a plain numpy baseline.
 
-    .venv/bin/python bench/pairs.py            # 1M and 10M fingerprints, skewed set, 100k-document dedup
-    .venv/bin/python bench/pairs.py --quick    # 1M only, 20k documents
+    .venv/bin/python bench/pairs.py --corpus EN.jsonl           # 1M and 10M, skewed sets, 100k-document dedup
+    .venv/bin/python bench/pairs.py --corpus EN.jsonl --quick   # 1M only, 20k documents
+    .venv/bin/python bench/pairs.py --quick --size 20000        # a smoke run: no dedup rows without --corpus
+
+EN.jsonl: English JSONL {"id", "text"} to cut the dedup documents from (BENCHMARKS.md used the shared
+corpus's python_docs_en.jsonl).
 
 Prints one table. The baseline is the obvious numpy method: for each of the four 16-bit blocks,
 argsort, compare every pair inside each group of equal block values, and remove the pairs found on
@@ -28,7 +32,6 @@ from simhash_sqlite import simhash
 from simhash_sqlite.clusters import component_labels
 from simhash_sqlite.pairs import near_pairs, within_groups
 
-CORPUS = Path("/work/shared/corpus/python_docs_en.jsonl")
 K = 3
 BASELINE_BUDGET = 4e9  # candidate pairs; beyond this the baseline's time is estimated, not run
 
@@ -125,11 +128,11 @@ def timed(fn, *args, repeat: int = 1):
 # -- end-to-end dedup of real documents ------------------------------------------------------------
 
 
-def documents(count: int, rng: random.Random) -> list[dict]:
-    """Windows of about 600 characters from the Python docs (English), plus perturbed copies:
+def documents(corpus: Path, count: int, rng: random.Random) -> list[dict]:
+    """Windows of about 600 characters from an English corpus, plus perturbed copies:
     a changed word or two, a dropped sentence, a header line, up to `count` documents."""
     windows = []
-    for line in CORPUS.open(encoding="utf-8"):
+    for line in corpus.open(encoding="utf-8"):
         page = json.loads(line)
         paragraphs = [p.strip() for p in re.split(r"\n\s*\n", page["text"]) if len(p.strip()) > 40]
         window = ""
@@ -156,9 +159,9 @@ def documents(count: int, rng: random.Random) -> list[dict]:
     return records[:count]
 
 
-def dedup_run(count: int) -> list[tuple[str, str]]:
+def dedup_run(corpus: Path, count: int) -> list[tuple[str, str]]:
     rng = random.Random(1)
-    records = documents(count, rng)
+    records = documents(corpus, count, rng)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         data, out = Path(tmp) / "docs.jsonl", Path(tmp) / "kept.jsonl"
@@ -186,9 +189,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="1M fingerprints and 20k documents only")
     parser.add_argument("--no-baseline-10m", action="store_true", help="skip the baseline on 10M (minutes)")
+    parser.add_argument("--corpus", type=Path, help="English JSONL for the dedup rows (left out without it)")
+    parser.add_argument("--size", type=int, default=1_000_000, help="fingerprints in the smaller sets [default: 1M]")
+    parser.add_argument("--docs", type=int, help="documents for the dedup rows [default: 100k, 20k with --quick]")
     args = parser.parse_args()
     rng = np.random.default_rng(42)
-    sets = [("1M random, planted clusters", planted(1_000_000, rng), 5), ("1M skewed", skewed(1_000_000, rng), 3)]
+    small = f"{args.size / 1e6:g}M" if args.size >= 1_000_000 else f"{args.size:,}"
+    sets = [(f"{small} random, planted clusters", planted(args.size, rng), 5),
+            (f"{small} skewed", skewed(args.size, rng), 3)]
     if not args.quick:
         sets.append(("10M random, planted clusters", planted(10_000_000, rng), 1))
         sets.append(("10M skewed", skewed(10_000_000, rng), 1))
@@ -217,9 +225,13 @@ def main() -> None:
             )
         )
         print(" | ".join(rows[-1]), file=sys.stderr, flush=True)
-    rows += dedup_run(20_000 if args.quick else 100_000)
+    if args.corpus:
+        rows += dedup_run(args.corpus, args.docs or (20_000 if args.quick else 100_000))
+    else:
+        print("no --corpus: the dedup rows are left out", file=sys.stderr)
     width = [max(len(r[i]) for r in rows) for i in range(4)]
-    print(f"machine: {os.cpu_count()} cores, numpy {np.__version__}, medians of {sets[0][2]} runs on 1M, 1 run on 10M")
+    print(f"machine: {os.cpu_count()} cores, numpy {np.__version__}, "
+          f"medians of {sets[0][2]} runs on {small}, 1 run on 10M")
     print(" | ".join(h.ljust(w) for h, w in zip(("what", "ours", "against", "notes"), width)))
     print("-+-".join("-" * w for w in width))
     for row in rows:

@@ -1,6 +1,6 @@
 """How good are the fingerprints? Precision and recall of all near-duplicate pairs on real text.
 
-    .venv/bin/python bench/quality.py                       # /work/shared/corpus/*.jsonl
+    .venv/bin/python bench/quality.py ZH.jsonl EN.jsonl      # BENCHMARKS.md: the shared corpus's two files
     .venv/bin/python bench/quality.py my.jsonl --originals 300 --json out.json
 
 Originals are sections of real documents (paragraphs joined up to a length drawn log-uniformly from
@@ -23,7 +23,6 @@ MinHashLSH; with the time of the plain pair search at CONFIRM_K and of the confi
 from __future__ import annotations
 
 import argparse
-import glob
 import json
 import math
 import random
@@ -632,7 +631,7 @@ def report(results: dict, default: str, k_default: int, k_confirm: int) -> str:
             r = c["truth"]["all"][k][1]
             out.append(f"| {k} | " + " | ".join(fmt(x) for x in (*c["truth"]["all"][k], *c["planted"]["all"][k], 2 * r / (1 + r))) + " |")
         mh = results[l]["minhash"]
-        out.append(f"| MinHashLSH | " + " | ".join(fmt(x) for x in (*mh["truth"], *mh["planted"])) + " | - |")
+        out.append("| MinHashLSH | " + " | ".join(fmt(x) for x in (*mh["truth"], *mh["planted"])) + " | - |")
 
         out.append(f"\n### {l}: by length bucket (shorter text of the pair), default at k={k_default} vs MinHashLSH\n")
         out.append(f"| bucket | truth pairs | P | R | F1 | MinHash P | MinHash R | MinHash F1 | best k here | F1 at best k | `simq dupes` (checked, k={k_confirm}) F1, measured |")
@@ -737,7 +736,7 @@ def choose_default(results: dict) -> tuple[str, int, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("jsonl", nargs="*", help="JSONL files with a 'text' field [default: /work/shared/corpus/*.jsonl]")
+    parser.add_argument("jsonl", nargs="+", help="JSONL files with a 'text' field (each text's language is detected)")
     parser.add_argument("--originals", type=int, default=400, help="originals per language (each gets %d copies)" % len(KINDS))
     parser.add_argument("--seed", type=int, default=5)
     parser.add_argument("--lengths", default="50,8000", help="range of original lengths, characters [default: %(default)s]")
@@ -750,9 +749,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3, help="timed runs of each pipeline step (median) [default: %(default)s]")
     parser.add_argument("--balance", action="store_true", help="only the bit balance on every section of the corpora")
     args = parser.parse_args()
-    paths = args.jsonl or sorted(glob.glob("/work/shared/corpus/*.jsonl"))
-    if not paths:
-        sys.exit("error: no JSONL files given and none in /work/shared/corpus")
+    paths = args.jsonl
     if args.balance:
         print(f"## Bit balance and block buckets ({', '.join(paths)}; every section, seed {args.seed})\n")
         print(balance_table(paths, args.seed))

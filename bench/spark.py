@@ -1,16 +1,17 @@
 """Spark local mode against the single-machine path, on the same generated corpus.
 
-    python bench/spark.py --docs 200000 2000000 [--cores 2] [--k 3] [--work bench/out/spark]
+    python bench/spark.py CORPUS.jsonl... --docs 200000 2000000 [--cores 2] [--k 3] [--work bench/out/spark]
 
-Documents are paragraphs of /work/shared/corpus/*.jsonl joined in ones to threes, and about a third of
+Documents are paragraphs (80+ characters) of the JSONL files given ({"id", "text"} per line; BENCHMARKS.md
+used the shared corpus's manpages_zh.jsonl and python_docs_en.jsonl) joined in ones to threes, and about a third of
 them are perturbed copies of an earlier document (a word replaced, a header added, case changed), so
 there are real near-duplicate clusters. For each size:
 
   single machine  `simq add` of the JSONL (one process, one core), a simhash() loop over a sample for
                   the pure fingerprint rate, then pairs within k with a numpy join on the same
-                  20-table block scheme and components by numpy label propagation. There is no
-                  `simq dedup` on this branch, so this numpy code stands in for it. Up to 200k
-                  documents a numpy brute force over all pairs checks the pairs too.
+                  20-table block scheme and components by numpy label propagation: the same
+                  computation as the Spark job, in one process. Up to 200k documents a numpy brute
+                  force over all pairs checks the pairs too.
   spark           run_dedup in local[cores] (Parquet in, everything written), its phase timings.
 
 Both paths' fingerprints, distinct-fingerprint pairs and kept counts are compared. Results are
@@ -37,24 +38,21 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from simhash_sqlite import FingerprintSettings, simhash  # noqa: E402
 from simhash_sqlite.block_tables import BlockTables  # noqa: E402
 
-CORPUS = Path("/work/shared/corpus")
-
-
 # -- the corpus --------------------------------------------------------------------------------------
 
 
-def paragraphs() -> list[str]:
+def paragraphs(corpus: list[Path]) -> list[str]:
     out = []
-    for path in sorted(CORPUS.glob("*.jsonl")):
+    for path in corpus:
         for line in path.open(encoding="utf-8"):
             text = json.loads(line)["text"]
             out += [p.strip() for p in re.split(r"\n\s*\n", text) if len(p.strip()) >= 80]
     return out
 
 
-def generate(n: int, seed: int = 1) -> list[str]:
+def generate(corpus: list[Path], n: int, seed: int = 1) -> list[str]:
     rng = np.random.default_rng(seed)
-    paras = paragraphs()
+    paras = paragraphs(corpus)
     docs: list[str] = []
     picks = rng.integers(0, len(paras), size=(n, 3))
     counts = rng.integers(1, 4, size=n)
@@ -190,7 +188,7 @@ def spark_path(spark, parquet: Path, folder: Path, k: int, cores: int, record):
 
     out = folder / "spark_out"
     shutil.rmtree(out, ignore_errors=True)
-    report = run_dedup(spark, str(parquet), str(out), k=k, overwrite=True)
+    report = run_dedup(spark, str(parquet), str(out), k=k, check=False, overwrite=True)  # pairs by distance
     for phase, seconds in report.phases.items():
         record("spark", f"phase: {phase}", seconds, report.documents, cores)
     record("spark", "whole job", report.seconds, report.documents, cores)
@@ -221,6 +219,7 @@ def compare(spark, single: dict, report, out: Path) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("corpus", type=Path, nargs="+", help="JSONL files whose paragraphs make the documents")
     parser.add_argument("--docs", type=int, nargs="+", default=[200_000, 2_000_000])
     parser.add_argument("--cores", type=int, default=2)
     parser.add_argument("--k", type=int, default=3)
@@ -251,7 +250,7 @@ def main() -> None:
 
         folder = args.work / f"n{n}"
         started = time.perf_counter()
-        docs = generate(n)
+        docs = generate(args.corpus, n)
         parquet, jsonl = write_inputs(docs, folder)
         print(f"generated {n:,} documents ({sum(map(len, docs)) / n:.0f} characters on average) "
               f"in {time.perf_counter() - started:.0f} s", flush=True)

@@ -1,6 +1,9 @@
 """Fingerprinting speed: simhash-sqlite against the `simhash` package on the same features.
 
-    python bench/vs_simhash_package.py [CORPUS.jsonl ...] [--repeat 5]
+    python bench/vs_simhash_package.py CORPUS.jsonl... [--repeat 5]
+
+CORPUS.jsonl: {"id", "text"} per line (BENCHMARKS.md used the shared corpus's manpages_zh.jsonl and
+python_docs_en.jsonl); the paragraphs of the last one are a third, short-document corpus.
 
 For each corpus and feature choice it times, on the same documents and in the same run:
   tokenize   producing the feature strings (jieba words, or character 5-grams), reported apart;
@@ -19,7 +22,6 @@ import argparse
 import json
 import os
 import statistics
-import sys
 import tempfile
 import time
 from collections import Counter
@@ -29,12 +31,7 @@ import numpy as np
 
 from simhash_sqlite import Document, FingerprintSettings, SimhashIndex, simhash
 from simhash_sqlite.features import normalize, units_features, word_units, words
-from simhash_sqlite.fingerprint import simhash_of_batch, simhash_many
-
-DEFAULT_CORPORA = [
-    Path(__file__).resolve().parents[1].parent / "shared" / "corpus" / name
-    for name in ("manpages_zh.jsonl", "python_docs_en.jsonl")
-]
+from simhash_sqlite.fingerprint import simhash_many, simhash_of_batch
 
 
 def load(path: Path) -> list[str]:
@@ -118,12 +115,10 @@ def run(name: str, texts: list[str], repeat: int) -> list[dict]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("corpora", nargs="*", type=Path)
+    parser.add_argument("corpora", nargs="+", type=Path, help="JSONL files with a 'text' field")
     parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args()
-    corpora = args.corpora or [p for p in DEFAULT_CORPORA if p.exists()]
-    if not corpora:
-        sys.exit("no corpus: pass JSONL files with a 'text' field")
+    corpora = args.corpora
     print(f"numpy {np.__version__}, {os.cpu_count()} cores, medians of {args.repeat} runs\n")
     header = (
         f"{'corpus':<27} {'features':<14} {'docs':>5} {'MB':>6} {'tokenize s':>10} {'ours s':>8} "

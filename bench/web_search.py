@@ -2,7 +2,7 @@
 against the same search made in-process through the library, side by side.
 
     .venv/bin/pip install -e '.[web]'
-    .venv/bin/python bench/web_search.py /work/shared/corpus/python_docs_en.jsonl /work/shared/corpus/manpages_zh.jsonl
+    .venv/bin/python bench/web_search.py EN.jsonl ZH.jsonl      # BENCHMARKS.md: the shared corpus's two files
     .venv/bin/python bench/web_search.py DATA.jsonl --size 1000000 --queries 60 --dir /tmp/simq-web
 
 The index: --size random fingerprints (add_fingerprints, no text), plus --texts documents of the JSONL

@@ -9,12 +9,15 @@ QueryError in its place, so answers stay in step with the input lines.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import indexed_text
 from .errors import InvalidInput
 from .fingerprint import from_hex
+
 
 @dataclass(frozen=True)
 class Query:
@@ -81,6 +84,9 @@ def _jsonl_query(line: str, number: int) -> Query | QueryError:
 
 def _path_query(line: str, number: int, encoding: str) -> Query | QueryError:
     try:
+        if os.path.getsize(line) > indexed_text.READ_WHOLE_BYTES:  # not read whole into a batch
+            return QueryError(Query(id=line), f"line {number}: {line} is over {indexed_text.READ_WHOLE_BYTES >> 20} "
+                              f"MiB; search for it on its own: simq near --file {line}")
         return Query(text=Path(line).read_text(encoding=encoding), id=line)
     except UnicodeDecodeError:
         return QueryError(Query(id=line), f"line {number}: {line} is not {encoding} text")

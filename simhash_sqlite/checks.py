@@ -16,9 +16,10 @@ import apsw
 from .errors import IndexNotFound, InvalidInput, NotAnIndex, SchemaTooNew, SimhashError
 from .fingerprint import simhash, to_signed
 from .settings import FingerprintSettings
-from .storage import check_ours, harden, schema_problems
+from .storage import check_messages, check_ours, open_readonly, recovery_hint, schema_problems
 
 SHOWN = 5  # offending keys listed per failed check
+SKETCH_SCHEMA = 3  # the migration that added documents.sketch
 
 
 @dataclass(frozen=True)
@@ -60,30 +61,38 @@ def check_index(
         raise IndexNotFound(f"no index at {path}")
     report = CheckReport(path)
     try:
-        conn = apsw.Connection(path, flags=apsw.SQLITE_OPEN_READONLY)
-    except apsw.CantOpenError:
-        raise IndexNotFound(f"cannot open {path} (no permission?)") from None
+        conn = open_readonly(path)
+    except (apsw.NotADBError, apsw.CorruptError) as exc:
+        report.add("simhash-sqlite file", [f"{path} cannot be read as SQLite ({exc}); {recovery_hint(path)}"], "")
+        return report
     try:
-        harden(conn)
         try:
             version = check_ours(conn, path)
         except (NotAnIndex, SchemaTooNew) as exc:
             report.add("simhash-sqlite file", [str(exc)], "")
             return report
-        report.add("simhash-sqlite file", [], f"application id SIMH, schema version {version}")
+        fine = (
+            f"application id SIMH, schema version {version}" if version
+            else "empty: no schema yet (an add that never committed); the next add creates it"
+        )
+        report.add("simhash-sqlite file", [], fine)
         schema_ok = report.add(
             "schema", _safely(lambda: schema_problems(conn, version)), "exactly the objects our migrations create"
         )
-        report.add("integrity_check", _safely(lambda: _integrity(conn)), "ok")
+        damage = _integrity(conn)
+        report.add("integrity_check", damage + [recovery_hint(path, version)] if damage else [], "ok")
         if not schema_ok or version == 0:  # contents are read only through a schema we know
             return report
-        store_text, fp_settings = _check_settings(conn, report)
-        _check_keys(conn, report)
-        _check_blocks(conn, report)
-        _check_content_hashes(conn, report)
-        _check_texts(conn, report, store_text)
+        # On a damaged file a check that reads a damaged page fails with SQLite's error, and says so.
+        store_text, fp_settings = _step(report, "settings", lambda: _check_settings(conn, report), (None, None))
+        _step(report, "unique keys", lambda: _check_keys(conn, report))
+        _step(report, "blocks match fingerprints", lambda: _check_blocks(conn, report))
+        _step(report, "content hashes", lambda: _check_content_hashes(conn, report))
+        _step(report, "texts", lambda: _check_texts(conn, report, store_text))
+        if version >= SKETCH_SCHEMA:
+            _step(report, "sketches", lambda: _check_sketches(conn, report))
         if rehash:
-            _rehash(conn, report, store_text, fp_settings, on_progress)
+            _step(report, "rehash", lambda: _rehash(conn, report, store_text, fp_settings, on_progress))
         return report
     finally:
         conn.close()
@@ -96,9 +105,26 @@ def _safely(run) -> list[str]:
         return [f"SQLite could not run the check: {exc}"]
 
 
+def _step(report: CheckReport, name: str, run, failed=None):
+    """Run one content check; an SQLite error (a damaged page) is reported as that check failing."""
+    try:
+        return run()
+    except apsw.Error as exc:
+        report.add(name, [f"SQLite could not run the check: {exc}"], "")
+        return failed
+
+
 def _integrity(conn: apsw.Connection) -> list[str]:
-    messages = [row[0] for row in conn.execute("PRAGMA integrity_check(20)")]
-    return [] if messages == ["ok"] else messages
+    """SQLite's findings ([] when sound). integrity_check stops at some damage with an error of its own;
+    quick_check, which skips the index-content comparison, then still lists the damaged pages."""
+    for pragma in ("integrity_check(20)", "quick_check(20)"):
+        try:
+            messages = [row[0] for row in conn.execute(f"PRAGMA {pragma}")]
+        except apsw.Error as exc:
+            error = f"SQLite could not finish the check: {exc}"
+            continue
+        return [] if messages == ["ok"] else check_messages(messages)
+    return [error]
 
 
 def _check_settings(conn: apsw.Connection, report: CheckReport) -> tuple[bool | None, FingerprintSettings | None]:
@@ -166,28 +192,62 @@ def _check_texts(conn: apsw.Connection, report: CheckReport, store_text: bool | 
     report.add("texts", problems, "none stored, as recorded")
 
 
+def _check_sketches(conn: apsw.Connection, report: CheckReport) -> None:
+    """A sketch is NULL or one of the recorded scheme's size; a document without a fingerprint has none."""
+    from .sketch import DEFAULT_SCHEME, SketchScheme
+
+    recorded = dict(conn.execute("SELECT key, value FROM simhash_meta")).get("sketch")
+    try:
+        scheme = DEFAULT_SCHEME if recorded is None else SketchScheme.from_json(recorded)
+    except (ValueError, TypeError) as exc:
+        report.add("sketches", [f"the sketch scheme in simhash_meta cannot be read: {exc}"], "")
+        return
+    wrong = list(
+        conn.execute(
+            "SELECT key FROM documents WHERE sketch IS NOT NULL AND (typeof(sketch) != 'blob' OR length(sketch) != ? "
+            "OR fingerprint IS NULL) ORDER BY id",
+            (scheme.nbytes,),
+        )
+    )
+    missing = conn.execute("SELECT count(*) FROM documents WHERE sketch IS NULL AND fingerprint IS NOT NULL").get
+    problems = [f"{len(wrong)} document(s) whose sketch is not {scheme.nbytes} bytes: {_keys(wrong)}"] if wrong else []
+    detail = f"{scheme.describe()}; {missing:,} document(s) with a fingerprint but no sketch (checked by distance)"
+    report.add("sketches", problems, detail)
+
+
 def _rehash(
     conn: apsw.Connection, report: CheckReport, store_text: bool | None, settings, on_progress=None
 ) -> None:
-    """Stored texts must still give their stored content hash and fingerprint."""
+    """Stored texts must still give their stored content hash, fingerprint and sketch."""
     from .index import content_hash  # the same hash add() stores
 
     if not store_text or settings is None:
         report.add("rehash", [], "not run: the index does not store texts (or its settings are unreadable)")
         return
+    from .sketch import sketch
+
+    has_sketches = any(row[1] == "sketch" for row in conn.execute("PRAGMA table_info(documents)"))
+    query = (
+        "SELECT key, fingerprint, content_hash, text, sketch FROM documents WHERE text IS NOT NULL ORDER BY id"
+        if has_sketches
+        else "SELECT key, fingerprint, content_hash, text, NULL FROM documents WHERE text IS NOT NULL ORDER BY id"
+    )
     wrong, checked = [], 0
     total = conn.execute("SELECT count(*) FROM documents WHERE text IS NOT NULL").get if on_progress else 0
-    for key, fingerprint, digest, text in conn.execute(
-        "SELECT key, fingerprint, content_hash, text FROM documents WHERE text IS NOT NULL ORDER BY id"
-    ):
+    for key, fingerprint, digest, text, stored_sketch in conn.execute(query):
         checked += 1
         if on_progress is not None and checked % 100 == 0:
             on_progress(checked, total)
         expected = simhash(text, settings)
         if content_hash(text) != digest or (None if expected is None else to_signed(expected)) != fingerprint:
             wrong.append((key,))
-    problems = [f"{len(wrong)} stored text(s) no longer give their hash or fingerprint: {_keys(wrong)}"] if wrong else []
-    report.add("rehash", problems, f"{checked:,} stored texts give their fingerprints")
+        elif has_sketches and stored_sketch is not None and sketch(text) != stored_sketch:
+            wrong.append((key,))
+    problems = []
+    if wrong:
+        problems.append(f"{len(wrong)} stored text(s) no longer give their hash, fingerprint or sketch: {_keys(wrong)}")
+    what = "fingerprints and sketches" if has_sketches else "fingerprints"
+    report.add("rehash", problems, f"{checked:,} stored texts give their {what}")
 
 
 def problems(path: str | os.PathLike) -> list[str]:
@@ -202,6 +262,8 @@ def problems(path: str | os.PathLike) -> list[str]:
         report = check_index(path)
     except SimhashError as exc:
         return [str(exc)]
+    except apsw.Error as exc:  # a file SQLite cannot read at all
+        return [f"SQLite: {exc}"]
     return [f"{result.name}: {result.detail}" for result in report.failed]
 
 

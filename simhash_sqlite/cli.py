@@ -25,19 +25,19 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from . import output
+from . import indexed_text, output
 from .batch_queries import QueryError, guess_format, parse_queries
 from .calibrate import DEFAULT_MAX_K, Calibration
 from .calibrate import calibrate as calibrate_index
 from .checks import check_index
 from .clusters import REPRESENTATIVE_RULES, Cluster
-from .confirm import DEFAULT_THRESHOLD, ConfirmReport, candidate_k, check_threshold
-from .dedup import Deduplicator
+from .confirm import DEFAULT_THRESHOLD, ConfirmReport, candidate_k, check_threshold, fallback_k
+from .dedup import DROP_MARGIN, Deduplicator
 from .errors import InvalidInput, SimhashError
 from .explain import Explanation, verdicts
 from .explain import explain as explain_pair
 from .fingerprint import from_hex, simhash, to_hex, to_signed
-from .index import AddReport, SimhashIndex
+from .index import AddReport, FingerprintedDocument, SimhashIndex, check_batch_size
 from .index_arrays import DuplicatePair
 from .output import err, line, out, plain, printable
 from .plots import (
@@ -52,7 +52,8 @@ from .plots import (
 )
 from .search import Match, executed_sql, near_sql
 from .settings import CONFIRM_K, RECOMMENDED_K, SHORT_TEXT, FingerprintSettings
-from .sources import Reader, stale_keys
+from .sources import STDIN, Reader, read_one, size_text, stale_keys
+from .storage import damaged_message
 from .user_sql import parse_params, run_query
 from .version import __version__
 
@@ -132,7 +133,18 @@ JaccardOption = Annotated[
     float, typer.Option("--jaccard", help="With --confirm: the least exact Jaccard kept (above 0, at most 1).")
 ]
 # The options of commands that read inputs (add, dedup): the same names, help and defaults.
-JsonlOption = Annotated[bool, typer.Option("--jsonl", help="Read inputs as JSONL (*.jsonl is read so anyway).")]
+JsonlOption = Annotated[
+    Optional[bool],
+    typer.Option(
+        "--jsonl/--no-jsonl",
+        help="Read every input as JSONL, or stdin as one text. \\[default: *.jsonl and *.ndjson files are JSONL, "
+        "and stdin is when its first line is a JSON object with the text field]",
+        show_default=False,
+    ),
+]
+RequireIdOption = Annotated[
+    bool, typer.Option("--require-id", help="Skip JSONL records without the id field (else keyed FILE:LINE).")
+]
 TextFieldOption = Annotated[str, typer.Option(help="JSONL field holding the text.")]
 IdFieldOption = Annotated[str, typer.Option(help="JSONL field holding the key.")]
 EncodingOption = Annotated[str, typer.Option(help="Encoding of the input files.")]
@@ -188,8 +200,11 @@ def friendly_errors(command):
             raise fail("the disk is full; the index keeps every batch committed before this") from None
         except (apsw.ReadOnlyError, apsw.CantOpenError):
             raise fail("the index file or its folder is read-only") from None
-        except (apsw.CorruptError, apsw.NotADBError):
-            raise fail("the index file is damaged (run: sqlite3 FILE 'PRAGMA integrity_check')") from None
+        except (apsw.CorruptError, apsw.NotADBError) as exc:
+            named = [kwargs.get(name) for name in ("file", "db", "against") if kwargs.get(name) is not None]
+            if not named:
+                raise fail(f"an index file is damaged ({exc}); see what is wrong: simq check --db FILE") from None
+            raise fail(damaged_message(os.fspath(named[0]), str(exc))) from None
         except BrokenPipeError:
             _quiet_stdout()
             raise typer.Exit(0) from None
@@ -236,9 +251,17 @@ def add(
         list[str], typer.Argument(help="Files, folders (recursive), globs, or - for stdin.", show_default=False)
     ],
     db: DbOption = Path(DEFAULT_DB),
-    jsonl: JsonlOption = False,
+    jsonl: JsonlOption = None,
     text_field: TextFieldOption = "text",
     id_field: IdFieldOption = "id",
+    require_id: RequireIdOption = False,
+    key: Annotated[
+        Optional[str],
+        typer.Option(
+            "--key", help="The key of the text read from stdin (-). \\[default: <stdin:HASH>, made from the text]",
+            show_default=False,
+        ),
+    ] = None,
     features: FeaturesOption = None,
     ngram: NgramOption = None,
     weights: WeightsOption = None,
@@ -273,8 +296,14 @@ def add(
 
     The fingerprint options (--features, --ngram, --weights, --hmm, --store-text) apply to a new index;
     an existing one keeps its own, and asking for others is an error.
+
+    Keys: a file inside the current folder is keyed by its path relative to it, any other by its
+    absolute path; a JSONL record by its id; text on stdin by --key, else by its content.
     """
-    reader = Reader(jsonl=jsonl, text_field=text_field, id_field=id_field, encoding=encoding, errors=errors)
+    if key is not None and STDIN not in inputs:
+        raise InvalidInput("--key names the text read from stdin; give - as an input")
+    check_batch_size(batch_size)
+    reader = _reader(jsonl, text_field, id_field, encoding, errors, require_id=require_id, stdin_key=key)
     paths = reader.expand(inputs)  # missing paths fail here, before the index is touched
     with SimhashIndex(
         db, create=True, features=features, ngram=ngram, weights=weights, hmm=hmm, store_text=store_text
@@ -310,6 +339,28 @@ def add(
         raise typer.Exit(1)
 
 
+def _reader(jsonl: Optional[bool], text_field: str, id_field: str, encoding: str, errors: str, **more) -> Reader:
+    """A Reader for --jsonl (every input), --no-jsonl (stdin is one text) or neither (by suffix, and
+    stdin by its first line)."""
+    return Reader(
+        jsonl=bool(jsonl), sniff_stdin=jsonl is None, text_field=text_field, id_field=id_field,
+        encoding=encoding, errors=errors, **more,
+    )
+
+
+def _print_reader_notes(reader: Reader) -> None:
+    """What the reader decided for the user: stdin's format and key, records keyed by line number."""
+    for note in reader.notes:
+        warn("note", note)
+    if reader.keyed_by_line:
+        warn(
+            "warning",
+            f"{_count(reader.keyed_by_line, 'JSONL record')} had no {reader.id_field!r} field: keyed by file and "
+            f"line (first: {reader.first_keyed_by_line}); name the id with --id-field, or skip such records with "
+            "--require-id",
+        )
+
+
 def _size_of(path: str) -> int:
     """A regular file's size, for the progress bar; 0 for stdin, pipes and what cannot be read."""
     try:
@@ -340,12 +391,14 @@ def _progress_line(report: AddReport) -> str:
 
 
 def _print_add_summary(report: AddReport, reader: Reader, db: Path) -> None:
+    _print_reader_notes(reader)
     for skip in reader.skipped[:SHOWN_SKIPS]:
         warn("skipped", skip.where, ": ", skip.reason)
     if reader.skip_count > SHOWN_SKIPS:
         warn("skipped", f"{reader.skip_count - SHOWN_SKIPS:,} more")
     for dup in reader.duplicates[:SHOWN_SKIPS]:
-        warn("warning", dup.where, ": id ", repr(dup.key), " again (first at ", dup.first, "); the later record wins")
+        warn("warning", dup.where, ": id ", repr(dup.key), " again (first at ", dup.first,
+             "); skipped, the first record is kept")
     if reader.duplicate_count > SHOWN_SKIPS:
         warn("warning", f"{reader.duplicate_count - SHOWN_SKIPS:,} more repeated ids")
     for key in report.no_features[:SHOWN_SKIPS]:
@@ -406,8 +459,10 @@ def near(
     confirm: ConfirmOption = True,
     jaccard: JaccardOption = DEFAULT_THRESHOLD,
 ) -> None:
-    """Near-duplicates of a text, a file, a stored key or a fingerprint, closest first: candidates
-    within k, checked by the exact Jaccard of the texts where they can be read."""
+    """Near-duplicates of a text, a file, a stored key or a fingerprint, closest first.
+
+    Candidates within k, checked by the exact Jaccard of the texts where they can be read, else
+    estimated from the stored sketches."""
     format_ = output.choose_format(format_, as_json)
     threshold = check_threshold(jaccard) if confirm else None
     k = candidate_k(k, confirm)
@@ -419,11 +474,17 @@ def near(
         with output.destination(output_path) as handle:
             _near_batch(db, batch, batch_format, k, limit, plan, explain, threshold, format_, handle)
         return
-    if file is not None:
-        text = _read_text(file)
+    if text == STDIN and file is None:
+        text, file = None, Path(STDIN)  # as -f -
+    elif text is not None and file is None and "\n" not in text and os.path.isfile(text):
+        warn("note", text, " is a file, but the text ", repr(text), " itself is searched for; to search for what "
+             "the file holds: --file ", text)
     fingerprint = from_hex(hash_) if hash_ is not None else None
     report = None
     with SimhashIndex(db) as index:
+        _tell_sketch_upgrade(index)
+        if file is not None:
+            text, fingerprint = _query_of_file(file, index.settings, text, fingerprint)
         result = index.search(
             text, fingerprint=fingerprint, key=key, k=k, limit=limit, plan=plan,
             check=confirm, threshold=jaccard,
@@ -448,27 +509,47 @@ def near(
         with output.destination(output_path) as handle:
             output.render(records, "table", handle, columns=["key", "distance", "similarity", last], fold=["key"])
     if report is not None:
-        _print_check_summary(report, "match", to_stderr=format_ != "table" or output_path is not None)
+        # A query too large to read whole has said why its candidates go by distance (_query_of_file).
+        _print_check_summary(report, "match", to_stderr=format_ != "table" or output_path is not None,
+                             hint=not (file is not None and text is None))
 
 
-def _print_check_summary(report: ConfirmReport, noun: str, *, to_stderr: bool, suffix: str = "") -> None:
+def _tell_sketch_upgrade(index: SimhashIndex) -> None:
+    """Say what opening an index made before sketches did: which documents could not be sketched."""
+    if index.sketch_upgrade is None:
+        return
+    sketched, out_of_reach = index.sketch_upgrade
+    say(
+        f"{index.path}: made before sketches; {_count(sketched, 'document')} sketched from their texts"
+        + (f", {out_of_reach:,} could not be (texts not stored and files changed or gone): their pairs are "
+           "judged by distance alone" if out_of_reach else ""),
+        to_stderr=True,
+    )
+
+
+def _print_check_summary(
+    report: ConfirmReport, noun: str, *, to_stderr: bool, suffix: str = "", hint: bool = True
+) -> None:
     """How many results were checked exactly and how many by distance only, and a hint when texts were
     out of reach. Nothing when there was no candidate."""
     if not report.candidates:
         return
-    dropped = report.rejected + report.too_far
+    dropped = report.rejected + report.estimate_rejected + report.too_far
+    found_by = "found by the sketches" if report.candidates_from == "sketch" else f"within distance {report.k}"
     say(
         f"{_count(report.kept, noun)}{suffix}: {report.checked:,} checked exactly (Jaccard >= {report.threshold:g}), "
+        f"{report.estimated:,} by the sketches' estimate, "
         f"{report.unchecked:,} by distance only (<= {report.fallback_k}); "
-        f"{dropped:,} of {_count(report.candidates, 'candidate')} within distance {report.k} dropped",
+        f"{dropped:,} of {_count(report.candidates, 'candidate')} {found_by} dropped",
         to_stderr=to_stderr,
     )
     missing = report.unchecked + report.too_far
-    if missing:
+    if missing and hint:
         warn(
             "hint",
             f"{missing:,} candidate{'s were' if missing != 1 else ' was'} judged by distance alone, "
-            "a text being out of reach: add with --store-text, or keep the indexed files unchanged at their paths"
+            "a text and a sketch being out of reach (documents indexed before sketches whose texts are gone, or "
+            "bare fingerprints): add them again, with --store-text or from files kept unchanged at their paths"
             + ("; a --hash query has no text (search with the text, --file or --key)"
                if report.without_query_text else ""),
         )
@@ -561,15 +642,21 @@ def _match_json(match: Match) -> dict:
     }
 
 
-def _read_text(path: Path) -> str:
-    reader = Reader()
-    paths = reader.expand([str(path)])
-    documents = list(reader.documents(paths))
-    if reader.skipped:
-        raise InvalidInput(f"{reader.skipped[0].where}: {reader.skipped[0].reason}")
-    if len(documents) != 1:
-        raise InvalidInput(f"{path} holds {len(documents)} documents; give one text file")
-    return documents[0].text
+def _query_of_file(
+    path: Path, settings: FingerprintSettings, text: Optional[str], fingerprint: Optional[int]
+) -> tuple[Optional[str], Optional[int]]:
+    """(text, fingerprint) to search for a file's contents (- for stdin): the text, or for a text too
+    large to read whole, its fingerprint (made in pieces), said on stderr."""
+    if text is not None or fingerprint is not None:
+        raise InvalidInput("give one of a text, --file, --key or --hash")
+    document = read_one(str(path), settings)
+    if not isinstance(document, FingerprintedDocument):
+        return document.text, None
+    if document.fingerprint is None:
+        raise InvalidInput(f"{path} has no features (no letters or digits) to search with")
+    warn("note", str(path), f" is over {size_text(indexed_text.READ_WHOLE_BYTES)}: searched by its fingerprint, "
+         "made piece by piece; its text is not read whole, so candidates are judged by distance alone")
+    return None, document.fingerprint
 
 
 @app.command("hash")
@@ -589,13 +676,16 @@ def hash_command(
     format_ = output.choose_format(format_, as_json)
     if (text is None) == (file is None):
         raise InvalidInput("give a text or --file (one of them)")
-    if file is not None:
-        text = _read_text(file)
     settings = FingerprintSettings()
     if db.exists():
         with SimhashIndex(db) as index:
             settings = index.settings
-    fingerprint = simhash(text, settings)
+    if file is not None:
+        document = read_one(str(file), settings)
+        streamed = isinstance(document, FingerprintedDocument)
+        fingerprint = document.fingerprint if streamed else simhash(document.text, settings)
+    else:
+        fingerprint = simhash(text, settings)
     if fingerprint is None:
         raise InvalidInput("the text has no features (no letters or digits)")
     if format_ == "table":
@@ -646,8 +736,9 @@ def serve(
     host: Annotated[str, typer.Option(help="Address to listen on; 127.0.0.1 is this machine only.")] = "127.0.0.1",
     open_browser: Annotated[bool, typer.Option("--open", help="Open the clusters page in a web browser.")] = False,
 ) -> None:
-    """Review near-duplicates in a browser: Datasette on the index, read-only, with search, cluster and
-    pair pages (needs the web extra: pip install 'simhash-sqlite[web]')."""
+    """Review near-duplicates in a browser: Datasette on the index, read-only.
+
+    Search, cluster and pair pages (needs the web extra: pip install 'simhash-sqlite\\[web]')."""
     from .serve import clusters_url
     from .serve import serve as serve_index
 
@@ -663,6 +754,7 @@ def serve(
 def shell(
     file: Annotated[Optional[Path], typer.Argument(help="The index file (or --db).", show_default=False)] = None,
     db: DbOption = Path(DEFAULT_DB),
+    write: Annotated[bool, typer.Option("--write", help="Allow changes (default: read-only, as simq sql).")] = False,
 ) -> None:
     """An interactive SQL shell on the index: our functions, simhash_near, .near TEXT K (see .help).
 
@@ -672,7 +764,7 @@ def shell(
     from .shell import run_shell  # apsw.shell is only needed here
 
     with SimhashIndex(file or db) as index:
-        errors = run_shell(index)
+        errors = run_shell(index, write=write)
     if errors:
         raise typer.Exit(1)
 
@@ -814,8 +906,10 @@ def calibrate_command(
         Optional[Path], typer.Option(help="Also draw the distance distribution as a PNG image here (needs matplotlib).")
     ] = None,
 ) -> None:
-    """What each k means on this index: exact 5-shingle Jaccard of sampled pairs at each distance, and
-    a chart of where near-duplicate and unrelated pairs fall.
+    """What each k means on this index: the Jaccard of sampled pairs at each distance, as a chart.
+
+    The exact 5-shingle Jaccard of sampled pairs at each distance, and a chart of where near-duplicate
+    and unrelated pairs fall.
 
     json prints the whole result (threshold, queried, suggested_k, rows); jsonl, csv and tsv one
     distance a record.
@@ -957,28 +1051,28 @@ def dupes(
     confirm: ConfirmOption = True,
     jaccard: JaccardOption = DEFAULT_THRESHOLD,
 ) -> None:
-    """Every pair of near-duplicate documents, each once: pairs within distance k, checked by the exact
-    Jaccard of their texts where they can be read.
+    """Every pair of near-duplicate documents, each once, checked by the Jaccard of their texts.
+
+    Exact where the texts can be read, else estimated from the stored sketches. Without --k the candidates come
+    from the sketches (any distance); with --k, or an index whose documents lack sketches, they are the
+    pairs within distance k.
 
     The table shows the first 50 pairs, closest first; the other formats stream every pair.
     """
     format_ = output.choose_format(format_, as_json)
-    k = candidate_k(k, confirm)
     streaming_here = format_ != "table" and output_path is None and out.is_terminal
     with SimhashIndex(db) as index, output.progress("share", hidden=streaming_here) as progress:
+        _tell_sketch_upgrade(index)
         task = progress.add_task("pairs", total=None)
         found = index.dupes(k, check=confirm, threshold=jaccard, on_progress=_progress_to(progress, task))
         pairs, report = iter(found), found.report
         records = map(_pair_json, pairs)
-        # csv and tsv keep the columns they always had; json and jsonl carry checked_by as well
-        columns = None
-        if format_ in ("csv", "tsv"):
-            columns = ["first", "second", "distance", "similarity", "jaccard", "checked"]
+        columns = ["first", "second", "distance", "similarity", "jaccard", "checked", "checked_by"]
         if format_ == "table":
             shown = list(itertools.islice(records, SHOWN_ROWS))
             more = sum(1 for _ in records)
             progress.stop()
-            _dupes_table(shown, more, k, report, output_path)
+            _dupes_table(shown, more, found.k, report, output_path)
             return
         with output.destination(output_path) as handle:
             output.render(records, format_, handle, columns=columns)
@@ -1044,14 +1138,16 @@ def clusters(
     csv and tsv one member a row.
     """
     format_ = output.choose_format(format_, as_json)
-    k = candidate_k(k, confirm)
     with SimhashIndex(db) as index:
+        _tell_sketch_upgrade(index)
         with output.progress("share") as progress:
             task = progress.add_task("clustering", total=None)
             report = index.clusters(
                 k, check=confirm, threshold=jaccard, representative=representative,
                 on_progress=_progress_to(progress, task),
             )
+        by_sketch = report.check is not None and report.check.candidates_from == "sketch"
+        found_by = "with candidates from the sketches" if by_sketch else f"at k={report.k}"
         found = index.cluster_list(min_size=min_size)
         with output.destination(output_path) as handle:
             if format_ == "table":
@@ -1066,9 +1162,10 @@ def clusters(
             else:
                 output.render(map(_cluster_json, found), format_, handle)
     say(
-        f"{db}: {_count(report.documents, 'document')} in {_count(report.clusters, 'cluster')} at k={k} "
+        f"{db}: {_count(report.documents, 'document')} in {_count(report.clusters, 'cluster')} {found_by} "
         f"({report.clustered:,} in clusters of two or more, largest {report.largest:,}); "
-        f"keeping one of each would drop {report.duplicates:,}. Written to the clusters table.",
+        f"keeping one of each would drop {report.duplicates:,}. "
+        + ("Written to the clusters table." if report.saved else "Not saved: the index is read-only here."),
         to_stderr=True,
     )
     if report.check is not None:
@@ -1100,17 +1197,27 @@ def dedup(
     out_path: Annotated[
         Path, typer.Option("--out", "-o", help="Where the kept documents go (JSONL; - for stdout).", show_default=False)
     ],
-    k: KOption = 3,
+    k: Annotated[
+        Optional[int],
+        typer.Option(
+            "--k", "-k",
+            help="With --confirm: candidates within this distance instead of the sketches' LSH tables (any distance); "
+            f"with --no-confirm: the largest distance of a duplicate. \\[default: {RECOMMENDED_K} with --no-confirm]",
+            show_default=False,
+        ),
+    ] = None,
     dupes_file: Annotated[
         Optional[Path],
         typer.Option(
-            "--dupes", help="Also write each dropped document's key, what it duplicates and the distance (JSONL)."
+            "--dupes",
+            help="Also write each dropped document's key, what it duplicates, the distance, the Jaccard and how it "
+            "was checked (JSONL).",
         ),
     ] = None,
     against: Annotated[
         Optional[Path], typer.Option("--against", help="An index whose documents count as already kept (never output).")
     ] = None,
-    jsonl: JsonlOption = False,
+    jsonl: JsonlOption = None,
     text_field: TextFieldOption = "text",
     id_field: IdFieldOption = "id",
     features: FeaturesOption = None,
@@ -1119,12 +1226,22 @@ def dedup(
     hmm: HmmOption = None,
     encoding: EncodingOption = "utf-8",
     errors: ErrorsOption = "strict",
+    confirm: Annotated[
+        bool,
+        typer.Option(
+            "--confirm/--no-confirm",
+            help="Drop a document only if the 5-shingle Jaccard estimated from its sketch and a kept one's reaches "
+            f"--jaccard + {DROP_MARGIN} (an indexed document without a sketch: within min(k, {RECOMMENDED_K})); "
+            "--no-confirm: by distance alone.",
+        ),
+    ] = True,
+    jaccard: JaccardOption = DEFAULT_THRESHOLD,
 ) -> None:
-    """Keep-first filter: write each document unless it is within k of one kept before it (or in --against).
+    """Keep-first filter: write each document unless one kept before it (or in --against) is a near-duplicate.
 
     The fingerprint options default as for simq add; with --against, the index's settings apply.
     """
-    reader = Reader(jsonl=jsonl, text_field=text_field, id_field=id_field, encoding=encoding, errors=errors)
+    reader = _reader(jsonl, text_field, id_field, encoding, errors, keep_repeats=True)
     paths = reader.expand(inputs)
     for given in (out_path, dupes_file):
         if given is not None and given.exists() and any(p != "-" and os.path.samefile(p, given) for p, _ in paths):
@@ -1136,7 +1253,14 @@ def dedup(
         index = stack.enter_context(SimhashIndex(against, **requested)) if against is not None else None
         chosen = {name: value for name, value in requested.items() if value is not None}
         settings = index.settings if index is not None else FingerprintSettings(**chosen)
-        deduplicator = Deduplicator(k, settings, against=index)
+        deduplicator = Deduplicator(k, settings, against=index, check=confirm, threshold=jaccard)
+        if index is not None and deduplicator.report.against_unsketched:
+            say(
+                f"{against}: {deduplicator.report.against_unsketched:,} of {deduplicator.report.against:,} documents "
+                f"have no sketch (indexed before sketches, texts out of reach): a match with one is judged by distance "
+                f"(within {fallback_k(deduplicator.k)})",
+                to_stderr=True,
+            )
         sink = sys.stdout.buffer if str(out_path) == "-" else stack.enter_context(open(out_path, "wb"))
         side = stack.enter_context(open(dupes_file, "wb")) if dupes_file is not None else None
         total = sum(_size_of(p) for p, _ in paths) or None
@@ -1159,11 +1283,13 @@ def dedup(
                     f"interrupted after {report.read:,} documents; {out_path} holds the documents kept so far", 130
                 ) from None
         sink.flush()
+    _print_reader_notes(reader)
     for skip in reader.skipped[:SHOWN_SKIPS]:
         warn("skipped", skip.where, ": ", skip.reason)
     share = report.dropped / report.read if report.read else 0.0
     say(
-        f"{_count(report.read, 'document')}: {report.kept:,} kept, {report.dropped:,} dropped ({share:.1%}) at k={k}"
+        f"{_count(report.read, 'document')}: {report.kept:,} kept, {report.dropped:,} dropped ({share:.1%}) "
+        + _dedup_rule(deduplicator)
         + (f" against {report.against:,} indexed" if against is not None else "")
         + f", {reader.skip_count:,} skipped; {report.seconds:.1f} s "
         f"(fingerprints {report.fingerprint_seconds:.1f} s, search {report.search_seconds:.1f} s, "
@@ -1174,6 +1300,15 @@ def dedup(
         raise fail(f"nothing read: {_count(reader.skip_count, 'input was', 'inputs were')} skipped (see above)")
     if any(skip.named for skip in reader.skipped):
         raise typer.Exit(1)
+
+
+def _dedup_rule(deduplicator: Deduplicator) -> str:
+    report = deduplicator.report
+    if not deduplicator.check:
+        return f"within k={deduplicator.k} (distance alone)"
+    found = "sketch LSH candidates" if deduplicator.by_sketch else f"candidates within k={deduplicator.k}"
+    rule = f"by {found} with estimated Jaccard >= {deduplicator.threshold:g}"
+    return rule + (f" ({report.by_distance:,} by distance alone)" if report.by_distance else "")
 
 
 @app.command("spark-dedup")
@@ -1189,7 +1324,15 @@ def spark_dedup(
         Path,
         typer.Option("--out", "-o", help="Output folder: Parquet tables, manifest.json, shards.", show_default=False),
     ],
-    k: Annotated[int, typer.Option("--k", "-k", help="Largest Hamming distance of a pair (0-10).")] = 3,
+    k: Annotated[
+        Optional[int],
+        typer.Option(
+            "--k", "-k",
+            help="With --confirm: pairs within this distance (0-10) instead of the sketches' LSH tables; with "
+            f"--no-confirm: the largest distance of a pair. \\[default: {RECOMMENDED_K} with --no-confirm]",
+            show_default=False,
+        ),
+    ] = None,
     id_field: Annotated[str, typer.Option("--id-field", help="Column holding the document id.")] = "id",
     text_field: Annotated[str, typer.Option("--text-field", help="Column holding the text.")] = "text",
     id_col: Annotated[Optional[str], typer.Option("--id-col", hidden=True, help="Old name of --id-field.")] = None,
@@ -1223,7 +1366,7 @@ def spark_dedup(
     ] = False,
     against: Annotated[
         Optional[Path],
-        typer.Option("--against", help="An earlier run's --out: drop documents within k of it first."),
+        typer.Option("--against", help="An earlier run's --out: drop near-duplicates of its kept documents first."),
     ] = None,
     sqlite_shards: Annotated[
         int, typer.Option("--sqlite-shards", help="Also write this many SQLite index files (simq opens each).")
@@ -1237,8 +1380,23 @@ def spark_dedup(
     weights: WeightsOption = None,
     hmm: HmmOption = None,
     overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace an earlier output in --out.")] = False,
+    confirm: Annotated[
+        bool,
+        typer.Option(
+            "--confirm/--no-confirm",
+            help="Pair two documents only if the Jaccard estimated from their sketches reaches --jaccard (as simq "
+            "dedup); --no-confirm: by distance alone.",
+        ),
+    ] = True,
+    jaccard: JaccardOption = DEFAULT_THRESHOLD,
+    conf: Annotated[
+        Optional[list[str]],
+        typer.Option("--conf", help="A Spark setting KEY=VALUE (repeatable), e.g. spark.sql.shuffle.partitions=64."),
+    ] = None,
 ) -> None:
-    """Fingerprints, near-duplicate pairs, clusters and the kept documents of a corpus, on Apache Spark."""
+    """The kept documents of a corpus on Apache Spark, with its fingerprints, checked pairs and clusters.
+
+    The same kept set as simq dedup on the same input (keep-first in input order, or by --keep-by)."""
     id_col, text_col = id_col or id_field, text_col or text_field
     input_format = input_format or old_input_format
     try:
@@ -1247,10 +1405,17 @@ def spark_dedup(
         raise InvalidInput(str(exc)) from None
     requested = {"features": features, "ngram": ngram, "weights": weights, "hmm": hmm}
     settings = FingerprintSettings(**{name: v for name, v in requested.items() if v is not None})
-    spark = spark_job.session(master or _default_master())
+    settings_given = {}
+    for item in conf or []:
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():
+            raise InvalidInput(f"--conf takes KEY=VALUE, not {item!r}")
+        settings_given[name.strip()] = value
+    spark = spark_job.session(master or _default_master(), **settings_given)
     try:
         report = spark_job.run_dedup(
-            spark, input_path, str(out_dir), settings=settings, k=k, blocks=blocks, id_col=id_col, text_col=text_col,
+            spark, input_path, str(out_dir), settings=settings, k=k, check=confirm, threshold=jaccard, blocks=blocks,
+            id_col=id_col, text_col=text_col,
             fmt=input_format, keep_by=keep_by, descending=descending,
             against=None if against is None else str(against), sqlite_shards=sqlite_shards, overwrite=overwrite,
         )
@@ -1259,12 +1424,12 @@ def spark_dedup(
     rows = {
         "documents": report.documents,
         "without features": report.without_features,
-        "distinct fingerprints": report.distinct_fingerprints,
-        f"pairs within {k}": report.pairs,
-        "clusters (= kept)": report.kept,
+        "pairs (checked)" if confirm else f"pairs within {candidate_k(k, False)}": report.pairs,
+        "clusters": report.clusters,
+        "kept": report.kept,
     }
     if report.matched_existing is not None:
-        rows[f"within {k} of {against}"] = report.matched_existing
+        rows[f"paired with {against}"] = report.matched_existing
     if report.shards:
         rows["sqlite shards"] = len(report.shards)
     rows["seconds"] = round(report.seconds, 1)

@@ -16,7 +16,7 @@ from .errors import InvalidInput
 from .fingerprint import check_k
 from .index_arrays import load_fingerprints
 from .pairs import CHUNK, Progress, as_unsigned, distinct_pairs, fold
-from .storage import write_transaction
+from .storage import read_only, write_transaction
 
 if TYPE_CHECKING:
     from .confirm import ConfirmReport
@@ -79,6 +79,7 @@ class ClusterReport:
     clustered: int  # documents in clusters of two or more
     largest: int
     check: ConfirmReport | None = None  # how the pairs were checked (None: distance alone)
+    saved: bool = True  # written to the file; False: the index is read-only, kept in a TEMP table
 
     @property
     def duplicates(self) -> int:
@@ -163,7 +164,12 @@ def cluster_index(
     slots = np.searchsorted(ids, labels)
     sizes = np.bincount(slots, minlength=len(ids))[slots]
     reps = _representatives(ids, labels, lengths, representative)
-    with write_transaction(conn):
+    # A read-only index (another user's, a read-only folder) is clustered all the same: the result goes
+    # to a TEMP table of this connection, which shadows the file's for read_clusters().
+    saved = not read_only(conn)
+    with write_transaction(conn) if saved else conn:
+        if not saved:
+            conn.execute("CREATE TEMP TABLE IF NOT EXISTS clusters AS SELECT * FROM main.clusters WHERE 0")
         conn.execute("DELETE FROM clusters")
         columns = (ids, labels, sizes, reps)
         for lo in range(0, len(ids), INSERT_BATCH):
@@ -171,11 +177,16 @@ def cluster_index(
                 "INSERT INTO clusters (id, cluster, size, representative) VALUES (?, ?, ?, ?)",
                 zip(*(c[lo : lo + INSERT_BATCH].tolist() for c in columns)),
             )
-        info = {"k": k, "jaccard": threshold, "representative": representative, "documents": len(ids), "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-        conn.execute(
-            "INSERT INTO simhash_meta (key, value) VALUES ('clusters', ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-            (json.dumps(info),),
-        )
+        info = {
+            "k": k, "jaccard": threshold, "representative": representative, "documents": len(ids),
+            "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        }
+        if saved:
+            conn.execute(
+                "INSERT INTO simhash_meta (key, value) VALUES ('clusters', ?) "
+                "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                (json.dumps(info),),
+            )
     heads = ids == labels
     return ClusterReport(
         k=k,
@@ -184,6 +195,7 @@ def cluster_index(
         clusters=int(heads.sum()),
         clustered=int((sizes > 1).sum()),
         largest=int(sizes.max()) if len(sizes) else 0,
+        saved=saved,
     )
 
 
@@ -195,6 +207,9 @@ def clustering_info(conn: apsw.Connection) -> dict | None:
 
 def read_clusters(conn: apsw.Connection, min_size: int = 2) -> Iterator[Cluster]:
     """The clusters of at least min_size documents from the clusters table, in cluster id order, streamed."""
+    if isinstance(min_size, bool) or not isinstance(min_size, int):
+        raise InvalidInput(f"min_size must be a whole number, not {min_size!r}")
+    min_size = max(-1, min(min_size, 1 << 62))  # beyond any cluster's size (SQLite integers are 64-bit)
     rows = conn.execute(
         """SELECT c.cluster, c.size, r.key, d.key FROM clusters c
            JOIN documents d ON d.id = c.id JOIN documents r ON r.id = c.representative

@@ -1,16 +1,23 @@
-"""Keep-first deduplication of a stream: each document is kept unless it is within k of a document
-kept before it (or of one in an existing index), in input order.
+"""Keep-first deduplication of a stream, checked: each document is kept unless an earlier kept document
+(or one in an existing index) is a near-duplicate of it, in input order.
 
-Fingerprints are made on every core as in add() (parallel.FingerprintJob): the next batch's are under
-way in the pool while this process decides the current one, so the sequential decisions overlap the
-fingerprinting. The decisions depend only on the fingerprints and the order, so the output is the same
-for any number of processes.
+A near-duplicate is what `simq dupes` finds (confirm.DuplicatePairs): by default a candidate that shares
+a window of the sketch's LSH tables (sketch_pairs.py) and whose estimated 5-shingle Jaccard reaches the
+threshold ("estimated"), here plus a small margin (DROP_MARGIN): a drop cannot be undone. The texts are
+in hand as they stream, but only the sketch (120 bytes), the fingerprint and the LSH codes of each kept
+document are kept, so memory grows with the kept documents (768 bytes each), not with their text. An
+indexed document without a sketch (an index made before sketches whose texts are gone) is judged by
+distance, within min(k, RECOMMENDED_K) ("distance"). With an explicit k the candidates are the kept
+documents within k, checked the same way; without the check, within k (RECOMMENDED_K by default) by
+distance alone, as before sketches.
 
-The kept fingerprints live in memory in an exact multi-index for any k (KeptSet): sorted runs, each
-with the Manku tables of pairs.py, merged like a binary counter so there are O(log n) runs and every
-fingerprint is re-sorted O(log n) times. Documents are fingerprinted and checked a batch at a time:
-the batch against the kept runs with numpy searchsorted, then within the batch (near_pairs), then a
-short sequential pass decides keep or drop in input order.
+Kept sketches live in sorted runs (KeptSketches), kept fingerprints in an exact multi-index (KeptSet):
+runs merged like a binary counter, so O(log n) runs. Documents are fingerprinted and sketched a batch at
+a time (one pass over their shingles), the batch is searched against the kept runs and within itself,
+then a short sequential pass decides keep or drop in input order: a document is dropped for its best
+kept partner (highest estimate, then the earliest; for distance, the closest). The decisions do not
+depend on where batches end, and the pair rule is symmetric, so the kept set is the greedy one over the
+pairs in input order: the same as spark.py's on the same input.
 """
 
 from __future__ import annotations
@@ -23,16 +30,28 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .block_tables import choose_tables
+from .confirm import DEFAULT_THRESHOLD, candidate_k, check_threshold, fallback_k, load_arrays
 from .errors import SettingsMismatch
-from .fingerprint import check_k, to_hex
+from .fingerprint import check_k, simhash_and_sketch_many, simhash_many, to_hex
 from .index import Document, SimhashIndex
-from .index_arrays import keys_of, load_fingerprints
+from .index_arrays import keys_of
 from .pairs import CHUNK, near_pairs, sorted_by
-from .parallel import FingerprintJob
-from .settings import FingerprintSettings
+from .settings import CONFIRM_K, FingerprintSettings
+from .sketch import DEFAULT_SCHEME, SketchScheme, as_rows, estimate_many
+from .sketch_pairs import WINDOW_BITS, WINDOW_STEP, sketch_pairs, window_keys
 
 BATCH = 2000
+# A drop cannot be undone, and the estimate's standard deviation near 0.8 is about 0.02: a document is
+# dropped when the estimate reaches the threshold plus this margin (drop_cut). bench/dedup.py on the tuning
+# corpus (two seeds): at +0.00 recall 0.983-0.986 with 0.35-0.43% false drops (all at Jaccard 0.75-0.8),
+# at +0.01 recall 0.972-0.976 with 0.22-0.24%, at +0.02 recall 0.957-0.962 with 0.07-0.13%.
+DROP_MARGIN = 0.01
 NO_MATCH = np.iinfo(np.int64).max
+
+
+def drop_cut(threshold: float) -> float:
+    """The least estimated Jaccard for which a document is dropped (see DROP_MARGIN)."""
+    return min(1.0, check_threshold(threshold) + DROP_MARGIN)
 
 
 class _Run:
@@ -90,39 +109,141 @@ class KeptSet:
                 _Run(np.concatenate((older.values, newer.values)), np.concatenate((older.labels, newer.labels)), self.k)
             )
 
+    def within(self, queries: np.ndarray) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """Every (query number, label, distance) with the kept fingerprint within k, in chunks."""
+        for run in self.runs:
+            for q, position in run.candidates(queries):
+                d = np.bitwise_count(queries[q] ^ run.values[position]).astype(np.int64)
+                close = d <= self.k
+                if close.any():
+                    yield q[close], run.labels[position[close]], d[close]
+
     def closest(self, queries: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """For each query, (label, distance) of the closest kept fingerprint within k, ties to the
         lowest label; distance k + 1 (and label NO_MATCH) when there is none."""
         best_distance = np.full(len(queries), self.k + 1, dtype=np.int64)
         best_label = np.full(len(queries), NO_MATCH, dtype=np.int64)
-        for run in self.runs:
-            for q, position in run.candidates(queries):
-                d = np.bitwise_count(queries[q] ^ run.values[position]).astype(np.int64)
-                close = d <= self.k
-                q, d, label = q[close], d[close], run.labels[position[close]]
-                if len(q) == 0:
-                    continue
-                # Best per query in this chunk: sort by (query, distance, label), take the first.
-                order = np.lexsort((label, d, q))
-                q, d, label = q[order], d[order], label[order]
-                first = np.concatenate(([True], q[1:] != q[:-1]))
-                q, d, label = q[first], d[first], label[first]
-                better = (d < best_distance[q]) | ((d == best_distance[q]) & (label < best_label[q]))
-                best_distance[q[better]] = d[better]
-                best_label[q[better]] = label[better]
+        for q, label, d in self.within(queries):
+            # Best per query in this chunk: sort by (query, distance, label), take the first.
+            order = np.lexsort((label, d, q))
+            q, d, label = q[order], d[order], label[order]
+            first = np.concatenate(([True], q[1:] != q[:-1]))
+            q, d, label = q[first], d[first], label[first]
+            better = (d < best_distance[q]) | ((d == best_distance[q]) & (label < best_label[q]))
+            best_distance[q[better]] = d[better]
+            best_label[q[better]] = label[better]
         return best_label, best_distance
+
+
+# -- kept sketches -----------------------------------------------------------------------------------
+
+_U64 = np.uint64
+_POSITION_BITS = 32  # a run holds fewer than 2**32 sketches
+ESTIMATE_CHUNK = 1 << 16  # candidate pairs estimated at once (their two rows gathered: 240 bytes each)
+
+
+def window_codes(rows: np.ndarray, scheme: SketchScheme = DEFAULT_SCHEME) -> np.ndarray:
+    """(n, windows) codes window number << WINDOW_BITS | key: the keys of sketch_pairs's LSH tables, so
+    two rows share a code exactly when sketch_pairs would make them candidates."""
+    n, nbytes = rows.shape
+    padded = np.zeros((n, -(-nbytes // 8) * 8), dtype=np.uint8)
+    padded[:, :nbytes] = rows
+    words = np.ascontiguousarray(padded.view("<u8").T)
+    starts = range(0, scheme.nbytes * 8 - WINDOW_BITS + 1, WINDOW_STEP)
+    codes = np.empty((n, len(starts)), dtype=_U64)
+    for w, start in enumerate(starts):
+        codes[:, w] = window_keys(words, start, WINDOW_BITS) | _U64(w << WINDOW_BITS)
+    return codes
+
+
+class _SketchRun:
+    """Kept sketches with their labels and one sorted array of code << 32 | position."""
+
+    def __init__(self, rows: np.ndarray, labels: np.ndarray, codes: np.ndarray) -> None:
+        self.rows, self.labels, self.codes = rows, labels, codes
+
+    @classmethod
+    def of(cls, rows: np.ndarray, labels: np.ndarray, scheme: SketchScheme) -> _SketchRun:
+        codes = window_codes(rows, scheme) << _U64(_POSITION_BITS)
+        codes |= np.arange(len(rows), dtype=_U64)[:, None]
+        codes = codes.ravel()
+        codes.sort()
+        return cls(rows, labels, codes)
+
+    @classmethod
+    def merged(cls, older: _SketchRun, newer: _SketchRun) -> _SketchRun:
+        codes = np.concatenate((older.codes, newer.codes + _U64(len(older.rows))))
+        codes.sort(kind="stable")  # two sorted runs: timsort merges them in linear time
+        return cls(np.concatenate((older.rows, newer.rows)), np.concatenate((older.labels, newer.labels)), codes)
+
+    def candidates(self, codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(query number, run position) for every query code (shape (queries, windows)) found here,
+        each pair once."""
+        wanted = codes.ravel() << _U64(_POSITION_BITS)
+        lo = np.searchsorted(self.codes, wanted, side="left")
+        count = np.searchsorted(self.codes, wanted | _U64((1 << _POSITION_BITS) - 1), side="right") - lo
+        hits = np.flatnonzero(count)
+        if len(hits) == 0:
+            return np.empty(0, np.int64), np.empty(0, np.int64)
+        count, lo = count[hits], lo[hits]
+        q = np.repeat(hits // codes.shape[1], count)
+        step = np.arange(len(q), dtype=np.int64) - np.repeat(np.cumsum(count) - count, count)
+        position = (self.codes[np.repeat(lo, count) + step] & _U64((1 << _POSITION_BITS) - 1)).astype(np.int64)
+        pair = np.unique(q * len(self.rows) + position)  # a pair sharing several windows: once
+        return pair // len(self.rows), pair % len(self.rows)
+
+
+class KeptSketches:
+    """Sketches kept so far, each with an integer label; finds every kept one that shares an LSH window
+    with a query and whose estimated Jaccard with it reaches the threshold."""
+
+    def __init__(self, threshold: float = DEFAULT_THRESHOLD, scheme: SketchScheme = DEFAULT_SCHEME) -> None:
+        self.threshold, self.scheme = check_threshold(threshold), scheme
+        self.runs: list[_SketchRun] = []
+
+    def __len__(self) -> int:
+        return sum(len(run.rows) for run in self.runs)
+
+    @property
+    def nbytes(self) -> int:
+        return sum(run.rows.nbytes + run.labels.nbytes + run.codes.nbytes for run in self.runs)
+
+    def add(self, rows: np.ndarray, labels: np.ndarray) -> None:
+        if len(rows) == 0:
+            return
+        self.runs.append(_SketchRun.of(rows, labels, self.scheme))
+        while len(self.runs) > 1 and 2 * len(self.runs[-1].rows) >= len(self.runs[-2].rows):
+            newer, older = self.runs.pop(), self.runs.pop()
+            self.runs.append(_SketchRun.merged(older, newer))
+
+    def matches(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(query number, label, estimate) of every kept near-duplicate of each query row."""
+        out_q, out_label, out_estimate = [np.empty(0, np.int64)], [np.empty(0, np.int64)], [np.empty(0)]
+        if len(rows) and self.runs:
+            codes = window_codes(rows, self.scheme)
+            for run in self.runs:
+                q, position = run.candidates(codes)
+                for lo in range(0, len(q), ESTIMATE_CHUNK):
+                    qq, pp = q[lo : lo + ESTIMATE_CHUNK], position[lo : lo + ESTIMATE_CHUNK]
+                    estimate = estimate_many(rows[qq], run.rows[pp], self.scheme)
+                    keep = estimate >= self.threshold
+                    out_q.append(qq[keep]), out_label.append(run.labels[pp[keep]]), out_estimate.append(estimate[keep])
+        return np.concatenate(out_q), np.concatenate(out_label), np.concatenate(out_estimate)
 
 
 @dataclass(frozen=True)
 class Decision:
-    """What happened to one input document. duplicate_of is the key of the closest earlier kept
-    document (or indexed one, with --against) within k; None when kept."""
+    """What happened to one input document. duplicate_of is the key of the earlier kept document (or
+    indexed one, with --against) it duplicates, None when kept; jaccard and checked_by say how that was
+    judged ("estimated": the sketches' estimate; "distance": by distance alone; None: check turned off)."""
 
     document: Document
     raw: bytes | None  # the JSONL line it came from, passed through unchanged
     fingerprint: int | None
     duplicate_of: str | None = None
     distance: int | None = None
+    jaccard: float | None = None
+    checked_by: str | None = None
 
     @property
     def kept(self) -> bool:
@@ -140,6 +261,8 @@ class Decision:
             "key": self.document.key,
             "duplicate_of": self.duplicate_of,
             "distance": self.distance,
+            "jaccard": None if self.jaccard is None else round(self.jaccard, 4),
+            "checked_by": self.checked_by,
             "fingerprint": None if self.fingerprint is None else to_hex(self.fingerprint),
         }
         return json.dumps(record, ensure_ascii=False).encode("utf-8") + b"\n"
@@ -152,9 +275,12 @@ class DedupReport:
     dropped: int = 0
     without_features: int = 0  # kept: a text with no features matches nothing
     against: int = 0  # fingerprints loaded from the existing index
+    against_unsketched: int = 0  # of those, without a sketch: judged by distance
+    estimated: int = 0  # dropped by the sketches' estimate
+    by_distance: int = 0  # dropped by distance alone
     characters: int = 0
-    fingerprint_seconds: float = 0.0
-    search_seconds: float = 0.0
+    fingerprint_seconds: float = 0.0  # fingerprints and sketches
+    search_seconds: float = 0.0  # candidates, checks and decisions
     started: float = field(default_factory=time.perf_counter)
 
     @property
@@ -162,105 +288,133 @@ class DedupReport:
         return time.perf_counter() - self.started
 
 
+# An option for a document: (rank, score, label, distance, jaccard, how); the smallest wins. Estimated
+# matches first, the highest estimate, then the earliest label; then distance ones, closest first.
+_ESTIMATED, _BY_DISTANCE = 0, 1
+
+
 class Deduplicator:
-    """Keep-first filter. `against`: an index whose documents count as kept before the input (they
-    are never output); its fingerprint settings are used. Feed run() (Document, raw line or None)
-    pairs, e.g. from Reader.entries(); `report` counts as it goes."""
+    """Keep-first filter, checked unless check=False. `against`: an index whose documents count as kept
+    before the input (they are never output); its fingerprint settings are used. k: None for sketch
+    LSH candidates (any distance, the default), or the candidate radius; without the check the distance
+    (RECOMMENDED_K by default). Feed run() (Document, raw line or None) pairs, e.g. from
+    Reader.entries(); `report` counts as it goes."""
 
     def __init__(
         self,
-        k: int = 3,
+        k: int | None = None,
         settings: FingerprintSettings | None = None,
         *,
         against: SimhashIndex | None = None,
+        check: bool = True,
+        threshold: float = DEFAULT_THRESHOLD,
         batch_size: int = BATCH,
     ) -> None:
-        self.k = check_k(k)
         if against is not None and settings is not None and settings != against.settings:
             raise SettingsMismatch(
                 f"{against.path} was built with {against.settings.describe()}; fingerprints made with "
                 f"{settings.describe()} would never match it"
             )
         self.settings = against.settings if against is not None else settings or FingerprintSettings()
-        self.batch_size = batch_size
-        self.kept = KeptSet(self.k)
-        self.report = DedupReport()
+        self.check, self.threshold, self.batch_size = check, check_threshold(threshold), batch_size
+        self.cut = drop_cut(self.threshold)  # what an estimate must reach
+        self.by_sketch = check and k is None
+        self.k = candidate_k(k, check)  # the radius of fingerprint candidates
+        # Fingerprint candidates: all kept documents (explicit k, or no check), or, with sketch LSH, only
+        # indexed ones without a sketch, judged by distance within fallback_k.
+        self.prints = KeptSet(fallback_k(CONFIRM_K) if self.by_sketch else self.k)
+        self.sketches = KeptSketches(self.cut) if self.by_sketch else None
         self.keys: list[str] = []  # label -> key of documents kept from the input
+        self.kept_values = np.empty(1024, dtype=np.uint64)  # label -> fingerprint
+        self.kept_rows = np.empty((1024 if check and not self.by_sketch else 0, DEFAULT_SCHEME.nbytes), np.uint8)
+        self.kept_sketched = np.empty(len(self.kept_rows), dtype=bool)
+        self.report = DedupReport()
         self.against = against
         self.against_ids = np.empty(0, dtype=np.int64)
+        self.against_values = np.empty(0, dtype=np.uint64)
+        self.against_rows = np.empty((0, DEFAULT_SCHEME.nbytes), dtype=np.uint8)
+        self.against_sketched = np.empty(0, dtype=bool)
         if against is not None:
-            stored = load_fingerprints(against.conn)
-            self.against_ids = stored.ids
-            # Labels below zero are indexed documents: -1 - label is their position in against_ids.
-            self.kept.add(stored.values, -1 - np.arange(len(stored.ids), dtype=np.int64))
-            self.report.against = len(stored.ids)
+            self._load_against(against)
+
+    def _load_against(self, index: SimhashIndex) -> None:
+        ids, values, rows, present = load_arrays(index.conn)
+        if not self.check or index._meta().get("sketch") != DEFAULT_SCHEME.to_json():
+            present[:] = False  # no sketches, or of another kind: distance
+        self.against_ids, self.against_values = ids, values
+        self.against_rows, self.against_sketched = rows, present
+        labels = -1 - np.arange(len(ids), dtype=np.int64)  # below zero: -1 - label is the position in against_ids
+        if self.by_sketch:
+            self.sketches.add(rows[present], labels[present])
+            self.prints.add(values[~present], labels[~present])
+        else:
+            self.prints.add(values, labels)
+        self.report.against = len(ids)
+        self.report.against_unsketched = int((~present).sum()) if self.check else 0
 
     def run(self, entries: Iterable[tuple[Document, bytes | None]]) -> Iterator[Decision]:
-        # A pipeline of two batches, as in SimhashIndex.add(): the next batch is handed to the pool
-        # before this one is decided, and this process fingerprints the next batch's chunks while the
-        # workers finish this one's. Memory holds two batches, whatever the input's size.
-        pending: tuple[list[tuple[Document, bytes | None]], FingerprintJob] | None = None
         batch: list[tuple[Document, bytes | None]] = []
         for entry in entries:
             batch.append(entry)
             if len(batch) >= self.batch_size:
-                started = self._start(batch, pending is not None)
-                if pending is not None:
-                    yield from self._decide(pending[0], self._fingerprints(pending[1], started))
-                pending, batch = (batch, started), []
-        started = self._start(batch, pending is not None) if batch else None
-        if pending is not None:
-            yield from self._decide(pending[0], self._fingerprints(pending[1], started))
-        if started is not None:
-            yield from self._decide(batch, self._fingerprints(started, None))
+                yield from self._decide(batch)
+                batch = []
+        if batch:
+            yield from self._decide(batch)
 
-    def _start(self, batch: list[tuple[Document, bytes | None]], start_pool: bool) -> FingerprintJob:
-        """The batch's fingerprints, under way. The first batch does not start the pool (a short input
-        is done before a worker is ready), later ones use it when it pays (parallel.py)."""
-        return FingerprintJob([document.text for document, _ in batch], self.settings, start_pool=start_pool)
+    # -- one batch -------------------------------------------------------------------------------------
 
-    def _fingerprints(self, job: FingerprintJob, meanwhile: FingerprintJob | None) -> list[int | None]:
+    def _fingerprint(self, texts: list[str]) -> tuple[list[int | None], np.ndarray, np.ndarray]:
+        """Fingerprints, sketch rows and which texts have a sketch."""
+        if not self.check:
+            prints = simhash_many(texts, self.settings)
+            return prints, np.zeros((len(texts), 0), np.uint8), np.zeros(len(texts), bool)
+        prints, blobs = simhash_and_sketch_many(texts, self.settings)
+        rows, present = as_rows(blobs)
+        return prints, rows, present
+
+    def _decide(self, batch: list[tuple[Document, bytes | None]]) -> list[Decision]:
         started = time.perf_counter()
-        prints = job.result(meanwhile)
-        self.report.fingerprint_seconds += time.perf_counter() - started
-        return prints
-
-    def _decide(self, batch: list[tuple[Document, bytes | None]], prints: list[int | None]) -> list[Decision]:
-        """Keep or drop each document of the batch, in order; prints: their fingerprints."""
+        prints, rows, sketched = self._fingerprint([document.text for document, _ in batch])
         searching = time.perf_counter()
-        have = [i for i, fp in enumerate(prints) if fp is not None]
+        self.report.fingerprint_seconds += searching - started
+        have = [i for i, fp in enumerate(prints) if fp is not None]  # members: the batch's featured documents
         values = np.array([prints[i] for i in have], dtype=np.uint64)
-        label, distance = self.kept.closest(values) if len(values) else (np.empty(0, np.int64),) * 2
-        # Earlier batch members within k of each member: (earlier, distance) lists.
-        earlier: dict[int, list[tuple[int, int]]] = {}
-        for part in near_pairs(values, self.k):
-            for a, b, d in zip(part.left.tolist(), part.right.tolist(), part.distance.tolist()):
-                earlier.setdefault(b, []).append((d, a))
-        match: dict[int, tuple[int, int]] = {}  # member -> (distance, label) of what it duplicates
+        rows, sketched = rows[have], sketched[have]
+        options = self._options_among_kept(values, rows, sketched)
+        earlier = self._pairs_within_batch(values, rows, sketched)
+        match: dict[int, tuple] = {}  # member -> its winning option
         kept_labels: dict[int, int] = {}  # kept member -> its label
-        new_values, new_labels = [], []
+        new = []
         for j in range(len(have)):
-            options = [(int(distance[j]), int(label[j]))] if distance[j] <= self.k else []
-            options += [(d, kept_labels[a]) for d, a in earlier.get(j, ()) if a in kept_labels]
-            if options:
-                # Closest first; on a tie the earlier label (indexed documents are the earliest).
-                match[j] = min(options)
+            mine = options.get(j, [])
+            for rank, score, a, d, e, how in earlier.get(j, ()):
+                if a in kept_labels:
+                    mine.append((rank, score, kept_labels[a], d, e, how))
+            if mine:
+                match[j] = min(mine)
             else:
-                kept_labels[j] = len(self.keys)
-                self.keys.append(batch[have[j]][0].key)
-                new_values.append(values[j])
-                new_labels.append(kept_labels[j])
-        self.kept.add(np.array(new_values, dtype=np.uint64), np.array(new_labels, dtype=np.int64))
-        names = self._indexed_keys([lab for _, lab in match.values() if lab < 0])
+                kept_labels[j] = self._keep(batch[have[j]][0].key, values[j], rows[j], sketched[j])
+                new.append(j)
+        new = np.array(new, dtype=np.int64)
+        labels = np.array([kept_labels[j] for j in new.tolist()], dtype=np.int64)
+        if self.by_sketch:
+            self.sketches.add(rows[new][sketched[new]], labels[sketched[new]])
+        else:
+            self.prints.add(values[new], labels)
+        names = self._indexed_keys([option[2] for option in match.values() if option[2] < 0])
         self.report.search_seconds += time.perf_counter() - searching
         position = {i: j for j, i in enumerate(have)}
         out = []
         for i, ((document, raw), fp) in enumerate(zip(batch, prints)):
             j = position.get(i)
             if j is not None and j in match:
-                d, lab = match[j]
-                out.append(Decision(document, raw, fp, names[lab] if lab < 0 else self.keys[lab], d))
+                rank, _, label, d, e, how = match[j]
+                key = names[label] if label < 0 else self.keys[label]
+                out.append(Decision(document, raw, fp, key, d, e, how))
                 self.report.dropped += 1
+                self.report.estimated += how == "estimated"
+                self.report.by_distance += how == "distance"
             else:
                 out.append(Decision(document, raw, fp))
                 self.report.kept += 1
@@ -268,6 +422,93 @@ class Deduplicator:
             self.report.characters += len(document.text)
         self.report.read += len(batch)
         return out
+
+    def _keep(self, key: str, value: np.uint64, row: np.ndarray | None, sketched: bool) -> int:
+        label = len(self.keys)
+        self.keys.append(key)
+        if label == len(self.kept_values):  # grow by doubling: amortized constant
+            self.kept_values = np.concatenate((self.kept_values, np.empty_like(self.kept_values)))
+        self.kept_values[label] = value
+        if len(self.kept_rows):
+            if label == len(self.kept_rows):
+                self.kept_rows = np.concatenate((self.kept_rows, np.empty_like(self.kept_rows)))
+                self.kept_sketched = np.concatenate((self.kept_sketched, np.empty_like(self.kept_sketched)))
+            self.kept_rows[label], self.kept_sketched[label] = row, sketched
+        return label
+
+    def _value_of(self, labels: np.ndarray) -> np.ndarray:
+        out = np.empty(len(labels), dtype=np.uint64)
+        mine = labels >= 0
+        out[mine] = self.kept_values[labels[mine]]
+        out[~mine] = self.against_values[-1 - labels[~mine]]
+        return out
+
+    def _rows_of(self, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        rows = np.zeros((len(labels), DEFAULT_SCHEME.nbytes), dtype=np.uint8)
+        present = np.zeros(len(labels), dtype=bool)
+        mine = labels >= 0
+        rows[mine], present[mine] = self.kept_rows[labels[mine]], self.kept_sketched[labels[mine]]
+        if (~mine).any():
+            theirs = -1 - labels[~mine]
+            rows[~mine], present[~mine] = self.against_rows[theirs], self.against_sketched[theirs]
+        return rows, present
+
+    def _judge(self, q, label, d, rows, sketched, other_rows, other_sketched) -> Iterator[tuple[int, tuple]]:
+        """Candidates within k: (query, option) for those kept by the check (or, without it, all)."""
+        if not self.check:
+            for j, a, dist in zip(q.tolist(), label.tolist(), d.tolist()):
+                yield j, (_BY_DISTANCE, dist, a, dist, None, None)
+            return
+        both = sketched[q] & other_sketched
+        estimate = np.full(len(q), np.nan)
+        if both.any():
+            estimate[both] = estimate_many(rows[q[both]], other_rows[both])
+        limit = fallback_k(self.k)
+        for j, a, dist, e, est in zip(q.tolist(), label.tolist(), d.tolist(), estimate.tolist(), both.tolist()):
+            if est:
+                if e >= self.cut:
+                    yield j, (_ESTIMATED, -e, a, dist, e, "estimated")
+            elif dist <= limit:
+                yield j, (_BY_DISTANCE, dist, a, dist, None, "distance")
+
+    def _options_among_kept(self, values, rows, sketched) -> dict[int, list[tuple]]:
+        options: dict[int, list[tuple]] = {}
+        if not len(values):
+            return options
+        if self.by_sketch:
+            q, label, estimate = self.sketches.matches(rows[sketched])
+            q = np.flatnonzero(sketched)[q]
+            d = np.bitwise_count(values[q] ^ self._value_of(label)).astype(np.int64)
+            for j, a, dist, e in zip(q.tolist(), label.tolist(), d.tolist(), estimate.tolist()):
+                options.setdefault(j, []).append((_ESTIMATED, -e, a, dist, e, "estimated"))
+            for q, label, d in self.prints.within(values):  # indexed documents without a sketch
+                for j, a, dist in zip(q.tolist(), label.tolist(), d.tolist()):
+                    options.setdefault(j, []).append((_BY_DISTANCE, dist, a, dist, None, "distance"))
+            return options
+        for q, label, d in self.prints.within(values):
+            other_rows, other_sketched = self._rows_of(label) if self.check else (None, None)
+            for j, option in self._judge(q, label, d, rows, sketched, other_rows, other_sketched):
+                options.setdefault(j, []).append(option)
+        return options
+
+    def _pairs_within_batch(self, values, rows, sketched) -> dict[int, list[tuple]]:
+        """Each member's near-duplicates earlier in the batch: member -> options whose label is the
+        earlier member's number (replaced by its label if it is kept)."""
+        earlier: dict[int, list[tuple]] = {}
+        if self.by_sketch:
+            members = np.flatnonzero(sketched)
+            for part in sketch_pairs(rows[members], self.cut):
+                a, b = members[part.left], members[part.right]
+                d = np.bitwise_count(values[a] ^ values[b]).astype(np.int64)
+                for x, y, dist, e in zip(a.tolist(), b.tolist(), d.tolist(), part.estimate.tolist()):
+                    earlier.setdefault(y, []).append((_ESTIMATED, -e, x, dist, e, "estimated"))
+            return earlier
+        for part in near_pairs(values, self.k):
+            a, b = part.left, part.right  # a < b: the option names the earlier member
+            other_rows, other_sketched = (rows[a], sketched[a]) if self.check else (None, None)
+            for y, option in self._judge(b, a, part.distance, rows, sketched, other_rows, other_sketched):
+                earlier.setdefault(y, []).append(option)
+        return earlier
 
     def _indexed_keys(self, labels: list[int]) -> dict[int, str]:
         if not labels:
@@ -279,11 +520,13 @@ class Deduplicator:
 
 def dedup(
     entries: Iterable[tuple[Document, bytes | None]] | Iterable[Document],
-    k: int = 3,
+    k: int | None = None,
     settings: FingerprintSettings | None = None,
     *,
     against: SimhashIndex | None = None,
+    check: bool = True,
+    threshold: float = DEFAULT_THRESHOLD,
 ) -> Iterator[Decision]:
     """Keep-first deduplication of documents (or (document, raw line) pairs) in their order."""
     pairs = ((e, None) if isinstance(e, Document) else e for e in entries)
-    return Deduplicator(k, settings, against=against).run(pairs)
+    return Deduplicator(k, settings, against=against, check=check, threshold=threshold).run(pairs)

@@ -31,3 +31,7 @@ class MissingExtra(SimhashError):
 
 class InvalidInput(SimhashError):
     """An argument or a document that cannot be used (bad k, bad hex, no features...)."""
+
+
+class DamagedIndex(SimhashError):
+    """The index file fails SQLite's quick check: writing to it would spread the damage."""

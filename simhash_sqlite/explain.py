@@ -9,14 +9,15 @@ import os
 from collections import Counter
 from dataclasses import dataclass
 
+from . import indexed_text
 from .confirm import DEFAULT_THRESHOLD, keeps
 from .errors import InvalidInput
 from .features import WORD, feature_weights, normalize, words
 from .fingerprint import hamming, simhash
 from .index import SimhashIndex
+from .indexed_text import stored_text
 from .settings import CONFIRM_K, RECOMMENDED_K, SHORT_TEXT, FingerprintSettings  # SHORT_TEXT: measured
 from .shingles import jaccard
-from .indexed_text import stored_text
 
 DIFF_LINES = 40
 
@@ -88,6 +89,12 @@ def _side(index: SimhashIndex, ref: str) -> Side:
     stored = index.get(ref)
     if stored is not None:
         return Side(ref, stored.fingerprint, stored_text(index, ref))
+    if os.path.isfile(ref) and os.path.getsize(ref) > indexed_text.READ_WHOLE_BYTES:
+        # Too large to read whole: fingerprinted in pieces; no features, Jaccard or diff to show.
+        from .sources import read_one
+
+        document = read_one(ref, index.settings)
+        return Side(ref, document.fingerprint, None)
     if os.path.isfile(ref):
         with open(ref, "rb") as f:
             try:

@@ -14,7 +14,7 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 
 from .errors import InvalidInput
-from .features import batch_features
+from .features import batch_features, units, units_features
 from .settings import FingerprintSettings
 
 MASK64 = (1 << 64) - 1
@@ -47,6 +47,33 @@ def simhash_many(texts: Sequence[str], settings: FingerprintSettings = Fingerpri
         docs, hashes, weights = batch_features(chunk, settings)
         out.extend(simhash_of_batch(docs, hashes, weights, len(chunk)))
     return out
+
+
+def simhash_and_sketch_many(
+    texts: Sequence[str], settings: FingerprintSettings | None = None, scheme=None
+) -> tuple[list[int | None], list[bytes | None]]:
+    """simhash_many() and each text's sketch (sketch.sketch(), None without a letter or digit). With
+    character 5-gram fingerprints (the default) both come from one pass over the shingle hashes.
+    scheme: a sketch.SketchScheme (None: the default)."""
+    # Imported here: sketch -> shingles -> pairs -> fingerprint would be circular at import time.
+    from .sketch import DEFAULT_SCHEME, shares_features, sketch_hashes, sketch_many
+
+    settings = FingerprintSettings() if settings is None else settings
+    scheme = DEFAULT_SCHEME if scheme is None else scheme
+    if not shares_features(settings):
+        rows, present = sketch_many(texts, scheme)
+        return simhash_many(texts, settings), _blobs(rows, present)
+    fingerprints: list[int | None] = []
+    sketches: list[bytes | None] = []
+    for chunk in _chunks(texts):
+        docs, hashes, weights = units_features([units(text, settings) for text in chunk], settings)
+        fingerprints.extend(simhash_of_batch(docs, hashes, weights, len(chunk)))
+        sketches.extend(_blobs(*sketch_hashes(docs, hashes, len(chunk), scheme)))
+    return fingerprints, sketches
+
+
+def _blobs(rows: np.ndarray, present: np.ndarray) -> list[bytes | None]:
+    return [row.tobytes() if there else None for row, there in zip(rows, present.tolist())]
 
 
 def _chunks(texts: Sequence[str]) -> Iterator[list[str]]:

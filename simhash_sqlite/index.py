@@ -19,11 +19,12 @@ from .confirm import DEFAULT_THRESHOLD, DuplicatePairs, ShingleCache, candidate_
 from .errors import IndexNotFound, InvalidInput
 from .fingerprint import BLOCKS, blocks, simhash, to_signed, to_unsigned
 from .features import jieba_version
-from .indexed_text import content_hash
+from .indexed_text import content_hash, text_of
 from .pairs import Progress
 from .parallel import FingerprintJob
 from .search import Match, Plan, Searcher, SearchResult, forced_plan, near_sql, probe_cost_ns
 from .settings import SHORT_TEXT, FingerprintSettings
+from .sketch import DEFAULT_SCHEME, sketch_many
 from .sqlfunctions import register_functions
 from .vtable import register_near_table
 from .storage import connect, retry_busy, write_transaction
@@ -31,6 +32,7 @@ from .storage import connect, retry_busy, write_transaction
 DEFAULT_BATCH_SIZE = 1000
 KEPT_KEYS = 1000  # AddReport lists at most this many keys; its counts cover all
 FINGERPRINT_BATCH_SIZE = 1_000_000
+SKETCH_UPGRADE_BATCH = 1000  # documents read and sketched at a time when an older index is upgraded
 # Page cache (MiB) while loading fingerprints; SQLite's default is 2 MiB (see BENCHMARKS.md, issue 3).
 BULK_CACHE_MIB = 3072
 
@@ -51,6 +53,7 @@ class FingerprintedDocument:
     fingerprint: int | None  # unsigned, made with the index's settings; None: no features
     length: int
     content_hash: bytes
+    sketch: bytes | None = None  # sketch.sketch() of the text, when the reader made one
 
 
 @dataclass(frozen=True)
@@ -119,6 +122,14 @@ def _length(doc: Document | FingerprintedDocument) -> int:
     return doc.length if isinstance(doc, FingerprintedDocument) else len(doc.text)
 
 
+MAX_BATCH_SIZE = 100_000_000  # far past any useful batch, and below what islice() can take
+
+
+def check_batch_size(batch_size) -> None:
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or not 1 <= batch_size <= MAX_BATCH_SIZE:
+        raise InvalidInput(f"batch_size must be a whole number from 1 to {MAX_BATCH_SIZE:,}, not {batch_size!r}")
+
+
 def _check_keys(keys: Iterable[str]) -> None:
     """Keys with NUL characters are refused: carray and SQLite's C-string functions cut them there."""
     for key in keys:
@@ -127,12 +138,12 @@ def _check_keys(keys: Iterable[str]) -> None:
 
 
 _UPSERT = """
-INSERT INTO documents (key, fingerprint, b0, b1, b2, b3, length, content_hash, text)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+INSERT INTO documents (key, fingerprint, b0, b1, b2, b3, length, content_hash, text, sketch)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (key) DO UPDATE SET
     fingerprint = excluded.fingerprint, b0 = excluded.b0, b1 = excluded.b1, b2 = excluded.b2,
     b3 = excluded.b3, length = excluded.length, content_hash = excluded.content_hash,
-    text = excluded.text, added_at = excluded.added_at
+    text = excluded.text, added_at = excluded.added_at, sketch = excluded.sketch
 """
 
 
@@ -140,7 +151,7 @@ _UPSERT_FINGERPRINT = """
 INSERT INTO documents (key, fingerprint, b0, b1, b2, b3) VALUES (?, ?, ?, ?, ?, ?)
 ON CONFLICT (key) DO UPDATE SET
     fingerprint = excluded.fingerprint, b0 = excluded.b0, b1 = excluded.b1, b2 = excluded.b2,
-    b3 = excluded.b3, length = NULL, content_hash = NULL, text = NULL, added_at = excluded.added_at
+    b3 = excluded.b3, length = NULL, content_hash = NULL, text = NULL, added_at = excluded.added_at, sketch = NULL
 """
 
 # The indexes a bulk load of an empty index drops and builds again (not the UNIQUE key index).
@@ -213,10 +224,14 @@ class SimhashIndex:
         if readonly and create:
             raise InvalidInput("an index opened read-only cannot be created")
         self.path = os.fspath(path)
+        requested = {"features": features, "ngram": ngram, "weights": weights, "hmm": hmm}
+        if create:  # settings a new index could not record are refused before a file is made
+            FingerprintSettings(**{name: value for name, value in requested.items() if value is not None})
         self.conn = connect(self.path, create=create, readonly=readonly)
         try:
-            requested = {"features": features, "ngram": ngram, "weights": weights, "hmm": hmm}
             self.settings, self.store_text = self._settings(requested, store_text, create)
+            # (sketched, out of reach) when this open sketched an index made before sketches, else None.
+            self.sketch_upgrade = self._sketch_older_documents()
             register_functions(self.conn, self.settings)
             register_near_table(self.conn, self)
             self._searcher = Searcher(self.conn)  # keeps scan arrays and block counts between queries
@@ -233,6 +248,7 @@ class SimhashIndex:
             # A new index: record its settings once (another process may be doing the same).
             settings = FingerprintSettings(**{k: v for k, v in requested.items() if v is not None})
             rows = {
+                "sketch": DEFAULT_SCHEME.to_json(),
                 "fingerprint": settings.to_json(),
                 "store_text": "1" if store_text else "0",
                 "created_with": f"simhash-sqlite {__version__}",
@@ -252,6 +268,42 @@ class SimhashIndex:
                 f"store_text={store_text} does not match"
             )
         return settings, stored
+
+    def _sketch_older_documents(self) -> tuple[int, int] | None:
+        """An index made before sketches (simhash_meta has no 'sketch'): sketch its documents where
+        their texts can be reached (stored, or the unchanged file at the key's path), once. Returns
+        (sketched, out of reach), or None when there was nothing to do or the file is read-only. The
+        documents out of reach keep a NULL sketch: their pairs are judged by distance."""
+        if "sketch" in self._meta() or self.conn.readonly("main"):
+            return None
+        sketched = out_of_reach = 0
+        with write_transaction(self.conn):
+            if "sketch" in self._meta():  # another process did it while we waited for the lock
+                return None
+            last = -1
+            while True:
+                rows = self.conn.execute(
+                    "SELECT id, key, text, content_hash FROM documents WHERE id > ? AND fingerprint IS NOT NULL "
+                    "AND sketch IS NULL ORDER BY id LIMIT ?",
+                    (last, SKETCH_UPGRADE_BATCH),
+                ).fetchall()
+                if not rows:
+                    break
+                last = rows[-1][0]
+                texts = [(i, text_of(key, stored, digest)) for i, key, stored, digest in rows]
+                found = [(i, text) for i, text in texts if text is not None]
+                out_of_reach += len(rows) - len(found)
+                sketches, present = sketch_many([text for _, text in found])
+                self.conn.executemany(
+                    "UPDATE documents SET sketch = ? WHERE id = ?",
+                    [(row.tobytes(), i) for (i, _), row, there in zip(found, sketches, present.tolist()) if there],
+                )
+                sketched += int(present.sum())
+            self.conn.execute(
+                "INSERT INTO simhash_meta (key, value) VALUES ('sketch', ?) ON CONFLICT DO NOTHING",
+                (DEFAULT_SCHEME.to_json(),),
+            )
+        return sketched, out_of_reach
 
     def _meta(self) -> dict[str, str]:
         return dict(self.conn.execute("SELECT key, value FROM simhash_meta"))
@@ -285,8 +337,7 @@ class SimhashIndex:
         An interrupted add leaves every committed batch in place; running it again skips the
         documents already there (same key, same content) and finishes the rest.
         """
-        if batch_size < 1:
-            raise InvalidInput("batch_size must be at least 1")
+        check_batch_size(batch_size)
         report = AddReport()
         iterator = iter(documents)
         # A pipeline of two batches: the next batch is read, hashed and handed to the pool's workers
@@ -339,7 +390,7 @@ class SimhashIndex:
         # Streamed files come fingerprinted; the rest in one vectorized call (all cores if large).
         plain = [doc.text for doc, _ in changed if not isinstance(doc, FingerprintedDocument)]
         digests = {doc.key: digest for doc, digest in changed}
-        fingerprints = FingerprintJob(plain, self.settings, start_pool=pending is not None)
+        fingerprints = FingerprintJob(plain, self.settings, start_pool=pending is not None, sketches=True)
         return _PreparedBatch(batch, changed, digests, fingerprints, added, updated, unchanged)
 
     def _write_batch(self, prepared: _PreparedBatch, report: AddReport, after: _PreparedBatch | None = None) -> None:
@@ -350,14 +401,14 @@ class SimhashIndex:
         rows, empty = [], []
         for doc, digest in changed:
             streamed = isinstance(doc, FingerprintedDocument)
-            fingerprint = doc.fingerprint if streamed else next(computed)
+            fingerprint, sketch = (doc.fingerprint, doc.sketch) if streamed else next(computed)
             if fingerprint is None:
                 empty.append(doc.key)
                 signed, parts = None, (None,) * 4
             else:
                 signed, parts = to_signed(fingerprint), blocks(fingerprint)
             text = doc.text if self.store_text and not streamed else None
-            rows.append((doc.key, signed, *parts, _length(doc), digest, text))
+            rows.append((doc.key, signed, *parts, _length(doc), digest, text, sketch))
         if rows:
             with write_transaction(self.conn):
                 self.conn.executemany(_UPSERT, rows)
@@ -392,8 +443,7 @@ class SimhashIndex:
         cache_mib: SQLite page cache for the load; index maintenance is random page access, so a
         cache that holds the block indexes turns it from disk-bound to memory-bound.
         """
-        if batch_size < 1:
-            raise InvalidInput("batch_size must be at least 1")
+        check_batch_size(batch_size)
         written = 0
         iterator = iter(items)
         with _page_cache(self.conn, cache_mib):
@@ -466,6 +516,7 @@ class SimhashIndex:
 
         One transaction per batch, like add(): an interrupted remove keeps the batches it committed.
         """
+        check_batch_size(batch_size)
         removed = 0
         iterator = iter(keys)
         while batch := tuple(islice(iterator, batch_size)):
@@ -645,9 +696,10 @@ class SimhashIndex:
     ) -> DuplicatePairs:
         """Every pair of near-duplicate documents, each once (first added first), streamed in no
         particular order: the pairs within k, checked as in search() (same defaults). Iterate the
-        result; its `report` counts how pairs were judged (None without check). on_progress(done,
-        total): how far the pair search is, for a progress bar."""
-        return DuplicatePairs(self, candidate_k(k, check), threshold, check=check, on_progress=on_progress)
+        result; its `report` counts how pairs were judged (None without check). With check and no k,
+        the candidates come from the sketches (confirm.DuplicatePairs), at any distance.
+        on_progress(done, total): how far the pair search is, for a progress bar."""
+        return DuplicatePairs(self, k, threshold, check=check, on_progress=on_progress)
 
     def clusters(
         self,
@@ -674,7 +726,8 @@ class SimhashIndex:
         return read_clusters(self.conn, min_size)
 
     def near_sql(self, k: int = 3) -> str:
-        """Standalone SQL with the same answer as near() for this k (see search.near_sql)."""
+        """Standalone SQL for the distance search, near(k=k, check=False), for this k (see search.near_sql).
+        Its default, k = 3, is the classic line where the SQL is four block equality lookups."""
         return near_sql(self.plan(k))
 
     def plan(self, k: int, fingerprint: int | None = None) -> Plan:

@@ -54,7 +54,10 @@ def load_fingerprints(conn: apsw.Connection) -> FingerprintArrays:
 
 
 def keys_of(conn: apsw.Connection, ids: np.ndarray) -> dict[int, str]:
+    """The keys of these document ids, by id."""
     wanted = distinct(ids)
+    if len(wanted) == 0:  # carray refuses an empty array
+        return {}
     return dict(conn.execute("SELECT id, key FROM documents WHERE id IN carray(?)", (apsw.carray(wanted),)))
 
 

@@ -15,7 +15,7 @@ import signal
 from concurrent.futures import Future, ProcessPoolExecutor
 from functools import lru_cache
 
-from .fingerprint import simhash_many
+from .fingerprint import simhash_and_sketch_many, simhash_many
 from .settings import FingerprintSettings
 
 # Below this many characters in a batch the pool's overhead (pickling, waking workers) outweighs it.
@@ -61,6 +61,11 @@ def _fingerprint_chunk(texts: list[str], settings: FingerprintSettings) -> list[
     return simhash_many(texts, settings)
 
 
+def _fingerprint_and_sketch_chunk(texts: list[str], settings: FingerprintSettings) -> list[tuple]:
+    """(fingerprint, sketch) of each text."""
+    return list(zip(*simhash_and_sketch_many(texts, settings)))
+
+
 def _chunks(texts: list[str], parts: int) -> list[list[str]]:
     """Consecutive chunks of about equal total length, order kept."""
     target = sum(map(len, texts)) / parts
@@ -84,10 +89,14 @@ class FingerprintJob:
     them in the pool before a worker starts them), so n cores need only n - 1 workers.
     """
 
-    def __init__(self, texts: list[str], settings: FingerprintSettings, *, start_pool: bool = True) -> None:
+    def __init__(
+        self, texts: list[str], settings: FingerprintSettings, *, start_pool: bool = True, sketches: bool = False
+    ) -> None:
         """start_pool=False: use the pool if it is running, but do not start it for this batch
-        (add() passes it for its first batch: an add of one batch is done before a worker is ready)."""
+        (add() passes it for its first batch: an add of one batch is done before a worker is ready).
+        sketches: result() gives (fingerprint, sketch) of each text (fingerprint.simhash_and_sketch_many)."""
         self.settings = settings
+        self.compute = _fingerprint_and_sketch_chunk if sketches else _fingerprint_chunk
         self.local: dict[int, list[int | None]] = {}  # chunks computed in this process
         size = workers()
         if size < 2 or len(texts) < 2 or sum(map(len, texts)) < PARALLEL_MIN_CHARS:
@@ -104,13 +113,13 @@ class FingerprintJob:
             self.chunks, self.futures = [texts], None
             return
         self.chunks = _chunks(texts, size * 4)  # a few chunks per process evens out uneven texts
-        self.futures = [pool.submit(_fingerprint_chunk, chunk, settings) for chunk in self.chunks]
+        self.futures = [pool.submit(self.compute, chunk, settings) for chunk in self.chunks]
 
-    def result(self, meanwhile: FingerprintJob | None = None) -> list[int | None]:
+    def result(self, meanwhile: FingerprintJob | None = None) -> list:
         """The fingerprints in order. meanwhile: a batch started after this one; while the workers
         finish their chunks of this one, this process takes chunks of that one instead of waiting."""
         if self.futures is None:
-            return _fingerprint_chunk(self.chunks[0], self.settings)
+            return self.compute(self.chunks[0], self.settings)
         while self._take_one():
             pass
         if meanwhile is not None:
@@ -125,7 +134,7 @@ class FingerprintJob:
             return False
         for i in range(len(self.chunks) - 1, -1, -1):
             if i not in self.local and self.futures[i].cancel():
-                self.local[i] = _fingerprint_chunk(self.chunks[i], self.settings)
+                self.local[i] = self.compute(self.chunks[i], self.settings)
                 return True
         return False
 

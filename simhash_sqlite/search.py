@@ -49,8 +49,9 @@ SCAN_SHARE = SCAN_LOAD_ROW_NS / PROBE_ROW_NS
 
 @dataclass(frozen=True)
 class Match:
-    """A document found near a query. `check` says how it was judged: "exact" (Jaccard of the texts),
-    "distance" (no text to compare: kept by distance alone), or None (the check was turned off)."""
+    """A document found near a query. `checked_by` says how it was judged: "exact" (Jaccard of the
+    texts), "estimated" (Jaccard estimated from the stored sketches), "distance" (neither at hand:
+    kept by distance alone), or None (the check was turned off)."""
 
     key: str
     fingerprint: int  # unsigned

@@ -15,7 +15,7 @@ from .checks import check_index
 from .fingerprint import from_hex, to_hex, to_signed
 from .index import SimhashIndex
 from .settings import CONFIRM_K, RECOMMENDED_K
-from .sqlguard import SCHEMA_HINT, guard_schema
+from .sqlguard import SCHEMA_HINT, WOULD_CREATE, guard_schema
 
 NEAR_SQL = (
     "SELECT key, distance, round(similarity, 4) AS similarity, simhash_hex(fingerprint) AS fingerprint, "
@@ -32,10 +32,11 @@ class IndexShell(apsw.shell.Shell):
     """apsw.shell.Shell on a SimhashIndex's connection. Counts errors, so a script can fail the run."""
 
     def __init__(self, index: SimhashIndex, *, stdin: TextIO | None = None, stdout: TextIO | None = None,
-                 stderr: TextIO | None = None) -> None:
+                 stderr: TextIO | None = None, write: bool = False) -> None:
         self.index = index
         self.errors = 0
-        guard_schema(index.conn)
+        self.write_allowed = write
+        self._guard(index)
         super().__init__(stdin=stdin, stdout=stdout, stderr=stderr, db=index.conn)
         self.prompt = "simq> "
         self.moreprompt = "  ...> "
@@ -44,11 +45,23 @@ class IndexShell(apsw.shell.Shell):
         self.errors += 1
         return super().handle_exception()
 
+    def _guard(self, index: SimhashIndex) -> None:
+        """Read-only unless --write (as simq sql): PRAGMA query_only, and no file created by ATTACH."""
+        self.guard = guard_schema(index.conn, read_only=not self.write_allowed)
+        index.conn.pragma("query_only", not self.write_allowed)
+
     def process_sql(self, sql, bindings=None, internal=False, summary=None):
         try:
             return super().process_sql(sql, bindings, internal, summary)
         except apsw.AuthError:  # SQLite has said "not authorized"; say why (the error stays counted)
-            self.write_error(f"hint: {SCHEMA_HINT}\n")
+            if self.guard.created is not None:
+                self.write_error("hint: simq shell " + WOULD_CREATE.format(name=self.guard.created) + "\n")
+            else:
+                self.write_error(f"hint: {SCHEMA_HINT}\n")
+            raise
+        except apsw.ReadOnlyError:
+            if not self.write_allowed:
+                self.write_error("hint: simq shell is read-only; start it with --write to change the index\n")
             raise
 
     def _index(self) -> SimhashIndex:
@@ -147,7 +160,7 @@ class IndexShell(apsw.shell.Shell):
         if len(cmd) != 1 or cmd[0].startswith("--"):
             raise self.Error("give one index FILE (options of the plain shell's .open are not supported here)")
         index = SimhashIndex(cmd[0])
-        guard_schema(index.conn)
+        self._guard(index)
         old, self.index = self.index, index
         self.db = index.conn, index.path
         if old is not None:
@@ -155,10 +168,10 @@ class IndexShell(apsw.shell.Shell):
 
 
 def run_shell(index: SimhashIndex, *, stdin: TextIO | None = None, stdout: TextIO | None = None,
-              stderr: TextIO | None = None) -> int:
+              stderr: TextIO | None = None, write: bool = False) -> int:
     """Run the shell until end of input (or .exit). Returns the number of errors a script met;
-    0 for an interactive session, where mistakes are part of the work."""
-    shell = IndexShell(index, stdin=stdin, stdout=stdout, stderr=stderr)
+    0 for an interactive session, where mistakes are part of the work. Read-only unless write."""
+    shell = IndexShell(index, stdin=stdin, stdout=stdout, stderr=stderr, write=write)
     intro = (
         f"simhash-sqlite shell on {index.path} (SQLite {apsw.sqlite_lib_version()})\n"
         'Enter ".help" for commands, ".near TEXT K" to search, ".functions" for the SQL functions\n'

@@ -2,12 +2,21 @@
 
 Paths that do not exist are an error before anything is read. Files that cannot be read as text
 (binary, undecodable, unreadable) and malformed JSONL lines are skipped with a reason, and the rest
-goes on; Reader.skipped lists them.
+goes on; Reader.skipped lists them, and Reader.notes says what was decided for the user (stdin read
+as JSONL, the key stdin's text got, records keyed by line number).
+
+Keys. A file's key is its path relative to the current folder when the file is inside it (a/b.txt,
+whether given as a/b.txt, ./a/b.txt or /abs/cwd/a/b.txt), else its absolute path (/data/x.txt, also
+when given as ../x.txt); symbolic links are not resolved. A JSONL record's key is its id field (the
+first record of an id that repeats is kept; later ones are reported and skipped), or path:line when it
+has none (reported; refused with require_id). Text on stdin is keyed by --key NAME, else by its
+content: <stdin:16 hex digits>, so a different text never replaces an earlier one.
 """
 
 from __future__ import annotations
 
 import codecs
+import dataclasses
 import glob
 import hashlib
 import json
@@ -20,16 +29,19 @@ from dataclasses import dataclass, field
 
 import apsw
 
+from . import indexed_text
 from .errors import InvalidInput
 from .index import Document, FingerprintedDocument, SimhashIndex
+from .indexed_text import content_hash
 from .settings import FingerprintSettings
-from .streaming import simhash_pieces
+from .streaming import PIECE_CHARS, simhash_pieces
 
 BINARY_SNIFF_BYTES = 8192
 JSONL_SUFFIXES = (".jsonl", ".ndjson")
 STDIN = "-"
+STDIN_NAME = "<stdin>"  # stdin in messages and in path:line keys
+SNIFF_BYTES = 1 << 20  # stdin's first line, up to this much, decides whether it is JSONL
 ERROR_POLICIES = ("strict", "replace", "ignore", "backslashreplace")
-STREAM_OVER_BYTES = 32 << 20  # larger files are read and fingerprinted piece by piece, never whole
 READ_BYTES = 1 << 20
 MAX_RECORD_BYTES = 128 << 20  # a longer JSONL line is skipped, not read into memory
 KEPT_SKIPS = 1000  # the first skips are kept with their reasons; later ones are only counted
@@ -44,31 +56,43 @@ class Skipped:
 
 @dataclass(frozen=True)
 class Duplicate:
-    where: str  # path:line of the later record, which replaces the earlier one
+    where: str  # path:line of the later record, skipped (or passed on, with keep_repeats)
     key: str
     first: str  # path:line where the key was met first
 
 
 @dataclass
 class Reader:
-    """Turns inputs into Documents. Keys are paths as given (normalized), or JSONL ids.
+    """Turns inputs into Documents. Keys: see the module's docstring (path_key, JSONL ids, stdin).
 
-    Memory stays bounded: files over stream_over bytes are fingerprinted piece by piece (count
-    weights) instead of read whole, JSONL is read line by line, and the JSONL ids seen (to report a
-    key met twice) are kept in a temporary SQLite file, not in a Python set.
+    Memory stays bounded: files and stdin over stream_over bytes, and JSONL texts over stream_over
+    characters, are fingerprinted piece by piece instead of read or kept whole; JSONL is read line by
+    line, and the JSONL ids seen (to report a key met twice) are kept in a temporary SQLite file, not
+    in a Python set.
+
+    jsonl: read every input as JSONL; otherwise *.jsonl and *.ndjson files are, and stdin is when its
+    first line is a JSON object with a string text field (unless sniff_stdin is False).
+    keep_repeats: yield every record of a repeated id (a filter passes them on); add keeps the first.
     """
 
     jsonl: bool = False
+    sniff_stdin: bool = True
+    stdin_key: str | None = None
+    require_id: bool = False
+    keep_repeats: bool = False
     text_field: str = "text"
     id_field: str = "id"
     encoding: str = "utf-8"
     errors: str = "strict"
-    stream_over: int = STREAM_OVER_BYTES
+    stream_over: int | None = None  # None: indexed_text.READ_WHOLE_BYTES
     skipped: list[Skipped] = field(default_factory=list)  # the first KEPT_SKIPS of them
     skip_count: int = 0
     failed: bool = False  # a named input (or a JSONL line) was skipped: the run should exit 1
     duplicates: list[Duplicate] = field(default_factory=list)  # the first KEPT_SKIPS of them
     duplicate_count: int = 0
+    notes: list[str] = field(default_factory=list)  # what was decided for the user, to be shown
+    keyed_by_line: int = 0  # JSONL records without an id, keyed path:line
+    first_keyed_by_line: str | None = None
     bytes_read: int = 0  # of the inputs so far, for a progress bar (files whole, JSONL line by line)
 
     def __post_init__(self) -> None:
@@ -80,6 +104,10 @@ class Reader:
         if self.errors not in ERROR_POLICIES:
             raise InvalidInput(f"errors must be one of {', '.join(ERROR_POLICIES)}, not {self.errors!r}")
         self._seen: apsw.Connection | None = None
+        if self.stream_over is None:  # read when made, so that one setting moves the limit everywhere
+            self.stream_over = indexed_text.READ_WHOLE_BYTES
+        if self.stdin_key is not None and (not self.stdin_key or "\x00" in self.stdin_key):
+            raise InvalidInput("the key for stdin must be a non-empty text without NUL characters")
 
     def expand(self, inputs: list[str]) -> list[tuple[str, bool]]:
         """(path, named) for every input; raises for a missing path or a glob that matches nothing."""
@@ -88,9 +116,9 @@ class Reader:
             if given == STDIN:
                 out.append((STDIN, True))
             elif os.path.isdir(given):
-                out.extend((path, False) for path in _walk(given))
+                out.extend((path_key(path), False) for path in _walk(given))
             elif os.path.lexists(given):
-                out.append((os.path.normpath(given), True))
+                out.append((path_key(given), True))
             elif glob.has_magic(given):
                 matches = sorted(glob.glob(given, recursive=True))
                 if not matches:
@@ -116,8 +144,14 @@ class Reader:
             if path != STDIN and _undecodable_name(path):
                 self._skip(path.encode("utf-8", "surrogateescape").decode("utf-8", "replace"),
                            "the file name is not valid UTF-8 (rename it)", named)
+            elif path == STDIN:
+                stream = self._stdin()
+                if self._stdin_is_jsonl(stream):
+                    yield from (document for document, _ in self._records(stream, STDIN_NAME, settings, store_text))
+                elif (document := self._stdin_text(stream, settings, store_text)) is not None:
+                    yield document
             elif self.jsonl or path.endswith(JSONL_SUFFIXES):
-                yield from (document for document, _ in self._jsonl(path))
+                yield from (document for document, _ in self._jsonl(path, settings, store_text))
             else:
                 document = self._file(path, named, settings, store_text)
                 if document is not None:
@@ -127,20 +161,66 @@ class Reader:
         """Like documents(), with the JSONL line each came from (None for a text file), so that a
         filter can pass records through byte for byte."""
         for path, named in paths:
-            if (self.jsonl or path.endswith(JSONL_SUFFIXES)) and (path == STDIN or not _undecodable_name(path)):
+            if path == STDIN:
+                stream = self._stdin()
+                if self._stdin_is_jsonl(stream):
+                    yield from self._records(stream, STDIN_NAME)
+                elif (document := self._stdin_text(stream, None, False)) is not None:
+                    yield document, None
+            elif (self.jsonl or path.endswith(JSONL_SUFFIXES)) and not _undecodable_name(path):
                 yield from self._jsonl(path)
             else:
                 for document in self.documents([(path, named)]):
                     yield document, None
 
+    def _stdin(self) -> _Rewound:
+        return _Rewound(sys.stdin.buffer)
+
+    def _stdin_is_jsonl(self, stream: _Rewound) -> bool:
+        """--jsonl, or (unless told otherwise) a first line that is a JSON object with the text field."""
+        if self.jsonl:
+            return True
+        if not self.sniff_stdin:
+            return False
+        head = stream.peek_line(SNIFF_BYTES)
+        if not head.lstrip().startswith(b"{"):
+            return False
+        try:
+            record = json.loads(head.decode(self.encoding, self.errors))
+        except (UnicodeDecodeError, ValueError, RecursionError):
+            return False
+        if not isinstance(record, dict) or not isinstance(record.get(self.text_field), str):
+            return False
+        self.notes.append(
+            f"stdin read as JSONL: its first line is a JSON object with a {self.text_field!r} field "
+            "(--no-jsonl reads it as one text)"
+        )
+        return True
+
+    def _stdin_text(
+        self, stream: _Rewound, settings: FingerprintSettings | None, store_text: bool
+    ) -> Document | FingerprintedDocument | None:
+        """stdin as one text, keyed by stdin_key or by its content (see the module's docstring)."""
+        head = stream.read(self.stream_over + 1)
+        if len(head) <= self.stream_over:
+            self.bytes_read += len(head)
+            document = self._decoded(self.stdin_key or STDIN_NAME, head, True)
+        else:
+            stream.push_back(head)
+            before = stream.consumed
+            document = self._streamed(self.stdin_key, stream, None, True, settings, store_text, where=STDIN_NAME)
+            self.bytes_read += stream.consumed - before
+        if document is None or self.stdin_key is not None:
+            return document
+        digest = document.content_hash if isinstance(document, FingerprintedDocument) else content_hash(document.text)
+        key = f"<stdin:{digest.hex()[:16]}>"
+        self.notes.append(f"stdin added as {key}, a key made from its text (name it with --key NAME)")
+        return dataclasses.replace(document, key=key)
+
     def _file(
         self, path: str, named: bool, settings: FingerprintSettings | None, store_text: bool
     ) -> Document | FingerprintedDocument | None:
-        key = "<stdin>" if path == STDIN else path
-        if path == STDIN:
-            raw = sys.stdin.buffer.read()
-            self.bytes_read += len(raw)
-            return self._decoded(key, raw, named)
+        key = path
         if os.path.islink(path) and not os.path.exists(path):
             return self._skip(path, "broken symbolic link", named)
         try:
@@ -173,20 +253,19 @@ class Reader:
         return f"not {self.encoding} (byte 0x{byte:02x} at offset {offset}); try --encoding or --errors replace"
 
     def _streamed(
-        self, key: str, handle, size: int, named: bool, settings: FingerprintSettings | None, store_text: bool
+        self, key: str | None, handle, size: int | None, named: bool, settings: FingerprintSettings | None,
+        store_text: bool, where: str | None = None,
     ) -> FingerprintedDocument | None:
-        """A large file, read in 1 MiB chunks: fingerprint, content hash and length in one pass."""
-        mib = _size(size)
+        """A large file (or stdin), read in 1 MiB chunks: fingerprint, content hash and length in one
+        pass. key None: the caller keys it (by its content hash)."""
+        where = where or key
+        mib = size_text(size) if size is not None else f"over {size_text(self.stream_over)}"
         if settings is None or store_text:
             why = "texts are stored in this index" if store_text else "no index settings to fingerprint it with"
-            return self._skip(key, f"too large to read whole ({mib}) and {why}", named)
-        if settings.weights != "count":
-            return self._skip(
-                key, f"{mib}: files over {_size(self.stream_over)} are fingerprinted in pieces, "
-                f"which needs count weights (this index uses {settings.weights})", named)
+            return self._skip(where, f"too large to read whole ({mib}) and {why}", named)
         head = handle.read(BINARY_SNIFF_BYTES)
         if self._binary(head):
-            return self._skip(key, "binary file (NUL bytes)", named)
+            return self._skip(where, "binary file (NUL bytes)", named)
         decoder = codecs.getincrementaldecoder(self.encoding)(self.errors)
         digest = hashlib.blake2b(digest_size=16)
         length = 0
@@ -213,25 +292,28 @@ class Reader:
         try:
             fingerprint = simhash_pieces(chunks(), settings)
         except _DecodeFailed as exc:
-            return self._skip(key, self._not_decodable(*exc.args), named)
+            return self._skip(where, self._not_decodable(*exc.args), named)
         except InvalidInput as exc:
-            return self._skip(key, str(exc), named)
+            return self._skip(where, str(exc), named)
         return FingerprintedDocument(key, fingerprint, length, digest.digest())
 
-    def _jsonl(self, path: str) -> Iterator[tuple[Document, bytes]]:
+    def _jsonl(
+        self, path: str, settings: FingerprintSettings | None = None, store_text: bool = False
+    ) -> Iterator[tuple[Document | FingerprintedDocument, bytes]]:
         """One document per line with its raw line, streamed: memory does not grow with the file."""
-        if path == STDIN:
-            yield from self._records(sys.stdin.buffer, path)
-            return
         try:
             handle = open(path, "rb")
         except OSError as exc:
             self._skip(path, exc.strerror or str(exc), True)
             return
         with handle:
-            yield from self._records(handle, path)
+            yield from self._records(handle, path, settings, store_text)
 
-    def _records(self, handle, path: str) -> Iterator[tuple[Document, bytes]]:
+    def _records(
+        self, handle, path: str, settings: FingerprintSettings | None = None, store_text: bool = False
+    ) -> Iterator[tuple[Document | FingerprintedDocument, bytes]]:
+        """settings (not store_text): a text over stream_over characters is fingerprinted in pieces
+        and not kept (a FingerprintedDocument)."""
         number = 0
         while True:
             raw = handle.readline(MAX_RECORD_BYTES + 1)
@@ -247,9 +329,15 @@ class Reader:
                 continue
             if raw.strip():
                 document = self._record(raw, where)
-                if document is not None:
-                    self._note_key(document.key, where)
-                    yield document, raw
+                if document is None:
+                    continue
+                if not self._note_key(document.key, where) and not self.keep_repeats:
+                    continue  # a repeated id: the first record stays (a second add is then a no-op)
+                if settings is not None and not store_text and len(document.text) > self.stream_over:
+                    document = self._fingerprinted(document, settings, where)
+                    if document is None:
+                        continue
+                yield document, raw
 
     def _record(self, raw: bytes, where: str) -> Document | None:
         try:
@@ -265,7 +353,13 @@ class Reader:
         body = record.get(self.text_field)
         if not isinstance(body, str):
             return self._skip(where, f"no text field {self.text_field!r}", True)
-        key = record.get(self.id_field, where)
+        key = record.get(self.id_field)
+        if key is None:
+            if self.require_id:
+                return self._skip(where, f"no id field {self.id_field!r} (--require-id)", True)
+            key = where
+            self.keyed_by_line += 1
+            self.first_keyed_by_line = self.first_keyed_by_line or where
         if not isinstance(key, (str, int)) or isinstance(key, bool):
             return self._skip(where, f"id field {self.id_field!r} is not a string or an integer", True)
         key = str(key)
@@ -275,19 +369,32 @@ class Reader:
             return self._skip(where, "the JSON holds an unpaired surrogate escape (\\ud800-\\udfff)", True)
         return Document(key, body)
 
-    def _note_key(self, key: str, where: str) -> None:
-        """Report a JSONL id met twice in one run: the later record wins, as a changed file would."""
+    def _fingerprinted(
+        self, document: Document, settings: FingerprintSettings, where: str
+    ) -> FingerprintedDocument | None:
+        """A long JSONL text fingerprinted in pieces, so that no feature array of the whole is made."""
+        text = document.text
+        parts = (text[i : i + PIECE_CHARS] for i in range(0, len(text), PIECE_CHARS))
+        try:
+            fingerprint = simhash_pieces(parts, settings)
+        except InvalidInput as exc:
+            return self._skip(where, str(exc), True)
+        return FingerprintedDocument(document.key, fingerprint, len(text), content_hash(text))
+
+    def _note_key(self, key: str, where: str) -> bool:
+        """True for an id met first; an id met again in one run is reported (the first record stays)."""
         if self._seen is None:
             self._seen = apsw.Connection("")  # a temporary file: memory does not grow with the ids
             self._seen.execute("CREATE TABLE seen (key TEXT PRIMARY KEY, place TEXT) WITHOUT ROWID")
         # One statement per key in the usual case (a new key); the lookup only for a key met before.
         self._seen.execute("INSERT INTO seen VALUES (?, ?) ON CONFLICT DO NOTHING", (key, where))
         if self._seen.changes():
-            return
+            return True
         first = self._seen.execute("SELECT place FROM seen WHERE key = ?", (key,)).get
         self.duplicate_count += 1
         if len(self.duplicates) < KEPT_SKIPS:
             self.duplicates.append(Duplicate(where, key, first))
+        return False
 
     def _skip(self, where: str, reason: str, named: bool) -> None:
         self.skip_count += 1
@@ -297,11 +404,83 @@ class Reader:
         return None
 
 
-def _size(count: int) -> str:
+def size_text(count: int) -> str:
+    """A byte count as people read it: 1.5 GiB, 32.0 MiB, 4,096 bytes."""
     for unit, shift in (("GiB", 30), ("MiB", 20)):
         if count >= 1 << shift:
             return f"{count / (1 << shift):,.1f} {unit}"
     return f"{count:,} bytes"
+
+
+def read_one(path: str, settings: FingerprintSettings) -> Document | FingerprintedDocument:
+    """The one text of a file, or of stdin (-), to search for or fingerprint: a Document, or for a text
+    over READ_WHOLE_BYTES a FingerprintedDocument (fingerprinted in pieces, its text not kept)."""
+    reader = Reader(sniff_stdin=False, stdin_key=STDIN_NAME)
+    documents = list(reader.documents(reader.expand([path]), settings))
+    if reader.skipped:
+        raise InvalidInput(f"{reader.skipped[0].where}: {reader.skipped[0].reason}")
+    if len(documents) != 1:
+        raise InvalidInput(f"{path} holds {len(documents)} documents; give one text file")
+    return documents[0]
+
+
+def path_key(path: str) -> str:
+    """A file's key: its path relative to the current folder when inside it, else absolute (normalized,
+    symbolic links not resolved), so one file has one key however it is named."""
+    absolute = os.path.abspath(path)
+    relative = os.path.relpath(absolute)
+    if relative == os.pardir or relative.startswith(os.pardir + os.sep):
+        return absolute
+    return relative
+
+
+class _Rewound:
+    """A binary stream whose first bytes can be looked at, or read and given back, before reading on."""
+
+    def __init__(self, stream) -> None:
+        self.stream, self.buffer = stream, b""
+        self.consumed = 0  # bytes read from it (less those given back)
+
+    def peek_line(self, limit: int) -> bytes:
+        """The first line (up to limit bytes), left to be read again."""
+        while b"\n" not in self.buffer and len(self.buffer) < limit:
+            more = self.stream.read1(READ_BYTES) if hasattr(self.stream, "read1") else self.stream.read(READ_BYTES)
+            if not more:
+                break
+            self.buffer += more
+        return self.buffer[:limit].split(b"\n", 1)[0]
+
+    def push_back(self, data: bytes) -> None:
+        self.buffer = data + self.buffer
+        self.consumed -= len(data)
+
+    def read(self, size: int = -1) -> bytes:
+        if size < 0:
+            data, self.buffer = self.buffer + self.stream.read(), b""
+        else:
+            data, self.buffer = self.buffer[:size], self.buffer[size:]
+            if len(data) < size:
+                data += self.stream.read(size - len(data))
+        self.consumed += len(data)
+        return data
+
+    def readline(self, limit: int = -1) -> bytes:
+        line = self._readline(limit)
+        self.consumed += len(line)
+        return line
+
+    def _readline(self, limit: int) -> bytes:
+        if self.buffer:
+            if b"\n" in self.buffer[: limit if limit >= 0 else None]:
+                end = self.buffer.index(b"\n") + 1
+                line, self.buffer = self.buffer[:end], self.buffer[end:]
+                return line
+            if limit >= 0 and len(self.buffer) >= limit:
+                line, self.buffer = self.buffer[:limit], self.buffer[limit:]
+                return line
+            line, self.buffer = self.buffer, b""
+            return line + self.stream.readline(-1 if limit < 0 else limit - len(line))
+        return self.stream.readline(limit)
 
 
 class _DecodeFailed(Exception):
@@ -336,9 +515,9 @@ def _walk(folder: str) -> Iterator[str]:
 def stale_keys(index: SimhashIndex, inputs: Iterable[str]) -> list[str]:
     """Keys that name a file under one of these folders or globs which no longer exists (for --prune).
 
-    Keys are paths as they were typed (normalized), so only keys under a folder given here, or
-    matching a glob given here, are considered, and a key is stale when no file is at that path
-    now (relative paths are taken from the current folder, as when they were added). Files named
+    Keys are paths by path_key(), so only keys under a folder given here, or matching a glob given
+    here, are considered, and a key is stale when no file is at that path now (relative paths are
+    taken from the current folder, as when they were added). Files named
     one by one, JSONL and stdin are never pruned: their keys are not paths under an input. Caution:
     with the folder "." every relative key is under it, JSONL ids included.
     """
@@ -347,11 +526,11 @@ def stale_keys(index: SimhashIndex, inputs: Iterable[str]) -> list[str]:
         if given == STDIN or given.endswith(JSONL_SUFFIXES):
             continue
         if os.path.isdir(given):
-            folder = os.path.normpath(given)
+            folder = path_key(given)
             prefix = "" if folder == "." else folder.rstrip(os.sep) + os.sep
             candidates = (key for key in index.keys(prefix) if folder != "." or not os.path.isabs(key))
         elif glob.has_magic(given):
-            pattern = os.path.normpath(given)
+            pattern = path_key(given)
             matcher = _glob_regex(pattern)
             first_magic = min((i for i, c in enumerate(pattern) if c in "*?["), default=len(pattern))
             folder = pattern[: pattern.rfind(os.sep, 0, first_magic) + 1]  # the literal folders before it

@@ -5,12 +5,13 @@ document gets the same 64 bits here as in an index file. Fingerprints are Spark 
 signed int64 form, exactly as SQLite stores them; `hex` columns print the unsigned 16 hex digits.
 
 The job, each step a function over DataFrames:
-  fingerprints       documents -> (id, fingerprint)
-  fingerprint_pairs  distinct fingerprints -> pairs within k through a BlockTables join (exact)
+  fingerprints_and_sketches  documents -> (id, fingerprint, sketch), one UDF for both
+  sketch_pairs       candidate pairs from the sketches' window codes (the LSH of simq dupes)
+  fingerprint_pairs  distinct fingerprints -> pairs within k through a BlockTables join (--k, --no-confirm)
   document_pairs     those pairs, plus documents sharing a fingerprint, as (id_a < id_b, distance)
-  components         connected components of the fingerprint graph (min-label propagation with
+  graph_components   connected components of the checked pairs (min-label propagation with
                      pointer jumping, no GraphFrames)
-  clusters           every document with its cluster, named after the document it keeps
+  keep_first         every document with its cluster, keeping the first in input order (as simq dedup)
   match_existing     a new batch against an existing set, broadcasting the smaller side
   run_dedup          all of it from a file to a folder of Parquet, a manifest and SQLite shards
 
@@ -23,6 +24,7 @@ import inspect
 import json
 import os
 import shutil
+import sys
 import time
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
@@ -39,19 +41,25 @@ try:
     from py4j.protocol import Py4JError
     from pyspark.errors import PySparkException
     from pyspark.sql.functions import pandas_udf
+    from pyspark.sql.types import ArrayType, DoubleType, LongType
 except ImportError as exc:  # the base install has no Spark; say how to get it, in one line
     raise ImportError(
         "pyspark (with pandas and pyarrow) is not installed: install simhash-sqlite[spark] "
         "(pip install 'simhash-sqlite[spark]')"
     ) from exc
 
-from .version import __version__
+import numpy as np
+
 from .block_tables import BlockTables
+from .confirm import DEFAULT_THRESHOLD, candidate_k, check_threshold, fallback_k
+from .dedup import drop_cut, window_codes
 from .features import jieba_version
-from .fingerprint import simhash, to_signed, to_unsigned
+from .fingerprint import simhash, simhash_and_sketch_many, to_signed, to_unsigned
 from .index import SimhashIndex
-from .settings import FingerprintSettings
+from .settings import CONFIRM_K, FingerprintSettings
 from .shards import SHARD_PATTERN, shard_of
+from .sketch import as_rows, estimate_many
+from .version import __version__
 
 # What a failing Spark job raises (bad input data, a lost executor, no Java): the CLI shows one line.
 JOB_ERRORS = (PySparkException, Py4JError)
@@ -68,17 +76,33 @@ def session(master: str | None = "local[*]", app_name: str = "simhash-sqlite", *
     builder = SparkSession.builder.appName(app_name)
     if master:
         builder = builder.master(master)
-        if master.startswith("local"):
+        if master.startswith("local") and "spark.sql.shuffle.partitions" not in conf:
             builder = builder.config("spark.sql.shuffle.partitions", str(4 * (os.cpu_count() or 2)))
     builder = builder.config("spark.ui.showConsoleProgress", "false")
     for name, value in conf.items():
         builder = builder.config(name, value)
+    use_worker_python(conf.get("spark.pyspark.python"))
     try:
         spark = builder.getOrCreate()
     except JOB_ERRORS as exc:
         raise SimhashError(f"could not start Spark (is Java 17 installed, with java on PATH or JAVA_HOME set?): {first_line(exc)}") from None
     spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+def use_worker_python(configured: str | None = None) -> None:
+    """Make Spark start its Python workers with this interpreter unless the user chose one.
+
+    PySpark starts workers with $PYSPARK_PYTHON, else with whatever `python3` is first on PATH: run as
+    `.venv/bin/simq` without an activated venv, that is the system Python, which lacks this package
+    and fails in the first UDF. A SparkContext reads the variable when it starts, so this must run
+    before getOrCreate; spark.pyspark.python, given as conf, is honoured as spark-submit honours it.
+    On a cluster whose machines keep Python elsewhere, set PYSPARK_PYTHON (or the conf) to their path.
+    """
+    if configured:
+        os.environ["PYSPARK_PYTHON"] = configured
+    elif not os.environ.get("PYSPARK_PYTHON") and sys.executable:
+        os.environ["PYSPARK_PYTHON"] = sys.executable
 
 
 def first_line(exc: BaseException) -> str:
@@ -119,6 +143,35 @@ def fingerprint_udf(settings: FingerprintSettings):
     return fingerprint
 
 
+def fingerprint_and_sketch_udf(settings: FingerprintSettings):
+    """fingerprint.simhash_and_sketch_many as a vectorized UDF: text -> (signed int64 fingerprint,
+    sketch bytes), both null without letters or digits: one pass over the shingles, as `add` makes them."""
+
+    @pandas_udf("fingerprint long, sketch binary")
+    def fingerprint_and_sketch(texts: pd.Series) -> pd.DataFrame:
+        prints, sketches = simhash_and_sketch_many(["" if t is None else t for t in texts], settings)
+        values = pd.Series([None if fp is None else to_signed(fp) for fp in prints], dtype="Int64")
+        return pd.DataFrame({"fingerprint": values, "sketch": pd.Series(sketches, dtype=object)})
+
+    return fingerprint_and_sketch
+
+
+@pandas_udf(ArrayType(LongType()))
+def window_codes_udf(sketches: pd.Series) -> pd.Series:
+    """The codes of a sketch's LSH windows (dedup.window_codes): two documents are candidates exactly
+    when they share one, as in `simq dedup` and `simq dupes`."""
+    rows, _ = as_rows(list(sketches))
+    return pd.Series(list(window_codes(rows).astype(np.int64)))
+
+
+@pandas_udf(DoubleType())
+def estimate_udf(a: pd.Series, b: pd.Series) -> pd.Series:
+    """Estimated Jaccard of two sketches (sketch.estimate_many: the same numbers as simq dedup's)."""
+    rows_a, _ = as_rows(list(a))
+    rows_b, _ = as_rows(list(b))
+    return pd.Series(estimate_many(rows_a, rows_b))
+
+
 def hex_of(column: Column | str) -> Column:
     """16 lower-case hex digits of the unsigned fingerprint (Spark's hex() of a long is two's complement)."""
     return F.lower(F.lpad(F.hex(column), 16, "0"))
@@ -140,6 +193,12 @@ def fingerprints(
     return docs.select(
         F.col(id_col).alias("id"), fingerprint_udf(settings)(F.col(text_col)).alias("fingerprint"), *extra
     )
+
+
+def fingerprints_and_sketches(docs: DataFrame, settings: FingerprintSettings, text_col: str, *keep: str) -> DataFrame:
+    """docs' `keep` columns with fingerprint and sketch, made in one UDF."""
+    made = docs.select(*keep, fingerprint_and_sketch_udf(settings)(F.col(text_col)).alias("_made"))
+    return made.select(*keep, "_made.fingerprint", "_made.sketch")
 
 
 # -- pairs -----------------------------------------------------------------------------------------
@@ -261,42 +320,85 @@ def _label_sum(labels: DataFrame) -> int:
 # -- clusters and the kept set ---------------------------------------------------------------------
 
 
-def clusters(
-    fps: DataFrame,
-    fp_pairs: DataFrame,
-    *,
-    keep_by: str | None = None,
-    descending: bool = False,
-) -> DataFrame:
-    """(id, fingerprint, cluster, size, kept): every document in a cluster named after the one it keeps.
+def sketch_pairs(docs: DataFrame, threshold: float) -> DataFrame:
+    """(a, b, distance, jaccard, checked_by) with a < b for every pair of documents (columns node,
+    fingerprint, sketch) that shares an LSH window of their sketches and whose estimated Jaccard
+    reaches the threshold: the pairs simq dedup and simq dupes find."""
+    sketched = docs.where(F.col("sketch").isNotNull()).select("node", "fingerprint", "sketch")
+    codes = sketched.select("node", F.explode(window_codes_udf("sketch")).alias("code"))
+    x, y = codes.alias("x"), codes.alias("y")
+    candidates = x.join(y, (F.col("x.code") == F.col("y.code")) & (F.col("x.node") < F.col("y.node"))).select(
+        F.col("x.node").alias("a"), F.col("y.node").alias("b")
+    ).distinct()
+    return _verified(candidates, sketched, threshold, None)
 
-    Clusters are connected components of "within k" (documents with equal fingerprints always
-    together). The kept document is the lowest id, or the first by keep_by (ascending unless
-    descending; ties broken by the lowest id). A document without features is a cluster of one.
-    """
-    components_ = graph_components(fp_pairs.select("a", "b"))
-    featured = fps.where(F.col("fingerprint").isNotNull())
-    grouped = featured.join(components_, featured.fingerprint == components_.node, "left").select(
-        *featured.columns, F.coalesce("label", "fingerprint").cast("string").alias("group")
+
+def _verified(candidates: DataFrame, docs: DataFrame, threshold: float, fallback: int | None) -> DataFrame:
+    """Candidate pairs (a, b) kept when their estimate reaches the threshold ("estimated"), or, when
+    one has no sketch and fallback is a distance, when within it ("distance")."""
+    sa, sb = docs.alias("sa"), docs.alias("sb")
+    joined = candidates.join(sa, F.col("a") == F.col("sa.node")).join(sb, F.col("b") == F.col("sb.node"))
+    both = F.col("sa.sketch").isNotNull() & F.col("sb.sketch").isNotNull()
+    distance = F.bit_count(F.col("sa.fingerprint").bitwiseXOR(F.col("sb.fingerprint"))).cast("int")
+    judged = joined.select(
+        "a", "b", distance.alias("distance"),
+        F.when(both, estimate_udf(F.col("sa.sketch"), F.col("sb.sketch"))).alias("jaccard"),
+        F.when(both, F.lit("estimated")).otherwise(F.lit("distance")).alias("checked_by"),
     )
-    alone = fps.where(F.col("fingerprint").isNull()).select(
-        *fps.columns, F.concat(F.lit("id:"), F.col("id").cast("string")).alias("group")
+    keep = (F.col("checked_by") == "estimated") & (F.col("jaccard") >= threshold)
+    if fallback is not None:
+        keep = keep | ((F.col("checked_by") == "distance") & (F.col("distance") <= fallback))
+    return judged.where(keep)
+
+
+KEPT_SCHEMA = "node long, kept boolean, duplicate_of long, jaccard double, distance int, checked_by string"
+
+
+def keep_first(
+    nodes: DataFrame, edges: DataFrame, labels: DataFrame, order: list[str], descending: bool = False
+) -> DataFrame:
+    """(node, kept, duplicate_of, jaccard, distance, checked_by) for every node: the greedy keep-first
+    over the pairs, in `order` (the first column descending if asked, nulls last): a node is dropped
+    when a kept node before it is its pair, for the best such (highest estimate, then the earliest;
+    by distance: the closest, then the earliest), exactly as simq dedup decides in input order.
+
+    The greedy runs per connected component of the pairs (`labels`: graph_components of them), one
+    component in one task; a node in no pair is kept."""
+    in_pairs = nodes.join(labels, "node")
+    alone = nodes.join(labels, "node", "left_anti").select(
+        "node", F.lit(True).alias("kept"), F.lit(None).cast("long").alias("duplicate_of"),
+        F.lit(None).cast("double").alias("jaccard"), F.lit(None).cast("int").alias("distance"),
+        F.lit(None).cast("string").alias("checked_by"),
     )
-    docs = grouped.unionByName(alone)
-    order = [F.col("id")]
-    if keep_by:
-        first = F.col(keep_by).desc_nulls_last() if descending else F.col(keep_by).asc_nulls_last()
-        order = [first, F.col("id")]
-    window = Window.partitionBy("group").orderBy(*order)
-    everyone = Window.partitionBy("group")
-    ranked = docs.select(
-        "id",
-        "fingerprint",
-        F.first("id").over(window.rowsBetween(Window.unboundedPreceding, Window.currentRow)).alias("cluster"),
-        F.count("*").over(everyone).alias("size"),
-        (F.row_number().over(window) == 1).alias("kept"),
-    )
-    return ranked
+    edge_labels = labels.select(F.col("node").alias("a"), F.col("label").alias("edge_label"))  # fresh names
+    grouped_edges = edges.join(edge_labels, "a")
+    ascending = [not descending] + [True] * (len(order) - 1)
+
+    def greedy(members: pd.DataFrame, pairs: pd.DataFrame) -> pd.DataFrame:
+        members = members.sort_values(order, ascending=ascending, na_position="last", kind="stable")
+        rank = {node: r for r, node in enumerate(members["node"].tolist())}
+        near: dict[int, list] = {}
+        for a, b, d, j, how in zip(pairs["a"].tolist(), pairs["b"].tolist(), pairs["distance"].tolist(),
+                                   pairs["jaccard"].tolist(), pairs["checked_by"].tolist()):
+            near.setdefault(a, []).append((b, d, j, how))
+            near.setdefault(b, []).append((a, d, j, how))
+        kept: set[int] = set()
+        rows = []
+        for node in members["node"].tolist():
+            options = [
+                ((0, -j, rank[other]) if how == "estimated" else (1, d, rank[other]), other, j, d, how)
+                for other, d, j, how in near.get(node, ()) if other in kept
+            ]
+            if options:
+                _, other, j, d, how = min(options)
+                rows.append((node, False, other, None if how != "estimated" else j, d, how))
+            else:
+                kept.add(node)
+                rows.append((node, True, None, None, None, None))
+        return pd.DataFrame(rows, columns=["node", "kept", "duplicate_of", "jaccard", "distance", "checked_by"])
+
+    decided = in_pairs.groupBy("label").cogroup(grouped_edges.groupBy("edge_label")).applyInPandas(greedy, KEPT_SCHEMA)
+    return decided.unionByName(alone)
 
 
 # -- a new batch against an existing set -----------------------------------------------------------
@@ -401,8 +503,10 @@ def run_dedup(
     input_path: str,
     out: str,
     *,
-    settings: FingerprintSettings = FingerprintSettings(),
-    k: int = 3,
+    settings: FingerprintSettings | None = None,
+    k: int | None = None,
+    check: bool = True,
+    threshold: float = DEFAULT_THRESHOLD,
     blocks: int | None = None,
     id_col: str = "id",
     text_col: str = "text",
@@ -413,17 +517,30 @@ def run_dedup(
     sqlite_shards: int = 0,
     overwrite: bool = False,
 ) -> SparkDedupReport:
-    """Read documents, write fingerprints, pairs, clusters and kept documents as Parquet under `out`,
-    a manifest, and optionally SQLite shards. With `against` (an earlier run's folder), documents
-    within k of that run's fingerprints are dropped first (written to matched_existing) and the
-    rest are deduplicated among themselves; the earlier run's settings are used.
+    """Read documents, write fingerprints (with sketches), pairs, clusters and kept documents as Parquet
+    under `out`, a manifest, and optionally SQLite shards.
+
+    The pairs are simq dedup's: with check (the default) and no k, documents sharing an LSH window of
+    their sketches whose estimated Jaccard reaches the threshold; with a k, those within k so checked;
+    without check, those within k (RECOMMENDED_K by default) by distance. They are verified before the
+    components are formed, and each component is deduplicated keep-first in input order (files by
+    path, rows in file order) or by keep_by: the same kept set as simq dedup on the same input. With
+    `against` (an earlier run's folder), documents that pair with one of its documents are dropped
+    first (matched_existing) and the rest deduplicated among themselves; its settings are used.
     """
     started = time.perf_counter()
-    scheme = BlockTables.for_k(k, blocks)
+    threshold = check_threshold(threshold)
+    cut = drop_cut(threshold)  # what an estimate must reach, as in simq dedup
+    by_sketch = check and k is None
+    k = candidate_k(k, check)
+    if not by_sketch and k > 10:
+        BlockTables.for_k(k, blocks)  # says the block join stops at k = 10
+    scheme = None if by_sketch else BlockTables.for_k(k, blocks)
     if keep_by == id_col:
         keep_by = None  # the id column is already the tie-break
     if sqlite_shards < 0:
         raise InvalidInput("sqlite_shards must not be negative")
+    settings = settings or FingerprintSettings()
     existing = None
     if against is not None:
         previous = read_manifest(against)
@@ -434,7 +551,9 @@ def run_dedup(
                 "(fingerprints with other settings would never match)"
             )
         settings = recorded
-        existing = spark.read.parquet(os.path.join(against, "fingerprints")).select("id", "fingerprint")
+        existing = spark.read.parquet(os.path.join(against, "fingerprints"))
+        if "sketch" not in existing.columns:  # a run made before sketches: judged by distance
+            existing = existing.withColumn("sketch", F.lit(None).cast("binary"))
     docs = read_documents(spark, input_path, fmt)
     _require_columns(docs, id_col, text_col, keep_by)
     _prepare_out(out, overwrite)  # only once the input is known to be usable
@@ -446,31 +565,65 @@ def run_dedup(
         return spark.read.parquet(os.path.join(out, name))
 
     with _phase(report, "fingerprints"):
-        fps = fingerprints(docs, settings, id_col=id_col, text_col=text_col, keep_by=keep_by)
-        fps = saved(fps.select("id", "fingerprint", hex_of("fingerprint").alias("hex"), *fps.columns[2:]), "fingerprints")
-        fps = fps.drop("hex")
+        # Input order: the file, the split's start in it, the row's place in the split (its node number).
+        extra = [keep_by] if keep_by and keep_by not in (id_col, text_col) else []
+        located = docs.select(
+            F.col(id_col).alias("id"), F.col(text_col).alias("_text"), *extra,
+            F.col("_metadata.file_path").alias("_file"), F.col("_metadata.file_block_start").alias("_block"),
+        ).withColumn("node", F.monotonically_increasing_id())
+        if keep_by == text_col:
+            located = located.withColumn(keep_by, F.col("_text"))
+        made = fingerprints_and_sketches(located, settings, "_text", "id", "node", "_file", "_block", *extra)
+        fps = saved(made.select("id", "fingerprint", hex_of("fingerprint").alias("hex"), "sketch", "node",
+                                "_file", "_block", *extra), "fingerprints")
         report.documents, featured = fps.agg(F.count("*"), F.count("fingerprint")).first()
         report.without_features = report.documents - featured
 
     todo = fps
     if existing is not None:
         with _phase(report, "match_existing"):
-            matched = saved(match_existing(fps, existing, k, scheme=scheme), "matched_existing")
+            matched = saved(_match_existing(fps, existing, k, by_sketch, check, cut, scheme), "matched_existing")
             report.matched_existing = matched.count()
             todo = fps.join(matched.select("id"), "id", "left_anti")
 
     with _phase(report, "pairs"):
-        distinct = distinct_fingerprints(todo).persist(StorageLevel.MEMORY_AND_DISK)
-        report.distinct_fingerprints = distinct.count()
-        fp_pairs = saved(fingerprint_pairs(distinct.select("fingerprint"), k, scheme), "fingerprint_pairs")
-        report.fingerprint_pairs = fp_pairs.count()
-        distinct.unpersist()
-        report.pairs = saved(document_pairs(todo, fp_pairs), "pairs").count()
+        nodes = todo.where(F.col("fingerprint").isNotNull())
+        if by_sketch:
+            edges = sketch_pairs(nodes, cut)
+        else:
+            distinct = distinct_fingerprints(nodes).persist(StorageLevel.MEMORY_AND_DISK)
+            report.distinct_fingerprints = distinct.count()
+            fp_pairs = saved(fingerprint_pairs(distinct.select("fingerprint"), k, scheme), "fingerprint_pairs")
+            report.fingerprint_pairs = fp_pairs.count()
+            distinct.unpersist()
+            within = document_pairs(nodes.select(F.col("node").alias("id"), "fingerprint"), fp_pairs).select(
+                F.col("id_a").alias("a"), F.col("id_b").alias("b")
+            )
+            edges = _verified(within, nodes, cut, fallback_k(k)) if check else within.join(
+                nodes.select(F.col("node").alias("a"), F.col("fingerprint").alias("fa")), "a"
+            ).join(nodes.select(F.col("node").alias("b"), F.col("fingerprint").alias("fb")), "b").select(
+                "a", "b", F.bit_count(F.col("fa").bitwiseXOR(F.col("fb"))).cast("int").alias("distance"),
+                F.lit(None).cast("double").alias("jaccard"), F.lit(None).cast("string").alias("checked_by"),
+            )
+        edges = saved(edges, "node_pairs")
+        ids = todo.select("node", "id")
+        ia, ib = ids.alias("ia"), ids.alias("ib")
+        pairs = edges.join(ia, F.col("a") == F.col("ia.node")).join(ib, F.col("b") == F.col("ib.node")).select(
+            F.least("ia.id", "ib.id").alias("id_a"), F.greatest("ia.id", "ib.id").alias("id_b"),
+            "distance", "jaccard", "checked_by",
+        )
+        report.pairs = saved(pairs, "pairs").count()
 
     with _phase(report, "clusters"):
-        clustered = saved(clusters(todo, fp_pairs, keep_by=keep_by, descending=descending), "clusters")
+        labels = graph_components(edges.select("a", "b")).localCheckpoint()
+        order = ([keep_by, "id", "node"] if keep_by else ["_file", "_block", "node"])
+        columns = ["node", *[c for c in order if c != "node"]]
+        decided = keep_first(todo.select(*columns), edges, labels, order, descending=bool(keep_by and descending))
+        named = _clusters(todo, decided, labels, order, bool(keep_by and descending))
+        clustered = saved(named, "clusters")
         kept_ids = clustered.where("kept").select(F.col("id").alias("_kept_id"))
-        report.clusters = report.kept = kept_ids.count()
+        report.kept = kept_ids.count()
+        report.clusters = clustered.select("cluster").distinct().count()
 
     with _phase(report, "kept"):
         saved(docs.join(kept_ids, docs[id_col] == kept_ids["_kept_id"], "left_semi"), "kept")
@@ -479,8 +632,76 @@ def run_dedup(
         with _phase(report, "sqlite_shards"):
             report.shards = write_shards(fps, os.path.join(out, "sqlite"), sqlite_shards, settings)
     report.seconds = time.perf_counter() - started
-    _write_manifest(out, report, settings, scheme, spark, input_path, id_col, text_col, keep_by, descending, against)
+    rule = {"check": "estimated" if check else "distance", "candidates": "sketch LSH" if by_sketch else f"within {k}",
+            "threshold": threshold if check else None, "estimate_at_least": cut if check else None,
+            "k": None if by_sketch else k}
+    _write_manifest(out, report, settings, scheme, spark, input_path, id_col, text_col, keep_by, descending, against,
+                    rule)
     return report
+
+
+def _clusters(todo: DataFrame, decided: DataFrame, labels: DataFrame, order: list[str], descending: bool) -> DataFrame:
+    """(id, fingerprint, cluster, size, kept, duplicate_of, jaccard, distance, checked_by): every document
+    with its component (named after its first document in the keep order) and its verdict."""
+    docs = todo.join(decided, "node").join(labels, "node", "left")
+    docs = docs.withColumn("group", F.coalesce(F.col("label"), F.col("node")))
+    first = [F.col(order[0]).desc_nulls_last() if descending else F.col(order[0]).asc_nulls_last()]
+    window = Window.partitionBy("group").orderBy(*first, *[F.col(c) for c in order[1:]])
+    ids = todo.select(F.col("node").alias("dup_node"), F.col("id").alias("dup_id"))
+    return docs.join(ids, docs.duplicate_of == ids.dup_node, "left").select(
+        "id", "fingerprint",
+        F.first("id").over(window.rowsBetween(Window.unboundedPreceding, Window.currentRow)).alias("cluster"),
+        F.count("*").over(Window.partitionBy("group")).alias("size"),
+        "kept", F.col("dup_id").alias("duplicate_of"), "jaccard", "distance", "checked_by",
+    )
+
+
+def _match_existing(fps, existing, k, by_sketch, check, threshold, scheme) -> DataFrame:
+    """(id, existing_id, distance, jaccard, checked_by): each new document that pairs with an earlier
+    run's document (the same rule as the pairs), with its best partner."""
+    if not check:
+        return match_existing(fps, existing, k, scheme=scheme).select(
+            "id", "existing_id", "distance", F.lit(None).cast("double").alias("jaccard"),
+            F.lit(None).cast("string").alias("checked_by"),
+        )
+    new = fps.where(F.col("fingerprint").isNotNull()).select(
+        F.col("node"), "fingerprint", "sketch", F.col("id").alias("new_id")
+    )
+    old = existing.where(F.col("fingerprint").isNotNull()).select(
+        F.col("id").alias("existing_id"), "fingerprint", "sketch"
+    ).withColumn("node", -1 - F.monotonically_increasing_id())  # below zero: never a new node
+    both = new.select("node", "fingerprint", "sketch").unionByName(old.select("node", "fingerprint", "sketch"))
+    found = []
+    if by_sketch:
+        codes_new = new.where(F.col("sketch").isNotNull()).select(
+            "node", F.explode(window_codes_udf("sketch")).alias("code")
+        )
+        codes_old = old.where(F.col("sketch").isNotNull()).select(
+            F.col("node").alias("old_node"), F.explode(window_codes_udf("sketch")).alias("code")
+        )
+        candidates = codes_new.join(codes_old, "code").select(F.col("old_node").alias("a"), F.col("node").alias("b"))
+        found.append(_verified(candidates.distinct(), both, threshold, None))
+        # Earlier documents without a sketch: by distance, within fallback_k(CONFIRM_K).
+        unsketched = old.where(F.col("sketch").isNull()).select(F.col("existing_id").alias("id"), "fingerprint")
+        near = match_existing(fps, unsketched, fallback_k(CONFIRM_K))
+        by_distance = near.select("id", "existing_id", "distance", F.lit(None).cast("double").alias("jaccard"),
+                                  F.lit("distance").alias("checked_by"))
+    else:
+        within = match_existing(fps, old.select(F.col("existing_id").alias("id"), "fingerprint"), k, scheme=scheme)
+        by_distance = None
+        pairs = within.join(old.select("existing_id", F.col("node").alias("a")), "existing_id").join(
+            new.select("new_id", F.col("node").alias("b")), within.id == F.col("new_id")
+        ).select("a", "b")
+        found.append(_verified(pairs, both, threshold, fallback_k(k)))
+    olds = old.select(F.col("node").alias("a"), "existing_id")
+    news = new.select(F.col("node").alias("b"), F.col("new_id").alias("id"))
+    matches = found[0].join(olds, "a").join(news, "b").select("id", "existing_id", "distance", "jaccard", "checked_by")
+    if by_distance is not None:
+        matches = matches.unionByName(by_distance)
+    best = Window.partitionBy("id").orderBy(
+        (F.col("checked_by") != "estimated"), F.col("jaccard").desc_nulls_last(), "distance", "existing_id"
+    )
+    return matches.withColumn("_rank", F.row_number().over(best)).where("_rank = 1").drop("_rank")
 
 
 def _prepare_out(out: str, overwrite: bool) -> None:
@@ -497,18 +718,21 @@ def _prepare_out(out: str, overwrite: bool) -> None:
     os.makedirs(out, exist_ok=True)
 
 
-def _write_manifest(out, report, settings, scheme, spark, input_path, id_col, text_col, keep_by, descending, against):
+def _write_manifest(
+    out, report, settings, scheme, spark, input_path, id_col, text_col, keep_by, descending, against, rule
+):
     manifest = {
         "tool": f"simhash-sqlite {__version__}",
         "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "settings": settings_record(settings),
-        "k": scheme.k,
-        "scheme": scheme.to_dict(),
+        "pairs": rule,
+        "k": None if scheme is None else scheme.k,
+        "scheme": None if scheme is None else scheme.to_dict(),
         "input": {"path": str(input_path), "id_column": id_col, "text_column": text_col},
-        "keep": {"by": keep_by or "id", "descending": bool(descending and keep_by)},
+        "keep": {"by": keep_by or "input order", "descending": bool(descending and keep_by)},
         "against": against,
         "counts": {k_: v for k_, v in asdict(report).items() if k_ not in ("out", "shards", "seconds", "phases")},
-        "outputs": {name: name for name in ("fingerprints", "fingerprint_pairs", "pairs", "clusters", "kept")}
+        "outputs": {name: name for name in ("fingerprints", "pairs", "clusters", "kept")}
         | ({"matched_existing": "matched_existing"} if against else {})
         | ({"sqlite_shards": [os.path.relpath(p, out) for p in report.shards]} if report.shards else {}),
         "fingerprint_encoding": "signed int64 (two's complement), as SQLite stores it; hex: unsigned, 16 digits",

@@ -1,10 +1,13 @@
-"""SimHash of a text too large to hold in memory, from its pieces: pure functions, no I/O.
+"""SimHash of a text too large to hold in memory, from its pieces.
 
-With count weights a fingerprint's bit sums are additive over n-gram positions: bit i sums +1 for
-every n-gram whose hash has it set and -1 otherwise, so a text can be fingerprinted piece by piece
-if each piece's n-grams are counted once, carrying the last n-1 units over to the next piece. The
-result is bit-identical to simhash() on the whole text. Log and binary weights need every distinct
-feature's total count first, which is not bounded memory; they are refused.
+A text is fingerprinted piece by piece if each piece's n-grams are hashed once, carrying the last n-1
+units over to the next piece. With count weights the bit sums are additive over n-gram positions: bit i
+sums +1 for every n-gram whose hash has it set and -1 otherwise, so nothing is kept but 64 sums. Binary
+and log weights need each distinct feature once, with its total count: the pieces' distinct hashes are
+gathered in memory up to SPILL_HASHES, and beyond that written to temporary files partitioned by their
+top byte, then each partition is read back on its own. The result is bit-identical to simhash() on the
+whole text; memory stays about one piece plus SPILL_HASHES (plus one partition at the end), and the
+temporary files (in TMPDIR) take up to 8 bytes per distinct feature (16 with log weights).
 
 The pieces must normalize and split into units the same way as the whole, so texts are cut only
 where that is certain (see cut_points): before a character with a normalization boundary (ASCII
@@ -13,14 +16,16 @@ or a CJK ideograph), after one that cannot combine with it, and for words only a
 
 from __future__ import annotations
 
+import os
 import re
+import tempfile
 import unicodedata
 from collections.abc import Iterable, Iterator
 
 import numpy as np
 
 from .errors import InvalidInput
-from .features import WORD, ngram_hashes, word_units, words
+from .features import WORD, feature_weights, ngram_hashes, word_units, words
 from .settings import FingerprintSettings
 
 _SPACE = re.compile(r"\s+")  # the same split as features.normalize's str.split()
@@ -32,6 +37,9 @@ _WORDS_CUT = re.compile(f"(?<=[ \\t\\n\\r])(?=[{_SAFE}])")
 
 PIECE_CHARS = 1 << 20  # about 1 M characters per piece: ~130 MiB peak RSS in all, and no slower than 4 M
 MAX_UNCUT_CHARS = 1 << 26  # refuse a text with no place to cut in 64 M characters
+# Distinct feature hashes held in memory (8 bytes each, 16 with counts) before they go to disk.
+SPILL_HASHES = 1 << 22
+PARTITIONS = 256  # temporary files by the top byte of the hash: one is read back at a time
 # Row v: the 8 bits of the byte value v, most significant first.
 _BYTE_BITS = np.unpackbits(np.arange(256, dtype=np.uint8)[:, None], axis=1).astype(np.int64)
 
@@ -58,43 +66,83 @@ def pieces(chunks: Iterable[str], settings: FingerprintSettings, size: int = PIE
 
 
 def _last_cut(cut: re.Pattern, buffer: str, size: int) -> int | None:
-    """The last safe cut in buffer (searched near `size` first), or None."""
-    for start in (max(1, size - 65536), 1):
+    """The last safe cut at or before `size` (searched in growing windows below it, since nearly every
+    place is one in most texts), else any later one, else None."""
+    end = min(size, len(buffer) - 1)
+    for start in (end - 256, end - 65536, 1):
         found = None
-        for found in cut.finditer(buffer, start, len(buffer) - 1):
+        for found in cut.finditer(buffer, max(1, start), end):
             pass
-        if found is not None and found.start() > 0:
+        if found is not None:
             return found.start()
-    return None
+        if start <= 1:
+            break
+    later = cut.search(buffer, max(1, end), len(buffer) - 1)
+    return later.start() if later is not None else None
 
 
-def bit_counts(hashes: np.ndarray) -> np.ndarray:
-    """How many of the uint64 hashes have each bit set, most significant bit first (64 int64s).
+def bit_counts(hashes: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
+    """How many of the uint64 hashes have each bit set (or the sum of their integer weights), most
+    significant bit first (64 int64s).
 
     Per byte position, a histogram of the 256 byte values times their bits: no N x 64 bit matrix.
     """
     as_bytes = hashes.astype(">u8").view(np.uint8).reshape(-1, 8)
-    return np.concatenate([np.bincount(as_bytes[:, j], minlength=256) @ _BYTE_BITS for j in range(8)])
+    if weights is None:
+        return np.concatenate([np.bincount(as_bytes[:, j], minlength=256) @ _BYTE_BITS for j in range(8)])
+    # float64 sums of integer weights are exact below 2**53: a histogram per byte, in integers again.
+    w = weights.astype(np.float64)
+    return np.concatenate(
+        [np.rint(np.bincount(as_bytes[:, j], weights=w, minlength=256)).astype(np.int64) @ _BYTE_BITS for j in range(8)]
+    )
 
 
 def simhash_pieces(
-    chunks: Iterable[str], settings: FingerprintSettings, *, piece_chars: int = PIECE_CHARS
+    chunks: Iterable[str], settings: FingerprintSettings, *, piece_chars: int = PIECE_CHARS,
+    spill_hashes: int = SPILL_HASHES,
 ) -> int | None:
-    """simhash(''.join(chunks), settings) without joining them; needs count weights."""
-    if settings.weights != "count":
-        raise InvalidInput(
-            f"only count weights can fingerprint a text piece by piece (this index uses {settings.weights} weights)"
-        )
+    """simhash(''.join(chunks), settings) without joining them, for every kind of weights."""
+    if settings.weights == "count":
+        ones = np.zeros(64, dtype=np.int64)
+        total = 0
+        for hashes in piece_hashes(chunks, settings, piece_chars):
+            if hashes is None:
+                return None
+            total += len(hashes)
+            ones += bit_counts(hashes)
+        return _bits(ones, total)
+    with DistinctFeatures(with_counts=settings.weights == "log", spill_hashes=spill_hashes) as features:
+        for hashes in piece_hashes(chunks, settings, piece_chars):
+            if hashes is None:
+                return None
+            features.add(hashes)
+        ones = np.zeros(64, dtype=np.int64)
+        total = 0
+        for distinct, counts in features.groups():
+            weights = feature_weights(counts, settings.weights) if counts is not None else None
+            total += len(distinct) if weights is None else int(weights.sum())
+            ones += bit_counts(distinct, weights)
+        return _bits(ones, total)
+
+
+def _bits(ones: np.ndarray, total: int) -> int | None:
+    if total == 0:
+        return None
+    return int.from_bytes(np.packbits((2 * ones - total) > 0).tobytes(), "big")
+
+
+def piece_hashes(chunks: Iterable[str], settings: FingerprintSettings, piece_chars: int = PIECE_CHARS):
+    """The n-gram hashes of the whole text, piece by piece (every n-gram once); a last None when the
+    text has no features (no letter or digit), as simhash() gives None for it."""
     n = settings.ngram
-    ones = np.zeros(64, dtype=np.int64)
-    total = 0
     carry = np.empty(0, dtype=np.uint64)  # the last n-1 units seen (all of them while fewer)
     started = False  # a unit has been emitted: leading whitespace is gone
     held_space = False  # a trailing space, kept back until a later piece shows it is not the end
     has_word = False  # a text without a letter or digit has no features (as in features.units)
+    emitted = False
     for piece in pieces(chunks, settings, piece_chars):
         if settings.features == "chars":
-            text = _SPACE.sub(" ", unicodedata.normalize("NFKC", piece).casefold())
+            text = _fold_space(unicodedata.normalize("NFKC", piece).casefold())
             if not started:
                 text = text.lstrip(" ")
             if not text:
@@ -113,17 +161,107 @@ def simhash_pieces(
         started = True
         combined = np.concatenate([carry, new])
         if len(combined) >= n:
-            hashes = ngram_hashes(combined, n)
-            total += len(hashes)
-            ones += bit_counts(hashes)
+            emitted = True
+            yield ngram_hashes(combined, n)
         carry = combined[max(0, len(combined) - (n - 1)) :]
     if not has_word:
-        return None
-    if total == 0:
+        yield None
+    elif not emitted:
         # Fewer than n units in all: one short n-gram over them, as simhash() does.
         short = ngram_hashes(carry, n)
-        if len(short) == 0:
-            return None
-        total = len(short)
-        ones = bit_counts(short)
-    return int.from_bytes(np.packbits((2 * ones - total) > 0).tobytes(), "big")
+        yield short if len(short) else None
+
+
+def _fold_space(text: str) -> str:
+    """Every run of whitespace as one space, those at either end kept (as _SPACE.sub(" ", text), faster)."""
+    if not text:
+        return text
+    folded = " ".join(text.split())
+    if text[0].isspace():
+        folded = " " + folded if folded else " "
+    if text[-1].isspace() and folded != " ":
+        folded += " "
+    return folded
+
+
+class DistinctFeatures:
+    """The distinct feature hashes of a stream of hash arrays, with their counts when asked for, in
+    bounded memory: in memory up to spill_hashes, beyond that in PARTITIONS temporary files."""
+
+    def __init__(self, *, with_counts: bool, spill_hashes: int = SPILL_HASHES) -> None:
+        self.with_counts, self.spill_hashes = with_counts, spill_hashes
+        self.held: list[tuple[np.ndarray, np.ndarray | None]] = []
+        self.held_count = 0
+        self.folder: tempfile.TemporaryDirectory | None = None
+
+    def __enter__(self) -> DistinctFeatures:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.folder is not None:
+            self.folder.cleanup()
+
+    def add(self, hashes: np.ndarray) -> None:
+        self.held.append(_distinct(hashes, None if not self.with_counts else np.ones(len(hashes), np.int64)))
+        self.held_count += len(self.held[-1][0])
+        if self.held_count > self.spill_hashes:
+            self.held = [self._merged()]  # repeats across pieces fold first: often far fewer to write
+            self.held_count = len(self.held[0][0])
+            if self.held_count > self.spill_hashes // 2:
+                self._spill()
+
+    def _merged(self) -> tuple[np.ndarray, np.ndarray | None]:
+        hashes = np.concatenate([h for h, _ in self.held]) if self.held else np.empty(0, np.uint64)
+        counts = np.concatenate([c for _, c in self.held]) if self.with_counts and self.held else None
+        if self.with_counts and counts is None:
+            counts = np.empty(0, np.int64)
+        return _distinct(hashes, counts)
+
+    def _spill(self) -> None:
+        hashes, counts = self._merged()
+        self.held, self.held_count = [], 0
+        if self.folder is None:
+            self.folder = tempfile.TemporaryDirectory(prefix="simhash-features-")
+        # Sorted, so each partition (by the top byte) is one slice.
+        starts = np.arange(PARTITIONS, dtype=np.uint64) << np.uint64(56)  # 256 partitions: the top byte
+        bounds = np.append(np.searchsorted(hashes, starts), len(hashes))
+        for part in range(PARTITIONS):
+            lo, hi = bounds[part], bounds[part + 1]
+            if lo == hi:
+                continue
+            with open(os.path.join(self.folder.name, f"{part}.h"), "ab") as handle:
+                handle.write(hashes[lo:hi].tobytes())
+            if counts is not None:
+                with open(os.path.join(self.folder.name, f"{part}.c"), "ab") as handle:
+                    handle.write(counts[lo:hi].tobytes())
+
+    def groups(self) -> Iterator[tuple[np.ndarray, np.ndarray | None]]:
+        """(distinct hashes, their counts or None) in groups that together hold every feature once."""
+        if self.folder is None:
+            yield self._merged()
+            return
+        self._spill()
+        for part in range(PARTITIONS):
+            path = os.path.join(self.folder.name, f"{part}.h")
+            if not os.path.exists(path):
+                continue
+            hashes = np.fromfile(path, dtype=np.uint64)
+            counts = np.fromfile(path[:-1] + "c", dtype=np.int64) if self.with_counts else None
+            yield _distinct(hashes, counts)
+
+
+def _distinct(hashes: np.ndarray, counts: np.ndarray | None) -> tuple[np.ndarray, np.ndarray | None]:
+    """Sorted distinct hashes, and the summed counts of each when counts are given. Sorts `hashes` in
+    place (callers hand over arrays of their own): one copy less at the peak."""
+    if counts is None:
+        hashes.sort()
+        ordered = hashes
+    else:
+        order = np.argsort(hashes, kind="stable")
+        ordered = hashes[order]
+    starts = np.ones(len(ordered), dtype=bool)
+    np.not_equal(ordered[1:], ordered[:-1], out=starts[1:])
+    distinct = ordered[starts]
+    if counts is None:
+        return distinct, None
+    return distinct, np.add.reduceat(counts[order], np.flatnonzero(starts)) if len(ordered) else counts[:0]

@@ -9,10 +9,11 @@ import apsw
 
 from .errors import InvalidInput
 from .index import SimhashIndex
-from .sqlguard import SCHEMA_LOCKED, guard_schema
+from .sqlguard import SCHEMA_LOCKED, WOULD_CREATE, guard_schema
 
-# Errors that say something about the file or the machine, not the SQL: the CLI reports them itself.
-_NOT_THE_SQL = (apsw.BusyError, apsw.FullError, apsw.CorruptError, apsw.NotADBError, apsw.CantOpenError, apsw.IOError)
+# Errors that say something about the index file or the machine, not the SQL: the CLI reports them
+# itself. (CantOpenError is not one: the index is open, so it is a file the SQL names, as in ATTACH.)
+_NOT_THE_SQL = (apsw.BusyError, apsw.FullError, apsw.CorruptError, apsw.NotADBError, apsw.IOError)
 
 
 @dataclass
@@ -37,11 +38,11 @@ def parse_params(pairs: list[str]) -> dict[str, object]:
 def run_query(index: SimhashIndex, sql: str, params: dict | None = None, *, write: bool = False) -> list[ResultSet]:
     """Run one or more statements on the index's connection and collect the rows of each.
 
-    Read-only unless write=True (PRAGMA query_only); schema changes to the index file are denied
-    either way (sqlguard), so the file still opens afterwards.
+    Read-only unless write=True (PRAGMA query_only, and no file is created: sqlguard); schema changes to
+    the index file are denied either way (sqlguard), so the file still opens afterwards.
     """
     conn = index.conn
-    guard_schema(conn)
+    guard = guard_schema(conn, read_only=not write)
     conn.pragma("query_only", not write)
     results: list[ResultSet] = []
     cursor = conn.cursor()
@@ -62,7 +63,13 @@ def run_query(index: SimhashIndex, sql: str, params: dict | None = None, *, writ
     except _NOT_THE_SQL:
         raise
     except apsw.AuthError:
+        if guard.created is not None:
+            raise InvalidInput("simq sql " + WOULD_CREATE.format(name=guard.created)) from None
         raise InvalidInput(SCHEMA_LOCKED) from None
+    except apsw.CantOpenError as exc:
+        raise InvalidInput(
+            f"SQL: {exc} (a file the SQL names cannot be opened: a missing folder, or no permission)"
+        ) from None
     except apsw.ReadOnlyError:
         raise InvalidInput("simq sql runs read-only; add --write to change the index") from None
     except apsw.BindingsError as exc:

@@ -6,8 +6,10 @@ import io
 import json
 import random
 import string
+from pathlib import Path
 from itertools import combinations
 
+import apsw
 import pytest
 from test_cli import assert_clean_error, simq
 from test_explain_calibrate import brute_jaccard
@@ -15,6 +17,7 @@ from test_explain_calibrate import brute_jaccard
 from simhash_sqlite import Document, SimhashIndex, hamming
 from simhash_sqlite.confirm import ENTRY_BYTES, DuplicatePairs, ShingleCache
 from simhash_sqlite.settings import CONFIRM_K, RECOMMENDED_K
+from simhash_sqlite.sketch import estimate_jaccard, sketch
 
 
 def made_corpus(seed: int = 11) -> dict[str, str]:
@@ -64,23 +67,30 @@ def _pairs(rows) -> dict:
 def test_confirmed_dupes_equal_brute_force_jaccard_at_the_boundary(runner, stored):
     db, docs, fps = stored
     want, every = reference(docs, fps, CONFIRM_K)
+    # The default takes its candidates from the sketches, at any distance: every pair with J >= 0.8.
+    want_all, _ = reference(docs, fps, 64)
+    assert len(want_all) > len(want)  # this corpus has such pairs beyond distance 12
     candidates = {p: j for p, (d, j) in every.items() if d <= CONFIRM_K}
     # The corpus really tests the boundary: candidates just above 0.8 kept, just below dropped.
     assert any(0.8 <= j < 0.82 for j in candidates.values()) and any(0.78 <= j < 0.8 for j in candidates.values())
     with SimhashIndex(db) as index:
         checker = index.dupes()
         got = {frozenset((p.first, p.second)): p.jaccard for p in checker}
-        assert checker.report.unchecked == 0 and checker.report.checked == len(want)
-        assert checker.report.rejected == len(candidates) - len(want)
+        assert checker.report.unchecked == 0 and checker.report.checked == len(want_all)
+        assert checker.report.candidates_from == "sketch"
+        # An explicit k: the pairs within it, each checked.
+        within = index.dupes(CONFIRM_K)
+        assert {frozenset((p.first, p.second)): p.jaccard for p in within} == pytest.approx(want)
+        assert within.report.rejected == len(candidates) - len(want) and within.report.candidates_from == "fingerprint"
         # A cache too small for two texts recomputes, with the same answer.
-        assert {frozenset((p.first, p.second)) for p in DuplicatePairs(index, cache_bytes=1)} == set(want)
-    assert got == pytest.approx(want)
+        assert {frozenset((p.first, p.second)) for p in DuplicatePairs(index, cache_bytes=1)} == set(want_all)
+    assert got == pytest.approx(want_all)
     result = simq(runner, "dupes", "--db", db, "--format", "jsonl")
     assert result.exit_code == 0, result.output
     rows = [json.loads(line) for line in result.stdout.splitlines()]
-    assert _pairs(rows) == pytest.approx({p: round(j, 4) for p, j in want.items()}, abs=1e-4)
-    assert all(r["checked"] is True and r["distance"] <= CONFIRM_K for r in rows)
-    assert f"{len(want)} pairs: {len(want)} checked exactly" in result.stderr
+    assert _pairs(rows) == pytest.approx({p: round(j, 4) for p, j in want_all.items()}, abs=1e-4)
+    assert all(r["checked"] is True and r["checked_by"] == "exact" for r in rows)
+    assert f"{len(want_all)} pairs: {len(want_all)} checked exactly" in result.stderr
     assert "hint" not in result.stderr
     # Another threshold and an explicit k: the same rule.
     want7, _ = reference(docs, fps, 10, 0.7)
@@ -89,8 +99,9 @@ def test_confirmed_dupes_equal_brute_force_jaccard_at_the_boundary(runner, store
     table = simq(runner, "dupes", "--db", db)
     assert "jaccard" in table.stdout and "checked exactly" in table.stdout
     rows = list(csv.DictReader(io.StringIO(simq(runner, "dupes", "--db", db, "--format", "csv").stdout)))
-    assert {frozenset((r["first"], r["second"])): float(r["jaccard"]) for r in rows} == pytest.approx(want, abs=1e-4)
-    assert {r["checked"] for r in rows} == {"true"}
+    from_csv = {frozenset((r["first"], r["second"])): float(r["jaccard"]) for r in rows}
+    assert from_csv == pytest.approx(want_all, abs=1e-4)
+    assert {r["checked"] for r in rows} == {"true"} and {r["checked_by"] for r in rows} == {"exact"}
 
 
 def test_confirmed_near_equals_brute_force(runner, stored):
@@ -116,7 +127,7 @@ def test_confirmed_clusters_are_components_of_the_checked_pairs(runner, stored, 
     db, docs, fps = stored
     copy = tmp_path / "clusters.db"
     copy.write_bytes(db.read_bytes())
-    want, _ = reference(docs, fps, CONFIRM_K)
+    want, _ = reference(docs, fps, 64)  # the default: candidates from the sketches, at any distance
     # Components by brute force: merge sets until no pair joins two of them.
     groups = {key: {key} for key in docs}
     for pair in want:
@@ -154,7 +165,17 @@ def test_no_confirm_is_the_plain_distance_search(runner, stored):
     assert f"{len(plain_pairs)} pairs within distance {RECOMMENDED_K}" in table.stdout and "jaccard" not in table.stdout
 
 
-def test_files_edited_or_gone_after_add_fall_back_to_the_distance(runner, tmp_path):
+def _forget_sketches(db, keys) -> None:
+    """Make documents look as if indexed before sketches, their texts gone: a NULL sketch."""
+    conn = apsw.Connection(str(db))
+    with conn:
+        conn.execute("UPDATE documents SET sketch = NULL WHERE key IN carray(?)", (apsw.carray(tuple(keys)),))
+    conn.close()
+
+
+def test_files_edited_or_gone_after_add_are_judged_by_their_sketches(runner, tmp_path):
+    """(Before sketches this test asserted the distance fallback for these pairs; that fallback is now
+    for documents without a sketch, tested below on the same files.)"""
     docs = made_corpus(seed=3)
     folder = tmp_path / "docs"
     folder.mkdir()
@@ -169,18 +190,45 @@ def test_files_edited_or_gone_after_add_fall_back_to_the_distance(runner, tmp_pa
     (folder / f"{gone}.txt").unlink()
     rows = [json.loads(x) for x in simq(runner, "dupes", "--db", db, "--format", "jsonl").stdout.splitlines()]
     got = {frozenset((r["first"], r["second"])): r for r in rows}
-    _, every = reference(docs, fps, CONFIRM_K)
+    sketches = {key: sketch(text) for key, text in docs.items()}  # as indexed
+    _, every = reference(docs, fps, 64)
+    expected = {}
+    for pair, (_d, j) in every.items():
+        paths = frozenset(str(folder / f"{key}.txt") for key in pair)
+        if pair & {edited, gone}:
+            estimate = estimate_jaccard(*(sketches[key] for key in pair))
+            if estimate >= 0.8:  # text out of reach: judged by the sketches
+                expected[paths] = ("estimated", estimate)
+        elif j >= 0.8:
+            expected[paths] = ("exact", j)
+    assert set(got) == set(expected) and any(kind == "estimated" for kind, _ in expected.values())
+    for pair, (kind, j) in expected.items():
+        assert got[pair]["checked_by"] == kind and got[pair]["checked"] is True
+        assert got[pair]["jaccard"] == pytest.approx(j, abs=1e-4)
+    result = simq(runner, "dupes", "--db", db)
+    estimated = sum(kind == "estimated" for kind, _ in expected.values())
+    assert f"{estimated} by the sketches' estimate" in result.stdout and "hint" not in result.stderr
+    near = json.loads(simq(runner, "near", "--db", db, "--file", folder / f"{edited}.txt", "--json").stdout)
+    own = next(m for m in near if m["key"] == str(folder / f"{edited}.txt"))  # its own, edited file
+    assert own["checked_by"] == "estimated"
+
+    # Documents without a sketch either (indexed before sketches, texts gone): the distance rule for
+    # their pairs (candidates within CONFIRM_K), the sketches' candidates for the others.
+    _forget_sketches(db, [str(folder / f"{key}.txt") for key in (edited, gone)])
+    rows = [json.loads(x) for x in simq(runner, "dupes", "--db", db, "--format", "jsonl").stdout.splitlines()]
+    got = {frozenset((r["first"], r["second"])): r for r in rows}
     expected = {}
     for pair, (d, j) in every.items():
         paths = frozenset(str(folder / f"{key}.txt") for key in pair)
         if pair & {edited, gone}:
-            if d <= RECOMMENDED_K:  # unreachable text: kept by distance alone, unchecked
+            if d <= RECOMMENDED_K:  # neither text nor sketch: kept by distance alone, unchecked
                 expected[paths] = None
-        elif d <= CONFIRM_K and j >= 0.8:
+        elif j >= 0.8:
             expected[paths] = j
     assert set(got) == set(expected) and any(v is None for v in expected.values())
     for pair, j in expected.items():
         assert got[pair]["checked"] is (j is not None)
+        assert got[pair]["checked_by"] == ("distance" if j is None else "exact")
         assert got[pair]["jaccard"] == (None if j is None else pytest.approx(j, abs=1e-4))
     result = simq(runner, "dupes", "--db", db)
     unchecked = sum(j is None for j in expected.values())
@@ -193,25 +241,27 @@ def test_files_edited_or_gone_after_add_fall_back_to_the_distance(runner, tmp_pa
     assert table.exit_code == 0 and " - " in table.stdout  # the unchecked row's jaccard cell
 
 
-def test_jsonl_without_store_text_is_judged_by_distance(runner, stored, tmp_path):
-    _, docs, _ = stored
+def test_jsonl_without_store_text_is_judged_by_the_sketches(runner, stored, tmp_path):
+    """(Before sketches this test asserted that such an index is judged by distance alone.)"""
+    _, docs, fps = stored
     source = tmp_path / "docs.jsonl"
     source.write_text("".join(json.dumps({"id": k, "text": t}) + "\n" for k, t in docs.items()), encoding="utf-8")
     db = tmp_path / "plain.db"
     assert simq(runner, "add", "--db", db, source).exit_code == 0
     confirmed = simq(runner, "dupes", "--db", db, "--format", "jsonl")
-    plain = simq(runner, "dupes", "--db", db, "--format", "jsonl", "--no-confirm")  # k = RECOMMENDED_K
-    def without_kind(lines):  # the kind of check is the one difference: "distance" against none
-        return sorted(json.dumps({**json.loads(x), "checked_by": None}) for x in lines)
-
-    assert without_kind(confirmed.stdout.splitlines()) == without_kind(plain.stdout.splitlines())
-    assert all(json.loads(x)["checked"] is False for x in confirmed.stdout.splitlines())
-    assert "0 checked exactly" in confirmed.stderr and "--store-text" in confirmed.stderr
-    near = simq(runner, "near", "--db", db, "--key", "f2", "--json")
-    plain_near = simq(runner, "near", "--db", db, "--key", "f2", "--json", "--no-confirm").stdout
-    assert [{**m, "checked_by": None} for m in json.loads(near.stdout)] == json.loads(plain_near)
-    assert "--store-text" in near.stderr and "--hash" not in near.stderr
-    # A bare fingerprint has no text either, whatever the index stores.
+    rows = [json.loads(x) for x in confirmed.stdout.splitlines()]
+    sketches = {key: sketch(text) for key, text in docs.items()}
+    want_all, _ = reference(docs, fps, 64)
+    for r in rows:
+        assert r["checked_by"] == "estimated" and r["checked"] is True
+        assert r["jaccard"] == pytest.approx(estimate_jaccard(sketches[r["first"]], sketches[r["second"]]), abs=1e-4)
+    # The estimate is close to the exact Jaccard: most pairs agree with the exact answer.
+    found = {frozenset((r["first"], r["second"])) for r in rows}
+    assert len(found & set(want_all)) >= 0.85 * len(want_all) and len(found - set(want_all)) <= 0.15 * len(found)
+    assert "0 checked exactly" in confirmed.stderr and "hint" not in confirmed.stderr
+    near = json.loads(simq(runner, "near", "--db", db, "--key", "f2", "--json").stdout)
+    assert near and all(m["checked_by"] == "estimated" for m in near)
+    # A bare fingerprint has no text and no sketch, whatever the index stores.
     with SimhashIndex(db) as index:
         fp = index.get("f2").fingerprint
     by_hash = simq(runner, "near", "--db", db, "--hash", f"{fp:016x}")
@@ -271,3 +321,34 @@ def test_explain_gives_the_checked_verdict(runner, stored):
         assert result.exit_code == 0, result.output
         row = next(line for line in result.stdout.splitlines() if "by simq dupes" in line)
         assert verdict in row and ("not" in row) == verdict.startswith("not")
+
+
+def test_dupes_with_identical_texts_and_a_bare_fingerprint(runner, tmp_path):
+    """Identical texts fold to one sketch; a document added by fingerprint alone has none. A chunk of
+    pairs that comes out empty must not reach the key lookup (carray refuses empty arrays)."""
+    import shutil
+
+    examples = Path(__file__).resolve().parent.parent / "examples"
+    for name in ("docs", "copy"):
+        shutil.copytree(examples, tmp_path / name)
+    db = tmp_path / "s.db"
+    assert simq(runner, "add", "--db", db, tmp_path / "docs", tmp_path / "copy").exit_code == 0
+    garden = str(tmp_path / "docs" / "garden.txt")
+    with SimhashIndex(db) as index:
+        fp = index.get(garden).fingerprint
+        index.add_fingerprints([("bare", fp ^ 0b111), ("far", 0x59E111D408338701)])
+    result = simq(runner, "dupes", "--db", db, "--format", "jsonl")
+    assert result.exit_code == 0, result.output
+    pairs = {frozenset((r["first"], r["second"])): r["checked_by"] for r in map(json.loads, result.stdout.splitlines())}
+    assert pairs[frozenset((garden, str(tmp_path / "copy" / "garden.txt")))] == "exact"
+    assert pairs[frozenset((garden, "bare"))] == "distance"  # no text, no sketch: distance 3 alone
+
+
+def test_iterating_dupes_twice_counts_once(runner, stored):
+    db, _, _ = stored
+    with SimhashIndex(db) as index:
+        found = index.dupes()
+        first = sorted((p.first, p.second) for p in found)
+        counts = (found.report.candidates, found.report.kept)
+        assert sorted((p.first, p.second) for p in found) == first
+        assert (found.report.candidates, found.report.kept) == counts and counts[1] == len(first)

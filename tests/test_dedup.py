@@ -3,14 +3,17 @@
 import json
 import random
 
+import apsw
 import numpy as np
+import pytest
 from conftest import integrity_ok
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_cli import assert_clean_error, simq
 
-from simhash_sqlite import Document, SimhashIndex, dedup, hamming, simhash
-from simhash_sqlite.dedup import KeptSet
+from simhash_sqlite import Document, SimhashIndex, hamming, simhash
+from simhash_sqlite.dedup import BATCH, DROP_MARGIN, KeptSet, KeptSketches
+from simhash_sqlite.sketch import DEFAULT_SCHEME, sketch
 
 MASK = (1 << 64) - 1
 WORDS = "sqlite stores tables in one file and answers queries with an index of the rows it keeps".split()
@@ -47,6 +50,7 @@ def test_kept_set_finds_the_closest_within_k(kept, queries, k, batch):
 
 
 def brute_keep_first(texts: list[str], k: int) -> list[tuple[bool, int | None, int | None]]:
+    """Keep-first by distance alone (--no-confirm): the closest kept document within k, ties to the earliest."""
     kept: list[tuple[int, int]] = []
     out = []
     for i, body in enumerate(texts):
@@ -61,24 +65,123 @@ def brute_keep_first(texts: list[str], k: int) -> list[tuple[bool, int | None, i
     return out
 
 
-def test_keep_first_equals_a_sequential_brute_force_across_batches():
-    rng = random.Random(5)
-    originals = [text(rng) for _ in range(40)]
-    texts = []
-    for _ in range(150):
-        body = rng.choice(originals)
-        texts.append(edit(rng, body, rng.choice([0, 0, 1, 2, 8])))
-    texts.insert(17, "")  # no features: kept, never a duplicate
-    for k in (0, 3, 8):
-        decisions = list(dedup((Document(str(i), t) for i, t in enumerate(texts)), k))
-        # Tiny batches too: decisions must not depend on where batches end.
-        from simhash_sqlite import Deduplicator
+def bits_of(blob: bytes) -> np.ndarray:
+    return np.unpackbits(np.frombuffer(blob, dtype=np.uint8), bitorder="little")
 
-        small = list(Deduplicator(k, batch_size=7).run((Document(str(i), t), None) for i, t in enumerate(texts)))
+
+def shares_a_window(a: np.ndarray, b: np.ndarray) -> bool:
+    """The LSH rule, from the bits: some window of 24 bits starting at a multiple of 12 is equal."""
+    return any((a[s : s + 24] == b[s : s + 24]).all() for s in range(0, len(a) - 23, 12))
+
+
+def estimate(a: np.ndarray, b: np.ndarray) -> float:
+    """1-bit bins agree with probability (1 + J) / 2."""
+    return max(0.0, min(1.0, 2 * float(np.mean(a == b)) - 1))
+
+
+def brute_checked_keep_first(texts: list[str], k: int | None = None, t: float = 0.8 + DROP_MARGIN):
+    """Keep-first with the check: a kept document is a duplicate's partner when it is a candidate (shares
+    a window, or with k: within k) and the estimate reaches t (the threshold 0.8 plus the margin a drop
+    asks for); the highest estimate wins, then the earliest."""
+    kept: list[tuple[int, int, np.ndarray]] = []
+    out = []
+    for i, body in enumerate(texts):
+        fp, blob = simhash(body), sketch(body)
+        near = []
+        if blob is not None:
+            mine = bits_of(blob)
+            for j, f, theirs in kept:
+                candidate = shares_a_window(mine, theirs) if k is None else hamming(fp, f) <= k
+                if candidate and (e := estimate(mine, theirs)) >= t:
+                    near.append((-e, j, hamming(fp, f)))
+        if near:
+            e, j, d = min(near)
+            out.append((False, j, d, -e))
+        else:
+            out.append((True, None, None, None))
+            if blob is not None:
+                kept.append((i, fp, bits_of(blob)))
+    return out
+
+
+def near_copies(seed: int, originals: int = 40, copies: int = 150) -> list[str]:
+    rng = random.Random(seed)
+    bodies = [text(rng) for _ in range(originals)]
+    texts = [edit(rng, rng.choice(bodies), rng.choice([0, 0, 1, 2, 3, 5, 8])) for _ in range(copies)]
+    texts.insert(17, "")  # no features: kept, never a duplicate
+    texts.insert(40, "!!! ...")
+    return texts
+
+
+def decisions_of(texts, batch_size=BATCH, **options):
+    from simhash_sqlite import Deduplicator
+
+    entries = ((Document(str(i), t), None) for i, t in enumerate(texts))
+    got = list(Deduplicator(batch_size=batch_size, **options).run(entries))
+    assert [d.document.key for d in got] == [str(i) for i in range(len(texts))]  # input order
+    return got
+
+
+def test_checked_keep_first_equals_a_sequential_brute_force_across_batches():
+    texts = near_copies(5)
+    expected = brute_checked_keep_first(texts)
+    assert 20 < sum(not kept for kept, *_ in expected) < len(texts) - 40  # both verdicts, many times
+    for batch_size in (BATCH, 7, 1):  # decisions must not depend on where batches end
+        got = decisions_of(texts, batch_size)
+        assert [(d.kept, None if d.kept else int(d.duplicate_of), d.distance) for d in got] == [
+            row[:3] for row in expected
+        ]
+        for d, row in zip(got, expected):
+            if not d.kept:
+                assert d.checked_by == "estimated" and d.jaccard == pytest.approx(row[3], abs=1e-9)
+    # Far copies (8 of 60 words changed) are not near-duplicates under the check, though within k = 12 or so.
+    assert any(kept for (kept, *_), t in zip(expected, texts) if t.count("changed") >= 8)
+
+
+def test_checked_keep_first_with_an_explicit_k():
+    texts = near_copies(6)
+    for k in (3, 12):
+        expected = brute_checked_keep_first(texts, k)
+        got = decisions_of(texts, 11, k=k)
+        assert [(d.kept, None if d.kept else int(d.duplicate_of), d.distance) for d in got] == [r[:3] for r in expected]
+
+
+def test_keep_first_by_distance_alone_equals_a_sequential_brute_force():
+    texts = near_copies(7)
+    for k in (0, 3, 8):
         expected = brute_keep_first(texts, k)
-        for got in (decisions, small):
-            assert [d.document.key for d in got] == [str(i) for i in range(len(texts))]  # input order
+        for batch_size in (BATCH, 7):
+            got = decisions_of(texts, batch_size, k=k, check=False)
             assert [(d.kept, None if d.kept else int(d.duplicate_of), d.distance) for d in got] == expected
+            assert all(d.checked_by is None for d in got)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(1, 40), st.integers(1, 30), st.sampled_from([0.5, 0.8, 0.95]))
+def test_kept_sketches_find_every_near_duplicate_sharing_a_window(seed, kept_count, queries, threshold):
+    rng = np.random.default_rng(seed)
+    kept = rng.integers(0, 256, (kept_count, DEFAULT_SCHEME.nbytes), dtype=np.uint8)
+    # Queries: copies of kept rows with 0 to 150 of their 960 bits flipped, and unrelated rows.
+    rows = []
+    for _ in range(queries):
+        bits = bits_of(kept[rng.integers(kept_count)].tobytes())
+        bits[rng.choice(len(bits), int(rng.integers(0, 150)), replace=False)] ^= 1
+        unrelated = rng.integers(0, 256, 120, dtype=np.uint8)
+        rows.append(np.packbits(bits, bitorder="little") if rng.random() < 0.8 else unrelated)
+    rows = np.array(rows, dtype=np.uint8)
+    found = KeptSketches(threshold)
+    for lo in range(0, kept_count, 7):  # several runs, merged as they grow
+        found.add(kept[lo : lo + 7], np.arange(lo, min(lo + 7, kept_count)) * 10)
+    q, label, got_estimate = found.matches(rows)
+    got = sorted(zip(q.tolist(), label.tolist(), np.round(got_estimate, 9).tolist()))
+    want = []
+    for i, row in enumerate(rows):
+        a = bits_of(row.tobytes())
+        for j, other in enumerate(kept):
+            b = bits_of(other.tobytes())
+            if shares_a_window(a, b) and estimate(a, b) >= threshold:
+                want.append((i, 10 * j, round(estimate(a, b), 9)))
+    assert got == sorted(want)
 
 
 def write_jsonl(path, records):
@@ -96,21 +199,29 @@ def test_cli_dedup_passes_records_through_and_writes_a_side_file(runner, tmp_pat
     data = tmp_path / "crawl.jsonl"
     write_jsonl(data, records)
     out, side = tmp_path / "out.jsonl", tmp_path / "dupes.jsonl"
-    result = simq(runner, "dedup", data, "--out", out, "--dupes", side, "--k", "3", "--text-field", "body", "--id-field", "url")
-    assert result.exit_code == 0, result.output
-    lines = out.read_text(encoding="utf-8").splitlines()
     raw = data.read_text(encoding="utf-8").splitlines()
-    expected = brute_keep_first([r["body"] for r in records], 3)
-    assert lines == [line for line, (kept, _, _) in zip(raw, expected) if kept]  # byte for byte, in order
-    dropped = [json.loads(line) for line in side.read_text().splitlines()]
-    assert [(d["key"], d["duplicate_of"], d["distance"]) for d in dropped] == [
-        (f"u{i}", f"u{j}", dist) for i, (kept, j, dist) in enumerate(expected) if not kept
-    ]
-    assert f"{len(lines)} kept, {len(dropped)} dropped" in result.stderr
-    # Running the filter on its own output drops nothing.
-    again = tmp_path / "again.jsonl"
-    assert simq(runner, "dedup", out, "--out", again, "--text-field", "body", "--id-field", "url").exit_code == 0
-    assert again.read_text(encoding="utf-8") == out.read_text(encoding="utf-8")
+    bodies = [r["body"] for r in records]
+    for options, expected in (
+        ([], brute_checked_keep_first(bodies)),  # the default: checked by the sketches' estimate
+        (["--no-confirm", "--k", "3"], brute_keep_first(bodies, 3)),
+    ):
+        result = simq(runner, "dedup", data, "--out", out, "--dupes", side, "--text-field", "body", "--id-field", "url",
+                      *options)
+        assert result.exit_code == 0, result.output
+        lines = out.read_text(encoding="utf-8").splitlines()
+        assert lines == [line for line, (kept, *_) in zip(raw, expected) if kept]  # byte for byte, in order
+        dropped = [json.loads(line) for line in side.read_text().splitlines()]
+        assert [(d["key"], d["duplicate_of"], d["distance"]) for d in dropped] == [
+            (f"u{i}", f"u{j}", dist) for i, (kept, j, dist, *_) in enumerate(expected) if not kept
+        ]
+        assert {d["checked_by"] for d in dropped} == ({"estimated"} if not options else {None})
+        assert all((d["jaccard"] >= 0.8) if not options else d["jaccard"] is None for d in dropped)
+        assert f"{len(lines)} kept, {len(dropped)} dropped" in result.stderr
+        # Running the filter on its own output drops nothing.
+        again = tmp_path / "again.jsonl"
+        assert simq(runner, "dedup", out, "--out", again, "--text-field", "body", "--id-field", "url",
+                    *options).exit_code == 0
+        assert again.read_text(encoding="utf-8") == out.read_text(encoding="utf-8")
 
 
 def test_cli_dedup_against_an_index_and_folders(runner, tmp_path):
@@ -125,12 +236,26 @@ def test_cli_dedup_against_an_index_and_folders(runner, tmp_path):
     (folder / "b.txt").write_text(text(rng))  # new
     (folder / "c.txt").write_text(edit(rng, old[1], 1))  # near an indexed one
     out, side = tmp_path / "new.jsonl", tmp_path / "side.jsonl"
-    result = simq(runner, "dedup", folder, "--out", out, "--against", db, "--dupes", side, "--k", "6")
-    assert result.exit_code == 0, result.output
-    kept = [json.loads(line) for line in out.read_text().splitlines()]
-    assert [r["id"] for r in kept] == [str(folder / "b.txt")] and kept[0]["text"] == (folder / "b.txt").read_text()
-    assert {json.loads(line)["duplicate_of"] for line in side.read_text().splitlines()} == {"old0", "old1"}
+    for options in ([], ["--k", "6"], ["--no-confirm", "--k", "6"]):
+        result = simq(runner, "dedup", folder, "--out", out, "--against", db, "--dupes", side, *options)
+        assert result.exit_code == 0, result.output
+        kept = [json.loads(line) for line in out.read_text().splitlines()]
+        assert [r["id"] for r in kept] == [str(folder / "b.txt")] and kept[0]["text"] == (folder / "b.txt").read_text()
+        dropped = [json.loads(line) for line in side.read_text().splitlines()]
+        assert {d["duplicate_of"] for d in dropped} == {"old0", "old1"}
+        assert {d["checked_by"] for d in dropped} == ({None} if "--no-confirm" in options else {"estimated"})
+        assert "no sketch" not in result.stderr
     assert integrity_ok(db) and len(SimhashIndex(db)) == 5  # --against only reads
+    # An index made before sketches whose texts are gone: its documents are matched by distance, and it says so.
+    conn = apsw.Connection(str(db))
+    conn.execute("UPDATE documents SET sketch = NULL WHERE key = 'old1'")
+    conn.close()
+    result = simq(runner, "dedup", folder, "--out", out, "--against", db, "--dupes", side)
+    assert result.exit_code == 0, result.output
+    assert "1 of 5 documents have no sketch" in result.stderr and "judged by distance" in result.stderr
+    dropped = {d["duplicate_of"]: d for d in map(json.loads, side.read_text().splitlines())}
+    assert dropped["old1"]["checked_by"] == "distance" and dropped["old1"]["jaccard"] is None
+    assert dropped["old0"]["checked_by"] == "estimated" and dropped["old0"]["jaccard"] == 1.0
     assert_clean_error(simq(runner, "dedup", folder, "--out", out, "--against", db, "--features", "words"), "features")
     assert_clean_error(simq(runner, "dedup", folder, "--out", out, "--against", tmp_path / "none.db"), "no index")
     assert_clean_error(simq(runner, "dedup", out, "--out", out), "also an input")
@@ -150,7 +275,8 @@ def test_cli_dupes_and_clusters(runner, tmp_path):
     assert result.exit_code == 0, result.output
     assert sorted((r["first"], r["second"], r["distance"]) for r in map(json.loads, result.stdout.splitlines())) == expected
     csv_out = simq(runner, "dupes", "--db", db, "--k", "6", "--format", "csv").stdout.splitlines()
-    assert csv_out[0] == "first,second,distance,similarity,jaccard,checked" and len(csv_out) == len(expected) + 1
+    assert csv_out[0] == "first,second,distance,similarity,jaccard,checked,checked_by"
+    assert len(csv_out) == len(expected) + 1
     assert "a3" in simq(runner, "dupes", "--db", db, "--k", "6").stdout
     export = tmp_path / "clusters.jsonl"
     result = simq(runner, "clusters", "--db", db, "--k", "6", "--format", "jsonl", "--out", export)

@@ -10,8 +10,11 @@ import importlib.util
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
+import time
+import urllib.request
 from pathlib import Path
 
 import numpy as np
@@ -78,8 +81,21 @@ def brute_force_pairs(ids: list[str], fps: list[int], k: int) -> set[tuple[str, 
     return out
 
 
+def reference_keep_first(ids: list[str], pairs, prio: dict[str, int]) -> set[str]:
+    """Keep-first over the pairs in the order --keep-by prio --descending asks for (highest prio, then
+    lowest id): a document is dropped when a kept one before it is its pair."""
+    near: dict[str, set[str]] = {}
+    for a, b, _ in pairs:
+        near.setdefault(a, set()).add(b), near.setdefault(b, set()).add(a)
+    kept: set[str] = set()
+    for i in sorted(ids, key=lambda i: (-prio[i], i)):
+        if not near.get(i, set()) & kept:
+            kept.add(i)
+    return kept
+
+
 def reference_clusters(ids: list[str], pairs, prio: dict[str, int]) -> dict[str, str]:
-    """Union-find over the pairs; each document -> the id of its cluster's kept document
+    """Union-find over the pairs; each document -> the id of its cluster's first document
     (highest prio, then lowest id: what --keep-by prio --descending asks for)."""
     parent = {i: i for i in ids}
 
@@ -115,15 +131,16 @@ def reference(corpus, tmp_path_factory):
         stored = {key: index.get(key).fingerprint for key in index.keys()}
     featured = sorted(key for key, fp in stored.items() if fp is not None)
     pairs = brute_force_pairs(featured, [stored[i] for i in featured], K)
-    clusters = reference_clusters(sorted(stored), pairs, {d["id"]: d["prio"] for d in corpus})
-    return {"fingerprints": stored, "pairs": pairs, "clusters": clusters}
+    prio = {d["id"]: d["prio"] for d in corpus}
+    clusters = reference_clusters(sorted(stored), pairs, prio)
+    kept = reference_keep_first(sorted(stored), pairs, prio)
+    return {"fingerprints": stored, "pairs": pairs, "clusters": clusters, "kept": kept}
 
 
 @pytest.fixture(scope="module")
 def spark():
     """One local SparkSession shared by every test in this file."""
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    os.environ["PYSPARK_PYTHON"] = sys.executable
     from simhash_sqlite.spark import session
 
     spark = session("local[2]", **{"spark.sql.shuffle.partitions": "4"})
@@ -141,7 +158,7 @@ def job(spark, corpus, tmp_path_factory):
     spark.createDataFrame(corpus, "id string, text string, prio int").write.parquet(str(source))
     out = folder / "out"
     result = simq(
-        CliRunner(), "spark-dedup", source, "--out", out, "--k", K, "--master", "local[2]",
+        CliRunner(), "spark-dedup", source, "--out", out, "--no-confirm", "--k", K, "--master", "local[2]",
         "--keep-by", "prio", "--descending", "--sqlite-shards", SHARDS,
     )
     assert result.exit_code == 0, result.output
@@ -170,12 +187,16 @@ def test_spark_dedup_equals_the_single_machine_tool(spark, job, reference):
     assert len(pairs) == len(set(pairs))
     assert set(pairs) == reference["pairs"]
     assert any(d == 0 for *_, d in pairs) and any(d == K for *_, d in pairs)  # copies and edits both present
-    # Clusters and the kept set (--keep-by prio --descending; ties by lowest id).
-    clusters = {r["id"]: r["cluster"] for r in parquet_rows(spark, out / "clusters")}
+    # Clusters (components, named after their first document by --keep-by prio --descending, ties by
+    # lowest id) and the kept set: keep-first in that order, as simq dedup --no-confirm decides.
+    rows = parquet_rows(spark, out / "clusters")
+    clusters = {r["id"]: r["cluster"] for r in rows}
     assert clusters == reference["clusters"]
     kept = {r["id"] for r in parquet_rows(spark, out / "kept")}
-    assert kept == set(reference["clusters"].values())
+    assert kept == reference["kept"] == {r["id"] for r in rows if r["kept"]}
+    assert kept > set(reference["clusters"].values())  # a chain keeps its ends when they are far apart
     assert max(list(clusters.values()).count(c) for c in kept) >= 3  # chains joined into larger clusters
+    assert all(r["checked_by"] is None and (r["duplicate_of"] is None) == r["kept"] for r in rows)
     # The manifest records what shaped the fingerprints, as an index file does.
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["settings"]["fingerprint"] == json.loads(FingerprintSettings().to_json())
@@ -278,6 +299,131 @@ def test_bad_input_is_one_clean_line(spark, job, runner, tmp_path):
     broken.write_text('{"id": "a", "text": "fine"}\n{broken\n')
     assert_clean_error(simq(runner, "spark-dedup", broken, "--out", tmp_path / "o5"), "the Spark job failed")
     assert not (tmp_path / "o5").exists()
+
+
+# -- as a user runs it: the venv's simq by path, a clean environment, local and a standalone cluster ----
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def user_environment(tmp_path: Path) -> dict[str, str]:
+    """What a user's shell has: no activated venv, no PYSPARK_PYTHON, and a `python3` on PATH that lacks
+    this package (a stand-in for the system Python, so the test means the same on every machine)."""
+    shim = tmp_path / "system-bin"
+    shim.mkdir(exist_ok=True)
+    (shim / "python3").write_text("#!/bin/sh\necho 'this python3 has no simhash_sqlite' >&2\nexit 1\n")
+    (shim / "python3").chmod(0o755)
+    java_dir = os.path.dirname(shutil.which("java") or "/usr/bin/java")
+    env = {"PATH": f"{shim}:{java_dir}:/usr/bin:/bin", "HOME": str(tmp_path), "LANG": "C.UTF-8",
+           "SPARK_LOCAL_IP": "127.0.0.1"}  # loopback only; not a Python setting
+    if "JAVA_HOME" in os.environ:
+        env["JAVA_HOME"] = os.environ["JAVA_HOME"]
+    return env
+
+
+def venv_simq() -> str:
+    """The `simq` script installed next to this interpreter, by absolute path."""
+    script = Path(sys.executable).parent / "simq"
+    if not script.exists():
+        pytest.skip(f"no simq script next to {sys.executable} (install the package with pip)")
+    return str(script)
+
+
+@pytest.fixture(scope="module")
+def standalone_cluster(tmp_path_factory):
+    """A Spark standalone master and one 1-core worker on 127.0.0.1 (free ports), from pyspark's own
+    bin/spark-class; stopped by their process ids afterwards."""
+    if not HAVE_SPARK:
+        pytest.skip("pyspark or java missing: pip install '.[test,spark]' (and Java 17)")
+    import pyspark
+
+    home = Path(pyspark.__file__).parent
+    folder = tmp_path_factory.mktemp("cluster")
+    env = {**os.environ, "SPARK_HOME": str(home), "SPARK_LOCAL_IP": "127.0.0.1",
+           "SPARK_WORKER_DIR": str(folder / "work")}
+    port, ui = free_port(), free_port()
+    spark_class = [str(home / "bin" / "spark-class")]
+    master_url = f"spark://127.0.0.1:{port}"
+    started = []
+
+    def start(name, *args):
+        with open(folder / f"{name}.log", "wb") as log:  # the child keeps its own copy of the handle
+            proc = subprocess.Popen(spark_class + list(args), env=env, stdout=log, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL, start_new_session=True)
+        started.append(proc)
+        return proc
+
+    try:
+        start("master", "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port),
+              "--webui-port", str(ui))
+        start("worker", "org.apache.spark.deploy.worker.Worker", master_url, "--cores", "1", "--memory", "2g",
+              "--host", "127.0.0.1", "--port", str(free_port()), "--webui-port", str(free_port()))
+        deadline = time.monotonic() + 90
+        while True:  # until the master's status page lists the worker as alive
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{ui}/json/", timeout=2) as page:
+                    if json.load(page).get("aliveworkers", 0) >= 1:
+                        break
+            except OSError:
+                pass
+            for proc in started:
+                if proc.poll() is not None:
+                    pytest.fail(f"a Spark daemon exited early; see {folder}")
+            if time.monotonic() > deadline:
+                pytest.fail(f"the standalone cluster did not come up in 90 s; see {folder}")
+            time.sleep(0.5)
+        yield master_url
+    finally:
+        for proc in reversed(started):  # worker first: it stops its executors
+            proc.terminate()
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+def run_as_user(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([venv_simq(), *args], env=user_environment(tmp_path), cwd=tmp_path,
+                          capture_output=True, text=True, timeout=300, check=False)
+
+
+@spark_test
+@pytest.mark.parametrize("where", ["local", "standalone"])
+def test_simq_spark_dedup_as_a_user_runs_it(where, request, tmp_path, corpus, reference):
+    """`.venv/bin/simq spark-dedup in.jsonl --out out` with no venv activated and no PYSPARK_PYTHON:
+    its Python workers must still be the venv's (local[*] by default, or a standalone cluster)."""
+    # Few documents: the run's cost is Spark's start, the Python workers' and the job's steps, not the texts.
+    small = [d for d in corpus if d["id"] < ("doc-00200" if where == "standalone" else "doc-00080")]
+    source = tmp_path / "in.jsonl"
+    source.write_text("".join(json.dumps(d, ensure_ascii=False) + "\n" for d in small), encoding="utf-8")
+    args = ["spark-dedup", "in.jsonl", "--out", "out"]
+    if where == "standalone":  # one core: a few shuffle partitions, not Spark's 200
+        args += ["--master", request.getfixturevalue("standalone_cluster"), "--conf", "spark.sql.shuffle.partitions=2"]
+    result = run_as_user(tmp_path, *args)
+    assert result.returncode == 0, result.stderr[-3000:]
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    assert manifest["spark"]["master"].startswith("spark://" if where == "standalone" else "local")
+    import pyarrow.parquet as pq
+
+    kept = set(pq.read_table(tmp_path / "out" / "kept").column("id").to_pylist())
+    # The same kept set as simq dedup's on the same file (checked, keep-first in input order).
+    from typer.testing import CliRunner
+
+    result = simq(CliRunner(), "dedup", source, "--out", tmp_path / "dedup.jsonl",
+                  "--dupes", tmp_path / "dropped.jsonl")
+    assert result.exit_code == 0, result.output
+    expected = {json.loads(line)["id"] for line in (tmp_path / "dedup.jsonl").read_text().splitlines()}
+    assert kept == expected and len(kept) < len(small) - 3
+    dropped = {r["key"]: r for r in map(json.loads, (tmp_path / "dropped.jsonl").read_text().splitlines())}
+    clusters = pq.read_table(tmp_path / "out" / "clusters").to_pylist()
+    assert {r["id"]: (r["duplicate_of"], r["checked_by"]) for r in clusters if not r["kept"]} == {
+        key: (r["duplicate_of"], "estimated") for key, r in dropped.items()
+    }
 
 
 # -- without Spark ------------------------------------------------------------------------------------

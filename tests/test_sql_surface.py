@@ -15,11 +15,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_cli import assert_clean_error, simq
 
-from simhash_sqlite import Document, SimhashIndex
+from simhash_sqlite import Document, SimhashIndex, sources
 from simhash_sqlite.fingerprint import hamming, to_hex, to_signed
 from simhash_sqlite.shell import IndexShell
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+
+def path_key(path) -> str:
+    """The key simq add gives a file (relative inside the current folder, else absolute)."""
+    return sources.path_key(str(path))
 NEAR = "SELECT key, distance, fingerprint FROM simhash_near(?, ?, 0)"  # the distance search alone
 
 
@@ -121,7 +126,7 @@ def small(runner, tmp_path):
 def test_sql_output_formats(runner, small):
     query = "SELECT key, length, content_hash, NULL AS absent FROM documents ORDER BY key"
     rows = json.loads(simq(runner, "sql", "--db", small, "--format", "json", query).stdout)
-    assert [r["key"] for r in rows] == [str(EXAMPLES / "garden.txt"), str(EXAMPLES / "tea_zh.txt")]
+    assert [r["key"] for r in rows] == [path_key(EXAMPLES / "garden.txt"), path_key(EXAMPLES / "tea_zh.txt")]
     assert len(rows[0]["content_hash"]) == 32 and rows[0]["absent"] is None  # blobs as hex
     for fmt, delimiter in (("csv", ","), ("tsv", "\t")):
         text = simq(runner, "sql", "--db", small, "--format", fmt, query).stdout
@@ -173,10 +178,10 @@ def test_shell_runs_a_script_from_stdin(small):
     lines = run.stdout.splitlines()
     assert lines[:2] == ["documents", "2"]
     assert lines[2] == "key|distance|similarity|fingerprint|jaccard|checked_by"  # .near checks, as simq near
-    assert lines[3].startswith(f"{EXAMPLES / 'garden.txt'}|") and "|1.0|" in lines[3]
+    assert lines[3].startswith(f"{path_key(EXAMPLES / 'garden.txt')}|") and "|1.0|" in lines[3]
     assert "535e078da051fa3c" in lines
     with SimhashIndex(small) as index:
-        assert to_hex(index.get(str(EXAMPLES / "garden.txt")).fingerprint) in lines
+        assert to_hex(index.get(path_key(EXAMPLES / "garden.txt")).fingerprint) in lines
 
 
 def test_shell_script_errors_fail_the_run_and_the_schema_stays_ours(runner, small):
@@ -188,14 +193,14 @@ def test_shell_script_errors_fail_the_run_and_the_schema_stays_ours(runner, smal
 
 
 def test_every_dot_command_of_ours_runs(runner, small):
-    garden = str(EXAMPLES / "garden.txt")
+    garden = path_key(EXAMPLES / "garden.txt")
     with SimhashIndex(small) as index:
         fp = to_hex(index.get(garden).fingerprint)
     script = (f".mode list\n.nearkey {garden} 64\n.nearhash {fp} 0\n.plan 8\n.stats\n.functions\n.check\n"
               ".nearhash zz\n.plan x\n")
     result = simq(runner, "shell", small, input=script)
     lines = result.stdout.splitlines()
-    assert any(line.startswith(str(EXAMPLES / "tea_zh.txt") + "|") for line in lines)  # .nearkey leaves garden out
+    assert any(line.startswith(path_key(EXAMPLES / "tea_zh.txt") + "|") for line in lines)  # .nearkey leaves garden out
     assert f"{garden}|0|1.0|{fp}" in lines  # .nearhash
     assert any(line.startswith("-- ") for line in lines) and any("FROM documents" in line for line in lines)  # .plan
     assert "documents:        2" in lines

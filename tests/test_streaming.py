@@ -1,12 +1,11 @@
 """Large files are fingerprinted piece by piece: the result must equal simhash() of the whole text."""
 
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simhash_sqlite import FingerprintSettings, SimhashIndex, simhash
-from simhash_sqlite.index import FingerprintedDocument, content_hash
 from simhash_sqlite.checks import problems
+from simhash_sqlite.index import FingerprintedDocument, content_hash
 from simhash_sqlite.sources import Reader
 from simhash_sqlite.streaming import pieces, simhash_pieces
 
@@ -14,7 +13,7 @@ from simhash_sqlite.streaming import pieces, simhash_pieces
 # with a space (U+00A8), non-breaking and ideographic spaces, ligatures, Hangul jamo that compose.
 TRICKY = list("ab xy\n\t.!1") + ["é", "e\u0301", "\u0301", "\u00a0", "\u00a8", "ß", "ﬁ", "Ａ", "中", "文", "가",
                                     "\u1100", "\u1161", "\u3000", "ǅ", "\u0345", "ΐ"]
-# Streaming needs count weights (the default is binary): every setting here says so.
+# Count weights stream without holding features; the others are tested below.
 COUNT = FingerprintSettings(weights="count")
 SETTINGS = [COUNT, FingerprintSettings(ngram=1, weights="count"), FingerprintSettings(ngram=3, weights="count"),
             FingerprintSettings(features="words", ngram=1, weights="count"),
@@ -36,9 +35,23 @@ def test_pieces_give_the_whole_texts_fingerprint(text, cuts, piece_chars, which)
     assert simhash_pieces(chunks, chosen, piece_chars=piece_chars) == simhash(text, chosen)
 
 
-def test_other_weights_are_refused():
-    with pytest.raises(Exception, match="count weights"):
-        simhash_pieces(["text"], FingerprintSettings(weights="log"))
+ALL_WEIGHTS = [FingerprintSettings(), FingerprintSettings(weights="log"), FingerprintSettings(ngram=2),
+               FingerprintSettings(features="words", ngram=2), FingerprintSettings(features="words", weights="log")]
+
+
+@given(
+    text=st.lists(st.sampled_from(TRICKY + ["word ", "中文", "again "]), max_size=200).map("".join),
+    piece_chars=st.integers(1, 16),
+    spill=st.integers(1, 40),
+    which=st.sampled_from(range(len(ALL_WEIGHTS))),
+)
+@settings(max_examples=200, deadline=None)
+def test_binary_and_log_weights_stream_too_spilling_to_disk(text, piece_chars, spill, which):
+    """Distinct features gathered in memory, or past `spill` hashes in partitioned temporary files:
+    the same fingerprint as the whole text's."""
+    chosen = ALL_WEIGHTS[which]
+    chunks = [text[i : i + 7] for i in range(0, len(text), 7)]
+    assert simhash_pieces(chunks, chosen, piece_chars=piece_chars, spill_hashes=spill) == simhash(text, chosen)
 
 
 def test_a_large_file_is_streamed_and_stored_like_a_small_one(tmp_path):
@@ -69,12 +82,13 @@ def test_large_files_that_cannot_be_streamed_are_skipped_with_a_reason(tmp_path)
     nul = tmp_path / "nul.bin"
     nul.write_bytes(b"\x00" * 5000)
     reader = Reader(stream_over=100)
-    assert list(reader.documents(reader.expand([str(big)]), FingerprintSettings(weights="log"))) == []
+    log = FingerprintSettings(weights="log")
+    [streamed] = reader.documents(reader.expand([str(big)]), log)  # every kind of weights streams
+    assert streamed.fingerprint == simhash(big.read_text(), log)
     assert list(reader.documents(reader.expand([str(bad), str(nul)]), COUNT)) == []
     reasons = [skip.reason for skip in reader.skipped]
-    assert "5,500 bytes: files over 100 bytes are fingerprinted in pieces, which needs count weights" in reasons[0]
-    assert "byte 0xff at offset 6000" in reasons[1]
-    assert "binary" in reasons[2]
+    assert "byte 0xff at offset 6000" in reasons[0]
+    assert "binary" in reasons[1]
     stored = Reader(stream_over=100)
     assert list(stored.documents(stored.expand([str(big)]), COUNT, store_text=True)) == []
     assert "texts are stored" in stored.skipped[0].reason

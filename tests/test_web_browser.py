@@ -164,8 +164,8 @@ def test_pages_say_where_texts_are_not_stored_and_files_are_gone(page, tmp_path,
         page.goto(f"{base}/search?" + urllib.parse.urlencode({"key": str(paths["kept"])}))
         page.wait_for_selector("#matches")
         checks = set(page.locator("#matches tbody td:nth-child(5)").all_inner_texts())
-        assert checks == {"distance only (text out of reach)"}
-        assert "judged by distance alone" in page.locator(".simhash-note").inner_text()
+        assert checks == {"estimated Jaccard (stored sketch)"}  # the files are gone: the sketches stand in
+        assert "estimated from the sketches" in page.locator(".simhash-note").inner_text()
         page.screenshot(path=shots / "search-no-texts.png", full_page=True)
 
 

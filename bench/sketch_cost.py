@@ -1,0 +1,49 @@
+"""What the sketch adds to `add`'s fingerprinting: simhash_many against simhash_and_sketch_many.
+
+    .venv/bin/python bench/sketch_cost.py CORPUS.jsonl ... [--runs 7]
+
+In one process, the two calls alternate on the same texts (so both meet the same machine load);
+medians of --runs each, in MB/s of UTF-8 text, and the ratio. This is the CPU work `add` does per
+text (its workers run exactly this); the whole `simq add` also reads, hashes and writes, so the
+ratio there is closer to 1 (bench/add_speed.py --only-add).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from simhash_sqlite.fingerprint import simhash_and_sketch_many, simhash_many  # noqa: E402
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("jsonl", nargs="+")
+    parser.add_argument("--runs", type=int, default=7)
+    args = parser.parse_args()
+    print("| corpus | MB | fingerprints MB/s | fingerprints + sketches MB/s | ratio |")
+    print("|---|---|---|---|---|")
+    for path in args.jsonl:
+        texts = [json.loads(line)["text"] for line in open(path, encoding="utf-8")]
+        mb = sum(len(t.encode()) for t in texts) / 1e6
+        simhash_and_sketch_many(texts[:20])  # lazy tables, once
+        plain, both = [], []
+        for _ in range(args.runs):
+            started = time.perf_counter()
+            simhash_many(texts)
+            plain.append(time.perf_counter() - started)
+            started = time.perf_counter()
+            simhash_and_sketch_many(texts)
+            both.append(time.perf_counter() - started)
+        a, b = mb / statistics.median(plain), mb / statistics.median(both)
+        print(f"| {Path(path).name} | {mb:.1f} | {a:.2f} | {b:.2f} | {b / a:.2f}x |")
+
+
+if __name__ == "__main__":
+    main()
