@@ -32,10 +32,11 @@ import numpy as np
 from .block_tables import choose_tables
 from .confirm import DEFAULT_THRESHOLD, candidate_k, check_threshold, fallback_k, load_arrays
 from .errors import SettingsMismatch
-from .fingerprint import check_k, simhash_and_sketch_many, simhash_many, to_hex
+from .fingerprint import check_k, to_hex
 from .index import Document, SimhashIndex
 from .index_arrays import keys_of
 from .pairs import CHUNK, near_pairs, sorted_by
+from .parallel import FingerprintJob
 from .settings import CONFIRM_K, FingerprintSettings
 from .sketch import DEFAULT_SCHEME, SketchScheme, as_rows, estimate_many
 from .sketch_pairs import WINDOW_BITS, WINDOW_STEP, sketch_pairs, window_keys
@@ -353,31 +354,53 @@ class Deduplicator:
         self.report.against_unsketched = int((~present).sum()) if self.check else 0
 
     def run(self, entries: Iterable[tuple[Document, bytes | None]]) -> Iterator[Decision]:
+        # A pipeline of two batches, as in SimhashIndex.add(): the next batch is handed to the pool
+        # (parallel.FingerprintJob) before this one is decided, and this process computes the next
+        # batch's chunks while the workers finish this one's. Memory holds two batches; the decisions
+        # depend only on the fingerprints, sketches and order, so any number of processes gives the
+        # same output.
+        pending: tuple[list[tuple[Document, bytes | None]], FingerprintJob] | None = None
         batch: list[tuple[Document, bytes | None]] = []
         for entry in entries:
             batch.append(entry)
             if len(batch) >= self.batch_size:
-                yield from self._decide(batch)
-                batch = []
-        if batch:
-            yield from self._decide(batch)
+                started = self._start(batch, pending is not None)
+                if pending is not None:
+                    yield from self._decide(pending[0], self._fingerprints(pending[1], started))
+                pending, batch = (batch, started), []
+        started = self._start(batch, pending is not None) if batch else None
+        if pending is not None:
+            yield from self._decide(pending[0], self._fingerprints(pending[1], started))
+        if started is not None:
+            yield from self._decide(batch, self._fingerprints(started, None))
 
     # -- one batch -------------------------------------------------------------------------------------
 
-    def _fingerprint(self, texts: list[str]) -> tuple[list[int | None], np.ndarray, np.ndarray]:
+    def _start(self, batch: list[tuple[Document, bytes | None]], start_pool: bool) -> FingerprintJob:
+        """The batch's fingerprints (and sketches, when checking) under way. The first batch does not
+        start the pool: a short input is done before a worker is ready."""
+        texts = [document.text for document, _ in batch]
+        return FingerprintJob(texts, self.settings, start_pool=start_pool, sketches=self.check)
+
+    def _fingerprints(
+        self, job: FingerprintJob, meanwhile: FingerprintJob | None
+    ) -> tuple[list[int | None], np.ndarray, np.ndarray]:
         """Fingerprints, sketch rows and which texts have a sketch."""
+        started = time.perf_counter()
+        computed = job.result(meanwhile)
+        self.report.fingerprint_seconds += time.perf_counter() - started
         if not self.check:
-            prints = simhash_many(texts, self.settings)
-            return prints, np.zeros((len(texts), 0), np.uint8), np.zeros(len(texts), bool)
-        prints, blobs = simhash_and_sketch_many(texts, self.settings)
-        rows, present = as_rows(blobs)
+            return computed, np.zeros((len(computed), 0), np.uint8), np.zeros(len(computed), bool)
+        prints = [fp for fp, _ in computed]
+        rows, present = as_rows([sketch for _, sketch in computed])
         return prints, rows, present
 
-    def _decide(self, batch: list[tuple[Document, bytes | None]]) -> list[Decision]:
-        started = time.perf_counter()
-        prints, rows, sketched = self._fingerprint([document.text for document, _ in batch])
+    def _decide(
+        self, batch: list[tuple[Document, bytes | None]], computed: tuple[list[int | None], np.ndarray, np.ndarray]
+    ) -> list[Decision]:
+        """Keep or drop each document of the batch, in order; computed: _fingerprints() of its texts."""
+        prints, rows, sketched = computed
         searching = time.perf_counter()
-        self.report.fingerprint_seconds += searching - started
         have = [i for i, fp in enumerate(prints) if fp is not None]  # members: the batch's featured documents
         values = np.array([prints[i] for i in have], dtype=np.uint64)
         rows, sketched = rows[have], sketched[have]

@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 from simhash_sqlite import Document, SimhashIndex, parallel
+from simhash_sqlite.dedup import Deduplicator
 from simhash_sqlite.fingerprint import simhash
 from simhash_sqlite.settings import FingerprintSettings
 
@@ -104,6 +105,7 @@ def test_an_add_of_one_batch_starts_no_pool(tmp_path):
     script = f"""
 import sys
 from simhash_sqlite import Document, SimhashIndex, parallel
+from simhash_sqlite.dedup import Deduplicator
 parallel.PARALLEL_MIN_CHARS = 1
 docs = [Document(str(i), "some text number " + str(i)) for i in range(10)]
 with SimhashIndex({str(tmp_path / "one.db")!r}, create=True) as index:
@@ -117,3 +119,32 @@ print(parallel._pool.cache_info().currsize)
     done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["0", "1"]
+
+
+
+def _near_copies(n=400, seed=3):
+    """Texts with many near-duplicates (a word changed) and exact repeats, in a mixed order."""
+    rng = random.Random(seed)
+    base = _texts(n // 4, seed=seed)
+    out = []
+    for i in range(n):
+        words = rng.choice(base).split()
+        if words and rng.random() < 0.5:
+            words[rng.randrange(len(words))] = "改"
+        out.append(" ".join(words))
+    return out
+
+
+def test_dedup_through_the_pool_writes_what_one_process_writes(monkeypatch):
+    docs = [Document(f"d{i}", t) for i, t in enumerate(_near_copies())]
+
+    def lines(**options):
+        decisions = list(Deduplicator(batch_size=37, **options).run((d, None) for d in docs))
+        return [d.output_line() if d.kept else d.dupe_line() for d in decisions]
+
+    for options in ({}, {"check": False, "k": 3}):
+        monkeypatch.setenv("SIMQ_WORKERS", "1")
+        serial = lines(**options)
+        _started_pool(monkeypatch)
+        assert lines(**options) == serial
+        assert sum(b"duplicate_of" in line for line in serial) > 50  # near-duplicates were dropped
