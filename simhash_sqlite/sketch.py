@@ -118,13 +118,28 @@ def sketch_hashes(
     """Sketches of `count` documents from their shingle hashes (docs[i] says whose hashes[i] is; repeats
     allowed): a (count, nbytes) uint8 array and a bool array saying which documents had any shingle
     (the rows of the others are zeros)."""
-    bins = scheme.bins
+    mins = empty_minima(count, scheme)
+    add_to_minima(mins, docs, hashes)
+    return sketch_from_minima(mins, scheme)
+
+
+def empty_minima(count: int = 1, scheme: SketchScheme = DEFAULT_SCHEME) -> np.ndarray:
+    """Bin minima of `count` documents that have seen no shingle yet: (count, bins) uint32."""
+    return np.full((count, scheme.bins), _EMPTY, dtype=np.uint32)
+
+
+def add_to_minima(mins: np.ndarray, docs: np.ndarray, hashes: np.ndarray) -> None:
+    """Fold shingle hashes into the bin minima (in place): a text's minima are those of its pieces'
+    minima, so a text too large to hold is sketched piece by piece (streaming.py)."""
+    count, bins = mins.shape
     # One permutation: the high 32 bits pick the bin, the low 32 bits are the value minimised in it.
     slot = ((hashes >> _U64(32)) * _U64(bins) >> _U64(32)).astype(np.intp)
     slot += docs * bins
-    mins = np.full(count * bins, _EMPTY, dtype=np.uint32)
-    np.minimum.at(mins, slot, hashes.astype(np.uint32))
-    mins = mins.reshape(count, bins)
+    np.minimum.at(mins.reshape(-1), slot, hashes.astype(np.uint32))
+
+
+def sketch_from_minima(mins: np.ndarray, scheme: SketchScheme = DEFAULT_SCHEME) -> tuple[np.ndarray, np.ndarray]:
+    """Sketches from bin minima (add_to_minima), as sketch_hashes() gives them. `mins` is changed."""
     present = (mins != _EMPTY).any(axis=1)
     _densify(mins)
     # `bits` bits of each minimum, from the top of its product with an odd constant (every bit of the

@@ -34,7 +34,7 @@ from .errors import InvalidInput
 from .index import Document, FingerprintedDocument, SimhashIndex
 from .indexed_text import content_hash
 from .settings import FingerprintSettings
-from .streaming import PIECE_CHARS, simhash_pieces
+from .streaming import PIECE_CHARS, simhash_and_sketch_pieces
 
 BINARY_SNIFF_BYTES = 8192
 JSONL_SUFFIXES = (".jsonl", ".ndjson")
@@ -290,12 +290,12 @@ class Reader:
             yield tail
 
         try:
-            fingerprint = simhash_pieces(chunks(), settings)
+            fingerprint, sketch = simhash_and_sketch_pieces(chunks(), settings)
         except _DecodeFailed as exc:
             return self._skip(where, self._not_decodable(*exc.args), named)
         except InvalidInput as exc:
             return self._skip(where, str(exc), named)
-        return FingerprintedDocument(key, fingerprint, length, digest.digest())
+        return FingerprintedDocument(key, fingerprint, length, digest.digest(), sketch)
 
     def _jsonl(
         self, path: str, settings: FingerprintSettings | None = None, store_text: bool = False
@@ -376,10 +376,10 @@ class Reader:
         text = document.text
         parts = (text[i : i + PIECE_CHARS] for i in range(0, len(text), PIECE_CHARS))
         try:
-            fingerprint = simhash_pieces(parts, settings)
+            fingerprint, sketch = simhash_and_sketch_pieces(parts, settings)
         except InvalidInput as exc:
             return self._skip(where, str(exc), True)
-        return FingerprintedDocument(document.key, fingerprint, len(text), content_hash(text))
+        return FingerprintedDocument(document.key, fingerprint, len(text), content_hash(text), sketch)
 
     def _note_key(self, key: str, where: str) -> bool:
         """True for an id met first; an id met again in one run is reported (the first record stays)."""

@@ -7,7 +7,8 @@ from simhash_sqlite import FingerprintSettings, SimhashIndex, simhash
 from simhash_sqlite.checks import problems
 from simhash_sqlite.index import FingerprintedDocument, content_hash
 from simhash_sqlite.sources import Reader
-from simhash_sqlite.streaming import pieces, simhash_pieces
+from simhash_sqlite.sketch import sketch
+from simhash_sqlite.streaming import pieces, simhash_and_sketch_pieces, simhash_pieces
 
 # Characters that make normalization context-dependent: combining marks, NFKC expansions that start
 # with a space (U+00A8), non-breaking and ideographic spaces, ligatures, Hangul jamo that compose.
@@ -33,6 +34,27 @@ def test_pieces_give_the_whole_texts_fingerprint(text, cuts, piece_chars, which)
     chunks = [text[a:b] for a, b in zip([0, *bounds], [*bounds, len(text)])]
     assert "".join(pieces(chunks, chosen, piece_chars)) == text
     assert simhash_pieces(chunks, chosen, piece_chars=piece_chars) == simhash(text, chosen)
+
+
+@given(
+    text=st.lists(st.sampled_from(TRICKY + ["word ", "中文", "again "]), max_size=200).map("".join),
+    cuts=st.lists(st.integers(0, 200), max_size=6),
+    piece_chars=st.integers(1, 16),
+    weights=st.sampled_from(["count", "log", "binary"]),
+)
+@settings(max_examples=200, deadline=None)
+def test_pieces_give_the_whole_texts_sketch_in_the_same_pass(text, cuts, piece_chars, weights):
+    """A sketch is the bin minima of the shingle hashes: the pieces' minima are the whole text's."""
+    chosen = FingerprintSettings(weights=weights)
+    bounds = sorted({min(c, len(text)) for c in cuts})
+    chunks = [text[a:b] for a, b in zip([0, *bounds], [*bounds, len(text)])]
+    assert simhash_and_sketch_pieces(chunks, chosen, piece_chars=piece_chars) == (simhash(text, chosen), sketch(text))
+
+
+def test_settings_of_other_shingles_stream_without_a_sketch():
+    text = "words that a sketch would shingle by characters " * 50
+    chosen = FingerprintSettings(features="words", ngram=2)
+    assert simhash_and_sketch_pieces([text], chosen, piece_chars=64) == (simhash(text, chosen), None)
 
 
 ALL_WEIGHTS = [FingerprintSettings(), FingerprintSettings(weights="log"), FingerprintSettings(ngram=2),
@@ -68,6 +90,8 @@ def test_a_large_file_is_streamed_and_stored_like_a_small_one(tmp_path):
         report = index.add([document])
         assert report.added == 1 and report.characters == len(text)
         assert index.get(str(path)).fingerprint == simhash(text, chosen)
+        stored = index.conn.execute("SELECT sketch FROM documents WHERE key = ?", (str(path),)).get
+        assert stored == sketch(text) and stored is not None  # checked by its estimate like any other
         # The same file read whole is unchanged: same content hash.
         whole = list(Reader().documents(Reader().expand([str(path)]), chosen))
         assert index.add(whole).unchanged == 1
@@ -92,3 +116,13 @@ def test_large_files_that_cannot_be_streamed_are_skipped_with_a_reason(tmp_path)
     stored = Reader(stream_over=100)
     assert list(stored.documents(stored.expand([str(big)]), COUNT, store_text=True)) == []
     assert "texts are stored" in stored.skipped[0].reason
+
+
+def test_a_long_jsonl_text_is_fingerprinted_and_sketched_in_pieces(tmp_path):
+    text = "A JSONL line may hold a whole book. 一行也可以是一整本书。 " * 400
+    path = tmp_path / "book.jsonl"
+    path.write_text('{"id": "book", "text": "%s"}\n' % text, encoding="utf-8")
+    reader = Reader(stream_over=1000)
+    [(document, _raw)] = list(reader._jsonl(str(path), FingerprintSettings()))
+    assert isinstance(document, FingerprintedDocument)
+    assert (document.fingerprint, document.sketch) == (simhash(text), sketch(text))
