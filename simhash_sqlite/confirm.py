@@ -36,7 +36,7 @@ from .pairs import Progress, near_pairs
 from .search import Match, SearchResult
 from .settings import CONFIRM_K, RECOMMENDED_K
 from .shingles import jaccard_of_sets, shingle_set
-from .sketch import DEFAULT_SCHEME, as_rows, estimate_jaccard, estimate_many, sketch
+from .sketch import DEFAULT_SCHEME, estimate_jaccard, estimate_many, sketch
 from .sketch_pairs import sketch_pairs
 
 if TYPE_CHECKING:  # the index calls into this module: importing it at run time would be circular
@@ -350,12 +350,19 @@ def _pairs_of_unsketched(values: np.ndarray, unsketched: np.ndarray, k: int) -> 
 def load_arrays(conn) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(ids, unsigned fingerprints, sketch rows, which have a sketch) of every document with a
     fingerprint, in id order, read in one pass."""
+    nbytes = DEFAULT_SCHEME.nbytes
     with conn:  # a savepoint: one snapshot
+        count = conn.execute("SELECT count(*) FROM documents WHERE fingerprint IS NOT NULL").get
+        # Sketches go straight into one buffer: a list of 10M blobs and its join would take 3x the memory.
+        buffer = bytearray(count * nbytes)
+        ids, values, present = [], [], np.zeros(count, dtype=bool)
         found = conn.execute("SELECT id, fingerprint, sketch FROM documents WHERE fingerprint IS NOT NULL ORDER BY id")
-        ids, values, blobs = [], [], []
-        for i, f, s in found:
-            ids.append(i), values.append(f), blobs.append(s)
-    rows, present = as_rows(blobs)
+        for n, (i, f, s) in enumerate(found):
+            ids.append(i), values.append(f)
+            if s is not None and len(s) == nbytes:
+                buffer[n * nbytes : (n + 1) * nbytes] = s
+                present[n] = True
+    rows = np.frombuffer(buffer, dtype=np.uint8).reshape(count, nbytes)
     return np.array(ids, dtype=np.int64), np.array(values, dtype=np.int64).view(np.uint64), rows, present
 
 
