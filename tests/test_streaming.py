@@ -6,8 +6,8 @@ from hypothesis import strategies as st
 from simhash_sqlite import FingerprintSettings, SimhashIndex, simhash
 from simhash_sqlite.checks import problems
 from simhash_sqlite.index import FingerprintedDocument, content_hash
-from simhash_sqlite.sources import Reader
 from simhash_sqlite.sketch import sketch
+from simhash_sqlite.sources import Reader
 from simhash_sqlite.streaming import pieces, simhash_and_sketch_pieces, simhash_pieces
 
 # Characters that make normalization context-dependent: combining marks, NFKC expansions that start
