@@ -117,7 +117,7 @@ def test_big_texts_with_default_settings_are_taken_every_way(runner, tmp_path, s
     by_key = simq(runner, "near", "--db", db, "--key", "piped", "--json")
     found = json.loads(by_key.stdout)
     assert {m["key"] for m in found} == {path_key(str(big)), "line"}
-    assert all(m["checked_by"] in ("distance", "estimated") for m in found)  # too large to compare whole
+    assert all(m["checked_by"] == "estimated" for m in found)  # too large to compare whole: by their sketches
     explained = simq(runner, "explain", big, "piped", "--db", db, "--json")
     assert explained.exit_code == 0 and json.loads(explained.stdout)["distance"] == 0
     paths = tmp_path / "queries.txt"
