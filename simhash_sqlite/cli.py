@@ -1103,7 +1103,12 @@ def _dupes_table(
 ) -> None:
     to_stderr = output_path is not None
     if not shown:
-        say(f"no pairs within distance {k}" if report is None or not report.candidates else "no pair passed the check")
+        if report is not None and report.candidates:
+            say("no pair passed the check")
+        elif report is not None and report.candidates_from == "sketch":
+            say("no pairs: no two documents share a window of their sketches")
+        else:
+            say(f"no pairs within distance {k}")
     else:
         columns = ["first", "second", "distance", "similarity"] + (["jaccard"] if report is not None else [])
         shown.sort(key=lambda p: (p["distance"], p["first"], p["second"]))

@@ -99,7 +99,7 @@ def _representatives(ids: np.ndarray, labels: np.ndarray, lengths: np.ndarray, r
     """For each document, the id of its cluster's representative under the rule."""
     primary = {"first": ids, "last": -ids, "longest": -lengths, "shortest": lengths}[rule]
     order = np.lexsort((ids, primary, labels))  # by cluster, then the rule, then the lowest id
-    head = np.concatenate(([True], labels[order][1:] != labels[order][:-1]))
+    head = np.concatenate((np.ones(min(1, len(ids)), dtype=bool), labels[order][1:] != labels[order][:-1]))
     chosen = order[head]  # one document per cluster, clusters in ascending label order
     slot = np.cumsum(head) - 1  # the cluster number of each sorted position
     out = np.empty(len(ids), dtype=np.int64)

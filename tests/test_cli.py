@@ -232,3 +232,24 @@ def rows(path, sql):
         return conn.execute(sql).get
     finally:
         conn.close()
+
+
+@pytest.mark.parametrize("documents", [0, 1])
+@pytest.mark.parametrize("command", [["dupes"], ["dupes", "--k", "3"], ["dupes", "--no-confirm"], ["clusters"],
+                                     ["clusters", "--k", "3"]])
+def test_dupes_and_clusters_of_an_empty_or_one_document_index(runner, db_path, tmp_path, documents, command):
+    """No pairs is an answer, not a traceback (clusters of an empty index raised an IndexError)."""
+    from simhash_sqlite import Document, SimhashIndex
+
+    with SimhashIndex(db_path, create=True) as index:
+        if documents:
+            index.add([Document("only", ENGLISH)])
+    result = simq(runner, *command, "--db", db_path)
+    assert result.exit_code == 0, result.output
+    assert "Traceback" not in result.output
+    if command[0] == "clusters":
+        assert f"{documents} document" in result.output
+        with SimhashIndex(db_path) as index:
+            assert index.conn.execute("SELECT count(*) FROM clusters").get == documents
+    else:
+        assert "no pair" in result.output
