@@ -1,6 +1,7 @@
 """Default `simq dupes` from 100k to 10M documents: time, memory and candidate recall, on model sketches.
 
-    .venv/bin/python bench/dupes_model_scale.py --sizes 100000,1000000,3000000,10000000 --folder /tmp/dms
+    .venv/bin/python bench/dupes_model_scale.py --sizes 100000,1000000,3000000,10000000 --folder /tmp/dms \
+        --candidate-recall
 
 Making 10M sketches from text takes hours on two cores, so this bench writes index files of MODEL
 documents: a tenth of them in pairs (an original and a copy), the rest unrelated. An unrelated
@@ -15,7 +16,10 @@ process timed, peak RSS by wait4.
 Columns: the pairs found; recall of planted pairs with J >= 0.8 and of those with J >= 0.85 (a pair
 at J = 0.8 is kept half the time by an unbiased estimate: the candidates are what scale, the check's
 spread is bench/accuracy.py's subject); planted pairs found below 0.8 (false positives of the model);
-other pairs found (two unrelated random sketches: none expected). Quality on real text is
+other pairs found (two unrelated random sketches: none expected). --candidate-recall runs `simq dupes
+--threshold 0.6` too (untimed): a planted pair at J >= 0.8 has an estimate >= 0.6 but for a chance of
+about 1e-20, so the share of them it finds is the recall of the LSH candidates alone. "windows" is
+sketch_pairs.window_plan's width/step (tables) for n. Quality on real text is
 bench/accuracy.py's and bench/all_pairs.py's; this bench measures how time and memory grow.
 """
 
@@ -37,6 +41,7 @@ sys.path.insert(0, str(ROOT))
 from simhash_sqlite import SimhashIndex  # noqa: E402
 from simhash_sqlite.fingerprint import blocks, to_signed  # noqa: E402
 from simhash_sqlite.sketch import DEFAULT_SCHEME  # noqa: E402
+from simhash_sqlite.sketch_pairs import _windows, window_plan  # noqa: E402
 
 NBYTES = DEFAULT_SCHEME.nbytes
 
@@ -78,10 +83,10 @@ def build(path: Path, rows: np.ndarray, fps: np.ndarray) -> float:
     return time.perf_counter() - started
 
 
-def dupes(path: Path, out: Path) -> tuple[float, int, str]:
+def dupes(path: Path, out: Path, *options: str) -> tuple[float, int, str]:
     started = time.perf_counter()
     proc = subprocess.Popen([str(ROOT / ".venv" / "bin" / "simq"), "dupes", "--db", str(path), "--format", "jsonl",
-                             "--out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+                             "--out", str(out), *options], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     _, status, usage = os.wait4(proc.pid, 0)
     seconds = time.perf_counter() - started
     said = proc.stdout.read().decode(errors="replace").strip().splitlines()
@@ -112,14 +117,17 @@ def main() -> None:
     parser.add_argument("--sizes", default="100000,1000000", help="documents, comma-separated")
     parser.add_argument("--folder", type=Path, required=True, help="where the index files go (kept for re-runs)")
     parser.add_argument("--seed", type=int, default=3)
+    parser.add_argument("--candidate-recall", action="store_true",
+                        help="also run dupes --threshold 0.6 (untimed): the recall of the candidates alone")
     args = parser.parse_args()
     args.folder.mkdir(parents=True, exist_ok=True)
     load = os.getloadavg()
     print(f"## Default `simq dupes` on model sketches (started {time.strftime('%Y-%m-%d %H:%M', time.gmtime())} UTC, "
           f"load {load[0]:.1f}; {os.cpu_count()} cores)\n")
-    print("| documents | build s | index bytes/doc | `simq dupes` s | peak RSS MiB | pairs found | recall J >= 0.8 | "
-          "recall J >= 0.85 | planted < 0.8 kept | unrelated kept | load after |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("| documents | windows | build s | index bytes/doc | `simq dupes` s | peak RSS MiB | pairs found | "
+          "recall J >= 0.8 | recall J >= 0.85 | planted < 0.8 kept | unrelated kept | candidate recall J >= 0.8 | "
+          "load after |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for n in (int(s) for s in args.sizes.split(",")):
         path = args.folder / f"model-{n}.db"
         rows, fps, jaccard = model(n, args.seed)
@@ -130,9 +138,16 @@ def main() -> None:
         out = args.folder / f"pairs-{n}.jsonl"
         seconds, peak, said = dupes(path, out)
         s = scored(out, n, jaccard)
-        print(f"| {n:,} | {built:.0f} | {path.stat().st_size / n:.0f} | {seconds:.1f} | {peak / 2**20:,.0f} | "
-              f"{s['found']:,} | {s['recall80']:.4f} | {s['recall85']:.4f} | {s['below']:,} | {s['other']:,} | "
-              f"{os.getloadavg()[0]:.1f} |", flush=True)
+        candidate_recall = "-"
+        if args.candidate_recall:
+            _, _, said_low = dupes(path, out, "--threshold", "0.6")
+            candidate_recall = f"{scored(out, n, jaccard)['recall80']:.4f}"
+            print(f"    simq --threshold 0.6 said: {said_low}", file=sys.stderr)
+        width, step = window_plan(n, DEFAULT_SCHEME.bins * DEFAULT_SCHEME.bits)
+        tables = len(_windows(DEFAULT_SCHEME.bins * DEFAULT_SCHEME.bits, width, step))
+        print(f"| {n:,} | {width}/{step} ({tables}) | {built:.0f} | {path.stat().st_size / n:.0f} | {seconds:.1f} | "
+              f"{peak / 2**20:,.0f} | {s['found']:,} | {s['recall80']:.4f} | {s['recall85']:.4f} | {s['below']:,} | "
+              f"{s['other']:,} | {candidate_recall} | {os.getloadavg()[0]:.1f} |", flush=True)
         print(f"    simq said: {said}", file=sys.stderr)
 
 

@@ -285,8 +285,10 @@ class DuplicatePairs:
             texts_possible = self.index.store_text or _any_file_key(conn)
             low = max(0.0, report.threshold - EXACT_MARGIN) if texts_possible else report.threshold
             sketched = np.flatnonzero(present)
+            # Every document sketched (the usual case): the rows as they are, not a copy (1.2 GB at 10M).
+            candidates = sketch_pairs(rows if len(sketched) == len(rows) else rows[sketched], low)
             parts = _chain(
-                ((sketched[p.left], sketched[p.right], p.estimate) for p in sketch_pairs(rows[sketched], low)),
+                ((sketched[p.left], sketched[p.right], p.estimate) for p in candidates),
                 ((left, right, None) for left, right in _pairs_of_unsketched(values, unsketched, self.k)),
             )
         else:

@@ -1,22 +1,38 @@
 """All pairs of sketched documents whose estimated Jaccard reaches a threshold: LSH on the sketch bits.
 
 A sketch is 960 one-bit bins (sketch.py); two documents of Jaccard J agree on each bin with probability
-(1 + J) / 2, independently across bins. A table keys every document by a window of WINDOW_BITS
-consecutive bits; documents with equal keys are candidates. Windows start every WINDOW_STEP bits (79
-tables of 24 bits for 960 bits): a pair at J = 0.8 agrees on a window with probability 0.9**24 = 0.08,
-so it is missed by all 79 tables with probability about 0.001 (overlapping windows are not independent,
-bench/all_pairs.py measures it); an unrelated pair (J near 0) shares a key with probability 2**-24 per
-table. Each table is one numpy sort of packed (key, position) words, so the cost grows linearly with
-the number of documents, unlike exact Hamming-distance tables at k = 12 whose keys shrink as k grows.
+(1 + J) / 2, independently across bins. A table keys every document by a window of `width`
+consecutive bits; documents with equal keys are candidates. Windows start every `step` bits. Each table
+is one numpy sort of packed (key, position) words, so the cost of the tables grows linearly with the
+number of documents, unlike exact Hamming-distance tables at k = 12 whose keys shrink as k grows.
+
+The windows (window_plan): up to 2**20 distinct sketches, 79 tables of 24 bits, step 12 (WINDOW_BITS,
+WINDOW_STEP: the quality figures were measured with them). A pair at J = 0.8 agrees on a window with
+probability 0.9**24 = 0.08 and is missed by all 79 tables with probability 0.0047 (miss_probability,
+exact: overlapping windows are not independent; 0.0014 if they were); an unrelated pair shares a key with
+probability 2**-24 per table, so random candidates grow with n**2: 79 * n / 2**25 per document, 2.5 at
+2**20. Past 2**20 the window widens by one bit each time the documents double (the random candidates per
+table and document stay flat) and the step shrinks to the largest whose miss probability at J = 0.8 is
+no more than 24/12's: 25/9 (104 tables) to 2**21, 26/6 (156) to 2**22, 27/4 (234) beyond. It stops at 27
+bits: a 28th needs 467 tables (step 2) for the same random candidates per document as 27/4 at any n.
+So from 2**20 to 2**23 the tables grow 3x and the random candidates per document 2.9x, and beyond 2**23
+the random candidates grow with n again (8.7 per document at 10M). bench/dupes_model_scale.py measures
+it to 10M documents.
 
 Candidates are deduplicated across tables and checked by the estimate from the whole sketch.
 Identical sketches are folded first (mirrors), so a document copied a thousand times costs its own
 pairs, not a thousand times a thousand per table.
+
+simq dedup and spark.py's dedup keep 24/12 at any size (dedup.window_codes): a stream does not know its
+size in advance, its kept documents' codes are stored as they come, and each new document is compared
+with the kept ones only (random candidates grow with n, not n**2, and cost only their estimates).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
+from functools import cache
 from typing import NamedTuple
 
 import numpy as np
@@ -25,8 +41,14 @@ from .features import mix
 from .pairs import _groups, fold, within_groups
 from .sketch import DEFAULT_SCHEME, SketchScheme, agreeing_bins, estimate_from_agreeing
 
+# The windows up to BASE_DOCUMENTS distinct sketches (and of simq dedup at any size).
 WINDOW_BITS = 24
 WINDOW_STEP = 12
+BASE_DOCUMENTS = 1 << 20
+# Past it the width grows by a bit per doubling, up to this (see the module's docstring).
+MAX_WINDOW_BITS = 27
+# How often a pair at the default threshold, J = 0.8, agrees on a bin: the recall the step keeps.
+AGREE_AT_THRESHOLD = 0.9
 # Candidate pairs gathered before they are deduplicated (bounds memory: 8 bytes each, twice).
 MERGE_PAIRS = 1 << 24
 # Pairs whose estimate is computed at once (bounds the gathered rows: 2 * nbytes each).
@@ -64,11 +86,49 @@ def _windows(nbits: int, width: int, step: int) -> list[int]:
     return list(range(0, nbits - width + 1, step))
 
 
+def _position_bits(n: int) -> int:
+    return max(1, (n - 1).bit_length())
+
+
+@cache
+def miss_probability(nbits: int, width: int, step: int, agree: float = AGREE_AT_THRESHOLD) -> float:
+    """The probability that a pair whose bits agree independently with probability `agree` shares no
+    window key: exact (the windows overlap, so they are not independent), by the distribution of the
+    run of agreeing bits that ends at each bit."""
+    ends = np.zeros(nbits, dtype=bool)
+    ends[[start + width - 1 for start in _windows(nbits, width, step)]] = True
+    run = np.zeros(width + 1)  # run[r]: no window hit so far and the last r bits agree (r capped at width)
+    run[0] = 1.0
+    for end in ends.tolist():
+        grown = np.empty_like(run)
+        grown[0] = run.sum() * (1 - agree)
+        grown[1:] = run[:-1] * agree
+        grown[width] += run[width] * agree
+        if end:
+            grown[width] = 0.0  # this window's bits all agree: a candidate
+        run = grown
+    return float(run.sum())
+
+
+@cache
+def window_plan(n: int, nbits: int) -> tuple[int, int]:
+    """(width, step) of the LSH windows for n distinct sketches of nbits bits: 24/12 up to
+    BASE_DOCUMENTS, then one bit wider per doubling (at most MAX_WINDOW_BITS, and the key and a
+    position must fit 64 bits) with the largest step that misses a pair at J = 0.8 no more often."""
+    if n <= BASE_DOCUMENTS:
+        return WINDOW_BITS, WINDOW_STEP
+    doublings = math.ceil(math.log2(n / BASE_DOCUMENTS))
+    width = max(WINDOW_BITS, min(WINDOW_BITS + doublings, MAX_WINDOW_BITS, 64 - _position_bits(n), nbits))
+    allowed = miss_probability(nbits, WINDOW_BITS, WINDOW_STEP)
+    step = next(s for s in range(width, 0, -1) if miss_probability(nbits, width, s) <= allowed or s == 1)
+    return width, step
+
+
 def candidate_codes(words: np.ndarray, nbits: int, width: int = WINDOW_BITS, step: int = WINDOW_STEP) -> np.ndarray:
     """Every pair of row positions sharing the key of at least one window, as sorted distinct codes
     left * n + right (left < right), from the rows' words (_words). The rows should be distinct."""
     n = words.shape[1]
-    position_bits = max(1, (n - 1).bit_length())
+    position_bits = _position_bits(n)
     if width + position_bits > 64:
         raise ValueError(f"{n} rows are too many for {width}-bit windows")
     pending: list[np.ndarray] = []
@@ -90,9 +150,25 @@ def candidate_codes(words: np.ndarray, nbits: int, width: int = WINDOW_BITS, ste
             pending.append(left * n + right)
             pending_size += len(left)
         if pending_size >= MERGE_PAIRS:
-            merged = np.unique(np.concatenate([merged, *pending]))
+            merged = _merged(merged, pending)
             pending, pending_size = [], 0
-    return np.unique(np.concatenate([merged, *pending]))
+    return _merged(merged, pending)
+
+
+def _merged(merged: np.ndarray, pending: list[np.ndarray]) -> np.ndarray:
+    """The sorted distinct codes of a sorted distinct array and new codes. The new codes are sorted on
+    their own and then merged: a stable sort of two sorted runs is one linear merge (timsort), so
+    merging every MERGE_PAIRS costs the candidates once, not once per merge."""
+    if not pending:
+        return merged
+    new = np.concatenate(pending)
+    new.sort()
+    both = np.concatenate((merged, new))
+    del new
+    both.sort(kind="stable")
+    distinct = np.ones(len(both), dtype=bool)
+    np.not_equal(both[1:], both[:-1], out=distinct[1:])
+    return both[distinct]
 
 
 def _fold_identical(rows: np.ndarray, words: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -118,11 +194,12 @@ def sketch_pairs(
     threshold: float,
     scheme: SketchScheme = DEFAULT_SCHEME,
     *,
-    width: int = WINDOW_BITS,
-    step: int = WINDOW_STEP,
+    width: int | None = None,
+    step: int | None = None,
 ) -> Iterator[EstimatedPairs]:
     """Pairs of rows (sketches of shape (n, nbytes)) whose estimated Jaccard is >= threshold, in chunks;
-    identical rows are pairs with estimate 1.0. Each pair once, left < right, order unspecified."""
+    identical rows are pairs with estimate 1.0. Each pair once, left < right, order unspecified.
+    width, step: of the windows (None: window_plan's for the number of distinct rows)."""
     n = len(rows)
     if n < 2:
         return
@@ -132,9 +209,15 @@ def sketch_pairs(
     copies = np.flatnonzero(counts > 1)
     for i, j in within_groups(offsets[copies], counts[copies]):
         yield EstimatedPairs(order[i], order[j], np.ones(len(i)))  # ascending within a group: order[i] < order[j]
-    distinct_words = words[:, first]
-    codes = candidate_codes(distinct_words, rows.shape[1] * 8, width, step)
-    distinct_rows = rows[first]
+    # Without copies fold keeps every row in place (first is 0..n-1): no copy of the rows (1.2 GB at 10M).
+    distinct_words, distinct_rows = (words, rows) if m == n else (words[:, first], rows[first])
+    del words
+    # The windows cover the sketch's bins only (a blob may carry more after them).
+    nbits = scheme.bins * scheme.bits
+    plan = window_plan(m, nbits)
+    width, step = plan[0] if width is None else width, plan[1] if step is None else step
+    codes = candidate_codes(distinct_words, nbits, width, step)
+    del distinct_words
     for lo in range(0, len(codes), ESTIMATE_CHUNK):
         a, b = np.divmod(codes[lo : lo + ESTIMATE_CHUNK], m)
         estimate = estimate_from_agreeing(agreeing_bins(distinct_rows[a], distinct_rows[b], scheme.bits), scheme)

@@ -5,12 +5,30 @@ from __future__ import annotations
 import random
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simhash_sqlite.shingles import jaccard
 from simhash_sqlite.sketch import DEFAULT_SCHEME, estimate_many, sketch_many
-from simhash_sqlite.sketch_pairs import WINDOW_BITS, WINDOW_STEP, _words, sketch_pairs, window_keys
+from simhash_sqlite.sketch_pairs import (
+    BASE_DOCUMENTS,
+    MAX_WINDOW_BITS,
+    WINDOW_BITS,
+    WINDOW_STEP,
+    _windows,
+    _words,
+    candidate_codes,
+    miss_probability,
+    sketch_pairs,
+    window_keys,
+    window_plan,
+)
+
+NBITS = DEFAULT_SCHEME.bins * DEFAULT_SCHEME.bits
+# The windows window_plan picks past BASE_DOCUMENTS (2**21, 2**22, 10M documents): tests run them on
+# a few rows by passing width and step.
+LARGE_PLANS = [window_plan(2**21, NBITS), window_plan(2**22, NBITS), window_plan(10**7, NBITS)]
 
 
 def _found(rows, threshold, **kw) -> dict[tuple[int, int], float]:
@@ -26,7 +44,7 @@ def _brute(rows, threshold, width=WINDOW_BITS, step=WINDOW_STEP) -> dict[tuple[i
     """Pairs with estimate >= threshold that share a window key (or the whole sketch)."""
     n = len(rows)
     words = _words(rows)
-    keys = np.stack([window_keys(words, s, width) for s in range(0, rows.shape[1] * 8 - width + 1, step)], axis=1)
+    keys = np.stack([window_keys(words, s, width) for s in _windows(NBITS, width, step)], axis=1)
     out = {}
     for a in range(n):
         for b in range(a + 1, n):
@@ -38,8 +56,9 @@ def _brute(rows, threshold, width=WINDOW_BITS, step=WINDOW_STEP) -> dict[tuple[i
 
 
 @settings(max_examples=25, deadline=None)
-@given(seed=st.integers(0, 10**6), n=st.integers(0, 40), copies=st.integers(0, 6), threshold=st.floats(0.3, 1.0))
-def test_same_pairs_as_brute_force(seed, n, copies, threshold):
+@given(seed=st.integers(0, 10**6), n=st.integers(0, 40), copies=st.integers(0, 6), threshold=st.floats(0.3, 1.0),
+       plan=st.sampled_from(LARGE_PLANS))
+def test_same_pairs_as_brute_force(seed, n, copies, threshold, plan):
     rng = np.random.default_rng(seed)
     rows = rng.integers(0, 256, (n, DEFAULT_SCHEME.nbytes), dtype=np.uint8)
     if n:
@@ -50,7 +69,76 @@ def test_same_pairs_as_brute_force(seed, n, copies, threshold):
                 rows[dst, rng.integers(0, rows.shape[1], 3)] ^= np.uint8(1 << int(rng.integers(0, 8)))
     # Narrow windows so that random rows share keys too.
     assert _found(rows, threshold, width=8, step=8) == _brute(rows, threshold, width=8, step=8)
-    assert _found(rows, threshold) == _brute(rows, threshold)
+    assert _found(rows, threshold) == _brute(rows, threshold)  # few rows: 24/12
+    width, step = plan
+    assert _found(rows, threshold, width=width, step=step) == _brute(rows, threshold, width, step)
+
+
+def _planted(rng, pairs: int, agree: np.ndarray, unrelated: int = 0) -> np.ndarray:
+    """Random rows, then `pairs` rows whose bits agree with row i's with probability agree[i]."""
+    rows = rng.integers(0, 256, (pairs + unrelated, DEFAULT_SCHEME.nbytes), dtype=np.uint8)
+    flip = rng.random((pairs, NBITS)) >= agree[:, None]
+    return np.concatenate((rows, rows[:pairs] ^ np.packbits(flip, axis=1, bitorder="little")))
+
+
+@pytest.mark.parametrize("plan", [(WINDOW_BITS, WINDOW_STEP), *LARGE_PLANS])
+def test_candidates_miss_a_pair_at_the_threshold_as_often_as_computed(plan):
+    """Measured, not only computed: pairs at J = 0.8 (bits agree with probability 0.9) that share no
+    window, against miss_probability (exact for overlapping windows) and 24/12's."""
+    width, step = plan
+    rng = np.random.default_rng(width)
+    pairs = 20_000
+    rows = _planted(rng, pairs, np.full(pairs, 0.9))
+    codes = candidate_codes(_words(rows), NBITS, width, step)
+    n = len(rows)
+    planted = np.arange(pairs) * n + np.arange(pairs) + pairs  # codes of the pairs (i, i + pairs)
+    missed = pairs - np.isin(planted, codes).sum()
+    expected = miss_probability(NBITS, width, step, 0.9)
+    assert expected <= miss_probability(NBITS, WINDOW_BITS, WINDOW_STEP, 0.9)
+    assert abs(missed - expected * pairs) <= 5 * np.sqrt(expected * pairs) + 1
+
+
+@pytest.mark.parametrize("plan", LARGE_PLANS)
+def test_recall_of_planted_pairs_with_the_windows_of_large_indexes(plan):
+    """Pairs at J 0.8-1.0 among unrelated rows, with the windows of 2**21 to 10M documents: the
+    candidates (the check's threshold low, so only they decide) find nearly all of them."""
+    width, step = plan
+    rng = np.random.default_rng(step)
+    pairs, unrelated = 2000, 3000
+    jaccard_of = rng.uniform(0.8, 1.0, pairs)
+    rows = _planted(rng, pairs, (1 + jaccard_of) / 2, unrelated)
+    found = _found(rows, 0.5, width=width, step=step)
+    recall = np.mean([(i, i + pairs + unrelated) in found for i in range(pairs)])
+    assert recall >= 0.995
+    assert len(found) <= pairs + 5  # unrelated rows: no estimate near 0.5
+
+
+def test_window_plan():
+    """24/12 up to 2**20 distinct sketches (the measured quality); past it a bit wider per doubling up
+    to MAX_WINDOW_BITS, with the largest step that misses a J = 0.8 pair no more often than 24/12."""
+    allowed = miss_probability(NBITS, WINDOW_BITS, WINDOW_STEP)
+    for n in (0, 1, 2, 1000, BASE_DOCUMENTS - 1, BASE_DOCUMENTS):
+        assert window_plan(n, NBITS) == (WINDOW_BITS, WINDOW_STEP)
+    previous = WINDOW_BITS
+    for doublings in range(1, 12):
+        for n in (BASE_DOCUMENTS * 2 ** (doublings - 1) + 1, BASE_DOCUMENTS * 2**doublings):
+            width, step = window_plan(n, NBITS)
+            assert width == min(WINDOW_BITS + doublings, MAX_WINDOW_BITS) >= previous
+            assert miss_probability(NBITS, width, step) <= allowed
+            assert step == width or miss_probability(NBITS, width, step + 1) > allowed  # the fewest tables
+            assert width + (n - 1).bit_length() <= 64  # candidate_codes packs key and position in 64 bits
+            if width < MAX_WINDOW_BITS:  # random candidates per table and document: flat
+                assert n / 2**width <= 2 * BASE_DOCUMENTS / 2**WINDOW_BITS
+            previous = width
+    assert window_plan(10**7, NBITS) == (27, 4)
+
+
+def test_miss_probability_of_disjoint_windows_is_the_independent_one():
+    for width, agree in ((24, 0.9), (27, 0.9), (8, 0.6)):
+        tables = len(_windows(NBITS, width, width))
+        assert miss_probability(NBITS, width, width, agree) == pytest.approx((1 - agree**width) ** tables, rel=1e-9)
+    # Overlapping windows are not independent: 24/12 misses 3.3x as often as 79 independent tables would.
+    assert miss_probability(NBITS, 24, 12) == pytest.approx(0.00466, abs=1e-5)
 
 
 def test_finds_near_duplicate_texts():
