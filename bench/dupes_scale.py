@@ -8,13 +8,15 @@ tree's `simq dupes --format jsonl --out FILE` runs at its defaults, alternately,
 the baseline checks candidates within k = 12 and, its texts out of reach, keeps those within 9; this
 tree takes candidates from the sketches and keeps those whose estimated Jaccard is >= 0.8. Timed:
 the whole command (start-up, loading the index, pairs, output), median; peak RSS of the child (wait4).
-Also: the add's time and the index file's bytes per document for each tree.
+Also: the add's time and the index file's bytes per document for each tree, and whether each tree
+found the same pairs (first, second) as the first tree listed.
 The pairs' quality on the same crawl is bench/all_pairs.py's (the same function finds them).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import subprocess
@@ -68,7 +70,7 @@ def main() -> None:
             subprocess.run([sys.executable, str(ROOT / "bench" / "crawl.py"), *args.jsonl, "--n", str(n),
                             "--seed", str(args.seed), "--out", str(crawl)], check=True)
         names = [name for name in trees if n <= args.baseline_max or not name.startswith("baseline")]
-        dbs, add, size, times, peaks, pairs = {}, {}, {}, {}, {}, {}
+        dbs, add, size, times, peaks, pairs, found = {}, {}, {}, {}, {}, {}, {}
         for i, name in enumerate(names):
             dbs[name] = tmp / f"index{n}-{name.split()[-1]}.db"
             if args.reuse and dbs[name].exists():
@@ -82,22 +84,27 @@ def main() -> None:
             times[name], peaks[name] = [], []
         for _ in range(args.repeats):
             for name in names:
-                out = tmp / f"pairs{n}.jsonl"
+                out = tmp / f"pairs{n}-{name.split()[-1]}.jsonl"
                 seconds, peak = child(trees[name], script, ["dupes", "--db", str(dbs[name]), "--format", "jsonl",
                                                             "--out", str(out)], tmp)
                 times[name].append(seconds)
                 peaks[name].append(peak)
-                pairs[name] = sum(1 for _ in open(out, encoding="utf-8"))
+                with open(out, encoding="utf-8") as lines:
+                    found[name] = {tuple(sorted((r["first"], r["second"]))) for r in map(json.loads, lines)}
+                pairs[name] = len(found[name])
                 log(f"[{n}] {name}: dupes {seconds:.1f}s, {peak:.0f} MiB, {pairs[name]} pairs")
         for name in names:
-            rows.append((n, name, add[name], size[name], statistics.median(times[name]), max(peaks[name]), pairs[name]))
+            same = "yes" if found[name] == found[names[0]] else f"no ({len(found[name] ^ found[names[0]]):,} differ)"
+            rows.append((n, name, add[name], size[name], statistics.median(times[name]), max(peaks[name]), pairs[name],
+                         same))
     print(f"## Default `simq dupes` at scale (bench/crawl.py, seed {args.seed}; no stored texts; "
           f"medians of {args.repeats})\n")
     print(f"Started {started}; finished {time.strftime('%H:%M', time.gmtime())} UTC, load average {load()}.\n")
-    print("| pages | tree | add s | index bytes/doc | `simq dupes` s | peak RSS MiB | pairs |")
-    print("|---|---|---|---|---|---|---|")
-    for n, name, add_s, per_doc, seconds, peak, count in rows:
-        print(f"| {n:,} | {name} | {add_s:.0f} | {per_doc:,.0f} | **{seconds:.1f}** | {peak:.0f} | {count:,} |")
+    print("| pages | tree | add s | index bytes/doc | `simq dupes` s | peak RSS MiB | pairs | same as the first |")
+    print("|---|---|---|---|---|---|---|---|")
+    for n, name, add_s, per_doc, seconds, peak, count, same in rows:
+        print(f"| {n:,} | {name} | {add_s:.0f} | {per_doc:,.0f} | **{seconds:.1f}** | {peak:.0f} | {count:,} "
+              f"| {same} |")
 
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@ signed int64 form, exactly as SQLite stores them; `hex` columns print the unsign
 
 The job, each step a function over DataFrames:
   fingerprints_and_sketches  documents -> (id, fingerprint, sketch), one UDF for both
-  sketch_pairs       candidate pairs from the sketches' window codes (the LSH of simq dupes)
+  sketch_pairs       candidate pairs from the sketches' window codes (the LSH of simq dedup)
   fingerprint_pairs  distinct fingerprints -> pairs within k through a BlockTables join (--k, --no-confirm)
   document_pairs     those pairs, plus documents sharing a fingerprint, as (id_a < id_b, distance)
   graph_components   connected components of the checked pairs (min-label propagation with
@@ -160,8 +160,11 @@ def fingerprint_and_sketch_udf(settings: FingerprintSettings):
 
 @pandas_udf(ArrayType(LongType()))
 def window_codes_udf(sketches: pd.Series) -> pd.Series:
-    """The codes of a sketch's LSH windows (dedup.window_codes): two documents are candidates exactly
-    when they share one, as in `simq dedup` and `simq dupes`."""
+    """The codes of a sketch's LSH windows (dedup.window_codes, 79 of 24 bits): two documents are
+    candidates exactly when they share one, as in `simq dedup`, and in `simq dupes` up to 2**20
+    documents (past it dupes widens its windows, sketch_pairs.window_plan). Spark keeps 24/12 at any
+    size: the kept set then equals simq dedup's, and the exploded codes (79 rows a document; 234 for
+    27/4) outweigh the random candidates (79 * n / 2**25 a document) up to about 30M documents."""
     rows, _ = as_rows(list(sketches))
     return pd.Series(list(window_codes(rows).astype(np.int64)))
 
@@ -325,7 +328,7 @@ def _label_sum(labels: DataFrame) -> int:
 def sketch_pairs(docs: DataFrame, threshold: float) -> DataFrame:
     """(a, b, distance, jaccard, checked_by) with a < b for every pair of documents (columns node,
     fingerprint, sketch) that shares an LSH window of their sketches and whose estimated Jaccard
-    reaches the threshold: the pairs simq dedup and simq dupes find."""
+    reaches the threshold: the pairs simq dedup finds (and simq dupes up to 2**20 documents)."""
     sketched = docs.where(F.col("sketch").isNotNull()).select("node", "fingerprint", "sketch")
     codes = sketched.select("node", F.explode(window_codes_udf("sketch")).alias("code"))
     x, y = codes.alias("x"), codes.alias("y")
