@@ -170,3 +170,19 @@ def test_pairs_of_unsketched_documents_equal_brute_force(seed, n, k, share):
     want = {(a, b) for a in range(n) for b in range(a + 1, n)
             if (a in unsketched or b in unsketched) and bin(int(values[a] ^ values[b])).count("1") <= k}
     assert len(got) == len(set(got)) and set(got) == want
+
+
+@pytest.mark.parametrize("merge_every", [1, 7, 1 << 24])
+def test_candidates_merged_in_runs_equal_all_at_once(monkeypatch, merge_every):
+    """Codes merged every few pairs (as at 10M documents, every MERGE_PAIRS) are every window's pairs, once."""
+    import simhash_sqlite.sketch_pairs as sketch_pairs_module
+
+    monkeypatch.setattr(sketch_pairs_module, "MERGE_PAIRS", merge_every)
+    rng = np.random.default_rng(merge_every)
+    rows = rng.integers(0, 256, (300, DEFAULT_SCHEME.nbytes), dtype=np.uint8)
+    rows[150:] = rows[:150] ^ (rng.random((150, DEFAULT_SCHEME.nbytes)) < 0.02).astype(np.uint8)  # near copies
+    words = _words(rows)
+    codes = candidate_codes(words, NBITS, 10, 5)
+    keys = np.stack([window_keys(words, s, 10) for s in _windows(NBITS, 10, 5)], axis=1)
+    want = [a * 300 + b for a in range(300) for b in range(a + 1, 300) if (keys[a] == keys[b]).any()]
+    assert codes.tolist() == want
