@@ -520,7 +520,8 @@ class Deduplicator:
         earlier: dict[int, list[tuple]] = {}
         if self.by_sketch:
             members = np.flatnonzero(sketched)
-            for part in sketch_pairs(rows[members], self.cut):
+            # The kept runs' windows (24/12 at any size, window_codes), whatever sketch_pairs would pick.
+            for part in sketch_pairs(rows[members], self.cut, width=WINDOW_BITS, step=WINDOW_STEP):
                 a, b = members[part.left], members[part.right]
                 d = np.bitwise_count(values[a] ^ values[b]).astype(np.int64)
                 for x, y, dist, e in zip(a.tolist(), b.tolist(), d.tolist(), part.estimate.tolist()):
