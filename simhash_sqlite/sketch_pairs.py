@@ -67,6 +67,8 @@ class EstimatedPairs(NamedTuple):
 def _words(rows: np.ndarray) -> np.ndarray:
     """The rows' bits as 64-bit little-endian words, one contiguous array per word: shape (words, n)."""
     n, nbytes = rows.shape
+    if nbytes % 8 == 0:  # whole words already (120 bytes): one copy, not two (1.2 GB each at 10M)
+        return np.ascontiguousarray(np.ascontiguousarray(rows).view("<u8").T)
     padded = np.zeros((n, -(-nbytes // 8) * 8), dtype=np.uint8)
     padded[:, :nbytes] = rows
     return np.ascontiguousarray(padded.view("<u8").T)

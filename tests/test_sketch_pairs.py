@@ -186,3 +186,16 @@ def test_candidates_merged_in_runs_equal_all_at_once(monkeypatch, merge_every):
     keys = np.stack([window_keys(words, s, 10) for s in _windows(NBITS, 10, 5)], axis=1)
     want = [a * 300 + b for a in range(300) for b in range(a + 1, 300) if (keys[a] == keys[b]).any()]
     assert codes.tolist() == want
+
+
+@pytest.mark.parametrize("nbytes", [120, 121, 5])
+def test_window_keys_are_the_bits_of_the_rows(nbytes):
+    """Bit i of a row is bit i % 8 of its byte i // 8, whole words or not."""
+    rng = np.random.default_rng(nbytes)
+    rows = rng.integers(0, 256, (50, nbytes), dtype=np.uint8)
+    bits = np.unpackbits(rows, axis=1, bitorder="little").astype(np.uint64)
+    words = _words(rows)
+    for width in (1, 8, 24, 27):
+        for start in range(0, nbytes * 8 - width + 1, 13):
+            want = (bits[:, start : start + width] << np.arange(width, dtype=np.uint64)).sum(axis=1)
+            assert (window_keys(words, start, width) == want).all()
