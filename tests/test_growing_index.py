@@ -2,17 +2,20 @@
 in another connection meanwhile and for the writer after, and a SIGKILLed bulk add keeps its committed
 batches and finishes when run again. Answers are compared with brute force over what is committed."""
 
+import os
 import random
 import signal
 import subprocess
 import sys
 import textwrap
 
+import numpy as np
 from test_index import MASK, brute_force
 
-from simhash_sqlite import SimhashIndex
+from simhash_sqlite import Document, SimhashIndex
 from simhash_sqlite.checks import problems
-from simhash_sqlite.fingerprint import hamming, to_signed
+from simhash_sqlite.fingerprint import to_signed
+from simhash_sqlite.index import ADD_CACHE_MIB, BULK_CHECKPOINT_PAGES
 from simhash_sqlite.search import near_params
 
 BATCH = 400
@@ -49,13 +52,14 @@ def check_exact(index, stored, queries):
 
 
 def brute_pairs(stored, k):
-    keys = sorted(stored)
-    return {
-        frozenset((a, b))
-        for i, a in enumerate(keys)
-        for b in keys[i + 1 :]
-        if hamming(stored[a], stored[b]) <= k
-    }
+    """Every pair within k, by numpy XOR and popcount of each fingerprint against those after it."""
+    keys = list(stored)
+    fps = np.array([stored[key] for key in keys], dtype=np.uint64)
+    pairs = set()
+    for i in range(len(keys) - 1):
+        close = np.flatnonzero(np.bitwise_count(fps[i + 1 :] ^ fps[i]) <= k) + i + 1
+        pairs.update(frozenset((keys[i], keys[j])) for j in close.tolist())
+    return pairs
 
 
 def test_every_search_is_exact_at_every_batch_of_a_bulk_add_and_after(tmp_path):
@@ -66,7 +70,7 @@ def test_every_search_is_exact_at_every_batch_of_a_bulk_add_and_after(tmp_path):
     new = clustered(2600, centres + [rng.getrandbits(64) for _ in range(20)], rng, "new")
     updates = [(key, fp ^ 0xFFFF) for key, fp in rng.sample(base, 150)]
     added = new[:1300] + updates + new[1300:]
-    queries = [flip for c in centres[:6] for flip in (c, c ^ 0b1011, c ^ (0xFF << 40))] + [rng.getrandbits(64)]
+    queries = [flip for c in centres[:4] for flip in (c, c ^ 0b1011, c ^ (0xFF << 40))] + [0, MASK, rng.getrandbits(64)]
     path = tmp_path / "growing.db"
     with SimhashIndex(path, create=True) as writer:
         writer.add_fingerprints(base)
@@ -100,7 +104,7 @@ def test_every_search_is_exact_at_every_batch_of_a_bulk_add_and_after(tmp_path):
 
 KILLED_ADD = textwrap.dedent("""
     import os, signal, sys
-    from simhash_sqlite import SimhashIndex
+    from simhash_sqlite import Document, SimhashIndex
     path, items, kill_at, batch = sys.argv[1], eval(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
     def feed():
         for i, item in enumerate(items):
@@ -134,3 +138,25 @@ def test_a_sigkilled_bulk_add_keeps_its_committed_batches_and_finishes_when_run_
         assert len(index) == len(committed)
         check_exact(index, committed, queries)
     assert problems(path) == []
+
+
+def test_adds_checkpoint_less_often_while_they_run_and_leave_the_settings_and_the_file_as_before(tmp_path):
+    rng = random.Random(3)
+    with SimhashIndex(tmp_path / "settings.db", create=True) as index:
+        index.add_fingerprints(clustered(200, [rng.getrandbits(64)], rng, "old"))
+        index.conn.pragma("wal_autocheckpoint", 10)  # the user's setting: the add's WAL will exceed it
+        index.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        before = index.conn.pragma("cache_size"), index.conn.pragma("wal_autocheckpoint")
+        file_size = os.path.getsize(index.path)
+        seen = []
+
+        def on_batch(_report):
+            seen.append((index.conn.pragma("cache_size"), index.conn.pragma("wal_autocheckpoint")))
+
+        texts = [Document(f"t{i}", f"text number {i} " + " ".join(rng.choices("abcdefgh", k=50))) for i in range(3000)]
+        index.add(texts, batch_size=100, on_batch=on_batch)
+        assert set(seen) == {(-ADD_CACHE_MIB * 1024, BULK_CHECKPOINT_PAGES)}
+        assert (index.conn.pragma("cache_size"), index.conn.pragma("wal_autocheckpoint")) == before
+        assert os.path.getsize(index.path) > file_size  # the add's WAL was folded into the file at its end
+        index.add_fingerprints([(f"n{i}", rng.getrandbits(64)) for i in range(2000)], batch_size=100)
+        assert (index.conn.pragma("cache_size"), index.conn.pragma("wal_autocheckpoint")) == before
