@@ -3,12 +3,15 @@ commit side by side, and what a reader's searches cost meanwhile.
 
     .venv/bin/python bench/big_index_add.py --index /tmp/base10m.db --base 10000000 --add 1000000
     .venv/bin/python bench/big_index_add.py --index /tmp/base2m.db --base 2000000 --add 300000 --runs 5
+    .venv/bin/python bench/big_index_add.py --index /tmp/base10m.db --add 50000 --via add --batch-size 1000
 
 --index is the large index: built once when missing (--base random fingerprints, keys doc-NNN, seed 1),
 then copied afresh for every run, so each run adds --add new keys (seed 2) into the same --base documents.
 Runs alternate between the trees. Columns: documents/s of wall time and of CPU time (median; on a shared
 machine the wall time mostly measures the other jobs), and a digest of the answers of --queries
-searches (k=3, exact, no check) after the add, which must be the same for every tree and run. With
+searches (k=3, exact, no check) after the add, which must be the same for every tree and run, and the
+adding process's peak RSS. --via add writes through add() instead, as simq add does (FingerprintedDocuments
+with content hashes, --batch-size per transaction; default 1000 as simq add). With
 --reader, a second process (this tree) searches the index in a loop while the add runs: its median and
 99th-percentile latency before and during the add.
 """
@@ -39,23 +42,30 @@ with SimhashIndex(path, create=True) as index:
 """
 
 # Run with a tree on PYTHONPATH: add --add new fingerprints, print wall and CPU seconds of the add, then
-# a digest of exact search answers for queries near old and new documents.
+# a digest of exact search answers for queries near old and new documents, and the peak RSS in MiB.
 ADD = """
-import hashlib, sys, time, numpy as np
+import hashlib, resource, sys, time, numpy as np
 from simhash_sqlite import SimhashIndex
-path, m, queries = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+from simhash_sqlite.index import FingerprintedDocument
+path, m, queries, via, batch = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], int(sys.argv[5])
 new = np.random.default_rng(2).integers(0, 2**64, m, dtype=np.uint64, endpoint=False).tolist()
 items = [(f"new-{i:09d}", fp) for i, fp in enumerate(new)]
+if via == "add":
+    items = [FingerprintedDocument(key, fp, 100, hashlib.blake2b(key.encode(), digest_size=16).digest())
+             for key, fp in items]
 with SimhashIndex(path) as index:
     wall, cpu = time.perf_counter(), time.process_time()
-    index.add_fingerprints(items)
+    if via == "add":
+        index.add(items, batch_size=batch)
+    else:
+        index.add_fingerprints(items, batch_size=batch)
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     rng = np.random.default_rng(3)
     digest = hashlib.sha256()
     for fp in rng.choice(np.array(new, dtype=np.uint64), queries).tolist():
         q = fp ^ (1 << int(rng.integers(64))) ^ (1 << int(rng.integers(64)))
         digest.update(repr([(m.key, m.distance) for m in index.near(fingerprint=q, k=3, check=False)]).encode())
-print(wall, cpu, digest.hexdigest()[:12])
+print(wall, cpu, digest.hexdigest()[:12], resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)
 """
 
 # A reader: exact searches in a loop until the stop file appears; prints (time.time(), latency) of each.
@@ -93,6 +103,10 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--baseline", default="main", help="a git commit to compare with, or 'none'")
     parser.add_argument("--reader", action="store_true", help="measure a concurrent reader's latency")
+    parser.add_argument("--via", choices=("add_fingerprints", "add"), default="add_fingerprints",
+                        help="the write path: add_fingerprints, or add() as simq add uses it")
+    parser.add_argument("--batch-size", type=int, default=None,
+                        help="documents per transaction (default: 1,000,000 for add_fingerprints, 1000 for add)")
     parser.add_argument("--work", type=Path, default=None, help="folder for the copies (default: --index's)")
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="big_index_add_"))
@@ -104,6 +118,7 @@ def main() -> None:
         subprocess.run([sys.executable, "-c", BUILD, str(args.index), str(args.base)], env=run_env(ROOT), check=True)
         print(f"built {args.index} ({args.base:,} documents) in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
     work = (args.work or args.index.parent) / "big_index_add_work.db"
+    batch = args.batch_size or (1_000_000 if args.via == "add_fingerprints" else 1000)
     started = f"{time.strftime('%Y-%m-%d %H:%M', time.gmtime())} UTC, load average {load()}"
     results: dict[str, list[tuple[float, float, str]]] = {name: [] for name in trees}
     reads: dict[str, tuple[list[float], list[float]]] = {name: ([], []) for name in trees}
@@ -121,10 +136,11 @@ def main() -> None:
                                           stdout=log)
                 time.sleep(3)  # latency before the add
             add_start = time.time()
-            done = subprocess.run([sys.executable, "-c", ADD, str(work), str(args.add), str(args.queries)],
+            done = subprocess.run([sys.executable, "-c", ADD, str(work), str(args.add), str(args.queries), args.via,
+                                   str(batch)],
                                   env=run_env(tree), check=True, capture_output=True, text=True)
-            wall, cpu, digest = done.stdout.split()
-            results[name].append((float(wall), float(cpu), digest))
+            wall, cpu, digest, rss = done.stdout.split()
+            results[name].append((float(wall), float(cpu), digest, int(rss)))
             if reader is not None:
                 stop.touch()
                 reader.wait()
@@ -135,21 +151,22 @@ def main() -> None:
             print(f"{name}: {float(wall):.1f} s wall, {float(cpu):.1f} s CPU", file=sys.stderr, flush=True)
     for suffix in ("", "-wal", "-shm"):
         Path(f"{work}{suffix}").unlink(missing_ok=True)
-    digests = {d for runs in results.values() for _, _, d in runs}
-    print(f"## add_fingerprints of {args.add:,} new documents into an index of {args.base:,} "
+    digests = {d for runs in results.values() for _, _, d, _ in runs}
+    print(f"## {args.via} (batches of {batch:,}) of {args.add:,} new documents into an index of {args.base:,} "
           f"(medians of {args.runs} runs)\n")
     same = "yes" if len(digests) == 1 else f"NO: {sorted(digests)}"
     print(f"Started {started}; finished {time.strftime('%H:%M', time.gmtime())} UTC, load average {load()}. "
           f"Search answers after the add identical in every run: {same}.\n")
-    header = "| tree | documents/s (wall) | documents/s (CPU) | wall s | CPU s |"
+    header = "| tree | documents/s (wall) | documents/s (CPU) | wall s | CPU s | peak RSS MiB |"
     if args.reader:
         header += " reader median / p99 before | reader median / p99 during the add |"
     print(header)
-    print("|---|---|---|---|---|" + ("---|---|" if args.reader else ""))
+    print("|---|---|---|---|---|---|" + ("---|---|" if args.reader else ""))
     for name, runs in results.items():
-        wall = statistics.median(w for w, _, _ in runs)
-        cpu = statistics.median(c for _, c, _ in runs)
-        line = f"| {name} | {args.add / wall:,.0f} | {args.add / cpu:,.0f} | {wall:.1f} | {cpu:.1f} |"
+        wall = statistics.median(w for w, _, _, _ in runs)
+        cpu = statistics.median(c for _, c, _, _ in runs)
+        rss = max(r for _, _, _, r in runs)
+        line = f"| {name} | {args.add / wall:,.0f} | {args.add / cpu:,.0f} | {wall:.1f} | {cpu:.1f} | {rss:,} |"
         if args.reader:
             line += f" {quantiles(reads[name][0])} | {quantiles(reads[name][1])} |"
         print(line)

@@ -34,7 +34,16 @@ KEPT_KEYS = 1000  # AddReport lists at most this many keys; its counts cover all
 FINGERPRINT_BATCH_SIZE = 1_000_000
 SKETCH_UPGRADE_BATCH = 1000  # documents read and sketched at a time when an older index is upgraded
 # Page cache (MiB) while loading fingerprints; SQLite's default is 2 MiB (see BENCHMARKS.md, issue 3).
+# SQLite allocates it only as pages are read, so a load never holds more than the pages it touched.
 BULK_CACHE_MIB = 3072
+# Page cache (MiB) while add() writes its small batches: enough for the interior pages of every index of
+# a 100M-document file (about 4 MiB at 10M), which each batch's random block-index inserts pass through;
+# the leaves they reach are random anyway, so a larger cache would mostly grow simq add's memory.
+ADD_CACHE_MIB = 64
+# While adding, the WAL is folded back into the file every this many pages (256 MiB of 4 KiB pages)
+# instead of SQLite's 1000: a block-index leaf that many consecutive batches change is then copied into
+# the file once, not once per batch (issue 16). Folded in at the end of the add.
+BULK_CHECKPOINT_PAGES = 65_536
 
 
 @dataclass(frozen=True)
@@ -184,14 +193,22 @@ def _checked_int(fp) -> int:
 
 
 @contextmanager
-def _page_cache(conn: apsw.Connection, mib: int) -> Iterator[None]:
-    """A larger SQLite page cache for the duration of a load, then the previous size again."""
-    previous = conn.pragma("cache_size")
-    conn.pragma("cache_size", -mib * 1024)
+def _bulk_writes(conn: apsw.Connection, cache_mib: int) -> Iterator[None]:
+    """Settings of this connection for the duration of an add: a page cache of cache_mib MiB and
+    checkpoints every BULK_CHECKPOINT_PAGES; then the previous settings again, and once the add has
+    finished, the WAL it left over SQLite's usual size folded into the file (a passive checkpoint: it
+    never waits for readers, and one still reading keeps its pages for the next checkpoint)."""
+    cache, pages = conn.pragma("cache_size"), conn.pragma("wal_autocheckpoint")
+    conn.pragma("cache_size", -cache_mib * 1024)
+    conn.pragma("wal_autocheckpoint", max(pages, BULK_CHECKPOINT_PAGES) if pages > 0 else pages)
     try:
         yield
     finally:
-        conn.pragma("cache_size", previous)
+        conn.pragma("cache_size", cache)
+        conn.pragma("wal_autocheckpoint", pages)
+    wal = conn.filename + "-wal"
+    if 0 < pages and os.path.exists(wal) and os.path.getsize(wal) > pages * conn.pragma("page_size"):
+        conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
 
 
 class SimhashIndex:
@@ -350,19 +367,21 @@ class SimhashIndex:
             if on_batch:
                 on_batch(report)
 
-        while True:
-            try:
-                batch = list(islice(iterator, batch_size))
-                prepared = self._prepare_batch(batch, pending) if batch else None
-            except BaseException:  # the input failed or Ctrl-C: every batch read in full is still written
+        with _bulk_writes(self.conn, ADD_CACHE_MIB):
+            while True:
+                try:
+                    batch = list(islice(iterator, batch_size))
+                    prepared = self._prepare_batch(batch, pending) if batch else None
+                except BaseException:  # the input failed or Ctrl-C: every batch read in full is still written
+                    if pending is not None:
+                        write_pending()
+                    raise
                 if pending is not None:
-                    write_pending()
-                raise
-            if pending is not None:
-                write_pending(prepared)
-            if prepared is None:
-                return report
-            pending = prepared
+                    write_pending(prepared)
+                if prepared is None:
+                    break
+                pending = prepared
+        return report
 
     def _prepare_batch(
         self, batch: list[Document | FingerprintedDocument], pending: _PreparedBatch | None
@@ -446,7 +465,7 @@ class SimhashIndex:
         check_batch_size(batch_size)
         written = 0
         iterator = iter(items)
-        with _page_cache(self.conn, cache_mib):
+        with _bulk_writes(self.conn, cache_mib):
             if rebuild_indexes is None:
                 rebuild_indexes = self.conn.execute("SELECT NOT EXISTS (SELECT 1 FROM documents)").get
             if rebuild_indexes:

@@ -1,0 +1,162 @@
+"""An index growing by bulk adds: every search surface stays exact at every committed batch, for a reader
+in another connection meanwhile and for the writer after, and a SIGKILLed bulk add keeps its committed
+batches and finishes when run again. Answers are compared with brute force over what is committed."""
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+from test_index import MASK, brute_force
+
+from simhash_sqlite import Document, SimhashIndex
+from simhash_sqlite.checks import problems
+from simhash_sqlite.fingerprint import to_signed
+from simhash_sqlite.index import ADD_CACHE_MIB, BULK_CHECKPOINT_PAGES
+from simhash_sqlite.search import near_params
+
+BATCH = 400
+KS = (0, 3, 8, 17)  # equality lookups, radius-1 and radius-2 probes, and a k the planner scans for
+
+
+def clustered(count, centres, rng, prefix):
+    """count (key, fingerprint) pairs near the centres (0-9 flipped bits), so every k has matches."""
+    items = []
+    for i in range(count):
+        fp = centres[i % len(centres)]
+        for _ in range(rng.randint(0, 9)):
+            fp ^= 1 << rng.randrange(64)
+        items.append((f"{prefix}{i:05}", fp))
+    return items
+
+
+def check_exact(index, stored, queries):
+    """near (forced plans and the planner's choice), near_many, near_sql and simhash_near against brute force."""
+    for k in KS:
+        want = {q: brute_force(stored, q, k) for q in queries}
+        for plan in ("index", "scan", None):
+            for q in queries:
+                got = [(m.distance, m.key) for m in index.near(fingerprint=q, k=k, plan=plan, check=False)]
+                assert got == want[q], (k, plan, q)
+        answers = list(index.near_many(queries, k=k, check=False))
+        assert [[(m.distance, m.key) for m in a.matches] for _, a in answers] == [want[q] for q in queries]
+        sql, plan = index.near_sql(k), index.plan(k)
+        for q in queries[:4]:
+            rows = index.conn.execute(sql, near_params(plan, q)).fetchall()
+            assert sorted((distance, key) for key, _fp, distance in rows) == want[q], (k, "near_sql")
+            rows = index.conn.execute("SELECT key, distance FROM simhash_near(?, ?, 0)", (to_signed(q), k))
+            assert sorted((distance, key) for key, distance in rows) == want[q], (k, "simhash_near")
+
+
+def brute_pairs(stored, k):
+    """Every pair within k, by numpy XOR and popcount of each fingerprint against those after it."""
+    keys = list(stored)
+    fps = np.array([stored[key] for key in keys], dtype=np.uint64)
+    pairs = set()
+    for i in range(len(keys) - 1):
+        close = np.flatnonzero(np.bitwise_count(fps[i + 1 :] ^ fps[i]) <= k) + i + 1
+        pairs.update(frozenset((keys[i], keys[j])) for j in close.tolist())
+    return pairs
+
+
+def test_every_search_is_exact_at_every_batch_of_a_bulk_add_and_after(tmp_path):
+    rng = random.Random(16)
+    centres = [rng.getrandbits(64) for _ in range(60)] + [0, MASK]
+    base = clustered(1500, centres, rng, "old")
+    # New documents near old ones, new centres, and updates: an existing key gets a new fingerprint.
+    new = clustered(2600, centres + [rng.getrandbits(64) for _ in range(20)], rng, "new")
+    updates = [(key, fp ^ 0xFFFF) for key, fp in rng.sample(base, 150)]
+    added = new[:1300] + updates + new[1300:]
+    queries = [flip for c in centres[:4] for flip in (c, c ^ 0b1011, c ^ (0xFF << 40))] + [0, MASK, rng.getrandbits(64)]
+    path = tmp_path / "growing.db"
+    with SimhashIndex(path, create=True) as writer:
+        writer.add_fingerprints(base)
+    committed = dict(base)
+    checked_batches = []
+    reader = SimhashIndex(path, readonly=True)  # one connection throughout: its cached scan arrays must follow
+    try:
+
+        def items():
+            for i, item in enumerate(added):
+                if i and i % BATCH == 0:  # the batches before this item are committed; this one is not
+                    committed.update(added[i - BATCH : i])
+                    assert len(reader) == len(committed)
+                    check_exact(reader, committed, queries)
+                    checked_batches.append(i)
+                yield item
+
+        with SimhashIndex(path) as writer:
+            assert writer.add_fingerprints(items(), batch_size=BATCH) == len(added)
+            committed.update(added)
+            check_exact(writer, committed, queries)
+            check_exact(reader, committed, queries)
+            for k in (2, 6):
+                got = {frozenset((p.first, p.second)) for p in writer.dupes(k, check=False)}
+                assert got == brute_pairs(committed, k)
+    finally:
+        reader.close()
+    assert len(checked_batches) == len(added) // BATCH
+    assert problems(path) == []
+
+
+KILLED_ADD = textwrap.dedent("""
+    import os, signal, sys
+    from simhash_sqlite import Document, SimhashIndex
+    path, items, kill_at, batch = sys.argv[1], eval(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+    def feed():
+        for i, item in enumerate(items):
+            if i == kill_at:
+                os.kill(os.getpid(), signal.SIGKILL)
+            yield item
+    with SimhashIndex(path) as index:
+        index.add_fingerprints(feed(), batch_size=batch)
+""")
+
+
+def test_a_sigkilled_bulk_add_keeps_its_committed_batches_and_finishes_when_run_again(tmp_path):
+    rng = random.Random(7)
+    centres = [rng.getrandbits(64) for _ in range(30)]
+    base = clustered(800, centres, rng, "old")
+    new = clustered(1000, centres, rng, "new")
+    path = tmp_path / "killed.db"
+    with SimhashIndex(path, create=True) as index:
+        index.add_fingerprints(base)
+    batch, kill_at = 150, 150 * 4 + 37  # killed while reading the fifth batch: four are committed
+    done = subprocess.run([sys.executable, "-c", KILLED_ADD, str(path), repr(new), str(kill_at), str(batch)])
+    assert done.returncode == -signal.SIGKILL
+    assert problems(path) == []
+    committed = dict(base + new[: 150 * 4])
+    queries = [c ^ 0b101 for c in centres[:8]]
+    with SimhashIndex(path) as index:
+        assert {key: index.get(key).fingerprint for key in index.keys()} == committed
+        check_exact(index, committed, queries)
+        assert index.add_fingerprints(new, batch_size=batch) == len(new)  # the same add again finishes it
+        committed.update(new)
+        assert len(index) == len(committed)
+        check_exact(index, committed, queries)
+    assert problems(path) == []
+
+
+def test_adds_checkpoint_less_often_while_they_run_and_leave_the_settings_and_the_file_as_before(tmp_path):
+    rng = random.Random(3)
+    with SimhashIndex(tmp_path / "settings.db", create=True) as index:
+        index.add_fingerprints(clustered(200, [rng.getrandbits(64)], rng, "old"))
+        index.conn.pragma("wal_autocheckpoint", 10)  # the user's setting: the add's WAL will exceed it
+        index.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        before = index.conn.pragma("cache_size"), index.conn.pragma("wal_autocheckpoint")
+        file_size = os.path.getsize(index.path)
+        seen = []
+
+        def on_batch(_report):
+            seen.append((index.conn.pragma("cache_size"), index.conn.pragma("wal_autocheckpoint")))
+
+        texts = [Document(f"t{i}", f"text number {i} " + " ".join(rng.choices("abcdefgh", k=50))) for i in range(3000)]
+        index.add(texts, batch_size=100, on_batch=on_batch)
+        assert set(seen) == {(-ADD_CACHE_MIB * 1024, BULK_CHECKPOINT_PAGES)}
+        assert (index.conn.pragma("cache_size"), index.conn.pragma("wal_autocheckpoint")) == before
+        assert os.path.getsize(index.path) > file_size  # the add's WAL was folded into the file at its end
+        index.add_fingerprints([(f"n{i}", rng.getrandbits(64)) for i in range(2000)], batch_size=100)
+        assert (index.conn.pragma("cache_size"), index.conn.pragma("wal_autocheckpoint")) == before
