@@ -3,15 +3,22 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import random
 import subprocess
 import sys
 
 import numpy as np
 import pytest
+from golden_sketches import GOLDEN as GOLDEN_SKETCHES
+from golden_sketches import SCHEMES as GOLDEN_SCHEMES
+from golden_sketches import digest as golden_digest
+from golden_sketches import golden_texts
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from simhash_sqlite.fingerprint import simhash_and_sketch_many
+from simhash_sqlite.settings import FingerprintSettings
 from simhash_sqlite.shingles import jaccard
 from simhash_sqlite.sketch import (
     DEFAULT_SCHEME,
@@ -22,6 +29,7 @@ from simhash_sqlite.sketch import (
     sketch,
     sketch_many,
 )
+from simhash_sqlite.streaming import simhash_and_sketch_pieces
 
 # Lower-case ASCII words: normalization changes nothing, so the exact Jaccard is the sketched one.
 WORDS = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota", "kappa", "lambda", "mu",
@@ -119,3 +127,35 @@ def test_stable_across_processes_and_versions():
 
 
 GOLDEN_DIGEST = "9f6019771fbd3c3b6cd7cd211dce08957662131eb7bc8f6e57446efc82c0ee88"
+
+
+def _golden_sketches() -> tuple[list[str], dict[tuple[int, int], list[dict]]]:
+    rows = [json.loads(line) for line in GOLDEN_SKETCHES.read_text(encoding="utf-8").splitlines()]
+    by_scheme: dict[tuple[int, int], list[dict]] = {}
+    for row in rows:
+        by_scheme.setdefault((row["bins"], row["bits"]), []).append(row)
+    return golden_texts(), by_scheme
+
+
+def test_golden_sketches_byte_for_byte():
+    """Stored sketches must stay comparable: every path that makes one (a batch, one text, the sketch
+    made beside the fingerprint, a text streamed in pieces) gives the bytes pinned in the golden file,
+    for many-empty-bin short texts as for long ones, every field width and small bin counts."""
+    texts, by_scheme = _golden_sketches()
+    assert set(by_scheme) == set(GOLDEN_SCHEMES) and len(by_scheme[GOLDEN_SCHEMES[0]]) == len(texts) > 300
+    for (bins, bits), pinned in by_scheme.items():
+        scheme = SketchScheme(bins=bins, bits=bits)
+        chosen = texts if (bins, bits) == GOLDEN_SCHEMES[0] else texts[::4]
+        assert [golden_digest(t) for t in chosen] == [row["text"] for row in pinned], "the golden texts changed"
+        rows, present = sketch_many(chosen, scheme)
+        got = [row.tobytes().hex() if there else None for row, there in zip(rows, present.tolist())]
+        assert got == [row["sketch"] for row in pinned], (bins, bits)
+    pinned = [row["sketch"] for row in by_scheme[GOLDEN_SCHEMES[0]]]
+    _, beside = simhash_and_sketch_many(texts)
+    assert [None if s is None else s.hex() for s in beside] == pinned
+    for text, want in list(zip(texts, pinned))[::7]:
+        one = sketch(text)
+        assert (None if one is None else one.hex()) == want
+        streamed = simhash_and_sketch_pieces(iter([text[:3], text[3:50], text[50:]]), FingerprintSettings(),
+                                             piece_chars=64)[1]
+        assert (None if streamed is None else streamed.hex()) == want
