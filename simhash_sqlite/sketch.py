@@ -91,25 +91,166 @@ def _probe(bins: int, attempt: int) -> np.ndarray:
     return ((h >> _U64(32)) * _U64(bins) >> _U64(32)).astype(np.intp)
 
 
+# Densification probes the empty bins attempt by attempt while many are left; the last few (of sparse
+# rows, which may take hundreds of attempts) are probed _TAIL_BLOCK attempts at a pass, so that a pass
+# is a few numpy calls over many probes, not over a few.
+_TAIL_PROBES = 1024
+_TAIL_BLOCK = 64
+# A row with at most this many filled bins is densified by ranks (_first_hit_keys) instead: f rows of
+# the table per row, where probing takes about bins / f attempts per empty bin. Not for schemes of
+# more than _RANKED_BINS bins: the table is bins * bins.
+_RANKED_FILL = 64
+_RANKED_BINS = 2048
+_MOST_RANKED_ATTEMPTS = 1 << 13
+_BUFFER_ITEMS = 1 << 21  # items of the largest temporary array (a few MiB)
+
+
+def _probe_targets(bins: int, first: int, count: int) -> np.ndarray:
+    """_probe() of attempts first .. first + count - 1 side by side: (bins, count), row j for empty
+    bin j, its attempts in order."""
+    j = np.arange(bins, dtype=_U64)[:, None]
+    # Wrapping uint64 products: the same as _probe's Python integer product taken mod 2**64.
+    attempt = np.arange(first, first + count, dtype=_U64)[None, :] * _U64(0x632BE59BD9B4E019)
+    h = mix(j * _U64(0x9E3779B97F4A7C15) ^ attempt)
+    # (.view, not .astype: numpy casts uint64 to int64 element by element, several times slower than
+    # the arithmetic; the values are below bins.)
+    return ((h >> _U64(32)) * _U64(bins) >> _U64(32)).view(np.intp)
+
+
+@lru_cache(maxsize=1024)
+def _probe_offsets(bins: int, attempt: int) -> np.ndarray:
+    """_probe() less the bin's own number: added to an empty bin's flat position, the flat position
+    of the bin it borrows from (rows of `bins` bins laid end to end)."""
+    return _probe_targets(bins, attempt, 1)[:, 0] - np.arange(bins)
+
+
+@lru_cache(maxsize=32)
+def _probe_block(bins: int, first: int) -> np.ndarray:
+    """_probe_targets() of _TAIL_BLOCK attempts from `first`."""
+    return _probe_targets(bins, first, _TAIL_BLOCK)
+
+
+_first_hits: dict[int, tuple[int, np.ndarray]] = {}  # bins -> (attempts, table) of _first_hit_keys
+
+
+def _first_hit_keys(bins: int, attempts: int) -> tuple[int, np.ndarray]:
+    """(a, table): table[t, j] = (the first attempt, up to a >= attempts, at which empty bin j probes
+    bin t) << shift | t, the largest integer where it does not; the extra row `bins` is all largest.
+    The filled bin an empty bin j takes is then the t of the least table[t, j] over the row's filled t."""
+    have = _first_hits.get(bins)
+    if have is not None and have[0] >= attempts:
+        return have
+    shift = bins.bit_length()
+    grown = max(attempts, 2 * have[0] if have else 256)
+    dtype = np.int32 if (grown + 1) << shift <= np.iinfo(np.int32).max else np.int64
+    table = np.full((bins + 1, bins), np.iinfo(dtype).max, dtype=dtype)
+    done = 0
+    if have is not None and have[1].dtype == dtype:  # keep what is known: later attempts only add
+        done, table = have[0], have[1].copy()
+    step = max(1, _BUFFER_ITEMS // bins)
+    for first in range(done + 1, grown + 1, step):
+        count = min(step, grown + 1 - first)
+        target = _probe_targets(bins, first, count)
+        keys = (np.arange(first, first + count, dtype=dtype) << dtype(shift)) | target.astype(dtype)
+        np.minimum.at(table.reshape(-1), (target * bins + np.arange(bins)[:, None]).ravel(), keys.ravel())
+    _first_hits[bins] = (grown, table)
+    return grown, table
+
+
 def _densify(mins: np.ndarray) -> None:
     """Fill each empty bin (in place) with the value of the first non-empty bin its probe sequence hits."""
     count, bins = mins.shape
     occupied = mins != _EMPTY
-    filled = occupied.sum(axis=1)
-    partly = np.flatnonzero((filled > 0) & (filled < bins))
-    if len(partly) == 0:
-        return
+    filled = np.count_nonzero(occupied, axis=1)
+    # A row with one non-empty bin: every probe sequence ends there, and its value is the row's least.
+    single = np.flatnonzero(filled == 1)
+    if len(single):
+        mins[single] = mins[single].min(axis=1, keepdims=True)
+    sparse = np.flatnonzero((filled > 1) & (filled <= min(_RANKED_FILL, bins - 1)) & (bins <= _RANKED_BINS))
+    later, attempt = np.empty(0, dtype=np.intp), 1
+    if len(sparse) and _ranks_pay(filled[sparse], bins):
+        later, attempt = _densify_by_ranks(mins, occupied, filled, sparse)
+    else:
+        sparse = sparse[:0]
+    empty = ~occupied
+    empty[(filled <= 1) | (filled == bins)] = False  # rows with nothing to fill, or nothing to fill from
+    empty[sparse] = False
+    _densify_by_probes(mins, occupied, np.flatnonzero(empty), 1)
+    if len(later):
+        _densify_by_probes(mins, occupied, later, attempt)
+
+
+def _ranked_attempts(fills: np.ndarray, bins: int) -> int:
+    """Attempts of _first_hit_keys after which about one empty bin of rows of these fills is left."""
+    return min(_MOST_RANKED_ATTEMPTS, int(np.log(len(fills) * bins) / -np.log1p(-int(fills.min()) / bins)) + 1)
+
+
+def _ranks_pay(fills: np.ndarray, bins: int) -> bool:
+    """Whether ranks cost less than probes for rows of these fills, counting the table's growth (in
+    probes: a probe costs about 7 table items read, and 1 / 2 of an attempt's table entry made)."""
+    probes = float(((bins - fills) * bins / fills).sum())
+    known = _first_hits[bins][0] if bins in _first_hits else 0
+    growth = max(0, _ranked_attempts(fills, bins) - known) * bins * 2
+    return float(fills.sum()) * bins / 7 + growth < probes
+
+
+def _densify_by_ranks(
+    mins: np.ndarray, occupied: np.ndarray, filled: np.ndarray, rows: np.ndarray
+) -> tuple[np.ndarray, int]:
+    """Densify these rows (of few filled bins) from _first_hit_keys: the flat positions of the empty
+    bins whose probes hit no filled bin within the table's attempts, and the attempt to probe on from."""
+    bins = mins.shape[1]
+    known, table = _first_hit_keys(bins, _ranked_attempts(filled[rows], bins))
+    mask = (1 << bins.bit_length()) - 1
+    rows = rows[np.argsort(filled[rows], kind="stable")]  # alike rows together: little padding
+    later = []
+    step = max(1, _BUFFER_ITEMS // (int(filled[rows[-1]]) * bins))
+    for lo in range(0, len(rows), step):
+        part = rows[lo : lo + step]
+        taken = occupied[part]
+        r, t = np.nonzero(taken)
+        widths = filled[part]
+        filled_bins = np.full((len(part), int(widths[-1])), bins, dtype=np.intp)  # padded: the all-largest row
+        filled_bins[r, np.arange(len(r)) - np.repeat(np.cumsum(widths) - widths, widths)] = t
+        best = table.take(filled_bins, axis=0).min(axis=1)  # (rows, bins)
+        source = (best & mask).astype(np.intp)
+        fill = ~taken & ((best >> bins.bit_length()) <= known)
+        block = mins[part]
+        np.copyto(block, np.take_along_axis(block, np.minimum(source, bins - 1), axis=1), where=fill)
+        mins[part] = block
+        left_r, left_c = np.nonzero(~taken & ~fill)
+        later.append(part[left_r] * bins + left_c)
+    return np.concatenate(later), known + 1
+
+
+def _densify_by_probes(mins: np.ndarray, occupied: np.ndarray, where: np.ndarray, attempt: int) -> None:
+    """Fill the empty bins at these flat positions from `attempt` on, one attempt at a pass while many
+    are left, then _TAIL_BLOCK attempts at a pass."""
+    bins = mins.shape[1]
     flat, taken = mins.reshape(-1), occupied.reshape(-1)
-    rows, cols = np.nonzero(~occupied[partly])
-    base = partly[rows] * bins  # where each empty bin's row starts in the flat array
-    attempt = 1
-    while len(base):
-        source = base + _probe(bins, attempt)[cols]
-        hit = taken[source]
-        flat[base[hit] + cols[hit]] = flat[source[hit]]
-        miss = ~hit
-        base, cols = base[miss], cols[miss]
+    cols = where % bins
+    # Writes go only to empty bins, reads only from bins filled from the start: the order in which the
+    # probes are made does not matter.
+    while len(where) > _TAIL_PROBES:
+        source = _probe_offsets(bins, attempt).take(cols)
+        source += where
+        hit = taken.take(source)
+        done = np.flatnonzero(hit)
+        flat[where.take(done)] = flat.take(source.take(done))
+        left = np.flatnonzero(~hit)
+        where, cols = where.take(left), cols.take(left)
         attempt += 1
+    while len(where):
+        source = _probe_block(bins, attempt).take(cols, axis=0)
+        source += (where - cols)[:, None]
+        hit = taken.take(source)
+        first = hit.argmax(axis=1)  # the first attempt that hit (0 also when none did)
+        found = hit[np.arange(len(where)), first]
+        done = np.flatnonzero(found)
+        flat[where.take(done)] = flat.take(source[done, first.take(done)])
+        left = np.flatnonzero(~found)
+        where, cols = where.take(left), cols.take(left)
+        attempt += _TAIL_BLOCK
 
 
 def sketch_hashes(
@@ -133,7 +274,9 @@ def add_to_minima(mins: np.ndarray, docs: np.ndarray, hashes: np.ndarray) -> Non
     minima, so a text too large to hold is sketched piece by piece (streaming.py)."""
     count, bins = mins.shape
     # One permutation: the high 32 bits pick the bin, the low 32 bits are the value minimised in it.
-    slot = ((hashes >> _U64(32)) * _U64(bins) >> _U64(32)).astype(np.intp)
+    # (.view, not .astype: numpy casts uint64 to int64 element by element, several times slower than the
+    # arithmetic; the values are below bins.)
+    slot = ((hashes >> _U64(32)) * _U64(bins) >> _U64(32)).view(np.intp)
     slot += docs * bins
     np.minimum.at(mins.reshape(-1), slot, hashes.astype(np.uint32))
 

@@ -17,12 +17,16 @@ from golden_sketches import golden_texts
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from simhash_sqlite import sketch as sketch_module
 from simhash_sqlite.fingerprint import simhash_and_sketch_many
 from simhash_sqlite.settings import FingerprintSettings
 from simhash_sqlite.shingles import jaccard
 from simhash_sqlite.sketch import (
+    _EMPTY,
     DEFAULT_SCHEME,
     SketchScheme,
+    _densify,
+    _probe,
     as_rows,
     estimate_jaccard,
     estimate_many,
@@ -159,3 +163,66 @@ def test_golden_sketches_byte_for_byte():
         streamed = simhash_and_sketch_pieces(iter([text[:3], text[3:50], text[50:]]), FingerprintSettings(),
                                              piece_chars=64)[1]
         assert (None if streamed is None else streamed.hex()) == want
+
+
+def _densified_by_definition(mins: np.ndarray) -> np.ndarray:
+    """Optimal densification as defined: each empty bin of a row with a filled bin takes the value of
+    the first filled bin of its probe sequence (sketch._probe, attempts 1, 2, ...)."""
+    out = mins.copy()
+    occupied = mins != _EMPTY
+    for row in np.flatnonzero(occupied.any(axis=1) & ~occupied.all(axis=1)):
+        empty = np.flatnonzero(~occupied[row])
+        attempt = 1
+        while len(empty):
+            source = _probe(mins.shape[1], attempt)[empty]
+            hit = occupied[row, source]
+            out[row, empty[hit]] = mins[row, source[hit]]
+            empty, attempt = empty[~hit], attempt + 1
+    return out
+
+
+def _random_minima(rng: np.random.Generator, count: int, bins: int, fills: np.ndarray) -> np.ndarray:
+    mins = np.full((count, bins), _EMPTY, dtype=np.uint32)
+    for row, fill in enumerate(fills.tolist()):
+        where = rng.choice(bins, size=fill, replace=False)
+        mins[row, where] = rng.integers(0, int(_EMPTY), size=fill, dtype=np.uint32)
+    return mins
+
+
+@pytest.mark.parametrize("bins", [1, 2, 3, 8, 60, 960, 1000])
+def test_densify_equals_its_definition(bins):
+    """Every path of _densify (one filled bin, ranks, probes one attempt at a pass and in blocks) fills
+    exactly as the definition: rows from empty to full, mostly sparse ones."""
+    rng = np.random.default_rng(bins)
+    for count in (1, 5, 80):
+        fills = np.minimum(bins, rng.geometric(rng.choice([0.5, 0.1, 0.02]), size=count) - 1)
+        fills[: min(count, 3)] = [0, bins, 1][: min(count, 3)]
+        mins = _random_minima(rng, count, bins, fills)
+        got = mins.copy()
+        _densify(got)
+        assert (got == _densified_by_definition(mins)).all(), (bins, count)
+
+
+def test_densify_ranks_and_their_overflow_equal_the_definition(monkeypatch):
+    """Sparse rows densified by ranks whose table is too short for some bins (probed on from there),
+    and the table grown later: the same as the definition."""
+    monkeypatch.setattr(sketch_module, "_first_hits", {})
+    monkeypatch.setattr(sketch_module, "_MOST_RANKED_ATTEMPTS", 300)
+    monkeypatch.setattr(sketch_module, "_ranks_pay", lambda fills, bins: True)
+    rng = np.random.default_rng(3)
+    for fills in (np.full(40, 2), rng.integers(2, 65, size=200), np.full(10, 3)):
+        mins = _random_minima(rng, len(fills), 960, fills)
+        got = mins.copy()
+        _densify(got)
+        assert (got == _densified_by_definition(mins)).all()
+    monkeypatch.setattr(sketch_module, "_MOST_RANKED_ATTEMPTS", 5000)
+    mins = _random_minima(rng, 30, 960, np.full(30, 2))
+    got = mins.copy()
+    _densify(got)
+    assert sketch_module._first_hits[960][0] > 300 and (got == _densified_by_definition(mins)).all()
+
+
+def test_probe_blocks_are_the_probes():
+    block = sketch_module._probe_targets(960, 7, 5)
+    assert (block == np.stack([_probe(960, a) for a in range(7, 12)], axis=1)).all()
+    assert (sketch_module._probe_offsets(960, 9) == _probe(960, 9) - np.arange(960)).all()
