@@ -157,8 +157,9 @@ def _first_hit_keys(bins: int, attempts: int) -> tuple[int, np.ndarray]:
     return grown, table
 
 
-def _densify(mins: np.ndarray) -> None:
-    """Fill each empty bin (in place) with the value of the first non-empty bin its probe sequence hits."""
+def _densify(mins: np.ndarray) -> np.ndarray:
+    """Fill each empty bin (in place) with the value of the first non-empty bin its probe sequence hits;
+    how many bins of each row were filled before."""
     count, bins = mins.shape
     occupied = mins != _EMPTY
     filled = np.count_nonzero(occupied, axis=1)
@@ -178,6 +179,7 @@ def _densify(mins: np.ndarray) -> None:
     _densify_by_probes(mins, occupied, np.flatnonzero(empty), 1)
     if len(later):
         _densify_by_probes(mins, occupied, later, attempt)
+    return filled
 
 
 def _ranked_attempts(fills: np.ndarray, bins: int) -> int:
@@ -230,27 +232,36 @@ def _densify_by_probes(mins: np.ndarray, occupied: np.ndarray, where: np.ndarray
     flat, taken = mins.reshape(-1), occupied.reshape(-1)
     cols = where % bins
     # Writes go only to empty bins, reads only from bins filled from the start: the order in which the
-    # probes are made does not matter.
-    while len(where) > _TAIL_PROBES:
+    # probes are made does not matter. The bins still empty are gathered anew only once 30% of those
+    # probed are filled (a pass over all of them costs about what probing them again does).
+    pending, left = np.ones(len(where), dtype=bool), len(where)
+    while left > _TAIL_PROBES:
         source = _probe_offsets(bins, attempt).take(cols)
         source += where
         hit = taken.take(source)
+        hit &= pending
         done = np.flatnonzero(hit)
         flat[where.take(done)] = flat.take(source.take(done))
-        left = np.flatnonzero(~hit)
-        where, cols = where.take(left), cols.take(left)
+        pending ^= hit
+        left -= len(done)
         attempt += 1
+        if left < 0.7 * len(where):
+            still = np.flatnonzero(pending)
+            where, cols, pending = where.take(still), cols.take(still), np.ones(len(still), dtype=bool)
+    still = np.flatnonzero(pending)
+    where, cols = where.take(still), cols.take(still)
     while len(where):
-        source = _probe_block(bins, attempt).take(cols, axis=0)
+        first = 1 + (attempt - 1) // _TAIL_BLOCK * _TAIL_BLOCK  # blocks start at fixed attempts: cached
+        source = _probe_block(bins, first)[:, attempt - first :].take(cols, axis=0)
         source += (where - cols)[:, None]
         hit = taken.take(source)
-        first = hit.argmax(axis=1)  # the first attempt that hit (0 also when none did)
-        found = hit[np.arange(len(where)), first]
+        at = hit.argmax(axis=1)  # the first attempt that hit (0 also when none did)
+        found = hit[np.arange(len(where)), at]
         done = np.flatnonzero(found)
-        flat[where.take(done)] = flat.take(source[done, first.take(done)])
-        left = np.flatnonzero(~found)
-        where, cols = where.take(left), cols.take(left)
-        attempt += _TAIL_BLOCK
+        flat[where.take(done)] = flat.take(source[done, at.take(done)])
+        still = np.flatnonzero(~found)
+        where, cols = where.take(still), cols.take(still)
+        attempt = first + _TAIL_BLOCK
 
 
 def sketch_hashes(
@@ -283,8 +294,7 @@ def add_to_minima(mins: np.ndarray, docs: np.ndarray, hashes: np.ndarray) -> Non
 
 def sketch_from_minima(mins: np.ndarray, scheme: SketchScheme = DEFAULT_SCHEME) -> tuple[np.ndarray, np.ndarray]:
     """Sketches from bin minima (add_to_minima), as sketch_hashes() gives them. `mins` is changed."""
-    present = (mins != _EMPTY).any(axis=1)
-    _densify(mins)
+    present = _densify(mins) > 0
     # `bits` bits of each minimum, from the top of its product with an odd constant (every bit of the
     # minimum counts there; the minimum's own high bits are mostly zeros): equal minima give equal
     # bits, different ones random bits.
