@@ -103,6 +103,14 @@ _RANKED_FILL = 64
 _RANKED_BINS = 2048
 _MOST_RANKED_ATTEMPTS = 1 << 13
 _BUFFER_ITEMS = 1 << 21  # items of the largest temporary array (a few MiB)
+# Rows of more filled bins, when there are at least _SLICED_ROWS of them, are densified bit-sliced
+# (_densify_sliced): the fields of 64 rows in one word, an attempt a few operations on (bins, rows / 64)
+# words; their bins still empty after _SLICED_ATTEMPTS are probed on.
+_SLICED_ROWS = 256
+_SLICED_ATTEMPTS = 1024
+# Sketches made at once (sketch_many, fingerprint.simhash_and_sketch_many): many rows for bit slicing,
+# their minima 4 bytes a bin.
+SKETCH_ROWS = 4096
 
 
 def _probe_targets(bins: int, first: int, count: int) -> np.ndarray:
@@ -160,26 +168,92 @@ def _first_hit_keys(bins: int, attempts: int) -> tuple[int, np.ndarray]:
 def _densify(mins: np.ndarray) -> np.ndarray:
     """Fill each empty bin (in place) with the value of the first non-empty bin its probe sequence hits;
     how many bins of each row were filled before."""
-    count, bins = mins.shape
     occupied = mins != _EMPTY
     filled = np.count_nonzero(occupied, axis=1)
-    # A row with one non-empty bin: every probe sequence ends there, and its value is the row's least.
+    _densify_values(mins, occupied, filled)
+    return filled
+
+
+def _densify_values(values: np.ndarray, occupied: np.ndarray, filled: np.ndarray, bits: int | None = None) -> None:
+    """_densify() of any values whose filled bins are `occupied` (filled: their count per row); bits:
+    how many low bits of the values count (fields of a sketch), None for all."""
+    count, bins = values.shape
+    # A row with one non-empty bin: every probe sequence ends there.
     single = np.flatnonzero(filled == 1)
     if len(single):
-        mins[single] = mins[single].min(axis=1, keepdims=True)
+        values[single] = values[single, occupied[single].argmax(axis=1)][:, None]
     sparse = np.flatnonzero((filled > 1) & (filled <= min(_RANKED_FILL, bins - 1)) & (bins <= _RANKED_BINS))
     later, attempt = np.empty(0, dtype=np.intp), 1
     if len(sparse) and _ranks_pay(filled[sparse], bins):
-        later, attempt = _densify_by_ranks(mins, occupied, filled, sparse)
+        later, attempt = _densify_by_ranks(values, occupied, filled, sparse)
     else:
         sparse = sparse[:0]
+    dense = np.flatnonzero((filled > max(1, _RANKED_FILL)) & (filled < bins))
+    sliced, sliced_attempt = np.empty(0, dtype=np.intp), 1
+    if bits is not None and bits <= 16 and len(dense) >= _SLICED_ROWS:
+        sliced, sliced_attempt = _densify_sliced(values, occupied, filled, dense, bits)
+    else:
+        dense = dense[:0]
     empty = ~occupied
     empty[(filled <= 1) | (filled == bins)] = False  # rows with nothing to fill, or nothing to fill from
     empty[sparse] = False
-    _densify_by_probes(mins, occupied, np.flatnonzero(empty), 1)
+    empty[dense] = False
+    _densify_by_probes(values, occupied, np.flatnonzero(empty), 1)
     if len(later):
-        _densify_by_probes(mins, occupied, later, attempt)
-    return filled
+        _densify_by_probes(values, occupied, later, attempt)
+    if len(sliced):
+        _densify_by_probes(values, occupied, sliced, sliced_attempt)
+
+
+def _bit_rows(bits: np.ndarray, words: int) -> np.ndarray:
+    """(rows, bins) bools as (words, bins) uint64: bit r % 64 of word r // 64 of column j is bits[r, j]."""
+    rows, bins = bits.shape
+    packed = np.zeros((bins, words * 8), dtype=np.uint8)
+    packed[:, : -(-rows // 8)] = np.packbits(np.ascontiguousarray(bits.T), axis=1, bitorder="little")
+    return np.ascontiguousarray(packed.view("<u8").T)
+
+
+def _unpack_bit_rows(words: np.ndarray, rows: int) -> np.ndarray:
+    """The (rows, bins) bools of _bit_rows()."""
+    count, bins = words.shape
+    as_bytes = np.ascontiguousarray(words.view(np.uint8).reshape(count, bins, 8).transpose(0, 2, 1))
+    return np.unpackbits(as_bytes.reshape(count * 8, bins), axis=0, bitorder="little")[:rows].view(bool)
+
+
+def _densify_sliced(
+    values: np.ndarray, occupied: np.ndarray, filled: np.ndarray, rows: np.ndarray, bits: int
+) -> tuple[np.ndarray, int]:
+    """Densify these rows' values of `bits` bits bit-sliced: the flat positions of the empty bins no
+    probe filled within _SLICED_ATTEMPTS, and the attempt to probe on from."""
+    bins = values.shape[1]
+    rows = rows[np.argsort(filled[rows], kind="stable")]  # sparse rows first: their words work longest
+    words = -(-len(rows) // 64)
+    taken = occupied[rows]
+    mine = values[rows]
+    filled_bins = _bit_rows(taken, words)
+    planes = [_bit_rows(((mine >> np.uint32(b)) & 1).astype(bool) & taken, words) for b in range(bits)]
+    got = [plane.copy() for plane in planes]
+    pending = _bit_rows(~taken, words)
+    attempt, active = 1, words  # words [0, active) may have an empty bin left
+    while active and attempt <= _SLICED_ATTEMPTS:
+        target = _probe(bins, attempt)
+        hit = filled_bins[:active].take(target, axis=1)
+        hit &= pending[:active]
+        pending[:active] ^= hit
+        for plane, out in zip(planes, got):
+            out[:active] |= hit & plane[:active].take(target, axis=1)
+        attempt += 1
+        if attempt % 4 == 0:
+            busy = np.flatnonzero(pending[:active].any(axis=1))
+            active = int(busy[-1]) + 1 if len(busy) else 0
+    densified = np.zeros(mine.shape, dtype=values.dtype)
+    for b, out in enumerate(got):
+        densified |= _unpack_bit_rows(out, len(rows)).astype(values.dtype) << values.dtype.type(b)
+    values[rows] = np.where(taken, mine, densified)
+    if not active:
+        return np.empty(0, dtype=np.intp), attempt
+    r, c = np.nonzero(_unpack_bit_rows(pending, len(rows)))
+    return rows[r] * bins + c, attempt
 
 
 def _ranked_attempts(fills: np.ndarray, bins: int) -> int:
@@ -197,11 +271,11 @@ def _ranks_pay(fills: np.ndarray, bins: int) -> bool:
 
 
 def _densify_by_ranks(
-    mins: np.ndarray, occupied: np.ndarray, filled: np.ndarray, rows: np.ndarray
+    values: np.ndarray, occupied: np.ndarray, filled: np.ndarray, rows: np.ndarray
 ) -> tuple[np.ndarray, int]:
     """Densify these rows (of few filled bins) from _first_hit_keys: the flat positions of the empty
     bins whose probes hit no filled bin within the table's attempts, and the attempt to probe on from."""
-    bins = mins.shape[1]
+    bins = values.shape[1]
     known, table = _first_hit_keys(bins, _ranked_attempts(filled[rows], bins))
     mask = (1 << bins.bit_length()) - 1
     rows = rows[np.argsort(filled[rows], kind="stable")]  # alike rows together: little padding
@@ -217,19 +291,19 @@ def _densify_by_ranks(
         best = table.take(filled_bins, axis=0).min(axis=1)  # (rows, bins)
         source = (best & mask).astype(np.intp)
         fill = ~taken & ((best >> bins.bit_length()) <= known)
-        block = mins[part]
+        block = values[part]
         np.copyto(block, np.take_along_axis(block, np.minimum(source, bins - 1), axis=1), where=fill)
-        mins[part] = block
+        values[part] = block
         left_r, left_c = np.nonzero(~taken & ~fill)
         later.append(part[left_r] * bins + left_c)
     return np.concatenate(later), known + 1
 
 
-def _densify_by_probes(mins: np.ndarray, occupied: np.ndarray, where: np.ndarray, attempt: int) -> None:
+def _densify_by_probes(values: np.ndarray, occupied: np.ndarray, where: np.ndarray, attempt: int) -> None:
     """Fill the empty bins at these flat positions from `attempt` on, one attempt at a pass while many
     are left, then _TAIL_BLOCK attempts at a pass."""
-    bins = mins.shape[1]
-    flat, taken = mins.reshape(-1), occupied.reshape(-1)
+    bins = values.shape[1]
+    flat, taken = values.reshape(-1), occupied.reshape(-1)
     cols = where % bins
     # Writes go only to empty bins, reads only from bins filled from the start: the order in which the
     # probes are made does not matter. The bins still empty are gathered anew only once 30% of those
@@ -293,12 +367,16 @@ def add_to_minima(mins: np.ndarray, docs: np.ndarray, hashes: np.ndarray) -> Non
 
 
 def sketch_from_minima(mins: np.ndarray, scheme: SketchScheme = DEFAULT_SCHEME) -> tuple[np.ndarray, np.ndarray]:
-    """Sketches from bin minima (add_to_minima), as sketch_hashes() gives them. `mins` is changed."""
-    present = _densify(mins) > 0
+    """Sketches from bin minima (add_to_minima), as sketch_hashes() gives them."""
+    occupied = mins != _EMPTY
+    filled = np.count_nonzero(occupied, axis=1)
+    present = filled > 0
     # `bits` bits of each minimum, from the top of its product with an odd constant (every bit of the
     # minimum counts there; the minimum's own high bits are mostly zeros): equal minima give equal
-    # bits, different ones random bits.
+    # bits, different ones random bits. An empty bin takes the bits of the minimum densification gives
+    # it, so the fields are densified instead of the minima (the same, and fewer bits to move).
     fields = (mins * np.uint32(0x9E3779B1)) >> np.uint32(32 - scheme.bits)
+    _densify_values(fields, occupied, filled, scheme.bits)
     fields[~present] = 0
     return pack_fields(fields, scheme.bits), present
 
@@ -312,20 +390,35 @@ def sketch_units(
 
 
 def sketch_many(texts: Sequence[str], scheme: SketchScheme = DEFAULT_SCHEME) -> tuple[np.ndarray, np.ndarray]:
-    """sketch() of many texts, in vectorized chunks: (rows, present) as sketch_hashes()."""
+    """sketch() of many texts, hashed in vectorized chunks and densified up to SKETCH_ROWS at once:
+    (rows, present) as sketch_hashes()."""
     rows, present = [np.zeros((0, scheme.nbytes), np.uint8)], [np.zeros(0, bool)]
+    held: list[np.ndarray] = []  # minima of the chunks hashed since the last densification
     chunk: list[np.ndarray] = []
     size = 0
+
+    def hash_chunk() -> None:
+        docs, hashes, _ = units_features(chunk, SKETCH_FEATURES)
+        held.append(empty_minima(len(chunk), scheme))
+        add_to_minima(held[-1], docs, hashes)
+
+    def densify_held() -> None:
+        r, p = sketch_from_minima(np.concatenate(held), scheme)
+        rows.append(r), present.append(p)
+        held.clear()
+
     for text in texts:
         chunk.append(char_units(text))
         size += len(chunk[-1])
-        if size >= CHUNK_CHARACTERS:
-            r, p = sketch_units(chunk, scheme)
-            rows.append(r), present.append(p)
+        if size >= CHUNK_CHARACTERS or len(chunk) >= SKETCH_ROWS:
+            hash_chunk()
             chunk, size = [], 0
+            if sum(map(len, held)) >= SKETCH_ROWS:
+                densify_held()
     if chunk:
-        r, p = sketch_units(chunk, scheme)
-        rows.append(r), present.append(p)
+        hash_chunk()
+    if held:
+        densify_held()
     return np.concatenate(rows), np.concatenate(present)
 
 

@@ -226,3 +226,26 @@ def test_probe_blocks_are_the_probes():
     block = sketch_module._probe_targets(960, 7, 5)
     assert (block == np.stack([_probe(960, a) for a in range(7, 12)], axis=1)).all()
     assert (sketch_module._probe_offsets(960, 9) == _probe(960, 9) - np.arange(960)).all()
+
+
+def _sketches_by_definition(mins: np.ndarray, scheme: SketchScheme) -> np.ndarray:
+    densified = _densified_by_definition(mins)
+    fields = (densified * np.uint32(0x9E3779B1)) >> np.uint32(32 - scheme.bits)
+    fields[~(mins != _EMPTY).any(axis=1)] = 0
+    return sketch_module.pack_fields(fields, scheme.bits)
+
+
+@pytest.mark.parametrize("bits", [1, 2, 4, 8, 16])
+@pytest.mark.parametrize("most_attempts", [1024, 5])
+def test_sketches_of_many_rows_equal_the_definition(bits, most_attempts, monkeypatch):
+    """Hundreds of rows at once take the bit-sliced path (and, with few attempts allowed, probe on
+    from where it stopped): the bytes are those of the definition."""
+    monkeypatch.setattr(sketch_module, "_SLICED_ATTEMPTS", most_attempts)
+    scheme = SketchScheme(bins=960 // bits * 2 if bits < 16 else 120, bits=bits)
+    rng = np.random.default_rng(bits)
+    fills = np.minimum(scheme.bins, rng.geometric(rng.choice([0.02, 0.005], size=400)) + 60)
+    fills[:40] = rng.integers(0, 70, size=40)
+    mins = _random_minima(rng, len(fills), scheme.bins, fills)
+    rows, present = sketch_module.sketch_from_minima(mins.copy(), scheme)
+    assert present.tolist() == (fills > 0).tolist()
+    assert (rows == _sketches_by_definition(mins, scheme)).all()
