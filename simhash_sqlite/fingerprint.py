@@ -74,17 +74,17 @@ def simhash_and_sketch_many(
     fingerprints: list[int | None] = []
     sketches: list[bytes | None] = []
     # The minima of up to SKETCH_ROWS texts are densified together (many rows at once is cheaper).
-    held: list[np.ndarray] = []
+    minima, held = empty_minima(min(len(texts), SKETCH_ROWS), scheme), 0
     for chunk in _chunks(texts):
         docs, hashes, weights = units_features([units(text, settings) for text in chunk], settings)
         fingerprints.extend(simhash_of_batch(docs, hashes, weights, len(chunk)))
-        held.append(empty_minima(len(chunk), scheme))
-        add_to_minima(held[-1], docs, hashes)
-        if sum(map(len, held)) >= SKETCH_ROWS:
-            sketches.extend(_blobs(*sketch_from_minima(np.concatenate(held), scheme)))
-            held = []
+        if held + len(chunk) > len(minima):
+            sketches.extend(_blobs(*sketch_from_minima(minima[:held], scheme)))
+            minima, held = empty_minima(max(len(chunk), min(len(texts) - len(sketches), SKETCH_ROWS)), scheme), 0
+        add_to_minima(minima[held : held + len(chunk)], docs, hashes)
+        held += len(chunk)
     if held:
-        sketches.extend(_blobs(*sketch_from_minima(np.concatenate(held), scheme)))
+        sketches.extend(_blobs(*sketch_from_minima(minima[:held], scheme)))
     return fingerprints, sketches
 
 

@@ -393,19 +393,25 @@ def sketch_many(texts: Sequence[str], scheme: SketchScheme = DEFAULT_SCHEME) -> 
     """sketch() of many texts, hashed in vectorized chunks and densified up to SKETCH_ROWS at once:
     (rows, present) as sketch_hashes()."""
     rows, present = [np.zeros((0, scheme.nbytes), np.uint8)], [np.zeros(0, bool)]
-    held: list[np.ndarray] = []  # minima of the chunks hashed since the last densification
+    minima = empty_minima(min(len(texts), SKETCH_ROWS), scheme)
+    held = 0  # rows of minima in use
     chunk: list[np.ndarray] = []
     size = 0
 
     def hash_chunk() -> None:
+        nonlocal minima, held
+        if held + len(chunk) > len(minima):
+            densify_held()
+            minima = empty_minima(min(len(texts) - sum(map(len, rows)), SKETCH_ROWS), scheme)
         docs, hashes, _ = units_features(chunk, SKETCH_FEATURES)
-        held.append(empty_minima(len(chunk), scheme))
-        add_to_minima(held[-1], docs, hashes)
+        add_to_minima(minima[held : held + len(chunk)], docs, hashes)
+        held += len(chunk)
 
     def densify_held() -> None:
-        r, p = sketch_from_minima(np.concatenate(held), scheme)
+        nonlocal held
+        r, p = sketch_from_minima(minima[:held], scheme)
         rows.append(r), present.append(p)
-        held.clear()
+        held = 0
 
     for text in texts:
         chunk.append(char_units(text))
@@ -413,8 +419,6 @@ def sketch_many(texts: Sequence[str], scheme: SketchScheme = DEFAULT_SCHEME) -> 
         if size >= CHUNK_CHARACTERS or len(chunk) >= SKETCH_ROWS:
             hash_chunk()
             chunk, size = [], 0
-            if sum(map(len, held)) >= SKETCH_ROWS:
-                densify_held()
     if chunk:
         hash_chunk()
     if held:

@@ -249,3 +249,18 @@ def test_sketches_of_many_rows_equal_the_definition(bits, most_attempts, monkeyp
     rows, present = sketch_module.sketch_from_minima(mins.copy(), scheme)
     assert present.tolist() == (fills > 0).tolist()
     assert (rows == _sketches_by_definition(mins, scheme)).all()
+
+
+@pytest.mark.parametrize(("rows_at_once", "characters"), [(7, 50), (3, 10**9), (100, 10), (4096, 128_000)])
+def test_many_sketches_do_not_depend_on_where_chunks_and_densifications_end(rows_at_once, characters, monkeypatch):
+    from simhash_sqlite import fingerprint
+
+    monkeypatch.setattr(sketch_module, "SKETCH_ROWS", rows_at_once)
+    monkeypatch.setattr(sketch_module, "CHUNK_CHARACTERS", characters)
+    monkeypatch.setattr(fingerprint, "CHUNK_CHARACTERS", characters)
+    rng = random.Random(rows_at_once)
+    texts = [_text(rng, rng.randrange(0, 30)) if rng.random() < 0.9 else "!!" for _ in range(100)]
+    one_by_one = [sketch(text) for text in texts]
+    rows, present = sketch_many(texts)
+    assert [row.tobytes() if there else None for row, there in zip(rows, present.tolist())] == one_by_one
+    assert simhash_and_sketch_many(texts)[1] == one_by_one
