@@ -104,7 +104,7 @@ _RANKED_BINS = 2048
 _MOST_RANKED_ATTEMPTS = 1 << 13
 _BUFFER_ITEMS = 1 << 21  # items of the largest temporary array (a few MiB)
 # Rows of more filled bins, when there are at least _SLICED_ROWS of them, are densified bit-sliced
-# (_densify_sliced): the fields of 64 rows in one word, an attempt a few operations on (bins, rows / 64)
+# (_densify_sliced): the fields of 64 rows in one word, an attempt a few operations on (rows / 64, bins)
 # words; their bins still empty after _SLICED_ATTEMPTS are probed on.
 _SLICED_ROWS = 256
 _SLICED_ATTEMPTS = 1024
@@ -167,7 +167,7 @@ def _first_hit_keys(bins: int, attempts: int) -> tuple[int, np.ndarray]:
 
 def _densify(mins: np.ndarray) -> np.ndarray:
     """Fill each empty bin (in place) with the value of the first non-empty bin its probe sequence hits;
-    how many bins of each row were filled before."""
+    how many bins of each row were filled before. (sketch_from_minima densifies the fields instead.)"""
     occupied = mins != _EMPTY
     filled = np.count_nonzero(occupied, axis=1)
     _densify_values(mins, occupied, filled)
@@ -263,10 +263,11 @@ def _ranked_attempts(fills: np.ndarray, bins: int) -> int:
 
 def _ranks_pay(fills: np.ndarray, bins: int) -> bool:
     """Whether ranks cost less than probes for rows of these fills, counting the table's growth (in
-    probes: a probe costs about 7 table items read, and 1 / 2 of an attempt's table entry made)."""
+    probes: a probe costs about 7 table items read, and 2 table entries made; the table is kept for
+    later calls, so its growth counts a quarter)."""
     probes = float(((bins - fills) * bins / fills).sum())
     known = _first_hits[bins][0] if bins in _first_hits else 0
-    growth = max(0, _ranked_attempts(fills, bins) - known) * bins * 2
+    growth = max(0, _ranked_attempts(fills, bins) - known) * bins / 2
     return float(fills.sum()) * bins / 7 + growth < probes
 
 
