@@ -578,7 +578,12 @@ class Deduplicator:
         if self.by_sketch:
             members = np.flatnonzero(sketched)
             found = None if codes is None else pairs_of_codes(rows[members], codes, self.cut)
-            for part in [found] if found is not None else sketch_pairs(rows[members], self.cut):
+            # Else sketch_pairs with the kept runs' windows (24/12 at any size, window_codes), whatever it
+            # would pick for the batch's size.
+            parts = [found] if found is not None else sketch_pairs(
+                rows[members], self.cut, width=WINDOW_BITS, step=WINDOW_STEP
+            )
+            for part in parts:
                 a, b = members[part[0]], members[part[1]]
                 d = np.bitwise_count(values[a] ^ values[b]).astype(np.int64)
                 for x, y, dist, e in zip(a.tolist(), b.tolist(), d.tolist(), part[2].tolist()):
