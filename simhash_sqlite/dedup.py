@@ -35,7 +35,7 @@ from .errors import SettingsMismatch
 from .fingerprint import check_k, to_hex
 from .index import Document, SimhashIndex
 from .index_arrays import keys_of
-from .pairs import CHUNK, near_pairs, sorted_by
+from .pairs import CHUNK, _groups, near_pairs, sorted_by, within_groups
 from .parallel import FingerprintJob
 from .settings import CONFIRM_K, FingerprintSettings
 from .sketch import DEFAULT_SCHEME, SketchScheme, as_rows, estimate_many
@@ -157,19 +157,65 @@ def window_codes(rows: np.ndarray, scheme: SketchScheme = DEFAULT_SCHEME) -> np.
     return codes
 
 
+_LOW = _U64((1 << _POSITION_BITS) - 1)
+_HIGH = ~_LOW
+
+
+def sorted_codes(rows: np.ndarray, scheme: SketchScheme = DEFAULT_SCHEME) -> np.ndarray:
+    """The rows' window_codes as one sorted array of code << 32 | row number."""
+    # Window by window: the window number is the codes' top, so sorting each window's codes and laying
+    # the windows end to end sorts them all, and many short sorts are quicker than one long one.
+    codes = np.ascontiguousarray(window_codes(rows, scheme).T)
+    codes <<= _U64(_POSITION_BITS)
+    codes |= np.arange(len(rows), dtype=_U64)
+    codes.sort(axis=1)
+    return codes.ravel()
+
+
+def codes_of_some(codes: np.ndarray, chosen: np.ndarray, count: int) -> np.ndarray:
+    """sorted_codes(rows[chosen]) from codes = sorted_codes(rows) of `count` rows (chosen ascending)."""
+    number = np.full(count, -1, dtype=np.int64)
+    number[chosen] = np.arange(len(chosen))
+    row_number = number[(codes & _LOW).view(np.int64)]
+    mine = row_number >= 0
+    # Renumbering in order keeps the order: rows sorted within each code stay so.
+    return (codes[mine] & _HIGH) | row_number[mine].view(_U64)
+
+
+# Within a batch, candidate pairs come from its sorted_codes unless equal codes would pair more rows than
+# this (many copies of one text in a batch: sketch_pairs folds identical rows first).
+BATCH_CODE_PAIRS = 1 << 22
+
+
+def pairs_of_codes(
+    rows: np.ndarray, codes: np.ndarray, threshold: float, scheme: SketchScheme = DEFAULT_SCHEME
+) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """sketch_pairs(rows, threshold) from the rows' sorted_codes, as (left, right, estimate) with
+    left < right; None where the codes pair too many rows (BATCH_CODE_PAIRS)."""
+    starts, sizes = _groups(codes & _HIGH)
+    if int((sizes * (sizes - 1) // 2).sum()) > BATCH_CODE_PAIRS:
+        return None
+    n = len(rows)
+    found = [np.empty(0, np.int64)]
+    for i, j in within_groups(starts, sizes):  # rows ascend within a code: left < right
+        found.append((codes[i] & _LOW).view(np.int64) * n + (codes[j] & _LOW).view(np.int64))
+    left, right = np.divmod(np.unique(np.concatenate(found)), n)  # a pair sharing several windows: once
+    estimate = np.concatenate(
+        [np.empty(0)]
+        + [
+            estimate_many(rows[left[lo : lo + ESTIMATE_CHUNK]], rows[right[lo : lo + ESTIMATE_CHUNK]], scheme)
+            for lo in range(0, len(left), ESTIMATE_CHUNK)
+        ]
+    )
+    keep = estimate >= threshold
+    return left[keep], right[keep], estimate[keep]
+
+
 class _SketchRun:
-    """Kept sketches with their labels and one sorted array of code << 32 | position."""
+    """Kept sketches with their labels and one sorted array of code << 32 | position (sorted_codes)."""
 
     def __init__(self, rows: np.ndarray, labels: np.ndarray, codes: np.ndarray) -> None:
         self.rows, self.labels, self.codes = rows, labels, codes
-
-    @classmethod
-    def of(cls, rows: np.ndarray, labels: np.ndarray, scheme: SketchScheme) -> _SketchRun:
-        codes = window_codes(rows, scheme) << _U64(_POSITION_BITS)
-        codes |= np.arange(len(rows), dtype=_U64)[:, None]
-        codes = codes.ravel()
-        codes.sort()
-        return cls(rows, labels, codes)
 
     @classmethod
     def merged(cls, older: _SketchRun, newer: _SketchRun) -> _SketchRun:
@@ -177,26 +223,28 @@ class _SketchRun:
         codes.sort(kind="stable")  # two sorted runs: timsort merges them in linear time
         return cls(np.concatenate((older.rows, newer.rows)), np.concatenate((older.labels, newer.labels)), codes)
 
-    def candidates(self, codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(query number, run position) for every query code (shape (queries, windows)) found here,
-        each pair once."""
-        wanted = codes.ravel() << _U64(_POSITION_BITS)
+    def candidates(self, queries: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(query number, run position) for every query code found here, each pair once; queries:
+        sorted_codes() of the query rows (sorted, the binary searches walk the run once)."""
+        wanted = queries & _HIGH
         lo = np.searchsorted(self.codes, wanted, side="left")
-        count = np.searchsorted(self.codes, wanted | _U64((1 << _POSITION_BITS) - 1), side="right") - lo
-        hits = np.flatnonzero(count)
+        # Most codes are in no run: one search, and a second only for those found.
+        hits = np.flatnonzero((self.codes.take(np.minimum(lo, len(self.codes) - 1)) & _HIGH) == wanted)
         if len(hits) == 0:
             return np.empty(0, np.int64), np.empty(0, np.int64)
-        count, lo = count[hits], lo[hits]
-        q = np.repeat(hits // codes.shape[1], count)
+        lo = lo[hits]
+        count = np.searchsorted(self.codes, wanted[hits] | _LOW, side="right") - lo
+        q = np.repeat((queries[hits] & _LOW).view(np.int64), count)
         step = np.arange(len(q), dtype=np.int64) - np.repeat(np.cumsum(count) - count, count)
-        position = (self.codes[np.repeat(lo, count) + step] & _U64((1 << _POSITION_BITS) - 1)).astype(np.int64)
+        position = (self.codes[np.repeat(lo, count) + step] & _LOW).view(np.int64)
         pair = np.unique(q * len(self.rows) + position)  # a pair sharing several windows: once
         return pair // len(self.rows), pair % len(self.rows)
 
 
 class KeptSketches:
     """Sketches kept so far, each with an integer label; finds every kept one that shares an LSH window
-    with a query and whose estimated Jaccard with it reaches the threshold."""
+    with a query and whose estimated Jaccard with it reaches the threshold. The rows' sorted_codes() may
+    be passed in where the caller has them (a batch is searched, then its kept rows added)."""
 
     def __init__(self, threshold: float = DEFAULT_THRESHOLD, scheme: SketchScheme = DEFAULT_SCHEME) -> None:
         self.threshold, self.scheme = check_threshold(threshold), scheme
@@ -209,19 +257,21 @@ class KeptSketches:
     def nbytes(self) -> int:
         return sum(run.rows.nbytes + run.labels.nbytes + run.codes.nbytes for run in self.runs)
 
-    def add(self, rows: np.ndarray, labels: np.ndarray) -> None:
+    def add(self, rows: np.ndarray, labels: np.ndarray, codes: np.ndarray | None = None) -> None:
         if len(rows) == 0:
             return
-        self.runs.append(_SketchRun.of(rows, labels, self.scheme))
+        self.runs.append(_SketchRun(rows, labels, sorted_codes(rows, self.scheme) if codes is None else codes))
         while len(self.runs) > 1 and 2 * len(self.runs[-1].rows) >= len(self.runs[-2].rows):
             newer, older = self.runs.pop(), self.runs.pop()
             self.runs.append(_SketchRun.merged(older, newer))
 
-    def matches(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def matches(
+        self, rows: np.ndarray, codes: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(query number, label, estimate) of every kept near-duplicate of each query row."""
         out_q, out_label, out_estimate = [np.empty(0, np.int64)], [np.empty(0, np.int64)], [np.empty(0)]
         if len(rows) and self.runs:
-            codes = window_codes(rows, self.scheme)
+            codes = sorted_codes(rows, self.scheme) if codes is None else codes
             for run in self.runs:
                 q, position = run.candidates(codes)
                 for lo in range(0, len(q), ESTIMATE_CHUNK):
@@ -404,8 +454,11 @@ class Deduplicator:
         have = [i for i, fp in enumerate(prints) if fp is not None]  # members: the batch's featured documents
         values = np.array([prints[i] for i in have], dtype=np.uint64)
         rows, sketched = rows[have], sketched[have]
-        options = self._options_among_kept(values, rows, sketched)
-        earlier = self._pairs_within_batch(values, rows, sketched)
+        # The sketched members' LSH codes, made once: searched in the kept runs, then those of the kept
+        # ones become the batch's new run.
+        codes = sorted_codes(rows[sketched]) if self.by_sketch else None
+        options = self._options_among_kept(values, rows, sketched, codes)
+        earlier = self._pairs_within_batch(values, rows, sketched, codes)
         match: dict[int, tuple] = {}  # member -> its winning option
         kept_labels: dict[int, int] = {}  # kept member -> its label
         new = []
@@ -422,7 +475,11 @@ class Deduplicator:
         new = np.array(new, dtype=np.int64)
         labels = np.array([kept_labels[j] for j in new.tolist()], dtype=np.int64)
         if self.by_sketch:
-            self.sketches.add(rows[new][sketched[new]], labels[sketched[new]])
+            kept = sketched[new]
+            members = np.flatnonzero(sketched)
+            self.sketches.add(
+                rows[new[kept]], labels[kept], codes_of_some(codes, np.searchsorted(members, new[kept]), len(members))
+            )
         else:
             self.prints.add(values[new], labels)
         names = self._indexed_keys([option[2] for option in match.values() if option[2] < 0])
@@ -494,12 +551,12 @@ class Deduplicator:
             elif dist <= limit:
                 yield j, (_BY_DISTANCE, dist, a, dist, None, "distance")
 
-    def _options_among_kept(self, values, rows, sketched) -> dict[int, list[tuple]]:
+    def _options_among_kept(self, values, rows, sketched, codes=None) -> dict[int, list[tuple]]:
         options: dict[int, list[tuple]] = {}
         if not len(values):
             return options
         if self.by_sketch:
-            q, label, estimate = self.sketches.matches(rows[sketched])
+            q, label, estimate = self.sketches.matches(rows[sketched], codes)
             q = np.flatnonzero(sketched)[q]
             d = np.bitwise_count(values[q] ^ self._value_of(label)).astype(np.int64)
             for j, a, dist, e in zip(q.tolist(), label.tolist(), d.tolist(), estimate.tolist()):
@@ -514,17 +571,22 @@ class Deduplicator:
                 options.setdefault(j, []).append(option)
         return options
 
-    def _pairs_within_batch(self, values, rows, sketched) -> dict[int, list[tuple]]:
+    def _pairs_within_batch(self, values, rows, sketched, codes=None) -> dict[int, list[tuple]]:
         """Each member's near-duplicates earlier in the batch: member -> options whose label is the
         earlier member's number (replaced by its label if it is kept)."""
         earlier: dict[int, list[tuple]] = {}
         if self.by_sketch:
             members = np.flatnonzero(sketched)
-            # The kept runs' windows (24/12 at any size, window_codes), whatever sketch_pairs would pick.
-            for part in sketch_pairs(rows[members], self.cut, width=WINDOW_BITS, step=WINDOW_STEP):
-                a, b = members[part.left], members[part.right]
+            found = None if codes is None else pairs_of_codes(rows[members], codes, self.cut)
+            # Else sketch_pairs with the kept runs' windows (24/12 at any size, window_codes), whatever it
+            # would pick for the batch's size.
+            parts = [found] if found is not None else sketch_pairs(
+                rows[members], self.cut, width=WINDOW_BITS, step=WINDOW_STEP
+            )
+            for part in parts:
+                a, b = members[part[0]], members[part[1]]
                 d = np.bitwise_count(values[a] ^ values[b]).astype(np.int64)
-                for x, y, dist, e in zip(a.tolist(), b.tolist(), d.tolist(), part.estimate.tolist()):
+                for x, y, dist, e in zip(a.tolist(), b.tolist(), d.tolist(), part[2].tolist()):
                     earlier.setdefault(y, []).append((_ESTIMATED, -e, x, dist, e, "estimated"))
             return earlier
         for part in near_pairs(values, self.k):

@@ -56,7 +56,15 @@ def simhash_and_sketch_many(
     character 5-gram fingerprints (the default) both come from one pass over the shingle hashes.
     scheme: a sketch.SketchScheme (None: the default)."""
     # Imported here: sketch -> shingles -> pairs -> fingerprint would be circular at import time.
-    from .sketch import DEFAULT_SCHEME, shares_features, sketch_hashes, sketch_many
+    from .sketch import (
+        DEFAULT_SCHEME,
+        SKETCH_ROWS,
+        add_to_minima,
+        empty_minima,
+        shares_features,
+        sketch_from_minima,
+        sketch_many,
+    )
 
     settings = FingerprintSettings() if settings is None else settings
     scheme = DEFAULT_SCHEME if scheme is None else scheme
@@ -65,10 +73,18 @@ def simhash_and_sketch_many(
         return simhash_many(texts, settings), _blobs(rows, present)
     fingerprints: list[int | None] = []
     sketches: list[bytes | None] = []
+    # The minima of up to SKETCH_ROWS texts are densified together (many rows at once is cheaper).
+    minima, held = empty_minima(min(len(texts), SKETCH_ROWS), scheme), 0
     for chunk in _chunks(texts):
         docs, hashes, weights = units_features([units(text, settings) for text in chunk], settings)
         fingerprints.extend(simhash_of_batch(docs, hashes, weights, len(chunk)))
-        sketches.extend(_blobs(*sketch_hashes(docs, hashes, len(chunk), scheme)))
+        if held + len(chunk) > len(minima):
+            sketches.extend(_blobs(*sketch_from_minima(minima[:held], scheme)))
+            minima, held = empty_minima(max(len(chunk), min(len(texts) - len(sketches), SKETCH_ROWS)), scheme), 0
+        add_to_minima(minima[held : held + len(chunk)], docs, hashes)
+        held += len(chunk)
+    if held:
+        sketches.extend(_blobs(*sketch_from_minima(minima[:held], scheme)))
     return fingerprints, sketches
 
 

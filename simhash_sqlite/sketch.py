@@ -91,25 +91,252 @@ def _probe(bins: int, attempt: int) -> np.ndarray:
     return ((h >> _U64(32)) * _U64(bins) >> _U64(32)).astype(np.intp)
 
 
-def _densify(mins: np.ndarray) -> None:
-    """Fill each empty bin (in place) with the value of the first non-empty bin its probe sequence hits."""
-    count, bins = mins.shape
+# Densification probes the empty bins attempt by attempt while many are left; the last few (of sparse
+# rows, which may take hundreds of attempts) are probed _TAIL_BLOCK attempts at a pass, so that a pass
+# is a few numpy calls over many probes, not over a few.
+_TAIL_PROBES = 1024
+_TAIL_BLOCK = 64
+# A row with at most this many filled bins is densified by ranks (_first_hit_keys) instead: f rows of
+# the table per row, where probing takes about bins / f attempts per empty bin. Not for schemes of
+# more than _RANKED_BINS bins: the table is bins * bins.
+_RANKED_FILL = 64
+_RANKED_BINS = 2048
+_MOST_RANKED_ATTEMPTS = 1 << 13
+_BUFFER_ITEMS = 1 << 21  # items of the largest temporary array (a few MiB)
+# Rows of more filled bins, when there are at least _SLICED_ROWS of them, are densified bit-sliced
+# (_densify_sliced): the fields of 64 rows in one word, an attempt a few operations on (rows / 64, bins)
+# words; their bins still empty after _SLICED_ATTEMPTS are probed on.
+_SLICED_ROWS = 256
+_SLICED_ATTEMPTS = 1024
+# Sketches made at once (sketch_many, fingerprint.simhash_and_sketch_many): many rows for bit slicing,
+# their minima 4 bytes a bin.
+SKETCH_ROWS = 4096
+
+
+def _probe_targets(bins: int, first: int, count: int) -> np.ndarray:
+    """_probe() of attempts first .. first + count - 1 side by side: (bins, count), row j for empty
+    bin j, its attempts in order."""
+    j = np.arange(bins, dtype=_U64)[:, None]
+    # Wrapping uint64 products: the same as _probe's Python integer product taken mod 2**64.
+    attempt = np.arange(first, first + count, dtype=_U64)[None, :] * _U64(0x632BE59BD9B4E019)
+    h = mix(j * _U64(0x9E3779B97F4A7C15) ^ attempt)
+    # (.view, not .astype: numpy casts uint64 to int64 element by element, several times slower than
+    # the arithmetic; the values are below bins.)
+    return ((h >> _U64(32)) * _U64(bins) >> _U64(32)).view(np.intp)
+
+
+@lru_cache(maxsize=1024)
+def _probe_offsets(bins: int, attempt: int) -> np.ndarray:
+    """_probe() less the bin's own number: added to an empty bin's flat position, the flat position
+    of the bin it borrows from (rows of `bins` bins laid end to end)."""
+    return _probe_targets(bins, attempt, 1)[:, 0] - np.arange(bins)
+
+
+@lru_cache(maxsize=32)
+def _probe_block(bins: int, first: int) -> np.ndarray:
+    """_probe_targets() of _TAIL_BLOCK attempts from `first`."""
+    return _probe_targets(bins, first, _TAIL_BLOCK)
+
+
+_first_hits: dict[int, tuple[int, np.ndarray]] = {}  # bins -> (attempts, table) of _first_hit_keys
+
+
+def _first_hit_keys(bins: int, attempts: int) -> tuple[int, np.ndarray]:
+    """(a, table): table[t, j] = (the first attempt, up to a >= attempts, at which empty bin j probes
+    bin t) << shift | t, the largest integer where it does not; the extra row `bins` is all largest.
+    The filled bin an empty bin j takes is then the t of the least table[t, j] over the row's filled t."""
+    have = _first_hits.get(bins)
+    if have is not None and have[0] >= attempts:
+        return have
+    shift = bins.bit_length()
+    grown = max(attempts, 2 * have[0] if have else 256)
+    dtype = np.int32 if (grown + 1) << shift <= np.iinfo(np.int32).max else np.int64
+    table = np.full((bins + 1, bins), np.iinfo(dtype).max, dtype=dtype)
+    done = 0
+    if have is not None and have[1].dtype == dtype:  # keep what is known: later attempts only add
+        done, table = have[0], have[1].copy()
+    step = max(1, _BUFFER_ITEMS // bins)
+    for first in range(done + 1, grown + 1, step):
+        count = min(step, grown + 1 - first)
+        target = _probe_targets(bins, first, count)
+        keys = (np.arange(first, first + count, dtype=dtype) << dtype(shift)) | target.astype(dtype)
+        np.minimum.at(table.reshape(-1), (target * bins + np.arange(bins)[:, None]).ravel(), keys.ravel())
+    _first_hits[bins] = (grown, table)
+    return grown, table
+
+
+def _densify(mins: np.ndarray) -> np.ndarray:
+    """Fill each empty bin (in place) with the value of the first non-empty bin its probe sequence hits;
+    how many bins of each row were filled before. (sketch_from_minima densifies the fields instead.)"""
     occupied = mins != _EMPTY
-    filled = occupied.sum(axis=1)
-    partly = np.flatnonzero((filled > 0) & (filled < bins))
-    if len(partly) == 0:
-        return
-    flat, taken = mins.reshape(-1), occupied.reshape(-1)
-    rows, cols = np.nonzero(~occupied[partly])
-    base = partly[rows] * bins  # where each empty bin's row starts in the flat array
-    attempt = 1
-    while len(base):
-        source = base + _probe(bins, attempt)[cols]
-        hit = taken[source]
-        flat[base[hit] + cols[hit]] = flat[source[hit]]
-        miss = ~hit
-        base, cols = base[miss], cols[miss]
+    filled = np.count_nonzero(occupied, axis=1)
+    _densify_values(mins, occupied, filled)
+    return filled
+
+
+def _densify_values(values: np.ndarray, occupied: np.ndarray, filled: np.ndarray, bits: int | None = None) -> None:
+    """_densify() of any values whose filled bins are `occupied` (filled: their count per row); bits:
+    how many low bits of the values count (fields of a sketch), None for all."""
+    count, bins = values.shape
+    # A row with one non-empty bin: every probe sequence ends there.
+    single = np.flatnonzero(filled == 1)
+    if len(single):
+        values[single] = values[single, occupied[single].argmax(axis=1)][:, None]
+    sparse = np.flatnonzero((filled > 1) & (filled <= min(_RANKED_FILL, bins - 1)) & (bins <= _RANKED_BINS))
+    later, attempt = np.empty(0, dtype=np.intp), 1
+    if len(sparse) and _ranks_pay(filled[sparse], bins):
+        later, attempt = _densify_by_ranks(values, occupied, filled, sparse)
+    else:
+        sparse = sparse[:0]
+    dense = np.flatnonzero((filled > max(1, _RANKED_FILL)) & (filled < bins))
+    sliced, sliced_attempt = np.empty(0, dtype=np.intp), 1
+    if bits is not None and bits <= 16 and len(dense) >= _SLICED_ROWS:
+        sliced, sliced_attempt = _densify_sliced(values, occupied, filled, dense, bits)
+    else:
+        dense = dense[:0]
+    empty = ~occupied
+    empty[(filled <= 1) | (filled == bins)] = False  # rows with nothing to fill, or nothing to fill from
+    empty[sparse] = False
+    empty[dense] = False
+    _densify_by_probes(values, occupied, np.flatnonzero(empty), 1)
+    if len(later):
+        _densify_by_probes(values, occupied, later, attempt)
+    if len(sliced):
+        _densify_by_probes(values, occupied, sliced, sliced_attempt)
+
+
+def _bit_rows(bits: np.ndarray, words: int) -> np.ndarray:
+    """(rows, bins) bools as (words, bins) uint64: bit r % 64 of word r // 64 of column j is bits[r, j]."""
+    rows, bins = bits.shape
+    packed = np.zeros((bins, words * 8), dtype=np.uint8)
+    packed[:, : -(-rows // 8)] = np.packbits(np.ascontiguousarray(bits.T), axis=1, bitorder="little")
+    return np.ascontiguousarray(packed.view("<u8").T)
+
+
+def _unpack_bit_rows(words: np.ndarray, rows: int) -> np.ndarray:
+    """The (rows, bins) bools of _bit_rows()."""
+    count, bins = words.shape
+    as_bytes = np.ascontiguousarray(words.view(np.uint8).reshape(count, bins, 8).transpose(0, 2, 1))
+    return np.unpackbits(as_bytes.reshape(count * 8, bins), axis=0, bitorder="little")[:rows].view(bool)
+
+
+def _densify_sliced(
+    values: np.ndarray, occupied: np.ndarray, filled: np.ndarray, rows: np.ndarray, bits: int
+) -> tuple[np.ndarray, int]:
+    """Densify these rows' values of `bits` bits bit-sliced: the flat positions of the empty bins no
+    probe filled within _SLICED_ATTEMPTS, and the attempt to probe on from."""
+    bins = values.shape[1]
+    rows = rows[np.argsort(filled[rows], kind="stable")]  # sparse rows first: their words work longest
+    words = -(-len(rows) // 64)
+    taken = occupied[rows]
+    mine = values[rows]
+    filled_bins = _bit_rows(taken, words)
+    planes = [_bit_rows(((mine >> np.uint32(b)) & 1).astype(bool) & taken, words) for b in range(bits)]
+    got = [plane.copy() for plane in planes]
+    pending = _bit_rows(~taken, words)
+    attempt, active = 1, words  # words [0, active) may have an empty bin left
+    while active and attempt <= _SLICED_ATTEMPTS:
+        target = _probe(bins, attempt)
+        hit = filled_bins[:active].take(target, axis=1)
+        hit &= pending[:active]
+        pending[:active] ^= hit
+        for plane, out in zip(planes, got):
+            out[:active] |= hit & plane[:active].take(target, axis=1)
         attempt += 1
+        if attempt % 4 == 0:
+            busy = np.flatnonzero(pending[:active].any(axis=1))
+            active = int(busy[-1]) + 1 if len(busy) else 0
+    densified = np.zeros(mine.shape, dtype=values.dtype)
+    for b, out in enumerate(got):
+        densified |= _unpack_bit_rows(out, len(rows)).astype(values.dtype) << values.dtype.type(b)
+    values[rows] = np.where(taken, mine, densified)
+    if not active:
+        return np.empty(0, dtype=np.intp), attempt
+    r, c = np.nonzero(_unpack_bit_rows(pending, len(rows)))
+    return rows[r] * bins + c, attempt
+
+
+def _ranked_attempts(fills: np.ndarray, bins: int) -> int:
+    """Attempts of _first_hit_keys after which about one empty bin of rows of these fills is left."""
+    return min(_MOST_RANKED_ATTEMPTS, int(np.log(len(fills) * bins) / -np.log1p(-int(fills.min()) / bins)) + 1)
+
+
+def _ranks_pay(fills: np.ndarray, bins: int) -> bool:
+    """Whether ranks cost less than probes for rows of these fills, counting the table's growth (in
+    probes: a probe costs about 7 table items read, and 2 table entries made; the table is kept for
+    later calls, so its growth counts a quarter)."""
+    probes = float(((bins - fills) * bins / fills).sum())
+    known = _first_hits[bins][0] if bins in _first_hits else 0
+    growth = max(0, _ranked_attempts(fills, bins) - known) * bins / 2
+    return float(fills.sum()) * bins / 7 + growth < probes
+
+
+def _densify_by_ranks(
+    values: np.ndarray, occupied: np.ndarray, filled: np.ndarray, rows: np.ndarray
+) -> tuple[np.ndarray, int]:
+    """Densify these rows (of few filled bins) from _first_hit_keys: the flat positions of the empty
+    bins whose probes hit no filled bin within the table's attempts, and the attempt to probe on from."""
+    bins = values.shape[1]
+    known, table = _first_hit_keys(bins, _ranked_attempts(filled[rows], bins))
+    mask = (1 << bins.bit_length()) - 1
+    rows = rows[np.argsort(filled[rows], kind="stable")]  # alike rows together: little padding
+    later = []
+    step = max(1, _BUFFER_ITEMS // (int(filled[rows[-1]]) * bins))
+    for lo in range(0, len(rows), step):
+        part = rows[lo : lo + step]
+        taken = occupied[part]
+        r, t = np.nonzero(taken)
+        widths = filled[part]
+        filled_bins = np.full((len(part), int(widths[-1])), bins, dtype=np.intp)  # padded: the all-largest row
+        filled_bins[r, np.arange(len(r)) - np.repeat(np.cumsum(widths) - widths, widths)] = t
+        best = table.take(filled_bins, axis=0).min(axis=1)  # (rows, bins)
+        source = (best & mask).astype(np.intp)
+        fill = ~taken & ((best >> bins.bit_length()) <= known)
+        block = values[part]
+        np.copyto(block, np.take_along_axis(block, np.minimum(source, bins - 1), axis=1), where=fill)
+        values[part] = block
+        left_r, left_c = np.nonzero(~taken & ~fill)
+        later.append(part[left_r] * bins + left_c)
+    return np.concatenate(later), known + 1
+
+
+def _densify_by_probes(values: np.ndarray, occupied: np.ndarray, where: np.ndarray, attempt: int) -> None:
+    """Fill the empty bins at these flat positions from `attempt` on, one attempt at a pass while many
+    are left, then _TAIL_BLOCK attempts at a pass."""
+    bins = values.shape[1]
+    flat, taken = values.reshape(-1), occupied.reshape(-1)
+    cols = where % bins
+    # Writes go only to empty bins, reads only from bins filled from the start: the order in which the
+    # probes are made does not matter. The bins still empty are gathered anew only once 30% of those
+    # probed are filled (a pass over all of them costs about what probing them again does).
+    pending, left = np.ones(len(where), dtype=bool), len(where)
+    while left > _TAIL_PROBES:
+        source = _probe_offsets(bins, attempt).take(cols)
+        source += where
+        hit = taken.take(source)
+        hit &= pending
+        done = np.flatnonzero(hit)
+        flat[where.take(done)] = flat.take(source.take(done))
+        pending ^= hit
+        left -= len(done)
+        attempt += 1
+        if left < 0.7 * len(where):
+            still = np.flatnonzero(pending)
+            where, cols, pending = where.take(still), cols.take(still), np.ones(len(still), dtype=bool)
+    still = np.flatnonzero(pending)
+    where, cols = where.take(still), cols.take(still)
+    while len(where):
+        first = 1 + (attempt - 1) // _TAIL_BLOCK * _TAIL_BLOCK  # blocks start at fixed attempts: cached
+        source = _probe_block(bins, first)[:, attempt - first :].take(cols, axis=0)
+        source += (where - cols)[:, None]
+        hit = taken.take(source)
+        at = hit.argmax(axis=1)  # the first attempt that hit (0 also when none did)
+        found = hit[np.arange(len(where)), at]
+        done = np.flatnonzero(found)
+        flat[where.take(done)] = flat.take(source[done, at.take(done)])
+        still = np.flatnonzero(~found)
+        where, cols = where.take(still), cols.take(still)
+        attempt = first + _TAIL_BLOCK
 
 
 def sketch_hashes(
@@ -133,19 +360,24 @@ def add_to_minima(mins: np.ndarray, docs: np.ndarray, hashes: np.ndarray) -> Non
     minima, so a text too large to hold is sketched piece by piece (streaming.py)."""
     count, bins = mins.shape
     # One permutation: the high 32 bits pick the bin, the low 32 bits are the value minimised in it.
-    slot = ((hashes >> _U64(32)) * _U64(bins) >> _U64(32)).astype(np.intp)
+    # (.view, not .astype: numpy casts uint64 to int64 element by element, several times slower than the
+    # arithmetic; the values are below bins.)
+    slot = ((hashes >> _U64(32)) * _U64(bins) >> _U64(32)).view(np.intp)
     slot += docs * bins
     np.minimum.at(mins.reshape(-1), slot, hashes.astype(np.uint32))
 
 
 def sketch_from_minima(mins: np.ndarray, scheme: SketchScheme = DEFAULT_SCHEME) -> tuple[np.ndarray, np.ndarray]:
-    """Sketches from bin minima (add_to_minima), as sketch_hashes() gives them. `mins` is changed."""
-    present = (mins != _EMPTY).any(axis=1)
-    _densify(mins)
+    """Sketches from bin minima (add_to_minima), as sketch_hashes() gives them."""
+    occupied = mins != _EMPTY
+    filled = np.count_nonzero(occupied, axis=1)
+    present = filled > 0
     # `bits` bits of each minimum, from the top of its product with an odd constant (every bit of the
     # minimum counts there; the minimum's own high bits are mostly zeros): equal minima give equal
-    # bits, different ones random bits.
+    # bits, different ones random bits. An empty bin takes the bits of the minimum densification gives
+    # it, so the fields are densified instead of the minima (the same, and fewer bits to move).
     fields = (mins * np.uint32(0x9E3779B1)) >> np.uint32(32 - scheme.bits)
+    _densify_values(fields, occupied, filled, scheme.bits)
     fields[~present] = 0
     return pack_fields(fields, scheme.bits), present
 
@@ -159,20 +391,39 @@ def sketch_units(
 
 
 def sketch_many(texts: Sequence[str], scheme: SketchScheme = DEFAULT_SCHEME) -> tuple[np.ndarray, np.ndarray]:
-    """sketch() of many texts, in vectorized chunks: (rows, present) as sketch_hashes()."""
+    """sketch() of many texts, hashed in vectorized chunks and densified up to SKETCH_ROWS at once:
+    (rows, present) as sketch_hashes()."""
     rows, present = [np.zeros((0, scheme.nbytes), np.uint8)], [np.zeros(0, bool)]
+    minima = empty_minima(min(len(texts), SKETCH_ROWS), scheme)
+    held = 0  # rows of minima in use
     chunk: list[np.ndarray] = []
     size = 0
+
+    def hash_chunk() -> None:
+        nonlocal minima, held
+        if held + len(chunk) > len(minima):
+            densify_held()
+            minima = empty_minima(min(len(texts) - sum(map(len, rows)), SKETCH_ROWS), scheme)
+        docs, hashes, _ = units_features(chunk, SKETCH_FEATURES)
+        add_to_minima(minima[held : held + len(chunk)], docs, hashes)
+        held += len(chunk)
+
+    def densify_held() -> None:
+        nonlocal held
+        r, p = sketch_from_minima(minima[:held], scheme)
+        rows.append(r), present.append(p)
+        held = 0
+
     for text in texts:
         chunk.append(char_units(text))
         size += len(chunk[-1])
-        if size >= CHUNK_CHARACTERS:
-            r, p = sketch_units(chunk, scheme)
-            rows.append(r), present.append(p)
+        if size >= CHUNK_CHARACTERS or len(chunk) >= SKETCH_ROWS:
+            hash_chunk()
             chunk, size = [], 0
     if chunk:
-        r, p = sketch_units(chunk, scheme)
-        rows.append(r), present.append(p)
+        hash_chunk()
+    if held:
+        densify_held()
     return np.concatenate(rows), np.concatenate(present)
 
 

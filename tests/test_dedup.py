@@ -2,6 +2,7 @@
 
 import json
 import random
+import sys
 
 import apsw
 import numpy as np
@@ -12,9 +13,19 @@ from hypothesis import strategies as st
 from test_cli import assert_clean_error, simq
 
 from simhash_sqlite import Document, SimhashIndex, hamming, simhash
-from simhash_sqlite.dedup import BATCH, DROP_MARGIN, KeptSet, KeptSketches
+from simhash_sqlite.dedup import (
+    BATCH,
+    DROP_MARGIN,
+    KeptSet,
+    KeptSketches,
+    codes_of_some,
+    pairs_of_codes,
+    sorted_codes,
+)
 from simhash_sqlite.sketch import DEFAULT_SCHEME, sketch
+from simhash_sqlite.sketch_pairs import sketch_pairs
 
+dedup_module = sys.modules["simhash_sqlite.dedup"]  # (the package exports a function of that name)
 MASK = (1 << 64) - 1
 WORDS = "sqlite stores tables in one file and answers queries with an index of the rows it keeps".split()
 
@@ -292,3 +303,42 @@ def test_cli_dupes_and_clusters(runner, tmp_path):
     assert_clean_error(simq(runner, "dupes", "--db", db, "--format", "xml"), "--format")
     assert_clean_error(simq(runner, "clusters", "--db", db, "--representative", "best"), "representative")
     assert_clean_error(simq(runner, "dupes", "--db", tmp_path / "missing.db"), "no index")
+
+
+def near_rows(rng: np.random.Generator, count: int) -> np.ndarray:
+    """Sketch rows: random ones, copies with 0 to 150 of their 960 bits flipped, and exact copies."""
+    rows = [rng.integers(0, 256, DEFAULT_SCHEME.nbytes, dtype=np.uint8)]
+    for _ in range(count - 1):
+        pick = rng.random()
+        if pick < 0.3:
+            rows.append(rng.integers(0, 256, DEFAULT_SCHEME.nbytes, dtype=np.uint8))
+        elif pick < 0.5:
+            rows.append(rows[rng.integers(len(rows))].copy())
+        else:
+            bits = bits_of(rows[rng.integers(len(rows))].tobytes())
+            bits[rng.choice(len(bits), int(rng.integers(0, 150)), replace=False)] ^= 1
+            rows.append(np.packbits(bits, bitorder="little"))
+    return np.array(rows, dtype=np.uint8)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(0, 80), st.sampled_from([0.5, 0.8, 0.95]))
+def test_batch_pairs_from_codes_equal_sketch_pairs(seed, count, threshold):
+    rows = near_rows(np.random.default_rng(seed), count) if count else np.zeros((0, DEFAULT_SCHEME.nbytes), np.uint8)
+    codes = sorted_codes(rows)
+    left, right, estimate = pairs_of_codes(rows, codes, threshold)
+    got = sorted(zip(left.tolist(), right.tolist(), estimate.tolist()))
+    want = sorted((a, b, e) for part in sketch_pairs(rows, threshold) for a, b, e in zip(*map(np.ndarray.tolist, part)))
+    assert got == want
+    # The codes of some of the rows, from those of all: what sorted_codes makes of those rows alone.
+    chosen = np.flatnonzero(np.random.default_rng(seed + 1).random(count) < 0.5)
+    assert (codes_of_some(codes, chosen, count) == sorted_codes(rows[chosen])).all()
+
+
+def test_checked_keep_first_is_the_same_when_batch_pairs_come_from_sketch_pairs(monkeypatch):
+    """A batch whose codes would pair too many rows (many copies of one text) takes sketch_pairs: the
+    decisions are the same either way."""
+    texts = near_copies(8) + [near_copies(8)[3]] * 30
+    expected = [(d.kept, d.duplicate_of, d.distance, d.jaccard) for d in decisions_of(texts, 50)]
+    monkeypatch.setattr(dedup_module, "BATCH_CODE_PAIRS", 0)
+    assert [(d.kept, d.duplicate_of, d.distance, d.jaccard) for d in decisions_of(texts, 50)] == expected

@@ -3,25 +3,37 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import random
 import subprocess
 import sys
 
 import numpy as np
 import pytest
+from golden_sketches import GOLDEN as GOLDEN_SKETCHES
+from golden_sketches import SCHEMES as GOLDEN_SCHEMES
+from golden_sketches import digest as golden_digest
+from golden_sketches import golden_texts
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from simhash_sqlite import sketch as sketch_module
+from simhash_sqlite.fingerprint import simhash_and_sketch_many
+from simhash_sqlite.settings import FingerprintSettings
 from simhash_sqlite.shingles import jaccard
 from simhash_sqlite.sketch import (
+    _EMPTY,
     DEFAULT_SCHEME,
     SketchScheme,
+    _densify,
+    _probe,
     as_rows,
     estimate_jaccard,
     estimate_many,
     sketch,
     sketch_many,
 )
+from simhash_sqlite.streaming import simhash_and_sketch_pieces
 
 # Lower-case ASCII words: normalization changes nothing, so the exact Jaccard is the sketched one.
 WORDS = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota", "kappa", "lambda", "mu",
@@ -119,3 +131,136 @@ def test_stable_across_processes_and_versions():
 
 
 GOLDEN_DIGEST = "9f6019771fbd3c3b6cd7cd211dce08957662131eb7bc8f6e57446efc82c0ee88"
+
+
+def _golden_sketches() -> tuple[list[str], dict[tuple[int, int], list[dict]]]:
+    rows = [json.loads(line) for line in GOLDEN_SKETCHES.read_text(encoding="utf-8").splitlines()]
+    by_scheme: dict[tuple[int, int], list[dict]] = {}
+    for row in rows:
+        by_scheme.setdefault((row["bins"], row["bits"]), []).append(row)
+    return golden_texts(), by_scheme
+
+
+def test_golden_sketches_byte_for_byte():
+    """Stored sketches must stay comparable: every path that makes one (a batch, one text, the sketch
+    made beside the fingerprint, a text streamed in pieces) gives the bytes pinned in the golden file,
+    for many-empty-bin short texts as for long ones, every field width and small bin counts."""
+    texts, by_scheme = _golden_sketches()
+    assert set(by_scheme) == set(GOLDEN_SCHEMES) and len(by_scheme[GOLDEN_SCHEMES[0]]) == len(texts) > 300
+    for (bins, bits), pinned in by_scheme.items():
+        scheme = SketchScheme(bins=bins, bits=bits)
+        chosen = texts if (bins, bits) == GOLDEN_SCHEMES[0] else texts[::4]
+        assert [golden_digest(t) for t in chosen] == [row["text"] for row in pinned], "the golden texts changed"
+        rows, present = sketch_many(chosen, scheme)
+        got = [row.tobytes().hex() if there else None for row, there in zip(rows, present.tolist())]
+        assert got == [row["sketch"] for row in pinned], (bins, bits)
+    pinned = [row["sketch"] for row in by_scheme[GOLDEN_SCHEMES[0]]]
+    _, beside = simhash_and_sketch_many(texts)
+    assert [None if s is None else s.hex() for s in beside] == pinned
+    for text, want in list(zip(texts, pinned))[::7]:
+        one = sketch(text)
+        assert (None if one is None else one.hex()) == want
+        streamed = simhash_and_sketch_pieces(iter([text[:3], text[3:50], text[50:]]), FingerprintSettings(),
+                                             piece_chars=64)[1]
+        assert (None if streamed is None else streamed.hex()) == want
+
+
+def _densified_by_definition(mins: np.ndarray) -> np.ndarray:
+    """Optimal densification as defined: each empty bin of a row with a filled bin takes the value of
+    the first filled bin of its probe sequence (sketch._probe, attempts 1, 2, ...)."""
+    out = mins.copy()
+    occupied = mins != _EMPTY
+    for row in np.flatnonzero(occupied.any(axis=1) & ~occupied.all(axis=1)):
+        empty = np.flatnonzero(~occupied[row])
+        attempt = 1
+        while len(empty):
+            source = _probe(mins.shape[1], attempt)[empty]
+            hit = occupied[row, source]
+            out[row, empty[hit]] = mins[row, source[hit]]
+            empty, attempt = empty[~hit], attempt + 1
+    return out
+
+
+def _random_minima(rng: np.random.Generator, count: int, bins: int, fills: np.ndarray) -> np.ndarray:
+    mins = np.full((count, bins), _EMPTY, dtype=np.uint32)
+    for row, fill in enumerate(fills.tolist()):
+        where = rng.choice(bins, size=fill, replace=False)
+        mins[row, where] = rng.integers(0, int(_EMPTY), size=fill, dtype=np.uint32)
+    return mins
+
+
+@pytest.mark.parametrize("bins", [1, 2, 3, 8, 60, 960, 1000])
+def test_densify_equals_its_definition(bins):
+    """Every path of _densify (one filled bin, ranks, probes one attempt at a pass and in blocks) fills
+    exactly as the definition: rows from empty to full, mostly sparse ones."""
+    rng = np.random.default_rng(bins)
+    for count in (1, 5, 80):
+        fills = np.minimum(bins, rng.geometric(rng.choice([0.5, 0.1, 0.02]), size=count) - 1)
+        fills[: min(count, 3)] = [0, bins, 1][: min(count, 3)]
+        mins = _random_minima(rng, count, bins, fills)
+        got = mins.copy()
+        _densify(got)
+        assert (got == _densified_by_definition(mins)).all(), (bins, count)
+
+
+def test_densify_ranks_and_their_overflow_equal_the_definition(monkeypatch):
+    """Sparse rows densified by ranks whose table is too short for some bins (probed on from there),
+    and the table grown later: the same as the definition."""
+    monkeypatch.setattr(sketch_module, "_first_hits", {})
+    monkeypatch.setattr(sketch_module, "_MOST_RANKED_ATTEMPTS", 300)
+    monkeypatch.setattr(sketch_module, "_ranks_pay", lambda fills, bins: True)
+    rng = np.random.default_rng(3)
+    for fills in (np.full(40, 2), rng.integers(2, 65, size=200), np.full(10, 3)):
+        mins = _random_minima(rng, len(fills), 960, fills)
+        got = mins.copy()
+        _densify(got)
+        assert (got == _densified_by_definition(mins)).all()
+    monkeypatch.setattr(sketch_module, "_MOST_RANKED_ATTEMPTS", 5000)
+    mins = _random_minima(rng, 30, 960, np.full(30, 2))
+    got = mins.copy()
+    _densify(got)
+    assert sketch_module._first_hits[960][0] > 300 and (got == _densified_by_definition(mins)).all()
+
+
+def test_probe_blocks_are_the_probes():
+    block = sketch_module._probe_targets(960, 7, 5)
+    assert (block == np.stack([_probe(960, a) for a in range(7, 12)], axis=1)).all()
+    assert (sketch_module._probe_offsets(960, 9) == _probe(960, 9) - np.arange(960)).all()
+
+
+def _sketches_by_definition(mins: np.ndarray, scheme: SketchScheme) -> np.ndarray:
+    densified = _densified_by_definition(mins)
+    fields = (densified * np.uint32(0x9E3779B1)) >> np.uint32(32 - scheme.bits)
+    fields[~(mins != _EMPTY).any(axis=1)] = 0
+    return sketch_module.pack_fields(fields, scheme.bits)
+
+
+@pytest.mark.parametrize("bits", [1, 2, 4, 8, 16])
+@pytest.mark.parametrize("most_attempts", [1024, 5])
+def test_sketches_of_many_rows_equal_the_definition(bits, most_attempts, monkeypatch):
+    """Hundreds of rows at once take the bit-sliced path (and, with few attempts allowed, probe on
+    from where it stopped): the bytes are those of the definition."""
+    monkeypatch.setattr(sketch_module, "_SLICED_ATTEMPTS", most_attempts)
+    scheme = SketchScheme(bins=960 // bits * 2 if bits < 16 else 120, bits=bits)
+    rng = np.random.default_rng(bits)
+    fills = np.minimum(scheme.bins, rng.geometric(rng.choice([0.02, 0.005], size=400)) + 60)
+    fills[:40] = rng.integers(0, 70, size=40)
+    mins = _random_minima(rng, len(fills), scheme.bins, fills)
+    rows, present = sketch_module.sketch_from_minima(mins.copy(), scheme)
+    assert present.tolist() == (fills > 0).tolist()
+    assert (rows == _sketches_by_definition(mins, scheme)).all()
+
+
+@pytest.mark.parametrize(("rows_at_once", "characters"), [(7, 50), (3, 10**9), (100, 10), (4096, 128_000)])
+def test_many_sketches_do_not_depend_on_where_chunks_and_densifications_end(rows_at_once, characters, monkeypatch):
+    from simhash_sqlite import fingerprint
+
+    monkeypatch.setattr(sketch_module, "SKETCH_ROWS", rows_at_once)
+    monkeypatch.setattr(sketch_module, "CHUNK_CHARACTERS", characters)
+    monkeypatch.setattr(fingerprint, "CHUNK_CHARACTERS", characters)
+    rng = random.Random(rows_at_once)
+    texts = [_text(rng, rng.randrange(0, 30)) if rng.random() < 0.9 else "!!" for _ in range(100)]
+    one_by_one = [sketch(text) for text in texts]
+    rows, present = sketch_many(texts)
+    assert [row.tobytes() if there else None for row, there in zip(rows, present.tolist())] == one_by_one
+    assert simhash_and_sketch_many(texts)[1] == one_by_one
