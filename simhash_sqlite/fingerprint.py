@@ -68,7 +68,9 @@ def simhash_and_sketch_many(
     for chunk in _chunks(texts):
         docs, hashes, weights = units_features([units(text, settings) for text in chunk], settings)
         fingerprints.extend(simhash_of_batch(docs, hashes, weights, len(chunk)))
-        sketches.extend(_blobs(*sketch_hashes(docs, hashes, len(chunk), scheme)))
+        # Binary and log weights leave each text's hashes distinct (sorted): their count is the size.
+        distinct = settings.weights != "count"
+        sketches.extend(_blobs(*sketch_hashes(docs, hashes, len(chunk), scheme, distinct=distinct)))
     return fingerprints, sketches
 
 

@@ -23,7 +23,7 @@ import numpy as np
 
 from .features import mix
 from .pairs import _groups, fold, within_groups
-from .sketch import DEFAULT_SCHEME, SketchScheme, agreeing_bins, estimate_from_agreeing
+from .sketch import DEFAULT_SCHEME, SketchScheme, estimate_many
 
 WINDOW_BITS = 24
 WINDOW_STEP = 12
@@ -133,11 +133,11 @@ def sketch_pairs(
     for i, j in within_groups(offsets[copies], counts[copies]):
         yield EstimatedPairs(order[i], order[j], np.ones(len(i)))  # ascending within a group: order[i] < order[j]
     distinct_words = words[:, first]
-    codes = candidate_codes(distinct_words, rows.shape[1] * 8, width, step)
+    codes = candidate_codes(distinct_words, scheme.bins * scheme.bits, width, step)  # the bins' bits, not the size's
     distinct_rows = rows[first]
     for lo in range(0, len(codes), ESTIMATE_CHUNK):
         a, b = np.divmod(codes[lo : lo + ESTIMATE_CHUNK], m)
-        estimate = estimate_from_agreeing(agreeing_bins(distinct_rows[a], distinct_rows[b], scheme.bits), scheme)
+        estimate = estimate_many(distinct_rows[a], distinct_rows[b], scheme)
         keep = estimate >= threshold
         a, b, estimate = a[keep], b[keep], estimate[keep]
         if not len(a):

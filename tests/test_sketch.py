@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from simhash_sqlite.shingles import jaccard
 from simhash_sqlite.sketch import (
     DEFAULT_SCHEME,
+    SCHEME_V1,
     SketchScheme,
     as_rows,
     estimate_jaccard,
@@ -107,15 +108,21 @@ GOLDEN_TEXTS = [
 ]
 
 
-def test_stable_across_processes_and_versions():
-    """The stored format: the same bytes in another process, and the same as when it was written."""
-    here = hashlib.sha256(sketch_many(GOLDEN_TEXTS)[0].tobytes()).hexdigest()
+@pytest.mark.parametrize("scheme, digest", [(DEFAULT_SCHEME, "GOLDEN_V2"), (SCHEME_V1, "GOLDEN_V1")])
+def test_stable_across_processes_and_versions(scheme, digest):
+    """The stored formats: the same bytes in another process, and the same as when they were written
+    (version 1 is what older index files hold: it must not change either)."""
+    here = hashlib.sha256(sketch_many(GOLDEN_TEXTS, scheme)[0].tobytes()).hexdigest()
     code = (
-        "import hashlib, sys; from simhash_sqlite.sketch import sketch_many; "
-        f"print(hashlib.sha256(sketch_many({GOLDEN_TEXTS!r})[0].tobytes()).hexdigest())"
+        "import hashlib, sys; from simhash_sqlite.sketch import SketchScheme, sketch_many; "
+        f"scheme = SketchScheme.from_json({scheme.to_json()!r}); "
+        f"print(hashlib.sha256(sketch_many({GOLDEN_TEXTS!r}, scheme)[0].tobytes()).hexdigest())"
     )
     other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
-    assert here == other == GOLDEN_DIGEST
+    assert here == other == GOLDEN[digest]
 
 
-GOLDEN_DIGEST = "9f6019771fbd3c3b6cd7cd211dce08957662131eb7bc8f6e57446efc82c0ee88"
+GOLDEN = {
+    "GOLDEN_V1": "9f6019771fbd3c3b6cd7cd211dce08957662131eb7bc8f6e57446efc82c0ee88",
+    "GOLDEN_V2": "4dd0966daeec89a11fac93dc15e47a8a165771ed6cce238d326c8c56caff2da8",
+}
