@@ -228,9 +228,14 @@ def _rehash(
     if not store_text or settings is None:
         report.add("rehash", [], "not run: the index does not store texts (or its settings are unreadable)")
         return
-    from .sketch import sketch
+    from .sketch import DEFAULT_SCHEME, SketchScheme, sketch
 
     has_sketches = any(row[1] == "sketch" for row in conn.execute("PRAGMA table_info(documents)"))
+    recorded = dict(conn.execute("SELECT key, value FROM simhash_meta")).get("sketch")
+    try:
+        scheme = DEFAULT_SCHEME if recorded is None else SketchScheme.from_json(recorded)
+    except (ValueError, TypeError):
+        has_sketches = False  # the sketches check names it
     query = (
         "SELECT key, fingerprint, content_hash, text, sketch FROM documents WHERE text IS NOT NULL ORDER BY id"
         if has_sketches
@@ -245,7 +250,7 @@ def _rehash(
         expected = simhash(text, settings)
         if content_hash(text) != digest or (None if expected is None else to_signed(expected)) != fingerprint:
             wrong.append((key,))
-        elif has_sketches and stored_sketch is not None and sketch(text) != stored_sketch:
+        elif has_sketches and stored_sketch is not None and sketch(text, scheme) != stored_sketch:
             wrong.append((key,))
     problems = []
     if wrong:

@@ -36,7 +36,7 @@ from .pairs import Progress, near_pairs
 from .search import Match, SearchResult
 from .settings import CONFIRM_K, RECOMMENDED_K
 from .shingles import jaccard_of_sets, shingle_set
-from .sketch import DEFAULT_SCHEME, estimate_jaccard, estimate_many, sketch
+from .sketch import DEFAULT_SCHEME, SketchScheme, estimate_jaccard, estimate_many, sketch
 from .sketch_pairs import sketch_pairs
 
 if TYPE_CHECKING:  # the index calls into this module: importing it at run time would be circular
@@ -102,7 +102,8 @@ class ShingleCache:
             self.sketches.move_to_end(key)
             return self.sketches[key]
         found = self.index.conn.execute("SELECT sketch FROM documents WHERE key = ?", (key,)).get
-        self.sketches[key] = found if isinstance(found, bytes) and len(found) == DEFAULT_SCHEME.nbytes else None
+        nbytes = self.index.sketch_scheme.nbytes
+        self.sketches[key] = found if isinstance(found, bytes) and len(found) == nbytes else None
         if len(self.sketches) > SKETCHES_KEPT:
             self.sketches.popitem(last=False)
         return self.sketches[key]
@@ -199,7 +200,7 @@ def check_search(
         other = None if mine is None else shingles(match.key)  # no query text: no need to read theirs
         estimate = None
         if other is None and my_sketch is not None and (theirs := shingles.sketch(match.key)) is not None:
-            estimate = estimate_jaccard(my_sketch, theirs)
+            estimate = estimate_jaccard(my_sketch, theirs, shingles.index.sketch_scheme)
         keep, similarity, kind = report.judge(match.distance, mine, other, estimate)
         if keep:
             kept.append(Match(match.key, match.fingerprint, match.distance, similarity, kind))
@@ -217,7 +218,7 @@ def _query_shingles(query: Query, shingles: ShingleCache) -> np.ndarray | None:
 
 def _query_sketch(query: Query, shingles: ShingleCache) -> bytes | None:
     if query.text is not None:
-        return sketch(query.text)
+        return sketch(query.text, shingles.index.sketch_scheme)
     if query.key is not None:
         return shingles.sketch(query.key)
     return None
@@ -278,7 +279,8 @@ class DuplicatePairs:
                 keys = keys_of(conn, np.concatenate((first, second)))
                 yield first, second, part.distance, np.full(len(first), np.nan), [""] * len(first), keys
             return
-        ids, values, rows, present = load_arrays(conn)
+        scheme = self.index.sketch_scheme
+        ids, values, rows, present = load_arrays(conn, scheme)
         unsketched = np.flatnonzero(~present)
         if self.by_sketch and present.any() and len(unsketched) * len(values) <= MIXED_BRUTE_PAIRS:
             report.k, report.candidates_from = ANY_DISTANCE, "sketch"
@@ -286,7 +288,7 @@ class DuplicatePairs:
             low = max(0.0, report.threshold - EXACT_MARGIN) if texts_possible else report.threshold
             sketched = np.flatnonzero(present)
             # Every document sketched (the usual case): the rows as they are, not a copy (1.2 GB at 10M).
-            candidates = sketch_pairs(rows if len(sketched) == len(rows) else rows[sketched], low)
+            candidates = sketch_pairs(rows if len(sketched) == len(rows) else rows[sketched], low, scheme)
             parts = _chain(
                 ((sketched[p.left], sketched[p.right], p.estimate) for p in candidates),
                 ((left, right, None) for left, right in _pairs_of_unsketched(values, unsketched, self.k)),
@@ -302,7 +304,7 @@ class DuplicatePairs:
             if estimate is None:  # pairs within k: estimates where both have a sketch
                 both = present[left] & present[right]
                 estimate = np.full(len(left), np.nan)
-                estimate[both] = estimate_many(rows[left[both]], rows[right[both]])
+                estimate[both] = estimate_many(rows[left[both]], rows[right[both]], scheme)
             else:
                 estimate = estimate[order]
             first, second = ids[left], ids[right]
@@ -349,10 +351,10 @@ def _pairs_of_unsketched(values: np.ndarray, unsketched: np.ndarray, k: int) -> 
             yield np.minimum(me, other), np.maximum(me, other)
 
 
-def load_arrays(conn) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def load_arrays(conn, scheme: SketchScheme = DEFAULT_SCHEME) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(ids, unsigned fingerprints, sketch rows, which have a sketch) of every document with a
-    fingerprint, in id order, read in one pass."""
-    nbytes = DEFAULT_SCHEME.nbytes
+    fingerprint, in id order, read in one pass; scheme: the index's (SimhashIndex.sketch_scheme)."""
+    nbytes = scheme.nbytes
     with conn:  # a savepoint: one snapshot
         count = conn.execute("SELECT count(*) FROM documents WHERE fingerprint IS NOT NULL").get
         # Sketches go straight into one buffer: a list of 10M blobs and its join would take 3x the memory.

@@ -150,7 +150,7 @@ def window_codes(rows: np.ndarray, scheme: SketchScheme = DEFAULT_SCHEME) -> np.
     padded = np.zeros((n, -(-nbytes // 8) * 8), dtype=np.uint8)
     padded[:, :nbytes] = rows
     words = np.ascontiguousarray(padded.view("<u8").T)
-    starts = range(0, scheme.nbytes * 8 - WINDOW_BITS + 1, WINDOW_STEP)
+    starts = range(0, scheme.bins * scheme.bits - WINDOW_BITS + 1, WINDOW_STEP)  # the bins' bits, not the size's
     codes = np.empty((n, len(starts)), dtype=_U64)
     for w, start in enumerate(starts):
         codes[:, w] = window_keys(words, start, WINDOW_BITS) | _U64(w << WINDOW_BITS)
@@ -389,9 +389,11 @@ class Deduplicator:
             self._load_against(against)
 
     def _load_against(self, index: SimhashIndex) -> None:
-        ids, values, rows, present = load_arrays(index.conn)
-        if not self.check or index._meta().get("sketch") != DEFAULT_SCHEME.to_json():
-            present[:] = False  # no sketches, or of another kind: distance
+        ids, values, rows, present = load_arrays(index.conn, index.sketch_scheme)
+        if not self.check or index.sketch_scheme != DEFAULT_SCHEME or "sketch" not in index._meta():
+            # No sketches, or of another scheme (an index made by an older version): by distance.
+            present[:] = False
+            rows = np.zeros((len(ids), DEFAULT_SCHEME.nbytes), dtype=np.uint8)
         self.against_ids, self.against_values = ids, values
         self.against_rows, self.against_sketched = rows, present
         labels = -1 - np.arange(len(ids), dtype=np.int64)  # below zero: -1 - label is the position in against_ids

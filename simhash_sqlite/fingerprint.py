@@ -60,6 +60,7 @@ def simhash_and_sketch_many(
         DEFAULT_SCHEME,
         SKETCH_ROWS,
         add_to_minima,
+        distinct_counts,
         empty_minima,
         shares_features,
         sketch_from_minima,
@@ -74,17 +75,24 @@ def simhash_and_sketch_many(
     fingerprints: list[int | None] = []
     sketches: list[bytes | None] = []
     # The minima of up to SKETCH_ROWS texts are densified together (many rows at once is cheaper).
-    minima, held = empty_minima(min(len(texts), SKETCH_ROWS), scheme), 0
+    rows = min(len(texts), SKETCH_ROWS)
+    minima, sizes, held = empty_minima(rows, scheme), np.zeros(rows, dtype=np.int64), 0
     for chunk in _chunks(texts):
         docs, hashes, weights = units_features([units(text, settings) for text in chunk], settings)
         fingerprints.extend(simhash_of_batch(docs, hashes, weights, len(chunk)))
         if held + len(chunk) > len(minima):
-            sketches.extend(_blobs(*sketch_from_minima(minima[:held], scheme)))
-            minima, held = empty_minima(max(len(chunk), min(len(texts) - len(sketches), SKETCH_ROWS)), scheme), 0
+            sketches.extend(_blobs(*sketch_from_minima(minima[:held], scheme, sizes[:held])))
+            rows = max(len(chunk), min(len(texts) - len(sketches), SKETCH_ROWS))
+            minima, sizes, held = empty_minima(rows, scheme), np.zeros(rows, dtype=np.int64), 0
         add_to_minima(minima[held : held + len(chunk)], docs, hashes)
+        if scheme.size_bits:
+            # Binary and log weights leave each text's hashes distinct (sorted): their count is the size.
+            distinct = settings.weights != "count"
+            counted = np.bincount(docs, minlength=len(chunk)) if distinct else distinct_counts(docs, hashes, len(chunk))
+            sizes[held : held + len(chunk)] = counted
         held += len(chunk)
     if held:
-        sketches.extend(_blobs(*sketch_from_minima(minima[:held], scheme)))
+        sketches.extend(_blobs(*sketch_from_minima(minima[:held], scheme, sizes[:held])))
     return fingerprints, sketches
 
 

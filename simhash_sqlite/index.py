@@ -23,7 +23,7 @@ from .pairs import Progress
 from .parallel import FingerprintJob
 from .search import Match, Plan, Searcher, SearchResult, forced_plan, near_sql, probe_cost_ns
 from .settings import SHORT_TEXT, FingerprintSettings
-from .sketch import DEFAULT_SCHEME, sketch_many
+from .sketch import DEFAULT_SCHEME, SketchScheme, sketch_many
 from .sqlfunctions import register_functions
 from .storage import connect, retry_busy, write_transaction
 from .version import __version__
@@ -249,6 +249,8 @@ class SimhashIndex:
             self.settings, self.store_text = self._settings(requested, store_text, create)
             # (sketched, out of reach) when this open sketched an index made before sketches, else None.
             self.sketch_upgrade = self._sketch_older_documents()
+            # The scheme its sketches were made with (an older index keeps version 1: no sizes).
+            self.sketch_scheme = self._sketch_scheme()
             register_functions(self.conn, self.settings)
             register_near_table(self.conn, self)
             self._searcher = Searcher(self.conn)  # keeps scan arrays and block counts between queries
@@ -321,6 +323,17 @@ class SimhashIndex:
                 (DEFAULT_SCHEME.to_json(),),
             )
         return sketched, out_of_reach
+
+    def _sketch_scheme(self) -> SketchScheme:
+        recorded = self._meta().get("sketch")
+        if recorded is None:  # a read-only index made before sketches: it has none
+            return DEFAULT_SCHEME
+        try:
+            return SketchScheme.from_json(recorded)
+        except (TypeError, ValueError) as exc:
+            raise InvalidInput(
+                f"the index {self.path} records a sketch scheme this version cannot read ({recorded}): {exc}"
+            ) from None
 
     def _meta(self) -> dict[str, str]:
         return dict(self.conn.execute("SELECT key, value FROM simhash_meta"))
@@ -409,7 +422,7 @@ class SimhashIndex:
         # Streamed files come fingerprinted; the rest in one vectorized call (all cores if large).
         plain = [doc.text for doc, _ in changed if not isinstance(doc, FingerprintedDocument)]
         digests = {doc.key: digest for doc, digest in changed}
-        fingerprints = FingerprintJob(plain, self.settings, start_pool=pending is not None, sketches=True)
+        fingerprints = FingerprintJob(plain, self.settings, start_pool=pending is not None, sketches=self.sketch_scheme)
         return _PreparedBatch(batch, changed, digests, fingerprints, added, updated, unchanged)
 
     def _write_batch(self, prepared: _PreparedBatch, report: AddReport, after: _PreparedBatch | None = None) -> None:

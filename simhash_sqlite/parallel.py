@@ -9,6 +9,7 @@ is every core when the machine is not already busy.
 from __future__ import annotations
 
 import atexit
+import functools
 import multiprocessing
 import os
 import signal
@@ -61,9 +62,9 @@ def _fingerprint_chunk(texts: list[str], settings: FingerprintSettings) -> list[
     return simhash_many(texts, settings)
 
 
-def _fingerprint_and_sketch_chunk(texts: list[str], settings: FingerprintSettings) -> list[tuple]:
-    """(fingerprint, sketch) of each text."""
-    return list(zip(*simhash_and_sketch_many(texts, settings)))
+def _fingerprint_and_sketch_chunk(texts: list[str], settings: FingerprintSettings, scheme=None) -> list[tuple]:
+    """(fingerprint, sketch) of each text; scheme: the sketch.SketchScheme (None: the default)."""
+    return list(zip(*simhash_and_sketch_many(texts, settings, scheme)))
 
 
 def _chunks(texts: list[str], parts: int) -> list[list[str]]:
@@ -90,13 +91,17 @@ class FingerprintJob:
     """
 
     def __init__(
-        self, texts: list[str], settings: FingerprintSettings, *, start_pool: bool = True, sketches: bool = False
+        self, texts: list[str], settings: FingerprintSettings, *, start_pool: bool = True, sketches=False
     ) -> None:
         """start_pool=False: use the pool if it is running, but do not start it for this batch
         (add() passes it for its first batch: an add of one batch is done before a worker is ready).
-        sketches: result() gives (fingerprint, sketch) of each text (fingerprint.simhash_and_sketch_many)."""
+        sketches: result() gives (fingerprint, sketch) of each text (fingerprint.simhash_and_sketch_many);
+        True for the default sketch.SketchScheme, or the scheme (an index's own)."""
         self.settings = settings
-        self.compute = _fingerprint_and_sketch_chunk if sketches else _fingerprint_chunk
+        self.compute = _fingerprint_chunk
+        if sketches:
+            scheme = None if sketches is True else sketches
+            self.compute = functools.partial(_fingerprint_and_sketch_chunk, scheme=scheme)
         self.local: dict[int, list[int | None]] = {}  # chunks computed in this process
         size = workers()
         if size < 2 or len(texts) < 2 or sum(map(len, texts)) < PARALLEL_MIN_CHARS:

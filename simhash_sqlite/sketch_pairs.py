@@ -39,7 +39,7 @@ import numpy as np
 
 from .features import mix
 from .pairs import _groups, fold, within_groups
-from .sketch import DEFAULT_SCHEME, SketchScheme, agreeing_bins, estimate_from_agreeing
+from .sketch import DEFAULT_SCHEME, SketchScheme, estimate_many
 
 # The windows up to BASE_DOCUMENTS distinct sketches (and of simq dedup at any size).
 WINDOW_BITS = 24
@@ -222,7 +222,7 @@ def sketch_pairs(
     del distinct_words
     for lo in range(0, len(codes), ESTIMATE_CHUNK):
         a, b = np.divmod(codes[lo : lo + ESTIMATE_CHUNK], m)
-        estimate = estimate_from_agreeing(agreeing_bins(distinct_rows[a], distinct_rows[b], scheme.bits), scheme)
+        estimate = estimate_many(distinct_rows[a], distinct_rows[b], scheme)
         keep = estimate >= threshold
         a, b, estimate = a[keep], b[keep], estimate[keep]
         if not len(a):

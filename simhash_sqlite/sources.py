@@ -34,6 +34,7 @@ from .errors import InvalidInput
 from .index import Document, FingerprintedDocument, SimhashIndex
 from .indexed_text import content_hash
 from .settings import FingerprintSettings
+from .sketch import DEFAULT_SCHEME, SketchScheme
 from .streaming import PIECE_CHARS, simhash_and_sketch_pieces
 
 BINARY_SNIFF_BYTES = 8192
@@ -85,6 +86,7 @@ class Reader:
     encoding: str = "utf-8"
     errors: str = "strict"
     stream_over: int | None = None  # None: indexed_text.READ_WHOLE_BYTES
+    sketch_scheme: SketchScheme = DEFAULT_SCHEME  # of streamed texts' sketches: the index's (documents() sets it)
     skipped: list[Skipped] = field(default_factory=list)  # the first KEPT_SKIPS of them
     skip_count: int = 0
     failed: bool = False  # a named input (or a JSONL line) was skipped: the run should exit 1
@@ -133,13 +135,16 @@ class Reader:
         return list(merged.items())
 
     def documents(
-        self, paths: list[tuple[str, bool]], settings: FingerprintSettings | None = None, store_text: bool = False
+        self, paths: list[tuple[str, bool]], settings: FingerprintSettings | None = None, store_text: bool = False,
+        scheme: SketchScheme | None = None,
     ) -> Iterator[Document | FingerprintedDocument]:
         """The documents of the expanded inputs, in order, read lazily.
 
         settings: the index's, needed to fingerprint a file over stream_over bytes piece by piece
-        (without them, or with store_text, such a file is skipped with the reason).
+        (without them, or with store_text, such a file is skipped with the reason); scheme: the index's
+        sketch scheme, for the sketches of those (None: the default).
         """
+        self.sketch_scheme = DEFAULT_SCHEME if scheme is None else scheme
         for path, named in paths:
             if path != STDIN and _undecodable_name(path):
                 self._skip(path.encode("utf-8", "surrogateescape").decode("utf-8", "replace"),
@@ -290,7 +295,7 @@ class Reader:
             yield tail
 
         try:
-            fingerprint, sketch = simhash_and_sketch_pieces(chunks(), settings)
+            fingerprint, sketch = simhash_and_sketch_pieces(chunks(), settings, scheme=self.sketch_scheme)
         except _DecodeFailed as exc:
             return self._skip(where, self._not_decodable(*exc.args), named)
         except InvalidInput as exc:
@@ -376,7 +381,7 @@ class Reader:
         text = document.text
         parts = (text[i : i + PIECE_CHARS] for i in range(0, len(text), PIECE_CHARS))
         try:
-            fingerprint, sketch = simhash_and_sketch_pieces(parts, settings)
+            fingerprint, sketch = simhash_and_sketch_pieces(parts, settings, scheme=self.sketch_scheme)
         except InvalidInput as exc:
             return self._skip(where, str(exc), True)
         return FingerprintedDocument(document.key, fingerprint, len(text), content_hash(text), sketch)

@@ -58,7 +58,7 @@ from .fingerprint import simhash, simhash_and_sketch_many, to_signed, to_unsigne
 from .index import SimhashIndex
 from .settings import CONFIRM_K, FingerprintSettings
 from .shards import SHARD_PATTERN, shard_of
-from .sketch import as_rows, estimate_many
+from .sketch import DEFAULT_SCHEME, as_rows, estimate_many
 from .version import __version__
 
 # What a failing Spark job raises (bad input data, a lost executor, no Java): the CLI shows one line.
@@ -557,7 +557,8 @@ def run_dedup(
             )
         settings = recorded
         existing = spark.read.parquet(os.path.join(against, "fingerprints"))
-        if "sketch" not in existing.columns:  # a run made before sketches: judged by distance
+        # A run made before sketches, or with another sketch scheme (version 1, no sizes): judged by distance.
+        if "sketch" not in existing.columns or previous.get("sketch") != json.loads(DEFAULT_SCHEME.to_json()):
             existing = existing.withColumn("sketch", F.lit(None).cast("binary"))
     docs = read_documents(spark, input_path, fmt)
     _require_columns(docs, id_col, text_col, keep_by)
@@ -733,6 +734,7 @@ def _write_manifest(
         "pairs": rule,
         "k": None if scheme is None else scheme.k,
         "scheme": None if scheme is None else scheme.to_dict(),
+        "sketch": json.loads(DEFAULT_SCHEME.to_json()),  # how the fingerprints' sketches were made
         "input": {"path": str(input_path), "id_column": id_col, "text_column": text_col},
         "keep": {"by": keep_by or "input order", "descending": bool(descending and keep_by)},
         "against": against,

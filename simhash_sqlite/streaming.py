@@ -27,7 +27,7 @@ import numpy as np
 from .errors import InvalidInput
 from .features import WORD, feature_weights, ngram_hashes, word_units, words
 from .settings import FingerprintSettings
-from .sketch import add_to_minima, empty_minima, shares_features, sketch_from_minima
+from .sketch import DEFAULT_SCHEME, SketchScheme, add_to_minima, empty_minima, shares_features, sketch_from_minima
 
 _SPACE = re.compile(r"\s+")  # the same split as features.normalize's str.split()
 _SAFE = "\\x21-\\x7e\\u4e00-\\u9fff"
@@ -103,19 +103,21 @@ def simhash_pieces(
     spill_hashes: int = SPILL_HASHES,
 ) -> int | None:
     """simhash(''.join(chunks), settings) without joining them, for every kind of weights."""
-    return _simhash_of_pieces(piece_hashes(chunks, settings, piece_chars), settings, spill_hashes)
+    return _simhash_of_pieces(piece_hashes(chunks, settings, piece_chars), settings, spill_hashes)[0]
 
 
 def simhash_and_sketch_pieces(
     chunks: Iterable[str], settings: FingerprintSettings, *, piece_chars: int = PIECE_CHARS,
-    spill_hashes: int = SPILL_HASHES,
+    spill_hashes: int = SPILL_HASHES, scheme: SketchScheme = DEFAULT_SCHEME,
 ) -> tuple[int | None, bytes | None]:
     """simhash_pieces() and sketch.sketch() of the whole text, in the same pass: a sketch is the bin
     minima of the text's shingle hashes, and the minima of the whole are the minima of its pieces'.
+    The distinct-shingle count (a scheme that records it) comes from the binary and log weights'
+    distinct features; with count weights, which keep none, the sketch records it as unknown.
     The sketch is None where the settings hash other shingles than a sketch's (words, other n)."""
     if not shares_features(settings):
         return simhash_pieces(chunks, settings, piece_chars=piece_chars, spill_hashes=spill_hashes), None
-    minima = empty_minima()
+    minima = empty_minima(1, scheme)
 
     def tapped() -> Iterator[np.ndarray | None]:
         for hashes in piece_hashes(chunks, settings, piece_chars):
@@ -123,38 +125,40 @@ def simhash_and_sketch_pieces(
                 add_to_minima(minima, np.zeros(len(hashes), dtype=np.intp), hashes)
             yield hashes
 
-    fingerprint = _simhash_of_pieces(tapped(), settings, spill_hashes)
+    fingerprint, distinct = _simhash_of_pieces(tapped(), settings, spill_hashes)
     if fingerprint is None:
         return None, None
-    rows, present = sketch_from_minima(minima)
+    rows, present = sketch_from_minima(minima, scheme, None if distinct is None else np.array([distinct]))
     return fingerprint, rows[0].tobytes() if present[0] else None
 
 
 def _simhash_of_pieces(
     hash_pieces: Iterable[np.ndarray | None], settings: FingerprintSettings, spill_hashes: int
-) -> int | None:
-    """The fingerprint from piece_hashes()'s pieces."""
+) -> tuple[int | None, int | None]:
+    """The fingerprint from piece_hashes()'s pieces, and the number of distinct features (None with
+    count weights, which do not gather them)."""
     if settings.weights == "count":
         ones = np.zeros(64, dtype=np.int64)
         total = 0
         for hashes in hash_pieces:
             if hashes is None:
-                return None
+                return None, None
             total += len(hashes)
             ones += bit_counts(hashes)
-        return _bits(ones, total)
+        return _bits(ones, total), None
     with DistinctFeatures(with_counts=settings.weights == "log", spill_hashes=spill_hashes) as features:
         for hashes in hash_pieces:
             if hashes is None:
-                return None
+                return None, None
             features.add(hashes)
         ones = np.zeros(64, dtype=np.int64)
-        total = 0
+        total = distinct_total = 0
         for distinct, counts in features.groups():
             weights = feature_weights(counts, settings.weights) if counts is not None else None
             total += len(distinct) if weights is None else int(weights.sum())
+            distinct_total += len(distinct)
             ones += bit_counts(distinct, weights)
-        return _bits(ones, total)
+        return _bits(ones, total), distinct_total
 
 
 def _bits(ones: np.ndarray, total: int) -> int | None:

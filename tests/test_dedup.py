@@ -22,7 +22,7 @@ from simhash_sqlite.dedup import (
     pairs_of_codes,
     sorted_codes,
 )
-from simhash_sqlite.sketch import DEFAULT_SCHEME, sketch
+from simhash_sqlite.sketch import DEFAULT_SCHEME, sharpened, sizes_of, sketch
 from simhash_sqlite.sketch_pairs import sketch_pairs
 
 dedup_module = sys.modules["simhash_sqlite.dedup"]  # (the package exports a function of that name)
@@ -77,7 +77,8 @@ def brute_keep_first(texts: list[str], k: int) -> list[tuple[bool, int | None, i
 
 
 def bits_of(blob: bytes) -> np.ndarray:
-    return np.unpackbits(np.frombuffer(blob, dtype=np.uint8), bitorder="little")
+    """The bins' bits (the distinct-shingle count that follows them is not a bin)."""
+    return np.unpackbits(np.frombuffer(blob[: DEFAULT_SCHEME.bin_bytes], dtype=np.uint8), bitorder="little")
 
 
 def shares_a_window(a: np.ndarray, b: np.ndarray) -> bool:
@@ -85,9 +86,11 @@ def shares_a_window(a: np.ndarray, b: np.ndarray) -> bool:
     return any((a[s : s + 24] == b[s : s + 24]).all() for s in range(0, len(a) - 23, 12))
 
 
-def estimate(a: np.ndarray, b: np.ndarray) -> float:
-    """1-bit bins agree with probability (1 + J) / 2."""
-    return max(0.0, min(1.0, 2 * float(np.mean(a == b)) - 1))
+def estimate(a: bytes, b: bytes) -> float:
+    """1-bit bins agree with probability (1 + J) / 2; then the size rule (sketch.sharpened, tested on its own)."""
+    bins = max(0.0, min(1.0, 2 * float(np.mean(bits_of(a) == bits_of(b))) - 1))
+    x, y = (float(sizes_of(np.frombuffer(blob, np.uint8)[None])[0]) for blob in (a, b))
+    return float(sharpened(np.array([bins]), np.array([min(x, y) / max(x, y)]), DEFAULT_SCHEME)[0])
 
 
 def brute_checked_keep_first(texts: list[str], k: int | None = None, t: float = 0.8 + DROP_MARGIN):
@@ -102,8 +105,8 @@ def brute_checked_keep_first(texts: list[str], k: int | None = None, t: float = 
         if blob is not None:
             mine = bits_of(blob)
             for j, f, theirs in kept:
-                candidate = shares_a_window(mine, theirs) if k is None else hamming(fp, f) <= k
-                if candidate and (e := estimate(mine, theirs)) >= t:
+                candidate = shares_a_window(mine, bits_of(theirs)) if k is None else hamming(fp, f) <= k
+                if candidate and (e := estimate(blob, theirs)) >= t:
                     near.append((-e, j, hamming(fp, f)))
         if near:
             e, j, d = min(near)
@@ -111,7 +114,7 @@ def brute_checked_keep_first(texts: list[str], k: int | None = None, t: float = 
         else:
             out.append((True, None, None, None))
             if blob is not None:
-                kept.append((i, fp, bits_of(blob)))
+                kept.append((i, fp, blob))
     return out
 
 
@@ -172,13 +175,19 @@ def test_keep_first_by_distance_alone_equals_a_sequential_brute_force():
 def test_kept_sketches_find_every_near_duplicate_sharing_a_window(seed, kept_count, queries, threshold):
     rng = np.random.default_rng(seed)
     kept = rng.integers(0, 256, (kept_count, DEFAULT_SCHEME.nbytes), dtype=np.uint8)
-    # Queries: copies of kept rows with 0 to 150 of their 960 bits flipped, and unrelated rows.
+    # Queries: copies of kept rows with 0 to 150 of their 944 bits flipped and a count of the same, a
+    # nearby (1.5% steps, size code steps of 44) or any size; and unrelated rows.
     rows = []
     for _ in range(queries):
-        bits = bits_of(kept[rng.integers(kept_count)].tobytes())
+        source = kept[rng.integers(kept_count)]
+        bits = bits_of(source.tobytes())
         bits[rng.choice(len(bits), int(rng.integers(0, 150)), replace=False)] ^= 1
-        unrelated = rng.integers(0, 256, 120, dtype=np.uint8)
-        rows.append(np.packbits(bits, bitorder="little") if rng.random() < 0.8 else unrelated)
+        code = int(source[DEFAULT_SCHEME.bin_bytes :].view("<u2")[0])
+        nearby = max(1, code - 44 * int(rng.integers(0, 20)))
+        code = rng.choice([code, nearby, int(rng.integers(0, 2**16))])
+        copy = np.concatenate([np.packbits(bits, bitorder="little"), np.array([code], "<u2").view(np.uint8)])
+        unrelated = rng.integers(0, 256, DEFAULT_SCHEME.nbytes, dtype=np.uint8)
+        rows.append(copy if rng.random() < 0.8 else unrelated)
     rows = np.array(rows, dtype=np.uint8)
     found = KeptSketches(threshold)
     for lo in range(0, kept_count, 7):  # several runs, merged as they grow
@@ -187,10 +196,9 @@ def test_kept_sketches_find_every_near_duplicate_sharing_a_window(seed, kept_cou
     got = sorted(zip(q.tolist(), label.tolist(), np.round(got_estimate, 9).tolist()))
     want = []
     for i, row in enumerate(rows):
-        a = bits_of(row.tobytes())
         for j, other in enumerate(kept):
-            b = bits_of(other.tobytes())
-            if shares_a_window(a, b) and estimate(a, b) >= threshold:
+            a, b = row.tobytes(), other.tobytes()
+            if shares_a_window(bits_of(a), bits_of(b)) and estimate(a, b) >= threshold:
                 want.append((i, 10 * j, round(estimate(a, b), 9)))
     assert got == sorted(want)
 
@@ -306,7 +314,7 @@ def test_cli_dupes_and_clusters(runner, tmp_path):
 
 
 def near_rows(rng: np.random.Generator, count: int) -> np.ndarray:
-    """Sketch rows: random ones, copies with 0 to 150 of their 960 bits flipped, and exact copies."""
+    """Sketch rows: random ones, copies with 0 to 150 of their bins' bits flipped, and exact copies."""
     rows = [rng.integers(0, 256, DEFAULT_SCHEME.nbytes, dtype=np.uint8)]
     for _ in range(count - 1):
         pick = rng.random()
@@ -315,9 +323,11 @@ def near_rows(rng: np.random.Generator, count: int) -> np.ndarray:
         elif pick < 0.5:
             rows.append(rows[rng.integers(len(rows))].copy())
         else:
-            bits = bits_of(rows[rng.integers(len(rows))].tobytes())
+            source = rows[rng.integers(len(rows))]
+            bits = bits_of(source.tobytes())
             bits[rng.choice(len(bits), int(rng.integers(0, 150)), replace=False)] ^= 1
-            rows.append(np.packbits(bits, bitorder="little"))
+            # The bins with some bits flipped; the size field after them as it was.
+            rows.append(np.concatenate((np.packbits(bits, bitorder="little"), source[DEFAULT_SCHEME.bin_bytes :])))
     return np.array(rows, dtype=np.uint8)
 
 

@@ -24,6 +24,7 @@ from simhash_sqlite.shingles import jaccard
 from simhash_sqlite.sketch import (
     _EMPTY,
     DEFAULT_SCHEME,
+    SCHEME_V1,
     SketchScheme,
     _densify,
     _probe,
@@ -119,18 +120,24 @@ GOLDEN_TEXTS = [
 ]
 
 
-def test_stable_across_processes_and_versions():
-    """The stored format: the same bytes in another process, and the same as when it was written."""
-    here = hashlib.sha256(sketch_many(GOLDEN_TEXTS)[0].tobytes()).hexdigest()
+@pytest.mark.parametrize("scheme, digest", [(DEFAULT_SCHEME, "GOLDEN_V2"), (SCHEME_V1, "GOLDEN_V1")])
+def test_stable_across_processes_and_versions(scheme, digest):
+    """The stored formats: the same bytes in another process, and the same as when they were written
+    (version 1 is what older index files hold: it must not change either)."""
+    here = hashlib.sha256(sketch_many(GOLDEN_TEXTS, scheme)[0].tobytes()).hexdigest()
     code = (
-        "import hashlib, sys; from simhash_sqlite.sketch import sketch_many; "
-        f"print(hashlib.sha256(sketch_many({GOLDEN_TEXTS!r})[0].tobytes()).hexdigest())"
+        "import hashlib, sys; from simhash_sqlite.sketch import SketchScheme, sketch_many; "
+        f"scheme = SketchScheme.from_json({scheme.to_json()!r}); "
+        f"print(hashlib.sha256(sketch_many({GOLDEN_TEXTS!r}, scheme)[0].tobytes()).hexdigest())"
     )
     other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
-    assert here == other == GOLDEN_DIGEST
+    assert here == other == GOLDEN[digest]
 
 
-GOLDEN_DIGEST = "9f6019771fbd3c3b6cd7cd211dce08957662131eb7bc8f6e57446efc82c0ee88"
+GOLDEN = {
+    "GOLDEN_V1": "9f6019771fbd3c3b6cd7cd211dce08957662131eb7bc8f6e57446efc82c0ee88",
+    "GOLDEN_V2": "4dd0966daeec89a11fac93dc15e47a8a165771ed6cce238d326c8c56caff2da8",
+}
 
 
 def _golden_sketches() -> tuple[list[str], dict[tuple[int, int], list[dict]]]:
@@ -154,14 +161,16 @@ def test_golden_sketches_byte_for_byte():
         rows, present = sketch_many(chosen, scheme)
         got = [row.tobytes().hex() if there else None for row, there in zip(rows, present.tolist())]
         assert got == [row["sketch"] for row in pinned], (bins, bits)
+    # The golden file pins version 1 (what older indexes hold; 960 bins, no size): every path, named so.
+    assert (SCHEME_V1.bins, SCHEME_V1.bits, SCHEME_V1.size_bits) == (*GOLDEN_SCHEMES[0], 0)
     pinned = [row["sketch"] for row in by_scheme[GOLDEN_SCHEMES[0]]]
-    _, beside = simhash_and_sketch_many(texts)
+    _, beside = simhash_and_sketch_many(texts, None, SCHEME_V1)
     assert [None if s is None else s.hex() for s in beside] == pinned
     for text, want in list(zip(texts, pinned))[::7]:
-        one = sketch(text)
+        one = sketch(text, SCHEME_V1)
         assert (None if one is None else one.hex()) == want
         streamed = simhash_and_sketch_pieces(iter([text[:3], text[3:50], text[50:]]), FingerprintSettings(),
-                                             piece_chars=64)[1]
+                                             piece_chars=64, scheme=SCHEME_V1)[1]
         assert (None if streamed is None else streamed.hex()) == want
 
 

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simhash_sqlite.shingles import jaccard
-from simhash_sqlite.sketch import DEFAULT_SCHEME, estimate_many, sketch_many
+from simhash_sqlite.sketch import SCHEME_V1, estimate_many, sketch_many
 from simhash_sqlite.sketch_pairs import (
     BASE_DOCUMENTS,
     MAX_WINDOW_BITS,
@@ -25,7 +25,10 @@ from simhash_sqlite.sketch_pairs import (
     window_plan,
 )
 
-NBITS = DEFAULT_SCHEME.bins * DEFAULT_SCHEME.bits
+# The windows over the bins, measured on version 1 sketches (960 bins, no size field: random rows are
+# valid sketches); window_plan takes the bits of any scheme.
+SCHEME = SCHEME_V1
+NBITS = SCHEME.bins * SCHEME.bits
 # The windows window_plan picks past BASE_DOCUMENTS (2**21, 2**22, 10M documents): tests run them on
 # a few rows by passing width and step.
 LARGE_PLANS = [window_plan(2**21, NBITS), window_plan(2**22, NBITS), window_plan(10**7, NBITS)]
@@ -33,7 +36,7 @@ LARGE_PLANS = [window_plan(2**21, NBITS), window_plan(2**22, NBITS), window_plan
 
 def _found(rows, threshold, **kw) -> dict[tuple[int, int], float]:
     out = {}
-    for part in sketch_pairs(rows, threshold, **kw):
+    for part in sketch_pairs(rows, threshold, SCHEME, **kw):
         for a, b, e in zip(part.left.tolist(), part.right.tolist(), part.estimate.tolist()):
             assert a < b and (a, b) not in out
             out[(a, b)] = e
@@ -48,7 +51,7 @@ def _brute(rows, threshold, width=WINDOW_BITS, step=WINDOW_STEP) -> dict[tuple[i
     out = {}
     for a in range(n):
         for b in range(a + 1, n):
-            e = float(estimate_many(rows[a : a + 1], rows[b : b + 1])[0])
+            e = float(estimate_many(rows[a : a + 1], rows[b : b + 1], SCHEME)[0])
             shared = (keys[a] == keys[b]).any() or (rows[a] == rows[b]).all()
             if e >= threshold and shared:
                 out[(a, b)] = e
@@ -60,7 +63,7 @@ def _brute(rows, threshold, width=WINDOW_BITS, step=WINDOW_STEP) -> dict[tuple[i
        plan=st.sampled_from(LARGE_PLANS))
 def test_same_pairs_as_brute_force(seed, n, copies, threshold, plan):
     rng = np.random.default_rng(seed)
-    rows = rng.integers(0, 256, (n, DEFAULT_SCHEME.nbytes), dtype=np.uint8)
+    rows = rng.integers(0, 256, (n, SCHEME.nbytes), dtype=np.uint8)
     if n:
         for _ in range(copies):  # identical and nearly identical rows
             src, dst = rng.integers(0, n, 2)
@@ -76,7 +79,7 @@ def test_same_pairs_as_brute_force(seed, n, copies, threshold, plan):
 
 def _planted(rng, pairs: int, agree: np.ndarray, unrelated: int = 0) -> np.ndarray:
     """Random rows, then `pairs` rows whose bits agree with row i's with probability agree[i]."""
-    rows = rng.integers(0, 256, (pairs + unrelated, DEFAULT_SCHEME.nbytes), dtype=np.uint8)
+    rows = rng.integers(0, 256, (pairs + unrelated, SCHEME.nbytes), dtype=np.uint8)
     flip = rng.random((pairs, NBITS)) >= agree[:, None]
     return np.concatenate((rows, rows[:pairs] ^ np.packbits(flip, axis=1, bitorder="little")))
 
@@ -179,8 +182,8 @@ def test_candidates_merged_in_runs_equal_all_at_once(monkeypatch, merge_every):
 
     monkeypatch.setattr(sketch_pairs_module, "MERGE_PAIRS", merge_every)
     rng = np.random.default_rng(merge_every)
-    rows = rng.integers(0, 256, (300, DEFAULT_SCHEME.nbytes), dtype=np.uint8)
-    rows[150:] = rows[:150] ^ (rng.random((150, DEFAULT_SCHEME.nbytes)) < 0.02).astype(np.uint8)  # near copies
+    rows = rng.integers(0, 256, (300, SCHEME.nbytes), dtype=np.uint8)
+    rows[150:] = rows[:150] ^ (rng.random((150, SCHEME.nbytes)) < 0.02).astype(np.uint8)  # near copies
     words = _words(rows)
     codes = candidate_codes(words, NBITS, 10, 5)
     keys = np.stack([window_keys(words, s, 10) for s in _windows(NBITS, 10, 5)], axis=1)

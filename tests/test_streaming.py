@@ -6,7 +6,7 @@ from hypothesis import strategies as st
 from simhash_sqlite import FingerprintSettings, SimhashIndex, simhash
 from simhash_sqlite.checks import problems
 from simhash_sqlite.index import FingerprintedDocument, content_hash
-from simhash_sqlite.sketch import sketch
+from simhash_sqlite.sketch import DEFAULT_SCHEME, SCHEME_V1, sketch
 from simhash_sqlite.sources import Reader
 from simhash_sqlite.streaming import pieces, simhash_and_sketch_pieces, simhash_pieces
 
@@ -44,11 +44,18 @@ def test_pieces_give_the_whole_texts_fingerprint(text, cuts, piece_chars, which)
 )
 @settings(max_examples=200, deadline=None)
 def test_pieces_give_the_whole_texts_sketch_in_the_same_pass(text, cuts, piece_chars, weights):
-    """A sketch is the bin minima of the shingle hashes: the pieces' minima are the whole text's."""
+    """A sketch is the bin minima of the shingle hashes: the pieces' minima are the whole text's. Its
+    distinct-shingle count comes from the distinct features binary and log weights gather; count
+    weights gather none, so their streamed sketch records the count as unknown (0)."""
     chosen = FingerprintSettings(weights=weights)
     bounds = sorted({min(c, len(text)) for c in cuts})
     chunks = [text[a:b] for a, b in zip([0, *bounds], [*bounds, len(text)])]
-    assert simhash_and_sketch_pieces(chunks, chosen, piece_chars=piece_chars) == (simhash(text, chosen), sketch(text))
+    whole = sketch(text)
+    if whole is not None and weights == "count":
+        whole = whole[: DEFAULT_SCHEME.bin_bytes] + bytes(DEFAULT_SCHEME.nbytes - DEFAULT_SCHEME.bin_bytes)
+    assert simhash_and_sketch_pieces(chunks, chosen, piece_chars=piece_chars) == (simhash(text, chosen), whole)
+    old_scheme = simhash_and_sketch_pieces(chunks, chosen, piece_chars=piece_chars, scheme=SCHEME_V1)[1]
+    assert old_scheme == sketch(text, SCHEME_V1)  # an older index's streamed texts get its own scheme
 
 
 def test_settings_of_other_shingles_stream_without_a_sketch():
@@ -91,7 +98,10 @@ def test_a_large_file_is_streamed_and_stored_like_a_small_one(tmp_path):
         assert report.added == 1 and report.characters == len(text)
         assert index.get(str(path)).fingerprint == simhash(text, chosen)
         stored = index.conn.execute("SELECT sketch FROM documents WHERE key = ?", (str(path),)).get
-        assert stored == sketch(text) and stored is not None  # checked by its estimate like any other
+        # Checked by its estimate like any other; count weights gather no distinct shingles, so its
+        # sketch records their number as unknown (0), and the estimate is the bins' alone.
+        bins = DEFAULT_SCHEME.bin_bytes
+        assert stored[:bins] == sketch(text)[:bins] and stored[bins:] == b"\0\0"
         # The same file read whole is unchanged: same content hash.
         whole = list(Reader().documents(Reader().expand([str(path)]), chosen))
         assert index.add(whole).unchanged == 1

@@ -1,0 +1,121 @@
+"""The size rule of version 2 sketches, on a tuning set: what the distinct-shingle count adds to the estimate.
+
+    .venv/bin/python bench/estimate_rule.py TUNE_ZH.jsonl TUNE_EN.jsonl [--originals 300] [--seed 5] [--salts 8]
+
+Texts as in bench/quality.py (sections of the given documents, each with one perturbed copy of every
+kind); truth: every pair with exact 5-shingle Jaccard >= 0.8. Judged pairs: the sketch-LSH candidates
+with an estimate >= 0.55 (they hold every true pair; the script checks it). For each pair, P/R/F1 of
+"value >= 0.8" where the value is:
+
+- v1: the estimate of 960 one-bit bins (the sketch before version 2);
+- v2 bins: the estimate of the 944 one-bit bins of version 2 alone (16 bins gave way to the count);
+- v2 min: min(estimate, r), r = min(|A|, |B|) / max(|A|, |B|) of the recorded distinct counts (J <= r
+  for any two sets);
+- v2 snap c sd: r where |estimate - r| <= c standard deviations of the estimate at J = r (a containment,
+  where J = r exactly), else min(estimate, r): sketch.sharpened, c = CONTAINMENT_SDS in the product;
+- v2 snap 0.04: the same with a fixed width (bench/estimate_limits.py's try).
+
+One sketch is one draw of the hashing: a single draw's F1 moves by about 0.005 from one hash to another.
+So the sketches are also made with --salts - 1 other hash functions (the shingle hashes remixed with a
+salt); the table gives the mean over all draws (draw 0 is the product's own hashing) and each rule's
+mean gain over v1 on the same draws, with its smallest.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from quality import build_corpus, load_originals, truth_pairs
+
+from simhash_sqlite.features import char_units, mix, units_features
+from simhash_sqlite.shingles import shingle_set
+from simhash_sqlite.sketch import (
+    DEFAULT_SCHEME,
+    SCHEME_V1,
+    SKETCH_FEATURES,
+    agreeing_bins,
+    estimate_from_agreeing,
+    estimate_spread,
+    sharpened,
+    size_ratios,
+    sketch_hashes,
+)
+from simhash_sqlite.sketch_pairs import sketch_pairs
+
+THRESHOLD = 0.8
+
+
+def prf(chosen: np.ndarray, keys: np.ndarray, truth: np.ndarray) -> np.ndarray:
+    found = keys[chosen]
+    tp = int(np.isin(found, truth).sum())
+    p, r = tp / max(1, len(found)), tp / max(1, len(truth))
+    return np.array([p, r, 2 * p * r / max(1e-9, p + r)])
+
+
+def snapped(estimate: np.ndarray, ratio: np.ndarray, width: np.ndarray) -> np.ndarray:
+    return np.where(np.abs(estimate - ratio) <= width, ratio, np.minimum(estimate, ratio))
+
+
+def rules_of_one_draw(docs, hashes, n, left, right) -> dict[str, np.ndarray]:
+    """The value of every rule for every judged pair, with sketches made from these shingle hashes."""
+    v1, _ = sketch_hashes(docs, hashes, n, SCHEME_V1)
+    v2, _ = sketch_hashes(docs, hashes, n, DEFAULT_SCHEME)
+    old = estimate_from_agreeing(agreeing_bins(v1[left], v1[right], 1), SCHEME_V1)
+    bins = estimate_from_agreeing(agreeing_bins(v2[left], v2[right], 1, DEFAULT_SCHEME.bin_bytes), DEFAULT_SCHEME)
+    ratio = size_ratios(v2[left], v2[right], DEFAULT_SCHEME)
+    spread = estimate_spread(ratio, DEFAULT_SCHEME)
+    out = {"v1: 960 bins": old, "v2 bins alone (944)": bins, "v2 min(estimate, r)": np.minimum(bins, ratio)}
+    for sds in (1.0, 1.5, 2.0, 2.5, 3.0):
+        out[f"v2 snap within {sds:g} sd"] = snapped(bins, ratio, sds * spread)
+    out["v2 snap within 0.04"] = snapped(bins, ratio, 0.04)
+    # The product's own function (snap within CONTAINMENT_SDS): must equal its row above.
+    out["v2 sketch.sharpened (product)"] = sharpened(bins, ratio, DEFAULT_SCHEME)
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("jsonl", nargs="+", help="JSONL files with a 'text' field (the tuning set)")
+    parser.add_argument("--originals", type=int, default=300)
+    parser.add_argument("--seed", type=int, default=5)
+    parser.add_argument("--salts", type=int, default=8, help="draws of the hashing [default: %(default)s]")
+    args = parser.parse_args()
+    originals = load_originals(args.jsonl, args.originals, random.Random(args.seed))
+    print(f"## The size rule ({', '.join(args.jsonl)}; {args.originals} originals, seed {args.seed}, "
+          f"{args.salts} draws)\n")
+    print("| lang | rule | P | R | F1 (mean of draws) | gain over v1, mean | smallest |")
+    print("|---|---|---|---|---|---|---|")
+    for lang, texts in originals.items():
+        corpus = build_corpus(lang, texts, args.seed).texts
+        n = len(corpus)
+        truth, _ = truth_pairs([shingle_set(t) for t in corpus])
+        docs, hashes, _ = units_features([char_units(t) for t in corpus], SKETCH_FEATURES)
+        v1, _ = sketch_hashes(docs, hashes, n, SCHEME_V1)
+        parts = list(sketch_pairs(v1, 0.55, SCHEME_V1))
+        left = np.concatenate([p.left for p in parts])
+        right = np.concatenate([p.right for p in parts])
+        keys = left * n + right
+        assert np.isin(truth, keys).all(), "a true pair is not among the judged candidates"
+        scores: dict[str, list[np.ndarray]] = {}
+        for salt in range(args.salts):
+            drawn = hashes if salt == 0 else mix(hashes ^ np.uint64(salt * 0x9E3779B97F4A7C15 % 2**64))
+            for name, value in rules_of_one_draw(docs, drawn, n, left, right).items():
+                scores.setdefault(name, []).append(prf(value >= THRESHOLD - 1e-12, keys, truth))
+        base = np.array(scores["v1: 960 bins"])
+        for name, draws in scores.items():
+            draws = np.array(draws)
+            gain = draws[:, 2] - base[:, 2]
+            p, r, f1 = draws.mean(axis=0)
+            print(f"| {lang} | {name} | {p:.3f} | {r:.3f} | **{f1:.4f}** | {gain.mean():+.4f} | {gain.min():+.4f} |")
+
+
+if __name__ == "__main__":
+    main()
