@@ -33,8 +33,10 @@ from . import indexed_text
 from .errors import InvalidInput
 from .index import Document, FingerprintedDocument, SimhashIndex
 from .indexed_text import content_hash
+from .jsonl_chunks import ChunkRecords, RecordRules, read_chunk
+from .parallel import map_in_order
 from .settings import FingerprintSettings
-from .streaming import PIECE_CHARS, simhash_and_sketch_pieces
+from .streaming import simhash_and_sketch_pieces
 
 BINARY_SNIFF_BYTES = 8192
 JSONL_SUFFIXES = (".jsonl", ".ndjson")
@@ -45,6 +47,8 @@ ERROR_POLICIES = ("strict", "replace", "ignore", "backslashreplace")
 READ_BYTES = 1 << 20
 MAX_RECORD_BYTES = 128 << 20  # a longer JSONL line is skipped, not read into memory
 KEPT_SKIPS = 1000  # the first skips are kept with their reasons; later ones are only counted
+CHUNK_BYTES = 512 << 10  # JSONL is read, parsed and fingerprinted in chunks of about this many bytes
+LOCAL_CHUNK_BYTES = 16 << 20  # a chunk this large (a very long line) is not copied to a worker
 
 
 @dataclass(frozen=True)
@@ -138,7 +142,9 @@ class Reader:
         """The documents of the expanded inputs, in order, read lazily.
 
         settings: the index's, needed to fingerprint a file over stream_over bytes piece by piece
-        (without them, or with store_text, such a file is skipped with the reason).
+        (without them, or with store_text, such a file is skipped with the reason). With them, JSONL
+        records come as FingerprintedDocuments, fingerprinted on every core (their texts kept only
+        with store_text); text files stay Documents.
         """
         for path, named in paths:
             if path != STDIN and _undecodable_name(path):
@@ -157,18 +163,22 @@ class Reader:
                 if document is not None:
                     yield document
 
-    def entries(self, paths: list[tuple[str, bool]]) -> Iterator[tuple[Document, bytes | None]]:
+    def entries(
+        self, paths: list[tuple[str, bool]], settings: FingerprintSettings | None = None, sketches: bool = True
+    ) -> Iterator[tuple[Document | FingerprintedDocument, bytes | None]]:
         """Like documents(), with the JSONL line each came from (None for a text file), so that a
-        filter can pass records through byte for byte."""
+        filter can pass records through byte for byte. settings: JSONL records come fingerprinted
+        (and sketched, with sketches) on every core, as FingerprintedDocuments without texts or
+        content hashes; text files stay Documents."""
         for path, named in paths:
             if path == STDIN:
                 stream = self._stdin()
                 if self._stdin_is_jsonl(stream):
-                    yield from self._records(stream, STDIN_NAME)
+                    yield from self._records(stream, STDIN_NAME, settings, for_index=False, sketches=sketches)
                 elif (document := self._stdin_text(stream, None, False)) is not None:
                     yield document, None
             elif (self.jsonl or path.endswith(JSONL_SUFFIXES)) and not _undecodable_name(path):
-                yield from self._jsonl(path)
+                yield from self._jsonl(path, settings, for_index=False, sketches=sketches)
             else:
                 for document in self.documents([(path, named)]):
                     yield document, None
@@ -298,7 +308,8 @@ class Reader:
         return FingerprintedDocument(key, fingerprint, length, digest.digest(), sketch)
 
     def _jsonl(
-        self, path: str, settings: FingerprintSettings | None = None, store_text: bool = False
+        self, path: str, settings: FingerprintSettings | None = None, store_text: bool = False,
+        for_index: bool = True, sketches: bool = True,
     ) -> Iterator[tuple[Document | FingerprintedDocument, bytes]]:
         """One document per line with its raw line, streamed: memory does not grow with the file."""
         try:
@@ -307,79 +318,111 @@ class Reader:
             self._skip(path, exc.strerror or str(exc), True)
             return
         with handle:
-            yield from self._records(handle, path, settings, store_text)
+            yield from self._records(handle, path, settings, store_text, for_index, sketches)
 
     def _records(
-        self, handle, path: str, settings: FingerprintSettings | None = None, store_text: bool = False
+        self, handle, path: str, settings: FingerprintSettings | None = None, store_text: bool = False,
+        for_index: bool = True, sketches: bool = True,
     ) -> Iterator[tuple[Document | FingerprintedDocument, bytes]]:
-        """settings (not store_text): a text over stream_over characters is fingerprinted in pieces
-        and not kept (a FingerprintedDocument)."""
-        number = 0
-        while True:
-            raw = handle.readline(MAX_RECORD_BYTES + 1)
-            if not raw:
-                return
-            self.bytes_read += len(raw)
-            number += 1
-            where = f"{path}:{number}"
-            if len(raw) > MAX_RECORD_BYTES and not raw.endswith(b"\n"):
-                while (rest := handle.readline(READ_BYTES)) and not rest.endswith(b"\n"):
-                    self.bytes_read += len(rest)  # skip the rest of the line without holding it
-                self._skip(where, f"line longer than {MAX_RECORD_BYTES >> 20} MiB", True)
+        """The JSONL's records with their lines, in order. Without settings, Documents; with them,
+        FingerprintedDocuments, parsed and fingerprinted a chunk of lines at a time on every core
+        (jsonl_chunks.read_chunk in parallel.map_in_order). for_index: with content hashes, and a text
+        over stream_over characters fingerprinted in pieces and not kept (unless store_text, which keeps
+        the texts); else (dedup) neither. sketches: with each fingerprint, the text's sketch."""
+        rules = RecordRules(
+            text_field=self.text_field, id_field=self.id_field, encoding=self.encoding, errors=self.errors,
+            require_id=self.require_id, max_record_bytes=MAX_RECORD_BYTES, settings=settings,
+            sketches=sketches, content_hashes=settings is not None and for_index, keep_texts=store_text,
+            stream_over=self.stream_over if settings is not None and for_index and not store_text else None,
+        )
+        tasks = ((chunk, rules) for chunk in self._line_chunks(handle))
+        if settings is None:  # the texts themselves are wanted: nothing to gain from copying them back
+            done = ((task, _chunk_records(task)) for task in tasks)
+        else:
+            done = map_in_order(_chunk_records, tasks, weight=_task_bytes, local=_task_local)
+        for (chunk, _), records in done:
+            self.bytes_read += chunk.size
+            for number in chunk.overlong:
+                self._skip(f"{path}:{number}", f"line longer than {MAX_RECORD_BYTES >> 20} MiB", True)
+            yield from self._chunk_documents(chunk, records, path, rules)
+
+    def _chunk_documents(
+        self, chunk: _LineChunk, records: ChunkRecords, path: str, rules: RecordRules
+    ) -> Iterator[tuple[Document | FingerprintedDocument, bytes]]:
+        """What a chunk's records and skipped lines mean in the whole input, in line order: places,
+        repeated ids (the first stays), records keyed by place."""
+        skips = iter(records.skips)
+        skip = next(skips, None)
+        for i, line in enumerate(records.lines):
+            while skip is not None and skip[0] < line:
+                self._skipped_line(f"{path}:{chunk.first_line + skip[0]}", skip)
+                skip = next(skips, None)
+            where = f"{path}:{chunk.first_line + line}"
+            key = records.keys[i]
+            if key is None:
+                key = self._keyed_by_line(where)
+            if not self._note_key(key, where) and not self.keep_repeats:
+                continue  # a repeated id: the first record stays (a second add is then a no-op)
+            if i in records.failures:
+                self._skip(where, records.failures[i], True)
                 continue
-            if raw.strip():
-                document = self._record(raw, where)
-                if document is None:
+            raw = chunk.data[records.starts[i] : records.ends[i]]
+            if rules.settings is None:
+                yield Document(key, records.texts[i]), raw
+                continue
+            yield FingerprintedDocument(
+                key,
+                records.fingerprints[i],
+                records.lengths[i],
+                records.hashes[i] if records.hashes else b"",
+                records.sketches[i] if records.sketches else None,
+                records.texts[i] if records.texts is not None else None,
+            ), raw
+        while skip is not None:
+            self._skipped_line(f"{path}:{chunk.first_line + skip[0]}", skip)
+            skip = next(skips, None)
+
+    def _skipped_line(self, where: str, skip: tuple[int, str, bool]) -> None:
+        if skip[2]:
+            self._keyed_by_line(where)
+        self._skip(where, skip[1], True)
+
+    def _keyed_by_line(self, where: str) -> str:
+        self.keyed_by_line += 1
+        self.first_keyed_by_line = self.first_keyed_by_line or where
+        return where
+
+    def _line_chunks(self, handle) -> Iterator[_LineChunk]:
+        """The input's whole lines in chunks of about CHUNK_BYTES. A line longer than MAX_RECORD_BYTES
+        is skipped here without being held (noted in the next chunk), so memory stays bounded."""
+        read = getattr(handle, "read1", handle.read)
+        number = 1  # the number of the next line to begin
+        parts: list[bytes] = []  # a line begun and not yet ended
+        held = size = 0  # bytes in parts; bytes read since the last chunk
+        overlong: list[int] = []
+        skipping = False  # inside an overlong line: reading on to its end
+        while block := read(CHUNK_BYTES):
+            size += len(block)
+            if skipping:
+                end = block.find(b"\n")
+                if end < 0:
                     continue
-                if not self._note_key(document.key, where) and not self.keep_repeats:
-                    continue  # a repeated id: the first record stays (a second add is then a no-op)
-                if settings is not None and not store_text and len(document.text) > self.stream_over:
-                    document = self._fingerprinted(document, settings, where)
-                    if document is None:
-                        continue
-                yield document, raw
-
-    def _record(self, raw: bytes, where: str) -> Document | None:
-        try:
-            record = json.loads(raw.decode(self.encoding, self.errors))
-        except UnicodeDecodeError:
-            return self._skip(where, f"not {self.encoding}; try --encoding or --errors replace", True)
-        except json.JSONDecodeError as exc:
-            return self._skip(where, f"not JSON ({exc.msg})", True)
-        except RecursionError:
-            return self._skip(where, "JSON nested too deeply", True)
-        if not isinstance(record, dict):
-            return self._skip(where, "not a JSON object", True)
-        body = record.get(self.text_field)
-        if not isinstance(body, str):
-            return self._skip(where, f"no text field {self.text_field!r}", True)
-        key = record.get(self.id_field)
-        if key is None:
-            if self.require_id:
-                return self._skip(where, f"no id field {self.id_field!r} (--require-id)", True)
-            key = where
-            self.keyed_by_line += 1
-            self.first_keyed_by_line = self.first_keyed_by_line or where
-        if not isinstance(key, (str, int)) or isinstance(key, bool):
-            return self._skip(where, f"id field {self.id_field!r} is not a string or an integer", True)
-        key = str(key)
-        if "\x00" in key:
-            return self._skip(where, "the id contains a NUL character", True)
-        if _has_lone_surrogate(key) or _has_lone_surrogate(body):
-            return self._skip(where, "the JSON holds an unpaired surrogate escape (\\ud800-\\udfff)", True)
-        return Document(key, body)
-
-    def _fingerprinted(
-        self, document: Document, settings: FingerprintSettings, where: str
-    ) -> FingerprintedDocument | None:
-        """A long JSONL text fingerprinted in pieces, so that no feature array of the whole is made."""
-        text = document.text
-        parts = (text[i : i + PIECE_CHARS] for i in range(0, len(text), PIECE_CHARS))
-        try:
-            fingerprint, sketch = simhash_and_sketch_pieces(parts, settings)
-        except InvalidInput as exc:
-            return self._skip(where, str(exc), True)
-        return FingerprintedDocument(document.key, fingerprint, len(text), content_hash(text), sketch)
+                block, skipping, number = block[end + 1 :], False, number + 1
+            last = block.rfind(b"\n")
+            if last < 0:
+                parts.append(block)
+                held += len(block)
+                if held > MAX_RECORD_BYTES:
+                    overlong.append(number)
+                    parts, held, skipping = [], 0, True
+                continue
+            data = b"".join((*parts, block[: last + 1]))
+            parts, held = [block[last + 1 :]], len(block) - last - 1
+            yield _LineChunk(data, number, size, tuple(overlong))
+            number += data.count(b"\n")
+            size, overlong = 0, []
+        if held or size or overlong:
+            yield _LineChunk(b"".join(parts), number, size, tuple(overlong))
 
     def _note_key(self, key: str, where: str) -> bool:
         """True for an id met first; an id met again in one run is reported (the first record stays)."""
@@ -464,23 +507,35 @@ class _Rewound:
         self.consumed += len(data)
         return data
 
-    def readline(self, limit: int = -1) -> bytes:
-        line = self._readline(limit)
-        self.consumed += len(line)
-        return line
-
-    def _readline(self, limit: int) -> bytes:
+    def read1(self, size: int = -1) -> bytes:
         if self.buffer:
-            if b"\n" in self.buffer[: limit if limit >= 0 else None]:
-                end = self.buffer.index(b"\n") + 1
-                line, self.buffer = self.buffer[:end], self.buffer[end:]
-                return line
-            if limit >= 0 and len(self.buffer) >= limit:
-                line, self.buffer = self.buffer[:limit], self.buffer[limit:]
-                return line
-            line, self.buffer = self.buffer, b""
-            return line + self.stream.readline(-1 if limit < 0 else limit - len(line))
-        return self.stream.readline(limit)
+            data, self.buffer = (self.buffer, b"") if size < 0 else (self.buffer[:size], self.buffer[size:])
+        else:
+            data = self.stream.read1(size) if hasattr(self.stream, "read1") else self.stream.read(size)
+        self.consumed += len(data)
+        return data
+
+
+@dataclass(frozen=True)
+class _LineChunk:
+    """Whole JSONL lines, and where they are in the input."""
+
+    data: bytes
+    first_line: int  # the number of its first line
+    size: int  # bytes of input it stands for (with the overlong lines before it)
+    overlong: tuple[int, ...] = ()  # lines just before it, skipped as too long
+
+
+def _chunk_records(task: tuple[_LineChunk, RecordRules]) -> ChunkRecords:
+    return read_chunk(task[0].data, task[1])
+
+
+def _task_bytes(task: tuple[_LineChunk, RecordRules]) -> int:
+    return len(task[0].data)
+
+
+def _task_local(task: tuple[_LineChunk, RecordRules]) -> bool:
+    return len(task[0].data) > LOCAL_CHUNK_BYTES
 
 
 class _DecodeFailed(Exception):
@@ -492,14 +547,6 @@ def _undecodable_name(path: str) -> bool:
         path.encode("utf-8")
         return False
     except UnicodeEncodeError:  # os.fsdecode turned bytes that are not UTF-8 into lone surrogates
-        return True
-
-
-def _has_lone_surrogate(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-        return False
-    except UnicodeEncodeError:
         return True
 
 
