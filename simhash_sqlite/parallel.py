@@ -43,7 +43,7 @@ def workers() -> int:
     return cores
 
 
-def _ignore_interrupts() -> None:
+def _start_worker(parent: int) -> None:
     # Ctrl-C reaches the whole process group: the parent handles it (committed batches stay) and
     # shuts the pool down; a worker must not print a traceback of its own.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -54,13 +54,17 @@ def _ignore_interrupts() -> None:
             ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
         except (OSError, AttributeError):
             pass
+    if os.getppid() != parent:  # the parent died while this worker started
+        os._exit(0)
 
 
 @lru_cache(maxsize=None)
 def _pool(size: int) -> tuple[ProcessPoolExecutor, Future]:
     """The pool, and a future that is done once a worker is ready (imports made, tables built)."""
     # spawn, not fork: the parent may hold open SQLite connections and threads.
-    pool = ProcessPoolExecutor(size, mp_context=multiprocessing.get_context("spawn"), initializer=_ignore_interrupts)
+    pool = ProcessPoolExecutor(
+        size, mp_context=multiprocessing.get_context("spawn"), initializer=_start_worker, initargs=(os.getpid(),)
+    )
     atexit.register(pool.shutdown, cancel_futures=True)
     return pool, pool.submit(_warm_up)
 
