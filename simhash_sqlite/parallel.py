@@ -163,7 +163,7 @@ def fingerprint_texts(texts: list[str], settings: FingerprintSettings) -> list[i
 # map_in_order: its input must reach this many bytes (weights) before a pool is started for it; less is
 # done sooner in one process than a worker starts (a new interpreter importing numpy: ~0.3 s of CPU).
 POOL_AFTER_BYTES = 2 << 20
-QUEUED_PER_WORKER = 4  # chunks handed to each worker ahead: they go on while this process writes a batch
+QUEUED_PER_WORKER = 3  # chunks handed to each worker ahead: they go on while this process writes a batch
 _PENDING = object()
 
 

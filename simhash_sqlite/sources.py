@@ -47,7 +47,8 @@ ERROR_POLICIES = ("strict", "replace", "ignore", "backslashreplace")
 READ_BYTES = 1 << 20
 MAX_RECORD_BYTES = 128 << 20  # a longer JSONL line is skipped, not read into memory
 KEPT_SKIPS = 1000  # the first skips are kept with their reasons; later ones are only counted
-CHUNK_BYTES = 512 << 10  # JSONL is read, parsed and fingerprinted in chunks of about this many bytes
+CHUNK_BYTES = 1 << 20  # JSONL is read, parsed and fingerprinted in chunks of about this many bytes (smaller: more
+# vectorized passes over partly filled arrays, 5-10% more CPU at 512 KiB)
 LOCAL_CHUNK_BYTES = 16 << 20  # a chunk this large (a very long line) is not copied to a worker
 
 
@@ -70,9 +71,9 @@ class Reader:
     """Turns inputs into Documents. Keys: see the module's docstring (path_key, JSONL ids, stdin).
 
     Memory stays bounded: files and stdin over stream_over bytes, and JSONL texts over stream_over
-    characters, are fingerprinted piece by piece instead of read or kept whole; JSONL is read line by
-    line, and the JSONL ids seen (to report a key met twice) are kept in a temporary SQLite file, not
-    in a Python set.
+    characters, are fingerprinted piece by piece instead of read or kept whole; JSONL is read in chunks
+    of whole lines (CHUNK_BYTES, a few per process in flight), and the JSONL ids seen (to report a key
+    met twice) are kept in a temporary SQLite file, not in a Python set.
 
     jsonl: read every input as JSONL; otherwise *.jsonl and *.ndjson files are, and stdin is when its
     first line is a JSON object with a string text field (unless sniff_stdin is False).
