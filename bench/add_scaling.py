@@ -1,7 +1,7 @@
 """Do `simq add` and `simq dedup` scale with processes? The same JSONL through the CLI with SIMQ_WORKERS=1, 2, ...
 for this tree and a baseline commit side by side, runs interleaved so both meet the same machine load.
 
-    .venv/bin/python bench/add_scaling.py /work/shared/corpus/manpages_zh.jsonl --copies 8 --baseline fcf9ce1
+    .venv/bin/python bench/add_scaling.py $CORPUS/manpages_zh.jsonl --copies 8 --baseline fcf9ce1 --this HEAD
     .venv/bin/python bench/add_scaling.py ZH.jsonl EN.jsonl --workers 1,2,4 --runs 5 --baseline main --no-dedup
 
 Each input is repeated --copies times with distinct ids (every document fingerprinted; aim for 30-60 MB
@@ -106,9 +106,11 @@ def main() -> None:
     parser.add_argument("--no-dedup", action="store_true", help="time only simq add")
     parser.add_argument("--k", type=int, default=None, help="simq dedup's --k (default: its own, sketch LSH)")
     parser.add_argument("--tmp", type=Path, default=None, help="folder for the inputs and indexes (default: a new one)")
+    parser.add_argument("--this", default=None, help="measure this commit (extracted) instead of the checkout as it "
+                        "is, so that editing the checkout meanwhile changes nothing")
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="add_scaling_", dir=args.tmp))
-    trees = {"this tree": ROOT}
+    trees = {"this tree": ROOT if args.this is None else baseline_tree(args.this, tmp, "this")}
     if args.baseline != "none":
         trees = {f"baseline {commit_of(args.baseline)}": baseline_tree(args.baseline, tmp), **trees}
     script = tmp / "simq_script.py"
@@ -149,6 +151,8 @@ def main() -> None:
     names = list(trees)
     this = "this tree"
     print(f"## simq add / dedup by processes ({CORES} cores; medians of {args.runs} runs; MB = 10^6 bytes of JSONL)\n")
+    measured = f"commit {commit_of(args.this)}" if args.this else f"the checkout {ROOT} (HEAD {commit_of('HEAD')})"
+    print(f"This tree: {measured}.")
     print(f"Started {started}; finished {time.strftime('%H:%M', time.gmtime())} UTC, load average {load()}.")
     print(f"Machine check: a pure CPU loop on {CORES} processes ran {headroom:.2f}x as fast as on one "
           f"(2.0 on an idle 2-core machine). Every index content{' and dedup output' if 'dedup' in commands else ''} "

@@ -190,8 +190,8 @@ def map_in_order(
     handed out that no worker has started (cancelled in the pool). So n processes need n - 1 workers,
     and a caller busy with its own work (writing to SQLite) leaves more to the workers.
 
-    The pool starts only once the items read reach POOL_AFTER_BYTES (by weight) with more to come,
-    and until a worker is ready everything is done here. local(item) True: always done here (an item
+    The pool starts only once an item is read past the first POOL_AFTER_BYTES (by weight), and until
+    a worker is ready everything is done here. local(item) True: always done here (an item
     too large to be worth copying to a worker)."""
     size = workers()
     items = iter(items)
@@ -205,13 +205,13 @@ def map_in_order(
                 item = next(items, _PENDING)
                 if item is _PENDING:
                     exhausted = True
-                else:
-                    window.append(_Slot(item))
-                    read += weight(item)
+                    break
+                if pool is None and size >= 2 and read >= POOL_AFTER_BYTES:
+                    pool, ready = _pool(size - 1)  # there is more than POOL_AFTER_BYTES to do
+                window.append(_Slot(item))
+                read += weight(item)
             if not window:
                 return
-            if pool is None and size >= 2 and not exhausted and read >= POOL_AFTER_BYTES:
-                pool, ready = _pool(size - 1)
             if pool is not None and ready.done():
                 for slot in window:
                     if slot.future is None and slot.result is _PENDING and not (local and local(slot.item)):

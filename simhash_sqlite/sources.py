@@ -19,6 +19,7 @@ import codecs
 import dataclasses
 import glob
 import hashlib
+import itertools
 import json
 import os
 import re
@@ -147,22 +148,26 @@ class Reader:
         records come as FingerprintedDocuments, fingerprinted on every core (their texts kept only
         with store_text); text files stay Documents.
         """
-        for path, named in paths:
-            if path != STDIN and _undecodable_name(path):
-                self._skip(path.encode("utf-8", "surrogateescape").decode("utf-8", "replace"),
-                           "the file name is not valid UTF-8 (rename it)", named)
-            elif path == STDIN:
-                stream = self._stdin()
-                if self._stdin_is_jsonl(stream):
-                    yield from (document for document, _ in self._records(stream, STDIN_NAME, settings, store_text))
-                elif (document := self._stdin_text(stream, settings, store_text)) is not None:
-                    yield document
-            elif self.jsonl or path.endswith(JSONL_SUFFIXES):
-                yield from (document for document, _ in self._jsonl(path, settings, store_text))
-            else:
-                document = self._file(path, named, settings, store_text)
-                if document is not None:
-                    yield document
+        for jsonl, group in itertools.groupby(paths, lambda given: self._jsonl_file(given[0])):
+            if jsonl:  # consecutive JSONL files: one stream of chunks, so the pool never runs dry between them
+                files = [path for path, _ in group]
+                yield from (document for document, _ in self._jsonl_files(files, settings, store_text))
+                continue
+            for path, named in group:
+                if path != STDIN and _undecodable_name(path):
+                    self._skip(path.encode("utf-8", "surrogateescape").decode("utf-8", "replace"),
+                               "the file name is not valid UTF-8 (rename it)", named)
+                elif path == STDIN:
+                    stream = self._stdin()
+                    if self._stdin_is_jsonl(stream):
+                        records = self._records([(STDIN_NAME, stream)], settings, store_text)
+                        yield from (document for document, _ in records)
+                    elif (document := self._stdin_text(stream, settings, store_text)) is not None:
+                        yield document
+                else:
+                    document = self._file(path, named, settings, store_text)
+                    if document is not None:
+                        yield document
 
     def entries(
         self, paths: list[tuple[str, bool]], settings: FingerprintSettings | None = None, sketches: bool = True
@@ -171,18 +176,23 @@ class Reader:
         filter can pass records through byte for byte. settings: JSONL records come fingerprinted
         (and sketched, with sketches) on every core, as FingerprintedDocuments without texts or
         content hashes; text files stay Documents."""
-        for path, named in paths:
-            if path == STDIN:
-                stream = self._stdin()
-                if self._stdin_is_jsonl(stream):
-                    yield from self._records(stream, STDIN_NAME, settings, for_index=False, sketches=sketches)
-                elif (document := self._stdin_text(stream, None, False)) is not None:
-                    yield document, None
-            elif (self.jsonl or path.endswith(JSONL_SUFFIXES)) and not _undecodable_name(path):
-                yield from self._jsonl(path, settings, for_index=False, sketches=sketches)
-            else:
-                for document in self.documents([(path, named)]):
-                    yield document, None
+        for jsonl, group in itertools.groupby(paths, lambda given: self._jsonl_file(given[0])):
+            if jsonl:
+                yield from self._jsonl_files([path for path, _ in group], settings, for_index=False, sketches=sketches)
+                continue
+            for path, named in group:
+                if path == STDIN:
+                    stream = self._stdin()
+                    if self._stdin_is_jsonl(stream):
+                        yield from self._records([(STDIN_NAME, stream)], settings, for_index=False, sketches=sketches)
+                    elif (document := self._stdin_text(stream, None, False)) is not None:
+                        yield document, None
+                else:
+                    for document in self.documents([(path, named)]):
+                        yield document, None
+
+    def _jsonl_file(self, path: str) -> bool:
+        return path != STDIN and (self.jsonl or path.endswith(JSONL_SUFFIXES)) and not _undecodable_name(path)
 
     def _stdin(self) -> _Rewound:
         return _Rewound(sys.stdin.buffer)
@@ -313,39 +323,42 @@ class Reader:
         for_index: bool = True, sketches: bool = True,
     ) -> Iterator[tuple[Document | FingerprintedDocument, bytes]]:
         """One document per line with its raw line, streamed: memory does not grow with the file."""
-        try:
-            handle = open(path, "rb")
-        except OSError as exc:
-            self._skip(path, exc.strerror or str(exc), True)
-            return
-        with handle:
-            yield from self._records(handle, path, settings, store_text, for_index, sketches)
+        return self._jsonl_files([path], settings, store_text, for_index, sketches)
 
-    def _records(
-        self, handle, path: str, settings: FingerprintSettings | None = None, store_text: bool = False,
+    def _jsonl_files(
+        self, paths: list[str], settings: FingerprintSettings | None = None, store_text: bool = False,
         for_index: bool = True, sketches: bool = True,
     ) -> Iterator[tuple[Document | FingerprintedDocument, bytes]]:
-        """The JSONL's records with their lines, in order. Without settings, Documents; with them,
-        FingerprintedDocuments, parsed and fingerprinted a chunk of lines at a time on every core
-        (jsonl_chunks.read_chunk in parallel.map_in_order). for_index: with content hashes, and a text
-        over stream_over characters fingerprinted in pieces and not kept (unless store_text, which keeps
-        the texts); else (dedup) neither. sketches: with each fingerprint, the text's sketch."""
+        return self._records(_opened(paths), settings, store_text, for_index, sketches)
+
+    def _records(
+        self, inputs: Iterable[tuple[str, object]], settings: FingerprintSettings | None = None,
+        store_text: bool = False, for_index: bool = True, sketches: bool = True,
+    ) -> Iterator[tuple[Document | FingerprintedDocument, bytes]]:
+        """The records of JSONL inputs ((name, binary stream, or why it could not be opened)) with
+        their lines, in order. Without settings, Documents; with them, FingerprintedDocuments, parsed
+        and fingerprinted a chunk of lines at a time on every core (jsonl_chunks.read_chunk in
+        parallel.map_in_order). for_index: with content hashes, and a text over stream_over characters
+        fingerprinted in pieces and not kept (unless store_text, which keeps the texts); else (dedup)
+        neither. sketches: with each fingerprint, the text's sketch."""
         rules = RecordRules(
             text_field=self.text_field, id_field=self.id_field, encoding=self.encoding, errors=self.errors,
             require_id=self.require_id, max_record_bytes=MAX_RECORD_BYTES, settings=settings,
             sketches=sketches, content_hashes=settings is not None and for_index, keep_texts=store_text,
             stream_over=self.stream_over if settings is not None and for_index and not store_text else None,
         )
-        tasks = ((chunk, rules) for chunk in self._line_chunks(handle))
+        tasks = ((chunk, rules) for chunk in self._line_chunks(inputs))
         if settings is None:  # the texts themselves are wanted: nothing to gain from copying them back
             done = ((task, _chunk_records(task)) for task in tasks)
         else:
             done = map_in_order(_chunk_records, tasks, weight=_task_bytes, local=_task_local)
         for (chunk, _), records in done:
             self.bytes_read += chunk.size
+            if chunk.error is not None:
+                self._skip(chunk.path, chunk.error, True)
             for number in chunk.overlong:
-                self._skip(f"{path}:{number}", f"line longer than {MAX_RECORD_BYTES >> 20} MiB", True)
-            yield from self._chunk_documents(chunk, records, path, rules)
+                self._skip(f"{chunk.path}:{number}", f"line longer than {MAX_RECORD_BYTES >> 20} MiB", True)
+            yield from self._chunk_documents(chunk, records, chunk.path, rules)
 
     def _chunk_documents(
         self, chunk: _LineChunk, records: ChunkRecords, path: str, rules: RecordRules
@@ -393,9 +406,18 @@ class Reader:
         self.first_keyed_by_line = self.first_keyed_by_line or where
         return where
 
-    def _line_chunks(self, handle) -> Iterator[_LineChunk]:
-        """The input's whole lines in chunks of about CHUNK_BYTES. A line longer than MAX_RECORD_BYTES
-        is skipped here without being held (noted in the next chunk), so memory stays bounded."""
+    def _line_chunks(self, inputs: Iterable[tuple[str, object]]) -> Iterator[_LineChunk]:
+        """Each input's whole lines in chunks of about CHUNK_BYTES (an input that could not be opened:
+        an empty chunk with the reason)."""
+        for path, handle in inputs:
+            if isinstance(handle, str):
+                yield _LineChunk(b"", 1, 0, path=path, error=handle)
+            else:
+                yield from self._handle_chunks(handle, path)
+
+    def _handle_chunks(self, handle, path: str) -> Iterator[_LineChunk]:
+        """A stream's whole lines in chunks of about CHUNK_BYTES. A line longer than MAX_RECORD_BYTES is
+        skipped here without being held (noted in the next chunk), so memory stays bounded."""
         read = getattr(handle, "read1", handle.read)
         number = 1  # the number of the next line to begin
         parts: list[bytes] = []  # a line begun and not yet ended
@@ -419,11 +441,11 @@ class Reader:
                 continue
             data = b"".join((*parts, block[: last + 1]))
             parts, held = [block[last + 1 :]], len(block) - last - 1
-            yield _LineChunk(data, number, size, tuple(overlong))
+            yield _LineChunk(data, number, size, tuple(overlong), path)
             number += data.count(b"\n")
             size, overlong = 0, []
         if held or size or overlong:
-            yield _LineChunk(b"".join(parts), number, size, tuple(overlong))
+            yield _LineChunk(b"".join(parts), number, size, tuple(overlong), path)
 
     def _note_key(self, key: str, where: str) -> bool:
         """True for an id met first; an id met again in one run is reported (the first record stays)."""
@@ -525,6 +547,20 @@ class _LineChunk:
     first_line: int  # the number of its first line
     size: int  # bytes of input it stands for (with the overlong lines before it)
     overlong: tuple[int, ...] = ()  # lines just before it, skipped as too long
+    path: str = ""  # the input's name in messages and path:line keys
+    error: str | None = None  # the input could not be opened: why
+
+
+def _opened(paths: Iterable[str]) -> Iterator[tuple[str, object]]:
+    """(path, its binary stream, open until the next is asked for) or (path, why it could not be opened)."""
+    for path in paths:
+        try:
+            handle = open(path, "rb")
+        except OSError as exc:
+            yield path, exc.strerror or str(exc)
+            continue
+        with handle:
+            yield path, handle
 
 
 def _chunk_records(task: tuple[_LineChunk, RecordRules]) -> ChunkRecords:

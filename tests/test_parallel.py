@@ -224,12 +224,17 @@ def test_jsonl_read_in_the_workers_gives_what_one_process_reads(tmp_path, monkey
 
     path = tmp_path / "mixed.jsonl"
     _mixed_jsonl(path)
-    monkeypatch.setattr(sources, "CHUNK_BYTES", 4096)  # many chunks, some cut inside a line
+    monkeypatch.setattr(sources, "CHUNK_BYTES", 16384)  # several chunks a file, cut inside lines
     s = FingerprintSettings()
+
+    other, gone = tmp_path / "other.jsonl", tmp_path / "gone.jsonl"
+    _mixed_jsonl(other, seed=8)
+    gone.symlink_to(tmp_path / "nowhere")  # a JSONL file that cannot be opened, between two that can
+    inputs = [str(path), str(gone), str(other)]
 
     def read(store_text=False, **options):
         reader = sources.Reader(**options)
-        documents = list(reader.documents(reader.expand([str(path)]), s, store_text))
+        documents = list(reader.documents(reader.expand(inputs), s, store_text))
         return documents, _reader_state(reader)
 
     for options in ({"require_id": True}, {}):  # the last: records without ids keyed by line
@@ -241,13 +246,22 @@ def test_jsonl_read_in_the_workers_gives_what_one_process_reads(tmp_path, monkey
             assert read(store_text, **options) == serial
     documents, (skipped, skips, duplicates, repeats, by_line, first, failed) = serial
     assert skips > 5 and repeats > 5 and by_line > 5 and failed  # every case was met
-    assert all(skip.where.startswith(f"{path}:") for skip in skipped)
-    # the same records as the line-by-line reading without settings (Documents, no workers)
+    assert [skip.where for skip in skipped if not skip.where.startswith((f"{path}:", f"{other}:"))] == [str(gone)]
+    assert skipped[-1].where.startswith(f"{other}:")  # in input order
+    # the same records as the reading without settings (Documents, no workers)
     reader = sources.Reader()
-    plain = list(reader.documents(reader.expand([str(path)])))
+    plain = list(reader.documents(reader.expand(inputs)))
     assert [(d.key, d.text) for d in plain] == [(d.key, d.text) for d in read(True)[0]]
     assert [(d.key, simhash(d.text, s), len(d.text)) for d in plain] == [
         (d.key, d.fingerprint, d.length) for d in read()[0]]
+
+
+def _big_mixed_jsonl(path):
+    """Large enough that a pool starts in the CLI as users run it (chunks past POOL_AFTER_BYTES)."""
+    from simhash_sqlite import sources
+
+    _mixed_jsonl(path, n=4000, seed=11, size=(100, 900))
+    assert path.stat().st_size > parallel.POOL_AFTER_BYTES + 2 * sources.CHUNK_BYTES
 
 
 def _index_rows(db):
@@ -264,10 +278,8 @@ def _simq(args, workers, cwd, stdin=None):
 
 
 def test_simq_add_and_dedup_on_two_processes_write_what_one_writes(tmp_path):
-    # Over parallel.POOL_AFTER_BYTES (2 MiB), so the pool starts: the CLI as users run it.
     path = tmp_path / "big.jsonl"
-    _mixed_jsonl(path, n=3000, seed=11, size=(100, 900))
-    assert path.stat().st_size > 3 * parallel.POOL_AFTER_BYTES // 2
+    _big_mixed_jsonl(path)
     results = {}
     for workers in (1, 2):
         here = tmp_path / f"run{workers}"  # the same names in every message: ../big.jsonl, i.db
@@ -284,8 +296,8 @@ def test_simq_add_and_dedup_on_two_processes_write_what_one_writes(tmp_path):
         )
     assert results[1] == results[2]
     rows, stdout, stderr = results[1][:3]
-    assert len(rows) > 2000 and b"repeated ids" in stdout and b"not JSON" in stderr
-    assert results[1][6].count(b"\n") > 300  # dedup dropped near copies
+    assert len(rows) > 3000 and b"repeated ids" in stdout and b"not JSON" in stderr
+    assert results[1][6].count(b"\n") > 400  # dedup dropped near copies
 
 
 def _children(pid):
@@ -312,7 +324,7 @@ def _alive(pid):
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 def test_an_add_killed_while_its_workers_run_leaves_no_workers_and_resumes_to_the_same_index(tmp_path):
     path = tmp_path / "big.jsonl"
-    _mixed_jsonl(path, n=3000, seed=11, size=(100, 900))
+    _big_mixed_jsonl(path)
     env = dict(os.environ, SIMQ_WORKERS="2")
     command = [sys.executable, "-m", "simhash_sqlite", "add", "--db", "i.db", "--batch-size", "50",
                "--progress-json", "big.jsonl"]
