@@ -43,7 +43,22 @@ def workers() -> int:
     return cores
 
 
+def keep_freed_memory() -> None:
+    """Let glibc keep freed memory for reuse (Linux): chunks of lines and their arrays come and go,
+    and with the default thresholds each was given back to the system and faulted in again (twice
+    the page faults of reading line by line, 3-5% more CPU). Up to 32 MiB blocks come from the heap,
+    and up to 128 MiB free at its top stays. Process-wide: called where chunks are read and computed."""
+    if sys.platform.startswith("linux"):
+        try:
+            libc = ctypes.CDLL(None)
+            libc.mallopt(-3, 32 << 20)  # M_MMAP_THRESHOLD
+            libc.mallopt(-1, 128 << 20)  # M_TRIM_THRESHOLD
+        except (OSError, AttributeError):
+            pass
+
+
 def _start_worker(parent: int) -> None:
+    keep_freed_memory()
     # Ctrl-C reaches the whole process group: the parent handles it (committed batches stay) and
     # shuts the pool down; a worker must not print a traceback of its own.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -194,11 +209,12 @@ def map_in_order(
     a worker is ready everything is done here. local(item) True: always done here (an item
     too large to be worth copying to a worker)."""
     size = workers()
+    keep_freed_memory()
     items = iter(items)
     window: deque[_Slot] = deque()
     pool = ready = None
     read, exhausted = 0, False
-    limit = QUEUED_PER_WORKER * max(size - 1, 1) + 2
+    limit = QUEUED_PER_WORKER * (size - 1) + 2 if size >= 2 else 1  # one process: nothing to read ahead for
     try:
         while True:
             while not exhausted and len(window) < limit:
