@@ -107,10 +107,10 @@ def parallel_headroom(processes: int) -> float:
         return serial / (time.perf_counter() - t0)
 
 
-def baseline_tree(ref: str, tmp: Path) -> Path:
-    """The baseline commit's files, extracted from git (no worktree left behind)."""
+def baseline_tree(ref: str, tmp: Path, name: str = "baseline") -> Path:
+    """The baseline commit's files, extracted from git into tmp/name (no worktree left behind)."""
     archive = subprocess.run(["git", "-C", str(ROOT), "archive", ref], check=True, capture_output=True).stdout
-    target = tmp / "baseline"
+    target = tmp / name
     with tarfile.open(fileobj=BytesIO(archive)) as tar:
         tar.extractall(target, filter="data")
     return target

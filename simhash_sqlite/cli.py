@@ -1273,7 +1273,9 @@ def dedup(
         with output.progress("bytes", hidden=str(out_path) == "-" and out.is_terminal) as progress:
             task = progress.add_task("", total=total)
             try:
-                for count, decision in enumerate(deduplicator.run(reader.entries(paths)), 1):
+                # JSONL comes fingerprinted (and sketched when checking) from the reader, on every core.
+                entries = reader.entries(paths, deduplicator.settings, sketches=deduplicator.check)
+                for count, decision in enumerate(deduplicator.run(entries), 1):
                     if decision.kept:
                         sink.write(decision.output_line(text_field, id_field))
                     elif side is not None:

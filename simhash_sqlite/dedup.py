@@ -33,7 +33,7 @@ from .block_tables import choose_tables
 from .confirm import DEFAULT_THRESHOLD, candidate_k, check_threshold, fallback_k, load_arrays
 from .errors import SettingsMismatch
 from .fingerprint import check_k, to_hex
-from .index import Document, SimhashIndex
+from .index import Document, FingerprintedDocument, SimhashIndex
 from .index_arrays import keys_of
 from .pairs import CHUNK, _groups, near_pairs, sorted_by, within_groups
 from .parallel import FingerprintJob
@@ -288,7 +288,7 @@ class Decision:
     indexed one, with --against) it duplicates, None when kept; jaccard and checked_by say how that was
     judged ("estimated": the sketches' estimate; "distance": by distance alone; None: check turned off)."""
 
-    document: Document
+    document: Document | FingerprintedDocument  # (a JSONL record fingerprinted by the reader: no text)
     raw: bytes | None  # the JSONL line it came from, passed through unchanged
     fingerprint: int | None
     duplicate_of: str | None = None
@@ -330,7 +330,7 @@ class DedupReport:
     estimated: int = 0  # dropped by the sketches' estimate
     by_distance: int = 0  # dropped by distance alone
     characters: int = 0
-    fingerprint_seconds: float = 0.0  # fingerprints and sketches
+    fingerprint_seconds: float = 0.0  # reading the input, fingerprints and sketches
     search_seconds: float = 0.0  # candidates, checks and decisions
     started: float = field(default_factory=time.perf_counter)
 
@@ -349,7 +349,8 @@ class Deduplicator:
     before the input (they are never output); its fingerprint settings are used. k: None for sketch
     LSH candidates (any distance, the default), or the candidate radius; without the check the distance
     (RECOMMENDED_K by default). Feed run() (Document, raw line or None) pairs, e.g. from
-    Reader.entries(); `report` counts as it goes."""
+    Reader.entries(); FingerprintedDocuments (Reader.entries(paths, settings, sketches=check)) come with
+    their fingerprints and sketches made with these settings. `report` counts as it goes."""
 
     def __init__(
         self,
@@ -405,47 +406,64 @@ class Deduplicator:
         self.report.against = len(ids)
         self.report.against_unsketched = int((~present).sum()) if self.check else 0
 
-    def run(self, entries: Iterable[tuple[Document, bytes | None]]) -> Iterator[Decision]:
+    def run(self, entries: Iterable[tuple[Document | FingerprintedDocument, bytes | None]]) -> Iterator[Decision]:
         # A pipeline of two batches, as in SimhashIndex.add(): the next batch is handed to the pool
         # (parallel.FingerprintJob) before this one is decided, and this process computes the next
         # batch's chunks while the workers finish this one's. Memory holds two batches; the decisions
         # depend only on the fingerprints, sketches and order, so any number of processes gives the
-        # same output.
-        pending: tuple[list[tuple[Document, bytes | None]], FingerprintJob] | None = None
-        batch: list[tuple[Document, bytes | None]] = []
-        for entry in entries:
+        # same output. Documents fingerprinted by the reader (JSONL, in its workers) need nothing here.
+        pending: tuple[list[tuple[Document | FingerprintedDocument, bytes | None]], FingerprintJob] | None = None
+        batch: list[tuple[Document | FingerprintedDocument, bytes | None]] = []
+        for entry in self._timed(entries):
             batch.append(entry)
             if len(batch) >= self.batch_size:
                 started = self._start(batch, pending is not None)
                 if pending is not None:
-                    yield from self._decide(pending[0], self._fingerprints(pending[1], started))
+                    yield from self._decide(pending[0], self._fingerprints(*pending, started))
                 pending, batch = (batch, started), []
         started = self._start(batch, pending is not None) if batch else None
         if pending is not None:
-            yield from self._decide(pending[0], self._fingerprints(pending[1], started))
+            yield from self._decide(pending[0], self._fingerprints(*pending, started))
         if started is not None:
-            yield from self._decide(batch, self._fingerprints(started, None))
+            yield from self._decide(batch, self._fingerprints(batch, started, None))
+
+    def _timed(self, entries: Iterable) -> Iterator:
+        """The entries, their reading counted in fingerprint_seconds (the reader fingerprints JSONL)."""
+        iterator = iter(entries)
+        while True:
+            started = time.perf_counter()
+            entry = next(iterator, None)
+            self.report.fingerprint_seconds += time.perf_counter() - started
+            if entry is None:
+                return
+            yield entry
 
     # -- one batch -------------------------------------------------------------------------------------
 
-    def _start(self, batch: list[tuple[Document, bytes | None]], start_pool: bool) -> FingerprintJob:
-        """The batch's fingerprints (and sketches, when checking) under way. The first batch does not
-        start the pool: a short input is done before a worker is ready."""
-        texts = [document.text for document, _ in batch]
+    def _start(
+        self, batch: list[tuple[Document | FingerprintedDocument, bytes | None]], start_pool: bool
+    ) -> FingerprintJob:
+        """The fingerprints (and sketches, when checking) of the batch's Documents under way. The first
+        batch does not start the pool: a short input is done before a worker is ready."""
+        texts = [document.text for document, _ in batch if isinstance(document, Document)]
         return FingerprintJob(texts, self.settings, start_pool=start_pool, sketches=self.check)
 
     def _fingerprints(
-        self, job: FingerprintJob, meanwhile: FingerprintJob | None
+        self, batch: list[tuple[Document | FingerprintedDocument, bytes | None]], job: FingerprintJob,
+        meanwhile: FingerprintJob | None,
     ) -> tuple[list[int | None], np.ndarray, np.ndarray]:
-        """Fingerprints, sketch rows and which texts have a sketch."""
+        """Fingerprints, sketch rows and which texts have a sketch, of every document of the batch."""
         started = time.perf_counter()
-        computed = job.result(meanwhile)
+        computed = iter(job.result(meanwhile))
         self.report.fingerprint_seconds += time.perf_counter() - started
         if not self.check:
-            return computed, np.zeros((len(computed), 0), np.uint8), np.zeros(len(computed), bool)
-        prints = [fp for fp, _ in computed]
-        rows, present = as_rows([sketch for _, sketch in computed])
-        return prints, rows, present
+            prints = [d.fingerprint if isinstance(d, FingerprintedDocument) else next(computed) for d, _ in batch]
+            return prints, np.zeros((len(prints), 0), np.uint8), np.zeros(len(prints), bool)
+        pairs = [
+            (d.fingerprint, d.sketch) if isinstance(d, FingerprintedDocument) else next(computed) for d, _ in batch
+        ]
+        rows, present = as_rows([sketch for _, sketch in pairs])
+        return [fp for fp, _ in pairs], rows, present
 
     def _decide(
         self, batch: list[tuple[Document, bytes | None]], computed: tuple[list[int | None], np.ndarray, np.ndarray]
@@ -501,7 +519,9 @@ class Deduplicator:
                 out.append(Decision(document, raw, fp))
                 self.report.kept += 1
                 self.report.without_features += fp is None
-            self.report.characters += len(document.text)
+            self.report.characters += document.length if isinstance(document, FingerprintedDocument) else len(
+                document.text
+            )
         self.report.read += len(batch)
         return out
 

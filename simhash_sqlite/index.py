@@ -56,13 +56,16 @@ class Document:
 
 @dataclass(frozen=True)
 class FingerprintedDocument:
-    """A document fingerprinted before add() (a large file streamed in pieces): its text is not kept."""
+    """A document fingerprinted before add(): a large file streamed in pieces, or a JSONL record
+    fingerprinted in a worker process (sources.Reader). Its text is kept only for an index that stores
+    texts."""
 
     key: str
     fingerprint: int | None  # unsigned, made with the index's settings; None: no features
     length: int
     content_hash: bytes
     sketch: bytes | None = None  # sketch.sketch() of the text, when the reader made one
+    text: str | None = None  # the text, for an index that stores texts (never one streamed in pieces)
 
 
 @dataclass(frozen=True)
@@ -439,7 +442,7 @@ class SimhashIndex:
                 signed, parts = None, (None,) * 4
             else:
                 signed, parts = to_signed(fingerprint), blocks(fingerprint)
-            text = doc.text if self.store_text and not streamed else None
+            text = doc.text if self.store_text else None
             rows.append((doc.key, signed, *parts, _length(doc), digest, text, sketch))
         if rows:
             with write_transaction(self.conn):

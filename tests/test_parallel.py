@@ -1,11 +1,17 @@
 """Fingerprinting in a process pool gives exactly the fingerprints of one process, in order."""
 
+import json
 import os
 import random
+import signal
 import subprocess
 import sys
+import time
+
+import pytest
 
 from simhash_sqlite import Document, SimhashIndex, parallel
+from simhash_sqlite.checks import problems
 from simhash_sqlite.dedup import Deduplicator
 from simhash_sqlite.fingerprint import simhash
 from simhash_sqlite.settings import FingerprintSettings
@@ -148,3 +154,203 @@ def test_dedup_through_the_pool_writes_what_one_process_writes(monkeypatch):
         _started_pool(monkeypatch)
         assert lines(**options) == serial
         assert sum(b"duplicate_of" in line for line in serial) > 50  # near-duplicates were dropped
+
+
+# -- JSONL parsed and fingerprinted in the workers (sources.Reader, jsonl_chunks, map_in_order) ------------
+
+
+def _pid(item):
+    time.sleep(0.01)  # long enough for the pool to hand items to its worker before this process takes them
+    return os.getpid()
+
+
+def test_map_in_order_keeps_order_and_shares_the_work_with_the_workers(monkeypatch):
+    _started_pool(monkeypatch)
+    monkeypatch.setattr(parallel, "POOL_AFTER_BYTES", 1)
+    items = [bytes(1000)] * 40
+    done = list(parallel.map_in_order(_pid, iter(items)))
+    assert [item for item, _ in done] == items
+    pids = {pid for _, pid in done}
+    assert len(pids) == 2 and os.getpid() in pids  # the worker and this process both took items
+    # local items never go to a worker
+    assert {pid for _, pid in parallel.map_in_order(_pid, iter(items), local=lambda item: True)} == {os.getpid()}
+
+
+def _mixed_jsonl(path, n=400, seed=7, size=(0, 300)):
+    """Chinese and English records with near and exact copies, repeated ids, records without ids or with
+    integer ids, empty and featureless texts, and bad lines of every kind, as bytes."""
+    rng = random.Random(seed)
+    han = "数据库索引指纹重复文本近似检测中文分词测试句子的是了在有和人这中大为上个国我以要他时来用们生到作地于出就分对"
+    words = "near duplicate detection with simhash fingerprints and sketches in sqlite index search".split()
+    texts, lines = [], []
+    for i in range(n):
+        roll = rng.random()
+        if texts and roll < 0.25:  # a near copy of an earlier text
+            base = list(rng.choice(texts))
+            if base:
+                base[rng.randrange(len(base))] = "改"
+            text = "".join(base)
+        elif roll < 0.55:
+            text = "".join(rng.choice(han) for _ in range(rng.randint(*size)))
+        elif roll < 0.95:
+            text = " ".join(rng.choice(words) for _ in range(rng.randint(*size) // 6))
+        else:
+            text = rng.choice(["", "!!! ???", "   "])
+        texts.append(text)
+        record = {"id": f"d{i}", "text": text}
+        if rng.random() < 0.05:
+            record["id"] = f"d{rng.randrange(max(i, 1))}"  # a repeated id
+        elif rng.random() < 0.05:
+            del record["id"]  # keyed by file and line
+        elif rng.random() < 0.03:
+            record["id"] = i  # an integer id
+        lines.append(json.dumps(record, ensure_ascii=rng.random() < 0.5).encode())
+        if rng.random() < 0.04:
+            lines.append(rng.choice([
+                b"not json", b'{"id": "x"}', b'{"id": true, "text": "t"}', b"[1, 2]", b"",
+                b'{"id": "s", "text": "lone \\ud800"}', b'{"text": "\\udfff and no id"}',
+                '{"id": "latin", "text": "café"}'.encode("latin-1"), b"   ",
+            ]))
+    path.write_bytes(b"\n".join(lines) + b"\n")
+
+
+def _reader_state(reader):
+    return (reader.skipped, reader.skip_count, reader.duplicates, reader.duplicate_count,
+            reader.keyed_by_line, reader.first_keyed_by_line, reader.failed)
+
+
+def test_jsonl_read_in_the_workers_gives_what_one_process_reads(tmp_path, monkeypatch):
+    from simhash_sqlite import sources
+
+    path = tmp_path / "mixed.jsonl"
+    _mixed_jsonl(path)
+    monkeypatch.setattr(sources, "CHUNK_BYTES", 16384)  # several chunks a file, cut inside lines
+    s = FingerprintSettings()
+
+    other, gone = tmp_path / "other.jsonl", tmp_path / "gone.jsonl"
+    _mixed_jsonl(other, seed=8)
+    gone.symlink_to(tmp_path / "nowhere")  # a JSONL file that cannot be opened, between two that can
+    inputs = [str(path), str(gone), str(other)]
+
+    def read(store_text=False, **options):
+        reader = sources.Reader(**options)
+        documents = list(reader.documents(reader.expand(inputs), s, store_text))
+        return documents, _reader_state(reader)
+
+    for options in ({"require_id": True}, {}):  # the last: records without ids keyed by line
+        for store_text in (False, True):
+            monkeypatch.setenv("SIMQ_WORKERS", "1")
+            serial = read(store_text, **options)
+            _started_pool(monkeypatch)
+            monkeypatch.setattr(parallel, "POOL_AFTER_BYTES", 1)
+            assert read(store_text, **options) == serial
+    documents, (skipped, skips, duplicates, repeats, by_line, first, failed) = serial
+    assert skips > 5 and repeats > 5 and by_line > 5 and failed  # every case was met
+    assert [skip.where for skip in skipped if not skip.where.startswith((f"{path}:", f"{other}:"))] == [str(gone)]
+    assert skipped[-1].where.startswith(f"{other}:")  # in input order
+    # the same records as the reading without settings (Documents, no workers)
+    reader = sources.Reader()
+    plain = list(reader.documents(reader.expand(inputs)))
+    assert [(d.key, d.text) for d in plain] == [(d.key, d.text) for d in read(True)[0]]
+    assert [(d.key, simhash(d.text, s), len(d.text)) for d in plain] == [
+        (d.key, d.fingerprint, d.length) for d in read()[0]]
+
+
+def _big_mixed_jsonl(path):
+    """Large enough that a pool starts in the CLI as users run it (chunks past POOL_AFTER_BYTES)."""
+    from simhash_sqlite import sources
+
+    _mixed_jsonl(path, n=4000, seed=11, size=(100, 900))
+    assert path.stat().st_size > parallel.POOL_AFTER_BYTES + 2 * sources.CHUNK_BYTES
+
+
+def _index_rows(db):
+    with SimhashIndex(db) as index:
+        return index.conn.execute(
+            "SELECT id, key, fingerprint, b0, b1, b2, b3, length, content_hash, text, sketch FROM documents ORDER BY id"
+        ).fetchall()
+
+
+def _simq(args, workers, cwd, stdin=None):
+    env = dict(os.environ, SIMQ_WORKERS=str(workers))
+    return subprocess.run([sys.executable, "-m", "simhash_sqlite", *args], env=env, cwd=cwd, capture_output=True,
+                          timeout=300, stdin=stdin)
+
+
+def test_simq_add_and_dedup_on_two_processes_write_what_one_writes(tmp_path):
+    path = tmp_path / "big.jsonl"
+    _big_mixed_jsonl(path)
+    results = {}
+    for workers in (1, 2):
+        here = tmp_path / f"run{workers}"  # the same names in every message: ../big.jsonl, i.db
+        here.mkdir()
+        add = _simq(["add", "--db", "i.db", "--store-text", "../big.jsonl"], workers, here)
+        with open(path, "rb") as stdin:
+            piped = _simq(["add", "--db", "stdin.db", "-"], workers, here, stdin)
+        dedup = _simq(["dedup", "../big.jsonl", "-o", "kept.jsonl", "--dupes", "dupes.jsonl"], workers, here)
+        assert add.returncode == piped.returncode == dedup.returncode == 1  # bad lines: reported, exit 1
+        assert b"Traceback" not in add.stderr + piped.stderr + dedup.stderr
+        results[workers] = (
+            _index_rows(here / "i.db"), add.stdout, add.stderr, _index_rows(here / "stdin.db"), piped.stderr,
+            (here / "kept.jsonl").read_bytes(), (here / "dupes.jsonl").read_bytes(), dedup.stderr.split(b"; ")[0],
+        )
+    assert results[1] == results[2]
+    rows, stdout, stderr = results[1][:3]
+    assert len(rows) > 3000 and b"repeated ids" in stdout and b"not JSON" in stderr
+    assert results[1][6].count(b"\n") > 400  # dedup dropped near copies
+
+
+def _children(pid):
+    """Live processes whose parent is pid (Linux /proc)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        try:
+            stat = open(f"/proc/{entry}/stat").read()
+        except (OSError, ValueError):
+            continue
+        fields = stat.rsplit(")", 1)[-1].split()
+        if entry.isdigit() and fields[0] != "Z" and int(fields[1]) == pid:
+            found.append(int(entry))
+    return found
+
+
+def _alive(pid):
+    try:
+        return open(f"/proc/{pid}/stat").read().rsplit(")", 1)[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_an_add_killed_while_its_workers_run_leaves_no_workers_and_resumes_to_the_same_index(tmp_path):
+    path = tmp_path / "big.jsonl"
+    _big_mixed_jsonl(path)
+    env = dict(os.environ, SIMQ_WORKERS="2")
+    command = [sys.executable, "-m", "simhash_sqlite", "add", "--db", "i.db", "--batch-size", "50",
+               "--progress-json", "big.jsonl"]
+    log = tmp_path / "stderr.log"
+    with log.open("w") as handle:
+        process = subprocess.Popen(command, env=env, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=handle)
+        deadline, workers = time.monotonic() + 120, []
+        while process.poll() is None and time.monotonic() < deadline and not workers:
+            workers = _children(process.pid)  # the pool's worker (spawned once 2 MiB are read)
+            time.sleep(0.01)
+        time.sleep(0.3)
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+    assert "Traceback" not in log.read_text()
+    assert workers, "the pool never started"
+    deadline = time.monotonic() + 30
+    while any(_alive(pid) for pid in workers) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(_alive(pid) for pid in workers)  # ended with their parent (PR_SET_PDEATHSIG)
+    assert problems(tmp_path / "i.db") == []
+    finished = _simq(["add", "--db", "i.db", "big.jsonl"], 2, tmp_path)
+    assert finished.returncode == 1 and b"Traceback" not in finished.stderr
+    serial = _simq(["add", "--db", "serial.db", "big.jsonl"], 1, tmp_path)
+    assert serial.returncode == 1
+
+    def content(db):
+        return sorted(row[1:] for row in _index_rows(tmp_path / db))
+
+    assert content("i.db") == content("serial.db")

@@ -3,6 +3,7 @@ an index made with version 1 sketches keeps its scheme and keeps working."""
 
 from __future__ import annotations
 
+import json
 import random
 
 import numpy as np
@@ -11,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_cli import simq
 
-from simhash_sqlite import SimhashIndex
+from simhash_sqlite import SimhashIndex, parallel, sources
 from simhash_sqlite.dedup import Deduplicator
 from simhash_sqlite.features import char_units, ngram_hashes
 from simhash_sqlite.fingerprint import simhash_and_sketch_many
@@ -184,3 +185,23 @@ def test_dedup_against_a_version_1_index_judges_by_distance(tmp_path):
             [decision] = Deduplicator(against=index).run([(Document("again", BASE), None)])
         assert decision.duplicate_of in ("a", "edit")
         assert decision.checked_by == ("estimated" if version == 2 else "distance")
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_jsonl_added_to_a_version_1_index_gets_version_1_sketches(runner, tmp_path, monkeypatch, workers):
+    """JSONL is read and sketched in the pool's workers: they must use the index's own scheme too."""
+    monkeypatch.setenv("SIMQ_WORKERS", workers)
+    monkeypatch.setattr(parallel, "POOL_AFTER_BYTES", 1)  # the pool starts at once,
+    monkeypatch.setattr(sources, "CHUNK_BYTES", 2048)  # and gets many chunks
+    db = tmp_path / "v1.db"
+    with SimhashIndex(db, create=True) as index:
+        index.add(Document(k, t) for k, t in TEXTS.items())
+    as_version_1(db)
+    lines = tmp_path / "late.jsonl"
+    lines.write_text("".join(json.dumps({"id": f"late{i}", "text": f"{LATE} {i}"}) + "\n" for i in range(40)))
+    assert lines.stat().st_size > 10 * sources.CHUNK_BYTES
+    result = simq(runner, "add", "--db", db, lines)
+    assert result.exit_code == 0, result.output
+    with SimhashIndex(db) as index:
+        stored = dict(index.conn.execute("SELECT key, sketch FROM documents WHERE key LIKE 'late%'"))
+    assert stored == {f"late{i}": sketch(f"{LATE} {i}", SCHEME_V1) for i in range(40)}
