@@ -19,7 +19,7 @@ within 0.02%), which `add` has anyway (the default binary weights sort each text
 two sets J <= min(|A|, |B|) / max(|A|, |B|), with equality where one contains the other (a cut copy,
 a page inside a longer one). So the estimate is clamped to that ratio, and taken to be the ratio where
 it lies within two standard deviations of it (the pair looks like a containment; sharpened()):
-on the tuning set, +0.008 F1 in English and +0.011 in Chinese at the 0.8 line (bench/estimate_rule.py).
+on the tuning set, +0.005 F1 in English and +0.011 in Chinese over 960 bins alone (bench/estimate_rule.py).
 Pure functions, numpy, stable across processes and machines; SketchScheme is the stored format, kept
 in every index file's simhash_meta: an index keeps the scheme it was made with.
 """
@@ -53,7 +53,7 @@ CONTAINMENT_SDS = 2.0
 class SketchScheme:
     """How a sketch is made: `bins` one-permutation bins, the low `bits` bits of each bin's minimum,
     then (size_bits 16) the text's log-coded distinct-shingle count, little-endian. A sketch is
-    bins * bits / 8 + size_bits / 8 bytes. Version 1 (no size) is what indexes made before 0.x hold."""
+    bins * bits / 8 + size_bits / 8 bytes. Version 1 (no size) is what older index files hold."""
 
     bins: int
     bits: int
@@ -95,8 +95,8 @@ class SketchScheme:
 
 # Chosen by bench/sketch_choice.py (BENCHMARKS.md, "Accuracy without texts"): at 120 bytes, 1-bit bins had
 # the best F1 near the 0.8 line (0.955 en, 0.942 zh on the tuning set; 4 bits 0.943, 0.928; 8 bits 0.920, 0.902).
-# Version 2 gives 16 of the 960 bins to the distinct-shingle count (bench/estimate_rule.py: -0.001 F1 for
-# the bins, +0.008 to +0.011 for the size rule), in the same 120 bytes.
+# Version 2 gives 16 of the 960 bins to the distinct-shingle count (bench/estimate_rule.py: -0.002 en, -0.000 zh F1 for
+# the bins; with the size rule +0.005 en, +0.011 zh over 960 bins alone), in the same 120 bytes.
 SCHEME_V1 = SketchScheme(bins=960, bits=1, version=1)
 DEFAULT_SCHEME = SketchScheme(bins=944, bits=1, version=2, size_bits=16)
 
