@@ -221,8 +221,9 @@ def sketch_pairs(
     copies = np.flatnonzero(counts > 1)
     for i, j in within_groups(offsets[copies], counts[copies]):
         yield EstimatedPairs(order[i], order[j], np.ones(len(i)))  # ascending within a group: order[i] < order[j]
-    # Without copies fold keeps every row in place (first is 0..n-1): no copy of the rows (1.2 GB at 10M).
-    distinct_words, distinct_rows = (words, rows) if m == n else (words[:, first], rows[first])
+    # Without copies fold keeps every row in place (first is 0..n-1): no copy of the words (1.2 GB at 10M).
+    # The rows are never copied: distinct row a is rows[first[a]].
+    distinct_words = words if m == n else words[:, first]
     del words
     # The windows cover the sketch's bins only (a blob may carry more after them).
     nbits = scheme.bins * scheme.bits
@@ -232,7 +233,8 @@ def sketch_pairs(
     del distinct_words
     for lo in range(0, len(codes), ESTIMATE_CHUNK):
         a, b = np.divmod(codes[lo : lo + ESTIMATE_CHUNK], m)
-        estimate = estimate_from_agreeing(agreeing_bins(distinct_rows[a], distinct_rows[b], scheme.bits), scheme)
+        row_a, row_b = (a, b) if m == n else (first[a], first[b])
+        estimate = estimate_from_agreeing(agreeing_bins(rows[row_a], rows[row_b], scheme.bits), scheme)
         keep = estimate >= threshold
         a, b, estimate = a[keep], b[keep], estimate[keep]
         if not len(a):
