@@ -44,6 +44,7 @@ from simhash_sqlite.sketch import DEFAULT_SCHEME  # noqa: E402
 from simhash_sqlite.sketch_pairs import _windows, window_plan  # noqa: E402
 
 NBYTES = DEFAULT_SCHEME.nbytes
+BIN_BYTES = DEFAULT_SCHEME.bins * DEFAULT_SCHEME.bits // 8
 
 
 def model(n: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -51,12 +52,17 @@ def model(n: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     rng = np.random.default_rng(seed)
     pairs = n // 20
     rows = rng.integers(0, 256, (n, NBYTES), dtype=np.uint8)
+    # The bins are the model; a size field after them (version 2) says "unknown" (code 0), so the
+    # estimate is the bins' alone, as for a text whose count was not recorded.
+    rows[:, BIN_BYTES:] = 0
     fps = rng.integers(0, 2**64, n, dtype=np.uint64, endpoint=False)
     jaccard = rng.uniform(0.6, 1.0, pairs)
     for lo in range(0, pairs, 100_000):
         hi = min(pairs, lo + 100_000)
-        flip = rng.random((hi - lo, NBYTES * 8)) < ((1 - jaccard[lo:hi]) / 2)[:, None]
-        rows[n - pairs + lo : n - pairs + hi] = rows[lo:hi] ^ np.packbits(flip, axis=1, bitorder="little")
+        flip = rng.random((hi - lo, BIN_BYTES * 8)) < ((1 - jaccard[lo:hi]) / 2)[:, None]
+        flipped = np.zeros((hi - lo, NBYTES), dtype=np.uint8)
+        flipped[:, :BIN_BYTES] = np.packbits(flip, axis=1, bitorder="little")
+        rows[n - pairs + lo : n - pairs + hi] = rows[lo:hi] ^ flipped
         bits = rng.random((hi - lo, 64)) < 0.1
         fps[n - pairs + lo : n - pairs + hi] = fps[lo:hi] ^ np.packbits(bits, axis=1).view(">u8").ravel()
     return rows, fps, jaccard

@@ -1,23 +1,25 @@
 """All pairs of sketched documents whose estimated Jaccard reaches a threshold: LSH on the sketch bits.
 
-A sketch is 960 one-bit bins (sketch.py); two documents of Jaccard J agree on each bin with probability
-(1 + J) / 2, independently across bins. A table keys every document by a window of `width`
-consecutive bits; documents with equal keys are candidates. Windows start every `step` bits. Each table
-is one numpy sort of packed (key, position) words, so the cost of the tables grows linearly with the
-number of documents, unlike exact Hamming-distance tables at k = 12 whose keys shrink as k grows.
+A sketch is 944 one-bit bins (sketch.py; 960 in a version 1 sketch, which older indexes hold); two
+documents of Jaccard J agree on each bin with probability (1 + J) / 2, independently across bins. A
+table keys every document by a window of `width` consecutive bits of the bins; documents with equal keys
+are candidates. Windows start every `step` bits. Each table is one numpy sort of packed (key, position)
+words, so the cost of the tables grows linearly with the number of documents, unlike exact
+Hamming-distance tables at k = 12 whose keys shrink as k grows.
 
-The windows (window_plan): up to 2**20 distinct sketches, 79 tables of 24 bits, step 12 (WINDOW_BITS,
-WINDOW_STEP: the quality figures were measured with them). A pair at J = 0.8 agrees on a window with
-probability 0.9**24 = 0.08 and is missed by all 79 tables with probability 0.0047 (miss_probability,
-exact: overlapping windows are not independent; 0.0014 if they were); an unrelated pair shares a key with
-probability 2**-24 per table, so random candidates grow with n**2: 79 * n / 2**25 per document, 2.5 at
-2**20. Past 2**20 the window widens by one bit each time the documents double (the random candidates per
-table and document stay flat) and the step shrinks to the largest whose miss probability at J = 0.8 is
-no more than 24/12's: 25/9 (104 tables) to 2**21, 26/6 (156) to 2**22, 27/4 (234) beyond. It stops at 27
-bits: a 28th needs 467 tables (step 2) for the same random candidates per document as 27/4 at any n.
-So from 2**20 to 2**23 the tables grow 3x and the random candidates per document 2.9x, and beyond 2**23
-the random candidates grow with n again (8.7 per document at 10M). bench/dupes_model_scale.py measures
-it to 10M documents.
+The windows (window_plan): up to 2**20 distinct sketches, 24-bit windows, step 12 (WINDOW_BITS,
+WINDOW_STEP: the quality figures were measured with them): 77 tables over 944 bins (79 over 960). A pair at
+J = 0.8 agrees on a window with probability 0.9**24 = 0.08 and is missed by all 77 tables with
+probability 0.0053 (0.0047 for 79; miss_probability, exact: overlapping windows are not independent); an
+unrelated pair shares a key with probability 2**-24 per table, so random candidates grow with n**2:
+77 * n / 2**25 per document, 2.4 at 2**20. Past 2**20 the window widens by one bit each time the
+documents double (the random candidates per table and document stay flat) and the step shrinks to the
+largest whose miss probability at J = 0.8 is no more than 24/12's over the same bins: over 944 bins
+25/9 (103 tables) to 2**21, 26/7 (132) to 2**22, 27/4 (230) beyond (over 960: 104, 156, 234 tables). It
+stops at 27 bits: a 28th needs about twice the tables (step 2) for the same random candidates per
+document as 27/4 at any n. So from 2**20 to 2**23 the tables grow 3x, and beyond 2**23 the random
+candidates grow with n again (about 8.6 per document at 10M). bench/dupes_model_scale.py measures it to
+10M documents.
 
 Candidates are deduplicated across tables and checked by the estimate from the whole sketch.
 Identical sketches are folded first (mirrors), so a document copied a thousand times costs its own
@@ -183,12 +185,22 @@ def _fold_identical(rows: np.ndarray, words: np.ndarray) -> tuple[np.ndarray, np
     folded = fold(digest)
     first = folded.members[folded.offsets]
     # A 64-bit digest shared by different rows would merge them: check, and fall back to comparing rows.
-    if folded.has_copies and not (rows[folded.members] == rows[np.repeat(first, folded.counts)]).all():
+    if folded.has_copies and not _copies_equal(rows, folded.members, folded.offsets, folded.counts, first):
         as_void = np.ascontiguousarray(rows).view(np.dtype((np.void, rows.shape[1]))).ravel()
         _, value_of = np.unique(as_void, return_inverse=True)
         folded = fold(value_of.ravel().astype(_U64))
         first = folded.members[folded.offsets]
     return folded.members, folded.offsets, folded.counts, first
+
+
+def _copies_equal(rows: np.ndarray, members, offsets, counts, first) -> bool:
+    """Whether every row of a group of two or more equals its group's first row. Only those groups'
+    rows are gathered (a few copies among 10M sketches: not 2.4 GB of rows for the 10M members)."""
+    copied = np.flatnonzero(counts > 1)
+    sizes = counts[copied]
+    within = np.arange(int(sizes.sum()), dtype=np.int64) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+    mine = members[np.repeat(offsets[copied], sizes) + within]
+    return bool((rows[mine] == rows[np.repeat(first[copied], sizes)]).all())
 
 
 def sketch_pairs(
@@ -211,8 +223,9 @@ def sketch_pairs(
     copies = np.flatnonzero(counts > 1)
     for i, j in within_groups(offsets[copies], counts[copies]):
         yield EstimatedPairs(order[i], order[j], np.ones(len(i)))  # ascending within a group: order[i] < order[j]
-    # Without copies fold keeps every row in place (first is 0..n-1): no copy of the rows (1.2 GB at 10M).
-    distinct_words, distinct_rows = (words, rows) if m == n else (words[:, first], rows[first])
+    # Without copies fold keeps every row in place (first is 0..n-1): no copy of the words (1.2 GB at 10M).
+    # The rows are never copied: distinct row a is rows[first[a]].
+    distinct_words = words if m == n else words[:, first]
     del words
     # The windows cover the sketch's bins only (a blob may carry more after them).
     nbits = scheme.bins * scheme.bits
@@ -222,7 +235,8 @@ def sketch_pairs(
     del distinct_words
     for lo in range(0, len(codes), ESTIMATE_CHUNK):
         a, b = np.divmod(codes[lo : lo + ESTIMATE_CHUNK], m)
-        estimate = estimate_many(distinct_rows[a], distinct_rows[b], scheme)
+        row_a, row_b = (a, b) if m == n else (first[a], first[b])
+        estimate = estimate_many(rows[row_a], rows[row_b], scheme)
         keep = estimate >= threshold
         a, b, estimate = a[keep], b[keep], estimate[keep]
         if not len(a):
