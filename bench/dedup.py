@@ -173,7 +173,7 @@ def pages_throughput(args) -> None:
                         count, characters = count + 1, characters + len(record["text"])
         methods = {"checked (default)": (REPO, {}), "--no-confirm (k <= 9)": (REPO, {"check": False})}
         if args.baseline_src:
-            methods["baseline: main 3ab780e default (k = 3)"] = (args.baseline_src, {"k": 3})
+            methods[f"baseline: {args.baseline_src.name} default (k = 3)"] = (args.baseline_src, {"k": 3})
         print(f"{count:,} pages, {characters / count:,.0f} characters on average; medians of {args.repeats} runs\n")
         print("| method | kept | fingerprints alone s | dedup s | ratio | documents/s |")
         print("| --- | ---: | ---: | ---: | ---: | ---: |")
@@ -212,7 +212,7 @@ def main() -> None:
         position = {key: i for i, key in enumerate(ids)}
         methods = {"checked (default)": (REPO, {}), "--no-confirm (k <= 9)": (REPO, {"check": False})}
         if args.baseline_src:
-            methods["baseline: main 3ab780e default (k = 3)"] = (args.baseline_src, {"k": 3})
+            methods[f"baseline: {args.baseline_src.name} default (k = 3)"] = (args.baseline_src, {"k": 3})
         for name, (src, kwargs) in methods.items():
             got = run_child(src, path, kwargs, args.repeats)
             kept = np.array(got["kept"])
