@@ -1,11 +1,13 @@
 """Keep-first deduplication of a stream, checked: each document is kept unless an earlier kept document
 (or one in an existing index) is a near-duplicate of it, in input order.
 
-A near-duplicate is what `simq dupes` finds (confirm.DuplicatePairs): by default a candidate that shares
-a window of the sketch's LSH tables (sketch_pairs.py) and whose estimated 5-shingle Jaccard reaches the
-threshold ("estimated"), here plus a small margin (DROP_MARGIN): a drop cannot be undone. The texts are
-in hand as they stream, but only the sketch (120 bytes), the fingerprint and the LSH codes of each kept
-document are kept, so memory grows with the kept documents (768 bytes each), not with their text. An
+A near-duplicate is judged as `simq dupes` judges one (confirm.DuplicatePairs): by default a candidate
+that shares a window of the sketch's LSH tables (sketch_pairs.py, always its 24/12 windows here: a stream
+does not know its size, where `dupes` widens them past 2**20 documents) and whose estimated 5-shingle
+Jaccard reaches the threshold ("estimated"), here plus a small margin (DROP_MARGIN): a drop cannot be
+undone. The texts are in hand as they stream, but only the sketch (120 bytes), the fingerprint and the
+LSH codes of each kept document are kept, so memory grows with the kept documents (752 bytes each), not
+with their text. An
 indexed document without a sketch (an index made before sketches whose texts are gone) is judged by
 distance, within min(k, RECOMMENDED_K) ("distance"). With an explicit k the candidates are the kept
 documents within k, checked the same way; without the check, within k (RECOMMENDED_K by default) by
