@@ -56,16 +56,7 @@ def simhash_and_sketch_many(
     character 5-gram fingerprints (the default) both come from one pass over the shingle hashes.
     scheme: a sketch.SketchScheme (None: the default)."""
     # Imported here: sketch -> shingles -> pairs -> fingerprint would be circular at import time.
-    from .sketch import (
-        DEFAULT_SCHEME,
-        SKETCH_ROWS,
-        add_to_minima,
-        distinct_counts,
-        empty_minima,
-        shares_features,
-        sketch_from_minima,
-        sketch_many,
-    )
+    from .sketch import DEFAULT_SCHEME, SketchBatches, shares_features, sketch_many
 
     settings = FingerprintSettings() if settings is None else settings
     scheme = DEFAULT_SCHEME if scheme is None else scheme
@@ -73,27 +64,13 @@ def simhash_and_sketch_many(
         rows, present = sketch_many(texts, scheme)
         return simhash_many(texts, settings), _blobs(rows, present)
     fingerprints: list[int | None] = []
-    sketches: list[bytes | None] = []
-    # The minima of up to SKETCH_ROWS texts are densified together (many rows at once is cheaper).
-    rows = min(len(texts), SKETCH_ROWS)
-    minima, sizes, held = empty_minima(rows, scheme), np.zeros(rows, dtype=np.int64), 0
+    # Binary and log weights leave each text's hashes distinct already: counted without a sort.
+    batches = SketchBatches(len(texts), scheme, distinct=settings.weights != "count")
     for chunk in _chunks(texts):
         docs, hashes, weights = units_features([units(text, settings) for text in chunk], settings)
         fingerprints.extend(simhash_of_batch(docs, hashes, weights, len(chunk)))
-        if held + len(chunk) > len(minima):
-            sketches.extend(_blobs(*sketch_from_minima(minima[:held], scheme, sizes[:held])))
-            rows = max(len(chunk), min(len(texts) - len(sketches), SKETCH_ROWS))
-            minima, sizes, held = empty_minima(rows, scheme), np.zeros(rows, dtype=np.int64), 0
-        add_to_minima(minima[held : held + len(chunk)], docs, hashes)
-        if scheme.size_bits:
-            # Binary and log weights leave each text's hashes distinct (sorted): their count is the size.
-            distinct = settings.weights != "count"
-            counted = np.bincount(docs, minlength=len(chunk)) if distinct else distinct_counts(docs, hashes, len(chunk))
-            sizes[held : held + len(chunk)] = counted
-        held += len(chunk)
-    if held:
-        sketches.extend(_blobs(*sketch_from_minima(minima[:held], scheme, sizes[:held])))
-    return fingerprints, sketches
+        batches.add(docs, hashes, len(chunk))
+    return fingerprints, _blobs(*batches.finish())
 
 
 def _blobs(rows: np.ndarray, present: np.ndarray) -> list[bytes | None]:

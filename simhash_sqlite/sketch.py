@@ -377,10 +377,15 @@ def sketch_hashes(
     the others are zeros)."""
     mins = empty_minima(count, scheme)
     add_to_minima(mins, docs, hashes)
-    sizes = None
-    if scheme.size_bits:
-        sizes = np.bincount(docs, minlength=count) if distinct else distinct_counts(docs, hashes, count)
+    sizes = shingle_counts(docs, hashes, count, distinct=distinct) if scheme.size_bits else None
     return sketch_from_minima(mins, scheme, sizes)
+
+
+def shingle_counts(docs: np.ndarray, hashes: np.ndarray, count: int, *, distinct: bool = False) -> np.ndarray:
+    """Each of `count` documents' distinct-shingle count (what a version 2 sketch records): a bincount
+    where each document's hashes are distinct already (`distinct`: binary and log weights sort and
+    fold them), else distinct_counts()'s sort."""
+    return np.bincount(docs, minlength=count) if distinct else distinct_counts(docs, hashes, count)
 
 
 def distinct_counts(docs: np.ndarray, hashes: np.ndarray, count: int) -> np.ndarray:
@@ -459,45 +464,60 @@ def sketch_units(
     return sketch_hashes(docs, hashes, len(unit_arrays), scheme)  # (repeats kept: counted by a sort)
 
 
+class SketchBatches:
+    """Sketches of `expected` texts whose shingle hashes come a chunk at a time: the bin minima (and
+    distinct-shingle counts) of up to SKETCH_ROWS texts are held and densified together, many rows at
+    once being cheaper (bit slicing). distinct: each text's hashes come distinct already (binary and
+    log weights), so counting them needs no sort."""
+
+    def __init__(self, expected: int, scheme: SketchScheme = DEFAULT_SCHEME, *, distinct: bool = False) -> None:
+        self.expected, self.scheme, self.distinct = expected, scheme, distinct
+        self.rows: list[np.ndarray] = [np.zeros((0, scheme.nbytes), np.uint8)]
+        self.present: list[np.ndarray] = [np.zeros(0, bool)]
+        self.made = 0  # sketches densified so far
+        self._hold(min(expected, SKETCH_ROWS))
+
+    def _hold(self, rows: int) -> None:
+        self.minima, self.sizes, self.held = empty_minima(rows, self.scheme), np.zeros(rows, np.int64), 0
+
+    def add(self, docs: np.ndarray, hashes: np.ndarray, count: int) -> None:
+        """The next `count` texts' shingle hashes (docs[i] says which of them hashes[i] is)."""
+        if self.held + count > len(self.minima):
+            self._densify_held()
+            self._hold(max(count, min(self.expected - self.made, SKETCH_ROWS)))
+        add_to_minima(self.minima[self.held : self.held + count], docs, hashes)
+        if self.scheme.size_bits:
+            self.sizes[self.held : self.held + count] = shingle_counts(docs, hashes, count, distinct=self.distinct)
+        self.held += count
+
+    def _densify_held(self) -> None:
+        if self.held:
+            rows, present = sketch_from_minima(self.minima[: self.held], self.scheme, self.sizes[: self.held])
+            self.rows.append(rows), self.present.append(present)
+            self.made += self.held
+            self.held = 0
+
+    def finish(self) -> tuple[np.ndarray, np.ndarray]:
+        """(rows, present) of every text added, as sketch_hashes() gives them."""
+        self._densify_held()
+        return np.concatenate(self.rows), np.concatenate(self.present)
+
+
 def sketch_many(texts: Sequence[str], scheme: SketchScheme = DEFAULT_SCHEME) -> tuple[np.ndarray, np.ndarray]:
     """sketch() of many texts, hashed in vectorized chunks and densified up to SKETCH_ROWS at once:
     (rows, present) as sketch_hashes()."""
-    rows, present = [np.zeros((0, scheme.nbytes), np.uint8)], [np.zeros(0, bool)]
-    minima = empty_minima(min(len(texts), SKETCH_ROWS), scheme)
-    sizes = np.zeros(len(minima), dtype=np.int64)  # distinct-shingle counts, for a scheme that records them
-    held = 0  # rows of minima in use
+    batches = SketchBatches(len(texts), scheme)  # repeats kept: counted by a sort
     chunk: list[np.ndarray] = []
     size = 0
-
-    def hash_chunk() -> None:
-        nonlocal minima, sizes, held
-        if held + len(chunk) > len(minima):
-            densify_held()
-            minima = empty_minima(min(len(texts) - sum(map(len, rows)), SKETCH_ROWS), scheme)
-            sizes = np.zeros(len(minima), dtype=np.int64)
-        docs, hashes, _ = units_features(chunk, SKETCH_FEATURES)
-        add_to_minima(minima[held : held + len(chunk)], docs, hashes)
-        if scheme.size_bits:  # repeats kept: counted by a sort
-            sizes[held : held + len(chunk)] = distinct_counts(docs, hashes, len(chunk))
-        held += len(chunk)
-
-    def densify_held() -> None:
-        nonlocal held
-        r, p = sketch_from_minima(minima[:held], scheme, sizes[:held])
-        rows.append(r), present.append(p)
-        held = 0
-
     for text in texts:
         chunk.append(char_units(text))
         size += len(chunk[-1])
         if size >= CHUNK_CHARACTERS or len(chunk) >= SKETCH_ROWS:
-            hash_chunk()
+            batches.add(*units_features(chunk, SKETCH_FEATURES)[:2], len(chunk))
             chunk, size = [], 0
     if chunk:
-        hash_chunk()
-    if held:
-        densify_held()
-    return np.concatenate(rows), np.concatenate(present)
+        batches.add(*units_features(chunk, SKETCH_FEATURES)[:2], len(chunk))
+    return batches.finish()
 
 
 def sketch(text: str, scheme: SketchScheme = DEFAULT_SCHEME) -> bytes | None:
