@@ -448,7 +448,8 @@ class Deduplicator:
         """The fingerprints (and sketches, when checking) of the batch's Documents under way. The first
         batch does not start the pool: a short input is done before a worker is ready."""
         texts = [document.text for document, _ in batch if isinstance(document, Document)]
-        return FingerprintJob(texts, self.settings, start_pool=start_pool, sketches=self.check)
+        scheme = DEFAULT_SCHEME if self.check else None
+        return FingerprintJob(texts, self.settings, start_pool=start_pool, sketches=scheme)
 
     def _fingerprints(
         self, batch: list[tuple[Document | FingerprintedDocument, bytes | None]], job: FingerprintJob,

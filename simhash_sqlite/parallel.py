@@ -23,6 +23,7 @@ from typing import Any
 
 from .fingerprint import simhash_and_sketch_many, simhash_many
 from .settings import FingerprintSettings
+from .sketch import SketchScheme
 
 # Below this many characters in a batch the pool's overhead (pickling, waking workers) outweighs it.
 PARALLEL_MIN_CHARS = 500_000
@@ -93,8 +94,10 @@ def _fingerprint_chunk(texts: list[str], settings: FingerprintSettings) -> list[
     return simhash_many(texts, settings)
 
 
-def _fingerprint_and_sketch_chunk(texts: list[str], settings: FingerprintSettings, scheme=None) -> list[tuple]:
-    """(fingerprint, sketch) of each text; scheme: the sketch.SketchScheme (None: the default)."""
+def _fingerprint_and_sketch_chunk(
+    texts: list[str], settings: FingerprintSettings, scheme: SketchScheme
+) -> list[tuple]:
+    """(fingerprint, sketch) of each text, sketched with this scheme."""
     return list(zip(*simhash_and_sketch_many(texts, settings, scheme)))
 
 
@@ -122,17 +125,17 @@ class FingerprintJob:
     """
 
     def __init__(
-        self, texts: list[str], settings: FingerprintSettings, *, start_pool: bool = True, sketches=False
+        self, texts: list[str], settings: FingerprintSettings, *, start_pool: bool = True,
+        sketches: SketchScheme | None = None,
     ) -> None:
         """start_pool=False: use the pool if it is running, but do not start it for this batch
         (add() passes it for its first batch: an add of one batch is done before a worker is ready).
-        sketches: result() gives (fingerprint, sketch) of each text (fingerprint.simhash_and_sketch_many);
-        True for the default sketch.SketchScheme, or the scheme (an index's own)."""
+        sketches: a sketch scheme (an index's own), and result() gives (fingerprint, sketch) of each text
+        (fingerprint.simhash_and_sketch_many); None: fingerprints only."""
         self.settings = settings
         self.compute = _fingerprint_chunk
-        if sketches:
-            scheme = None if sketches is True else sketches
-            self.compute = functools.partial(_fingerprint_and_sketch_chunk, scheme=scheme)
+        if sketches is not None:
+            self.compute = functools.partial(_fingerprint_and_sketch_chunk, scheme=sketches)
         self.local: dict[int, list[int | None]] = {}  # chunks computed in this process
         size = workers()
         if size < 2 or len(texts) < 2 or sum(map(len, texts)) < PARALLEL_MIN_CHARS:
