@@ -196,14 +196,18 @@ def _check_texts(conn: apsw.Connection, report: CheckReport, store_text: bool | 
     report.add("texts", problems, "none stored, as recorded")
 
 
+def _recorded_scheme(conn: apsw.Connection):
+    """The index's sketch scheme (sketch.SketchScheme.recorded: ValueError where it cannot be read)."""
+    from .sketch import SketchScheme
+
+    return SketchScheme.recorded(dict(conn.execute("SELECT key, value FROM simhash_meta")).get("sketch"))
+
+
 def _check_sketches(conn: apsw.Connection, report: CheckReport) -> None:
     """A sketch is NULL or one of the recorded scheme's size; a document without a fingerprint has none."""
-    from .sketch import DEFAULT_SCHEME, SketchScheme
-
-    recorded = dict(conn.execute("SELECT key, value FROM simhash_meta")).get("sketch")
     try:
-        scheme = DEFAULT_SCHEME if recorded is None else SketchScheme.from_json(recorded)
-    except (ValueError, TypeError) as exc:
+        scheme = _recorded_scheme(conn)
+    except ValueError as exc:
         report.add("sketches", [f"the sketch scheme in simhash_meta cannot be read: {exc}"], "")
         return
     wrong = list(
@@ -228,13 +232,12 @@ def _rehash(
     if not store_text or settings is None:
         report.add("rehash", [], "not run: the index does not store texts (or its settings are unreadable)")
         return
-    from .sketch import DEFAULT_SCHEME, SketchScheme, sketch
+    from .sketch import sketch
 
     has_sketches = any(row[1] == "sketch" for row in conn.execute("PRAGMA table_info(documents)"))
-    recorded = dict(conn.execute("SELECT key, value FROM simhash_meta")).get("sketch")
     try:
-        scheme = DEFAULT_SCHEME if recorded is None else SketchScheme.from_json(recorded)
-    except (ValueError, TypeError):
+        scheme = _recorded_scheme(conn)
+    except ValueError:
         has_sketches = False  # the sketches check names it
     query = (
         "SELECT key, fingerprint, content_hash, text, sketch FROM documents WHERE text IS NOT NULL ORDER BY id"

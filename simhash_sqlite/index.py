@@ -328,14 +328,11 @@ class SimhashIndex:
         return sketched, out_of_reach
 
     def _sketch_scheme(self) -> SketchScheme:
-        recorded = self._meta().get("sketch")
-        if recorded is None:  # a read-only index made before sketches: it has none
-            return DEFAULT_SCHEME
-        try:
-            return SketchScheme.from_json(recorded)
-        except (TypeError, ValueError) as exc:
+        try:  # (a read-only index made before sketches records none: the default, it has no sketches)
+            return SketchScheme.recorded(self._meta().get("sketch"))
+        except ValueError as exc:
             raise InvalidInput(
-                f"the index {self.path} records a sketch scheme this version cannot read ({recorded}): {exc}"
+                f"the index {self.path} records a sketch scheme this version cannot read: {exc}"
             ) from None
 
     def _meta(self) -> dict[str, str]:

@@ -88,6 +88,17 @@ class SketchScheme:
     def from_json(cls, text: str) -> SketchScheme:
         return cls(**json.loads(text))
 
+    @classmethod
+    def recorded(cls, text: str | None) -> SketchScheme:
+        """The scheme an index records in simhash_meta ('sketch'): DEFAULT_SCHEME where none is (an index
+        made before sketches has no sketches to read). ValueError where it cannot be read."""
+        if text is None:
+            return DEFAULT_SCHEME
+        try:
+            return cls.from_json(text)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"{text}: {exc}") from None
+
     def describe(self) -> str:
         size = f" and a {self.size_bits}-bit shingle count" if self.size_bits else ""
         return f"one-permutation MinHash, {self.bins} bins of {self.bits} bits{size} ({self.nbytes} bytes)"

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_cli import simq
+from test_cli import assert_clean_error, simq
 
 from simhash_sqlite import SimhashIndex, parallel, sources
 from simhash_sqlite.dedup import Deduplicator
@@ -205,3 +205,16 @@ def test_jsonl_added_to_a_version_1_index_gets_version_1_sketches(runner, tmp_pa
     with SimhashIndex(db) as index:
         stored = dict(index.conn.execute("SELECT key, sketch FROM documents WHERE key LIKE 'late%'"))
     assert stored == {f"late{i}": sketch(f"{LATE} {i}", SCHEME_V1) for i in range(40)}
+
+
+def test_an_unreadable_sketch_scheme_is_one_clear_error(runner, tmp_path):
+    """A scheme this version cannot read (a newer one, say): the index is refused with one line, and
+    `simq check` names the problem instead of failing."""
+    db = tmp_path / "odd.db"
+    with SimhashIndex(db, create=True) as index:
+        index.add(Document(k, t) for k, t in TEXTS.items())
+        index.conn.execute("UPDATE simhash_meta SET value = '{\"bins\": 944, \"shape\": 3}' WHERE key = 'sketch'")
+    assert_clean_error(simq(runner, "near", "--db", db, BASE), "records a sketch scheme this version cannot read")
+    result = simq(runner, "check", "--db", db, "--json")
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert "the sketch scheme in simhash_meta cannot be read" in result.output
