@@ -323,17 +323,11 @@ class Reader:
             return self._skip(where, str(exc), named)
         return FingerprintedDocument(key, fingerprint, length, digest.digest(), sketch)
 
-    def _jsonl(
-        self, path: str, settings: FingerprintSettings | None = None, store_text: bool = False,
-        for_index: bool = True, sketches: bool = True,
-    ) -> Iterator[tuple[Document | FingerprintedDocument, bytes]]:
-        """One document per line with its raw line, streamed: memory does not grow with the file."""
-        return self._jsonl_files([path], settings, store_text, for_index, sketches)
-
     def _jsonl_files(
         self, paths: list[str], settings: FingerprintSettings | None = None, store_text: bool = False,
         for_index: bool = True, sketches: bool = True,
     ) -> Iterator[tuple[Document | FingerprintedDocument, bytes]]:
+        """One document per line with its raw line, the files one stream: memory does not grow with them."""
         return self._records(_opened(paths), settings, store_text, for_index, sketches)
 
     def _records(

@@ -133,6 +133,6 @@ def test_a_long_jsonl_text_is_fingerprinted_and_sketched_in_pieces(tmp_path):
     path = tmp_path / "book.jsonl"
     path.write_text('{"id": "book", "text": "%s"}\n' % text, encoding="utf-8")
     reader = Reader(stream_over=1000)
-    [(document, _raw)] = list(reader._jsonl(str(path), FingerprintSettings()))
+    [document] = list(reader.documents([(str(path), True)], FingerprintSettings()))
     assert isinstance(document, FingerprintedDocument)
     assert (document.fingerprint, document.sketch) == (simhash(text), sketch(text))
