@@ -3,7 +3,7 @@ commit side by side, and what a reader's searches cost meanwhile.
 
     .venv/bin/python bench/big_index_add.py --index /tmp/base10m.db --base 10000000 --add 1000000
     .venv/bin/python bench/big_index_add.py --index /tmp/base2m.db --base 2000000 --add 300000 --runs 5
-    .venv/bin/python bench/big_index_add.py --index /tmp/base10m.db --add 50000 --via add --batch-size 1000
+    .venv/bin/python bench/big_index_add.py --index /tmp/base10m.db --add 300000 --via add --baseline a236efe
 
 --index is the large index: built once when missing (--base random fingerprints, keys doc-NNN, seed 1),
 then copied afresh for every run, so each run adds --add new keys (seed 2) into the same --base documents.
@@ -11,7 +11,7 @@ Runs alternate between the trees. Columns: documents/s of wall time and of CPU t
 machine the wall time mostly measures the other jobs), and a digest of the answers of --queries
 searches (k=3, exact, no check) after the add, which must be the same for every tree and run, and the
 adding process's peak RSS. --via add writes through add() instead, as simq add does (FingerprintedDocuments
-with content hashes, --batch-size per transaction; default 1000 as simq add). With
+with content hashes, --batch-size per transaction; by default each tree's own default, as simq add). With
 --reader, a second process (this tree) searches the index in a loop while the add runs: its median and
 99th-percentile latency before and during the add.
 """
@@ -56,7 +56,7 @@ if via == "add":
 with SimhashIndex(path) as index:
     wall, cpu = time.perf_counter(), time.process_time()
     if via == "add":
-        index.add(items, batch_size=batch)
+        index.add(items, batch_size=batch) if batch else index.add(items)  # 0: the tree's default
     else:
         index.add_fingerprints(items, batch_size=batch)
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
@@ -106,7 +106,8 @@ def main() -> None:
     parser.add_argument("--via", choices=("add_fingerprints", "add"), default="add_fingerprints",
                         help="the write path: add_fingerprints, or add() as simq add uses it")
     parser.add_argument("--batch-size", type=int, default=None,
-                        help="documents per transaction (default: 1,000,000 for add_fingerprints, 1000 for add)")
+                        help="documents per transaction (default: 1,000,000 for add_fingerprints; for add, the "
+                        "tree's own default)")
     parser.add_argument("--work", type=Path, default=None, help="folder for the copies (default: --index's)")
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="big_index_add_"))
@@ -118,7 +119,7 @@ def main() -> None:
         subprocess.run([sys.executable, "-c", BUILD, str(args.index), str(args.base)], env=run_env(ROOT), check=True)
         print(f"built {args.index} ({args.base:,} documents) in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
     work = (args.work or args.index.parent) / "big_index_add_work.db"
-    batch = args.batch_size or (1_000_000 if args.via == "add_fingerprints" else 1000)
+    batch = args.batch_size or (1_000_000 if args.via == "add_fingerprints" else 0)
     started = f"{time.strftime('%Y-%m-%d %H:%M', time.gmtime())} UTC, load average {load()}"
     results: dict[str, list[tuple[float, float, str]]] = {name: [] for name in trees}
     reads: dict[str, tuple[list[float], list[float]]] = {name: ([], []) for name in trees}
@@ -152,7 +153,8 @@ def main() -> None:
     for suffix in ("", "-wal", "-shm"):
         Path(f"{work}{suffix}").unlink(missing_ok=True)
     digests = {d for runs in results.values() for _, _, d, _ in runs}
-    print(f"## {args.via} (batches of {batch:,}) of {args.add:,} new documents into an index of {args.base:,} "
+    transactions = f"batches of {batch:,}" if batch else "each tree's default transactions"
+    print(f"## {args.via} ({transactions}) of {args.add:,} new documents into an index of {args.base:,} "
           f"(medians of {args.runs} runs)\n")
     same = "yes" if len(digests) == 1 else f"NO: {sorted(digests)}"
     print(f"Started {started}; finished {time.strftime('%H:%M', time.gmtime())} UTC, load average {load()}. "

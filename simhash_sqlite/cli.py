@@ -276,7 +276,14 @@ def add(
     ] = None,
     encoding: EncodingOption = "utf-8",
     errors: ErrorsOption = "strict",
-    batch_size: Annotated[int, typer.Option(help="Documents per transaction.")] = 1000,
+    batch_size: Annotated[
+        Optional[int],
+        typer.Option(
+            help="Documents per transaction. \\[default: 1000; into a large index one per 100 stored documents, "
+            "up to 100,000]",
+            show_default=False,
+        ),
+    ] = None,
     prune: Annotated[
         bool,
         typer.Option(
@@ -302,7 +309,8 @@ def add(
     """
     if key is not None and STDIN not in inputs:
         raise InvalidInput("--key names the text read from stdin; give - as an input")
-    check_batch_size(batch_size)
+    if batch_size is not None:
+        check_batch_size(batch_size)
     reader = _reader(jsonl, text_field, id_field, encoding, errors, require_id=require_id, stdin_key=key)
     paths = reader.expand(inputs)  # missing paths fail here, before the index is touched
     with SimhashIndex(

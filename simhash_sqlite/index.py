@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from itertools import islice
 
@@ -30,16 +30,25 @@ from .version import __version__
 from .vtable import register_near_table
 
 DEFAULT_BATCH_SIZE = 1000
+# add() without a batch size: documents are read 1000 at a time, but into a large index one transaction
+# holds one document per TRANSACTION_SHARE stored, up to MAX_AUTO_TRANSACTION. Each transaction writes
+# every index leaf it changed, and at 10M documents (62k leaves per block index) 1000 random inserts
+# change 1000 leaves per index: the page writes, not the inserts, were the cost (bench/big_index_add.py).
+TRANSACTION_SHARE = 100
+MAX_AUTO_TRANSACTION = 100_000
 KEPT_KEYS = 1000  # AddReport lists at most this many keys; its counts cover all
 FINGERPRINT_BATCH_SIZE = 1_000_000
 SKETCH_UPGRADE_BATCH = 1000  # documents read and sketched at a time when an older index is upgraded
 # Page cache (MiB) while loading fingerprints; SQLite's default is 2 MiB (see BENCHMARKS.md, issue 3).
 # SQLite allocates it only as pages are read, so a load never holds more than the pages it touched.
 BULK_CACHE_MIB = 3072
-# Page cache (MiB) while add() writes its small batches: enough for the interior pages of every index of
-# a 100M-document file (about 4 MiB at 10M), which each batch's random block-index inserts pass through;
-# the leaves they reach are random anyway, so a larger cache would mostly grow simq add's memory.
+# Page cache (MiB) while add() writes: at least enough for the interior pages of every index of a
+# 100M-document file (about 4 MiB at 10M), which each batch's random block-index inserts pass through.
+# A large index's large transactions change most index leaves, so there it grows to half the file (up to
+# MAX_ADD_CACHE_MIB): leaves then stay in memory from one insert to the next instead of being read
+# again from the file or the WAL. SQLite allocates it only as pages are read.
 ADD_CACHE_MIB = 64
+MAX_ADD_CACHE_MIB = 1024
 # While adding, the WAL is folded back into the file every this many pages (256 MiB of 4 KiB pages)
 # instead of SQLite's 1000: a block-index leaf that many consecutive batches change is then copied into
 # the file once, not once per batch (issue 16). Folded in at the end of the add.
@@ -128,6 +137,64 @@ class _PreparedBatch:
     added: int
     updated: int
     unchanged: int
+    no_features: list[str] = field(default_factory=list)  # keys written with no fingerprint (once written)
+
+
+class _Commits:
+    """add()'s transactions: prepared batches are written into an open transaction, COMMITted once it
+    holds `size` documents (None: SimhashIndex.transaction_size(), asked again for each transaction, with
+    the page cache to go with it). Only committed batches reach the report and on_batch."""
+
+    def __init__(self, index: SimhashIndex, report: AddReport, size: int | None, on_batch) -> None:
+        self.index, self.report, self.size, self.on_batch = index, report, size, on_batch
+        self.open: ExitStack | None = None
+        self.limit = 0
+        self.written: list[_PreparedBatch] = []  # in the open transaction
+
+    def write(self, prepared: _PreparedBatch, after: _PreparedBatch | None = None) -> None:
+        rows = self.index._batch_rows(prepared, after)
+        if rows and self.open is None:
+            conn = self.index.conn
+            self.limit = self.size or self.index.transaction_size()
+            if self.size is None:
+                conn.pragma("cache_size", -self.index._add_cache_mib() * 1024)
+            self.open = ExitStack()
+            self.open.enter_context(write_transaction(conn))
+            self.index._clusters_now_stale()
+        if rows:
+            self.index.conn.executemany(_UPSERT, rows)
+        self.written.append(prepared)
+        # Batches with nothing to write (all unchanged) are reported at once when no transaction is open.
+        if self.open is None or sum(len(batch.batch) for batch in self.written) >= self.limit:
+            self.commit()
+
+    def commit(self) -> None:
+        if self.open is not None:
+            self.open.close()  # COMMIT (retried while another connection is busy)
+            self.open = None
+        if not self.written:
+            return
+        report = self.report
+        for prepared in self.written:
+            report.added += prepared.added
+            report.updated += prepared.updated
+            report.unchanged += prepared.unchanged
+            report.no_features.extend(prepared.no_features[: max(0, KEPT_KEYS - len(report.no_features))])
+            report.without_features += len(prepared.no_features)
+            report.batches += 1
+            report.characters += sum(_length(doc) for doc in prepared.batch)
+            report.short += sum(_length(doc) < SHORT_TEXT for doc, _ in prepared.changed)
+            report.last_key = prepared.batch[-1].key
+        self.written = []
+        if self.on_batch:
+            self.on_batch(report)
+
+    def roll_back(self) -> None:
+        """After a failed write or COMMIT: the open transaction, if any, is rolled back."""
+        if self.open is not None:
+            open_, self.open = self.open, None
+            self.written = []
+            open_.__exit__(RuntimeError, RuntimeError("add failed"), None)
 
 
 def _length(doc: Document | FingerprintedDocument) -> int:
@@ -359,41 +426,45 @@ class SimhashIndex:
         self,
         documents: Iterable[Document | FingerprintedDocument],
         *,
-        batch_size: int = DEFAULT_BATCH_SIZE,
+        batch_size: int | None = None,
         on_batch: Callable[[AddReport], None] | None = None,
     ) -> AddReport:
-        """Add or update documents, one transaction per batch.
+        """Add or update documents, in transactions of batch_size documents.
 
-        An interrupted add leaves every committed batch in place; running it again skips the
+        batch_size None: transactions of DEFAULT_BATCH_SIZE documents, larger into a large index
+        (transaction_size()), read DEFAULT_BATCH_SIZE at a time so that memory stays bounded.
+        on_batch(report) runs after each COMMIT, with the counts of every committed document.
+        An interrupted add leaves every committed transaction in place; running it again skips the
         documents already there (same key, same content) and finishes the rest.
         """
-        check_batch_size(batch_size)
+        if batch_size is not None:
+            check_batch_size(batch_size)
         report = AddReport()
         iterator = iter(documents)
+        commits = _Commits(self, report, batch_size, on_batch)
         # A pipeline of two batches: the next batch is read, hashed and handed to the pool's workers
         # before this one is written, so that the workers fingerprint while this process parses
         # input and writes to SQLite (with a barrier per batch they waited for it).
         pending: _PreparedBatch | None = None
-
-        def write_pending(after: _PreparedBatch | None = None) -> None:
-            self._write_batch(pending, report, after)
-            if on_batch:
-                on_batch(report)
-
         with _bulk_writes(self.conn, ADD_CACHE_MIB):
-            while True:
-                try:
-                    batch = list(islice(iterator, batch_size))
-                    prepared = self._prepare_batch(batch, pending) if batch else None
-                except BaseException:  # the input failed or Ctrl-C: every batch read in full is still written
+            try:
+                while True:
+                    try:
+                        batch = list(islice(iterator, batch_size or DEFAULT_BATCH_SIZE))
+                        prepared = self._prepare_batch(batch, pending) if batch else None
+                    except BaseException:  # the input failed or Ctrl-C: every batch read in full is still written
+                        if pending is not None:
+                            commits.write(pending)
+                        commits.commit()
+                        raise
                     if pending is not None:
-                        write_pending()
-                    raise
-                if pending is not None:
-                    write_pending(prepared)
-                if prepared is None:
-                    break
-                pending = prepared
+                        commits.write(pending, prepared)
+                    if prepared is None:
+                        break
+                    pending = prepared
+                commits.commit()
+            finally:
+                commits.roll_back()  # only after a failed write: nothing of the open transaction was reported
         return report
 
     def _prepare_batch(
@@ -425,35 +496,37 @@ class SimhashIndex:
         fingerprints = FingerprintJob(plain, self.settings, start_pool=pending is not None, sketches=self.sketch_scheme)
         return _PreparedBatch(batch, changed, digests, fingerprints, added, updated, unchanged)
 
-    def _write_batch(self, prepared: _PreparedBatch, report: AddReport, after: _PreparedBatch | None = None) -> None:
-        """Write a prepared batch in one transaction and count it in the report. after: the batch
-        prepared next, whose fingerprints this process works on while the workers finish this one's."""
-        batch, changed = prepared.batch, prepared.changed
+    def _batch_rows(self, prepared: _PreparedBatch, after: _PreparedBatch | None = None) -> list[tuple]:
+        """The rows to upsert for a prepared batch. after: the batch prepared next, whose fingerprints
+        this process works on while the workers finish this one's."""
         computed = iter(prepared.fingerprints.result(after.fingerprints if after is not None else None))
-        rows, empty = [], []
-        for doc, digest in changed:
+        rows = []
+        for doc, digest in prepared.changed:
             streamed = isinstance(doc, FingerprintedDocument)
             fingerprint, sketch = (doc.fingerprint, doc.sketch) if streamed else next(computed)
             if fingerprint is None:
-                empty.append(doc.key)
+                prepared.no_features.append(doc.key)
                 signed, parts = None, (None,) * 4
             else:
                 signed, parts = to_signed(fingerprint), blocks(fingerprint)
             text = doc.text if self.store_text else None
             rows.append((doc.key, signed, *parts, _length(doc), digest, text, sketch))
-        if rows:
-            with write_transaction(self.conn):
-                self.conn.executemany(_UPSERT, rows)
-                self._clusters_now_stale()
-        report.added += prepared.added
-        report.updated += prepared.updated
-        report.unchanged += prepared.unchanged
-        report.no_features.extend(empty[: max(0, KEPT_KEYS - len(report.no_features))])
-        report.without_features += len(empty)
-        report.batches += 1
-        report.characters += sum(_length(doc) for doc in batch)
-        report.short += sum(_length(doc) < SHORT_TEXT for doc, _ in changed)
-        report.last_key = batch[-1].key
+        return rows
+
+    def transaction_size(self) -> int:
+        """Documents per transaction of add() without a batch size: DEFAULT_BATCH_SIZE, or one per
+        TRANSACTION_SHARE stored documents (about as many as each block index has leaves), up to
+        MAX_AUTO_TRANSACTION: a transaction's page writes are then shared by about one document each."""
+        stored = self.conn.execute("SELECT coalesce(max(id), 0) FROM documents").get  # ids only grow: O(log n)
+        return max(DEFAULT_BATCH_SIZE, min(MAX_AUTO_TRANSACTION, stored // TRANSACTION_SHARE))
+
+    def _add_cache_mib(self) -> int:
+        """add()'s page cache for this file: ADD_CACHE_MIB, or half the file up to MAX_ADD_CACHE_MIB."""
+        try:
+            half = os.path.getsize(self.path) // 2**21
+        except OSError:  # not a file on disk
+            return ADD_CACHE_MIB
+        return max(ADD_CACHE_MIB, min(MAX_ADD_CACHE_MIB, half))
 
     def add_fingerprints(
         self,

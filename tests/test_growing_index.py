@@ -160,3 +160,56 @@ def test_adds_checkpoint_less_often_while_they_run_and_leave_the_settings_and_th
         assert os.path.getsize(index.path) > file_size  # the add's WAL was folded into the file at its end
         index.add_fingerprints([(f"n{i}", rng.getrandbits(64)) for i in range(2000)], batch_size=100)
         assert (index.conn.pragma("cache_size"), index.conn.pragma("wal_autocheckpoint")) == before
+
+
+KILLED_TEXT_ADD = textwrap.dedent("""
+    import os, signal, sys
+    from simhash_sqlite import Document, SimhashIndex
+    path, count, kill_at = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    def feed():
+        for i in range(count):
+            if i == kill_at:
+                os.kill(os.getpid(), signal.SIGKILL)
+            yield Document(f"text{i:05}", f"document {i} " + " ".join(str(i * j % 997) for j in range(40)))
+    with SimhashIndex(path) as index:
+        index.add(feed())
+""")
+
+
+def test_adds_into_a_large_index_commit_more_documents_at_a_time_and_report_only_what_is_committed(tmp_path):
+    rng = np.random.default_rng(16)
+    path = tmp_path / "large.db"
+    with SimhashIndex(path, create=True) as index:
+        index.add_fingerprints((f"old{i:06}", int(fp)) for i, fp in enumerate(rng.integers(0, 2**63, 250_000)))
+        assert index.transaction_size() == 2500  # one per 100 stored documents (1000 below 100k)
+    texts = [Document(f"new{i:05}", f"text {i} " + " ".join(map(str, rng.integers(0, 500, 30)))) for i in range(6500)]
+    counter = SimhashIndex(path, readonly=True)  # another connection sees only what is committed
+    try:
+        for batch_size, commits in ((None, [3000, 6000, 6500]), (1000, [1000 * i for i in range(1, 7)] + [6500])):
+            seen = []
+
+            def on_batch(report):
+                seen.append((report.documents, len(counter) - 250_000))
+
+            with SimhashIndex(path) as index:
+                renamed = [Document(f"{batch_size}-{doc.key}", doc.text) for doc in texts]
+                report = index.add(renamed, batch_size=batch_size, on_batch=on_batch)
+                assert report.added == 6500 and report.batches == 7
+            assert [documents for documents, _ in seen] == commits
+            assert all(documents == visible - (6500 if batch_size else 0) for documents, visible in seen)
+    finally:
+        counter.close()
+    assert problems(path) == []
+
+    # SIGKILLed while reading the seventh batch of 1000: the first three were committed together (3000 >=
+    # 2500), the fourth and fifth written into the next transaction (lost), the sixth not yet written.
+    done = subprocess.run([sys.executable, "-c", KILLED_TEXT_ADD, str(path), "6500", str(6037)])
+    assert done.returncode == -signal.SIGKILL
+    assert problems(path) == []
+    with SimhashIndex(path) as index:
+        assert len(index) == 250_000 + 2 * 6500 + 3000
+        subprocess.run([sys.executable, "-c", KILLED_TEXT_ADD, str(path), "6500", "-1"], check=True)  # finishes it
+        assert len(index) == 250_000 + 3 * 6500
+        stored = [index.get(f"text{i:05}") for i in (0, 2999, 3000, 6499)]
+        assert all(doc is not None and doc.fingerprint is not None for doc in stored)
+    assert problems(path) == []
