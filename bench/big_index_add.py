@@ -65,7 +65,9 @@ with SimhashIndex(path) as index:
     for fp in rng.choice(np.array(new, dtype=np.uint64), queries).tolist():
         q = fp ^ (1 << int(rng.integers(64))) ^ (1 << int(rng.integers(64)))
         digest.update(repr([(m.key, m.distance) for m in index.near(fingerprint=q, k=3, check=False)]).encode())
-print(wall, cpu, digest.hexdigest()[:12], resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)
+import simhash_sqlite
+print(wall, cpu, digest.hexdigest()[:12], resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024,
+      simhash_sqlite.__file__)
 """
 
 # A reader: exact searches in a loop until the stop file appears; prints (time.time(), latency) of each.
@@ -116,7 +118,8 @@ def main() -> None:
         trees = {f"baseline {args.baseline}": baseline_tree(args.baseline, tmp), **trees}
     if not args.index.exists():
         t0 = time.perf_counter()
-        subprocess.run([sys.executable, "-c", BUILD, str(args.index), str(args.base)], env=run_env(ROOT), check=True)
+        subprocess.run([sys.executable, "-c", BUILD, str(args.index), str(args.base)], env=run_env(ROOT), cwd=tmp,
+                       check=True)
         print(f"built {args.index} ({args.base:,} documents) in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
     work = (args.work or args.index.parent) / "big_index_add_work.db"
     batch = args.batch_size or (1_000_000 if args.via == "add_fingerprints" else 0)
@@ -134,13 +137,16 @@ def main() -> None:
                 stop.unlink(missing_ok=True)
                 log = open(tmp / "reader.log", "w")  # a file, not a pipe: nobody reads until the add ends
                 reader = subprocess.Popen([sys.executable, "-c", READER, str(work), str(stop)], env=run_env(ROOT),
-                                          stdout=log)
+                                          cwd=tmp, stdout=log)
                 time.sleep(3)  # latency before the add
             add_start = time.time()
             done = subprocess.run([sys.executable, "-c", ADD, str(work), str(args.add), str(args.queries), args.via,
                                    str(batch)],
-                                  env=run_env(tree), check=True, capture_output=True, text=True)
-            wall, cpu, digest, rss = done.stdout.split()
+                                  env=run_env(tree), cwd=tmp, check=True, capture_output=True, text=True)
+            wall, cpu, digest, rss, module = done.stdout.split()
+            # python -c puts its working folder first on sys.path: the runs work in tmp, and this checks
+            # that each tree's code, not the checkout's, was the one measured
+            assert Path(module).resolve().is_relative_to(tree.resolve()), (name, module)
             results[name].append((float(wall), float(cpu), digest, int(rss)))
             if reader is not None:
                 stop.touch()
