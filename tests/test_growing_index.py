@@ -2,6 +2,7 @@
 in another connection meanwhile and for the writer after, and a SIGKILLed bulk add keeps its committed
 batches and finishes when run again. Answers are compared with brute force over what is committed."""
 
+import json
 import os
 import random
 import signal
@@ -200,6 +201,13 @@ def test_adds_into_a_large_index_commit_more_documents_at_a_time_and_report_only
     finally:
         counter.close()
     assert problems(path) == []
+    # The same through simq add (JSONL, read by the pool's code path): a progress line per commit.
+    data = tmp_path / "more.jsonl"
+    data.write_text("".join(json.dumps({"id": f"cli-{d.key}", "text": d.text}) + "\n" for d in texts))
+    done = subprocess.run([sys.executable, "-m", "simhash_sqlite", "add", "--db", str(path), "--progress-json",
+                           str(data)], capture_output=True, text=True, check=True)
+    lines = [json.loads(line) for line in done.stderr.splitlines() if line.startswith("{")]
+    assert [line["documents"] for line in lines] == [3000, 6000, 6500]
 
     # SIGKILLed while reading the seventh batch of 1000: the first three were committed together (3000 >=
     # 2500), the fourth and fifth written into the next transaction (lost), the sixth not yet written.
@@ -207,9 +215,9 @@ def test_adds_into_a_large_index_commit_more_documents_at_a_time_and_report_only
     assert done.returncode == -signal.SIGKILL
     assert problems(path) == []
     with SimhashIndex(path) as index:
-        assert len(index) == 250_000 + 2 * 6500 + 3000
+        assert len(index) == 250_000 + 3 * 6500 + 3000
         subprocess.run([sys.executable, "-c", KILLED_TEXT_ADD, str(path), "6500", "-1"], check=True)  # finishes it
-        assert len(index) == 250_000 + 3 * 6500
+        assert len(index) == 250_000 + 4 * 6500
         stored = [index.get(f"text{i:05}") for i in (0, 2999, 3000, 6499)]
         assert all(doc is not None and doc.fingerprint is not None for doc in stored)
     assert problems(path) == []
