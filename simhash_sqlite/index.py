@@ -149,7 +149,8 @@ class _Commits:
         self.index, self.report, self.size, self.on_batch = index, report, size, on_batch
         self.open: ExitStack | None = None
         self.limit = 0
-        self.written: list[_PreparedBatch] = []  # in the open transaction
+        # The counts of the batches written since the last COMMIT (not the batches: their texts go).
+        self.written, self.documents = AddReport(), 0
 
     def write(self, prepared: _PreparedBatch, after: _PreparedBatch | None = None) -> None:
         rows = self.index._batch_rows(prepared, after)
@@ -163,38 +164,49 @@ class _Commits:
             self.index._clusters_now_stale()
         if rows:
             self.index.conn.executemany(_UPSERT, rows)
-        self.written.append(prepared)
+        _count_batch(self.written, prepared)
+        self.documents += len(prepared.batch)
         # Batches with nothing to write (all unchanged) are reported at once when no transaction is open.
-        if self.open is None or sum(len(batch.batch) for batch in self.written) >= self.limit:
+        if self.open is None or self.documents >= self.limit:
             self.commit()
 
     def commit(self) -> None:
         if self.open is not None:
             self.open.close()  # COMMIT (retried while another connection is busy)
             self.open = None
-        if not self.written:
+        if not self.documents:
             return
-        report = self.report
-        for prepared in self.written:
-            report.added += prepared.added
-            report.updated += prepared.updated
-            report.unchanged += prepared.unchanged
-            report.no_features.extend(prepared.no_features[: max(0, KEPT_KEYS - len(report.no_features))])
-            report.without_features += len(prepared.no_features)
-            report.batches += 1
-            report.characters += sum(_length(doc) for doc in prepared.batch)
-            report.short += sum(_length(doc) < SHORT_TEXT for doc, _ in prepared.changed)
-            report.last_key = prepared.batch[-1].key
-        self.written = []
+        _merge_counts(self.report, self.written)
+        self.written, self.documents = AddReport(), 0
         if self.on_batch:
-            self.on_batch(report)
+            self.on_batch(self.report)
 
     def roll_back(self) -> None:
         """After a failed write or COMMIT: the open transaction, if any, is rolled back."""
         if self.open is not None:
             open_, self.open = self.open, None
-            self.written = []
+            self.written, self.documents = AddReport(), 0
             open_.__exit__(RuntimeError, RuntimeError("add failed"), None)
+
+
+def _count_batch(report: AddReport, prepared: _PreparedBatch) -> None:
+    report.added += prepared.added
+    report.updated += prepared.updated
+    report.unchanged += prepared.unchanged
+    report.no_features.extend(prepared.no_features[: max(0, KEPT_KEYS - len(report.no_features))])
+    report.without_features += len(prepared.no_features)
+    report.batches += 1
+    report.characters += sum(_length(doc) for doc in prepared.batch)
+    report.short += sum(_length(doc) < SHORT_TEXT for doc, _ in prepared.changed)
+    report.last_key = prepared.batch[-1].key
+
+
+def _merge_counts(report: AddReport, more: AddReport) -> None:
+    """Add the counts of `more` (later batches) to `report`."""
+    for name in ("added", "updated", "unchanged", "without_features", "batches", "characters", "short"):
+        setattr(report, name, getattr(report, name) + getattr(more, name))
+    report.no_features.extend(more.no_features[: max(0, KEPT_KEYS - len(report.no_features))])
+    report.last_key = more.last_key
 
 
 def _length(doc: Document | FingerprintedDocument) -> int:

@@ -2,6 +2,7 @@
 in another connection meanwhile and for the writer after, and a SIGKILLed bulk add keeps its committed
 batches and finishes when run again. Answers are compared with brute force over what is committed."""
 
+import gc
 import json
 import os
 import random
@@ -9,6 +10,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import weakref
 
 import numpy as np
 from test_index import MASK, brute_force
@@ -192,9 +194,18 @@ def test_adds_into_a_large_index_commit_more_documents_at_a_time_and_report_only
             def on_batch(report):
                 seen.append((report.documents, len(counter) - 250_000))
 
+            made = []  # weak references: the documents of a written batch must go, not wait for the COMMIT
+
+            def renamed(batch_size=batch_size, made=made):
+                for i, doc in enumerate(texts):
+                    if i == 2500:  # reading the third batch: the first is written, in the open transaction
+                        gc.collect()
+                        assert made[0]() is None and made[999]() is None
+                    made.append(weakref.ref(new := Document(f"{batch_size}-{doc.key}", doc.text)))
+                    yield new
+
             with SimhashIndex(path) as index:
-                renamed = [Document(f"{batch_size}-{doc.key}", doc.text) for doc in texts]
-                report = index.add(renamed, batch_size=batch_size, on_batch=on_batch)
+                report = index.add(renamed(), batch_size=batch_size, on_batch=on_batch)
                 assert report.added == 6500 and report.batches == 7
             assert [documents for documents, _ in seen] == commits
             assert all(documents == visible - (6500 if batch_size else 0) for documents, visible in seen)
