@@ -164,7 +164,7 @@ class _Commits:
             self.index._clusters_now_stale()
         if rows:
             self.index.conn.executemany(_UPSERT, rows)
-        _count_batch(self.written, prepared)
+        _merge_counts(self.written, _batch_counts(prepared))
         self.documents += len(prepared.batch)
         # Batches with nothing to write (all unchanged) are reported at once when no transaction is open.
         if self.open is None or self.documents >= self.limit:
@@ -189,16 +189,19 @@ class _Commits:
             open_.__exit__(RuntimeError, RuntimeError("add failed"), None)
 
 
-def _count_batch(report: AddReport, prepared: _PreparedBatch) -> None:
-    report.added += prepared.added
-    report.updated += prepared.updated
-    report.unchanged += prepared.unchanged
-    report.no_features.extend(prepared.no_features[: max(0, KEPT_KEYS - len(report.no_features))])
-    report.without_features += len(prepared.no_features)
-    report.batches += 1
-    report.characters += sum(_length(doc) for doc in prepared.batch)
-    report.short += sum(_length(doc) < SHORT_TEXT for doc, _ in prepared.changed)
-    report.last_key = prepared.batch[-1].key
+def _batch_counts(prepared: _PreparedBatch) -> AddReport:
+    """A written batch's counts, without its documents."""
+    return AddReport(
+        added=prepared.added,
+        updated=prepared.updated,
+        unchanged=prepared.unchanged,
+        no_features=prepared.no_features[:KEPT_KEYS],
+        without_features=len(prepared.no_features),
+        batches=1,
+        characters=sum(_length(doc) for doc in prepared.batch),
+        short=sum(_length(doc) < SHORT_TEXT for doc, _ in prepared.changed),
+        last_key=prepared.batch[-1].key,
+    )
 
 
 def _merge_counts(report: AddReport, more: AddReport) -> None:
