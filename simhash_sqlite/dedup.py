@@ -35,7 +35,7 @@ from .block_tables import choose_tables
 from .confirm import DEFAULT_THRESHOLD, candidate_k, check_threshold, fallback_k, load_arrays
 from .errors import SettingsMismatch
 from .fingerprint import check_k, to_hex
-from .index import Document, FingerprintedDocument, SimhashIndex
+from .index import Document, FingerprintedDocument, SimhashIndex, _length
 from .index_arrays import keys_of
 from .pairs import CHUNK, _groups, near_pairs, sorted_by, within_groups
 from .parallel import FingerprintJob
@@ -522,9 +522,7 @@ class Deduplicator:
                 out.append(Decision(document, raw, fp))
                 self.report.kept += 1
                 self.report.without_features += fp is None
-            self.report.characters += document.length if isinstance(document, FingerprintedDocument) else len(
-                document.text
-            )
+            self.report.characters += _length(document)
         self.report.read += len(batch)
         return out
 
