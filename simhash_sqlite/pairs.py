@@ -46,13 +46,18 @@ class Pairs(NamedTuple):
     distance: np.ndarray  # int64
 
 
+def position_bits(n: int) -> int:
+    """Bits that hold a position among n, packed under a key in one 64-bit word."""
+    return max(1, (n - 1).bit_length())
+
+
 def sorted_by(keys: np.ndarray, key_bits: int) -> tuple[np.ndarray, np.ndarray]:
     """(keys in ascending order, positions in that order); ties keep position order."""
     n = len(keys)
-    position_bits = max(1, (n - 1).bit_length())
-    if key_bits + position_bits <= 64:
-        packed = np.sort((keys << _U64(position_bits)) | np.arange(n, dtype=_U64))
-        return packed >> _U64(position_bits), (packed & _U64((1 << position_bits) - 1)).astype(np.int64)
+    low = position_bits(n)
+    if key_bits + low <= 64:
+        packed = np.sort((keys << _U64(low)) | np.arange(n, dtype=_U64))
+        return packed >> _U64(low), (packed & _U64((1 << low) - 1)).astype(np.int64)
     order = np.argsort(keys, kind="stable")
     return keys[order], order
 

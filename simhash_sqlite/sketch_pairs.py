@@ -40,7 +40,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .features import mix
-from .pairs import _groups, fold, within_groups
+from .pairs import _groups, fold, position_bits, within_groups
 from .sketch import DEFAULT_SCHEME, SketchScheme, estimate_many
 
 # The windows up to BASE_DOCUMENTS distinct sketches (and of simq dedup at any size).
@@ -90,10 +90,6 @@ def _windows(nbits: int, width: int, step: int) -> list[int]:
     return list(range(0, nbits - width + 1, step))
 
 
-def _position_bits(n: int) -> int:
-    return max(1, (n - 1).bit_length())
-
-
 @cache
 def miss_probability(nbits: int, width: int, step: int, agree: float = AGREE_AT_THRESHOLD) -> float:
     """The probability that a pair whose bits agree independently with probability `agree` shares no
@@ -122,7 +118,7 @@ def window_plan(n: int, nbits: int) -> tuple[int, int]:
     if n <= BASE_DOCUMENTS:
         return WINDOW_BITS, WINDOW_STEP
     doublings = math.ceil(math.log2(n / BASE_DOCUMENTS))
-    width = max(WINDOW_BITS, min(WINDOW_BITS + doublings, MAX_WINDOW_BITS, 64 - _position_bits(n), nbits))
+    width = max(WINDOW_BITS, min(WINDOW_BITS + doublings, MAX_WINDOW_BITS, 64 - position_bits(n), nbits))
     allowed = miss_probability(nbits, WINDOW_BITS, WINDOW_STEP)
     step = next(s for s in range(width, 0, -1) if miss_probability(nbits, width, s) <= allowed or s == 1)
     return width, step
@@ -132,21 +128,21 @@ def candidate_codes(words: np.ndarray, nbits: int, width: int = WINDOW_BITS, ste
     """Every pair of row positions sharing the key of at least one window, as sorted distinct codes
     left * n + right (left < right), from the rows' words (_words). The rows should be distinct."""
     n = words.shape[1]
-    position_bits = _position_bits(n)
-    if width + position_bits > 64:
+    low = position_bits(n)
+    if width + low > 64:
         raise ValueError(f"{n} rows are too many for {width}-bit windows")
     runs = [np.empty(0, dtype=np.int64)]  # the merged codes, then the pending ones
     pending_size = 0
     positions_word = np.arange(n, dtype=_U64)
     for start in _windows(nbits, width, step):
         packed = window_keys(words, start, width)
-        packed <<= _U64(position_bits)
+        packed <<= _U64(low)
         packed |= positions_word
         packed.sort()
-        starts, sizes = _groups(packed >> _U64(position_bits))
+        starts, sizes = _groups(packed >> _U64(low))
         if not len(starts):
             continue
-        positions = (packed & _U64((1 << position_bits) - 1)).astype(np.int64)
+        positions = (packed & _U64((1 << low) - 1)).astype(np.int64)
         del packed
         for i, j in within_groups(starts, sizes):
             left, right = positions[i], positions[j]  # ascending positions within a group: left < right
