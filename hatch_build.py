@@ -20,23 +20,23 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
-from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 from hatchling.builders.hooks.plugin.interface import BuildHookInterface
 
 NATIVE = Path("simhash_sqlite") / "native"
 
 
-@dataclass(frozen=True)
-class Target:
-    """A shared library `name` + the platform's suffix, from `sources` (relative to the project root)."""
+class Target(NamedTuple):
+    """A shared library `name` + the platform's suffix, from `sources` (relative to the project root).
+    (A NamedTuple, not a dataclass: hatchling loads this file without registering it as a module.)"""
 
     name: str
     sources: tuple[str, ...]
     headers: tuple[str, ...] = ()  # system headers it needs (skipped, with the reason, without them)
     libraries: tuple[str, ...] = ("m",)
-    flags: tuple[str, ...] = field(default=())
+    flags: tuple[str, ...] = ()
 
 
 TARGETS = [
