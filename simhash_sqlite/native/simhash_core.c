@@ -123,6 +123,8 @@ size_t shc_sketch_bytes(const shc_scheme *s)
 struct shc_work {
     uint32_t *units; /* the text's code points, then its units (normalised, folded) */
     size_t units_cap;
+    uint32_t *spare; /* the text after NFKC, where that changes it (then swapped with units) */
+    size_t spare_cap;
     uint64_t *hashes; /* n-gram hashes; then the distinct ones (log weights) */
     size_t hashes_cap;
     uint64_t *keys; /* open-addressing set of hashes, with a generation per slot for O(1) clearing */
@@ -158,6 +160,7 @@ void shc_work_free(shc_work *w)
     if (!w)
         return;
     free(w->units);
+    free(w->spare);
     free(w->hashes);
     free(w->keys);
     free(w->gen);
@@ -303,46 +306,131 @@ static int surely_nfkc(const uint32_t *cp, size_t n)
     return 1;
 }
 
-/* features.char_units in place over w->units[0..*n): the normalized, case-folded code points with
- * whitespace runs folded to one space and none at either end. *n becomes the count of units, 0 for a
- * text without a letter or digit. 0, or SHC_DECLINED | why. */
-static int normalize_units(uint32_t *u, size_t *n)
+/* NFKC(cp) where NFKC changes cp: its replacement and length, else NULL. */
+static const uint32_t *nfkc_of(uint32_t cp, size_t *len)
+{
+    size_t lo = 0, hi = SHC_NFKC_COUNT;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (shc_nfkc_cp[mid] < cp)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo == SHC_NFKC_COUNT || shc_nfkc_cp[lo] != cp)
+        return NULL;
+    *len = shc_nfkc_at[lo + 1] - shc_nfkc_at[lo];
+    return shc_nfkc_data + shc_nfkc_at[lo];
+}
+
+/* The case fold of cp where it is several characters: them and their count, else NULL. */
+static const uint32_t *fold_of(uint32_t cp, size_t *len)
+{
+    size_t lo = 0, hi = SHC_FOLD_COUNT;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (shc_fold_cp[mid] < cp)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo == SHC_FOLD_COUNT || shc_fold_cp[lo] != cp)
+        return NULL;
+    *len = shc_fold_at[lo + 1] - shc_fold_at[lo];
+    return shc_fold_data + shc_fold_at[lo];
+}
+
+/* features.char_units over w->units[0..*n) (the decoded code points): the normalized, case-folded code
+ * points with whitespace runs folded to one space and none at either end, left in w->units. *n becomes
+ * the count of units, 0 for a text without a letter or digit. 0, or SHC_DECLINED | why.
+ *
+ * normalize() leaves a normalized text alone and otherwise makes NFKC of it (the full-width fold it
+ * tries first is NFKC of those characters). Replacing every character NFKC changes by NFKC of it
+ * leaves NFKD, hence NFKC, of the text as it was; where the result is certainly normalized it IS
+ * NFKC of the text (and, for a text that was normalized already, the text itself). */
+static int normalize_units(shc_work *w, size_t *n)
 {
     size_t count = *n;
+    uint32_t *u = w->units;
     if (!surely_nfkc(u, count)) {
-        /* features._fold_full_width, then the text must be NFKC as it is */
-        int changed = 0;
+        size_t total = 0, len;
+        for (size_t i = 0; i < count; i++)
+            total += (unicode_record(u[i]) & SHC_UNSAFE) && nfkc_of(u[i], &len) ? len : 1;
+        if (reserve((void **)&w->spare, &w->spare_cap, total + 1, sizeof(uint32_t)))
+            return SHC_DECLINED | SHC_WHY_MEMORY;
+        uint32_t *v = w->spare;
+        size_t k = 0;
         for (size_t i = 0; i < count; i++) {
-            if (u[i] >= 0xFF01 && u[i] <= 0xFF5E) {
-                u[i] -= 0xFEE0;
-                changed = 1;
-            } else if (u[i] == 0x3000) {
-                u[i] = 0x20;
-                changed = 1;
+            const uint32_t *r = (unicode_record(u[i]) & SHC_UNSAFE) ? nfkc_of(u[i], &len) : NULL;
+            if (r) {
+                memcpy(v + k, r, len * sizeof(uint32_t));
+                k += len;
+            } else {
+                v[k++] = u[i];
             }
         }
-        if (!changed || !surely_nfkc(u, count))
+        if (!surely_nfkc(v, k))
             return SHC_DECLINED | SHC_WHY_NORMALIZE;
+        /* the buffers change places: the units are now in w->units */
+        w->spare = w->units, w->units = v;
+        size_t cap = w->spare_cap;
+        w->spare_cap = w->units_cap, w->units_cap = cap;
+        u = v;
+        count = k;
+    }
+    /* str.casefold, then " ".join(text.split()): per character (casefold has no context). Several
+     * characters of a fold (sharp s to ss) need room: then the units are written to the spare buffer. */
+    size_t total = 0, len;
+    for (size_t i = 0; i < count; i++)
+        total += (unicode_record(u[i]) & SHC_MULTI) && fold_of(u[i], &len) ? len : 1;
+    uint32_t *d = u;
+    if (total > count) {
+        if (reserve((void **)&w->spare, &w->spare_cap, total + 1, sizeof(uint32_t)))
+            return SHC_DECLINED | SHC_WHY_MEMORY;
+        d = w->spare;
     }
     size_t out = 0;
     int alnum = 0, space_before = 1; /* (a space at the start goes) */
     for (size_t i = 0; i < count; i++) {
-        uint32_t rec = unicode_record(u[i]);
-        if (rec & SHC_MULTI)
-            return SHC_DECLINED | SHC_WHY_FOLD;
+        uint32_t cp = u[i];
+        uint32_t rec = unicode_record(cp);
+        if (rec & SHC_MULTI) {
+            const uint32_t *f = fold_of(cp, &len);
+            if (!f)
+                return SHC_DECLINED | SHC_WHY_FOLD; /* (the tables say otherwise: never) */
+            for (size_t k = 0; k < len; k++) { /* each folds to itself (gen_unicode_tables.py) */
+                uint32_t r = unicode_record(f[k]);
+                if (r & SHC_SPACE) {
+                    if (!space_before)
+                        d[out++] = 0x20;
+                    space_before = 1;
+                    continue;
+                }
+                space_before = 0;
+                if (r & SHC_ALNUM)
+                    alnum = 1;
+                d[out++] = f[k];
+            }
+            continue;
+        }
         if (rec & SHC_SPACE) {
             if (!space_before)
-                u[out++] = 0x20;
+                d[out++] = 0x20;
             space_before = 1;
             continue;
         }
         space_before = 0;
         if (rec & SHC_ALNUM)
             alnum = 1;
-        u[out++] = record_fold(u[i], rec);
+        d[out++] = record_fold(cp, rec);
     }
-    if (out && u[out - 1] == 0x20)
+    if (out && d[out - 1] == 0x20)
         out--;
+    if (d != u) { /* the buffers change places: the units are now in w->units */
+        w->spare = w->units, w->units = d;
+        size_t cap = w->spare_cap;
+        w->spare_cap = w->units_cap, w->units_cap = cap;
+    }
     *n = alnum ? out : 0;
     return 0;
 }
@@ -587,7 +675,7 @@ static int one_text(shc_work *w, const unsigned char *text, size_t len, int32_t 
     int r = decode_utf8(text, len, w->units, &m);
     if (r)
         return r;
-    r = normalize_units(w->units, &m);
+    r = normalize_units(w, &m);
     if (r)
         return r;
     if (m == 0)
