@@ -48,7 +48,7 @@ TARGETS = [
 
 # Portable x86-64 (or whatever the compiler's default target is): no -march. No contraction of a*b+c
 # into an FMA, so floating point rounds as numpy's does; hidden symbols but the API's.
-CFLAGS = ["-O2", "-std=c99", "-fPIC", "-shared", "-ffp-contract=off", "-fvisibility=hidden", "-fno-math-errno"]
+CFLAGS = ["-O3", "-std=c99", "-fPIC", "-shared", "-ffp-contract=off", "-fvisibility=hidden", "-fno-math-errno"]
 
 
 def library_suffix() -> str:

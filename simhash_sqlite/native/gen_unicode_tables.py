@@ -10,6 +10,9 @@ at import: simhash_sqlite.native.core). One record per code point, 32 bits:
     bit 19       MULTI   it case-folds to several characters (listed apart: shc_fold_*)
     bit 20       UNSAFE  NFKC may change a text holding it: NFKC(c) != c, or c can compose with a
                          preceding character (the second of a canonical pair, Hangul V and T jamo)
+    bit 28       MAPPED  NFKC changes it to one character x that NFKC leaves alone and that composes
+                         with nothing before it: the record is then x's (its fold, flags and class),
+                         the fold's delta taken from c, so the core's one pass treats c as x
     bits 21..27  the rank of its canonical combining class among all classes (0 for class 0), which
                  orders as the class does
 
@@ -26,7 +29,7 @@ from __future__ import annotations
 import sys
 import unicodedata
 
-SPACE, ALNUM, MULTI, UNSAFE = 1 << 17, 1 << 18, 1 << 19, 1 << 20
+SPACE, ALNUM, MULTI, UNSAFE, MAPPED = 1 << 17, 1 << 18, 1 << 19, 1 << 20, 1 << 28
 DELTA_BITS = 17
 LIMIT = 0x110000
 
@@ -76,6 +79,21 @@ def main(out_path: str) -> None:
         raise SystemExit(f"{len(classes)} combining classes do not fit 7 bits")
     ranks = {value: rank for rank, value in enumerate(classes)}  # class 0 is rank 0
     records = [record(c, seconds, ranks) for c in range(LIMIT)]
+    mask = (1 << DELTA_BITS) - 1
+    for c in range(LIMIT):
+        if 0xD800 <= c <= 0xDFFF:
+            continue
+        mapped = unicodedata.normalize("NFKC", chr(c))
+        if mapped == chr(c) or len(mapped) != 1:
+            continue
+        x = ord(mapped)
+        target = records[x]
+        if target & (UNSAFE | MULTI | MAPPED):
+            continue
+        folded = x + ((target & mask) ^ (1 << (DELTA_BITS - 1))) - (1 << (DELTA_BITS - 1))
+        delta = folded - c
+        if -(1 << (DELTA_BITS - 1)) <= delta < 1 << (DELTA_BITS - 1):
+            records[c] = (target & ~mask) | (delta & mask) | MAPPED
     blocks: dict[tuple[int, ...], int] = {}
     stage1 = []
     for start in range(0, LIMIT, 256):

@@ -17,6 +17,7 @@
 #define SHC_ALNUM (1u << 18)
 #define SHC_MULTI (1u << 19)
 #define SHC_UNSAFE (1u << 20)
+#define SHC_MAPPED (1u << 28)
 #define SHC_DELTA_MASK ((1u << 17) - 1)
 
 static const uint64_t SEED = 0x9E3779B97F4A7C15ull; /* features.SEED */
@@ -30,6 +31,22 @@ static const uint32_t EMPTY_BIN = 0xFFFFFFFFu;                 /* sketch._EMPTY 
 #define WEIGHT_SCALE 1000.0                                    /* features.WEIGHT_SCALE */
 #define CONTAINMENT_SDS 2.0                                    /* sketch.CONTAINMENT_SDS */
 #define MAX_BINS 65536
+/* Kernels chosen at run time: the hot function is compiled for the baseline and for x86-64-v3 (AVX2)
+ * and v4 (AVX-512), and the loader picks the best this CPU runs (GCC's target_clones, an ifunc), so a
+ * portable build never faults on an older x86-64 and still uses the wide vectors where they are. */
+#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 12 && defined(__x86_64__) && defined(__linux__) && \
+    !defined(SHC_NO_CLONES)
+#define SHC_CLONES __attribute__((target_clones("default", "arch=x86-64-v3", "arch=x86-64-v4")))
+#define SHC_HAVE_CLONES 1
+#else
+#define SHC_CLONES
+#endif
+#if defined(__GNUC__)
+#define SHC_INLINE static inline __attribute__((always_inline))
+#else
+#define SHC_INLINE static inline
+#endif
+
 /* A rounding whose argument lies within this of a tie (x.5) is declined: numpy's log/log2 may be
  * another implementation than this libm's (SIMD kernels), a few ulps apart; ties this near never
  * occur for the counts of real texts (tests/test_native.py checks every count below 2**20). */
@@ -37,7 +54,7 @@ static const uint32_t EMPTY_BIN = 0xFFFFFFFFu;                 /* sketch._EMPTY 
 
 /* ---------------------------------------------------------------- small pieces */
 
-static inline uint64_t mix64(uint64_t h) /* features.mix: the splitmix64 finalizer */
+SHC_INLINE uint64_t mix64(uint64_t h) /* features.mix: the splitmix64 finalizer */
 {
     h ^= h >> 30;
     h *= M1;
@@ -47,19 +64,19 @@ static inline uint64_t mix64(uint64_t h) /* features.mix: the splitmix64 finaliz
     return h;
 }
 
-static inline uint32_t unicode_record(uint32_t cp)
+SHC_INLINE uint32_t unicode_record(uint32_t cp)
 {
     return shc_stage2[((uint32_t)shc_stage1[cp >> 8] << 8) | (cp & 0xFF)];
 }
 
-static inline uint32_t record_fold(uint32_t cp, uint32_t rec)
+SHC_INLINE uint32_t record_fold(uint32_t cp, uint32_t rec)
 {
     uint32_t delta = rec & SHC_DELTA_MASK;
     int32_t signed_delta = (delta & (1u << 16)) ? (int32_t)delta - (int32_t)(1u << 17) : (int32_t)delta;
     return (uint32_t)((int32_t)cp + signed_delta);
 }
 
-static inline unsigned record_class(uint32_t rec) { return (rec >> 21) & 0x7F; }
+SHC_INLINE unsigned record_class(uint32_t rec) { return (rec >> 21) & 0x7F; }
 
 /* Is the rounding of x (round half to even, as numpy.rint) certain whatever libm computed x with? */
 static inline int near_tie(double x)
@@ -70,7 +87,17 @@ static inline int near_tie(double x)
 
 int shc_abi_version(void) { return SHC_ABI_VERSION; }
 const char *shc_unidata_version(void) { return SHC_UNIDATA_VERSION; }
-const char *shc_kernel(void) { return "portable"; }
+const char *shc_kernel(void)
+{
+#ifdef SHC_HAVE_CLONES
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("x86-64-v4"))
+        return "avx512";
+    if (__builtin_cpu_supports("x86-64-v3"))
+        return "avx2";
+#endif
+    return "portable";
+}
 
 int shc_hamming(uint64_t a, uint64_t b)
 {
@@ -223,7 +250,7 @@ static int set_reset(shc_work *w, size_t items)
 }
 
 /* Insert key; returns its slot, and whether it is new through *fresh. */
-static inline size_t set_insert(shc_work *w, uint64_t key, int *fresh)
+SHC_INLINE size_t set_insert(shc_work *w, uint64_t key, int *fresh)
 {
     size_t mask = w->set_cap - 1;
     size_t i = (size_t)(mix64(key) & mask); /* keys may be low 32 bits only: mixed */
@@ -355,13 +382,13 @@ static int normalize_units(shc_work *w, size_t *n)
     if (!surely_nfkc(u, count)) {
         size_t total = 0, len;
         for (size_t i = 0; i < count; i++)
-            total += (unicode_record(u[i]) & SHC_UNSAFE) && nfkc_of(u[i], &len) ? len : 1;
+            total += (unicode_record(u[i]) & (SHC_UNSAFE | SHC_MAPPED)) && nfkc_of(u[i], &len) ? len : 1;
         if (reserve((void **)&w->spare, &w->spare_cap, total + 1, sizeof(uint32_t)))
             return SHC_DECLINED | SHC_WHY_MEMORY;
         uint32_t *v = w->spare;
         size_t k = 0;
         for (size_t i = 0; i < count; i++) {
-            const uint32_t *r = (unicode_record(u[i]) & SHC_UNSAFE) ? nfkc_of(u[i], &len) : NULL;
+            const uint32_t *r = (unicode_record(u[i]) & (SHC_UNSAFE | SHC_MAPPED)) ? nfkc_of(u[i], &len) : NULL;
             if (r) {
                 memcpy(v + k, r, len * sizeof(uint32_t));
                 k += len;
@@ -435,10 +462,76 @@ static int normalize_units(shc_work *w, size_t *n)
     return 0;
 }
 
+/* The common case in one pass: decode, NFKC (characters NFKC maps to one plain character are taken as
+ * that character: MAPPED records), case fold, whitespace, in w->units. Returns 0 (*n units, 0 for a text
+ * without a letter or digit), 1 where the text needs the general path (a character NFKC changes
+ * otherwise, a multi-character fold, marks out of order), or SHC_DECLINED | why. */
+#define NEEDS_GENERAL_PATH 1
+SHC_INLINE int fast_units(shc_work *w, const unsigned char *s, size_t len, size_t *n)
+{
+    uint32_t *d = w->units;
+    size_t i = 0, out = 0;
+    int alnum = 0, space_before = 1;
+    unsigned previous = 0;
+    while (i < len) {
+        uint32_t cp = s[i];
+        if (cp < 0x80) {
+            i++;
+        } else {
+            size_t extra;
+            if (cp >= 0xC2 && cp <= 0xDF) {
+                cp &= 0x1F;
+                extra = 1;
+            } else if (cp >= 0xE0 && cp <= 0xEF) {
+                cp &= 0x0F;
+                extra = 2;
+            } else if (cp >= 0xF0 && cp <= 0xF4) {
+                cp &= 0x07;
+                extra = 3;
+            } else {
+                return SHC_DECLINED | SHC_WHY_UTF8;
+            }
+            if (len - i <= extra)
+                return SHC_DECLINED | SHC_WHY_UTF8;
+            for (size_t k = 1; k <= extra; k++) {
+                unsigned t = s[i + k];
+                if ((t & 0xC0) != 0x80)
+                    return SHC_DECLINED | SHC_WHY_UTF8;
+                cp = (cp << 6) | (t & 0x3F);
+            }
+            if ((extra == 2 && cp < 0x800) || (extra == 3 && (cp < 0x10000 || cp > 0x10FFFF)))
+                return SHC_DECLINED | SHC_WHY_UTF8;
+            if (cp >= 0xD800 && cp <= 0xDFFF)
+                return SHC_DECLINED | SHC_WHY_SURROGATE;
+            i += extra + 1;
+        }
+        uint32_t rec = unicode_record(cp);
+        if (rec & (SHC_UNSAFE | SHC_MULTI))
+            return NEEDS_GENERAL_PATH;
+        unsigned cls = record_class(rec);
+        if (cls && previous > cls)
+            return NEEDS_GENERAL_PATH;
+        previous = cls;
+        if (rec & SHC_SPACE) {
+            if (!space_before)
+                d[out++] = 0x20;
+            space_before = 1;
+            continue;
+        }
+        space_before = 0;
+        alnum |= (rec & SHC_ALNUM) != 0;
+        d[out++] = record_fold(cp, rec);
+    }
+    if (out && d[out - 1] == 0x20)
+        out--;
+    *n = alnum ? out : 0;
+    return 0;
+}
+
 /* ---------------------------------------------------------------- n-gram hashes (features.ngram_hashes) */
 
 /* The hashes of every n-gram of the units; fewer than n units make one shorter n-gram. Returns their count. */
-static size_t ngram_hashes(const uint32_t *u, size_t m, int n, uint64_t *out)
+SHC_INLINE size_t ngram_hashes(const uint32_t *u, size_t m, int n, uint64_t *out)
 {
     if (m == 0)
         return 0;
@@ -486,7 +579,7 @@ static void bitsum_flush(bitsum *b)
     b->pending = 0;
 }
 
-static inline void bitsum_add1(bitsum *b, uint64_t h)
+SHC_INLINE void bitsum_add1(bitsum *b, uint64_t h)
 {
     const uint64_t low = 0x0101010101010101ull;
     for (int k = 0; k < 8; k++)
@@ -532,7 +625,7 @@ static inline uint32_t probe(uint32_t bins, uint64_t j, uint64_t attempt) /* ske
     return (uint32_t)(((h >> 32) * (uint64_t)bins) >> 32);
 }
 
-static inline uint32_t bin_of(uint64_t h, uint32_t bins) /* sketch.add_to_minima's slot */
+SHC_INLINE uint32_t bin_of(uint64_t h, uint32_t bins) /* sketch.add_to_minima's slot */
 {
     return (uint32_t)(((h >> 32) * (uint64_t)bins) >> 32);
 }
@@ -543,7 +636,7 @@ static void sketch_begin(shc_work *w, const shc_scheme *s)
         w->minima[i] = EMPTY_BIN;
 }
 
-static inline void sketch_add(shc_work *w, uint32_t bins, uint64_t h)
+SHC_INLINE void sketch_add(shc_work *w, uint32_t bins, uint64_t h)
 {
     uint32_t slot = bin_of(h, bins);
     uint32_t v = (uint32_t)h;
@@ -662,7 +755,7 @@ static int sketch_finish(shc_work *w, const shc_scheme *s, uint64_t size, uint8_
 
 /* ---------------------------------------------------------------- one text */
 
-static int one_text(shc_work *w, const unsigned char *text, size_t len, int32_t ngram, int32_t weights,
+SHC_CLONES static int one_text(shc_work *w, const unsigned char *text, size_t len, int32_t ngram, int32_t weights,
                     const shc_scheme *scheme, uint64_t *fingerprint, uint8_t *sketch, size_t nbytes)
 {
     if (fingerprint)
@@ -672,10 +765,13 @@ static int one_text(shc_work *w, const unsigned char *text, size_t len, int32_t 
     if (reserve((void **)&w->units, &w->units_cap, len + 1, sizeof(uint32_t)))
         return SHC_DECLINED | SHC_WHY_MEMORY;
     size_t m = 0;
-    int r = decode_utf8(text, len, w->units, &m);
-    if (r)
-        return r;
-    r = normalize_units(w, &m);
+    int r = fast_units(w, text, len, &m);
+    if (r == NEEDS_GENERAL_PATH) {
+        r = decode_utf8(text, len, w->units, &m);
+        if (r)
+            return r;
+        r = normalize_units(w, &m);
+    }
     if (r)
         return r;
     if (m == 0)
