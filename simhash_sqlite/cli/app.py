@@ -44,6 +44,7 @@ from ..sql.user_sql import parse_params, run_query
 from ..store import texts
 from ..store.database import damaged_message
 from ..store.integrity import check_index
+from .. import native
 from ..version import __version__
 from ..web.plots import (
     cluster_sizes,
@@ -228,6 +229,7 @@ def _quiet_stdout() -> None:
 def _version(value: bool) -> None:
     if value:
         print(f"simq (simhash-sqlite) {__version__}")
+        print(f"core: {native.describe()}")
         raise typer.Exit(0)
 
 
