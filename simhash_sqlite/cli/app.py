@@ -25,6 +25,7 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
+from .. import native
 from ..core.fingerprint import from_hex, simhash, to_hex, to_signed
 from ..core.settings import CONFIRM_K, RECOMMENDED_K, SHORT_TEXT, FingerprintSettings
 from ..errors import InvalidInput, SimhashError
@@ -44,7 +45,6 @@ from ..sql.user_sql import parse_params, run_query
 from ..store import texts
 from ..store.database import damaged_message
 from ..store.integrity import check_index
-from .. import native
 from ..version import __version__
 from ..web.plots import (
     cluster_sizes,
