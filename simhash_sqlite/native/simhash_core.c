@@ -48,9 +48,9 @@ static const uint32_t EMPTY_BIN = 0xFFFFFFFFu;                 /* sketch._EMPTY 
 #endif
 
 /* A rounding whose argument lies within this of a tie (x.5) is declined: numpy's log/log2 may be
- * another implementation than this libm's (SIMD kernels), a few ulps apart; ties this near never
- * occur for the counts of real texts (tests/test_native.py checks every count below 2**20). */
-#define TIE_MARGIN 1e-6
+ * another implementation than this libm's (SIMD kernels), a few ulps apart (an ulp of 65536 is 1.5e-11,
+ * so this is over 60 ulps); no count below 2**20 comes this near (tests/test_native.py checks). */
+#define TIE_MARGIN 1e-9
 
 /* ---------------------------------------------------------------- small pieces */
 
