@@ -154,11 +154,13 @@ struct shc_work {
     size_t spare_cap;
     uint64_t *hashes; /* n-gram hashes; then the distinct ones (log weights) */
     size_t hashes_cap;
-    uint64_t *keys; /* open-addressing set of hashes, with a generation per slot for O(1) clearing */
-    uint32_t *gen;
-    uint32_t *counts;
-    size_t set_cap; /* a power of two */
-    uint32_t generation;
+    uint64_t *slots;  /* open-addressing set of hashes (0: empty; the key 0 is kept apart, in has_zero) */
+    uint32_t *counts; /* a count per slot, for log weights */
+    size_t set_cap;   /* a power of two */
+    size_t set_used;  /* slots cleared before the next use: the first set_used */
+    int has_zero;
+    int use_counts;
+    uint32_t zero_count;
     uint32_t *minima; /* sketch bin minima, MAX_BINS */
     uint32_t *fields;
     uint8_t *occupied;
@@ -189,8 +191,7 @@ void shc_work_free(shc_work *w)
     free(w->units);
     free(w->spare);
     free(w->hashes);
-    free(w->keys);
-    free(w->gen);
+    free(w->slots);
     free(w->counts);
     free(w->minima);
     free(w->fields);
@@ -217,8 +218,8 @@ static int reserve(void **p, size_t *cap, size_t need, size_t item)
     return 0;
 }
 
-/* A set of at least 2 * items slots, emptied (a new generation). */
-static int set_reset(shc_work *w, size_t items)
+/* A set of at least 2 * items slots, emptied (with counts where asked). */
+static int set_reset(shc_work *w, size_t items, int with_counts)
 {
     size_t need = 64;
     while (need < 2 * items) {
@@ -226,48 +227,70 @@ static int set_reset(shc_work *w, size_t items)
             return -1;
         need *= 2;
     }
-    if (need > w->set_cap) {
-        free(w->keys);
-        free(w->gen);
+    if (need > w->set_cap || (with_counts && !w->counts)) {
+        size_t cap = need > w->set_cap ? need : w->set_cap;
+        free(w->slots);
         free(w->counts);
-        w->keys = malloc(need * sizeof(uint64_t));
-        w->gen = calloc(need, sizeof(uint32_t));
-        w->counts = malloc(need * sizeof(uint32_t));
-        if (!w->keys || !w->gen || !w->counts) {
-            free(w->keys), free(w->gen), free(w->counts);
-            w->keys = NULL, w->gen = NULL, w->counts = NULL;
+        w->counts = NULL;
+        w->slots = calloc(cap, sizeof(uint64_t));
+        if (with_counts)
+            w->counts = malloc(cap * sizeof(uint32_t));
+        if (!w->slots || (with_counts && !w->counts)) {
+            free(w->slots);
+            free(w->counts);
+            w->slots = NULL, w->counts = NULL;
             w->set_cap = 0;
             return -1;
         }
-        w->set_cap = need;
-        w->generation = 0;
+        w->set_cap = cap;
+    } else {
+        memset(w->slots, 0, need * sizeof(uint64_t)); /* only the part this text uses */
     }
-    if (++w->generation == 0) { /* wrapped: clear for real */
-        memset(w->gen, 0, w->set_cap * sizeof(uint32_t));
-        w->generation = 1;
-    }
+    w->set_used = need;
+    w->use_counts = with_counts;
+    w->has_zero = 0;
+    w->zero_count = 0;
     return 0;
 }
 
-/* Insert key; returns its slot, and whether it is new through *fresh. */
-SHC_INLINE size_t set_insert(shc_work *w, uint64_t key, int *fresh)
+/* Insert key (a hash, or its low 32 bits: random either way, so its low bits pick the slot); returns
+ * its count's address (log weights; NULL without counts), and whether it is new through *fresh. */
+SHC_INLINE uint32_t *set_insert(shc_work *w, uint64_t key, int *fresh)
 {
-    size_t mask = w->set_cap - 1;
-    size_t i = (size_t)(mix64(key) & mask); /* keys may be low 32 bits only: mixed */
+    if (key == 0) {
+        *fresh = !w->has_zero;
+        w->has_zero = 1;
+        return &w->zero_count;
+    }
+    size_t mask = w->set_used - 1;
+    size_t i = (size_t)key & mask;
     for (;;) {
-        if (w->gen[i] != w->generation) {
-            w->gen[i] = w->generation;
-            w->keys[i] = key;
-            w->counts[i] = 0;
+        uint64_t k = w->slots[i];
+        if (k == 0) {
+            w->slots[i] = key;
             *fresh = 1;
-            return i;
+            if (!w->use_counts)
+                return NULL;
+            w->counts[i] = 0;
+            return &w->counts[i];
         }
-        if (w->keys[i] == key) {
+        if (k == key) {
             *fresh = 0;
-            return i;
+            return w->use_counts ? &w->counts[i] : NULL;
         }
         i = (i + 1) & mask;
     }
+}
+
+/* Fetch the slot of a key inserted a few steps later (a large text's set does not fit the caches). */
+#define SET_PREFETCH_DISTANCE 32
+SHC_INLINE void set_prefetch(const shc_work *w, uint64_t key)
+{
+#if defined(__GNUC__)
+    __builtin_prefetch(&w->slots[(size_t)key & (w->set_used - 1)], 1);
+#else
+    (void)w, (void)key;
+#endif
 }
 
 /* ---------------------------------------------------------------- text to units (features.char_units) */
@@ -790,7 +813,7 @@ SHC_CLONES static int one_text(shc_work *w, const unsigned char *text, size_t le
     if (want_fp || shared) {
         int n = want_fp ? ngram : SKETCH_NGRAM;
         size_t count = ngram_hashes(w->units, m, n, w->hashes);
-        if (set_reset(w, count))
+        if (set_reset(w, count, want_fp && weights == SHC_WEIGHTS_LOG))
             return SHC_DECLINED | SHC_WHY_MEMORY;
         bitsum sums;
         bitsum_init(&sums);
@@ -809,6 +832,8 @@ SHC_CLONES static int one_text(shc_work *w, const unsigned char *text, size_t le
             for (size_t i = 0; i < count; i++) {
                 uint64_t h = w->hashes[i];
                 int fresh;
+                if (i + SET_PREFETCH_DISTANCE < count)
+                    set_prefetch(w, w->hashes[i + SET_PREFETCH_DISTANCE]);
                 set_insert(w, h, &fresh);
                 if (fresh) {
                     bitsum_add1(&sums, h);
@@ -822,18 +847,20 @@ SHC_CLONES static int one_text(shc_work *w, const unsigned char *text, size_t le
             for (size_t i = 0; i < count; i++) {
                 uint64_t h = w->hashes[i];
                 int fresh;
-                size_t slot = set_insert(w, h, &fresh);
+                if (i + SET_PREFETCH_DISTANCE < count)
+                    set_prefetch(w, w->hashes[i + SET_PREFETCH_DISTANCE]);
+                uint32_t *slot = set_insert(w, h, &fresh);
                 if (fresh) {
                     w->hashes[distinct++] = h; /* (i >= distinct: no hash is lost) */
                     if (shared)
                         sketch_add(w, bins, h);
                 }
-                w->counts[slot]++;
+                (*slot)++;
             }
             for (size_t i = 0; i < distinct; i++) {
                 int fresh;
-                size_t slot = set_insert(w, w->hashes[i], &fresh);
-                int64_t weight = log_weight(w->counts[slot]);
+                uint32_t *slot = set_insert(w, w->hashes[i], &fresh);
+                int64_t weight = log_weight(*slot);
                 if (weight < 0)
                     return SHC_DECLINED | SHC_WHY_ROUNDING;
                 bitsum_add_weighted(&sums, w->hashes[i], weight);
@@ -848,11 +875,13 @@ SHC_CLONES static int one_text(shc_work *w, const unsigned char *text, size_t le
             /* distinct low 32 bits of all shingle hashes (the hashes array holds them unless log
              * weights compacted it: then the distinct 64-bit hashes, whose low 32 bits are as many) */
             size_t k = weights == SHC_WEIGHTS_LOG && want_fp ? (size_t)distinct64 : count;
-            if (set_reset(w, k))
+            if (set_reset(w, k, 0))
                 return SHC_DECLINED | SHC_WHY_MEMORY;
             distinct64 = 0;
             for (size_t i = 0; i < k; i++) {
                 int fresh;
+                if (i + SET_PREFETCH_DISTANCE < k)
+                    set_prefetch(w, w->hashes[i + SET_PREFETCH_DISTANCE] & 0xFFFFFFFFull);
                 set_insert(w, w->hashes[i] & 0xFFFFFFFFull, &fresh);
                 distinct64 += (uint64_t)fresh;
             }
@@ -866,10 +895,12 @@ SHC_CLONES static int one_text(shc_work *w, const unsigned char *text, size_t le
             sketch_add(w, bins, w->hashes[i]);
         distinct64 = 0;
         if (scheme->size_bits) {
-            if (set_reset(w, count))
+            if (set_reset(w, count, 0))
                 return SHC_DECLINED | SHC_WHY_MEMORY;
             for (size_t i = 0; i < count; i++) {
                 int fresh;
+                if (i + SET_PREFETCH_DISTANCE < count)
+                    set_prefetch(w, w->hashes[i + SET_PREFETCH_DISTANCE] & 0xFFFFFFFFull);
                 set_insert(w, w->hashes[i] & 0xFFFFFFFFull, &fresh);
                 distinct64 += (uint64_t)fresh;
             }
