@@ -44,7 +44,6 @@ needs_core = pytest.mark.skipif(
     LIB is None or os.environ.get(native.SWITCH, "").lower() == "python",
     reason=f"the C core is not in use: {native.describe()}",
 )
-pytestmark = needs_core
 
 SCHEMES = [DEFAULT_SCHEME, SCHEME_V1, SketchScheme(bins=240, bits=2), SketchScheme(bins=30, bits=16, size_bits=16),
            SketchScheme(bins=120, bits=4, size_bits=16), SketchScheme(bins=3, bits=8)]  # fmt: skip
@@ -86,6 +85,7 @@ def _raw(texts_, **kwargs):
     return native.batch(LIB, texts_, **kwargs)
 
 
+@needs_core
 def test_golden_fingerprints_bit_identical():
     rows = [json.loads(line) for line in (Path(__file__).parent / "golden" / "fingerprints.jsonl").open()]
     checked = 0
@@ -101,6 +101,7 @@ def test_golden_fingerprints_bit_identical():
     assert checked >= 39
 
 
+@needs_core
 def test_golden_sketches_bit_identical():
     texts_ = golden_texts()
     rows = [json.loads(line) for line in GOLDEN_SKETCHES.open()]
@@ -122,6 +123,7 @@ def test_golden_sketches_bit_identical():
     assert declined <= len(by_scheme)  # only the text that starts with a lone combining mark
 
 
+@needs_core
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(batches, st.sampled_from(SETTINGS), st.sampled_from(SCHEMES))
 def test_fingerprints_and_sketches_equal_the_reference(batch, settings_, scheme):
@@ -138,12 +140,14 @@ def test_fingerprints_and_sketches_equal_the_reference(batch, settings_, scheme)
         assert (rows[i].tobytes() if code & native.HAS_SKETCH else None) == expected[1][i]
 
 
+@needs_core
 @settings(max_examples=150, deadline=None)
 @given(batches, st.sampled_from(SETTINGS))
 def test_fingerprints_alone_equal_the_reference(batch, settings_):
     assert _outcome(simhash_many, batch, settings_) == _outcome(reference_simhash_many, batch, settings_)
 
 
+@needs_core
 @settings(max_examples=150, deadline=None)
 @given(batches, st.sampled_from(SCHEMES))
 def test_sketches_alone_equal_the_reference(batch, scheme):
@@ -155,6 +159,7 @@ def test_sketches_alone_equal_the_reference(batch, scheme):
         assert np.array_equal(got[0], expected[0]) and np.array_equal(got[1], expected[1])
 
 
+@needs_core
 def test_what_it_declines_and_what_it_computes():
     both, normalize, surrogate = native.HAS_FINGERPRINT | native.HAS_SKETCH, native.DECLINED | 3, native.DECLINED | 2
     cases = {
@@ -177,6 +182,7 @@ def test_what_it_declines_and_what_it_computes():
         )
 
 
+@needs_core
 def test_invalid_utf8_and_bad_offsets_from_c():
     """The C API on bytes Python would never pass: declined per text, or an error for the call."""
     work = native._work.get(LIB)
@@ -201,6 +207,7 @@ def test_invalid_utf8_and_bad_offsets_from_c():
     assert LIB.shc_sketch_bytes(ctypes.byref(bad_scheme)) == 0
 
 
+@needs_core
 @settings(max_examples=200, deadline=None)
 @given(st.data(), st.sampled_from(SCHEMES))
 def test_estimates_equal_the_reference(data, scheme):
@@ -214,6 +221,7 @@ def test_estimates_equal_the_reference(data, scheme):
     assert estimate_many(a, b, scheme).tobytes() == reference_estimate_many(a, b, scheme).tobytes()
 
 
+@needs_core
 def test_every_size_code_decodes_as_numpy_does():
     """A pair with equal bins and sizes 1 and 2**((code-1)/2048) estimates 1/size: every code's size."""
     codes = np.arange(65536, dtype="<u2")
@@ -224,6 +232,7 @@ def test_every_size_code_decodes_as_numpy_does():
     assert native.estimate_many(LIB, a, b, DEFAULT_SCHEME).tobytes() == reference_estimate_many(a, b).tobytes()
 
 
+@needs_core
 def test_log_weights_and_size_codes_of_repeats():
     """Log weights round(1000 (1 + ln c)) and the size code of many repeats and many distinct shingles."""
     texts_ = ["ab " * c for c in (1, 2, 3, 7, 100, 1000, 4097)] + [" ".join(map(str, range(c))) for c in (10, 3000)]
@@ -244,6 +253,7 @@ def test_no_tie_within_the_margin_for_real_counts():
         assert np.abs(x - np.floor(x) - 0.5).min() > 1e-9
 
 
+@needs_core
 @pytest.mark.slow
 def test_a_huge_text():
     rng = np.random.default_rng(7)
@@ -257,6 +267,7 @@ def test_a_huge_text():
         )
 
 
+@needs_core
 def test_threads_share_nothing():
     """Each thread has its own scratch memory: results under concurrency are the single-thread ones."""
     texts_ = golden_texts()
@@ -278,6 +289,7 @@ def test_threads_share_nothing():
     assert not errors and len(results) == 12 and all(r == expected for r in results)
 
 
+@needs_core
 def test_the_switch(monkeypatch):
     monkeypatch.setenv(native.SWITCH, "python")
     assert native.core() is None and native.describe().startswith("python (numpy reference")
@@ -336,7 +348,72 @@ def test_the_package_without_the_core(tmp_path, how):
     assert near.returncode == 0 and "a.txt" in near.stdout
 
 
+@needs_core
 def test_version_names_the_native_core():
     version = subprocess.run([sys.executable, "-m", "simhash_sqlite", "--version"], capture_output=True, text=True,
                              env={k: v for k, v in os.environ.items() if k != native.SWITCH})  # fmt: skip
     assert "core: native (C core" in version.stdout
+
+
+def _wheel(tmp_path: Path, env_extra: dict) -> Path:
+    """`pip wheel .` of this checkout (its build hook compiles the core when it can)."""
+    root = Path(__file__).resolve().parents[1]
+    if not (root / "hatch_build.py").exists():
+        pytest.skip("not a source checkout")
+    out = tmp_path / "wheel"
+    env = {**os.environ, **env_extra}
+    run = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(out), str(root)],
+        env=env, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    if run.returncode and "hatchling" in run.stderr and "No matching distribution" in run.stderr:
+        pytest.skip("the build backend (hatchling) cannot be fetched here")
+    assert run.returncode == 0, run.stderr
+    (wheel,) = out.glob("*.whl")
+    return wheel
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(sys.platform == "win32", reason="CC=/bin/false is a POSIX way to have no compiler")
+def test_install_without_a_compiler(tmp_path):
+    """`CC=/bin/false pip install .`: the build succeeds, the wheel is pure Python without the library and
+    records why, and the package runs from it on the numpy path."""
+    import zipfile
+
+    wheel = _wheel(tmp_path, {"CC": "/bin/false"})
+    assert wheel.name.endswith("-py3-none-any.whl")
+    site = tmp_path / "site"
+    with zipfile.ZipFile(wheel) as z:
+        names = z.namelist()
+        z.extractall(site)
+    assert not [n for n in names if n.endswith((".so", ".dylib", ".dll"))]
+    report = json.loads((site / "simhash_sqlite" / "native" / "_build.json").read_text())
+    assert report["_simhash_core"]["built"] is False and "/bin/false" in report["_simhash_core"]["reason"]
+    env = {**{k: v for k, v in os.environ.items() if k != native.SWITCH}, "PYTHONPATH": str(site)}
+    text = "Near-duplicate detection, ＡＢＣ Straße."
+    script = "import sys; from simhash_sqlite.core.fingerprint import simhash; print(simhash(sys.argv[1]))"
+    run = subprocess.run([sys.executable, "-c", script, text], env=env, cwd=tmp_path, capture_output=True, text=True)
+    assert run.returncode == 0 and int(run.stdout) == reference_simhash_many([text])[0], run.stderr
+    version = subprocess.run([sys.executable, "-m", "simhash_sqlite", "--version"], env=env, cwd=tmp_path,
+                             capture_output=True, text=True)  # fmt: skip
+    assert "core: python (numpy reference: the C core is not built (" in version.stdout
+
+
+@needs_core
+@pytest.mark.slow
+def test_install_with_a_compiler(tmp_path):
+    """`pip install .` with the system compiler: a platform wheel carrying the library, which loads."""
+    import zipfile
+
+    if shutil.which(os.environ.get("CC", "cc")) is None:
+        pytest.skip("no C compiler here")
+    wheel = _wheel(tmp_path, {})
+    assert not wheel.name.endswith("-none-any.whl")
+    site = tmp_path / "site"
+    with zipfile.ZipFile(wheel) as z:
+        z.extractall(site)
+    assert (site / "simhash_sqlite" / "native" / native.library_path().name).exists()
+    env = {**{k: v for k, v in os.environ.items() if k != native.SWITCH}, "PYTHONPATH": str(site)}
+    version = subprocess.run([sys.executable, "-m", "simhash_sqlite", "--version"], env=env, cwd=tmp_path,
+                             capture_output=True, text=True)  # fmt: skip
+    assert "core: native (C core" in version.stdout, version.stdout + version.stderr
