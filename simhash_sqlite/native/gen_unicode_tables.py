@@ -13,6 +13,9 @@ at import: simhash_sqlite.native.core). One record per code point, 32 bits:
     bit 28       MAPPED  NFKC changes it to one character x that NFKC leaves alone and that composes
                          with nothing before it: the record is then x's (its fold, flags and class),
                          the fold's delta taken from c, so the core's one pass treats c as x
+    bit 29       EXPANDS NFKC changes it to several characters, each one NFKC leaves alone, that composes
+                         with nothing before it and has combining class 0 (an ellipsis, a ligature):
+                         the core's one pass takes them from the NFKC list below
     bits 21..27  the rank of its canonical combining class among all classes (0 for class 0), which
                  orders as the class does
 
@@ -29,7 +32,7 @@ from __future__ import annotations
 import sys
 import unicodedata
 
-SPACE, ALNUM, MULTI, UNSAFE, MAPPED = 1 << 17, 1 << 18, 1 << 19, 1 << 20, 1 << 28
+SPACE, ALNUM, MULTI, UNSAFE, MAPPED, EXPANDS = 1 << 17, 1 << 18, 1 << 19, 1 << 20, 1 << 28, 1 << 29
 DELTA_BITS = 17
 LIMIT = 0x110000
 
@@ -94,6 +97,15 @@ def main(out_path: str) -> None:
         delta = folded - c
         if -(1 << (DELTA_BITS - 1)) <= delta < 1 << (DELTA_BITS - 1):
             records[c] = (target & ~mask) | (delta & mask) | MAPPED
+    for c in range(LIMIT):
+        if 0xD800 <= c <= 0xDFFF or records[c] & MAPPED:
+            continue
+        mapped = unicodedata.normalize("NFKC", chr(c))
+        if len(mapped) < 2:
+            continue
+        plain = all(not records[ord(x)] & (UNSAFE | MULTI | MAPPED) and not unicodedata.combining(x) for x in mapped)
+        if plain:
+            records[c] |= EXPANDS
     blocks: dict[tuple[int, ...], int] = {}
     stage1 = []
     for start in range(0, LIMIT, 256):

@@ -18,6 +18,7 @@
 #define SHC_MULTI (1u << 19)
 #define SHC_UNSAFE (1u << 20)
 #define SHC_MAPPED (1u << 28)
+#define SHC_EXPANDS (1u << 29)
 #define SHC_DELTA_MASK ((1u << 17) - 1)
 
 static const uint64_t SEED = 0x9E3779B97F4A7C15ull; /* features.SEED */
@@ -529,8 +530,28 @@ SHC_INLINE int fast_units(shc_work *w, const unsigned char *s, size_t len, size_
             i += extra + 1;
         }
         uint32_t rec = unicode_record(cp);
-        if (rec & (SHC_UNSAFE | SHC_MULTI))
-            return NEEDS_GENERAL_PATH;
+        if (rec & (SHC_UNSAFE | SHC_MULTI)) {
+            /* NFKC to several plain starters (an ellipsis): them, where there is room for them and
+             * for a unit per byte still to read */
+            size_t n_exp = 0;
+            const uint32_t *exp = (rec & SHC_EXPANDS) ? nfkc_of(cp, &n_exp) : NULL;
+            if (!exp || out + n_exp + (len - i) > w->units_cap)
+                return NEEDS_GENERAL_PATH;
+            for (size_t k = 0; k < n_exp; k++) {
+                uint32_t r = unicode_record(exp[k]);
+                if (r & SHC_SPACE) {
+                    if (!space_before)
+                        d[out++] = 0x20;
+                    space_before = 1;
+                    continue;
+                }
+                space_before = 0;
+                alnum |= (r & SHC_ALNUM) != 0;
+                d[out++] = record_fold(exp[k], r);
+            }
+            previous = 0; /* (class 0) */
+            continue;
+        }
         unsigned cls = record_class(rec);
         if (cls && previous > cls)
             return NEEDS_GENERAL_PATH;
