@@ -12,9 +12,11 @@ from contextlib import contextmanager
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
+from typing import Protocol
 
 import apsw
 
+from ..core.sketch import SketchScheme
 from ..errors import DamagedIndex, ForeignSchema, IndexNotFound, NotAnIndex, SchemaTooNew
 
 # "SIMH" in ASCII: PRAGMA application_id marks a SQLite file as ours.
@@ -27,6 +29,16 @@ LOCK_WAIT_SECONDS = 120.0
 # 1M-document index, 190 MB, warm cache): a damaged file is refused rather than written into. On a
 # larger file the check stops there and the write goes on (simq check reads every page).
 QUICK_CHECK_SECONDS = 2.0
+
+
+class IndexFile(Protocol):
+    """What the layers below SimhashIndex read of an open index: its connection and how it was made.
+    SimhashIndex is one; naming the protocol here keeps the imports running one way (no import of
+    index.py from below)."""
+
+    conn: apsw.Connection
+    sketch_scheme: SketchScheme
+    store_text: bool
 
 
 @lru_cache(maxsize=None)
