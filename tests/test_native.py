@@ -185,7 +185,7 @@ def test_what_it_declines_and_what_it_computes():
 @needs_core
 def test_invalid_utf8_and_bad_offsets_from_c():
     """The C API on bytes Python would never pass: declined per text, or an error for the call."""
-    work = native._work.get(LIB)
+    work = native._scratch(LIB).pointer
     scheme = native.scheme_struct(DEFAULT_SCHEME)
     bad = [b"\xff", b"\xc0\x80", b"\xe0\x80\x80", b"\xed\xa0\x80", b"\xf4\x90\x80\x80", b"abc\xe4\xb8", b"\x80"]
     buf = b"".join(bad)

@@ -149,27 +149,33 @@ def describe() -> str:
     return f"native (C core, {loaded.kernel} kernels, Unicode {loaded.unidata})"
 
 
-class _Work(threading.local):
-    """One scratch area of the core per thread (its buffers grow to the largest text and stay)."""
+class _Scratch:
+    """One shc_work (the core's scratch memory: its buffers grow to the largest text and stay), freed
+    when its thread ends (the thread's local attributes go) or when dropped after a huge text."""
 
-    def __init__(self) -> None:
-        self.lib: ctypes.CDLL | None = None
-        self.pointer: int | None = None
-
-    def get(self, lib: ctypes.CDLL) -> int:
-        if self.pointer is None or self.lib is not lib:
-            pointer = lib.shc_work_new()
-            if not pointer:
-                raise MemoryError("the C core could not allocate its scratch memory")
-            self.lib, self.pointer = lib, pointer
-        return self.pointer
+    def __init__(self, lib: ctypes.CDLL) -> None:
+        self.lib = lib
+        self.pointer = lib.shc_work_new()
+        if not self.pointer:
+            raise MemoryError("the C core could not allocate its scratch memory")
 
     def __del__(self) -> None:
-        if self.pointer is not None and self.lib is not None:
+        if getattr(self, "pointer", None):
             self.lib.shc_work_free(self.pointer)
+            self.pointer = None
 
 
-_work = _Work()
+_local = threading.local()
+# After a text of more bytes than this, the thread's scratch memory (some 30 bytes per byte of the
+# largest text) is given back rather than kept for the next call.
+KEEP_SCRATCH_BYTES = 1 << 24
+
+
+def _scratch(lib: ctypes.CDLL) -> _Scratch:
+    scratch = getattr(_local, "scratch", None)
+    if scratch is None or scratch.lib is not lib:
+        scratch = _local.scratch = _Scratch(lib)
+    return scratch
 
 
 def scheme_struct(scheme) -> _Scheme:
@@ -208,7 +214,9 @@ def batch(
             raise ValueError(f"the C core does not support the sketch scheme {scheme}")
         rows = np.zeros((n, nbytes), dtype=np.uint8)
     status = np.zeros(n, dtype=np.uint8)
-    work = _work.get(lib)
+    scratch = _scratch(lib)
+    work = scratch.pointer
+    largest = 0
     start = 0
     while start < n:
         # a run of texts of about BATCH_BYTES (one text at least)
@@ -217,6 +225,7 @@ def batch(
             size += len(texts[end])
             end += 1
         buf, offsets = encode(texts[start:end])
+        largest = max(largest, int(np.diff(offsets).max()))
         code = lib.shc_batch(
             work, buf, offsets.ctypes.data, end - start, ngram, WEIGHTS[weights],
             ctypes.byref(c_scheme) if c_scheme is not None else None,
@@ -227,6 +236,8 @@ def batch(
         if code:
             raise ValueError(f"the C core refused the batch (error {code})")
         start = end
+    if largest > KEEP_SCRATCH_BYTES:
+        _local.scratch = None
     return fps, rows, status
 
 
