@@ -16,6 +16,12 @@ at import: simhash_sqlite.native.core). One record per code point, 32 bits:
     bit 29       EXPANDS NFKC changes it to several characters, each one NFKC leaves alone, that composes
                          with nothing before it and has combining class 0 (an ellipsis, a ligature):
                          the core's one pass takes them from the NFKC list below
+    bit 30       AFTER   a character whose only trouble is that it composes with some preceding starters:
+                         NFKC leaves it alone and it has no canonical decomposition (vowel signs of
+                         Bengali or Tamil, the nukta, combining accents): blocked from the last starter,
+                         or after one without a decomposition with which it forms no composite
+                         (shc_pairs), it changes nothing
+    bit 31       DECOMP  it has a canonical decomposition
     bits 21..27  the rank of its canonical combining class among all classes (0 for class 0), which
                  orders as the class does
 
@@ -33,6 +39,7 @@ import sys
 import unicodedata
 
 SPACE, ALNUM, MULTI, UNSAFE, MAPPED, EXPANDS = 1 << 17, 1 << 18, 1 << 19, 1 << 20, 1 << 28, 1 << 29
+AFTER, DECOMP = 1 << 30, 1 << 31
 DELTA_BITS = 17
 LIMIT = 0x110000
 
@@ -72,6 +79,15 @@ def record(c: int, seconds: set[int], ranks: dict[int, int]) -> int:
     delta = target - c
     if not -(1 << (DELTA_BITS - 1)) <= delta < 1 << (DELTA_BITS - 1):
         raise SystemExit(f"case fold of U+{c:04X} too far for a {DELTA_BITS}-bit delta")
+    parts = unicodedata.decomposition(ch).split()
+    if parts and not parts[0].startswith("<"):
+        flags |= DECOMP
+    elif (
+        c in seconds
+        and unicodedata.normalize("NFKC", ch) == ch
+        and not 0x1100 <= c <= 0x11FF  # conjoining jamo compose algorithmically: not in the pairs
+    ):
+        flags |= AFTER
     return (delta & ((1 << DELTA_BITS) - 1)) | flags | (ranks[unicodedata.combining(ch)] << 21)
 
 
@@ -142,6 +158,21 @@ def main(out_path: str) -> None:
     lines.append("};")
     lines.append(f"static const uint32_t shc_nfkc_data[{max(1, len(data))}] = {{")
     lines.extend("    " + ", ".join(map(str, data[i : i + 16])) + "," for i in range(0, len(data), 16))
+    lines.append("};")
+    # Pairs (first, second) that compose (a primary composite), for the AFTER characters' second.
+    pairs = set()
+    for c in range(LIMIT):
+        if 0xD800 <= c <= 0xDFFF:
+            continue
+        parts = unicodedata.decomposition(chr(c)).split()
+        if len(parts) == 2 and not parts[0].startswith("<"):
+            first, second = int(parts[0], 16), int(parts[1], 16)
+            if records[second] & AFTER and unicodedata.normalize("NFC", chr(first) + chr(second)) == chr(c):
+                pairs.add(first << 21 | second)
+    pairs_sorted = sorted(pairs)
+    lines.append(f"#define SHC_PAIR_COUNT {len(pairs_sorted)}")
+    lines.append(f"static const uint64_t shc_pairs[{max(1, len(pairs_sorted))}] = {{")
+    lines.extend("    " + ", ".join(f"{v}ull" for v in pairs_sorted[i : i + 8]) + "," for i in range(0, len(pairs_sorted), 8))
     lines.append("};")
     # Case folds of several characters (MULTI): each folded character folds to itself, so the core
     # takes its flags from its own record.

@@ -19,6 +19,8 @@
 #define SHC_UNSAFE (1u << 20)
 #define SHC_MAPPED (1u << 28)
 #define SHC_EXPANDS (1u << 29)
+#define SHC_AFTER (1u << 30)
+#define SHC_DECOMP (1u << 31)
 #define SHC_DELTA_MASK ((1u << 17) - 1)
 
 static const uint64_t SEED = 0x9E3779B97F4A7C15ull; /* features.SEED */
@@ -486,6 +488,21 @@ static int normalize_units(shc_work *w, size_t *n)
     return 0;
 }
 
+/* Whether (first, second) compose to a primary composite (second an AFTER character). */
+static int composes(uint32_t first, uint32_t second)
+{
+    uint64_t key = ((uint64_t)first << 21) | second;
+    size_t lo = 0, hi = SHC_PAIR_COUNT;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (shc_pairs[mid] < key)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < SHC_PAIR_COUNT && shc_pairs[lo] == key;
+}
+
 /* The common case in one pass: decode, NFKC (characters NFKC maps to one plain character are taken as
  * that character: MAPPED records), case fold, whitespace, in w->units. Returns 0 (*n units, 0 for a text
  * without a letter or digit), 1 where the text needs the general path (a character NFKC changes
@@ -497,6 +514,10 @@ SHC_INLINE int fast_units(shc_work *w, const unsigned char *s, size_t len, size_
     size_t i = 0, out = 0;
     int alnum = 0, space_before = 1;
     unsigned previous = 0;
+    /* the last starter (combining class 0), as NFKC has it: none yet (0), starter_cp with its record
+     * (1), or one that NFKC replaced (2: not known here) */
+    int starter = 0;
+    uint32_t starter_cp = 0, starter_rec = 0;
     while (i < len) {
         uint32_t cp = s[i];
         if (cp < 0x80) {
@@ -530,6 +551,20 @@ SHC_INLINE int fast_units(shc_work *w, const unsigned char *s, size_t len, size_
             i += extra + 1;
         }
         uint32_t rec = unicode_record(cp);
+        if ((rec & (SHC_AFTER | SHC_MULTI)) == SHC_AFTER) {
+            /* A character that composes with some starters (a vowel sign, an accent): it changes
+             * nothing where there is no starter before it, where a character between blocks it (class
+             * 0, or not below its own: in canonical order, the one just before), or after a starter
+             * with no decomposition with which it forms no composite. Else the general path (which
+             * declines). */
+            unsigned mine = record_class(rec);
+            int blocked = previous != 0 && (mine == 0 || previous >= mine);
+            int plain = starter == 0 || blocked ||
+                        (starter == 1 && !(starter_rec & SHC_DECOMP) && !composes(starter_cp, cp));
+            if (!plain)
+                return NEEDS_GENERAL_PATH;
+            rec &= ~SHC_UNSAFE;
+        }
         if (rec & (SHC_UNSAFE | SHC_MULTI)) {
             /* NFKC to several plain starters (an ellipsis): them, where there is room for them and
              * for a unit per byte still to read */
@@ -550,12 +585,17 @@ SHC_INLINE int fast_units(shc_work *w, const unsigned char *s, size_t len, size_
                 d[out++] = record_fold(exp[k], r);
             }
             previous = 0; /* (class 0) */
+            starter = 2;
             continue;
         }
         unsigned cls = record_class(rec);
         if (cls && previous > cls)
             return NEEDS_GENERAL_PATH;
         previous = cls;
+        if (cls == 0) {
+            starter = (rec & SHC_MAPPED) ? 2 : 1;
+            starter_cp = cp, starter_rec = rec;
+        }
         if (rec & SHC_SPACE) {
             if (!space_before)
                 d[out++] = 0x20;

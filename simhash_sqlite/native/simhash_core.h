@@ -8,8 +8,9 @@
  *
  * Text is UTF-8. A text is declined (SHC_DECLINED | reason) when it holds invalid UTF-8, an encoded
  * surrogate (Python's 'surrogatepass' encoding of a lone surrogate), or a sequence whose NFKC the core
- * cannot be sure of without a full normalisation (a combining mark that may compose with what precedes
- * it, marks out of canonical order; see docs/native.md). Compatibility characters (full-width forms,
+ * cannot be sure of without a full normalisation (a combining mark that composes with the letter before
+ * it, or follows a letter with a canonical decomposition, marks out of canonical order, conjoining
+ * jamo; see docs/native.md). Compatibility characters (full-width forms,
  * no-break space, ligatures, ...) and multi-character case folds (sharp s) are computed. The Unicode
  * tables are generated at build time from the build interpreter's unicodedata; shc_unidata_version()
  * says which Unicode version.
