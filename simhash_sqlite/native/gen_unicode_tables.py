@@ -172,7 +172,9 @@ def main(out_path: str) -> None:
     pairs_sorted = sorted(pairs)
     lines.append(f"#define SHC_PAIR_COUNT {len(pairs_sorted)}")
     lines.append(f"static const uint64_t shc_pairs[{max(1, len(pairs_sorted))}] = {{")
-    lines.extend("    " + ", ".join(f"{v}ull" for v in pairs_sorted[i : i + 8]) + "," for i in range(0, len(pairs_sorted), 8))
+    lines.extend(
+        "    " + ", ".join(f"{v}ull" for v in pairs_sorted[i : i + 8]) + "," for i in range(0, len(pairs_sorted), 8)
+    )
     lines.append("};")
     # Case folds of several characters (MULTI): each folded character folds to itself, so the core
     # takes its flags from its own record.
