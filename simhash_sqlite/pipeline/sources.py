@@ -383,8 +383,10 @@ class Reader:
                 self._skip(where, records.failures[i], True)
                 continue
             raw = chunk.data[records.starts[i] : records.ends[i]]
+            text = records.texts[i] if records.texts is not None else None
             if rules.settings is None:
-                yield Document(key, records.texts[i]), raw
+                assert text is not None, "without settings read_chunk returns every text"
+                yield Document(key, text), raw
                 continue
             yield FingerprintedDocument(
                 key,
@@ -392,7 +394,7 @@ class Reader:
                 records.lengths[i],
                 records.hashes[i] if records.hashes else b"",
                 records.sketches[i] if records.sketches else None,
-                records.texts[i] if records.texts is not None else None,
+                text,
             ), raw
         while skip is not None:
             self._skipped_line(f"{path}:{chunk.first_line + skip[0]}", skip)
