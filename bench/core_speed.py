@@ -46,9 +46,7 @@ def read_jsonl(path: Path, field: str, limit_mb: float) -> list[str]:
 def generated(kind: str, mb: float, seed: int = 1) -> list[str]:
     """Pages of 150-6,000 characters: English-like words, or Chinese-like runs of common Han characters."""
     rng = random.Random(seed)
-    words = [
-        "".join(rng.choice("etaoinshrdlcumwfgypbvkjxqz") for _ in range(rng.randint(1, 9))) for _ in range(5000)
-    ]
+    words = ["".join(rng.choice("etaoinshrdlcumwfgypbvkjxqz") for _ in range(rng.randint(1, 9))) for _ in range(5000)]
     han = [chr(c) for c in range(0x4E00, 0x4E00 + 3000)]
     texts, size = [], 0
     while size < mb * 1e6:

@@ -48,6 +48,7 @@ def simhash_many(texts: Sequence[str], settings: FingerprintSettings = Fingerpri
     if lib is None or not native.supports(settings) or not texts:
         return reference_simhash_many(texts, settings)
     values, _, status = native.batch(lib, texts, ngram=settings.ngram, weights=settings.weights)
+    assert values is not None
     out = [v if s & native.HAS_FINGERPRINT else None for v, s in zip(values.tolist(), status.tolist())]
     declined = np.flatnonzero(status & native.DECLINED).tolist()
     if declined:
@@ -84,9 +85,10 @@ def simhash_and_sketch_many(
     if not native.supports(settings):  # jieba words: fingerprints by the reference, sketches by the core
         rows, present = sketch_many(texts, scheme)
         return reference_simhash_many(texts, settings), _blobs(rows, present)
-    values, rows, status = native.batch(lib, texts, ngram=settings.ngram, weights=settings.weights, scheme=scheme)
+    values, made, status = native.batch(lib, texts, ngram=settings.ngram, weights=settings.weights, scheme=scheme)
+    assert values is not None and made is not None
     fingerprints = [v if s & native.HAS_FINGERPRINT else None for v, s in zip(values.tolist(), status.tolist())]
-    sketches = [row.tobytes() if s & native.HAS_SKETCH else None for row, s in zip(rows, status.tolist())]
+    sketches = [row.tobytes() if s & native.HAS_SKETCH else None for row, s in zip(made, status.tolist())]
     declined = np.flatnonzero(status & native.DECLINED).tolist()
     if declined:
         again = reference_simhash_and_sketch_many([texts[i] for i in declined], settings, scheme)

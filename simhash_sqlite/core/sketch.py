@@ -523,6 +523,7 @@ def sketch_many(texts: Sequence[str], scheme: SketchScheme = DEFAULT_SCHEME) -> 
     if lib is None or not texts:
         return reference_sketch_many(texts, scheme)
     _, rows, status = native.batch(lib, texts, scheme=scheme, fingerprints=False)
+    assert rows is not None
     present = (status & native.HAS_SKETCH).astype(bool)
     declined = np.flatnonzero(status & native.DECLINED)
     if len(declined):

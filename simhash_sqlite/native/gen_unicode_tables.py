@@ -179,23 +179,24 @@ def main(out_path: str) -> None:
     # Case folds of several characters (MULTI): each folded character folds to itself, so the core
     # takes its flags from its own record.
     multi = [c for c in range(LIMIT) if not 0xD800 <= c <= 0xDFFF and len(chr(c).casefold()) > 1]
-    data, starts = [], []
+    fold_data: list[int] = []
+    fold_starts: list[int] = []
     for c in multi:
-        folded = chr(c).casefold()
-        if any(x.casefold() != x for x in folded):
+        fold = chr(c).casefold()
+        if any(x.casefold() != x for x in fold):
             raise SystemExit(f"the case fold of U+{c:04X} is not stable under case folding")
-        starts.append(len(data))
-        data.extend(map(ord, folded))
-    starts.append(len(data))
+        fold_starts.append(len(fold_data))
+        fold_data.extend(map(ord, fold))
+    fold_starts.append(len(fold_data))
     lines.append(f"#define SHC_FOLD_COUNT {len(multi)}")
     lines.append("static const uint32_t shc_fold_cp[SHC_FOLD_COUNT] = {")
     lines.extend("    " + ", ".join(map(str, multi[i : i + 16])) + "," for i in range(0, len(multi), 16))
     lines.append("};")
     lines.append("static const uint32_t shc_fold_at[SHC_FOLD_COUNT + 1] = {")
-    lines.extend("    " + ", ".join(map(str, starts[i : i + 16])) + "," for i in range(0, len(starts), 16))
+    lines.extend("    " + ", ".join(map(str, fold_starts[i : i + 16])) + "," for i in range(0, len(fold_starts), 16))
     lines.append("};")
-    lines.append(f"static const uint32_t shc_fold_data[{max(1, len(data))}] = {{")
-    lines.extend("    " + ", ".join(map(str, data[i : i + 16])) + "," for i in range(0, len(data), 16))
+    lines.append(f"static const uint32_t shc_fold_data[{max(1, len(fold_data))}] = {{")
+    lines.extend("    " + ", ".join(map(str, fold_data[i : i + 16])) + "," for i in range(0, len(fold_data), 16))
     lines.append("};")
     with open(out_path, "w", encoding="ascii") as f:
         f.write("\n".join(lines) + "\n")
