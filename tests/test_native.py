@@ -419,3 +419,14 @@ def test_install_with_a_compiler(tmp_path):
     version = subprocess.run([sys.executable, "-m", "simhash_sqlite", "--version"], env=env, cwd=tmp_path,
                              capture_output=True, text=True)  # fmt: skip
     assert "core: native (C core" in version.stdout, version.stdout + version.stderr
+
+
+def test_a_wrong_switch_is_one_error_line(tmp_path):
+    env = {**os.environ, native.SWITCH: "fast"}
+    run = subprocess.run([sys.executable, "-m", "simhash_sqlite", "hash", "hello world"], env=env, cwd=tmp_path,
+                         capture_output=True, text=True)  # fmt: skip
+    assert run.returncode == 1 and "Traceback" not in run.stderr
+    assert run.stderr.strip() == "error: SIMHASH_SQLITE_CORE must be python, native or auto, not 'fast'"
+    version = subprocess.run([sys.executable, "-m", "simhash_sqlite", "--version"], env=env, cwd=tmp_path,
+                             capture_output=True, text=True)  # fmt: skip
+    assert "core: none: SIMHASH_SQLITE_CORE must be python, native or auto" in version.stdout

@@ -31,6 +31,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ..errors import SimhashError
+
 ABI_VERSION = 1  # simhash_core.h SHC_ABI_VERSION
 SWITCH = "SIMHASH_SQLITE_CORE"
 HERE = Path(__file__).resolve().parent
@@ -41,8 +43,9 @@ WEIGHTS = {"binary": 0, "count": 1, "log": 2}
 BATCH_BYTES = 1 << 22
 
 
-class NativeUnavailable(RuntimeError):
-    """SIMHASH_SQLITE_CORE=native, but the core cannot be used (the message says why)."""
+class NativeUnavailable(SimhashError, RuntimeError):
+    """SIMHASH_SQLITE_CORE=native, but the core cannot be used, or the switch has another value (the
+    message says why; the CLI prints it as one error line)."""
 
 
 class _Scheme(ctypes.Structure):
@@ -141,6 +144,8 @@ def describe() -> str:
     """Which core runs, for `simq --version`: "native (portable kernels, Unicode 15.0.0)" or
     "python (numpy reference: ...why...)"."""
     wanted = os.environ.get(SWITCH, "auto").strip().lower() or "auto"
+    if wanted not in ("python", "native", "auto"):
+        return f"none: {SWITCH} must be python, native or auto, not {wanted!r}"
     if wanted == "python":
         return f"python (numpy reference: {SWITCH}=python)"
     loaded = _loaded()
