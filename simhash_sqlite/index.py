@@ -18,8 +18,9 @@ from .core.pool import FingerprintJob
 from .core.settings import SHORT_TEXT, FingerprintSettings
 from .core.sketch import DEFAULT_SCHEME, SketchScheme, sketch_many
 from .errors import IndexNotFound, InvalidInput
+from .find.chains import below_members
 from .find.check import DEFAULT_THRESHOLD, DuplicatePairs, ShingleCache, candidate_k, check_search, check_threshold
-from .find.clusters import Cluster, ClusterReport, cluster_index, clustering_info, read_clusters
+from .find.clusters import Cluster, ClusterReport, cluster_index, clustering_info, read_clusters, record_below
 from .find.near_table import register_near_table
 from .find.pairs import Progress
 from .find.queries import Query, QueryError
@@ -813,14 +814,16 @@ class SimhashIndex:
         *,
         check: bool = True,
         threshold: float = DEFAULT_THRESHOLD,
+        uncertain: bool = False,
         on_progress: Progress | None = None,
     ) -> DuplicatePairs:
         """Every pair of near-duplicate documents, each once (first added first), streamed in no
         particular order: the pairs within k, checked as in search() (same defaults). Iterate the
         result; its `report` counts how pairs were judged (None without check). With check and no k,
-        the candidates come from the sketches (confirm.DuplicatePairs), at any distance.
+        the candidates come from the sketches (check.DuplicatePairs), at any distance. uncertain: the
+        pairs whose verdict is uncertain instead, kept or not (DuplicatePair.keeps), to review.
         on_progress(done, total): how far the pair search is, for a progress bar."""
-        return DuplicatePairs(self, k, threshold, check=check, on_progress=on_progress)
+        return DuplicatePairs(self, k, threshold, check=check, uncertain=uncertain, on_progress=on_progress)
 
     def clusters(
         self,
@@ -838,9 +841,15 @@ class SimhashIndex:
         if pairs.report is None:
             return cluster_index(self.conn, pairs.k, representative, on_progress=on_progress)
         report = cluster_index(
-            self.conn, pairs.k, representative, pairs=pairs.id_pairs(), threshold=pairs.report.threshold
+            self.conn, pairs.k, representative, pairs=pairs.id_pairs(), threshold=pairs.report.threshold,
+            candidates=pairs.report.candidates_from,
         )
-        return dataclasses.replace(report, check=pairs.report)
+        # Chains: members the check does not keep against their representative, counted for stats.
+        chained = below_members(self, pairs.report.threshold)
+        below = sum(map(len, chained.values()))
+        if report.saved:
+            record_below(self.conn, below)
+        return dataclasses.replace(report, check=pairs.report, below=below, chained=chained)
 
     def cluster_list(self, *, min_size: int = 2) -> Iterator[Cluster]:
         """The clusters written by the last clusters() run, with their member keys."""

@@ -15,13 +15,15 @@ from .pairs import distinct, near_pairs
 @dataclass(frozen=True)
 class DuplicatePair:
     """Two indexed documents within distance k; `first` was added before `second` (lower id).
-    `jaccard` and `checked_by` as in search.Match."""
+    `jaccard`, `checked_by`, `certainty` and `keeps` as in search.Match."""
 
     first: str
     second: str
     distance: int
     jaccard: float | None = None
     checked_by: str | None = None
+    certainty: float | None = None
+    keeps: bool = True  # the verdict: False only among DuplicatePairs(uncertain=True)'s pairs
 
     @property
     def similarity(self) -> float:

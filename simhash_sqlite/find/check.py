@@ -8,6 +8,12 @@ path. Without both texts, the pair is judged by the estimate from both documents
 "estimated"); without a sketch too (an index made before sketches whose texts are gone, a bare
 fingerprint) by its distance alone, kept within min(k, RECOMMENDED_K) ("distance").
 
+One rule everywhere (judge(): dupes, clusters, near, explain, dedup's drops, the web pages, simhash_near):
+an estimate from both sketches that is sure (certainty >= CERTAIN, sketch.certainty: the probability that
+the true Jaccard is on the estimate's side of the threshold) decides without reading a text; an unsure
+one is settled by the exact Jaccard where both texts are reachable, and stays an unsure estimate where
+not; without a sketch, the distance decides. Each verdict says which and how sure it is (Verdict).
+
 All pairs (dupes, clusters) take their candidates from the sketches' LSH tables (sketch_pairs.py) when
 every document has a sketch and no k is asked for: linear in the documents, and it finds the pairs of
 Jaccard >= 0.8 beyond distance 12 too. With an explicit k, or documents without a sketch, the
@@ -20,7 +26,7 @@ import math
 import os
 import time
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -29,7 +35,7 @@ import numpy as np
 from ..core.fingerprint import check_k
 from ..core.settings import CONFIRM_K, RECOMMENDED_K
 from ..core.shingles import jaccard_of_sets, shingle_set
-from ..core.sketch import DEFAULT_SCHEME, SketchScheme, estimate_jaccard, estimate_many, sketch
+from ..core.sketch import DEFAULT_SCHEME, SketchScheme, certainty, estimate_many, sizes_of, sketch
 from ..errors import InvalidInput
 from ..store import texts
 from ..store.texts import text_of
@@ -78,12 +84,89 @@ def fallback_k(k: int) -> int:
     return min(k, RECOMMENDED_K)
 
 
-def keeps(distance: int, jaccard: float | None, k: int = CONFIRM_K, threshold: float = DEFAULT_THRESHOLD) -> bool:
-    """The rule: a pair within k is a near-duplicate iff its exact Jaccard is >= threshold, or, when
-    the Jaccard is unknown (a text out of reach), iff it is within min(k, RECOMMENDED_K)."""
-    if distance > k:
-        return False
-    return distance <= fallback_k(k) if jaccard is None else jaccard >= threshold
+# A verdict at least this sure (sketch.certainty) needs no exact check and is not listed as uncertain: an
+# estimate about 3.1 standard deviations from the threshold. bench/certainty.py: on generated pairs no
+# such verdict was wrong, and 69% of verdicts at J 0.6-1.0 were this sure.
+CERTAIN = 0.999
+CHECKED_BY = ("exact", "estimated", "distance")
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What the check says of one pair, the same wherever the pair is shown. keeps: a near-duplicate;
+    jaccard: the measured (exact) or estimated Jaccard, None when judged by distance; checked_by: "exact",
+    "estimated" or "distance"; certainty: the probability that the verdict is right, 1.0 for exact, from
+    the sketches' spread for an estimate (sketch.certainty), None (unknown) by distance."""
+
+    keeps: bool
+    jaccard: float | None
+    checked_by: str
+    certainty: float | None
+
+    @property
+    def uncertain(self) -> bool:
+        """Worth a look before trusting it: an estimate short of CERTAIN, or a verdict by distance alone."""
+        return self.certainty is None or self.certainty < CERTAIN
+
+
+def judge(
+    distance: int,
+    *,
+    estimate: float | None = None,
+    sure: float | None = None,
+    exact: Callable[[], float | None] | None = None,
+    threshold: float = DEFAULT_THRESHOLD,
+    k: int = CONFIRM_K,
+) -> Verdict:
+    """The verdict on a candidate pair. estimate, sure: the sketches' estimate and its certainty (None:
+    a sketch missing); exact: gives the exact Jaccard, or None where a text is out of reach, called only
+    when the estimate is missing or unsure. A sure estimate decides; else the exact Jaccard; else the
+    unsure estimate; else the distance, within min(k, RECOMMENDED_K)."""
+    if estimate is not None and sure is not None and sure >= CERTAIN:
+        return Verdict(estimate >= threshold, estimate, "estimated", sure)
+    measured = None if exact is None else exact()
+    if measured is not None:
+        return Verdict(measured >= threshold, measured, "exact", 1.0)
+    if estimate is not None:
+        return Verdict(estimate >= threshold, estimate, "estimated", sure)
+    return Verdict(distance <= fallback_k(k), None, "distance", None)
+
+
+def estimated(
+    a: np.ndarray, b: np.ndarray, threshold: float, scheme: SketchScheme = DEFAULT_SCHEME
+) -> tuple[np.ndarray, np.ndarray]:
+    """(estimate, certainty) of each pair of sketch rows at this threshold."""
+    estimate = estimate_many(a, b, scheme)
+    return estimate, certainty(estimate, threshold, sizes_of(a, scheme), sizes_of(b, scheme), scheme)
+
+
+def certainty_of(estimate, size_a, size_b, threshold: float, scheme: SketchScheme = DEFAULT_SCHEME) -> np.ndarray:
+    """sketch.certainty with the arguments in the order bench/certainty.py gives them."""
+    return certainty(estimate, threshold, size_a, size_b, scheme)
+
+
+def sketch_verdict(
+    distance: int,
+    sketch_a: bytes | None,
+    sketch_b: bytes | None,
+    texts: Callable[[], tuple[np.ndarray | None, np.ndarray | None]],
+    scheme: SketchScheme,
+    threshold: float = DEFAULT_THRESHOLD,
+    k: int = CONFIRM_K,
+) -> Verdict:
+    """judge() of one pair from its two stored sketches (None: missing) and texts() (the two shingle
+    sets, None where out of reach; read only when the estimate is missing or unsure)."""
+    estimate = sure = None
+    if sketch_a is not None and sketch_b is not None and len(sketch_a) == len(sketch_b) == scheme.nbytes:
+        rows = np.frombuffer(sketch_a + sketch_b, dtype=np.uint8).reshape(2, -1)
+        e, c = estimated(rows[:1], rows[1:], threshold, scheme)
+        estimate, sure = float(e[0]), float(c[0])
+
+    def exact() -> float | None:
+        a, b = texts()
+        return None if a is None or b is None else jaccard_of_sets(a, b)
+
+    return judge(distance, estimate=estimate, sure=sure, exact=exact, threshold=threshold, k=k)
 
 
 class ShingleCache:
@@ -139,13 +222,18 @@ class ConfirmReport:
     candidates: int = 0  # within k (or found by the sketches' LSH tables)
     checked: int = 0  # kept: exact Jaccard >= threshold
     rejected: int = 0  # dropped: exact Jaccard < threshold
-    estimated: int = 0  # kept: a text out of reach, the sketches' estimate >= threshold
-    estimate_rejected: int = 0  # dropped: a text out of reach, the estimate < threshold
+    estimated: int = 0  # kept: the sketches' estimate >= threshold (sure, or a text out of reach)
+    estimate_rejected: int = 0  # dropped: the estimate < threshold
     unchecked: int = 0  # kept by distance <= fallback_k: a text and a sketch out of reach
     too_far: int = 0  # dropped: no text, no sketch, and the distance > fallback_k
+    sure: int = 0  # of the estimated (kept or dropped): certainty >= CERTAIN, no text read
+    uncertain: int = 0  # of the estimated (kept or dropped): certainty < CERTAIN, the texts out of reach
     without_query_text: int = 0  # of the unchecked and too_far: the query was a bare fingerprint (no text)
     check_seconds: float = 0.0  # reading texts, shingling, Jaccard
     candidates_from: str = "fingerprint"  # "fingerprint": pairs within k; "sketch": the sketches' LSH tables
+
+    COUNTS = ("candidates", "checked", "rejected", "estimated", "estimate_rejected", "unchecked", "too_far",
+              "sure", "uncertain", "without_query_text", "check_seconds")
 
     @property
     def fallback_k(self) -> int:
@@ -155,57 +243,81 @@ class ConfirmReport:
     def kept(self) -> int:
         return self.checked + self.estimated + self.unchecked
 
-    def judge(
-        self, distance: int, a: np.ndarray | None, b: np.ndarray | None, estimate: float | None = None
-    ) -> tuple[bool, float | None, str]:
-        """(keep?, Jaccard or None, how: "exact", "estimated" or "distance"), counted. a, b: the shingle
-        sets (None: text out of reach); estimate: from the two sketches (None: a sketch missing)."""
+    @property
+    def found_by(self) -> str:
+        """How the candidates were made, in words."""
+        return "found by the sketches' LSH tables" if self.candidates_from == "sketch" else f"within distance {self.k}"
+
+    def restart(self) -> None:
+        for name in self.COUNTS:
+            setattr(self, name, 0)
+
+    def add(self, other: ConfirmReport) -> None:
+        for name in self.COUNTS:
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+
+    def count(self, verdict: Verdict) -> Verdict:
+        """Count one verdict (and return it)."""
         self.candidates += 1
-        if a is not None and b is not None:
-            similarity = jaccard_of_sets(a, b)
-            keep = keeps(distance, similarity, self.k, self.threshold)
+        keep = verdict.keeps
+        if verdict.checked_by == "exact":
             self.checked += keep
             self.rejected += not keep
-            return keep, similarity, "exact"
-        if estimate is not None:
-            keep = keeps(distance, estimate, self.k, self.threshold)
+        elif verdict.checked_by == "estimated":
             self.estimated += keep
             self.estimate_rejected += not keep
-            return keep, estimate, "estimated"
-        keep = keeps(distance, None, self.k, self.threshold)
-        self.unchecked += keep
-        self.too_far += not keep
-        return keep, None, "distance"
+            self.sure += not verdict.uncertain
+            self.uncertain += verdict.uncertain
+        else:
+            self.unchecked += keep
+            self.too_far += not keep
+        return verdict
+
+    def count_sure(self, keep: np.ndarray) -> None:
+        """Count sure estimated verdicts decided together (keep: each one's)."""
+        kept = int(np.count_nonzero(keep))
+        self.candidates += len(keep)
+        self.estimated += kept
+        self.estimate_rejected += len(keep) - kept
+        self.sure += len(keep)
 
 
 def check_search(
     result: SearchResult, query: Query, shingles: ShingleCache, threshold: float, limit: int | None
 ) -> SearchResult:
-    """The search's candidates (within its plan's k), each kept iff it passes the check; closest first,
-    `limit` counting kept matches. The answer carries the ConfirmReport."""
+    """The search's candidates (within its plan's k), each kept iff judge() keeps it; closest first,
+    `limit` counting kept matches. The answer carries the ConfirmReport, and the uncertain verdicts (kept
+    or not) in `uncertain`."""
     report = ConfirmReport(result.plan.k, threshold)
     if query.text is None and query.key is None:
         report.without_query_text = len(result.matches)
     started = time.perf_counter()
-    # The query's shingles and sketch, made at the first candidate (a query without any reads no
-    # text); None: no text to compare.
-    mine = my_sketch = None
-    made = False
-    kept = []
+    scheme = shingles.index.sketch_scheme
+    # The query's shingles and sketch, made when first needed (a query without any reads no text).
+    mine: list = []
+    my_sketch = _query_sketch(query, shingles) if result.matches else None
+    kept, uncertain = [], []
     for match in result.matches:
         if limit is not None and len(kept) >= limit:
             break
-        if not made:
-            mine, my_sketch, made = _query_shingles(query, shingles), _query_sketch(query, shingles), True
-        other = None if mine is None else shingles(match.key)  # no query text: no need to read theirs
-        estimate = None
-        if other is None and my_sketch is not None and (theirs := shingles.sketch(match.key)) is not None:
-            estimate = estimate_jaccard(my_sketch, theirs, shingles.index.sketch_scheme)
-        keep, similarity, kind = report.judge(match.distance, mine, other, estimate)
-        if keep:
-            kept.append(Match(match.key, match.fingerprint, match.distance, similarity, kind))
+
+        def texts(key=match.key):
+            if not mine:
+                mine.append(_query_shingles(query, shingles))
+            return mine[0], None if mine[0] is None else shingles(key)  # no query text: theirs not read
+
+        theirs = None if my_sketch is None else shingles.sketch(match.key)
+        verdict = report.count(
+            sketch_verdict(match.distance, my_sketch, theirs, texts, scheme, threshold, report.k)
+        )
+        found = Match(match.key, match.fingerprint, match.distance, verdict.jaccard, verdict.checked_by,
+                      verdict.certainty, verdict.keeps)
+        if verdict.keeps:
+            kept.append(found)
+        if verdict.uncertain:
+            uncertain.append(found)
     report.check_seconds = time.perf_counter() - started
-    return SearchResult(result.fingerprint, result.plan, result.candidates, kept, report)
+    return SearchResult(result.fingerprint, result.plan, result.candidates, kept, report, uncertain)
 
 
 def _query_shingles(query: Query, shingles: ShingleCache) -> np.ndarray | None:
@@ -227,13 +339,14 @@ def _query_sketch(query: Query, shingles: ShingleCache) -> bytes | None:
 class DuplicatePairs:
     """Every pair of near-duplicate documents, each once (first added first), streamed in chunks.
 
-    With check (the default) a pair is kept iff its Jaccard is >= threshold: exact where both texts
-    are reachable, else estimated from both sketches, else (no sketch either) iff within
-    min(k, RECOMMENDED_K); `report` counts as pairs come. Candidates: with k None and a sketch for
-    every document, the sketches' LSH tables (any distance, linear in the documents); otherwise the
-    pairs within k (None: candidate_k's default). Without check every pair within k is kept and
-    `report` is None. Memory: the fingerprints and sketches (136 bytes a document), one chunk of
-    candidates and the shingle cache (cache_bytes)."""
+    With check (the default) each candidate gets judge()'s verdict: a sure estimate from both sketches,
+    else the exact Jaccard where both texts are reachable, else the unsure estimate, else (no sketch)
+    the distance within min(k, RECOMMENDED_K); `report` counts as pairs come. Candidates: with k None
+    and a sketch for every document, the sketches' LSH tables (any distance, linear in the documents);
+    otherwise the pairs within k (None: candidate_k's default). Without check every pair within k is
+    kept and `report` is None. uncertain: yield the uncertain verdicts instead (Verdict.uncertain, kept
+    or not: DuplicatePair.keeps says which), for review. Memory: the fingerprints and sketches (136
+    bytes a document), one chunk of candidates and the shingle cache (cache_bytes)."""
 
     def __init__(
         self,
@@ -242,90 +355,168 @@ class DuplicatePairs:
         threshold: float = DEFAULT_THRESHOLD,
         *,
         check: bool = True,
+        uncertain: bool = False,
         cache_bytes: int = CACHE_BYTES,
         on_progress: Progress | None = None,
     ) -> None:
+        if uncertain and not check:
+            raise InvalidInput("only checked pairs have a certainty: uncertain needs the check")
         self.index, self.k = index, candidate_k(k, check)
         self.on_progress = on_progress  # (done, total) of the pair search, for a progress bar
         self.report = ConfirmReport(self.k, check_threshold(threshold)) if check else None
         self.cache_bytes = cache_bytes
+        self.uncertain = uncertain
         self.by_sketch = check and k is None  # LSH candidates, if every document turns out to have a sketch
 
     def __iter__(self) -> Iterator[DuplicatePair]:
-        for first, second, distance, similarity, kind, keys in self._chunks():
-            for a, b, d, j, how in zip(first.tolist(), second.tolist(), distance.tolist(), similarity.tolist(), kind):
-                if self.report is None:
+        for chunk in self._chunks():
+            keys = chunk.keys
+            if self.report is None:
+                for a, b, d in zip(chunk.first.tolist(), chunk.second.tolist(), chunk.distance.tolist()):
                     yield DuplicatePair(keys[a], keys[b], d)
-                else:
-                    yield DuplicatePair(keys[a], keys[b], d, None if math.isnan(j) else j, how)
+                continue
+            rows = zip(chunk.first.tolist(), chunk.second.tolist(), chunk.distance.tolist(), chunk.jaccard.tolist(),
+                       chunk.how, chunk.certainty.tolist(), chunk.keep.tolist())
+            for a, b, d, j, how, c, keep in rows:
+                yield DuplicatePair(keys[a], keys[b], d, None if math.isnan(j) else j, how,
+                                    None if math.isnan(c) else c, keep)
 
     def id_pairs(self) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         """The kept pairs as chunks of (first ids, second ids): what clustering needs."""
-        for first, second, *_ in self._chunks():
-            yield first, second
+        for chunk in self._chunks():
+            yield chunk.first, chunk.second
 
-    def _chunks(self) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[str], dict[int, str]]]:
-        """Per chunk of candidates: the kept pairs' ids (first added first), distances, Jaccard (NaN:
-        unchecked), how each was checked, and the keys of their ids."""
+    def _chunks(self) -> Iterator[_Chunk]:
+        """Per chunk of candidates, the pairs to yield (kept ones; with uncertain, the uncertain ones):
+        ids (first added first), distances, verdicts, and the keys of their ids."""
         conn, report = self.index.conn, self.report
         if report is not None:  # a second iteration searches again: count it afresh, in the same object
-            for counter in ("candidates", "checked", "rejected", "estimated", "estimate_rejected", "unchecked",
-                            "too_far", "without_query_text", "check_seconds"):
-                setattr(report, counter, 0)
+            report.restart()
         if report is None:
             stored = load_fingerprints(conn)
             for part in near_pairs(stored.values, self.k, on_progress=self.on_progress):
                 first, second = stored.ids[part.left], stored.ids[part.right]
                 keys = keys_of(conn, np.concatenate((first, second)))
-                yield first, second, part.distance, np.full(len(first), np.nan), [""] * len(first), keys
+                yield _Chunk(first, second, part.distance, keys)
             return
         scheme = self.index.sketch_scheme
         ids, values, rows, present = load_arrays(conn, scheme)
         unsketched = np.flatnonzero(~present)
         if self.by_sketch and present.any() and len(unsketched) * len(values) <= MIXED_BRUTE_PAIRS:
             report.k, report.candidates_from = ANY_DISTANCE, "sketch"
-            texts_possible = self.index.store_text or _any_file_key(conn)
-            low = max(0.0, report.threshold - EXACT_MARGIN) if texts_possible else report.threshold
+            # Below the threshold too where an unsure estimate may be settled by the texts, or is listed.
+            wider = self.uncertain or self.index.store_text or _any_file_key(conn)
+            low = max(0.0, report.threshold - EXACT_MARGIN) if wider else report.threshold
             sketched = np.flatnonzero(present)
             # Every document sketched (the usual case): the rows as they are, not a copy (1.2 GB at 10M).
             candidates = sketch_pairs(rows if len(sketched) == len(rows) else rows[sketched], low, scheme)
             parts = _chain(
-                ((sketched[p.left], sketched[p.right], p.estimate) for p in candidates),
-                ((left, right, None) for left, right in _pairs_of_unsketched(values, unsketched, self.k)),
+                ((sketched[p.left], sketched[p.right]) for p in candidates),
+                _pairs_of_unsketched(values, unsketched, self.k),
             )
         else:
-            parts = ((p.left, p.right, None) for p in near_pairs(values, self.k, on_progress=self.on_progress))
-        shingles = ShingleCache(self.index, self.cache_bytes)
-        for left, right, estimate in parts:
+            parts = ((p.left, p.right) for p in near_pairs(values, self.k, on_progress=self.on_progress))
+        check = PairCheck(self.index, report, self.cache_bytes)
+        for left, right in parts:
             if len(left) == 0:
                 continue
             order = np.lexsort((right, left))  # each document's pairs side by side: cache hits
             left, right = left[order], right[order]
-            if estimate is None:  # pairs within k: estimates where both have a sketch
-                both = present[left] & present[right]
-                estimate = np.full(len(left), np.nan)
-                estimate[both] = estimate_many(rows[left[both]], rows[right[both]], scheme)
-            else:
-                estimate = estimate[order]
             first, second = ids[left], ids[right]
             distance = np.bitwise_count(values[left] ^ values[right]).astype(np.int64)
             keys = keys_of(conn, np.concatenate((first, second)))
-            started = time.perf_counter()
-            keep = np.zeros(len(first), dtype=bool)
-            similarity = np.full(len(first), np.nan)
-            kinds = []
-            judged = zip(first.tolist(), second.tolist(), distance.tolist(), estimate.tolist())
-            for i, (a, b, d, e) in enumerate(judged):
-                sa = shingles(keys[a])
-                sb = None if sa is None else shingles(keys[b])
-                keep[i], j, kind = report.judge(d, sa, sb, None if math.isnan(e) else e)
-                kinds.append(kind)
-                if j is not None:
-                    similarity[i] = j
-            report.check_seconds += time.perf_counter() - started
-            if keep.any():
-                chosen = [kind for kind, kept in zip(kinds, keep.tolist()) if kept]
-                yield first[keep], second[keep], distance[keep], similarity[keep], chosen, keys
+            both = present[left] & present[right]
+            verdicts = check.judge(
+                [keys[i] for i in first.tolist()], [keys[i] for i in second.tolist()], distance,
+                rows[left], rows[right], both,
+            )
+            chosen = verdicts.uncertain if self.uncertain else verdicts.keep
+            if chosen.any():
+                yield _Chunk(first[chosen], second[chosen], distance[chosen], keys, verdicts.jaccard[chosen],
+                             [how for how, c in zip(verdicts.how, chosen.tolist()) if c],
+                             verdicts.certainty[chosen], verdicts.keep[chosen])
+
+
+@dataclass
+class _Chunk:
+    first: np.ndarray
+    second: np.ndarray
+    distance: np.ndarray
+    keys: dict[int, str]
+    jaccard: np.ndarray | None = None  # NaN: by distance
+    how: list[str] | None = None
+    certainty: np.ndarray | None = None  # NaN: unknown (by distance)
+    keep: np.ndarray | None = None
+
+
+@dataclass
+class Verdicts:
+    """judge()'s verdicts on many pairs, as arrays: keep, Jaccard (NaN: by distance), how each was
+    checked, certainty (NaN: unknown, by distance)."""
+
+    keep: np.ndarray
+    jaccard: np.ndarray
+    how: list[str]
+    certainty: np.ndarray
+
+    @property
+    def uncertain(self) -> np.ndarray:
+        return ~(self.certainty >= CERTAIN)  # NaN (by distance) is uncertain
+
+    def __getitem__(self, i: int) -> Verdict:
+        j, c = float(self.jaccard[i]), float(self.certainty[i])
+        return Verdict(bool(self.keep[i]), None if math.isnan(j) else j, self.how[i], None if math.isnan(c) else c)
+
+
+class PairCheck:
+    """judge() on pairs of stored documents, many at once: the sure estimates in one vectorized pass,
+    the others one by one (their texts read through a ShingleCache, the first side's first: a pair
+    whose first text is out of reach does not read the second). Counted in `report` when given."""
+
+    def __init__(self, index: SimhashIndex, report: ConfirmReport | None = None, cache_bytes: int = CACHE_BYTES,
+                 threshold: float = DEFAULT_THRESHOLD) -> None:
+        self.index, self.scheme = index, index.sketch_scheme
+        self.report = report
+        self.threshold = report.threshold if report is not None else check_threshold(threshold)
+        self.k = report.k if report is not None else CONFIRM_K
+        self.shingles = ShingleCache(index, cache_bytes)
+
+    def judge(
+        self, first: list[str], second: list[str], distance: np.ndarray, rows_a: np.ndarray, rows_b: np.ndarray,
+        both: np.ndarray,
+    ) -> Verdicts:
+        """Verdicts of the pairs (first[i], second[i]); rows_a, rows_b: their sketch rows, both: which
+        pairs have two sketches."""
+        n = len(first)
+        estimate, sure = np.full(n, np.nan), np.full(n, np.nan)
+        if both.any():
+            estimate[both], sure[both] = estimated(rows_a[both], rows_b[both], self.threshold, self.scheme)
+        decided = sure >= CERTAIN
+        keep = decided & (estimate >= self.threshold)
+        jaccard = np.where(decided, estimate, np.nan)
+        certain = np.where(decided, sure, np.nan)
+        how = ["estimated"] * n
+        if self.report is not None:
+            self.report.count_sure(keep[decided])
+        started = time.perf_counter()
+        shingles = self.shingles
+        for i in np.flatnonzero(~decided).tolist():
+            def exact(a=first[i], b=second[i]) -> float | None:
+                sa = shingles(a)
+                sb = None if sa is None else shingles(b)
+                return None if sa is None or sb is None else jaccard_of_sets(sa, sb)
+
+            e = None if math.isnan(estimate[i]) else float(estimate[i])
+            verdict = judge(int(distance[i]), estimate=e, sure=None if e is None else float(sure[i]), exact=exact,
+                            threshold=self.threshold, k=self.k)
+            if self.report is not None:
+                self.report.count(verdict)
+            keep[i], how[i] = verdict.keeps, verdict.checked_by
+            jaccard[i] = np.nan if verdict.jaccard is None else verdict.jaccard
+            certain[i] = np.nan if verdict.certainty is None else verdict.certainty
+        if self.report is not None:
+            self.report.check_seconds += time.perf_counter() - started
+        return Verdicts(keep, jaccard, how, certain)
 
 
 def _chain(*iterables):

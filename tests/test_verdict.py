@@ -1,0 +1,203 @@
+"""One verdict everywhere (find/check.py judge()): every pair `simq dupes` reports gets the same Jaccard,
+checked_by, certainty and verdict from every other surface: the library's near and explain, the CLI's
+near, explain and dupes, `simq dedup --dupes`, the web pages (search and pair, through `simq serve`) and
+SQL's simhash_near. On an index with stored texts, one added from JSONL without them, and one of files
+deleted after the add."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+import shutil
+import urllib.parse
+from pathlib import Path
+
+import pytest
+from test_confirm import made_corpus
+from typer.testing import CliRunner
+
+from simhash_sqlite import SimhashIndex
+from simhash_sqlite.cli import app
+from simhash_sqlite.core.settings import CONFIRM_K
+from simhash_sqlite.find.check import CERTAIN
+from simhash_sqlite.find.explain import explain
+
+RUNNER = CliRunner()
+
+
+def simq(*args: str):
+    """The real CLI (typer's runner); the result's exit_code, stdout and stderr."""
+    return RUNNER.invoke(app, [str(a) for a in args])
+
+
+WEB = all(importlib.util.find_spec(m) for m in ("datasette", "sqlite_utils", "matplotlib"))
+
+
+def _corpus() -> dict[str, str]:
+    docs = made_corpus(seed=5)
+    # Short texts too, where a sketch is mostly densification: pairs just either side of the line.
+    base = "the quick brown fox jumps over the lazy dog while the cat sleeps on a warm mat by the door"
+    docs["short"] = base
+    docs["short-cut"] = base[: int(len(base) * 0.84)]
+    docs["short-edit"] = base.replace("lazy", "idle")
+    return docs
+
+
+@pytest.fixture(scope="module")
+def indexes(tmp_path_factory):
+    """{kind: (db, keys by name)} for an index storing texts, one of JSONL without texts, and one of
+    files deleted after the add; and the JSONL file."""
+    docs = _corpus()
+    root = tmp_path_factory.mktemp("verdict")
+    jsonl = root / "corpus.jsonl"
+    jsonl.write_text("".join(json.dumps({"id": k, "text": t}) + "\n" for k, t in docs.items()), encoding="utf-8")
+    made = {}
+    stored = root / "stored.db"
+    assert simq("add", str(jsonl), "--db", str(stored), "--store-text").exit_code == 0
+    made["stored"] = (stored, {k: k for k in docs})
+    bare = root / "jsonl.db"
+    assert simq("add", str(jsonl), "--db", str(bare)).exit_code == 0
+    made["jsonl"] = (bare, {k: k for k in docs})
+    folder = root / "files"
+    folder.mkdir()
+    for key, text in docs.items():
+        (folder / f"{key}.txt").write_text(text, encoding="utf-8")
+    gone = root / "gone.db"
+    assert simq("add", str(folder), "--db", str(gone)).exit_code == 0
+    with SimhashIndex(gone) as index:
+        names = {Path(key).stem: key for key in index.keys()}
+    shutil.rmtree(folder)
+    made["gone"] = (gone, names)
+    return made, docs, jsonl
+
+
+def _rounded(x):
+    return None if x is None else round(x, 4)
+
+
+def _key(row: dict) -> tuple:
+    return (_rounded(row["jaccard"]), row["checked_by"], _rounded(row["certainty"]), row["duplicate"])
+
+
+def _dupes(db: Path, *options: str) -> dict[frozenset, dict]:
+    done = simq("dupes", "--db", str(db), "--format", "jsonl", *options)
+    assert done.exit_code == 0, done.stderr
+    rows = [json.loads(line) for line in done.stdout.splitlines()]
+    return {frozenset((r["first"], r["second"])): r for r in rows}
+
+
+@pytest.mark.parametrize("kind", ["stored", "jsonl", "gone"])
+def test_every_surface_gives_each_dupes_pair_the_same_verdict(indexes, kind):
+    made, docs, _ = indexes
+    db, names = made[kind]
+    pairs = _dupes(db)
+    assert len(pairs) > 20
+    kinds = {r["checked_by"] for r in pairs.values()}
+    assert "estimated" in kinds  # sure estimates decide everywhere
+    if kind == "stored":
+        assert "exact" in kinds  # unsure ones are settled exactly where the texts are at hand
+    else:
+        assert "exact" not in kinds
+        assert any(r["certainty"] < CERTAIN for r in pairs.values())  # the uncertain band exists here
+    by_key = {v: k for k, v in names.items()}
+    with SimhashIndex(db) as index:
+        library = {frozenset((p.first, p.second)): p for p in index.dupes()}
+        assert library.keys() == pairs.keys()
+        for n, (pair, row) in enumerate(sorted(pairs.items(), key=lambda item: sorted(item[0]))):
+            a, b = row["first"], row["second"]
+            # The CLI for a share of the pairs and every one near the line (the library for all: it is the same call).
+            cli = n % 4 == 0 or row["certainty"] < CERTAIN
+            want = _key(row)
+            assert row["duplicate"] is True
+            p = library[pair]
+            assert (_rounded(p.jaccard), p.checked_by, _rounded(p.certainty), p.keeps) == want
+            # explain, in the library and the CLI
+            v = explain(index, a, b).verdict
+            assert (_rounded(v.jaccard), v.checked_by, _rounded(v.certainty), v.keeps) == want, (a, b)
+            if cli:
+                done = simq("explain", a, b, "--db", str(db), "--format", "json")
+                assert done.exit_code == 0, done.stderr
+                assert _key(json.loads(done.stdout)) == want
+            # near from either side, with k wide enough that the pair is a candidate
+            k = max(CONFIRM_K, row["distance"])
+            for me, other in ((a, b), (b, a)):
+                found = {m.key: m for m in index.near(key=me, k=k)}
+                m = found[other]
+                assert (_rounded(m.jaccard), m.checked_by, _rounded(m.certainty), m.keeps) == want
+            if cli:
+                done = simq("near", "--key", a, "--k", str(k), "--db", str(db), "--format", "jsonl")
+                rows = {r["key"]: r for r in map(json.loads, done.stdout.splitlines())}
+                assert _key({**rows[b], "duplicate": True}) == want
+            # SQL: simhash_near with a's text finds b with the same verdict (the query's sketch is a's)
+            got = index.conn.execute(
+                "SELECT jaccard, checked_by, certainty FROM simhash_near(?, ?) WHERE key = ?",
+                (docs[by_key[a]], k, b),
+            ).fetchall()
+            assert [(_rounded(j), c, _rounded(s), True) for j, c, s in got] == [want]
+
+
+def test_dedup_drops_carry_the_verdict_dupes_gives_the_pair(indexes, tmp_path):
+    made, _, jsonl = indexes
+    pairs = _dupes(made["jsonl"][0])
+    dropped = tmp_path / "dropped.jsonl"
+    done = simq("dedup", str(jsonl), "-o", str(tmp_path / "kept.jsonl"), "--dupes", str(dropped))
+    assert done.exit_code == 0, done.stderr
+    rows = [json.loads(line) for line in dropped.read_text().splitlines()]
+    assert len(rows) > 5
+    for row in rows:
+        pair = pairs[frozenset((row["key"], row["duplicate_of"]))]
+        assert _key({**row, "duplicate": True}) == _key(pair)
+
+
+@pytest.mark.parametrize("kind", ["stored", "jsonl"])
+def test_uncertain_lists_exactly_the_unsure_verdicts(indexes, kind):
+    made, _, _ = indexes
+    db = made[kind][0]
+    pairs = _dupes(db)
+    listed = _dupes(db, "--uncertain")
+    assert all(r["certainty"] is None or r["certainty"] < CERTAIN for r in listed.values())
+    kept = {p for p, r in listed.items() if r["duplicate"]}
+    assert kept == {p for p, r in pairs.items() if r["certainty"] < CERTAIN}
+    for pair in kept:
+        assert _key(listed[pair]) == _key(pairs[pair])
+    if kind == "stored":  # texts settle every unsure estimate
+        assert not listed
+    else:
+        assert any(not r["duplicate"] for r in listed.values())  # just below the line, listed for review
+
+
+_ROW = re.compile(
+    r'<tr>\s*<td><a [^>]*>([^<]*)</a></td>\s*<td class="num">(\d+)</td>\s*<td class="num">[^<]*</td>\s*'
+    r'<td class="num">([^<]*)</td>\s*<td>([^<]*)</td>\s*<td class="num certainty">([^<]*)</td>'
+)
+_WORDS = {"exact Jaccard": "exact", "estimated Jaccard (stored sketch)": "estimated",
+          "distance only (text out of reach)": "distance"}
+
+
+@pytest.mark.skipif(not WEB, reason="the web pages need the [web] extra")
+@pytest.mark.parametrize("kind", ["stored", "jsonl"])
+def test_the_web_pages_give_each_dupes_pair_the_same_verdict(indexes, kind, tmp_path):
+    from web_helpers import get, serving
+
+    made, _, _ = indexes
+    db = made[kind][0]
+    pairs = _dupes(db)
+    with serving(db, tmp_path) as base:
+        prefix = f"{base}/{db.stem}/-/simhash"
+        for row in pairs.values():
+            a, b = row["first"], row["second"]
+            status, html = get(f"{prefix}/pair?" + urllib.parse.urlencode({"a": a, "b": b}))
+            assert status == 200
+            found = re.search(r'<tr id="verdict" data-jaccard="([^"]*)" data-checked-by="([^"]*)" '
+                              r'data-certainty="([^"]*)" data-keeps="(\d)"', html)
+            assert found, html[:2000]
+            got = (round(float(found[1]), 4), found[2], round(float(found[3]), 4), found[4] == "1")
+            assert got == _key(row)
+            k = max(CONFIRM_K, row["distance"])
+            status, html = get(f"{prefix}/search?" + urllib.parse.urlencode({"key": a, "k": k}))
+            assert status == 200
+            rows = {m[0]: m for m in _ROW.findall(html)}
+            m = rows[b]  # shown to 3 decimals
+            assert _WORDS[m[3]] == row["checked_by"]
+            assert abs(float(m[2]) - row["jaccard"]) < 6e-4 and abs(float(m[4]) - row["certainty"]) < 6e-4
