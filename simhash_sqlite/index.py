@@ -20,7 +20,7 @@ from .core.sketch import DEFAULT_SCHEME, SketchScheme, sketch_many
 from .errors import IndexNotFound, InvalidInput
 from .find.chains import below_members
 from .find.check import DEFAULT_THRESHOLD, DuplicatePairs, ShingleCache, candidate_k, check_search, check_threshold
-from .find.clusters import Cluster, ClusterReport, cluster_index, clustering_info, read_clusters, record_below
+from .find.clusters import Cluster, ClusterReport, cluster_index, clustering_info, read_clusters, record_chains
 from .find.near_table import register_near_table
 from .find.pairs import Progress
 from .find.queries import Query, QueryError
@@ -841,15 +841,15 @@ class SimhashIndex:
         if pairs.report is None:
             return cluster_index(self.conn, pairs.k, representative, on_progress=on_progress)
         report = cluster_index(
-            self.conn, pairs.k, representative, pairs=pairs.id_pairs(), threshold=pairs.report.threshold,
-            candidates=pairs.report.candidates_from,
+            self.conn, pairs.k, representative, pairs=pairs.id_pairs(), threshold=pairs.report.threshold
         )
+        made = pairs.report.candidates_from  # known once the pairs have been read
         # Chains: members the check does not keep against their representative, counted for stats.
         chained = below_members(self, pairs.report.threshold)
         below = sum(map(len, chained.values()))
         if report.saved:
-            record_below(self.conn, below)
-        return dataclasses.replace(report, check=pairs.report, below=below, chained=chained)
+            record_chains(self.conn, made, below)
+        return dataclasses.replace(report, check=pairs.report, below=below, chained=chained, candidates=made)
 
     def cluster_list(self, *, min_size: int = 2) -> Iterator[Cluster]:
         """The clusters written by the last clusters() run, with their member keys."""

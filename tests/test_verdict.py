@@ -201,3 +201,60 @@ def test_the_web_pages_give_each_dupes_pair_the_same_verdict(indexes, kind, tmp_
             m = rows[b]  # shown to 3 decimals
             assert _WORDS[m[3]] == row["checked_by"]
             assert abs(float(m[2]) - row["jaccard"]) < 6e-4 and abs(float(m[4]) - row["certainty"]) < 6e-4
+
+
+def _chain_corpus() -> dict[str, str]:
+    """A chain: each text the previous one's words shifted by 7 of 100 (Jaccard about 0.87 to its
+    neighbour, about 0.75 two steps apart), and unrelated texts."""
+    import random
+
+    rng = random.Random(3)
+    vocab = ["".join(rng.choices("abcdefghiklmnoprstuvwy", k=rng.randint(3, 9))) for _ in range(500)]
+    words = [rng.choice(vocab) for _ in range(130)]
+    docs = {f"link{i}": " ".join(words[7 * i : 7 * i + 100]) for i in range(3)}
+    docs.update({f"other{i}": " ".join(rng.choice(vocab) for _ in range(100)) for i in range(3)})
+    return docs
+
+
+@pytest.mark.parametrize("store", [True, False])
+def test_clusters_flag_members_below_the_line_with_the_chain_that_joined_them(tmp_path, store):
+    from simhash_sqlite import Document
+    from simhash_sqlite.find.chains import cluster_members
+
+    docs = _chain_corpus()
+    db = tmp_path / "chain.db"
+    with SimhashIndex(db, create=True, store_text=store) as index:
+        index.add(Document(k, t) for k, t in docs.items())
+        report = index.clusters()
+        assert report.candidates == "sketch" and report.below == 1
+        ((cluster, chained),) = report.chained.items()
+        assert [key for key, _ in chained] == ["link2"] and not chained[0][1].keeps
+        size, rep, members = cluster_members(index, cluster)
+        assert (size, rep) == (3, "link0")
+        below = [m for m in members if m.below]
+        assert [(m.key, m.path) for m in below] == [("link2", ("link0", "link1", "link2"))]
+        # Each hop is a pair every surface calls a near-duplicate; the member and the representative are not.
+        assert explain(index, "link0", "link1").verdict.keeps and explain(index, "link1", "link2").verdict.keeps
+        v = explain(index, "link0", "link2").verdict
+        assert (v.keeps, _rounded(v.jaccard), v.checked_by) == (False, _rounded(below[0].verdict.jaccard),
+                                                               below[0].verdict.checked_by)
+    done = simq("clusters", "--db", str(db), "--format", "json")
+    assert done.exit_code == 0, done.stderr
+    (record,) = json.loads(done.stdout)
+    assert [(b["key"], b["path"], b["duplicate"]) for b in record["below"]] == [
+        ("link2", ["link0", "link1", "link2"], False)]
+    assert "1 members are below the Jaccard line" in done.stderr
+    assert "candidates from the sketches' LSH tables" in done.stderr
+    table = simq("clusters", "--db", str(db))
+    assert "link2 is below the line to link0" in table.stdout and "link0 -> link1 -> link2" in table.stdout
+    stats = simq("stats", "--db", str(db))
+    assert "1 members below the Jaccard line" in stats.stdout and "k=12" not in stats.stdout
+    assert "LSH" in stats.stdout
+    if WEB:
+        from web_helpers import get, serving
+
+        with serving(db, tmp_path) as base:
+            status, html = get(f"{base}/{db.stem}/-/simhash/clusters/{cluster}")
+            assert status == 200 and 'class="below"' in html and "link0 → link1 → link2" in html
+            status, html = get(f"{base}/{db.stem}/-/simhash/clusters")
+            assert status == 200 and "LSH tables" in html and "k=" not in html and 'id="below"' in html

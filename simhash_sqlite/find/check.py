@@ -132,6 +132,12 @@ def judge(
     return Verdict(distance <= fallback_k(k), None, "distance", None)
 
 
+def keeps(distance: int, jaccard: float | None, k: int = CONFIRM_K, threshold: float = DEFAULT_THRESHOLD) -> bool:
+    """judge() of a pair within k whose Jaccard is known (None: out of reach and no sketch, judged by
+    distance within min(k, RECOMMENDED_K)); False beyond k."""
+    return distance <= k and judge(distance, exact=lambda: jaccard, threshold=threshold, k=k).keeps
+
+
 def estimated(
     a: np.ndarray, b: np.ndarray, threshold: float, scheme: SketchScheme = DEFAULT_SCHEME
 ) -> tuple[np.ndarray, np.ndarray]:

@@ -205,12 +205,14 @@ def cluster_index(
     )
 
 
-def record_below(conn: apsw.Connection, below: int) -> None:
-    """Add to the last clustering run's record how many members are below the threshold to their
-    representative (chains.below_members)."""
+def record_chains(conn: apsw.Connection, candidates: str, below: int) -> None:
+    """Add to the last clustering run's record how its candidate pairs were made ("sketch" or
+    "fingerprint") and how many members are below the threshold to their representative
+    (chains.below_members)."""
     with write_transaction(conn):
         conn.execute(
-            "UPDATE simhash_meta SET value = json_set(value, '$.below', ?) WHERE key = 'clusters'", (below,)
+            "UPDATE simhash_meta SET value = json_set(value, '$.candidates', ?, '$.below', ?) WHERE key = 'clusters'",
+            (candidates, below),
         )
 
 
