@@ -1,18 +1,20 @@
 """Near-duplicates checked: candidates kept only when the 5-shingle Jaccard of their texts reaches the
-threshold, measured exactly where the texts are at hand and estimated from the stored sketches where not.
+threshold, by one rule everywhere (judge(): dupes, clusters, near, explain, dedup's drops, the web
+pages, simhash_near), so a pair gets the same Jaccard, the same verdict and the same "checked_by"
+wherever it is shown.
 
 bench/quality.py: at k = CONFIRM_K the default fingerprints find 96% of the pairs with Jaccard >= 0.8,
 and the exact check removes every false one (F1 0.97-0.98 against 0.70-0.79 for the distance alone).
 A text is reachable when the index stores it (--store-text) or the indexed file is unchanged at its
-path. Without both texts, the pair is judged by the estimate from both documents' sketches (sketch.py,
-"estimated"); without a sketch too (an index made before sketches whose texts are gone, a bare
-fingerprint) by its distance alone, kept within min(k, RECOMMENDED_K) ("distance").
+path.
 
-One rule everywhere (judge(): dupes, clusters, near, explain, dedup's drops, the web pages, simhash_near):
-an estimate from both sketches that is sure (certainty >= CERTAIN, sketch.certainty: the probability that
-the true Jaccard is on the estimate's side of the threshold) decides without reading a text; an unsure
-one is settled by the exact Jaccard where both texts are reachable, and stays an unsure estimate where
-not; without a sketch, the distance decides. Each verdict says which and how sure it is (Verdict).
+The rule: an estimate from both sketches (sketch.py) that is sure (certainty >= CERTAIN; sketch.certainty:
+the probability that the true Jaccard is on the estimate's side of the threshold) decides without
+reading a text; an unsure one is settled by the exact Jaccard where both texts are reachable, and stays
+an unsure estimate where not ("estimated"); without a sketch (an index made before sketches whose texts are gone, a bare
+fingerprint) the distance decides, within min(k, RECOMMENDED_K) ("distance"). Each verdict says which
+and how sure it is (Verdict). So exact checks go only to the pairs near the line (bench/accuracy.py
+counts them).
 
 All pairs (dupes, clusters) take their candidates from the sketches' LSH tables (sketch_pairs.py) when
 every document has a sketch and no k is asked for: linear in the documents, and it finds the pairs of
@@ -417,24 +419,22 @@ class DuplicatePairs:
             # Every document sketched (the usual case): the rows as they are, not a copy (1.2 GB at 10M).
             candidates = sketch_pairs(rows if len(sketched) == len(rows) else rows[sketched], low, scheme)
             parts = _chain(
-                ((sketched[p.left], sketched[p.right]) for p in candidates),
-                _pairs_of_unsketched(values, unsketched, self.k),
+                ((sketched[p.left], sketched[p.right], p.estimate) for p in candidates),
+                ((left, right, None) for left, right in _pairs_of_unsketched(values, unsketched, self.k)),
             )
         else:
-            parts = ((p.left, p.right) for p in near_pairs(values, self.k, on_progress=self.on_progress))
+            parts = ((p.left, p.right, None) for p in near_pairs(values, self.k, on_progress=self.on_progress))
         check = PairCheck(self.index, report, self.cache_bytes)
-        for left, right in parts:
-            if len(left) == 0:
-                continue
+        for left, right, estimate in _batched(parts):
             order = np.lexsort((right, left))  # each document's pairs side by side: cache hits
-            left, right = left[order], right[order]
+            left, right, estimate = left[order], right[order], estimate[order]
             first, second = ids[left], ids[right]
             distance = np.bitwise_count(values[left] ^ values[right]).astype(np.int64)
             keys = keys_of(conn, np.concatenate((first, second)))
             both = present[left] & present[right]
             verdicts = check.judge(
                 [keys[i] for i in first.tolist()], [keys[i] for i in second.tolist()], distance,
-                rows[left], rows[right], both,
+                rows[left], rows[right], both, estimate,
             )
             chosen = verdicts.uncertain if self.uncertain else verdicts.keep
             if chosen.any():
@@ -489,14 +489,22 @@ class PairCheck:
 
     def judge(
         self, first: list[str], second: list[str], distance: np.ndarray, rows_a: np.ndarray, rows_b: np.ndarray,
-        both: np.ndarray,
+        both: np.ndarray, known: np.ndarray | None = None,
     ) -> Verdicts:
         """Verdicts of the pairs (first[i], second[i]); rows_a, rows_b: their sketch rows, both: which
-        pairs have two sketches."""
+        pairs have two sketches; known: their estimates where already made (NaN: not yet), e.g. by
+        the sketches' LSH (sketch_pairs: the same estimate_many)."""
         n = len(first)
         estimate, sure = np.full(n, np.nan), np.full(n, np.nan)
         if both.any():
-            estimate[both], sure[both] = estimated(rows_a[both], rows_b[both], self.threshold, self.scheme)
+            a, b = rows_a[both], rows_b[both]
+            given = np.full(int(both.sum()), np.nan) if known is None else known[both]
+            missing = np.isnan(given)
+            if missing.any():
+                given[missing] = estimate_many(a[missing], b[missing], self.scheme)
+            estimate[both] = given
+            sure[both] = certainty(given, self.threshold, sizes_of(a, self.scheme), sizes_of(b, self.scheme),
+                                   self.scheme)
         decided = sure >= CERTAIN
         keep = decided & (estimate >= self.threshold)
         jaccard = np.where(decided, estimate, np.nan)
@@ -523,6 +531,27 @@ class PairCheck:
         if self.report is not None:
             self.report.check_seconds += time.perf_counter() - started
         return Verdicts(keep, jaccard, how, certain)
+
+
+# Candidates are judged this many at a time at least (the LSH yields many small chunks: copies of one
+# text, pairs of unsketched documents): the vectorized work and the key lookup are per batch.
+BATCH_PAIRS = 1 << 15
+
+
+def _batched(parts) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """(left, right, estimate or None) chunks joined into batches of at least BATCH_PAIRS pairs, as
+    (left, right, estimate) with NaN where no estimate came with the pair."""
+    pending, count = [], 0
+    for left, right, estimate in parts:
+        if len(left) == 0:
+            continue
+        pending.append((left, right, np.full(len(left), np.nan) if estimate is None else estimate))
+        count += len(left)
+        if count >= BATCH_PAIRS:
+            yield tuple(np.concatenate(column) for column in zip(*pending))
+            pending, count = [], 0
+    if pending:
+        yield tuple(np.concatenate(column) for column in zip(*pending))
 
 
 def _chain(*iterables):
