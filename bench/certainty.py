@@ -32,7 +32,7 @@ from simhash_sqlite.core.sketch import (
     sizes_of,
     sketch_hashes,
 )
-from simhash_sqlite.find.check import CERTAIN, DEFAULT_THRESHOLD, certainty_of
+from simhash_sqlite.find.verdict import CERTAIN, DEFAULT_THRESHOLD, certainty_of
 
 BANDS = (0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.99, CERTAIN, 1.0 + 1e-9)
 

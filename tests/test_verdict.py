@@ -18,10 +18,10 @@ from test_confirm import made_corpus
 from typer.testing import CliRunner
 
 from simhash_sqlite import SimhashIndex
+from simhash_sqlite.analysis.explain import explain
 from simhash_sqlite.cli import app
 from simhash_sqlite.core.settings import CONFIRM_K
-from simhash_sqlite.find.check import CERTAIN
-from simhash_sqlite.find.explain import explain
+from simhash_sqlite.find.verdict import CERTAIN
 
 RUNNER = CliRunner()
 

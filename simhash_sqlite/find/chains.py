@@ -3,7 +3,7 @@ the path of checked pairs that put them in its cluster.
 
 A cluster is a connected component of the pairs `dupes` keeps, so A~B and B~C put A and C together
 even where A and C are far apart. Each member is judged against its representative with the one
-verdict (check.judge); a member it does not keep is "below" and joined through others. Its path: the
+verdict (verdict.judge); a member it does not keep is "below" and joined through others. Its path: the
 shortest chain of kept pairs from the representative, found among all pairs of the cluster's members
 (every pair judged as `dupes` judges it, so each hop is a pair every command calls a near-duplicate)
 for clusters of up to PATH_MEMBERS members.
@@ -13,16 +13,15 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..core.settings import DEFAULT_THRESHOLD
 from ..errors import InvalidInput
+from ..store.database import IndexFile
 from .arrays import keys_of
-from .check import DEFAULT_THRESHOLD, PairCheck, Verdict, load_arrays
-
-if TYPE_CHECKING:
-    from ..index import SimhashIndex
+from .check import PairCheck, load_arrays
+from .verdict import Verdict
 
 # Paths are searched among all pairs of a cluster of at most this many members (n**2 / 2 verdicts).
 PATH_MEMBERS = 400
@@ -41,7 +40,7 @@ class MemberVerdict:
         return self.verdict is not None and not self.verdict.keeps
 
 
-def threshold_of(index: SimhashIndex) -> float:
+def threshold_of(index: IndexFile) -> float:
     """The Jaccard threshold the last clustering run used (the default when it recorded none)."""
     from .clusters import clustering_info
 
@@ -49,7 +48,7 @@ def threshold_of(index: SimhashIndex) -> float:
     return info.get("jaccard") or DEFAULT_THRESHOLD
 
 
-def below_members(index: SimhashIndex, threshold: float | None = None) -> dict[int, list[tuple[str, Verdict]]]:
+def below_members(index: IndexFile, threshold: float | None = None) -> dict[int, list[tuple[str, Verdict]]]:
     """Every member of a cluster of two or more that the check does not keep against its representative:
     cluster -> [(key, verdict)], in id order. The verdicts of all members in vectorized chunks."""
     threshold = threshold_of(index) if threshold is None else threshold
@@ -78,7 +77,7 @@ def below_members(index: SimhashIndex, threshold: float | None = None) -> dict[i
     return found
 
 
-def cluster_members(index: SimhashIndex, cluster: int, shown: int | None = None,
+def cluster_members(index: IndexFile, cluster: int, shown: int | None = None,
                     threshold: float | None = None) -> tuple[int, str, list[MemberVerdict]]:
     """(size, representative, members) of one cluster: each member (the first `shown` in id order, None
     for all) with its distance and verdict against the representative, and for those below, the path of

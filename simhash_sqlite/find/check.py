@@ -28,29 +28,25 @@ import math
 import os
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..core.fingerprint import check_k
-from ..core.settings import CONFIRM_K, RECOMMENDED_K
+from ..core.settings import CONFIRM_K, DEFAULT_THRESHOLD, candidate_k
 from ..core.shingles import jaccard_of_sets, shingle_set
 from ..core.sketch import DEFAULT_SCHEME, SketchScheme, certainty, estimate_many, sizes_of, sketch
 from ..errors import InvalidInput
 from ..store import texts
+from ..store.database import IndexFile
 from ..store.texts import text_of
 from .arrays import DuplicatePair, keys_of, load_fingerprints
 from .pairs import Progress, near_pairs
 from .queries import Query
 from .search import Match, SearchResult
 from .sketch_pairs import sketch_pairs
+from .verdict import CERTAIN, CheckSummary, Verdict, judge, sketch_verdict, validate_threshold
 
-if TYPE_CHECKING:  # the index calls into this module: importing it at run time would be circular
-    from ..index import SimhashIndex
-
-DEFAULT_THRESHOLD = 0.8
 # Shingle sets kept between pairs (8 bytes per distinct shingle, about one per character). Pairs of a
 # dupes chunk are visited in order of their first document, so most reuse is between neighbours.
 CACHE_BYTES = 256 << 20
@@ -68,120 +64,11 @@ ANY_DISTANCE = 64
 MIXED_BRUTE_PAIRS = 2_000_000_000
 
 
-def check_threshold(threshold: float) -> float:
-    if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not 0 < threshold <= 1:
-        raise InvalidInput(f"the Jaccard threshold must be a number above 0 and at most 1, not {threshold!r}")
-    return float(threshold)
-
-
-def candidate_k(k: int | None, check: bool) -> int:
-    """The candidate radius: an explicit k, else CONFIRM_K when checking, else RECOMMENDED_K."""
-    if k is None:
-        return CONFIRM_K if check else RECOMMENDED_K
-    return check_k(k)
-
-
-def fallback_k(k: int) -> int:
-    """The largest distance at which an unchecked candidate is still kept."""
-    return min(k, RECOMMENDED_K)
-
-
-# A verdict at least this sure (sketch.certainty) needs no exact check and is not listed as uncertain: an
-# estimate about 3.1 standard deviations from the threshold. bench/certainty.py: on generated pairs no
-# such verdict was wrong, and 69% of verdicts at J 0.6-1.0 were this sure.
-CERTAIN = 0.999
-CHECKED_BY = ("exact", "estimated", "distance")
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """What the check says of one pair, the same wherever the pair is shown. keeps: a near-duplicate;
-    jaccard: the measured (exact) or estimated Jaccard, None when judged by distance; checked_by: "exact",
-    "estimated" or "distance"; certainty: the probability that the verdict is right, 1.0 for exact, from
-    the sketches' spread for an estimate (sketch.certainty), None (unknown) by distance."""
-
-    keeps: bool
-    jaccard: float | None
-    checked_by: str
-    certainty: float | None
-
-    @property
-    def uncertain(self) -> bool:
-        """Worth a look before trusting it: an estimate short of CERTAIN, or a verdict by distance alone."""
-        return self.certainty is None or self.certainty < CERTAIN
-
-
-def judge(
-    distance: int,
-    *,
-    estimate: float | None = None,
-    sure: float | None = None,
-    exact: Callable[[], float | None] | None = None,
-    threshold: float = DEFAULT_THRESHOLD,
-    k: int = CONFIRM_K,
-) -> Verdict:
-    """The verdict on a candidate pair. estimate, sure: the sketches' estimate and its certainty (None:
-    a sketch missing); exact: gives the exact Jaccard, or None where a text is out of reach, called only
-    when the estimate is missing or unsure. A sure estimate decides; else the exact Jaccard; else the
-    unsure estimate; else the distance, within min(k, RECOMMENDED_K)."""
-    if estimate is not None and sure is not None and sure >= CERTAIN:
-        return Verdict(estimate >= threshold, estimate, "estimated", sure)
-    measured = None if exact is None else exact()
-    if measured is not None:
-        return Verdict(measured >= threshold, measured, "exact", 1.0)
-    if estimate is not None:
-        return Verdict(estimate >= threshold, estimate, "estimated", sure)
-    return Verdict(distance <= fallback_k(k), None, "distance", None)
-
-
-def keeps(distance: int, jaccard: float | None, k: int = CONFIRM_K, threshold: float = DEFAULT_THRESHOLD) -> bool:
-    """judge() of a pair within k whose Jaccard is known (None: out of reach and no sketch, judged by
-    distance within min(k, RECOMMENDED_K)); False beyond k."""
-    return distance <= k and judge(distance, exact=lambda: jaccard, threshold=threshold, k=k).keeps
-
-
-def estimated(
-    a: np.ndarray, b: np.ndarray, threshold: float, scheme: SketchScheme = DEFAULT_SCHEME
-) -> tuple[np.ndarray, np.ndarray]:
-    """(estimate, certainty) of each pair of sketch rows at this threshold."""
-    estimate = estimate_many(a, b, scheme)
-    return estimate, certainty(estimate, threshold, sizes_of(a, scheme), sizes_of(b, scheme), scheme)
-
-
-def certainty_of(estimate, size_a, size_b, threshold: float, scheme: SketchScheme = DEFAULT_SCHEME) -> np.ndarray:
-    """sketch.certainty with the arguments in the order bench/certainty.py gives them."""
-    return certainty(estimate, threshold, size_a, size_b, scheme)
-
-
-def sketch_verdict(
-    distance: int,
-    sketch_a: bytes | None,
-    sketch_b: bytes | None,
-    texts: Callable[[], tuple[np.ndarray | None, np.ndarray | None]],
-    scheme: SketchScheme,
-    threshold: float = DEFAULT_THRESHOLD,
-    k: int = CONFIRM_K,
-) -> Verdict:
-    """judge() of one pair from its two stored sketches (None: missing) and texts() (the two shingle
-    sets, None where out of reach; read only when the estimate is missing or unsure)."""
-    estimate = sure = None
-    if sketch_a is not None and sketch_b is not None and len(sketch_a) == len(sketch_b) == scheme.nbytes:
-        rows = np.frombuffer(sketch_a + sketch_b, dtype=np.uint8).reshape(2, -1)
-        e, c = estimated(rows[:1], rows[1:], threshold, scheme)
-        estimate, sure = float(e[0]), float(c[0])
-
-    def exact() -> float | None:
-        a, b = texts()
-        return None if a is None or b is None else jaccard_of_sets(a, b)
-
-    return judge(distance, estimate=estimate, sure=sure, exact=exact, threshold=threshold, k=k)
-
-
 class ShingleCache:
     """Shingle sets of stored documents by key; the least recently used go past a byte budget
     (arrays plus ENTRY_BYTES each). None (no reachable text) is cached too."""
 
-    def __init__(self, index: SimhashIndex, max_bytes: int = CACHE_BYTES) -> None:
+    def __init__(self, index: IndexFile, max_bytes: int = CACHE_BYTES) -> None:
         self.index, self.max_bytes = index, max_bytes
         self.entries: OrderedDict[str, np.ndarray | None] = OrderedDict()
         self.bytes = 0
@@ -221,82 +108,13 @@ def _cost(shingles: np.ndarray | None) -> int:
     return ENTRY_BYTES + (0 if shingles is None else shingles.nbytes)
 
 
-@dataclass
-class ConfirmReport:
-    """How the candidates were judged. Counts grow while results are consumed."""
-
-    k: int
-    threshold: float
-    candidates: int = 0  # within k (or found by the sketches' LSH tables)
-    checked: int = 0  # kept: exact Jaccard >= threshold
-    rejected: int = 0  # dropped: exact Jaccard < threshold
-    estimated: int = 0  # kept: the sketches' estimate >= threshold (sure, or a text out of reach)
-    estimate_rejected: int = 0  # dropped: the estimate < threshold
-    unchecked: int = 0  # kept by distance <= fallback_k: a text and a sketch out of reach
-    too_far: int = 0  # dropped: no text, no sketch, and the distance > fallback_k
-    sure: int = 0  # of the estimated (kept or dropped): certainty >= CERTAIN, no text read
-    uncertain: int = 0  # of the estimated (kept or dropped): certainty < CERTAIN, the texts out of reach
-    without_query_text: int = 0  # of the unchecked and too_far: the query was a bare fingerprint (no text)
-    check_seconds: float = 0.0  # reading texts, shingling, Jaccard
-    candidates_from: str = "fingerprint"  # "fingerprint": pairs within k; "sketch": the sketches' LSH tables
-
-    COUNTS = ("candidates", "checked", "rejected", "estimated", "estimate_rejected", "unchecked", "too_far",
-              "sure", "uncertain", "without_query_text", "check_seconds")
-
-    @property
-    def fallback_k(self) -> int:
-        return fallback_k(self.k)
-
-    @property
-    def kept(self) -> int:
-        return self.checked + self.estimated + self.unchecked
-
-    @property
-    def found_by(self) -> str:
-        """How the candidates were made, in words."""
-        return "found by the sketches' LSH tables" if self.candidates_from == "sketch" else f"within distance {self.k}"
-
-    def restart(self) -> None:
-        for name in self.COUNTS:
-            setattr(self, name, 0)
-
-    def add(self, other: ConfirmReport) -> None:
-        for name in self.COUNTS:
-            setattr(self, name, getattr(self, name) + getattr(other, name))
-
-    def count(self, verdict: Verdict) -> Verdict:
-        """Count one verdict (and return it)."""
-        self.candidates += 1
-        keep = verdict.keeps
-        if verdict.checked_by == "exact":
-            self.checked += keep
-            self.rejected += not keep
-        elif verdict.checked_by == "estimated":
-            self.estimated += keep
-            self.estimate_rejected += not keep
-            self.sure += not verdict.uncertain
-            self.uncertain += verdict.uncertain
-        else:
-            self.unchecked += keep
-            self.too_far += not keep
-        return verdict
-
-    def count_sure(self, keep: np.ndarray) -> None:
-        """Count sure estimated verdicts decided together (keep: each one's)."""
-        kept = int(np.count_nonzero(keep))
-        self.candidates += len(keep)
-        self.estimated += kept
-        self.estimate_rejected += len(keep) - kept
-        self.sure += len(keep)
-
-
 def check_search(
     result: SearchResult, query: Query, shingles: ShingleCache, threshold: float, limit: int | None
 ) -> SearchResult:
     """The search's candidates (within its plan's k), each kept iff judge() keeps it; closest first,
-    `limit` counting kept matches. The answer carries the ConfirmReport, and the uncertain verdicts (kept
+    `limit` counting kept matches. The answer carries the CheckSummary, and the uncertain verdicts (kept
     or not) in `uncertain`."""
-    report = ConfirmReport(result.plan.k, threshold)
+    report = CheckSummary(result.plan.k, threshold)
     if query.text is None and query.key is None:
         report.without_query_text = len(result.matches)
     started = time.perf_counter()
@@ -344,7 +162,7 @@ def _query_sketch(query: Query, shingles: ShingleCache) -> bytes | None:
     return None
 
 
-class DuplicatePairs:
+class DuplicateSearch:
     """Every pair of near-duplicate documents, each once (first added first), streamed in chunks.
 
     With check (the default) each candidate gets judge()'s verdict: a sure estimate from both sketches,
@@ -358,7 +176,7 @@ class DuplicatePairs:
 
     def __init__(
         self,
-        index: SimhashIndex,
+        index: IndexFile,
         k: int | None = None,
         threshold: float = DEFAULT_THRESHOLD,
         *,
@@ -371,7 +189,7 @@ class DuplicatePairs:
             raise InvalidInput("only checked pairs have a certainty: uncertain needs the check")
         self.index, self.k = index, candidate_k(k, check)
         self.on_progress = on_progress  # (done, total) of the pair search, for a progress bar
-        self.report = ConfirmReport(self.k, check_threshold(threshold)) if check else None
+        self.report = CheckSummary(self.k, validate_threshold(threshold)) if check else None
         self.cache_bytes = cache_bytes
         self.uncertain = uncertain
         self.by_sketch = check and k is None  # LSH candidates, if every document turns out to have a sketch
@@ -479,11 +297,11 @@ class PairCheck:
     the others one by one (their texts read through a ShingleCache, the first side's first: a pair
     whose first text is out of reach does not read the second). Counted in `report` when given."""
 
-    def __init__(self, index: SimhashIndex, report: ConfirmReport | None = None, cache_bytes: int = CACHE_BYTES,
+    def __init__(self, index: IndexFile, report: CheckSummary | None = None, cache_bytes: int = CACHE_BYTES,
                  threshold: float = DEFAULT_THRESHOLD) -> None:
         self.index, self.scheme = index, index.sketch_scheme
         self.report = report
-        self.threshold = report.threshold if report is not None else check_threshold(threshold)
+        self.threshold = report.threshold if report is not None else validate_threshold(threshold)
         self.k = report.k if report is not None else CONFIRM_K
         self.shingles = ShingleCache(index, cache_bytes)
 
@@ -579,7 +397,7 @@ def _pairs_of_unsketched(values: np.ndarray, unsketched: np.ndarray, k: int) -> 
 
 def load_arrays(conn, scheme: SketchScheme = DEFAULT_SCHEME) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(ids, unsigned fingerprints, sketch rows, which have a sketch) of every document with a
-    fingerprint, in id order, read in one pass; scheme: the index's (SimhashIndex.sketch_scheme)."""
+    fingerprint, in id order, read in one pass; scheme: the index's (IndexFile.sketch_scheme)."""
     nbytes = scheme.nbytes
     with conn:  # a savepoint: one snapshot
         count = conn.execute("SELECT count(*) FROM documents WHERE fingerprint IS NOT NULL").get
@@ -606,11 +424,11 @@ def _any_file_key(conn) -> bool:
 
 
 def confirm_pairs(
-    index: SimhashIndex, pairs: Iterable[tuple[str, str]], threshold: float = DEFAULT_THRESHOLD
+    index: IndexFile, pairs: Iterable[tuple[str, str]], threshold: float = DEFAULT_THRESHOLD
 ) -> list[tuple[str, str, float]]:
     """The pairs of stored keys whose exact Jaccard is >= threshold, with it. Pairs with a text that
     is not reachable are left out (there is no distance rule here)."""
-    threshold = check_threshold(threshold)
+    threshold = validate_threshold(threshold)
     shingles = ShingleCache(index)
     out = []
     for a, b in pairs:

@@ -12,12 +12,13 @@ import os
 import re
 from dataclasses import dataclass, field
 
+from ..analysis.explain import Explanation, explain, verdicts
 from ..core.fingerprint import to_hex
+from ..core.settings import DEFAULT_THRESHOLD
 from ..errors import InvalidInput
 from ..find.chains import MemberVerdict, cluster_members
-from ..find.check import DEFAULT_THRESHOLD, ConfirmReport
 from ..find.clusters import candidates_text, clustering_info
-from ..find.explain import Explanation, explain, verdicts
+from ..find.verdict import CheckSummary
 from ..index import SimhashIndex
 from .plots import SizeBand, cluster_sizes, size_bands
 
@@ -79,7 +80,7 @@ class SearchAnswer:
     fingerprint: str  # the query's, hex
     plan: str
     candidates: int  # rows the plan read
-    report: ConfirmReport | None  # None: not checked
+    report: CheckSummary | None  # None: not checked
     uncertain: bool = False  # the rows are the uncertain verdicts, kept or not
 
 

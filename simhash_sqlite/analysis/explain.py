@@ -12,14 +12,16 @@ from dataclasses import dataclass
 
 from ..core.features import WORD, feature_weights, normalize, words
 from ..core.fingerprint import hamming, simhash
-from ..core.settings import RECOMMENDED_K, SHORT_TEXT, FingerprintSettings  # SHORT_TEXT: measured
+from ..core.settings import DEFAULT_THRESHOLD, RECOMMENDED_K, SHORT_TEXT, FingerprintSettings  # SHORT_TEXT: measured
 from ..core.shingles import jaccard_of_sets, shingle_set
 from ..core.sketch import sketch
 from ..errors import InvalidInput
+from ..find.check import ShingleCache
+from ..find.verdict import Verdict, sketch_verdict
 from ..index import SimhashIndex
+from ..pipeline.sources import read_one
 from ..store import texts
 from ..store.texts import stored_text
-from .check import DEFAULT_THRESHOLD, ShingleCache, Verdict, sketch_verdict
 
 DIFF_LINES = 40
 
@@ -97,8 +99,6 @@ def _side(index: SimhashIndex, ref: str, shingles: ShingleCache) -> Side:
         return Side(ref, stored.fingerprint, stored_text(index, ref), shingles.sketch(ref), stored=True)
     if os.path.isfile(ref) and os.path.getsize(ref) > texts.READ_WHOLE_BYTES:
         # Too large to read whole: fingerprinted and sketched in pieces; no features, Jaccard or diff.
-        from ..pipeline.sources import read_one
-
         document = read_one(ref, index.settings)
         return Side(ref, document.fingerprint, None, getattr(document, "sketch", None))
     if os.path.isfile(ref):
