@@ -258,3 +258,53 @@ def test_clusters_flag_members_below_the_line_with_the_chain_that_joined_them(tm
             assert status == 200 and 'class="below"' in html and "link0 → link1 → link2" in html
             status, html = get(f"{base}/{db.stem}/-/simhash/clusters")
             assert status == 200 and "LSH tables" in html and "k=" not in html and 'id="below"' in html
+
+
+def test_the_spread_is_the_binomial_for_long_texts_and_wider_for_short_ones():
+    import numpy as np
+
+    from simhash_sqlite.core.sketch import DEFAULT_SCHEME, SPREAD_FACTOR, certainty, pair_spread
+
+    m = DEFAULT_SCHEME.bins
+    binomial = np.sqrt((1 - 0.8**2) / m)
+    assert pair_spread(0.8, 1e7, 1e7) == pytest.approx(SPREAD_FACTOR * binomial, rel=1e-3)
+    assert pair_spread(0.8, np.nan, 500) == pytest.approx(SPREAD_FACTOR * binomial, rel=1e-3)  # unknown: long
+    spreads = [float(pair_spread(0.8, n, n)) for n in (30, 100, 300, 1000, 3000)]
+    assert spreads == sorted(spreads, reverse=True) and spreads[0] > 1.3 * spreads[-1]
+    # Symmetric in the two texts; 1/2 at the line; a size ratio below the line rules the pair out.
+    assert certainty(0.85, 0.8, 200, 900) == certainty(0.85, 0.8, 900, 200)
+    assert certainty(0.8, 0.8, 500, 500) == pytest.approx(0.5)
+    assert certainty(0.79, 0.8, 100, 200) == 1.0 and certainty(0.79, 0.8, 190, 200) < 0.9
+
+
+def test_certainty_is_calibrated_on_generated_pairs():
+    """Pairs of random shingle sets of 20-6,000 shingles at J uniform in 0.6-1.0: the verdicts of each
+    band of certainty are right about as often as it says, and the sure ones all but never wrong."""
+    import numpy as np
+
+    from simhash_sqlite.core.sketch import DEFAULT_SCHEME, estimate_many, sizes_of, sketch_hashes
+    from simhash_sqlite.find.verdict import certainty_of
+
+    rng = np.random.default_rng(7)
+    count = 3000
+    union = np.exp(rng.uniform(np.log(20), np.log(6000), count)).astype(np.int64)
+    shared = np.maximum(1, np.rint(rng.uniform(0.6, 1.0, count) * union)).astype(np.int64)
+    docs, hashes = [], []
+    for i in range(count):
+        both = rng.integers(0, 2**63, shared[i], dtype=np.uint64)
+        rest = rng.integers(0, 2**63, union[i] - shared[i], dtype=np.uint64)
+        cut = rng.integers(0, len(rest) + 1)
+        for side, own in enumerate((rest[:cut], rest[cut:])):
+            docs.append(np.full(shared[i] + len(own), 2 * i + side))
+            hashes.append(np.concatenate((both, own)))
+    rows, _ = sketch_hashes(np.concatenate(docs), np.concatenate(hashes), 2 * count, DEFAULT_SCHEME, distinct=True)
+    a, b = rows[0::2], rows[1::2]
+    truth = shared / union
+    estimate = estimate_many(a, b)
+    sure = certainty_of(estimate, sizes_of(a), sizes_of(b), 0.8)
+    right = (estimate >= 0.8) == (truth >= 0.8)
+    for lo, hi in ((0.5, 0.8), (0.8, 0.95), (0.95, CERTAIN)):
+        band = (sure >= lo) & (sure < hi)
+        assert band.sum() > 50
+        assert abs(right[band].mean() - sure[band].mean()) < 0.08, (lo, hi)
+    assert (sure >= CERTAIN).mean() > 0.5 and (~right[sure >= CERTAIN]).sum() <= 2
