@@ -596,9 +596,9 @@ def _print_check_summary(
     if report.uncertain and hint:
         warn(
             "hint",
-            f"{report.uncertain:,} verdict{'s' if report.uncertain != 1 else ''} rest on an uncertain estimate, the "
-            "texts being out of reach: list them with simq dupes --uncertain to review them, or add the documents "
-            "with --store-text for exact checks",
+            f"{report.uncertain:,} verdict{'s rest' if report.uncertain != 1 else ' rests'} on an uncertain "
+            "estimate, the texts being out of reach: list them with simq dupes --uncertain to review them, or add "
+            "the documents with --store-text for exact checks",
         )
     if missing and hint:
         warn(
@@ -1160,7 +1160,7 @@ def dupes(
         with output.destination(output_path) as handle:
             output.render(records, format_, handle, columns=columns)
     if report is not None:
-        _print_check_summary(report, "pair", to_stderr=True)
+        _print_check_summary(report, "pair", to_stderr=True, hint=not uncertain)
 
 
 def _progress_to(progress, task):
@@ -1206,7 +1206,7 @@ def _dupes_table(
         if more:
             say(f"{_count(more, 'more pair')} not shown: use --format jsonl, csv or tsv", to_stderr=to_stderr)
     if report is not None:
-        _print_check_summary(report, "pair", to_stderr=to_stderr)
+        _print_check_summary(report, "pair", to_stderr=to_stderr, hint=not uncertain)
     elif shown:
         say(f"{_count(len(shown) + more, 'pair')} within distance {k}", to_stderr=to_stderr)
 

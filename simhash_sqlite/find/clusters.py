@@ -216,7 +216,7 @@ def record_chains(conn: apsw.Connection, candidates: str, below: int) -> None:
 def candidates_text(info: dict) -> str:
     """How a clustering run's candidate pairs were made, in words."""
     if info.get("candidates") == "sketch":
-        return "candidates from the sketches' LSH tables (any distance)"
+        return "candidates from the sketches' LSH tables, at any distance"
     return f"candidates within distance k={info['k']}"
 
 
