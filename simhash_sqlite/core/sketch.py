@@ -651,7 +651,10 @@ def certainty(estimate, threshold: float, size_a, size_b, scheme: SketchScheme =
     pair_spread() at the threshold for these sizes (a flat prior on J near the line). 1.0 where the
     sizes alone rule the pair out (J <= min/max, below the threshold)."""
     estimate = np.asarray(estimate, dtype=np.float64)
-    z = np.abs(estimate - threshold) / pair_spread(threshold, size_a, size_b, scheme)
+    # At a threshold of 1 the spread vanishes (J = 1 is estimated without error): take it a bin below,
+    # so that only the exact check can say a pair is identical.
+    at = min(float(threshold), 1.0 - 1.0 / scheme.bins)
+    z = np.abs(estimate - threshold) / pair_spread(at, size_a, size_b, scheme)
     sure = _normal_cdf(z)
     a, b = np.asarray(size_a, dtype=np.float64), np.asarray(size_b, dtype=np.float64)
     with np.errstate(invalid="ignore", divide="ignore"):
