@@ -21,6 +21,7 @@ from ..find.verdict import Verdict, sketch_verdict
 from ..index import SimhashIndex
 from ..pipeline.sources import read_one
 from ..store import texts
+from ..store.documents import FingerprintedDocument
 from ..store.texts import stored_text
 
 DIFF_LINES = 40
@@ -100,7 +101,9 @@ def _side(index: SimhashIndex, ref: str, shingles: ShingleCache) -> Side:
     if os.path.isfile(ref) and os.path.getsize(ref) > texts.READ_WHOLE_BYTES:
         # Too large to read whole: fingerprinted and sketched in pieces; no features, Jaccard or diff.
         document = read_one(ref, index.settings)
-        return Side(ref, document.fingerprint, None, getattr(document, "sketch", None))
+        if isinstance(document, FingerprintedDocument):
+            return Side(ref, document.fingerprint, None, document.sketch)
+        return Side(ref, simhash(document.text, index.settings), None, sketch(document.text, index.sketch_scheme))
     if os.path.isfile(ref):
         with open(ref, "rb") as f:
             try:
@@ -132,7 +135,7 @@ def explain(index: SimhashIndex, a: str, b: str, *, top: int = 8) -> Explanation
         verdict = sketch_verdict(distance, left.sketch, right.sketch, lambda: tuple(sets), index.sketch_scheme)
     exact, shared, only_a, only_b, diff = None, [], [], [], []
     missing = [side.name for side in (left, right) if side.text is None]
-    if missing:
+    if left.text is None or right.text is None:  # (missing)
         notes.append(
             f"no text for {', '.join(missing)}: add with --store-text, or keep the files unchanged, "
             "for the exact Jaccard, the features and a diff"
@@ -148,7 +151,7 @@ def explain(index: SimhashIndex, a: str, b: str, *, top: int = 8) -> Explanation
             left.text.splitlines(), right.text.splitlines(), left.name, right.name, n=1, lineterm=""
         )
         diff = [line for _, line in zip(range(DIFF_LINES), lines)]
-        short = [side.name for side in (left, right) if len(side.text) < SHORT_TEXT]
+        short = [side.name for side, text in ((left, left.text), (right, right.text)) if len(text) < SHORT_TEXT]
         if short:
             notes.append(
                 f"{', '.join(short)} is shorter than {SHORT_TEXT} characters: distances between short texts are "

@@ -120,9 +120,10 @@ def check_search(
     started = time.perf_counter()
     scheme = shingles.index.sketch_scheme
     # The query's shingles and sketch, made when first needed (a query without any reads no text).
-    mine: list = []
+    mine: list[np.ndarray | None] = []
     my_sketch = _query_sketch(query, shingles) if result.matches else None
-    kept, uncertain = [], []
+    kept: list[Match] = []
+    uncertain: list[Match] = []
     for match in result.matches:
         if limit is not None and len(kept) >= limit:
             break
@@ -406,7 +407,8 @@ def load_arrays(conn, scheme: SketchScheme = DEFAULT_SCHEME) -> tuple[np.ndarray
         ids, values, present = [], [], np.zeros(count, dtype=bool)
         found = conn.execute("SELECT id, fingerprint, sketch FROM documents WHERE fingerprint IS NOT NULL ORDER BY id")
         for n, (i, f, s) in enumerate(found):
-            ids.append(i), values.append(f)
+            ids.append(i)
+            values.append(f)
             if s is not None and len(s) == nbytes:
                 buffer[n * nbytes : (n + 1) * nbytes] = s
                 present[n] = True
