@@ -130,9 +130,10 @@ def explain(index: SimhashIndex, a: str, b: str, *, top: int = 8) -> Explanation
     estimate = None
     if left.sketch is not None and right.sketch is not None:
         estimate = sketch_verdict(0, left.sketch, right.sketch, lambda: (None, None), index.sketch_scheme).jaccard
-    sets = [None if side.text is None else shingle_set(side.text) for side in (left, right)]
+    set_a = None if left.text is None else shingle_set(left.text)
+    set_b = None if right.text is None else shingle_set(right.text)
     if distance is not None:
-        verdict = sketch_verdict(distance, left.sketch, right.sketch, lambda: tuple(sets), index.sketch_scheme)
+        verdict = sketch_verdict(distance, left.sketch, right.sketch, lambda: (set_a, set_b), index.sketch_scheme)
     exact, shared, only_a, only_b, diff = None, [], [], [], []
     missing = [side.name for side in (left, right) if side.text is None]
     if left.text is None or right.text is None:  # (missing)
@@ -141,7 +142,8 @@ def explain(index: SimhashIndex, a: str, b: str, *, top: int = 8) -> Explanation
             "for the exact Jaccard, the features and a diff"
         )
     else:
-        exact = jaccard_of_sets(*sets)
+        assert set_a is not None and set_b is not None  # both texts are here
+        exact = jaccard_of_sets(set_a, set_b)
         fa, fb = named_features(left.text, s), named_features(right.text, s)
         both = fa.keys() & fb.keys()
         shared = _heaviest(sorted(both), fa + fb, s, top)

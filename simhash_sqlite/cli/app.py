@@ -1259,8 +1259,8 @@ def clusters(
                 )
                 output.render(members, format_, handle, columns=["cluster", "size", "representative", "key", "below"])
             else:
-                threshold = report.check.threshold if report.check is not None else None
-                output.render((_cluster_json(index, c, chained, threshold) for c in found), format_, handle)
+                line = report.check.threshold if report.check is not None else None
+                output.render((_cluster_json(index, c, chained, line) for c in found), format_, handle)
     say(
         f"{db}: {_count(report.documents, 'document')} in {_count(report.clusters, 'cluster')} {found_by} "
         f"({report.clustered:,} in clusters of two or more, largest {report.largest:,}); "
@@ -1317,6 +1317,7 @@ def _print_chains(index: SimhashIndex, biggest: list[Cluster], chained: dict, ch
                 continue
             told += 1
             v = m.verdict
+            assert v is not None  # below: judged against the representative
             how = "distance only" if v.jaccard is None else f"{v.checked_by} Jaccard {v.jaccard:.3f}"
             via = " -> ".join(map(printable, m.path)) if m.path else "(cluster too large to search for the path)"
             say(f"cluster {c.cluster}: {printable(m.key)} is below the line to {printable(rep)} ({how}); joined "

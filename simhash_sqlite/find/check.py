@@ -202,6 +202,8 @@ class DuplicateSearch:
                 for a, b, d in zip(chunk.first.tolist(), chunk.second.tolist(), chunk.distance.tolist()):
                     yield DuplicatePair(keys[a], keys[b], d)
                 continue
+            assert chunk.jaccard is not None and chunk.how is not None  # checked chunks carry their verdicts
+            assert chunk.certainty is not None and chunk.keep is not None
             rows = zip(chunk.first.tolist(), chunk.second.tolist(), chunk.distance.tolist(), chunk.jaccard.tolist(),
                        chunk.how, chunk.certainty.tolist(), chunk.keep.tolist())
             for a, b, d, j, how, c, keep in rows:
@@ -360,17 +362,23 @@ BATCH_PAIRS = 1 << 15
 def _batched(parts) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """(left, right, estimate or None) chunks joined into batches of at least BATCH_PAIRS pairs, as
     (left, right, estimate) with NaN where no estimate came with the pair."""
-    pending, count = [], 0
+    pending: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+    count = 0
     for left, right, estimate in parts:
         if len(left) == 0:
             continue
         pending.append((left, right, np.full(len(left), np.nan) if estimate is None else estimate))
         count += len(left)
         if count >= BATCH_PAIRS:
-            yield tuple(np.concatenate(column) for column in zip(*pending))
+            yield _joined(pending)
             pending, count = [], 0
     if pending:
-        yield tuple(np.concatenate(column) for column in zip(*pending))
+        yield _joined(pending)
+
+
+def _joined(parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    lefts, rights, estimates = zip(*parts)
+    return np.concatenate(lefts), np.concatenate(rights), np.concatenate(estimates)
 
 
 def _chain(*iterables):

@@ -527,7 +527,7 @@ class Deduplicator:
                 rank, _, label, d, e, how = match[member]
                 key = names[label] if label < 0 else self.keys[label]
                 sure = None
-                if how == "estimated":  # the verdict's certainty, as check.judge gives it for the pair
+                if how == "estimated" and sizes is not None:  # the verdict's certainty, as judge() gives it
                     theirs = self.against_sizes[-1 - label] if label < 0 else self.kept_sizes[label]
                     sure = float(certainty(e, self.threshold, sizes[j], theirs, DEFAULT_SCHEME))
                 out.append(Decision(document, raw, fp, key, d, e, how, sure))
