@@ -484,3 +484,36 @@ def test_loading_twice_and_closing_leave_nothing_behind(corpus):
     load(conn)
     assert conn.execute(NEAR, (query, 7, 1)).fetchall() == first
     conn.close()
+
+
+# -- simq extension -------------------------------------------------------------------------------------
+
+def test_simq_extension_prints_the_path_a_shell_loads(corpus):
+    run = subprocess.run([str(Path(sys.executable).parent / "simq"), "extension"], capture_output=True, text=True,
+                         timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == EXTENSION and Path(run.stdout.strip()).is_file()
+    if SQLITE3:
+        out = shell(corpus["sketches"], f".load {run.stdout.strip()}\nSELECT simhash_hex(-1);\n")
+        assert out.strip() == "ffffffffffffffff"
+
+
+@pytest.mark.parametrize("record, said", [
+    ({"simhash": {"built": False, "file": "simhash.so", "reason": "sqlite3ext.h not found (cc failed (1))"}},
+     "sqlite3ext.h not found"),
+    ({"_simhash_core": {"built": True, "file": "_simhash_core.so", "reason": ""}}, "not among the parts"),
+    (None, "no record of a C build"),
+])
+def test_simq_extension_says_what_is_missing(tmp_path, monkeypatch, record, said):
+    from typer.testing import CliRunner
+
+    from simhash_sqlite.cli.app import app
+    from simhash_sqlite.native import extension
+
+    if record is not None:  # what the install's build recorded, in a package folder without the library
+        (tmp_path / "_build.json").write_text(json.dumps(record))
+    monkeypatch.setattr(extension, "HERE", tmp_path)
+    result = CliRunner().invoke(app, ["extension"])
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert result.stderr.startswith("error: the SQLite extension is not built: ") and said in result.stderr
+    assert result.stdout == ""
