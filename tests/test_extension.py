@@ -23,10 +23,13 @@ from simhash_sqlite import Document, SimhashIndex, simhash, to_signed
 from simhash_sqlite.native.extension import ENTRY_POINT, ExtensionMissing, load, loadable_path
 
 try:
-    EXTENSION = loadable_path()
+    BUILT = loadable_path()
     WHY_NOT = ""
 except ExtensionMissing as exc:
-    EXTENSION, WHY_NOT = None, str(exc)
+    BUILT, WHY_NOT = None, str(exc)
+# Another build of the same source to test instead (bench/fuzz_extension.py's sanitizer build, for a run
+# with LD_PRELOAD of the sanitizer runtimes).
+EXTENSION = os.environ.get("SIMHASH_SQLITE_TEST_EXTENSION") or BUILT
 
 pytestmark = pytest.mark.skipif(EXTENSION is None, reason=WHY_NOT)
 SQLITE3 = shutil.which("sqlite3")
@@ -112,7 +115,8 @@ def package_near(path: Path, query, k: int, checked: int) -> list[tuple]:
 
 def extension_connection(path) -> apsw.Connection:
     conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY) if path != ":memory:" else apsw.Connection(path)
-    load(conn)
+    conn.enable_load_extension(True)
+    conn.load_extension(EXTENSION, ENTRY_POINT)
     return conn
 
 
@@ -166,7 +170,7 @@ def test_scalar_functions_give_the_package_results_and_errors(corpus):
             for b in rng.sample(values, 12) + [0, 3, 4, -1]:
                 calls += [("SELECT hamming(?, ?)", (a, b)), ("SELECT simhash_similarity(?, ?)", (a, b)),
                           ("SELECT simhash_block(?, ?)", (a, b))]
-            calls += [("SELECT simhash_hex(?)", (a,)), ("SELECT simhash_from_hex(?)", (a,)), ("SELECT simhash(?)", (a,))]
+            calls += [(f"SELECT {name}(?)", (a,)) for name in ("simhash_hex", "simhash_from_hex", "simhash")]
         calls += [("SELECT simhash_from_hex(?)", (h,)) for h in hexes]
         calls += [("SELECT simhash(?)", (text,)) for text in list(corpus["stored"].values())[:40] + corpus["queries"]]
         differ = [(sql, args) for sql, args in calls if _outcome(package, sql, args) != _outcome(ext, sql, args)]
@@ -284,7 +288,7 @@ def test_the_stock_shell_loads_it_and_gets_what_simq_near_gets(corpus, which):
 def test_the_shell_loads_it_without_naming_the_entry_point_and_reports_errors(corpus, tmp_path):
     out = shell(corpus["sketches"], f".load {EXTENSION}\nSELECT simhash_hex(simhash('hello world')), hamming(-1, 0);\n")
     assert out.split() == ["535e078da051fa3c|64"]
-    assert EXTENSION.endswith("simhash" + Path(EXTENSION).suffix) and ENTRY_POINT == "sqlite3_simhash_init"
+    assert Path(BUILT).stem == "simhash" and ENTRY_POINT == "sqlite3_simhash_init"
     run = subprocess.run([SQLITE3, str(corpus["sketches"]), f".load {EXTENSION}", "SELECT hamming('a', 1)"],
                          capture_output=True, text=True, timeout=60)
     assert run.returncode != 0 and "hamming(): the first argument must be an integer fingerprint" in run.stderr
@@ -364,8 +368,8 @@ def _better_sqlite3(cache) -> Path:
         pytest.skip("Node.js and npm are not installed (Debian: apt-get install nodejs npm)")
     folder = Path(cache.mkdir("better-sqlite3-12"))
     if not (folder / "node_modules" / "better-sqlite3" / "package.json").exists():
-        run = subprocess.run(["npm", "install", "--no-audit", "--no-fund", "--prefix", str(folder), "better-sqlite3@12"],
-                             capture_output=True, text=True, timeout=900)
+        install = ["npm", "install", "--no-audit", "--no-fund", "--prefix", str(folder), "better-sqlite3@12"]
+        run = subprocess.run(install, capture_output=True, text=True, timeout=900)
         if run.returncode:
             pytest.skip(f"npm could not install better-sqlite3@12: {(run.stderr or run.stdout).strip()[-300:]}")
     return folder
@@ -481,6 +485,8 @@ def test_loading_twice_and_closing_leave_nothing_behind(corpus):
     conn = extension_connection(corpus["sketches"])
     query = corpus["queries"][1]
     first = conn.execute(NEAR, (query, 7, 1)).fetchall()
+    load(conn)  # the package's own load(), over the first
+    assert conn.execute(NEAR, (query, 7, 1)).fetchall() == first
     load(conn)
     assert conn.execute(NEAR, (query, 7, 1)).fetchall() == first
     conn.close()
@@ -492,7 +498,7 @@ def test_simq_extension_prints_the_path_a_shell_loads(corpus):
     run = subprocess.run([str(Path(sys.executable).parent / "simq"), "extension"], capture_output=True, text=True,
                          timeout=120)
     assert run.returncode == 0, run.stderr
-    assert run.stdout.strip() == EXTENSION and Path(run.stdout.strip()).is_file()
+    assert run.stdout.strip() == BUILT and Path(run.stdout.strip()).is_file()
     if SQLITE3:
         out = shell(corpus["sketches"], f".load {run.stdout.strip()}\nSELECT simhash_hex(-1);\n")
         assert out.strip() == "ffffffffffffffff"
