@@ -95,7 +95,8 @@ def databases(work: Path, seed: int) -> list[Path]:
     variant("no_documents", "DROP TABLE clusters", "DROP TABLE documents")
     variant("loose_documents", "DROP TABLE clusters", "ALTER TABLE documents RENAME TO old",
             "CREATE TABLE documents (id INTEGER PRIMARY KEY, key, fingerprint, b0, b1, b2, b3, sketch, text)",
-            "INSERT INTO documents SELECT id, CASE WHEN id % 5 = 0 THEN NULL WHEN id % 5 = 1 THEN x'00ff' ELSE key END, "
+            "INSERT INTO documents SELECT id, "
+            "CASE WHEN id % 5 = 0 THEN NULL WHEN id % 5 = 1 THEN x'00ff' ELSE key END, "
             "CASE WHEN id % 7 = 0 THEN 'abc' WHEN id % 7 = 1 THEN 1.5 ELSE fingerprint END, b0, b1, b2, b3, "
             "CASE WHEN id % 3 = 0 THEN 'text' ELSE sketch END, CASE WHEN id % 4 = 0 THEN x'80ff' ELSE key END FROM old",
             "CREATE INDEX loose_b0 ON documents (b0, fingerprint)")
@@ -135,7 +136,8 @@ class Values:
             if pick < 5:
                 chars.append(r.choice("abcdefghij ABCDEF0123456789 \t\n.,!"))
             elif pick == 5:
-                chars.append(chr(r.choice([0x301, 0x308, 0x200D, 0xFE0F, 0x1F600, 0x1F468, 0x10FFFF, 0x85, 0xA0, 0x3000])))
+                marks = [0x301, 0x308, 0x200D, 0xFE0F, 0x1F600, 0x1F468, 0x10FFFF, 0x85, 0xA0, 0x3000]
+                chars.append(chr(r.choice(marks)))
             elif pick == 6:
                 chars.append(chr(r.randint(0x4E00, 0x9FFF)))
             elif pick == 7:
@@ -203,7 +205,7 @@ def statement(rng: random.Random, values: Values) -> str:
         return f"SELECT {name}({args})"
     if kind < 14:
         args = near_arguments(rng, values)
-        columns = rng.choice(["*", "key, distance", "query, k, checked", "count(*)", "jaccard, checked_by, fingerprint"])
+        columns = rng.choice(["*", "key, distance", "query, k, checked", "count(*)", "jaccard, checked_by"])
         order = rng.choice(["", " ORDER BY distance", " ORDER BY distance DESC, key", " ORDER BY key"])
         return f"SELECT {columns} FROM simhash_near({args}){order} LIMIT {rng.choice([1, 10, 1000])}"
     if kind < 16:
@@ -214,7 +216,8 @@ def statement(rng: random.Random, values: Values) -> str:
         return (f"SELECT * FROM simhash_near WHERE query = {values.any()} AND k = {values.integer()}"
                 + rng.choice(["", f" AND checked = {values.any()}", f" AND query = {values.any()}"]))
     if kind < 18 or rng.random() < 0.6:
-        return rng.choice(["CREATE VIRTUAL TABLE temp.v USING simhash_near", "CREATE VIRTUAL TABLE temp.v USING simhash_near(1)",
+        return rng.choice(["CREATE VIRTUAL TABLE temp.v USING simhash_near",
+                           "CREATE VIRTUAL TABLE temp.v USING simhash_near(1)",
                            "SELECT * FROM simhash_near", "INSERT INTO simhash_near(key) VALUES ('x')",
                            "DELETE FROM simhash_near", "SELECT * FROM pragma_function_list WHERE name LIKE 'simhash%'"])
     # Change the file under the extension's cached settings.
@@ -225,7 +228,8 @@ def statement(rng: random.Random, values: Values) -> str:
         f"UPDATE documents SET text = {values.text()} WHERE id % {rng.randint(1, 9)} = 0",
         "DELETE FROM simhash_meta WHERE key = 'sketch'",
         "INSERT OR REPLACE INTO simhash_meta (key, value) VALUES ('fingerprint', '{\"ngram\": 5}')",
-        "INSERT OR REPLACE INTO simhash_meta (key, value) VALUES ('fingerprint', '{\"ngram\": 3, \"weights\": \"log\"}')",
+        "INSERT OR REPLACE INTO simhash_meta (key, value) "
+        "VALUES ('fingerprint', '{\"ngram\": 3, \"weights\": \"log\"}')",
         "DROP TABLE IF EXISTS clusters",
         "BEGIN", "COMMIT", "ROLLBACK",
     ])
