@@ -523,3 +523,53 @@ def test_simq_extension_says_what_is_missing(tmp_path, monkeypatch, record, said
     assert result.exit_code == 1 and "Traceback" not in result.output
     assert result.stderr.startswith("error: the SQLite extension is not built: ") and said in result.stderr
     assert result.stdout == ""
+
+
+# -- docs/sql.md's examples ------------------------------------------------------------------------------
+
+ROOT = Path(__file__).resolve().parent.parent
+SECTION = (ROOT / "docs" / "sql.md").read_text(encoding="utf-8").split("## In any SQLite host")[1].split("\n## ")[0]
+
+
+def _blocks(language: str) -> list[str]:
+    import re
+
+    return [body for kind, body in re.findall(r"^```(\w*)\n(.*?)^```", SECTION, re.M | re.S) if kind == language]
+
+
+@pytest.fixture
+def demo(tmp_path, monkeypatch):
+    """The README's demo.db, made by `simq add` in a folder holding examples/."""
+    shutil.copytree(ROOT / "examples", tmp_path / "examples")
+    monkeypatch.chdir(tmp_path)
+    simq = Path(sys.executable).parent / "simq"
+    subprocess.run([str(simq), "add", "--db", "demo.db", "examples/"], check=True, capture_output=True, timeout=300)
+    return tmp_path
+
+
+@needs_shell
+def test_the_shell_example_in_sql_md_prints_what_it_shows(demo):
+    command, shown = _blocks("sh")[0], _blocks("")[0]
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    run = subprocess.run(["bash", "-c", command], capture_output=True, text=True, env=env, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout == shown
+
+
+def test_the_python_examples_in_sql_md_run(demo, capsys):
+    apsw_block, sqlite3_block = _blocks("python")
+    exec(compile(apsw_block, "sql.md, apsw", "exec"), {})
+    assert "examples/sqlite_intro_edited.txt" in capsys.readouterr().out
+    if not hasattr(sqlite3.Connection, "enable_load_extension"):
+        pytest.skip("this Python's sqlite3 cannot load extensions (the apsw example ran)")
+    exec(compile(sqlite3_block, "sql.md, sqlite3", "exec"), {})
+    assert "535e078da051fa3c" in capsys.readouterr().out
+
+
+def test_the_node_example_in_sql_md_runs(demo, request):
+    folder = _better_sqlite3(request.config.cache)
+    (demo / "example.js").write_text(_blocks("js")[0])
+    env = {**os.environ, "NODE_PATH": str(folder / "node_modules"), "SIMHASH_EXTENSION": EXTENSION}
+    run = subprocess.run(["node", "example.js"], capture_output=True, text=True, env=env, timeout=300)
+    assert run.returncode == 0, run.stderr
+    assert "examples/sqlite_intro_edited.txt" in run.stdout and "estimated" in run.stdout
