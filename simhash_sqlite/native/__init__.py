@@ -243,4 +243,4 @@ def estimate_many(lib: ctypes.CDLL, a: np.ndarray, b: np.ndarray, scheme) -> np.
 
 
 # The loadable SQLite extension (sqlite_extension.c): its path and a loader, as sqlite_vec's.
-from .extension import ExtensionMissing, load, loadable_path  # noqa: E402
+from .extension import ExtensionMissing, load, loadable_path  # noqa: E402, F401
