@@ -361,11 +361,15 @@ console.log(JSON.stringify(queries.map(q => near.raw().all(q))));
 def _better_sqlite3(cache) -> Path:
     """A folder whose node_modules holds better-sqlite3 12: SIMHASH_SQLITE_NODE_MODULES (CI may install it
     there beforehand), else installed once by npm into pytest's cache folder."""
+    if shutil.which("node") is None:
+        pytest.skip("Node.js is not installed (Debian: apt-get install nodejs npm)")
     given = os.environ.get("SIMHASH_SQLITE_NODE_MODULES")
     if given:
+        if not (Path(given) / "node_modules" / "better-sqlite3" / "package.json").exists():
+            pytest.skip(f"SIMHASH_SQLITE_NODE_MODULES={given} holds no better-sqlite3 (its install failed?)")
         return Path(given)
-    if shutil.which("node") is None or shutil.which("npm") is None:
-        pytest.skip("Node.js and npm are not installed (Debian: apt-get install nodejs npm)")
+    if shutil.which("npm") is None:
+        pytest.skip("npm is not installed (Debian: apt-get install npm)")
     folder = Path(cache.mkdir("better-sqlite3-12"))
     if not (folder / "node_modules" / "better-sqlite3" / "package.json").exists():
         install = ["npm", "install", "--no-audit", "--no-fund", "--prefix", str(folder), "better-sqlite3@12"]
