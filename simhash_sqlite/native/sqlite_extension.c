@@ -831,14 +831,19 @@ static int collect(near_vtab *v, sqlite3_stmt *st, uint64_t q, int k, u64s *foun
     return vtab_error(&v->base, rc, NEAR_NAME "(): reading the index failed: %s", sqlite3_errmsg(v->conn->db));
 }
 
-static int popcount16(unsigned v) { return __builtin_popcount(v & 0xFFFF); }
-
-/* search.block_neighbours: the masks of at most `radius` bits of 16 (fewest bits first does not matter
- * here: every probe is read). Returns their count; masks has room for 65536. */
+/* search.block_neighbours: every 16-bit mask of at most `radius` bits (their order does not matter here:
+ * every probe is read), by Gosper's next-combination step for each count of bits. Returns their count;
+ * masks has room for probes_per_block(radius) of them. */
 static int block_masks(int radius, uint16_t *masks) {
     int count = 0;
-    for (unsigned m = 0; m < 65536; m++)
-        if (popcount16(m) <= radius) masks[count++] = (uint16_t)m;
+    masks[count++] = 0;
+    for (int bits = 1; bits <= radius && bits <= 16; bits++) {
+        for (uint32_t v = (1u << bits) - 1; v < 65536u;) {
+            masks[count++] = (uint16_t)v;
+            uint32_t lowest = v & -v, ripple = v + lowest;
+            v = ripple | (((v ^ ripple) >> 2) / lowest);
+        }
+    }
     return count;
 }
 
@@ -874,24 +879,21 @@ static int near_candidates(near_vtab *v, uint64_t q, int k, u64s *found) {
         if ((rc = statement(v, ST_SCAN, &st)) != SQLITE_OK) return rc;
         if ((rc = collect(v, st, q, k, found, &read)) != SQLITE_OK) return rc;
     } else {
-        uint16_t *masks = NULL, one = 0;
-        int count = 1;
-        if (radius > 0) {
-            masks = sqlite3_malloc(65536 * sizeof(uint16_t));
-            if (!masks) return SQLITE_NOMEM;
-            count = block_masks(radius, masks);
-        }
+        uint16_t few[256], *masks = few; /* radius <= 2: 137 masks at most */
+        if (radius > 2 && !(masks = sqlite3_malloc64((size_t)probes_per_block(radius) * sizeof(uint16_t))))
+            return SQLITE_NOMEM;
+        int count = block_masks(radius, masks);
         uint16_t parts[4];
         shc_blocks(q, parts);
         rc = SQLITE_OK;
         for (int b = 0; b < 4 && rc == SQLITE_OK; b++) {
             if ((rc = statement(v, ST_BLOCK0 + b, &st)) != SQLITE_OK) break;
             for (int m = 0; m < count && rc == SQLITE_OK; m++) {
-                sqlite3_bind_int(st, 1, parts[b] ^ (masks ? masks[m] : one));
+                sqlite3_bind_int(st, 1, parts[b] ^ masks[m]);
                 rc = collect(v, st, q, k, found, &read);
             }
         }
-        sqlite3_free(masks);
+        if (masks != few) sqlite3_free(masks);
         if (rc != SQLITE_OK) return rc;
     }
     if (found->count) { /* a match seen through several blocks, or several rows, is sought once */
