@@ -47,7 +47,7 @@ SQLITE_EXTENSION_INIT1
 /* The tables are STRICT: older SQLite cannot read an index at all. */
 #define MIN_SQLITE_VERSION 3037000
 
-/* settings.py: the defaults and the rule's numbers (confirm.py). */
+/* core/settings.py: the defaults; find/verdict.py: the rule's numbers. */
 #define DEFAULT_NGRAM 5
 #define DEFAULT_WEIGHTS SHC_WEIGHTS_BINARY
 #define HASH_SCHEME "blake2b64+splitmix64"
@@ -55,10 +55,10 @@ SQLITE_EXTENSION_INIT1
 #define CONFIRM_K 12
 #define RECOMMENDED_K 9
 #define THRESHOLD 0.8
-/* indexed_text.READ_WHOLE_BYTES: texts longer than this (in characters) are not compared whole. */
+/* store/texts.READ_WHOLE_BYTES: texts longer than this (in characters) are not compared whole. */
 #define READ_WHOLE 33554432
 #define TRUTH_NGRAM 5
-/* search.py's cost model (nanoseconds; only ratios matter). */
+/* find/search.py's cost model (nanoseconds; only ratios matter). */
 #define PROBE_SEEK_NS 1500.0
 #define PROBE_ROW_NS 160.0
 #define SCAN_ROW_NS 2.0
@@ -139,7 +139,7 @@ static int32_t utf8_next(const unsigned char *s, size_t n, size_t *i) {
     return cp;
 }
 
-/* Python's str.isspace (the \s of shingles.fold_space and str.strip). */
+/* Python's str.isspace (the \s of core/shingles.fold_space and str.strip). */
 static int is_py_space(int32_t c) {
     if (c == 0x20 || (c >= 0x09 && c <= 0x0D) || (c >= 0x1C && c <= 0x1F)) return 1;
     if (c < 0x85) return 0;
@@ -152,7 +152,7 @@ static int cmp_u64(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
-/* shingles.shingle_set: sorted distinct hashes of the text's 5-character shingles, whitespace runs
+/* core/shingles.shingle_set: sorted distinct hashes of the text's 5-character shingles, whitespace runs
  * folded to one space and the ends stripped. Returns the count (>= 0), -1 for a text that is not
  * valid UTF-8 (out of reach: judged as a missing text) or -2 on out of memory. *out: sqlite3_malloc'd. */
 static int64_t shingle_set(const unsigned char *text, size_t n, uint64_t **out) {
@@ -189,7 +189,7 @@ static int64_t shingle_set(const unsigned char *text, size_t n, uint64_t **out) 
     return (int64_t)distinct;
 }
 
-/* shingles.jaccard_of_sets of two sorted distinct arrays. */
+/* core/shingles.jaccard_of_sets of two sorted distinct arrays. */
 static double jaccard_of_sets(const uint64_t *a, int64_t na, const uint64_t *b, int64_t nb) {
     if (na == 0 && nb == 0) return 1.0;
     if (na == 0 || nb == 0) return 0.0;
@@ -336,7 +336,7 @@ typedef struct scheme_fields {
     int has_bins, has_bits;
 } scheme_fields;
 
-/* sketch.SketchScheme.from_json: bins and bits required; ngram and version do not change the bytes. */
+/* core/sketch.SketchScheme.from_json: bins and bits required; ngram and version do not change the bytes. */
 static char *scheme_member(void *state, const char *key, int type, sqlite3_stmt *row) {
     scheme_fields *f = state;
     sqlite3_int64 v = sqlite3_column_int64(row, 2);
@@ -357,7 +357,7 @@ static int read_settings(sqlite3 *db, ext_settings *s) {
     settings_clear(s);
     s->ngram = DEFAULT_NGRAM;
     s->weights = DEFAULT_WEIGHTS;
-    s->scheme.bins = 944; /* sketch.DEFAULT_SCHEME */
+    s->scheme.bins = 944; /* core/sketch.DEFAULT_SCHEME */
     s->scheme.bits = 1;
     s->scheme.size_bits = 16;
     sqlite3_stmt *st = NULL;
@@ -520,7 +520,7 @@ static void fn_hex(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     sqlite3_result_text(ctx, out, 16, SQLITE_TRANSIENT);
 }
 
-/* fingerprint.from_hex: strip (Python whitespace), lower, an optional 0x, then 1 to 16 hex digits. */
+/* core/fingerprint.from_hex: strip (Python whitespace), lower, an optional 0x, then 1 to 16 hex digits. */
 static void fn_from_hex(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     (void)argc;
     if (sqlite3_value_type(argv[0]) == SQLITE_NULL) return;
@@ -644,7 +644,7 @@ static const char *const NEAR_SQL[ST_COUNT] = {
     "SELECT fingerprint FROM main.documents WHERE b2 = ?1",
     "SELECT fingerprint FROM main.documents WHERE b3 = ?1",
     "SELECT fingerprint FROM main.documents WHERE fingerprint IS NOT NULL",
-    /* search.KEYS_BY_FINGERPRINT_SQL, with what the check needs */
+    /* find/search.KEYS_BY_FINGERPRINT_SQL, with what the check needs */
     "SELECT key, sketch, text FROM main.documents WHERE b0 = ((?1 >> 48) & 65535) AND fingerprint = ?1",
     "SELECT coalesce(max(id), 0) FROM main.documents",
 };
@@ -831,7 +831,7 @@ static int collect(near_vtab *v, sqlite3_stmt *st, uint64_t q, int k, u64s *foun
     return vtab_error(&v->base, rc, NEAR_NAME "(): reading the index failed: %s", sqlite3_errmsg(v->conn->db));
 }
 
-/* search.block_neighbours: every 16-bit mask of at most `radius` bits (their order does not matter here:
+/* find/search.block_neighbours: every 16-bit mask of at most `radius` bits (their order does not matter here:
  * every probe is read), by Gosper's next-combination step for each count of bits. Returns their count;
  * masks has room for probes_per_block(radius) of them. */
 static int block_masks(int radius, uint16_t *masks) {
@@ -856,13 +856,13 @@ static double probes_per_block(int radius) {
     return total;
 }
 
-/* Every stored fingerprint within k of q, deduplicated (sorted): search.Searcher.search's candidates
+/* Every stored fingerprint within k of q, deduplicated (sorted): find/search.Searcher.search's candidates
  * by the plan the package would choose (probes of the four block columns, or a scan). */
 static int near_candidates(near_vtab *v, uint64_t q, int k, u64s *found) {
     int radius = k / 4, rc;
     int scan = 0;
     sqlite3_stmt *st;
-    if (radius >= 2) { /* search.plan_for with the rows an index seek gives (max(id)) */
+    if (radius >= 2) { /* find/search.plan_for with the rows an index seek gives (max(id)) */
         if ((rc = statement(v, ST_MAXID, &st)) != SQLITE_OK) return rc;
         double rows = 0;
         rc = sqlite3_step(st);
@@ -944,7 +944,7 @@ static void *copy_bytes(const void *data, size_t n) {
     return out;
 }
 
-/* The rows of the matching fingerprints (search.KEYS_BY_FINGERPRINT_SQL), with sketch and text when
+/* The rows of the matching fingerprints (find/search.KEYS_BY_FINGERPRINT_SQL), with sketch and text when
  * the check needs them. */
 static int near_rows(near_vtab *v, const u64s *found, uint64_t q, size_t sketch_bytes, int need_text,
                      candidate **out, size_t *out_count) {
@@ -1082,7 +1082,7 @@ static int near_filter(sqlite3_vtab_cursor *base, int idx_num, const char *idx_s
     if (count > 1) qsort(list, count, sizeof *list, candidate_order);
     cur->rows = sqlite3_malloc64((count ? count : 1) * sizeof(near_row));
     if (!cur->rows) { candidates_free(list, count); sqlite3_free(my_sketch); return SQLITE_NOMEM; }
-    /* The check (confirm.check_search): exact where both texts are at hand, else the sketches'
+    /* The check (find/check.check_search, find/verdict.keeps): exact where both texts are at hand, else the sketches'
      * estimate, else the distance within min(k, RECOMMENDED_K). */
     uint64_t *mine = NULL;
     int64_t mine_count = -1; /* -1: the query's shingles are out of reach */
