@@ -48,7 +48,7 @@ TARGETS = [
 
 # Portable x86-64 (or whatever the compiler's default target is): no -march. No contraction of a*b+c
 # into an FMA, so floating point rounds as numpy's does; hidden symbols but the API's.
-CFLAGS = ["-O2", "-std=c99", "-fPIC", "-shared", "-ffp-contract=off", "-fvisibility=hidden", "-fno-math-errno"]
+CFLAGS = ["-O3", "-std=c99", "-fPIC", "-shared", "-ffp-contract=off", "-fvisibility=hidden", "-fno-math-errno"]
 
 
 def library_suffix() -> str:
@@ -123,8 +123,9 @@ class NativeBuildHook(BuildHookInterface):
         editable = version == "editable"
         # An editable install runs from the source tree: the libraries go there (ignored by git).
         out_dir = root / NATIVE if editable else Path(tempfile.mkdtemp(prefix="simhash-native-"))
-        for target in TARGETS:  # never a stale library from an earlier build
-            (root / NATIVE / (target.name + library_suffix())).unlink(missing_ok=True)
+        if editable:  # never a stale library from an earlier build
+            for target in TARGETS:
+                (root / NATIVE / (target.name + library_suffix())).unlink(missing_ok=True)
         report = build(root, out_dir)
         info = out_dir / "_build.json"
         info.write_text(json.dumps(report, indent=1, sort_keys=True) + "\n")

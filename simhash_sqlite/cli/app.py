@@ -25,6 +25,7 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
+from .. import native
 from ..analysis.calibrate import DEFAULT_MAX_K, Calibration
 from ..analysis.calibrate import calibrate as calibrate_index
 from ..analysis.explain import Explanation, verdicts
@@ -267,6 +268,7 @@ def _quiet_stdout() -> None:
 def _version(value: bool) -> None:
     if value:
         print(f"simq (simhash-sqlite) {__version__}")
+        print(f"core: {native.describe()}")
         raise typer.Exit(0)
 
 

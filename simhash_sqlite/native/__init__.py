@@ -195,6 +195,8 @@ def batch(
 ) -> tuple[np.ndarray | None, np.ndarray | None, np.ndarray]:
     """The core over the texts: (fingerprints uint64 or None, sketch rows (n, nbytes) uint8 or None,
     status uint8). Declined texts have status & DECLINED: the caller computes them with the reference."""
+    if not isinstance(texts, list):
+        texts = list(texts)
     n = len(texts)
     fps = np.zeros(n, dtype=np.uint64) if fingerprints else None
     rows = None

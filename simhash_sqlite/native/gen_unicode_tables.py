@@ -7,13 +7,20 @@ at import: simhash_sqlite.native.core). One record per code point, 32 bits:
     bits 0..16   the case fold as a signed 17-bit delta to the code point (0x20 for all whitespace)
     bit 17       SPACE   the folded character is whitespace (str.isspace)
     bit 18       ALNUM   the folded character is a letter or digit (str.isalnum, what [^\\W_] matches)
-    bit 19       MULTI   it case-folds to several characters (the core declines such a text)
+    bit 19       MULTI   it case-folds to several characters (listed apart: shc_fold_*)
     bit 20       UNSAFE  NFKC may change a text holding it: NFKC(c) != c, or c can compose with a
                          preceding character (the second of a canonical pair, Hangul V and T jamo)
+    bit 28       MAPPED  NFKC changes it to one character x that NFKC leaves alone and that composes
+                         with nothing before it: the record is then x's (its fold, flags and class),
+                         the fold's delta taken from c, so the core's one pass treats c as x
     bits 21..27  the rank of its canonical combining class among all classes (0 for class 0), which
                  orders as the class does
 
 as a two-stage table: stage1[cp >> 8] picks a block of 256 records (identical blocks shared).
+
+Beside it, NFKC(c) of every code point NFKC changes (sorted code points, offsets into their
+replacements): replacing each such character of a text by it and finding the result certainly
+normalized gives NFKC of the text (docs/native.md says why).
 Usage: python gen_unicode_tables.py OUT.h
 """
 
@@ -22,7 +29,7 @@ from __future__ import annotations
 import sys
 import unicodedata
 
-SPACE, ALNUM, MULTI, UNSAFE = 1 << 17, 1 << 18, 1 << 19, 1 << 20
+SPACE, ALNUM, MULTI, UNSAFE, MAPPED = 1 << 17, 1 << 18, 1 << 19, 1 << 20, 1 << 28
 DELTA_BITS = 17
 LIMIT = 0x110000
 
@@ -72,6 +79,21 @@ def main(out_path: str) -> None:
         raise SystemExit(f"{len(classes)} combining classes do not fit 7 bits")
     ranks = {value: rank for rank, value in enumerate(classes)}  # class 0 is rank 0
     records = [record(c, seconds, ranks) for c in range(LIMIT)]
+    mask = (1 << DELTA_BITS) - 1
+    for c in range(LIMIT):
+        if 0xD800 <= c <= 0xDFFF:
+            continue
+        mapped = unicodedata.normalize("NFKC", chr(c))
+        if mapped == chr(c) or len(mapped) != 1:
+            continue
+        x = ord(mapped)
+        target = records[x]
+        if target & (UNSAFE | MULTI | MAPPED):
+            continue
+        folded = x + ((target & mask) ^ (1 << (DELTA_BITS - 1))) - (1 << (DELTA_BITS - 1))
+        delta = folded - c
+        if -(1 << (DELTA_BITS - 1)) <= delta < 1 << (DELTA_BITS - 1):
+            records[c] = (target & ~mask) | (delta & mask) | MAPPED
     blocks: dict[tuple[int, ...], int] = {}
     stage1 = []
     for start in range(0, LIMIT, 256):
@@ -91,6 +113,44 @@ def main(out_path: str) -> None:
     for block in blocks:
         for i in range(0, 256, 8):
             lines.append("    " + ", ".join(f"0x{v:08x}u" for v in block[i : i + 8]) + ",")
+    lines.append("};")
+    changed = [c for c in range(LIMIT) if not 0xD800 <= c <= 0xDFFF and unicodedata.normalize("NFKC", chr(c)) != chr(c)]
+    data: list[int] = []
+    starts = []
+    for c in changed:
+        starts.append(len(data))
+        data.extend(map(ord, unicodedata.normalize("NFKC", chr(c))))
+    starts.append(len(data))
+    lines.append(f"#define SHC_NFKC_COUNT {len(changed)}")
+    lines.append("static const uint32_t shc_nfkc_cp[SHC_NFKC_COUNT] = {")
+    lines.extend("    " + ", ".join(map(str, changed[i : i + 16])) + "," for i in range(0, len(changed), 16))
+    lines.append("};")
+    lines.append("static const uint32_t shc_nfkc_at[SHC_NFKC_COUNT + 1] = {")
+    lines.extend("    " + ", ".join(map(str, starts[i : i + 16])) + "," for i in range(0, len(starts), 16))
+    lines.append("};")
+    lines.append(f"static const uint32_t shc_nfkc_data[{max(1, len(data))}] = {{")
+    lines.extend("    " + ", ".join(map(str, data[i : i + 16])) + "," for i in range(0, len(data), 16))
+    lines.append("};")
+    # Case folds of several characters (MULTI): each folded character folds to itself, so the core
+    # takes its flags from its own record.
+    multi = [c for c in range(LIMIT) if not 0xD800 <= c <= 0xDFFF and len(chr(c).casefold()) > 1]
+    data, starts = [], []
+    for c in multi:
+        folded = chr(c).casefold()
+        if any(x.casefold() != x for x in folded):
+            raise SystemExit(f"the case fold of U+{c:04X} is not stable under case folding")
+        starts.append(len(data))
+        data.extend(map(ord, folded))
+    starts.append(len(data))
+    lines.append(f"#define SHC_FOLD_COUNT {len(multi)}")
+    lines.append("static const uint32_t shc_fold_cp[SHC_FOLD_COUNT] = {")
+    lines.extend("    " + ", ".join(map(str, multi[i : i + 16])) + "," for i in range(0, len(multi), 16))
+    lines.append("};")
+    lines.append("static const uint32_t shc_fold_at[SHC_FOLD_COUNT + 1] = {")
+    lines.extend("    " + ", ".join(map(str, starts[i : i + 16])) + "," for i in range(0, len(starts), 16))
+    lines.append("};")
+    lines.append(f"static const uint32_t shc_fold_data[{max(1, len(data))}] = {{")
+    lines.extend("    " + ", ".join(map(str, data[i : i + 16])) + "," for i in range(0, len(data), 16))
     lines.append("};")
     with open(out_path, "w", encoding="ascii") as f:
         f.write("\n".join(lines) + "\n")

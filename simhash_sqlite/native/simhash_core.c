@@ -17,6 +17,7 @@
 #define SHC_ALNUM (1u << 18)
 #define SHC_MULTI (1u << 19)
 #define SHC_UNSAFE (1u << 20)
+#define SHC_MAPPED (1u << 28)
 #define SHC_DELTA_MASK ((1u << 17) - 1)
 
 static const uint64_t SEED = 0x9E3779B97F4A7C15ull; /* features.SEED */
@@ -30,14 +31,30 @@ static const uint32_t EMPTY_BIN = 0xFFFFFFFFu;                 /* sketch._EMPTY 
 #define WEIGHT_SCALE 1000.0                                    /* features.WEIGHT_SCALE */
 #define CONTAINMENT_SDS 2.0                                    /* sketch.CONTAINMENT_SDS */
 #define MAX_BINS 65536
+/* Kernels chosen at run time: the hot function is compiled for the baseline and for x86-64-v3 (AVX2)
+ * and v4 (AVX-512), and the loader picks the best this CPU runs (GCC's target_clones, an ifunc), so a
+ * portable build never faults on an older x86-64 and still uses the wide vectors where they are. */
+#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 12 && defined(__x86_64__) && defined(__linux__) && \
+    !defined(SHC_NO_CLONES)
+#define SHC_CLONES __attribute__((target_clones("default", "arch=x86-64-v3", "arch=x86-64-v4")))
+#define SHC_HAVE_CLONES 1
+#else
+#define SHC_CLONES
+#endif
+#if defined(__GNUC__)
+#define SHC_INLINE static inline __attribute__((always_inline))
+#else
+#define SHC_INLINE static inline
+#endif
+
 /* A rounding whose argument lies within this of a tie (x.5) is declined: numpy's log/log2 may be
- * another implementation than this libm's (SIMD kernels), a few ulps apart; ties this near never
- * occur for the counts of real texts (tests/test_native.py checks every count below 2**20). */
-#define TIE_MARGIN 1e-6
+ * another implementation than this libm's (SIMD kernels), a few ulps apart (an ulp of 65536 is 1.5e-11,
+ * so this is over 60 ulps); no count below 2**20 comes this near (tests/test_native.py checks). */
+#define TIE_MARGIN 1e-9
 
 /* ---------------------------------------------------------------- small pieces */
 
-static inline uint64_t mix64(uint64_t h) /* features.mix: the splitmix64 finalizer */
+SHC_INLINE uint64_t mix64(uint64_t h) /* features.mix: the splitmix64 finalizer */
 {
     h ^= h >> 30;
     h *= M1;
@@ -47,19 +64,19 @@ static inline uint64_t mix64(uint64_t h) /* features.mix: the splitmix64 finaliz
     return h;
 }
 
-static inline uint32_t unicode_record(uint32_t cp)
+SHC_INLINE uint32_t unicode_record(uint32_t cp)
 {
     return shc_stage2[((uint32_t)shc_stage1[cp >> 8] << 8) | (cp & 0xFF)];
 }
 
-static inline uint32_t record_fold(uint32_t cp, uint32_t rec)
+SHC_INLINE uint32_t record_fold(uint32_t cp, uint32_t rec)
 {
     uint32_t delta = rec & SHC_DELTA_MASK;
     int32_t signed_delta = (delta & (1u << 16)) ? (int32_t)delta - (int32_t)(1u << 17) : (int32_t)delta;
     return (uint32_t)((int32_t)cp + signed_delta);
 }
 
-static inline unsigned record_class(uint32_t rec) { return (rec >> 21) & 0x7F; }
+SHC_INLINE unsigned record_class(uint32_t rec) { return (rec >> 21) & 0x7F; }
 
 /* Is the rounding of x (round half to even, as numpy.rint) certain whatever libm computed x with? */
 static inline int near_tie(double x)
@@ -70,7 +87,17 @@ static inline int near_tie(double x)
 
 int shc_abi_version(void) { return SHC_ABI_VERSION; }
 const char *shc_unidata_version(void) { return SHC_UNIDATA_VERSION; }
-const char *shc_kernel(void) { return "portable"; }
+const char *shc_kernel(void)
+{
+#ifdef SHC_HAVE_CLONES
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("x86-64-v4"))
+        return "avx512";
+    if (__builtin_cpu_supports("x86-64-v3"))
+        return "avx2";
+#endif
+    return "portable";
+}
 
 int shc_hamming(uint64_t a, uint64_t b)
 {
@@ -123,13 +150,17 @@ size_t shc_sketch_bytes(const shc_scheme *s)
 struct shc_work {
     uint32_t *units; /* the text's code points, then its units (normalised, folded) */
     size_t units_cap;
+    uint32_t *spare; /* the text after NFKC, where that changes it (then swapped with units) */
+    size_t spare_cap;
     uint64_t *hashes; /* n-gram hashes; then the distinct ones (log weights) */
     size_t hashes_cap;
-    uint64_t *keys; /* open-addressing set of hashes, with a generation per slot for O(1) clearing */
-    uint32_t *gen;
-    uint32_t *counts;
-    size_t set_cap; /* a power of two */
-    uint32_t generation;
+    uint64_t *slots;  /* open-addressing set of hashes (0: empty; the key 0 is kept apart, in has_zero) */
+    uint32_t *counts; /* a count per slot, for log weights */
+    size_t set_cap;   /* a power of two */
+    size_t set_used;  /* slots cleared before the next use: the first set_used */
+    int has_zero;
+    int use_counts;
+    uint32_t zero_count;
     uint32_t *minima; /* sketch bin minima, MAX_BINS */
     uint32_t *fields;
     uint8_t *occupied;
@@ -158,9 +189,9 @@ void shc_work_free(shc_work *w)
     if (!w)
         return;
     free(w->units);
+    free(w->spare);
     free(w->hashes);
-    free(w->keys);
-    free(w->gen);
+    free(w->slots);
     free(w->counts);
     free(w->minima);
     free(w->fields);
@@ -187,8 +218,8 @@ static int reserve(void **p, size_t *cap, size_t need, size_t item)
     return 0;
 }
 
-/* A set of at least 2 * items slots, emptied (a new generation). */
-static int set_reset(shc_work *w, size_t items)
+/* A set of at least 2 * items slots, emptied (with counts where asked). */
+static int set_reset(shc_work *w, size_t items, int with_counts)
 {
     size_t need = 64;
     while (need < 2 * items) {
@@ -196,48 +227,70 @@ static int set_reset(shc_work *w, size_t items)
             return -1;
         need *= 2;
     }
-    if (need > w->set_cap) {
-        free(w->keys);
-        free(w->gen);
+    if (need > w->set_cap || (with_counts && !w->counts)) {
+        size_t cap = need > w->set_cap ? need : w->set_cap;
+        free(w->slots);
         free(w->counts);
-        w->keys = malloc(need * sizeof(uint64_t));
-        w->gen = calloc(need, sizeof(uint32_t));
-        w->counts = malloc(need * sizeof(uint32_t));
-        if (!w->keys || !w->gen || !w->counts) {
-            free(w->keys), free(w->gen), free(w->counts);
-            w->keys = NULL, w->gen = NULL, w->counts = NULL;
+        w->counts = NULL;
+        w->slots = calloc(cap, sizeof(uint64_t));
+        if (with_counts)
+            w->counts = malloc(cap * sizeof(uint32_t));
+        if (!w->slots || (with_counts && !w->counts)) {
+            free(w->slots);
+            free(w->counts);
+            w->slots = NULL, w->counts = NULL;
             w->set_cap = 0;
             return -1;
         }
-        w->set_cap = need;
-        w->generation = 0;
+        w->set_cap = cap;
+    } else {
+        memset(w->slots, 0, need * sizeof(uint64_t)); /* only the part this text uses */
     }
-    if (++w->generation == 0) { /* wrapped: clear for real */
-        memset(w->gen, 0, w->set_cap * sizeof(uint32_t));
-        w->generation = 1;
-    }
+    w->set_used = need;
+    w->use_counts = with_counts;
+    w->has_zero = 0;
+    w->zero_count = 0;
     return 0;
 }
 
-/* Insert key; returns its slot, and whether it is new through *fresh. */
-static inline size_t set_insert(shc_work *w, uint64_t key, int *fresh)
+/* Insert key (a hash, or its low 32 bits: random either way, so its low bits pick the slot); returns
+ * its count's address (log weights; NULL without counts), and whether it is new through *fresh. */
+SHC_INLINE uint32_t *set_insert(shc_work *w, uint64_t key, int *fresh)
 {
-    size_t mask = w->set_cap - 1;
-    size_t i = (size_t)(mix64(key) & mask); /* keys may be low 32 bits only: mixed */
+    if (key == 0) {
+        *fresh = !w->has_zero;
+        w->has_zero = 1;
+        return &w->zero_count;
+    }
+    size_t mask = w->set_used - 1;
+    size_t i = (size_t)key & mask;
     for (;;) {
-        if (w->gen[i] != w->generation) {
-            w->gen[i] = w->generation;
-            w->keys[i] = key;
-            w->counts[i] = 0;
+        uint64_t k = w->slots[i];
+        if (k == 0) {
+            w->slots[i] = key;
             *fresh = 1;
-            return i;
+            if (!w->use_counts)
+                return NULL;
+            w->counts[i] = 0;
+            return &w->counts[i];
         }
-        if (w->keys[i] == key) {
+        if (k == key) {
             *fresh = 0;
-            return i;
+            return w->use_counts ? &w->counts[i] : NULL;
         }
         i = (i + 1) & mask;
     }
+}
+
+/* Fetch the slot of a key inserted a few steps later (a large text's set does not fit the caches). */
+#define SET_PREFETCH_DISTANCE 32
+SHC_INLINE void set_prefetch(const shc_work *w, uint64_t key)
+{
+#if defined(__GNUC__)
+    __builtin_prefetch(&w->slots[(size_t)key & (w->set_used - 1)], 1);
+#else
+    (void)w, (void)key;
+#endif
 }
 
 /* ---------------------------------------------------------------- text to units (features.char_units) */
@@ -303,45 +356,196 @@ static int surely_nfkc(const uint32_t *cp, size_t n)
     return 1;
 }
 
-/* features.char_units in place over w->units[0..*n): the normalized, case-folded code points with
- * whitespace runs folded to one space and none at either end. *n becomes the count of units, 0 for a
- * text without a letter or digit. 0, or SHC_DECLINED | why. */
-static int normalize_units(uint32_t *u, size_t *n)
+/* NFKC(cp) where NFKC changes cp: its replacement and length, else NULL. */
+static const uint32_t *nfkc_of(uint32_t cp, size_t *len)
+{
+    size_t lo = 0, hi = SHC_NFKC_COUNT;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (shc_nfkc_cp[mid] < cp)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo == SHC_NFKC_COUNT || shc_nfkc_cp[lo] != cp)
+        return NULL;
+    *len = shc_nfkc_at[lo + 1] - shc_nfkc_at[lo];
+    return shc_nfkc_data + shc_nfkc_at[lo];
+}
+
+/* The case fold of cp where it is several characters: them and their count, else NULL. */
+static const uint32_t *fold_of(uint32_t cp, size_t *len)
+{
+    size_t lo = 0, hi = SHC_FOLD_COUNT;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (shc_fold_cp[mid] < cp)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo == SHC_FOLD_COUNT || shc_fold_cp[lo] != cp)
+        return NULL;
+    *len = shc_fold_at[lo + 1] - shc_fold_at[lo];
+    return shc_fold_data + shc_fold_at[lo];
+}
+
+/* features.char_units over w->units[0..*n) (the decoded code points): the normalized, case-folded code
+ * points with whitespace runs folded to one space and none at either end, left in w->units. *n becomes
+ * the count of units, 0 for a text without a letter or digit. 0, or SHC_DECLINED | why.
+ *
+ * normalize() leaves a normalized text alone and otherwise makes NFKC of it (the full-width fold it
+ * tries first is NFKC of those characters). Replacing every character NFKC changes by NFKC of it
+ * leaves NFKD, hence NFKC, of the text as it was; where the result is certainly normalized it IS
+ * NFKC of the text (and, for a text that was normalized already, the text itself). */
+static int normalize_units(shc_work *w, size_t *n)
 {
     size_t count = *n;
+    uint32_t *u = w->units;
     if (!surely_nfkc(u, count)) {
-        /* features._fold_full_width, then the text must be NFKC as it is */
-        int changed = 0;
+        size_t total = 0, len;
+        for (size_t i = 0; i < count; i++)
+            total += (unicode_record(u[i]) & (SHC_UNSAFE | SHC_MAPPED)) && nfkc_of(u[i], &len) ? len : 1;
+        if (reserve((void **)&w->spare, &w->spare_cap, total + 1, sizeof(uint32_t)))
+            return SHC_DECLINED | SHC_WHY_MEMORY;
+        uint32_t *v = w->spare;
+        size_t k = 0;
         for (size_t i = 0; i < count; i++) {
-            if (u[i] >= 0xFF01 && u[i] <= 0xFF5E) {
-                u[i] -= 0xFEE0;
-                changed = 1;
-            } else if (u[i] == 0x3000) {
-                u[i] = 0x20;
-                changed = 1;
+            const uint32_t *r = (unicode_record(u[i]) & (SHC_UNSAFE | SHC_MAPPED)) ? nfkc_of(u[i], &len) : NULL;
+            if (r) {
+                memcpy(v + k, r, len * sizeof(uint32_t));
+                k += len;
+            } else {
+                v[k++] = u[i];
             }
         }
-        if (!changed || !surely_nfkc(u, count))
+        if (!surely_nfkc(v, k))
             return SHC_DECLINED | SHC_WHY_NORMALIZE;
+        /* the buffers change places: the units are now in w->units */
+        w->spare = w->units, w->units = v;
+        size_t cap = w->spare_cap;
+        w->spare_cap = w->units_cap, w->units_cap = cap;
+        u = v;
+        count = k;
+    }
+    /* str.casefold, then " ".join(text.split()): per character (casefold has no context). Several
+     * characters of a fold (sharp s to ss) need room: then the units are written to the spare buffer. */
+    size_t total = 0, len;
+    for (size_t i = 0; i < count; i++)
+        total += (unicode_record(u[i]) & SHC_MULTI) && fold_of(u[i], &len) ? len : 1;
+    uint32_t *d = u;
+    if (total > count) {
+        if (reserve((void **)&w->spare, &w->spare_cap, total + 1, sizeof(uint32_t)))
+            return SHC_DECLINED | SHC_WHY_MEMORY;
+        d = w->spare;
     }
     size_t out = 0;
     int alnum = 0, space_before = 1; /* (a space at the start goes) */
     for (size_t i = 0; i < count; i++) {
-        uint32_t rec = unicode_record(u[i]);
-        if (rec & SHC_MULTI)
-            return SHC_DECLINED | SHC_WHY_FOLD;
+        uint32_t cp = u[i];
+        uint32_t rec = unicode_record(cp);
+        if (rec & SHC_MULTI) {
+            const uint32_t *f = fold_of(cp, &len);
+            if (!f)
+                return SHC_DECLINED | SHC_WHY_FOLD; /* (the tables say otherwise: never) */
+            for (size_t k = 0; k < len; k++) { /* each folds to itself (gen_unicode_tables.py) */
+                uint32_t r = unicode_record(f[k]);
+                if (r & SHC_SPACE) {
+                    if (!space_before)
+                        d[out++] = 0x20;
+                    space_before = 1;
+                    continue;
+                }
+                space_before = 0;
+                if (r & SHC_ALNUM)
+                    alnum = 1;
+                d[out++] = f[k];
+            }
+            continue;
+        }
         if (rec & SHC_SPACE) {
             if (!space_before)
-                u[out++] = 0x20;
+                d[out++] = 0x20;
             space_before = 1;
             continue;
         }
         space_before = 0;
         if (rec & SHC_ALNUM)
             alnum = 1;
-        u[out++] = record_fold(u[i], rec);
+        d[out++] = record_fold(cp, rec);
     }
-    if (out && u[out - 1] == 0x20)
+    if (out && d[out - 1] == 0x20)
+        out--;
+    if (d != u) { /* the buffers change places: the units are now in w->units */
+        w->spare = w->units, w->units = d;
+        size_t cap = w->spare_cap;
+        w->spare_cap = w->units_cap, w->units_cap = cap;
+    }
+    *n = alnum ? out : 0;
+    return 0;
+}
+
+/* The common case in one pass: decode, NFKC (characters NFKC maps to one plain character are taken as
+ * that character: MAPPED records), case fold, whitespace, in w->units. Returns 0 (*n units, 0 for a text
+ * without a letter or digit), 1 where the text needs the general path (a character NFKC changes
+ * otherwise, a multi-character fold, marks out of order), or SHC_DECLINED | why. */
+#define NEEDS_GENERAL_PATH 1
+SHC_INLINE int fast_units(shc_work *w, const unsigned char *s, size_t len, size_t *n)
+{
+    uint32_t *d = w->units;
+    size_t i = 0, out = 0;
+    int alnum = 0, space_before = 1;
+    unsigned previous = 0;
+    while (i < len) {
+        uint32_t cp = s[i];
+        if (cp < 0x80) {
+            i++;
+        } else {
+            size_t extra;
+            if (cp >= 0xC2 && cp <= 0xDF) {
+                cp &= 0x1F;
+                extra = 1;
+            } else if (cp >= 0xE0 && cp <= 0xEF) {
+                cp &= 0x0F;
+                extra = 2;
+            } else if (cp >= 0xF0 && cp <= 0xF4) {
+                cp &= 0x07;
+                extra = 3;
+            } else {
+                return SHC_DECLINED | SHC_WHY_UTF8;
+            }
+            if (len - i <= extra)
+                return SHC_DECLINED | SHC_WHY_UTF8;
+            for (size_t k = 1; k <= extra; k++) {
+                unsigned t = s[i + k];
+                if ((t & 0xC0) != 0x80)
+                    return SHC_DECLINED | SHC_WHY_UTF8;
+                cp = (cp << 6) | (t & 0x3F);
+            }
+            if ((extra == 2 && cp < 0x800) || (extra == 3 && (cp < 0x10000 || cp > 0x10FFFF)))
+                return SHC_DECLINED | SHC_WHY_UTF8;
+            if (cp >= 0xD800 && cp <= 0xDFFF)
+                return SHC_DECLINED | SHC_WHY_SURROGATE;
+            i += extra + 1;
+        }
+        uint32_t rec = unicode_record(cp);
+        if (rec & (SHC_UNSAFE | SHC_MULTI))
+            return NEEDS_GENERAL_PATH;
+        unsigned cls = record_class(rec);
+        if (cls && previous > cls)
+            return NEEDS_GENERAL_PATH;
+        previous = cls;
+        if (rec & SHC_SPACE) {
+            if (!space_before)
+                d[out++] = 0x20;
+            space_before = 1;
+            continue;
+        }
+        space_before = 0;
+        alnum |= (rec & SHC_ALNUM) != 0;
+        d[out++] = record_fold(cp, rec);
+    }
+    if (out && d[out - 1] == 0x20)
         out--;
     *n = alnum ? out : 0;
     return 0;
@@ -350,7 +554,7 @@ static int normalize_units(uint32_t *u, size_t *n)
 /* ---------------------------------------------------------------- n-gram hashes (features.ngram_hashes) */
 
 /* The hashes of every n-gram of the units; fewer than n units make one shorter n-gram. Returns their count. */
-static size_t ngram_hashes(const uint32_t *u, size_t m, int n, uint64_t *out)
+SHC_INLINE size_t ngram_hashes(const uint32_t *u, size_t m, int n, uint64_t *out)
 {
     if (m == 0)
         return 0;
@@ -398,7 +602,7 @@ static void bitsum_flush(bitsum *b)
     b->pending = 0;
 }
 
-static inline void bitsum_add1(bitsum *b, uint64_t h)
+SHC_INLINE void bitsum_add1(bitsum *b, uint64_t h)
 {
     const uint64_t low = 0x0101010101010101ull;
     for (int k = 0; k < 8; k++)
@@ -444,7 +648,7 @@ static inline uint32_t probe(uint32_t bins, uint64_t j, uint64_t attempt) /* ske
     return (uint32_t)(((h >> 32) * (uint64_t)bins) >> 32);
 }
 
-static inline uint32_t bin_of(uint64_t h, uint32_t bins) /* sketch.add_to_minima's slot */
+SHC_INLINE uint32_t bin_of(uint64_t h, uint32_t bins) /* sketch.add_to_minima's slot */
 {
     return (uint32_t)(((h >> 32) * (uint64_t)bins) >> 32);
 }
@@ -455,7 +659,7 @@ static void sketch_begin(shc_work *w, const shc_scheme *s)
         w->minima[i] = EMPTY_BIN;
 }
 
-static inline void sketch_add(shc_work *w, uint32_t bins, uint64_t h)
+SHC_INLINE void sketch_add(shc_work *w, uint32_t bins, uint64_t h)
 {
     uint32_t slot = bin_of(h, bins);
     uint32_t v = (uint32_t)h;
@@ -574,7 +778,7 @@ static int sketch_finish(shc_work *w, const shc_scheme *s, uint64_t size, uint8_
 
 /* ---------------------------------------------------------------- one text */
 
-static int one_text(shc_work *w, const unsigned char *text, size_t len, int32_t ngram, int32_t weights,
+SHC_CLONES static int one_text(shc_work *w, const unsigned char *text, size_t len, int32_t ngram, int32_t weights,
                     const shc_scheme *scheme, uint64_t *fingerprint, uint8_t *sketch, size_t nbytes)
 {
     if (fingerprint)
@@ -584,10 +788,13 @@ static int one_text(shc_work *w, const unsigned char *text, size_t len, int32_t 
     if (reserve((void **)&w->units, &w->units_cap, len + 1, sizeof(uint32_t)))
         return SHC_DECLINED | SHC_WHY_MEMORY;
     size_t m = 0;
-    int r = decode_utf8(text, len, w->units, &m);
-    if (r)
-        return r;
-    r = normalize_units(w->units, &m);
+    int r = fast_units(w, text, len, &m);
+    if (r == NEEDS_GENERAL_PATH) {
+        r = decode_utf8(text, len, w->units, &m);
+        if (r)
+            return r;
+        r = normalize_units(w, &m);
+    }
     if (r)
         return r;
     if (m == 0)
@@ -606,7 +813,7 @@ static int one_text(shc_work *w, const unsigned char *text, size_t len, int32_t 
     if (want_fp || shared) {
         int n = want_fp ? ngram : SKETCH_NGRAM;
         size_t count = ngram_hashes(w->units, m, n, w->hashes);
-        if (set_reset(w, count))
+        if (set_reset(w, count, want_fp && weights == SHC_WEIGHTS_LOG))
             return SHC_DECLINED | SHC_WHY_MEMORY;
         bitsum sums;
         bitsum_init(&sums);
@@ -625,6 +832,8 @@ static int one_text(shc_work *w, const unsigned char *text, size_t len, int32_t 
             for (size_t i = 0; i < count; i++) {
                 uint64_t h = w->hashes[i];
                 int fresh;
+                if (i + SET_PREFETCH_DISTANCE < count)
+                    set_prefetch(w, w->hashes[i + SET_PREFETCH_DISTANCE]);
                 set_insert(w, h, &fresh);
                 if (fresh) {
                     bitsum_add1(&sums, h);
@@ -638,18 +847,20 @@ static int one_text(shc_work *w, const unsigned char *text, size_t len, int32_t 
             for (size_t i = 0; i < count; i++) {
                 uint64_t h = w->hashes[i];
                 int fresh;
-                size_t slot = set_insert(w, h, &fresh);
+                if (i + SET_PREFETCH_DISTANCE < count)
+                    set_prefetch(w, w->hashes[i + SET_PREFETCH_DISTANCE]);
+                uint32_t *slot = set_insert(w, h, &fresh);
                 if (fresh) {
                     w->hashes[distinct++] = h; /* (i >= distinct: no hash is lost) */
                     if (shared)
                         sketch_add(w, bins, h);
                 }
-                w->counts[slot]++;
+                (*slot)++;
             }
             for (size_t i = 0; i < distinct; i++) {
                 int fresh;
-                size_t slot = set_insert(w, w->hashes[i], &fresh);
-                int64_t weight = log_weight(w->counts[slot]);
+                uint32_t *slot = set_insert(w, w->hashes[i], &fresh);
+                int64_t weight = log_weight(*slot);
                 if (weight < 0)
                     return SHC_DECLINED | SHC_WHY_ROUNDING;
                 bitsum_add_weighted(&sums, w->hashes[i], weight);
@@ -664,11 +875,13 @@ static int one_text(shc_work *w, const unsigned char *text, size_t len, int32_t 
             /* distinct low 32 bits of all shingle hashes (the hashes array holds them unless log
              * weights compacted it: then the distinct 64-bit hashes, whose low 32 bits are as many) */
             size_t k = weights == SHC_WEIGHTS_LOG && want_fp ? (size_t)distinct64 : count;
-            if (set_reset(w, k))
+            if (set_reset(w, k, 0))
                 return SHC_DECLINED | SHC_WHY_MEMORY;
             distinct64 = 0;
             for (size_t i = 0; i < k; i++) {
                 int fresh;
+                if (i + SET_PREFETCH_DISTANCE < k)
+                    set_prefetch(w, w->hashes[i + SET_PREFETCH_DISTANCE] & 0xFFFFFFFFull);
                 set_insert(w, w->hashes[i] & 0xFFFFFFFFull, &fresh);
                 distinct64 += (uint64_t)fresh;
             }
@@ -682,10 +895,12 @@ static int one_text(shc_work *w, const unsigned char *text, size_t len, int32_t 
             sketch_add(w, bins, w->hashes[i]);
         distinct64 = 0;
         if (scheme->size_bits) {
-            if (set_reset(w, count))
+            if (set_reset(w, count, 0))
                 return SHC_DECLINED | SHC_WHY_MEMORY;
             for (size_t i = 0; i < count; i++) {
                 int fresh;
+                if (i + SET_PREFETCH_DISTANCE < count)
+                    set_prefetch(w, w->hashes[i + SET_PREFETCH_DISTANCE] & 0xFFFFFFFFull);
                 set_insert(w, w->hashes[i] & 0xFFFFFFFFull, &fresh);
                 distinct64 += (uint64_t)fresh;
             }

@@ -7,10 +7,12 @@
  * another host reports an error or NULL). It never declines silently and never guesses.
  *
  * Text is UTF-8. A text is declined (SHC_DECLINED | reason) when it holds invalid UTF-8, an encoded
- * surrogate (Python's 'surrogatepass' encoding of a lone surrogate), a code point whose case folding is
- * several characters (German sharp s, ligatures, ...), or a sequence that may need full NFKC
- * normalisation beyond the full-width fold (see docs/native.md). The Unicode tables are generated at
- * build time from the build interpreter's unicodedata; shc_unidata_version() says which Unicode version.
+ * surrogate (Python's 'surrogatepass' encoding of a lone surrogate), or a sequence whose NFKC the core
+ * cannot be sure of without a full normalisation (a combining mark that may compose with what precedes
+ * it, marks out of canonical order; see docs/native.md). Compatibility characters (full-width forms,
+ * no-break space, ligatures, ...) and multi-character case folds (sharp s) are computed. The Unicode
+ * tables are generated at build time from the build interpreter's unicodedata; shc_unidata_version()
+ * says which Unicode version.
  *
  * Thread safety: every function is reentrant; a shc_work holds one thread's scratch memory (one per
  * thread, never shared at the same time). Nothing here reads past the lengths it is given.
@@ -52,7 +54,7 @@ extern "C" {
 #define SHC_WHY_UTF8 1           /*   invalid UTF-8 (overlong, truncated, beyond U+10FFFF, ...) */
 #define SHC_WHY_SURROGATE 2      /*   an encoded surrogate (U+D800..U+DFFF) */
 #define SHC_WHY_NORMALIZE 3      /*   may need full NFKC (beyond the full-width fold) */
-#define SHC_WHY_FOLD 4           /*   a character case-folds to several characters */
+#define SHC_WHY_FOLD 4           /*   (reserved: multi-character case folds are computed now) */
 #define SHC_WHY_ROUNDING 5       /*   a log weight or size code too near a rounding tie to be sure */
 #define SHC_WHY_MEMORY 6         /*   out of memory for this text */
 
