@@ -1094,7 +1094,7 @@ static int near_filter(sqlite3_vtab_cursor *base, int idx_num, const char *idx_s
         int keep = 1, how = 0;
         double jaccard = 0;
         if (checked) {
-            if (!mine_made) {
+            if (!mine_made && c->text) { /* made at the first candidate with a stored text: only they need it */
                 mine_made = 1;
                 if (query_text && utf8_characters(query_text, query_len) <= READ_WHOLE) {
                     mine_count = shingle_set(query_text, query_len, &mine);
