@@ -867,6 +867,21 @@ def sql_command(
                 output.render(records, format_, handle, columns=result.columns)
 
 
+@app.command("extension", rich_help_panel=SQL_PANEL)
+@friendly_errors
+def extension_command() -> None:
+    """Print the path of the loadable SQLite extension: our functions and simhash_near in any SQLite host.
+
+    sqlite3 corpus.db ".load $(simq extension)" "SELECT key, distance FROM simhash_near('some text', 7)"
+
+    Exit code 1, saying what was missing, where the install could not build it (a C compiler and
+    SQLite's sqlite3ext.h are needed: Debian's libsqlite3-dev). See docs/sql.md.
+    """
+    from ..native.extension import loadable_path
+
+    print(loadable_path())
+
+
 def _sql_cell(value) -> Text:
     """A value as SQLite gave it (no thousands separators: ids and hashes are not amounts)."""
     if value is None:
