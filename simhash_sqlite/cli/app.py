@@ -25,6 +25,7 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
+from .. import native
 from ..analysis.calibrate import DEFAULT_MAX_K, Calibration
 from ..analysis.calibrate import calibrate as calibrate_index
 from ..analysis.explain import Explanation, verdicts
@@ -268,6 +269,7 @@ def _quiet_stdout() -> None:
 def _version(value: bool) -> None:
     if value:
         print(f"simq (simhash-sqlite) {__version__}")
+        print(f"core: {native.describe()}")
         raise typer.Exit(0)
 
 
@@ -863,6 +865,21 @@ def sql_command(
                 output.render(records, "table", handle, columns=result.columns, fold=result.columns, cell=_sql_cell)
             else:
                 output.render(records, format_, handle, columns=result.columns)
+
+
+@app.command("extension", rich_help_panel=SQL_PANEL)
+@friendly_errors
+def extension_command() -> None:
+    """Print the path of the loadable SQLite extension: our functions and simhash_near in any SQLite host.
+
+    sqlite3 corpus.db ".load $(simq extension)" "SELECT key, distance FROM simhash_near('some text', 7)"
+
+    Exit code 1, saying what was missing, where the install could not build it (a C compiler and
+    SQLite's sqlite3ext.h are needed: Debian's libsqlite3-dev). See docs/sql.md.
+    """
+    from ..native.extension import loadable_path
+
+    print(loadable_path())
 
 
 def _sql_cell(value) -> Text:

@@ -33,6 +33,7 @@ from functools import cache, lru_cache
 
 import numpy as np
 
+from .. import native
 from .features import char_units, mix, units_features
 from .settings import FingerprintSettings
 from .shingles import TRUTH_NGRAM
@@ -516,8 +517,25 @@ class SketchBatches:
 
 
 def sketch_many(texts: Sequence[str], scheme: SketchScheme = DEFAULT_SCHEME) -> tuple[np.ndarray, np.ndarray]:
-    """sketch() of many texts, hashed in vectorized chunks and densified up to SKETCH_ROWS at once:
-    (rows, present) as sketch_hashes()."""
+    """sketch() of many texts: (rows, present) as sketch_hashes(). By the C core where it is built (the
+    texts it declines by the reference), else by the numpy reference."""
+    lib = native.core()
+    if lib is None or not texts:
+        return reference_sketch_many(texts, scheme)
+    _, rows, status = native.batch(lib, texts, scheme=scheme, fingerprints=False)
+    assert rows is not None
+    present = (status & native.HAS_SKETCH).astype(bool)
+    declined = np.flatnonzero(status & native.DECLINED)
+    if len(declined):
+        rows[declined], present[declined] = reference_sketch_many([texts[i] for i in declined.tolist()], scheme)
+    return rows, present
+
+
+def reference_sketch_many(
+    texts: Sequence[str], scheme: SketchScheme = DEFAULT_SCHEME
+) -> tuple[np.ndarray, np.ndarray]:
+    """sketch_many() by the numpy reference: hashed in vectorized chunks and densified up to SKETCH_ROWS
+    at once."""
     batches = SketchBatches(len(texts), scheme)  # repeats kept: counted by a sort
     chunk: list[np.ndarray] = []
     size = 0
@@ -534,7 +552,7 @@ def sketch_many(texts: Sequence[str], scheme: SketchScheme = DEFAULT_SCHEME) -> 
 
 def sketch(text: str, scheme: SketchScheme = DEFAULT_SCHEME) -> bytes | None:
     """The text's sketch (scheme.nbytes bytes), or None when it has no letter or digit (no fingerprint)."""
-    rows, present = sketch_units([char_units(text)], scheme)
+    rows, present = sketch_many([text], scheme)
     return rows[0].tobytes() if present[0] else None
 
 
@@ -685,7 +703,18 @@ def size_ratios(a: np.ndarray, b: np.ndarray, scheme: SketchScheme = DEFAULT_SCH
 
 def estimate_many(a: np.ndarray, b: np.ndarray, scheme: SketchScheme = DEFAULT_SCHEME) -> np.ndarray:
     """Estimated Jaccard of each pair of rows (uint8 arrays of shape (pairs, nbytes)): the bins' estimate,
-    sharpened by the texts' sizes where the scheme records them."""
+    sharpened by the texts' sizes where the scheme records them. By the C core where it is built (the
+    same doubles, bit for bit), else by the numpy reference."""
+    lib = native.core()
+    if lib is not None:
+        a, b = np.atleast_2d(a), np.atleast_2d(b)
+        if a.shape == b.shape and a.shape[1:] == (scheme.nbytes,) and a.dtype == b.dtype == np.uint8:
+            return native.estimate_many(lib, a, b, scheme)
+    return reference_estimate_many(a, b, scheme)
+
+
+def reference_estimate_many(a: np.ndarray, b: np.ndarray, scheme: SketchScheme = DEFAULT_SCHEME) -> np.ndarray:
+    """estimate_many() by numpy."""
     estimate = estimate_from_agreeing(agreeing_bins(a, b, scheme.bits, scheme.bin_bytes), scheme)
     if not scheme.size_bits:
         return estimate
