@@ -41,9 +41,9 @@ class Target(NamedTuple):
 
 TARGETS = [
     Target("_simhash_core", (str(NATIVE / "simhash_core.c"),)),
-    # The loadable SQLite extension adds itself here, e.g.
-    # Target("simhash_sqlite_ext", (str(NATIVE / "sqlite_extension.c"), str(NATIVE / "simhash_core.c")),
-    #        headers=("sqlite3ext.h",)),
+    # The loadable SQLite extension, the core compiled in. Named simhash so that SQLite derives its entry
+    # point (sqlite3_simhash_init) from the file name: `.load .../simhash` needs no entry point.
+    Target("simhash", (str(NATIVE / "sqlite_extension.c"), str(NATIVE / "simhash_core.c")), headers=("sqlite3ext.h",)),
 ]
 
 # Portable x86-64 (or whatever the compiler's default target is): no -march. No contraction of a*b+c

@@ -258,3 +258,7 @@ def estimate_many(lib: ctypes.CDLL, a: np.ndarray, b: np.ndarray, scheme) -> np.
     if code:
         raise ValueError(f"the C core refused the estimate (error {code})")
     return out
+
+
+# The loadable SQLite extension (sqlite_extension.c): its path and a loader, as sqlite_vec's.
+from .extension import ExtensionMissing, load, loadable_path  # noqa: E402, F401
