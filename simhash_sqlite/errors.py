@@ -35,3 +35,8 @@ class InvalidInput(SimhashError):
 
 class DamagedIndex(SimhashError):
     """The index file fails SQLite's quick check: writing to it would spread the damage."""
+
+
+class InvalidArgument(InvalidInput):
+    """An argument out of its range or of the wrong kind (a k of 65, a threshold of 0, an unknown format):
+    the command line's usage error, exit status 2."""

@@ -17,7 +17,7 @@ from .core.fingerprint import BLOCKS, blocks, simhash, to_signed, to_unsigned
 from .core.pool import FingerprintJob
 from .core.settings import SHORT_TEXT, FingerprintSettings
 from .core.sketch import DEFAULT_SCHEME, SketchScheme, sketch_many
-from .errors import IndexNotFound, InvalidInput
+from .errors import IndexNotFound, InvalidArgument, InvalidInput
 from .find.check import DEFAULT_THRESHOLD, DuplicatePairs, ShingleCache, candidate_k, check_search, check_threshold
 from .find.clusters import Cluster, ClusterReport, cluster_index, clustering_info, read_clusters
 from .find.near_table import register_near_table
@@ -221,7 +221,7 @@ MAX_BATCH_SIZE = 100_000_000  # far past any useful batch, and below what islice
 
 def check_batch_size(batch_size) -> None:
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or not 1 <= batch_size <= MAX_BATCH_SIZE:
-        raise InvalidInput(f"batch_size must be a whole number from 1 to {MAX_BATCH_SIZE:,}, not {batch_size!r}")
+        raise InvalidArgument(f"batch_size must be a whole number from 1 to {MAX_BATCH_SIZE:,}, not {batch_size!r}")
 
 
 def _check_keys(keys: Iterable[str]) -> None:
@@ -884,4 +884,4 @@ HOT_FACTOR = 20
 
 def _check_limit(limit: int | None) -> None:
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
-        raise InvalidInput(f"limit must be a whole number, not negative: {limit!r}")
+        raise InvalidArgument(f"limit must be a whole number, not negative: {limit!r}")

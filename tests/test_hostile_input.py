@@ -70,8 +70,8 @@ def test_encoding_policies(runner, db_path, tmp_path):
     utf16.write_text(ENGLISH, encoding="utf-16")  # has NUL bytes, so it reads as binary unless told
     assert "binary" in simq(runner, "add", "--db", db_path, utf16).stderr
     assert simq(runner, "add", "--db", db_path, "--encoding", "utf-16", utf16).exit_code == 0
-    assert_clean_error(simq(runner, "add", "--db", db_path, "--encoding", "klingon", latin), "unknown encoding")
-    assert_clean_error(simq(runner, "add", "--db", db_path, "--errors", "surrogateescape", latin), "errors must be")
+    assert_clean_error(simq(runner, "add", "--db", db_path, "--encoding", "klingon", latin), "unknown encoding", 2)
+    assert_clean_error(simq(runner, "add", "--db", db_path, "--errors", "surrogateescape", latin), "errors must be", 2)
     assert problems(db_path) == []
 
 

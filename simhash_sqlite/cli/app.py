@@ -2,7 +2,8 @@
 
 Exit status, the same for every command: 0 success; 1 an error (one "error:" line on stderr: bad
 input, a refused or damaged index, every input skipped, a failed check); 2 a command line that does
-not parse (unknown option, missing argument, a value of the wrong type); 130 interrupted (Ctrl-C).
+not parse (unknown option, missing argument, a value of the wrong type or out of range: errors.InvalidArgument),
+one "error:" line too; 130 interrupted (Ctrl-C).
 A closed pipe (simq dupes | head) ends quietly with 0, as ripgrep does: the reader had what it wanted.
 Output conventions (formats, markup, colour, pipes, progress) are in output.py.
 """
@@ -27,7 +28,7 @@ from rich.text import Text
 
 from ..core.fingerprint import from_hex, simhash, to_hex, to_signed
 from ..core.settings import CONFIRM_K, RECOMMENDED_K, SHORT_TEXT, FingerprintSettings
-from ..errors import InvalidInput, SimhashError
+from ..errors import InvalidArgument, InvalidInput, SimhashError
 from ..find.arrays import DuplicatePair
 from ..find.calibrate import DEFAULT_MAX_K, Calibration
 from ..find.calibrate import calibrate as calibrate_index
@@ -58,8 +59,39 @@ from ..web.plots import (
 from . import output
 from .output import err, line, out, plain, printable
 
+# typer 0.2x parses with its own copy of click (typer._click); earlier versions with click itself.
+try:
+    _click = typer.core._click
+except AttributeError:  # pragma: no cover (older typer)
+    import click as _click
+
+
+class _Commands(typer.core.TyperGroup):
+    """simq's command group: a command line that does not parse (click's usage errors) is one "error:" line
+    and exit status 2, as docs/cli.md promises, where typer would draw a box around it. Help is as typer
+    prints it."""
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        try:
+            code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except _click.exceptions.NoArgsIsHelpError:  # bare `simq`: typer prints the help and exits 2
+            return super().main(args, prog_name, complete_var, standalone_mode=True, **extra)
+        except _click.exceptions.UsageError as exc:
+            context = f" (see {exc.ctx.command_path} -h)" if exc.ctx is not None else ""
+            message = " ".join(exc.format_message().split())
+            raise SystemExit(fail_line(message + context, exc.exit_code)) from None
+        except _click.exceptions.ClickException as exc:
+            raise SystemExit(fail_line(" ".join(exc.format_message().split()), exc.exit_code)) from None
+        except typer.Abort:
+            raise SystemExit(fail_line("interrupted", 130)) from None
+        raise SystemExit(code if isinstance(code, int) else 0)
+
+
 app = typer.Typer(
     name="simq",
+    cls=_Commands,
     rich_markup_mode="rich",
     context_settings={"help_option_names": ["-h", "--help"]},
     no_args_is_help=True,
@@ -169,8 +201,13 @@ HmmOption = Annotated[
 
 def fail(message: str, code: int = 1) -> typer.Exit:
     """One "error:" line on stderr (the message printed literally) and the exit status to raise."""
+    return typer.Exit(fail_line(message, code))
+
+
+def fail_line(message: str, code: int) -> int:
+    """Print one "error:" line on stderr (the message printed literally); returns code."""
     err.print(line(("error:", "bold red"), " ", message), soft_wrap=True)
-    return typer.Exit(code)
+    return code
 
 
 def warn(label: str, *parts: str) -> None:
@@ -193,6 +230,8 @@ def friendly_errors(command):
             result = command(*args, **kwargs)
             sys.stdout.flush()  # a closed pipe shows here, not at exit (where Python would say 120)
             return result
+        except InvalidArgument as exc:  # a value out of its range: a usage error, as click's own
+            raise fail(str(exc), 2) from None
         except SimhashError as exc:
             raise fail(str(exc)) from None
         except apsw.BusyError:

@@ -37,7 +37,7 @@ from rich.progress import (
 from rich.table import Column, Table
 from rich.text import Text
 
-from ..errors import InvalidInput
+from ..errors import InvalidArgument, InvalidInput
 
 FORMATS = ("table", "json", "jsonl", "csv", "tsv")
 PIPED_WIDTH = 1 << 20  # "no wrapping" when stdout is a pipe or a file: wider than any real row
@@ -111,10 +111,10 @@ def choose_format(format_: str | None, as_json: bool, default: str = "table", al
     """The format a command prints: --format, or json for --json (its short form), else the default."""
     allowed = tuple(allowed)
     if as_json and format_ not in (None, "json"):
-        raise InvalidInput(f"--json is --format json; it cannot go with --format {format_}")
+        raise InvalidArgument(f"--json is --format json; it cannot go with --format {format_}")
     chosen = "json" if as_json else (format_ or default)
     if chosen not in allowed:
-        raise InvalidInput(f"--format must be {', '.join(allowed[:-1])} or {allowed[-1]}, not {chosen!r}")
+        raise InvalidArgument(f"--format must be {', '.join(allowed[:-1])} or {allowed[-1]}, not {chosen!r}")
     return chosen
 
 

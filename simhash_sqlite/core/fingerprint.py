@@ -13,7 +13,7 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
-from ..errors import InvalidInput
+from ..errors import InvalidArgument, InvalidInput
 from .features import batch_features, units, units_features
 from .settings import FingerprintSettings
 
@@ -117,7 +117,7 @@ def simhash_of_batch(docs: np.ndarray, hashes: np.ndarray, weights: np.ndarray, 
 def check_k(k) -> int:
     """A Hamming radius as a plain int: a whole number from 0 to 64 (numpy integers too)."""
     if not isinstance(k, (int, np.integer)) or isinstance(k, bool) or not 0 <= k <= 64:
-        raise InvalidInput(f"k must be a whole number from 0 to 64, not {k!r}")
+        raise InvalidArgument(f"k must be a whole number from 0 to 64, not {k!r}")
     return int(k)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, fields
 
-from ..errors import InvalidInput, SettingsMismatch
+from ..errors import InvalidArgument, InvalidInput, SettingsMismatch
 
 # Bumped whenever the same settings would give different fingerprints.
 ALGORITHM_VERSION = 1
@@ -45,11 +45,11 @@ class FingerprintSettings:
 
     def __post_init__(self) -> None:
         if self.features not in FEATURE_KINDS:
-            raise InvalidInput(f"features must be one of {', '.join(FEATURE_KINDS)}, not {self.features!r}")
+            raise InvalidArgument(f"features must be one of {', '.join(FEATURE_KINDS)}, not {self.features!r}")
         if self.weights not in WEIGHT_KINDS:
-            raise InvalidInput(f"weights must be one of {', '.join(WEIGHT_KINDS)}, not {self.weights!r}")
+            raise InvalidArgument(f"weights must be one of {', '.join(WEIGHT_KINDS)}, not {self.weights!r}")
         if not isinstance(self.ngram, int) or not 1 <= self.ngram <= 16:
-            raise InvalidInput(f"ngram must be a whole number from 1 to 16, not {self.ngram!r}")
+            raise InvalidArgument(f"ngram must be a whole number from 1 to 16, not {self.ngram!r}")
         if self.hash != HASH_SCHEME:
             raise InvalidInput(f"unknown feature hash {self.hash!r} (this version knows {HASH_SCHEME})")
         if self.version != ALGORITHM_VERSION:

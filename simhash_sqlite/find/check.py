@@ -30,7 +30,7 @@ from ..core.fingerprint import check_k
 from ..core.settings import CONFIRM_K, RECOMMENDED_K
 from ..core.shingles import jaccard_of_sets, shingle_set
 from ..core.sketch import DEFAULT_SCHEME, SketchScheme, estimate_jaccard, estimate_many, sketch
-from ..errors import InvalidInput
+from ..errors import InvalidArgument
 from ..store import texts
 from ..store.texts import text_of
 from .arrays import DuplicatePair, keys_of, load_fingerprints
@@ -62,7 +62,7 @@ MIXED_BRUTE_PAIRS = 2_000_000_000
 
 def check_threshold(threshold: float) -> float:
     if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not 0 < threshold <= 1:
-        raise InvalidInput(f"the Jaccard threshold must be a number above 0 and at most 1, not {threshold!r}")
+        raise InvalidArgument(f"the Jaccard threshold must be a number above 0 and at most 1, not {threshold!r}")
     return float(threshold)
 
 

@@ -13,7 +13,7 @@ import apsw
 import numpy as np
 
 from ..core.fingerprint import check_k
-from ..errors import InvalidInput
+from ..errors import InvalidArgument
 from ..store.database import read_only, write_transaction
 from .arrays import load_fingerprints
 from .pairs import CHUNK, Progress, as_unsigned, distinct_pairs, fold
@@ -150,7 +150,8 @@ def cluster_index(
     reports to on_progress(done, total)."""
     k = check_k(k)
     if representative not in REPRESENTATIVE_RULES:
-        raise InvalidInput(f"representative must be one of {', '.join(REPRESENTATIVE_RULES)}, not {representative!r}")
+        rules = ", ".join(REPRESENTATIVE_RULES)
+        raise InvalidArgument(f"representative must be one of {rules}, not {representative!r}")
     with conn:  # one snapshot for the documents and the fingerprints
         rows = conn.execute("SELECT id, coalesce(length, 0) FROM documents ORDER BY id").fetchall()
         stored = load_fingerprints(conn)
@@ -208,7 +209,7 @@ def clustering_info(conn: apsw.Connection) -> dict | None:
 def read_clusters(conn: apsw.Connection, min_size: int = 2) -> Iterator[Cluster]:
     """The clusters of at least min_size documents from the clusters table, in cluster id order, streamed."""
     if isinstance(min_size, bool) or not isinstance(min_size, int):
-        raise InvalidInput(f"min_size must be a whole number, not {min_size!r}")
+        raise InvalidArgument(f"min_size must be a whole number, not {min_size!r}")
     min_size = max(-1, min(min_size, 1 << 62))  # beyond any cluster's size (SQLite integers are 64-bit)
     rows = conn.execute(
         """SELECT c.cluster, c.size, r.key, d.key FROM clusters c

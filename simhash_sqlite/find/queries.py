@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..core.fingerprint import from_hex
-from ..errors import InvalidInput
+from ..errors import InvalidArgument, InvalidInput
 from ..store import texts
 
 
@@ -50,7 +50,7 @@ def guess_format(name: str) -> str:
 def parse_queries(lines: Iterable[str], fmt: str, *, encoding: str = "utf-8") -> Iterator[Query | QueryError]:
     """One Query (or QueryError) per non-blank line, in order."""
     if fmt not in FORMATS:
-        raise InvalidInput(f"batch format must be one of {', '.join(FORMATS)}, not {fmt!r}")
+        raise InvalidArgument(f"batch format must be one of {', '.join(FORMATS)}, not {fmt!r}")
     parse = _jsonl_query if fmt == "jsonl" else lambda line, number: _path_query(line, number, encoding)
     for number, line in enumerate(lines, start=1):
         line = line.strip()

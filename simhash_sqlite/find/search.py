@@ -28,7 +28,7 @@ import apsw
 import numpy as np
 
 from ..core.fingerprint import BLOCK_BITS, BLOCKS, check_k, similarity, to_unsigned
-from ..errors import InvalidInput
+from ..errors import InvalidArgument
 
 if TYPE_CHECKING:
     from .check import ConfirmReport
@@ -130,7 +130,7 @@ def forced_plan(k: int, choice: str | None) -> Plan | None:
         return Plan("scan", k, radius)
     if choice == "index":
         return Plan("blocks" if radius == 0 else "probes", k, radius)
-    raise InvalidInput(f"plan must be 'index' or 'scan' (or None to choose), not {choice!r}")
+    raise InvalidArgument(f"plan must be 'index' or 'scan' (or None to choose), not {choice!r}")
 
 
 def probe_cost_ns(probes: int, candidates: float) -> float:

@@ -34,7 +34,7 @@ from ..core.pieces import simhash_and_sketch_pieces
 from ..core.pool import map_in_order
 from ..core.settings import FingerprintSettings
 from ..core.sketch import DEFAULT_SCHEME, SketchScheme
-from ..errors import InvalidInput
+from ..errors import InvalidArgument, InvalidInput
 from ..index import Document, FingerprintedDocument, SimhashIndex
 from ..store import texts
 from ..store.texts import content_hash
@@ -108,9 +108,9 @@ class Reader:
             "".encode(self.encoding)
             b"".decode(self.encoding, self.errors)
         except LookupError as exc:
-            raise InvalidInput(str(exc)) from None
+            raise InvalidArgument(str(exc)) from None
         if self.errors not in ERROR_POLICIES:
-            raise InvalidInput(f"errors must be one of {', '.join(ERROR_POLICIES)}, not {self.errors!r}")
+            raise InvalidArgument(f"errors must be one of {', '.join(ERROR_POLICIES)}, not {self.errors!r}")
         self._seen: apsw.Connection | None = None
         if self.stream_over is None:  # read when made, so that one setting moves the limit everywhere
             self.stream_over = texts.READ_WHOLE_BYTES

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import apsw
 
-from ..errors import InvalidInput
+from ..errors import InvalidArgument, InvalidInput
 from ..index import SimhashIndex
 from .guard import SCHEMA_LOCKED, WOULD_CREATE, guard_schema
 
@@ -30,7 +30,7 @@ def parse_params(pairs: list[str]) -> dict[str, object]:
     for pair in pairs:
         name, sep, value = pair.partition("=")
         if not sep or not re.fullmatch(r"[A-Za-z_]\w*", name):
-            raise InvalidInput(f"a parameter is NAME=VALUE (used as :NAME in the SQL), not {pair!r}")
+            raise InvalidArgument(f"a parameter is NAME=VALUE (used as :NAME in the SQL), not {pair!r}")
         params[name] = int(value) if re.fullmatch(r"-?\d{1,18}", value) else value
     return params
 
