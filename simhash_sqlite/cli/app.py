@@ -618,7 +618,9 @@ def _near_batch(
     """One JSON answer per query line, in order (jsonl, or a json array); bad lines answer with
     "error". threshold: check the matches exactly (None: by distance alone)."""
     fmt = fmt or guess_format(source)
-    stream = sys.stdin if source == "-" else open(source, encoding="utf-8")  # noqa: SIM115
+    # Binary: each line is decoded on its own (queries.parse_queries), so a line that is not UTF-8 is answered
+    # with its error and the next ones are still read.
+    stream = sys.stdin.buffer if source == "-" else open(source, "rb")  # noqa: SIM115
     failed = answered = 0
     plans: dict[str, int] = {}
     candidates = 0
@@ -655,7 +657,7 @@ def _near_batch(
         with SimhashIndex(db) as index:
             output.render(answers_of(index), "json" if format_ == "json" else "jsonl", handle)
     finally:
-        if stream is not sys.stdin:
+        if stream is not sys.stdin.buffer:
             stream.close()
     if explain:
         used = ", ".join(f"{kind} {count:,}" for kind, count in sorted(plans.items())) or "none"
