@@ -184,6 +184,12 @@ EncodingOption = Annotated[str, typer.Option(help="Encoding of the input files."
 ErrorsOption = Annotated[
     str, typer.Option(help="On undecodable bytes: 'strict' (skip the file), 'replace', 'ignore' or 'backslashreplace'.")
 ]
+# The same for the one file of near -f and hash -f.
+FileEncodingOption = Annotated[str, typer.Option(help="Encoding of --file.")]
+FileErrorsOption = Annotated[
+    str, typer.Option(help="On undecodable bytes in --file: 'strict' (an error), 'replace', 'ignore' or "
+                      "'backslashreplace'.")
+]
 # The fingerprint options, with the same names, help and defaults wherever a command makes fingerprints.
 # None means "the index's" for an existing index; the shown default is what a new one gets.
 FeaturesOption = Annotated[
@@ -506,6 +512,8 @@ def near(
     ] = False,
     confirm: ConfirmOption = True,
     jaccard: JaccardOption = DEFAULT_THRESHOLD,
+    encoding: FileEncodingOption = "utf-8",
+    errors: FileErrorsOption = "strict",
 ) -> None:
     """Near-duplicates of a text, a file, a stored key or a fingerprint, closest first.
 
@@ -532,7 +540,7 @@ def near(
     with SimhashIndex(db) as index:
         _tell_sketch_upgrade(index)
         if file is not None:
-            text, fingerprint = _query_of_file(file, index.settings, text, fingerprint)
+            text, fingerprint = _query_of_file(file, index.settings, text, fingerprint, encoding, errors)
         result = index.search(
             text, fingerprint=fingerprint, key=key, k=k, limit=limit, plan=plan,
             check=confirm, threshold=jaccard,
@@ -693,13 +701,14 @@ def _match_json(match: Match) -> dict:
 
 
 def _query_of_file(
-    path: Path, settings: FingerprintSettings, text: Optional[str], fingerprint: Optional[int]
+    path: Path, settings: FingerprintSettings, text: Optional[str], fingerprint: Optional[int],
+    encoding: str = "utf-8", errors: str = "strict",
 ) -> tuple[Optional[str], Optional[int]]:
     """(text, fingerprint) to search for a file's contents (- for stdin): the text, or for a text too
     large to read whole, its fingerprint (made in pieces), said on stderr."""
     if text is not None or fingerprint is not None:
         raise InvalidInput("give one of a text, --file, --key or --hash")
-    document = read_one(str(path), settings)
+    document = read_one(str(path), settings, encoding=encoding, errors=errors)
     if not isinstance(document, FingerprintedDocument):
         return document.text, None
     if document.fingerprint is None:
@@ -712,18 +721,25 @@ def _query_of_file(
 @app.command("hash")
 @friendly_errors
 def hash_command(
-    text: Annotated[Optional[str], typer.Argument(help="The text to fingerprint.", show_default=False)] = None,
+    text: Annotated[
+        Optional[str], typer.Argument(help="The text to fingerprint (- reads stdin).", show_default=False)
+    ] = None,
     db: DbOption = Path(DEFAULT_DB),
     file: Annotated[Optional[Path], typer.Option("--file", "-f", help="Fingerprint this file's text.")] = None,
     signed: Annotated[bool, typer.Option("--signed", help="Print the signed int64 that SQLite stores.")] = False,
     format_: FormatOption = None,
     as_json: JsonOption = False,
+    encoding: FileEncodingOption = "utf-8",
+    errors: FileErrorsOption = "strict",
 ) -> None:
     """Print a text's fingerprint (16 hex digits), with the index's settings if the index exists.
 
     The table format prints the bare value; the others a record with the hex and the signed forms.
+    A text of - reads stdin, as --file - does.
     """
     format_ = output.choose_format(format_, as_json)
+    if text == STDIN and file is None:
+        text, file = None, Path(STDIN)  # as -f -, and as near -
     if (text is None) == (file is None):
         raise InvalidInput("give a text or --file (one of them)")
     settings = FingerprintSettings()
@@ -731,7 +747,7 @@ def hash_command(
         with SimhashIndex(db) as index:
             settings = index.settings
     if file is not None:
-        document = read_one(str(file), settings)
+        document = read_one(str(file), settings, encoding=encoding, errors=errors)
         streamed = isinstance(document, FingerprintedDocument)
         fingerprint = document.fingerprint if streamed else simhash(document.text, settings)
     else:

@@ -479,10 +479,13 @@ def size_text(count: int) -> str:
     return f"{count:,} bytes"
 
 
-def read_one(path: str, settings: FingerprintSettings) -> Document | FingerprintedDocument:
+def read_one(
+    path: str, settings: FingerprintSettings, *, encoding: str = "utf-8", errors: str = "strict"
+) -> Document | FingerprintedDocument:
     """The one text of a file, or of stdin (-), to search for or fingerprint: a Document, or for a text
-    over READ_WHOLE_BYTES a FingerprintedDocument (fingerprinted in pieces, its text not kept)."""
-    reader = Reader(sniff_stdin=False, stdin_key=STDIN_NAME)
+    over READ_WHOLE_BYTES a FingerprintedDocument (fingerprinted in pieces, its text not kept).
+    encoding, errors: as Reader's (simq add's --encoding and --errors)."""
+    reader = Reader(sniff_stdin=False, stdin_key=STDIN_NAME, encoding=encoding, errors=errors)
     documents = list(reader.documents(reader.expand([path]), settings))
     if reader.skipped:
         raise InvalidInput(f"{reader.skipped[0].where}: {reader.skipped[0].reason}")
