@@ -844,7 +844,11 @@ def sql_command(
     as_json: JsonOption = False,
     output_path: OutOption = None,
     param: Annotated[
-        Optional[list[str]], typer.Option("--param", "-p", help="NAME=VALUE for :NAME (whole numbers become integers).")
+        Optional[list[str]], typer.Option(
+            "--param", "-p",
+            help="NAME=VALUE for :NAME (whole numbers become integers); NAME:text=VALUE, NAME:int=, NAME:real= bind "
+            "that type.",
+        )
     ] = None,
     write: Annotated[bool, typer.Option("--write", help="Allow changes (default: read-only).")] = False,
 ) -> None:
