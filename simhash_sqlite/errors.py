@@ -40,3 +40,15 @@ class DamagedIndex(SimhashError):
 class InvalidArgument(InvalidInput):
     """An argument out of its range or of the wrong kind (a k of 65, a threshold of 0, an unknown format):
     the command line's usage error, exit status 2."""
+
+
+class InvalidMetadata(SimhashError):
+    """A setting the index records in simhash_meta is not one simhash-sqlite writes (changed by other
+    software, or by hand): the message names the key. The index is not used."""
+
+    def __init__(self, path: str, key: str, problem: str) -> None:
+        self.key, self.problem = key, problem
+        super().__init__(
+            f"{path}: its setting simhash_meta {key!r} is not valid ({problem}); the file was changed by other "
+            f"software; nothing was done (see: simq check --db {path})"
+        )

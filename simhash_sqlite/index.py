@@ -26,6 +26,7 @@ from .find.queries import Query, QueryError
 from .find.search import Match, Plan, Searcher, SearchResult, forced_plan, near_sql, probe_cost_ns
 from .store.database import connect, retry_busy, write_transaction
 from .store.functions import register_functions
+from .store.meta import validate_meta
 from .store.texts import content_hash, text_of
 from .version import __version__
 
@@ -364,6 +365,7 @@ class SimhashIndex:
                     "INSERT INTO simhash_meta (key, value) VALUES (?, ?) ON CONFLICT DO NOTHING", rows.items()
                 )
             meta = self._meta()
+        validate_meta(meta, self.path)  # every recorded setting, before any is used
         settings = FingerprintSettings.from_json(meta["fingerprint"]).merged(**requested)
         stored = meta.get("store_text") == "1"
         if store_text is not None and store_text != stored:
@@ -683,6 +685,10 @@ class SimhashIndex:
             "SELECT count(*), count(*) - count(fingerprint) FROM documents"
         ).get
         size = sum(os.path.getsize(p) for p in (self.path, self.path + "-wal") if os.path.exists(p))
+        clusters = clustering_info(self.conn)
+        if clusters is not None and clusters["documents"] != documents:
+            # Documents added or deleted behind simq's back (another program) leave the flag unset.
+            clusters["stale"] = True
         return Stats(
             path=self.path,
             documents=documents,
@@ -692,7 +698,7 @@ class SimhashIndex:
             schema_version=self.conn.pragma("user_version"),
             created_with=self._meta().get("created_with", "?"),
             file_bytes=size,
-            clusters=clustering_info(self.conn),
+            clusters=clusters,
         )
 
     # -- searching ---------------------------------------------------------------------------

@@ -233,7 +233,6 @@ TAMPERED = [
     ("sketch", '{"bins": 2000000000, "bits": 8, "ngram": 5, "size_bits": 16, "version": 2}'),
     ("sketch", '{"bins": 944, "bits": 1, "ngram": 5, "size_bits": 16, "version": 9}'),
     ("sketch", "[]"),
-    ("created_with", "7"),
 ]
 
 

@@ -48,8 +48,10 @@ class FingerprintSettings:
             raise InvalidArgument(f"features must be one of {', '.join(FEATURE_KINDS)}, not {self.features!r}")
         if self.weights not in WEIGHT_KINDS:
             raise InvalidArgument(f"weights must be one of {', '.join(WEIGHT_KINDS)}, not {self.weights!r}")
-        if not isinstance(self.ngram, int) or not 1 <= self.ngram <= 16:
+        if isinstance(self.ngram, bool) or not isinstance(self.ngram, int) or not 1 <= self.ngram <= 16:
             raise InvalidArgument(f"ngram must be a whole number from 1 to 16, not {self.ngram!r}")
+        if not isinstance(self.hmm, bool):
+            raise InvalidArgument(f"hmm must be true or false, not {self.hmm!r}")
         if self.hash != HASH_SCHEME:
             raise InvalidInput(f"unknown feature hash {self.hash!r} (this version knows {HASH_SCHEME})")
         if self.version != ALGORITHM_VERSION:
@@ -63,7 +65,13 @@ class FingerprintSettings:
 
     @classmethod
     def from_json(cls, text: str) -> FingerprintSettings:
-        data = json.loads(text)
+        """The settings an index recorded; InvalidInput (naming what is wrong) for anything else."""
+        try:
+            data = json.loads(text)
+        except (ValueError, RecursionError) as exc:
+            raise InvalidInput(f"not JSON ({exc})") from None
+        if not isinstance(data, dict):
+            raise InvalidInput(f"not a JSON object: {text[:60]!r}")
         known = {f.name for f in fields(cls)}
         unknown = set(data) - known
         if unknown:

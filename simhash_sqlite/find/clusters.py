@@ -13,8 +13,9 @@ import apsw
 import numpy as np
 
 from ..core.fingerprint import check_k
-from ..errors import InvalidArgument
+from ..errors import InvalidArgument, InvalidMetadata
 from ..store.database import read_only, write_transaction
+from ..store.meta import REPRESENTATIVE_RULES, clusters_record_problem
 from .arrays import load_fingerprints
 from .pairs import CHUNK, Progress, as_unsigned, distinct_pairs, fold
 
@@ -22,7 +23,6 @@ if TYPE_CHECKING:
     from .check import ConfirmReport
 
 # Which member represents (is kept for) a cluster. Ties always go to the lowest id.
-REPRESENTATIVE_RULES = ("first", "last", "longest", "shortest")
 # Union the pairs of distinct fingerprints this many at a time.
 UNION_BATCH = 4 * CHUNK
 INSERT_BATCH = 100_000
@@ -201,9 +201,15 @@ def cluster_index(
 
 
 def clustering_info(conn: apsw.Connection) -> dict | None:
-    """k, rule, document count and time of the last clustering run, or None if there was none."""
+    """k, rule, document count and time of the last clustering run, or None if there was none.
+    InvalidMetadata (naming the key) for a record simhash-sqlite did not write."""
     value = conn.execute("SELECT value FROM simhash_meta WHERE key = 'clusters'").get
-    return None if value is None else json.loads(value)
+    if value is None:
+        return None
+    problem = clusters_record_problem(value)
+    if problem is not None:
+        raise InvalidMetadata(conn.filename or "the index", "clusters", problem + "; simq clusters records it again")
+    return json.loads(value)
 
 
 def read_clusters(conn: apsw.Connection, min_size: int = 2) -> Iterator[Cluster]:
