@@ -52,3 +52,8 @@ class InvalidMetadata(SimhashError):
             f"{path}: its setting simhash_meta {key!r} is not valid ({problem}); the file was changed by other "
             f"software; nothing was done (see: simq check --db {path})"
         )
+
+
+class DiskFull(SimhashError):
+    """The disk (or the file system) holding a file is full, or SQLite could not read or write it: the
+    message names the file; nothing was written."""

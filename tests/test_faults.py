@@ -17,6 +17,7 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.parse
 from pathlib import Path
@@ -70,7 +71,7 @@ def run(*args, cwd: Path, stdin: bytes | None = None, env: dict | None = None, t
     """`simq ARGS` by path in a subprocess; its peak RSS from wait4 (which covers its reaped children)."""
     environment = {**os.environ, "NO_COLOR": "1", "COLUMNS": "200", **(env or {})}
     environment.pop("SIMQ_DB", None)
-    with open(cwd / ".out", "w+b") as out, open(cwd / ".err", "w+b") as err:
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         process = subprocess.Popen(
             [SIMQ, *map(str, args)], cwd=cwd, env=environment, stdout=out, stderr=err,
             stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
@@ -198,11 +199,9 @@ def small_disk(tmp_path):
 
 def fill(folder: Path) -> None:
     """Fill the file system holding folder to the last block."""
-    with open(folder / "filler", "wb") as handle:
-        with contextlib.suppress(OSError):
-            while True:
-                handle.write(b"\0" * 4096)
-                handle.flush()
+    with open(folder / "filler", "wb", buffering=0) as handle, contextlib.suppress(OSError):
+        while True:
+            handle.write(b"\0" * 4096)
 
 
 def test_a_full_disk_is_one_line_naming_the_file_and_changes_nothing(tmp_path, small_disk):

@@ -11,6 +11,7 @@ Output conventions (formats, markup, colour, pipes, progress) are in output.py.
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import heapq
 import importlib
@@ -43,7 +44,7 @@ from ..pipeline.dedup import DROP_MARGIN, Deduplicator
 from ..pipeline.sources import STDIN, Reader, read_one, size_text, stale_keys
 from ..sql.user_sql import parse_params, run_query
 from ..store import texts
-from ..store.database import damaged_message
+from ..store.database import damaged_message, disk_message
 from ..store.integrity import check_index
 from ..version import __version__
 from ..web.plots import (
@@ -171,7 +172,7 @@ JsonlOption = Annotated[
     typer.Option(
         "--jsonl/--no-jsonl",
         help="Read every input as JSONL, or stdin as one text. \\[default: *.jsonl and *.ndjson files are JSONL, "
-        "and stdin is when its first line is a JSON object with the text field]",
+        "and stdin is when its first lines are JSON objects]",
         show_default=False,
     ),
 ]
@@ -242,8 +243,11 @@ def friendly_errors(command):
             raise fail(str(exc)) from None
         except apsw.BusyError:
             raise fail("the index is locked by another process for too long; try again") from None
-        except apsw.FullError:
-            raise fail("the disk is full; the index keeps every batch committed before this") from None
+        except (apsw.FullError, apsw.IOError) as exc:  # after the open (which says so itself): while writing
+            named = next((os.fspath(kwargs[name]) for name in ("db", "file") if kwargs.get(name) is not None), None)
+            raise fail(disk_message(named or "the index", exc) + (
+                "; the index keeps every batch committed before this" if isinstance(exc, apsw.FullError) else ""
+            )) from None
         except (apsw.ReadOnlyError, apsw.CantOpenError):
             raise fail("the index file or its folder is read-only") from None
         except (apsw.CorruptError, apsw.NotADBError) as exc:
@@ -255,6 +259,9 @@ def friendly_errors(command):
             _quiet_stdout()
             raise typer.Exit(0) from None
         except OSError as exc:
+            if exc.errno == errno.ENOSPC and exc.filename:
+                raise fail(f"the disk holding {exc.filename} is full: {exc.filename} was not written (an earlier "
+                           "one is as it was); free some space and run the command again") from None
             raise fail(f"{exc.filename or ''}: {exc.strerror or exc}".lstrip(": ")) from None
         except KeyboardInterrupt:
             raise fail("interrupted", 130) from None
@@ -359,6 +366,7 @@ def add(
         check_batch_size(batch_size)
     reader = _reader(jsonl, text_field, id_field, encoding, errors, require_id=require_id, stdin_key=key)
     paths = reader.expand(inputs)  # missing paths fail here, before the index is touched
+    new_file = not db.exists()
     with SimhashIndex(
         db, create=True, features=features, ngram=ngram, weights=weights, hmm=hmm, store_text=store_text
     ) as index:
@@ -388,9 +396,21 @@ def add(
     if prune:
         say(f"{len(pruned):,} pruned")
     if reader.skip_count and not report.documents:
+        if new_file:  # the index this add made holds nothing: it goes, as if the add had not run
+            _remove_index_file(db)
         raise fail(f"nothing added: {_count(reader.skip_count, 'input was', 'inputs were')} skipped (see above)")
     if reader.failed:
-        raise typer.Exit(1)
+        raise fail(f"{_count(reader.skip_count, 'input was', 'inputs were')} skipped (see above); the rest was added")
+
+
+def _remove_index_file(db: Path) -> None:
+    """Remove an index file that holds no document (and its -wal, -shm), unless it has some by now."""
+    with contextlib.suppress(SimhashError, apsw.Error, OSError), SimhashIndex(db, readonly=True) as index:
+        if index.conn.execute("SELECT count(*) FROM documents").get:
+            return
+    for end in ("-wal", "-shm", ""):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(f"{db}{end}")
 
 
 def _reader(jsonl: Optional[bool], text_field: str, id_field: str, encoding: str, errors: str, **more) -> Reader:
@@ -1336,8 +1356,12 @@ def dedup(
                 f"(within {fallback_k(deduplicator.k)})",
                 to_stderr=True,
             )
-        sink = sys.stdout.buffer if str(out_path) == "-" else stack.enter_context(open(out_path, "wb"))
-        side = stack.enter_context(open(dupes_file, "wb")) if dupes_file is not None else None
+        # The files are written beside their places and moved there at the end: a run that fails (every
+        # input skipped, an error) leaves an earlier output as it was.
+        outputs = [stack.enter_context(output.ReplacedOnSuccess(p)) for p in (out_path, dupes_file)
+                   if p is not None and str(p) != "-"]
+        sink = sys.stdout.buffer if str(out_path) == "-" else outputs[0].handle
+        side = outputs[-1].handle if dupes_file is not None else None
         total = sum(_size_of(p) for p, _ in paths) or None
         report = deduplicator.report
         with output.progress("bytes", hidden=str(out_path) == "-" and out.is_terminal) as progress:
@@ -1356,10 +1380,15 @@ def dedup(
                             description=f"{count:,} docs, {report.kept:,} kept, {report.dropped:,} dropped",
                         )
             except KeyboardInterrupt:
+                for written in outputs:
+                    written.commit()
                 raise fail(
                     f"interrupted after {report.read:,} documents; {out_path} holds the documents kept so far", 130
                 ) from None
         sink.flush()
+        if not (reader.skip_count and not report.read):  # else the files stay as they were (the error below)
+            for written in outputs:
+                written.commit()
     _print_reader_notes(reader)
     for skip in reader.skipped[:SHOWN_SKIPS]:
         warn("skipped", skip.where, ": ", skip.reason)
@@ -1374,9 +1403,12 @@ def dedup(
         to_stderr=True,
     )
     if reader.skip_count and not report.read:
-        raise fail(f"nothing read: {_count(reader.skip_count, 'input was', 'inputs were')} skipped (see above)")
+        unchanged = [str(p) for p in (out_path, dupes_file) if p is not None and str(p) != "-"]
+        raise fail(f"nothing read: {_count(reader.skip_count, 'input was', 'inputs were')} skipped (see above)"
+                   + (f"; {' and '.join(unchanged)} left as they were" if unchanged else ""))
     if any(skip.named for skip in reader.skipped):
-        raise typer.Exit(1)
+        raise fail(f"{_count(reader.skip_count, 'input was', 'inputs were')} skipped (see above); the rest was "
+                   "filtered")
 
 
 def _dedup_rule(deduplicator: Deduplicator) -> str:

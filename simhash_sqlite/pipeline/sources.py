@@ -78,7 +78,7 @@ class Reader:
     met twice) are kept in a temporary SQLite file, not in a Python set.
 
     jsonl: read every input as JSONL; otherwise *.jsonl and *.ndjson files are, and stdin is when its
-    first line is a JSON object with a string text field (unless sniff_stdin is False).
+    first line is a JSON object (see _stdin_is_jsonl; unless sniff_stdin is False).
     keep_repeats: yield every record of a repeated id (a filter passes them on); add keeps the first.
     """
 
@@ -203,24 +203,26 @@ class Reader:
         return _Rewound(sys.stdin.buffer)
 
     def _stdin_is_jsonl(self, stream: _Rewound) -> bool:
-        """--jsonl, or (unless told otherwise) a first line that is a JSON object with the text field."""
+        """--jsonl, or (unless told otherwise) a first line that is a JSON object: with the text field, or
+        without it when the next line is a JSON object too, or there is none (JSONL whose first record
+        lacks the field: its records are read, and those without the field skipped naming the fields they
+        have). A JSON object followed by other text stays one text."""
         if self.jsonl:
             return True
         if not self.sniff_stdin:
             return False
-        head = stream.peek_line(SNIFF_BYTES)
-        if not head.lstrip().startswith(b"{"):
+        head = stream.peek_line(SNIFF_BYTES, lines=2)
+        first, _, second = head.partition(b"\n")
+        record = _json_object(first, self.encoding, self.errors)
+        if record is None:
             return False
-        try:
-            record = json.loads(head.decode(self.encoding, self.errors))
-        except (UnicodeDecodeError, ValueError, RecursionError):
+        if isinstance(record.get(self.text_field), str):
+            why = f"its first line is a JSON object with a {self.text_field!r} field"
+        elif not second.strip() or _json_object(second, self.encoding, self.errors) is not None:
+            why = "its first lines are JSON objects"
+        else:
             return False
-        if not isinstance(record, dict) or not isinstance(record.get(self.text_field), str):
-            return False
-        self.notes.append(
-            f"stdin read as JSONL: its first line is a JSON object with a {self.text_field!r} field "
-            "(--no-jsonl reads it as one text)"
-        )
+        self.notes.append(f"stdin read as JSONL: {why} (--no-jsonl reads it as one text)")
         return True
 
     def _stdin_text(
@@ -504,6 +506,17 @@ def path_key(path: str) -> str:
     return relative
 
 
+def _json_object(line: bytes, encoding: str, errors: str) -> dict | None:
+    """A line that is a JSON object, parsed; None for anything else."""
+    if not line.lstrip().startswith(b"{"):
+        return None
+    try:
+        record = json.loads(line.decode(encoding, errors))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        return None
+    return record if isinstance(record, dict) else None
+
+
 class _Rewound:
     """A binary stream whose first bytes can be looked at, or read and given back, before reading on."""
 
@@ -511,14 +524,14 @@ class _Rewound:
         self.stream, self.buffer = stream, b""
         self.consumed = 0  # bytes read from it (less those given back)
 
-    def peek_line(self, limit: int) -> bytes:
-        """The first line (up to limit bytes), left to be read again."""
-        while b"\n" not in self.buffer and len(self.buffer) < limit:
+    def peek_line(self, limit: int, lines: int = 1) -> bytes:
+        """The first line (up to limit bytes), left to be read again; lines=2: the first two lines."""
+        while self.buffer.count(b"\n") < lines and len(self.buffer) < limit:
             more = self.stream.read1(READ_BYTES) if hasattr(self.stream, "read1") else self.stream.read(READ_BYTES)
             if not more:
                 break
             self.buffer += more
-        return self.buffer[:limit].split(b"\n", 1)[0]
+        return b"\n".join(self.buffer[:limit].split(b"\n", lines)[:lines])
 
     def push_back(self, data: bytes) -> None:
         self.buffer = data + self.buffer

@@ -16,7 +16,7 @@ import apsw
 from ..core.fingerprint import simhash, to_signed
 from ..core.settings import FingerprintSettings
 from ..errors import IndexNotFound, NotAnIndex, SchemaTooNew, SimhashError
-from .database import check_messages, check_ours, open_readonly, recovery_hint, schema_problems
+from .database import check_messages, check_ours, disk_errors, open_readonly, recovery_hint, schema_problems
 from .meta import clusters_record_problem, meta_problems
 
 SHOWN = 5  # offending keys listed per failed check
@@ -60,6 +60,11 @@ def check_index(
     path = os.fspath(path)
     if not os.path.isfile(path):
         raise IndexNotFound(f"no index at {path}")
+    with disk_errors(os.fspath(path)):
+        return _check_index(os.fspath(path), rehash, on_progress)
+
+
+def _check_index(path: str, rehash: bool, on_progress) -> CheckReport:
     report = CheckReport(path)
     try:
         conn = open_readonly(path)
