@@ -22,7 +22,12 @@ class SchemaTooNew(SimhashError):
 
 
 class SettingsMismatch(SimhashError):
-    """Fingerprint settings asked for differ from the ones the index was built with."""
+    """Fingerprint settings asked for differ from the ones the index was built with. name, recorded and
+    requested say which setting (a keyword of SimhashIndex) and its two values, for a surface to phrase."""
+
+    def __init__(self, message: str, name: str | None = None, recorded: object = None, requested: object = None):
+        super().__init__(message)
+        self.name, self.recorded, self.requested = name, recorded, requested
 
 
 class MissingExtra(SimhashError):

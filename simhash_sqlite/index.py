@@ -17,7 +17,7 @@ from .core.fingerprint import BLOCKS, blocks, simhash, to_signed, to_unsigned
 from .core.pool import FingerprintJob
 from .core.settings import SHORT_TEXT, FingerprintSettings
 from .core.sketch import DEFAULT_SCHEME, SketchScheme, sketch_many
-from .errors import IndexNotFound, InvalidArgument, InvalidInput
+from .errors import IndexNotFound, InvalidArgument, InvalidInput, SettingsMismatch
 from .find.check import DEFAULT_THRESHOLD, DuplicatePairs, ShingleCache, candidate_k, check_search, check_threshold
 from .find.clusters import Cluster, ClusterReport, cluster_index, clustering_info, read_clusters
 from .find.near_table import register_near_table
@@ -369,9 +369,10 @@ class SimhashIndex:
         settings = FingerprintSettings.from_json(meta["fingerprint"]).merged(**requested)
         stored = meta.get("store_text") == "1"
         if store_text is not None and store_text != stored:
-            raise InvalidInput(
+            raise SettingsMismatch(
                 f"this index was created {'with' if stored else 'without'} stored texts; "
-                f"store_text={store_text} does not match"
+                f"store_text={store_text} does not match (leave it out, or use another index file)",
+                "store_text", stored, store_text,
             )
         return settings, stored
 

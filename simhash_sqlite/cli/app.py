@@ -29,7 +29,7 @@ from rich.text import Text
 
 from ..core.fingerprint import from_hex, simhash, to_hex, to_signed
 from ..core.settings import CONFIRM_K, RECOMMENDED_K, SHORT_TEXT, FingerprintSettings
-from ..errors import InvalidArgument, InvalidInput, SimhashError
+from ..errors import InvalidArgument, InvalidInput, SettingsMismatch, SimhashError
 from ..find.arrays import DuplicatePair
 from ..find.calibrate import DEFAULT_MAX_K, Calibration
 from ..find.calibrate import calibrate as calibrate_index
@@ -239,6 +239,8 @@ def friendly_errors(command):
             return result
         except InvalidArgument as exc:  # a value out of its range: a usage error, as click's own
             raise fail(str(exc), 2) from None
+        except SettingsMismatch as exc:
+            raise fail(_mismatch_message(exc, kwargs)) from None
         except SimhashError as exc:
             raise fail(str(exc)) from None
         except apsw.BusyError:
@@ -267,6 +269,28 @@ def friendly_errors(command):
             raise fail("interrupted", 130) from None
 
     return wrapper
+
+
+def _option(name: str, value: object) -> str:
+    """A setting of SimhashIndex as the option that asks for it: --ngram 3, --no-store-text."""
+    flag = name.replace("_", "-")
+    if isinstance(value, bool):
+        return f"--{flag}" if value else f"--no-{flag}"
+    return f"--{flag} {value}"
+
+
+def _mismatch_message(exc: SettingsMismatch, kwargs: dict) -> str:
+    """A setting asked for that the index does not have, in the command's own options."""
+    if exc.name is None:
+        return str(exc)
+    against = kwargs.get("against")
+    index = against if against is not None else kwargs.get("db")
+    other = "--against" if against is not None else "--db"
+    return (
+        f"{index} was made with {_option(exc.name, exc.recorded)}; you asked for {_option(exc.name, exc.requested)} "
+        f"(fingerprints made otherwise would never match theirs): leave --{exc.name.replace('_', '-')} out, or give "
+        f"another {other}"
+    )
 
 
 def _quiet_stdout() -> None:

@@ -94,6 +94,7 @@ class FingerprintSettings:
             if value is not None and getattr(self, name) != value:
                 raise SettingsMismatch(
                     f"this index was built with {name}={getattr(self, name)!r}; you asked for {name}={value!r} "
-                    "(fingerprints with other settings would never match; use another --db)"
+                    "(fingerprints with other settings would never match; leave it out, or use another index file)",
+                    name, getattr(self, name), value,
                 )
         return self
