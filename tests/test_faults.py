@@ -311,7 +311,7 @@ def test_two_concurrent_adds_report_what_each_wrote(tmp_path):
         for name in totals:
             totals[name] += int(summary.split(f" {name}")[0].rsplit(" ", 1)[-1].replace(",", ""))
     assert totals == {"added": n, "unchanged": n}, totals
-    with apsw.Connection(str(tmp_path / "live.db")) as conn:
+    with contextlib.closing(apsw.Connection(str(tmp_path / "live.db"))) as conn:
         assert conn.execute("SELECT count(*) FROM documents").get == n
 
 
@@ -336,7 +336,7 @@ def test_stdin_jsonl_whose_first_record_lacks_the_text_field_is_read_as_jsonl(tm
     result = run("add", "-", "--db", "s.db", cwd=tmp_path, stdin=stdin)
     assert_clean(result, 1, "<stdin>:1: no text field 'text' (its fields: body, id)")
     assert "1 added" in result.stdout
-    with apsw.Connection(str(tmp_path / "s.db")) as conn:
+    with contextlib.closing(apsw.Connection(str(tmp_path / "s.db"))) as conn:
         assert [row[0] for row in conn.execute("SELECT key FROM documents")] == ["b"]
     result = run("add", "-", "--db", "t.db", "--text-field", "body", cwd=tmp_path,
                  stdin=b'{"id": 1, "body": 5}\n')
@@ -483,7 +483,8 @@ def test_huge_line_memory_is_bounded(tmp_path):
         result = run(*command, cwd=tmp_path, timeout=300)
         assert result.code == 0 and "Traceback" not in result.stderr, result
         assert result.peak_mib < HUGE_LINE_BOUND_MIB, (command, result.peak_mib)
-    with apsw.Connection(str(tmp_path / "s.db")) as stored, apsw.Connection(str(tmp_path / "n.db")) as bare:
+    stored, bare = (contextlib.closing(apsw.Connection(str(tmp_path / name))) for name in ("s.db", "n.db"))
+    with stored as stored, bare as bare:
         assert stored.execute("SELECT length(text) FROM documents").get == HUGE_LINE_CHARS
         query = "SELECT fingerprint, sketch FROM documents"
         assert stored.execute(query).fetchall() == bare.execute(query).fetchall()
@@ -550,7 +551,7 @@ def test_the_server_answers_while_add_and_clusters_write_the_index(tmp_path):
         clustered = run("clusters", "--db", db, cwd=tmp_path)
         assert_clean(clustered, 0)
         rows = sql_rows(base, "live", "SELECT count(*) AS n FROM clusters")[0]["n"]
-        with apsw.Connection(str(db)) as conn:
+        with contextlib.closing(apsw.Connection(str(db))) as conn:
             assert rows == conn.execute("SELECT count(*) FROM clusters").get > 0
         status, page = get(f"{base}/live/clusters")
         assert status == 200 and f"{rows} rows" in page
