@@ -210,7 +210,7 @@ def test_limit_means_the_same_with_and_without_the_check(runner, small_db, tmp_p
         batch = simq(runner, "near", "--batch", queries, "--db", small_db, "--limit", "0", check)
         assert batch.exit_code == 0 and json.loads(batch.stdout)["matches"] == []
         assert_clean_error(simq(runner, "near", "--batch", queries, "--db", small_db, "--limit", "-1", check),
-                           "not negative")
+                           "not negative", 2)
 
 
 def test_sql_and_shell_are_read_only_and_create_no_files(runner, small_db, tmp_path, monkeypatch):
