@@ -23,6 +23,11 @@ BLOCK_BITS = 16
 BLOCK_MASK = (1 << BLOCK_BITS) - 1
 # Texts per vectorized pass, bounding its temporary arrays (a few tens of bytes per character).
 CHUNK_CHARACTERS = 128_000  # measured: larger chunks fall out of the CPU caches
+# A text longer than this many characters is fingerprinted (and sketched) piece by piece (pieces.py): the same
+# fingerprint, bit for bit, in about one piece's memory instead of ~46 bytes a character for the whole text's
+# feature arrays (2.7 GB at 60 M characters). A sketch in pieces is the same too, except that with count weights
+# its distinct-shingle count is recorded as unknown (pieces.simhash_and_sketch_pieces).
+LONG_TEXT = 1 << 22
 # Row v: the 8 bits of byte value v, most significant first.
 _BYTE_BITS = np.unpackbits(np.arange(256, dtype=np.uint8)[:, None], axis=1).astype(np.float64)
 
@@ -42,6 +47,11 @@ def simhash(text: str, settings: FingerprintSettings = FingerprintSettings()) ->
 
 def simhash_many(texts: Sequence[str], settings: FingerprintSettings = FingerprintSettings()) -> list[int | None]:
     """simhash() of each text, computed in vectorized chunks (much faster for many short texts)."""
+    if any(len(text) > LONG_TEXT for text in texts):
+        from .pieces import simhash_pieces
+
+        return _long_texts_apart(texts, lambda short: (simhash_many(short, settings),),
+                                 lambda text: (simhash_pieces(_cut(text), settings),))[0]
     out: list[int | None] = []
     for chunk in _chunks(texts):
         docs, hashes, weights = batch_features(chunk, settings)
@@ -60,6 +70,14 @@ def simhash_and_sketch_many(
 
     settings = FingerprintSettings() if settings is None else settings
     scheme = DEFAULT_SCHEME if scheme is None else scheme
+    if any(len(text) > LONG_TEXT for text in texts):
+        from .pieces import simhash_and_sketch_pieces
+
+        fingerprints, sketches = _long_texts_apart(
+            texts, lambda short: simhash_and_sketch_many(short, settings, scheme),
+            lambda text: simhash_and_sketch_pieces(_cut(text), settings, scheme=scheme),
+        )
+        return fingerprints, sketches
     if not shares_features(settings):
         rows, present = sketch_many(texts, scheme)
         return simhash_many(texts, settings), _blobs(rows, present)
@@ -71,6 +89,27 @@ def simhash_and_sketch_many(
         fingerprints.extend(simhash_of_batch(docs, hashes, weights, len(chunk)))
         batches.add(docs, hashes, len(chunk))
     return fingerprints, _blobs(*batches.finish())
+
+
+def _long_texts_apart(texts: Sequence[str], many, one) -> tuple[list, ...]:
+    """many(the texts up to LONG_TEXT) and one(text) for each longer one, merged back in order: lists of
+    results, one list per thing computed (fingerprints; fingerprints and sketches)."""
+    short = [text for text in texts if len(text) <= LONG_TEXT]
+    computed = [iter(values) for values in many(short)] if short else None
+    out: list[list] = []
+    for text in texts:
+        values = one(text) if len(text) > LONG_TEXT else tuple(next(it) for it in computed)
+        if not out:
+            out = [[] for _ in values]
+        for column, value in zip(out, values):
+            column.append(value)
+    return tuple(out)
+
+
+def _cut(text: str) -> Iterator[str]:
+    """A text as chunks for pieces.py, which re-cuts them at safe places."""
+    step = 1 << 20
+    return (text[i : i + step] for i in range(0, len(text), step))
 
 
 def _blobs(rows: np.ndarray, present: np.ndarray) -> list[bytes | None]:
