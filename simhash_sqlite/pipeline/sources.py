@@ -181,6 +181,12 @@ class Reader:
         filter can pass records through byte for byte. settings: JSONL records come fingerprinted
         (and sketched, with sketches) on every core, as FingerprintedDocuments without texts or
         content hashes; text files stay Documents."""
+        # A text file or stdin over stream_over is refused here with the real reason: a filter writes each
+        # kept text into its output whole (a JSONL record passes through as its line, whatever its size).
+        self._whole_only = (
+            "a filter writes each kept text whole into its JSONL output; give it as one JSONL record "
+            '({"id": ..., "text": ...}), which is read in pieces, or index it with simq add'
+        )
         for jsonl, group in itertools.groupby(paths, lambda given: self._jsonl_file(given[0])):
             if jsonl:
                 yield from self._jsonl_files([path for path, _ in group], settings, for_index=False, sketches=sketches)
@@ -289,7 +295,8 @@ class Reader:
         where = where or key
         mib = size_text(size) if size is not None else f"over {size_text(self.stream_over)}"
         if settings is None or store_text:
-            why = "texts are stored in this index" if store_text else "no index settings to fingerprint it with"
+            why = ("texts are stored in this index" if store_text
+                   else getattr(self, "_whole_only", None) or "no index settings to fingerprint it with")
             return self._skip(where, f"too large to read whole ({mib}) and {why}", named)
         head = handle.read(BINARY_SNIFF_BYTES)
         if self._binary(head):
