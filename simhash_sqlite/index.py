@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import weakref
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
@@ -50,9 +51,12 @@ BULK_CACHE_MIB = 3072
 # again from the file or the WAL. SQLite allocates it only as pages are read.
 ADD_CACHE_MIB = 64
 MAX_ADD_CACHE_MIB = 1024
-# While adding, the WAL is folded back into the file every this many pages (256 MiB of 4 KiB pages)
-# instead of SQLite's 1000: a block-index leaf that many consecutive batches change is then copied into
-# the file once, not once per batch (issue 16). Folded in at the end of the add.
+# While adding, the WAL is folded back into the file every this many pages (256 MiB of 4 KiB pages) at
+# most, instead of SQLite's 1000: a block-index leaf that many consecutive batches change is then copied
+# into the file once, not once per batch (issue 16). The interval scales with the file (as many pages as it
+# has, asked again at each transaction), so the WAL of an add stays about the index's size (never below
+# SQLite's 4 MiB): it had grown to 256 MiB whatever the index (docs/scale.md, the disk an add needs).
+# Folded in at the end of the add.
 BULK_CHECKPOINT_PAGES = 65_536
 
 
@@ -160,6 +164,7 @@ class _Commits:
             self.limit = self.size or self.index.transaction_size()
             if self.size is None:
                 conn.pragma("cache_size", -self.index._add_cache_mib() * 1024)
+            rescale_checkpoint(conn)
             self.open = ExitStack()
             self.open.enter_context(write_transaction(conn))
             self.index._clusters_now_stale()
@@ -278,6 +283,18 @@ def _checked_int(fp) -> int:
     return int(fp)
 
 
+# The wal_autocheckpoint a connection had before its add (_bulk_writes), while the add runs.
+_user_checkpoint: weakref.WeakKeyDictionary[apsw.Connection, int] = weakref.WeakKeyDictionary()
+
+
+def rescale_checkpoint(conn: apsw.Connection) -> None:
+    """During an add: checkpoint every as many pages as the file has, at least the connection's own
+    setting (SQLite's 1000) and at most BULK_CHECKPOINT_PAGES; 0 or less (checkpoints off) stays."""
+    pages = _user_checkpoint.get(conn)
+    if pages is not None and pages > 0:
+        conn.pragma("wal_autocheckpoint", max(pages, min(BULK_CHECKPOINT_PAGES, conn.pragma("page_count"))))
+
+
 @contextmanager
 def _bulk_writes(conn: apsw.Connection, cache_mib: int) -> Iterator[None]:
     """Settings of this connection for the duration of an add: a page cache of cache_mib MiB and
@@ -286,10 +303,12 @@ def _bulk_writes(conn: apsw.Connection, cache_mib: int) -> Iterator[None]:
     never waits for readers, and one still reading keeps its pages for the next checkpoint)."""
     cache, pages = conn.pragma("cache_size"), conn.pragma("wal_autocheckpoint")
     conn.pragma("cache_size", -cache_mib * 1024)
-    conn.pragma("wal_autocheckpoint", max(pages, BULK_CHECKPOINT_PAGES) if pages > 0 else pages)
+    _user_checkpoint[conn] = pages
+    rescale_checkpoint(conn)
     try:
         yield
     finally:
+        _user_checkpoint.pop(conn, None)
         conn.pragma("cache_size", cache)
         conn.pragma("wal_autocheckpoint", pages)
     wal = conn.filename + "-wal"
