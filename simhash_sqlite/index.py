@@ -143,6 +143,8 @@ class _PreparedBatch:
     updated: int
     unchanged: int
     no_features: list[str] = field(default_factory=list)  # keys written with no fingerprint (once written)
+    new_keys: set[str] = field(default_factory=set)  # the keys counted as added
+    data_version: int = 0  # the file's PRAGMA data_version when the stored content hashes were read
 
 
 class _Commits:
@@ -168,6 +170,10 @@ class _Commits:
             self.open = ExitStack()
             self.open.enter_context(write_transaction(conn))
             self.index._clusters_now_stale()
+        if rows and self.index.conn.pragma("data_version") != prepared.data_version:
+            # Another process committed since this batch was compared with the index (two adds of the same
+            # input): compare again inside the write lock, so the counts say what this add really wrote.
+            rows = self.index._compared_again(prepared, rows)
         if rows:
             self.index.conn.executemany(_UPSERT, rows)
         _merge_counts(self.written, _batch_counts(prepared))
@@ -511,10 +517,11 @@ class SimhashIndex:
 
         pending: the batch before, not yet written; its keys count as stored with their new content.
         """
+        data_version = self.conn.pragma("data_version")  # before the read: a commit after it is seen as one
         known = self._content_hashes({doc.key for doc in batch})
         if pending is not None:
             known.update((key, pending.digests[key]) for key in {doc.key for doc in batch} & pending.digests.keys())
-        changed, added, updated, unchanged = [], 0, 0, 0
+        changed, added, updated, unchanged, new_keys = [], 0, 0, 0, set()
         for doc in batch:
             prepared = isinstance(doc, FingerprintedDocument)
             digest = doc.content_hash if prepared else content_hash(doc.text)
@@ -525,13 +532,41 @@ class SimhashIndex:
                 updated += 1
             else:
                 added += 1
+                new_keys.add(doc.key)
             known[doc.key] = digest
             changed.append((doc, digest))
         # Streamed files come fingerprinted; the rest in one vectorized call (all cores if large).
         plain = [doc.text for doc, _ in changed if not isinstance(doc, FingerprintedDocument)]
         digests = {doc.key: digest for doc, digest in changed}
         fingerprints = FingerprintJob(plain, self.settings, start_pool=pending is not None, sketches=self.sketch_scheme)
-        return _PreparedBatch(batch, changed, digests, fingerprints, added, updated, unchanged)
+        return _PreparedBatch(
+            batch, changed, digests, fingerprints, added, updated, unchanged,
+            new_keys=new_keys, data_version=data_version,
+        )
+
+    def _compared_again(self, prepared: _PreparedBatch, rows: list[tuple]) -> list[tuple]:
+        """The rows of a prepared batch still to write, its counts corrected, compared with the index as it
+        is now (in the open transaction): a row another process wrote meanwhile with the same content is
+        unchanged, one it added is updated, one it removed is added."""
+        now = self._content_hashes({row[0] for row in rows})
+        kept = []
+        for row in rows:
+            key, digest, was_new = row[0], row[7], row[0] in prepared.new_keys
+            if key in now and now[key] == digest:
+                prepared.unchanged += 1
+                if was_new:
+                    prepared.added -= 1
+                else:
+                    prepared.updated -= 1
+                if key in prepared.no_features:
+                    prepared.no_features.remove(key)
+                continue
+            if was_new and key in now:
+                prepared.added, prepared.updated = prepared.added - 1, prepared.updated + 1
+            elif not was_new and key not in now:
+                prepared.added, prepared.updated = prepared.added + 1, prepared.updated - 1
+            kept.append(row)
+        return kept
 
     def _batch_rows(self, prepared: _PreparedBatch, after: _PreparedBatch | None = None) -> list[tuple]:
         """The rows to upsert for a prepared batch. after: the batch prepared next, whose fingerprints
