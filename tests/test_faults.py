@@ -490,6 +490,21 @@ def test_huge_line_memory_is_bounded(tmp_path):
         assert stored.execute(query).fetchall() == bare.execute(query).fetchall()
 
 
+def test_long_texts_in_pieces_give_the_whole_texts_fingerprints_and_sketches(monkeypatch):
+    """What bounds the memory of a huge line (pieces past fingerprint.LONG_TEXT) changes no fingerprint or sketch."""
+    from simhash_sqlite.core import fingerprint
+    from simhash_sqlite.core.settings import FingerprintSettings
+
+    texts = [TEXT * 40, "a short text", TEXT * 90 + " and a tail", "", "数据库是按照数据结构来组织的仓库。" * 300]
+    for settings in (FingerprintSettings(), FingerprintSettings(weights="log"), FingerprintSettings(weights="count"),
+                     FingerprintSettings(ngram=3), FingerprintSettings(features="words", ngram=2)):
+        whole = fingerprint.simhash_and_sketch_many(texts, settings)
+        with monkeypatch.context() as patch:
+            patch.setattr(fingerprint, "LONG_TEXT", 1000)
+            assert fingerprint.simhash_and_sketch_many(texts, settings) == whole
+            assert fingerprint.simhash_many(texts, settings) == whole[0]
+
+
 def test_dedup_of_a_text_over_the_whole_text_limit_says_why(tmp_path, monkeypatch):
     big = tmp_path / "big.txt"
     big.write_text(TEXT * 500, encoding="utf-8")

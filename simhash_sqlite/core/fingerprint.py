@@ -23,10 +23,9 @@ BLOCK_BITS = 16
 BLOCK_MASK = (1 << BLOCK_BITS) - 1
 # Texts per vectorized pass, bounding its temporary arrays (a few tens of bytes per character).
 CHUNK_CHARACTERS = 128_000  # measured: larger chunks fall out of the CPU caches
-# A text longer than this many characters is fingerprinted (and sketched) piece by piece (pieces.py): the same
-# fingerprint, bit for bit, in about one piece's memory instead of ~46 bytes a character for the whole text's
-# feature arrays (2.7 GB at 60 M characters). A sketch in pieces is the same too, except that with count weights
-# its distinct-shingle count is recorded as unknown (pieces.simhash_and_sketch_pieces).
+# A text longer than this many characters is fingerprinted and sketched piece by piece (pieces.py, _in_pieces):
+# the same fingerprint and sketch, bit for bit, in about one piece's memory instead of ~46 bytes a character
+# for the whole text's feature arrays (2.7 GB at 60 M characters).
 LONG_TEXT = 1 << 22
 # Row v: the 8 bits of byte value v, most significant first.
 _BYTE_BITS = np.unpackbits(np.arange(256, dtype=np.uint8)[:, None], axis=1).astype(np.float64)
@@ -71,11 +70,9 @@ def simhash_and_sketch_many(
     settings = FingerprintSettings() if settings is None else settings
     scheme = DEFAULT_SCHEME if scheme is None else scheme
     if any(len(text) > LONG_TEXT for text in texts):
-        from .pieces import simhash_and_sketch_pieces
-
         fingerprints, sketches = _long_texts_apart(
             texts, lambda short: simhash_and_sketch_many(short, settings, scheme),
-            lambda text: simhash_and_sketch_pieces(_cut(text), settings, scheme=scheme),
+            lambda text: _in_pieces(text, settings, scheme),
         )
         return fingerprints, sketches
     if not shares_features(settings):
@@ -104,6 +101,21 @@ def _long_texts_apart(texts: Sequence[str], many, one) -> tuple[list, ...]:
         for column, value in zip(out, values):
             column.append(value)
     return tuple(out)
+
+
+def _in_pieces(text: str, settings: FingerprintSettings, scheme) -> tuple[int | None, bytes | None]:
+    """simhash_and_sketch_many([text]) of a long text, piece by piece. The sketch comes from the same pass
+    when the settings hash the sketch's shingles with distinct features (binary, log); else from a
+    second pass with binary weights, as sketch_many() makes it (its distinct-shingle count included)."""
+    import dataclasses
+
+    from .pieces import simhash_and_sketch_pieces, simhash_pieces
+    from .sketch import SKETCH_FEATURES, shares_features
+
+    if shares_features(settings) and settings.weights != "count":
+        return simhash_and_sketch_pieces(_cut(text), settings, scheme=scheme)
+    binary = dataclasses.replace(SKETCH_FEATURES, weights="binary")
+    return simhash_pieces(_cut(text), settings), simhash_and_sketch_pieces(_cut(text), binary, scheme=scheme)[1]
 
 
 def _cut(text: str) -> Iterator[str]:
