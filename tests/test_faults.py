@@ -211,11 +211,14 @@ def test_a_full_disk_is_one_line_naming_the_file_and_changes_nothing(tmp_path, s
     (small_disk / "more.txt").write_text(TEXT * 3, encoding="utf-8")
     fill(small_disk)
     before = files_of(small_disk)
-    for command in (["stats"], ["check"], ["near", "hello"], ["dupes"], ["clusters"], ["calibrate"],
-                    ["add", "more.txt"], ["rm", "doc1"]):
-        result = run(*command, "--db", db, cwd=small_disk)
-        assert_clean(result, 1, "is full")
-        assert str(db) in result.stderr, result
+    result = run("stats", "--db", db, cwd=small_disk)  # the console script, then the rest in this process
+    assert_clean(result, 1, "is full")
+    assert str(db) in result.stderr, result
+    for command in (["check"], ["near", "hello"], ["dupes"], ["clusters"], ["calibrate"],
+                    ["add", small_disk / "more.txt"], ["rm", "doc1"]):
+        result = cli(*command, "--db", db)
+        assert_cli_clean(result, 1, "is full")
+        assert str(db) in result.stderr, result.stderr
         assert files_of(small_disk) == before, command
     result = run("dedup", "more.txt", "-o", "kept.jsonl", cwd=small_disk)
     assert_clean(result, 1, "kept.jsonl")
@@ -496,13 +499,13 @@ def test_long_texts_in_pieces_give_the_whole_texts_fingerprints_and_sketches(mon
     from simhash_sqlite.core.settings import FingerprintSettings
 
     texts = [TEXT * 40, "a short text", TEXT * 90 + " and a tail", "", "数据库是按照数据结构来组织的仓库。" * 300]
-    for settings in (FingerprintSettings(), FingerprintSettings(weights="log"), FingerprintSettings(weights="count"),
-                     FingerprintSettings(ngram=3), FingerprintSettings(features="words", ngram=2)):
-        whole = fingerprint.simhash_and_sketch_many(texts, settings)
+    for chosen in (FingerprintSettings(), FingerprintSettings(weights="log"), FingerprintSettings(weights="count"),
+                   FingerprintSettings(ngram=3), FingerprintSettings(features="words", ngram=2)):
+        whole = fingerprint.simhash_and_sketch_many(texts, chosen)
         with monkeypatch.context() as patch:
             patch.setattr(fingerprint, "LONG_TEXT", 1000)
-            assert fingerprint.simhash_and_sketch_many(texts, settings) == whole
-            assert fingerprint.simhash_many(texts, settings) == whole[0]
+            assert fingerprint.simhash_and_sketch_many(texts, chosen) == whole
+            assert fingerprint.simhash_many(texts, chosen) == whole[0]
 
 
 def test_dedup_of_a_text_over_the_whole_text_limit_says_why(tmp_path, monkeypatch):
@@ -617,7 +620,8 @@ def assert_documented(result, folder: Path, before: dict[str, str]) -> None:
     if result.exit_code:
         lines = [line for line in result.stderr.splitlines() if line.strip()]
         assert lines and lines[-1].startswith("error:"), result.stderr
-        assert files_of(folder) == before
+        if "the rest was" not in lines[-1]:  # a partial add or dedup (some inputs skipped) did the rest
+            assert files_of(folder) == before
 
 
 @pytest.fixture(scope="module")
