@@ -13,7 +13,7 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
-from ..errors import InvalidArgument, InvalidInput
+from ..errors import InvalidInput
 from .features import batch_features, units, units_features
 from .settings import FingerprintSettings
 
@@ -163,13 +163,6 @@ def simhash_of_batch(docs: np.ndarray, hashes: np.ndarray, weights: np.ndarray, 
     values = np.packbits(bits, axis=1).view(">u8").ravel().tolist()
     has_features = np.bincount(docs, minlength=count) > 0
     return [value if present else None for value, present in zip(values, has_features.tolist())]
-
-
-def check_k(k) -> int:
-    """A Hamming radius as a plain int: a whole number from 0 to 64 (numpy integers too)."""
-    if not isinstance(k, (int, np.integer)) or isinstance(k, bool) or not 0 <= k <= 64:
-        raise InvalidArgument(f"k must be a whole number from 0 to 64, not {k!r}")
-    return int(k)
 
 
 def hamming(a: int, b: int) -> int:

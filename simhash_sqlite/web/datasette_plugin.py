@@ -25,11 +25,10 @@ from datasette.utils import await_me_maybe, tilde_decode
 from datasette.utils.asgi import Base400, NotFound, Response
 from jinja2 import ChoiceLoader, FileSystemLoader
 
+from ..analysis.calibrate import calibrate
 from ..cli.output import printable
-from ..core.settings import CONFIRM_K, RECOMMENDED_K
+from ..core.settings import CONFIRM_K, DEFAULT_THRESHOLD, RECOMMENDED_K
 from ..errors import IndexNotFound, InvalidInput, NotAnIndex, SimhashError
-from ..find.calibrate import calibrate
-from ..find.check import DEFAULT_THRESHOLD
 from ..index import SimhashIndex
 from ..store.functions import prepare_sqlite3_connection
 from .pages import MAX_QUERY_BYTES, cluster_view, clusters_page, pair_view, query_text, search
