@@ -418,7 +418,7 @@ def test_usage_errors_through_the_console_script_are_one_line(tmp_path):
     helped = run("near", "-h", cwd=tmp_path)
     assert helped.code == 0 and "Usage: simq near" in helped.stdout
     bare = run(cwd=tmp_path)
-    assert bare.code == 2 and "Commands" in bare.stdout + bare.stderr
+    assert bare.code == 2 and "Usage: simq" in bare.stdout + bare.stderr and "integrity" in bare.stdout
 
 
 def test_sql_params_have_a_text_form(indexed):
