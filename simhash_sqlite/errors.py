@@ -55,7 +55,7 @@ class InvalidMetadata(SimhashError):
         self.key, self.problem = key, problem
         super().__init__(
             f"{path}: its setting simhash_meta {key!r} is not valid ({problem}); the file was changed by other "
-            f"software; nothing was done (see: simq check --db {path})"
+            f"software; nothing was done (see: simq integrity --db {path})"
         )
 
 

@@ -1,6 +1,6 @@
 """The settings an index records in simhash_meta, validated on open: each key's value with its type and
 bounds. A value changed by other software or by hand is refused naming the key (errors.InvalidMetadata),
-never met later as a traceback or an allocation sized by it. `simq check` reports the same findings."""
+never met later as a traceback or an allocation sized by it. `simq integrity` reports the same findings."""
 
 from __future__ import annotations
 
