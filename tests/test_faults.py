@@ -214,7 +214,7 @@ def test_a_full_disk_is_one_line_naming_the_file_and_changes_nothing(tmp_path, s
     result = run("stats", "--db", db, cwd=small_disk)  # the console script, then the rest in this process
     assert_clean(result, 1, "is full")
     assert str(db) in result.stderr, result
-    for command in (["check"], ["near", "hello"], ["dupes"], ["clusters"], ["calibrate"],
+    for command in (["integrity"], ["near", "hello"], ["dupes"], ["clusters"], ["calibrate"],
                     ["add", small_disk / "more.txt"], ["rm", "doc1"]):
         result = cli(*command, "--db", db)
         assert_cli_clean(result, 1, "is full")
@@ -252,7 +252,7 @@ def test_tampered_metadata_is_refused_on_open_naming_the_key(indexed, key, value
     for command in (["near", "hello"], ["stats"], ["dupes"], ["hash", "hello"], ["sql", "SELECT 1"]):
         result = cli(*command, "--db", indexed)
         assert_cli_clean(result, 1, f"simhash_meta {key!r}")
-    result = cli("check", "--db", indexed)
+    result = cli("integrity", "--db", indexed)
     assert result.exit_code == 1 and f"simhash_meta {key!r}" in result.stdout, result.output
     assert files_of(indexed.parent) == before
 
@@ -266,11 +266,11 @@ def test_a_tampered_clusters_record_is_named_and_simq_clusters_records_it_again(
     result = cli("stats", "--db", indexed)
     assert_cli_clean(result, 1, "simhash_meta 'clusters'")
     assert "simq clusters" in result.stderr
-    result = cli("check", "--db", indexed)
+    result = cli("integrity", "--db", indexed)
     assert result.exit_code == 1 and "simhash_meta 'clusters'" in result.stdout, result.output
     assert cli("clusters", "--db", indexed).exit_code == 0
     assert cli("stats", "--db", indexed).exit_code == 0
-    assert cli("check", "--db", indexed).exit_code == 0
+    assert cli("integrity", "--db", indexed).exit_code == 0
 
 
 # -- output files and counts ------------------------------------------------------------------------
@@ -318,20 +318,20 @@ def test_two_concurrent_adds_report_what_each_wrote(tmp_path):
         assert conn.execute("SELECT count(*) FROM documents").get == n
 
 
-def test_check_finds_clusters_of_documents_deleted_behind_its_back(indexed):
+def test_integrity_finds_clusters_of_documents_deleted_behind_its_back(indexed):
     assert cli("clusters", "--db", indexed).exit_code == 0
     conn = sqlite3.connect(indexed)
     with conn:
         conn.execute("PRAGMA foreign_keys = OFF")
         conn.execute("DELETE FROM documents WHERE key IN ('doc0', 'doc1')")
     conn.close()
-    result = cli("check", "--db", indexed)
+    result = cli("integrity", "--db", indexed)
     assert result.exit_code == 1, result.output
     assert "clusters" in result.stderr and "no longer" in result.stdout, result.output
     stats = cli("stats", "--db", indexed)
     assert stats.exit_code == 0 and "STALE" in stats.stdout, stats.output
     assert cli("clusters", "--db", indexed).exit_code == 0
-    assert cli("check", "--db", indexed).exit_code == 0
+    assert cli("integrity", "--db", indexed).exit_code == 0
 
 
 def test_stdin_jsonl_whose_first_record_lacks_the_text_field_is_read_as_jsonl(tmp_path):
@@ -662,7 +662,7 @@ def test_fuzz_near_batch_answers_each_line(fuzz_index, lines):
                                             "size_bits", "k", "representative", "documents", "at", "jaccard"]),
                            st.one_of(st.integers(-2**40, 2**40), st.text(max_size=8), st.booleans(), st.none(),
                                      st.floats(allow_nan=False))))),
-       command=st.sampled_from([["near", "hello"], ["stats"], ["dupes"], ["check"], ["hash", "x"],
+       command=st.sampled_from([["near", "hello"], ["stats"], ["dupes"], ["integrity"], ["hash", "x"],
                                 ["sql", "SELECT count(*) FROM documents"]]))
 def test_fuzz_tampered_metadata(fuzz_index, tmp_path, key, value, command):
     db = tmp_path / "t.db"
@@ -671,7 +671,7 @@ def test_fuzz_tampered_metadata(fuzz_index, tmp_path, key, value, command):
     before = files_of(tmp_path)
     result = cli(*command, "--db", db)
     assert_documented(result, tmp_path, before)
-    if result.exit_code and command[0] != "check":
+    if result.exit_code and command[0] != "integrity":
         assert f"simhash_meta {key!r}" in result.stderr, result.stderr
 
 
