@@ -67,14 +67,28 @@ class Run:
         return f"Run(code={self.code}, stderr={self.stderr[-2000:]!r}, peak={self.peak_mib:.0f} MiB)"
 
 
+# Starts simq and writes its peak RSS (KiB, wait4's ru_maxrss, which covers its reaped pool workers) to a file.
+# A process forked from pytest itself would count pytest's own memory in its peak (the high-water mark
+# survives exec), so simq is started from this small launcher.
+LAUNCHER = """
+import os, subprocess, sys
+child = subprocess.Popen(sys.argv[2:])
+_, status, usage = os.wait4(child.pid, 0)
+with open(sys.argv[1], "w") as out:
+    out.write(str(usage.ru_maxrss))
+sys.exit(os.waitstatus_to_exitcode(status) % 256)
+"""
+
+
 def run(*args, cwd: Path, stdin: bytes | None = None, env: dict | None = None, timeout: float = 120) -> Run:
-    """`simq ARGS` by path in a subprocess; its peak RSS from wait4 (which covers its reaped children)."""
+    """`simq ARGS` by path in a subprocess (from LAUNCHER), with its peak RSS."""
     environment = {**os.environ, "NO_COLOR": "1", "COLUMNS": "200", **(env or {})}
     environment.pop("SIMQ_DB", None)
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, tempfile.TemporaryDirectory() as folder:
+        peak_file = os.path.join(folder, "peak")
         process = subprocess.Popen(
-            [SIMQ, *map(str, args)], cwd=cwd, env=environment, stdout=out, stderr=err,
-            stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+            [sys.executable, "-c", LAUNCHER, peak_file, SIMQ, *map(str, args)], cwd=cwd, env=environment,
+            stdout=out, stderr=err, stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
         )
         if stdin is not None:
             with contextlib.suppress(BrokenPipeError):
@@ -92,8 +106,10 @@ def run(*args, cwd: Path, stdin: bytes | None = None, env: dict | None = None, t
         process.returncode = os.waitstatus_to_exitcode(status)
         out.seek(0)
         err.seek(0)
+        with open(peak_file) as peak:
+            peak_kib = int(peak.read())
         return Run(process.returncode, out.read().decode("utf-8", "replace"), err.read().decode("utf-8", "replace"),
-                   usage.ru_maxrss / 1024)
+                   peak_kib / 1024)
 
 
 def assert_clean(result: Run, code: int, fragment: str | None = None) -> None:
