@@ -30,7 +30,7 @@ PARAM_TYPES = {"text": str, "int": int, "real": float}
 def parse_params(pairs: list[str]) -> dict[str, object]:
     """NAME=VALUE pairs for :NAME parameters; a whole number becomes an integer, anything else text.
     NAME:TYPE=VALUE binds the type asked for: text (k:text=007 is the string '007'), int or real."""
-    params = {}
+    params: dict[str, object] = {}
     for pair in pairs:
         name, sep, value = pair.partition("=")
         name, colon, kind = name.partition(":")
