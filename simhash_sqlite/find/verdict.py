@@ -18,7 +18,7 @@ import numpy as np
 from ..core.settings import CONFIRM_K, DEFAULT_THRESHOLD, RECOMMENDED_K
 from ..core.shingles import jaccard_of_sets
 from ..core.sketch import DEFAULT_SCHEME, SketchScheme, certainty, estimate_many, sizes_of
-from ..errors import InvalidArgument, InvalidInput
+from ..errors import InvalidArgument
 
 
 def validate_threshold(threshold: float) -> float:
