@@ -20,7 +20,7 @@ import stat
 import sys
 import tempfile
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any, TextIO
+from typing import IO, Any, TextIO, cast
 
 from rich.console import Console, ConsoleDimensions
 from rich.progress import (
@@ -128,7 +128,7 @@ def destination(path: str | os.PathLike | None) -> Iterator[TextIO]:
         yield sys.stdout
         return
     with ReplacedOnSuccess(path, text=True) as replaced:
-        yield replaced.handle
+        yield cast(TextIO, replaced.opened)  # opened with text=True
         replaced.commit()
 
 
@@ -143,15 +143,15 @@ class ReplacedOnSuccess:
         self.shown = os.fspath(path)
         self.text = text
         self.temporary: str | None = None
-        self.handle = None
+        self.handle: IO[Any] | None = None  # open from __enter__ to commit() or __exit__
 
     def __enter__(self) -> ReplacedOnSuccess:
         existing = os.stat(self.path) if os.path.exists(self.path) else None
         mode = "w" if self.text else "wb"
-        options = {"encoding": "utf-8", "newline": ""} if self.text else {}
+        encoding, newline = ("utf-8", "") if self.text else (None, None)
         with self._named():
             if existing is not None and not stat.S_ISREG(existing.st_mode):  # /dev/null, a FIFO: in place
-                self.handle = open(self.path, mode, **options)  # noqa: SIM115
+                self.handle = open(self.path, mode, encoding=encoding, newline=newline)  # noqa: SIM115
                 return self
             folder, name = os.path.split(self.path)
             fd, self.temporary = tempfile.mkstemp(prefix=f".{name}.", suffix=".simq-tmp", dir=folder or ".")
@@ -161,8 +161,16 @@ class ReplacedOnSuccess:
                 umask = os.umask(0)
                 os.umask(umask)
                 os.chmod(fd, 0o666 & ~umask)
-            self.handle = _NamedWrites(os.fdopen(fd, mode, **options), self)
+            # a proxy (its writes name the file; the rest is the file's own): typed as the file it wraps
+            self.handle = cast(IO[Any], _NamedWrites(os.fdopen(fd, mode, encoding=encoding, newline=newline), self))
         return self
+
+    @property
+    def opened(self) -> IO[Any]:
+        """The file being written: between entering and commit()."""
+        if self.handle is None:
+            raise ValueError(f"{self.shown} is not open for writing")
+        return self.handle
 
     def commit(self) -> None:
         if self.handle is None:
