@@ -65,7 +65,10 @@ from . import output
 from .output import err, line, out, plain, printable
 
 # typer 0.2x parses with its own copy of click (typer._click); earlier versions with click itself.
-_click = getattr(typer.core, "_click", None) or importlib.import_module("click")
+try:
+    _click = typer.core._click
+except AttributeError:  # pragma: no cover (older typer)
+    import click as _click  # type: ignore[no-redef]
 
 
 # Spellings of earlier versions (CHANGELOG.md): still accepted so that no script breaks, never shown.
@@ -1520,8 +1523,9 @@ def dedup(
         # input skipped, an error) leaves an earlier output as it was.
         outputs = [stack.enter_context(output.ReplacedOnSuccess(p)) for p in (out_path, dupes_file)
                    if p is not None and str(p) != "-"]
-        sink = sys.stdout.buffer if str(out_path) == "-" else outputs[0].opened
-        side = outputs[-1].opened if dupes_file is not None else None
+        sink = sys.stdout.buffer if str(out_path) == "-" else outputs[0].handle
+        side = outputs[-1].handle if dupes_file is not None else None
+        assert sink is not None  # each output was opened by entering it
         total = sum(_size_of(p) for p, _ in paths) or None
         report = deduplicator.report
         with output.progress("bytes", hidden=str(out_path) == "-" and out.is_terminal) as progress:

@@ -20,7 +20,7 @@ import stat
 import sys
 import tempfile
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import IO, Any, TextIO, cast
+from typing import Any, TextIO, cast
 
 from rich.console import Console, ConsoleDimensions
 from rich.progress import (
@@ -128,7 +128,7 @@ def destination(path: str | os.PathLike | None) -> Iterator[TextIO]:
         yield sys.stdout
         return
     with ReplacedOnSuccess(path, text=True) as replaced:
-        yield cast(TextIO, replaced.opened)  # opened with text=True
+        yield cast(TextIO, replaced.handle)
         replaced.commit()
 
 
@@ -143,12 +143,12 @@ class ReplacedOnSuccess:
         self.shown = os.fspath(path)
         self.text = text
         self.temporary: str | None = None
-        self.handle: IO[Any] | None = None  # open from __enter__ to commit() or __exit__
+        self.handle: Any = None  # the open file (text or binary), wrapped by _NamedWrites when temporary
 
     def __enter__(self) -> ReplacedOnSuccess:
         existing = os.stat(self.path) if os.path.exists(self.path) else None
         mode = "w" if self.text else "wb"
-        encoding, newline = ("utf-8", "") if self.text else (None, None)
+        options: dict[str, Any] = {"encoding": "utf-8", "newline": ""} if self.text else {}
         with self._named():
             if existing is not None and not stat.S_ISREG(existing.st_mode):  # /dev/null, a FIFO: in place
                 self.handle = open(self.path, mode, encoding=encoding, newline=newline)  # noqa: SIM115
