@@ -151,7 +151,7 @@ class ReplacedOnSuccess:
         options: dict[str, Any] = {"encoding": "utf-8", "newline": ""} if self.text else {}
         with self._named():
             if existing is not None and not stat.S_ISREG(existing.st_mode):  # /dev/null, a FIFO: in place
-                self.handle = open(self.path, mode, encoding=encoding, newline=newline)  # noqa: SIM115
+                self.handle = open(self.path, mode, **options)  # noqa: SIM115
                 return self
             folder, name = os.path.split(self.path)
             fd, self.temporary = tempfile.mkstemp(prefix=f".{name}.", suffix=".simq-tmp", dir=folder or ".")
@@ -161,16 +161,8 @@ class ReplacedOnSuccess:
                 umask = os.umask(0)
                 os.umask(umask)
                 os.chmod(fd, 0o666 & ~umask)
-            # a proxy (its writes name the file; the rest is the file's own): typed as the file it wraps
-            self.handle = cast(IO[Any], _NamedWrites(os.fdopen(fd, mode, encoding=encoding, newline=newline), self))
+            self.handle = _NamedWrites(os.fdopen(fd, mode, **options), self)
         return self
-
-    @property
-    def opened(self) -> IO[Any]:
-        """The file being written: between entering and commit()."""
-        if self.handle is None:
-            raise ValueError(f"{self.shown} is not open for writing")
-        return self.handle
 
     def commit(self) -> None:
         if self.handle is None:

@@ -135,7 +135,7 @@ def _long_texts_apart(texts: Sequence[str], many, one) -> tuple[list, ...]:
     """many(the texts up to LONG_TEXT) and one(text) for each longer one, merged back in order: lists of
     results, one list per thing computed (fingerprints; fingerprints and sketches)."""
     short = [text for text in texts if len(text) <= LONG_TEXT]
-    computed = [iter(values) for values in many(short)] if short else []
+    computed = [iter(values) for values in many(short)] if short else None
     out: list[list] = []
     for text in texts:
         values = one(text) if len(text) > LONG_TEXT else tuple(next(it) for it in computed or ())
