@@ -96,8 +96,9 @@ def _connect(path: str, *, create: bool, readonly: bool) -> apsw.Connection:
         if not readonly:
             harden(conn)
             conn = readable(conn, path)
-        version = check_ours(conn, path)
-        verify_schema(conn, path, version)
+        with conn:  # one read snapshot: another process may be migrating the file between these reads
+            version = check_ours(conn, path)
+            verify_schema(conn, path, version)
         if not read_only(conn):
             conn.pragma("journal_mode", "wal")
             if version < schema_version():
