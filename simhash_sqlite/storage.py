@@ -27,6 +27,10 @@ LOCK_WAIT_SECONDS = 120.0
 # 1M-document index, 190 MB, warm cache): a damaged file is refused rather than written into. On a
 # larger file the check stops there and the write goes on (simq check reads every page).
 QUICK_CHECK_SECONDS = 2.0
+# Migrations that only add tables of their own, which the code reads as empty when they are missing: a
+# file without them (made by an older version) is still read, read-only, without the upgrade it cannot
+# take. Written to, it is migrated as always.
+OPTIONAL_MIGRATIONS = frozenset({"labels"})
 
 
 @lru_cache(maxsize=None)
@@ -85,7 +89,7 @@ def connect(path: str | os.PathLike, *, create: bool, readonly: bool = False) ->
             conn.pragma("journal_mode", "wal")
             if version < schema_version():
                 _migrate(conn, version)
-        elif version < schema_version():
+        elif not readable_without_upgrade(version):
             raise NotAnIndex(
                 f"{path} needs a schema upgrade, but it is read-only; open it once where it can be written"
             )
@@ -93,6 +97,16 @@ def connect(path: str | os.PathLike, *, create: bool, readonly: bool = False) ->
         conn.close()
         raise
     return conn
+
+
+def readable_without_upgrade(version: int) -> bool:
+    """A file at this schema version can be read by this code as it is: every later migration is optional."""
+    return all(name in OPTIONAL_MIGRATIONS for number, name, _ in migrations() if number > version)
+
+
+def has_table(conn: apsw.Connection, name: str) -> bool:
+    """The file has this table (an optional migration's table is missing from an older, read-only file)."""
+    return conn.execute("SELECT 1 FROM main.sqlite_schema WHERE type = 'table' AND name = ?", (name,)).get is not None
 
 
 def read_only(conn: apsw.Connection) -> bool:
