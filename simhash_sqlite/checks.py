@@ -15,11 +15,13 @@ import apsw
 
 from .errors import IndexNotFound, InvalidInput, NotAnIndex, SchemaTooNew, SimhashError
 from .fingerprint import simhash, to_signed
+from .labels import label_problems
 from .settings import FingerprintSettings
 from .storage import check_messages, check_ours, open_readonly, recovery_hint, schema_problems
 
 SHOWN = 5  # offending keys listed per failed check
 SKETCH_SCHEMA = 3  # the migration that added documents.sketch
+LABELS_SCHEMA = 4  # the migration that added the labels and keepers tables
 
 
 @dataclass(frozen=True)
@@ -91,6 +93,8 @@ def check_index(
         _step(report, "texts", lambda: _check_texts(conn, report, store_text))
         if version >= SKETCH_SCHEMA:
             _step(report, "sketches", lambda: _check_sketches(conn, report))
+        if version >= LABELS_SCHEMA:
+            _step(report, "labels", lambda: report.add("labels", *label_problems(conn)))
         if rehash:
             _step(report, "rehash", lambda: _rehash(conn, report, store_text, fp_settings, on_progress))
         return report

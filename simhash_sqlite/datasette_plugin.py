@@ -25,6 +25,7 @@ from datasette.utils import tilde_decode
 from datasette.utils.asgi import NotFound, Response
 from jinja2 import ChoiceLoader, FileSystemLoader
 
+from . import web_review  # noqa: E402 (its routes and template context; it imports this module)
 from .calibrate import calibrate
 from .confirm import DEFAULT_THRESHOLD
 from .errors import IndexNotFound, InvalidInput, NotAnIndex, SimhashError
@@ -147,6 +148,7 @@ def register_routes(datasette):
         (db + r"/clusters/(?P<cluster>\d{1,18})$", cluster_page_view),
         (db + r"/pair$", pair_page_view),
         (db + r"/calibrate$", calibrate_view),
+        *web_review.routes(db),
     ]
 
 
@@ -177,6 +179,7 @@ def _context(datasette, name: str, **more) -> dict:
         "clusters_table_url": datasette.urls.table(name, "clusters"),
         "quote": urllib.parse.quote,
         "urlencode": urllib.parse.urlencode,
+        **web_review.context(datasette, name, more.get("path")),
         **more,
     }
 

@@ -29,6 +29,7 @@ import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
+import apsw
 import numpy as np
 
 from .block_tables import choose_tables
@@ -37,6 +38,7 @@ from .errors import SettingsMismatch
 from .fingerprint import check_k, to_hex
 from .index import Document, FingerprintedDocument, SimhashIndex, _length
 from .index_arrays import keys_of
+from .labels import apart_keys, keeper_keys
 from .pairs import CHUNK, _groups, near_pairs, sorted_by, within_groups
 from .parallel import FingerprintJob
 from .settings import CONFIRM_K, FingerprintSettings
@@ -388,6 +390,11 @@ class Deduplicator:
         self.against_values = np.empty(0, dtype=np.uint64)
         self.against_rows = np.empty((0, DEFAULT_SCHEME.nbytes), dtype=np.uint8)
         self.against_sketched = np.empty(0, dtype=bool)
+        # The against index's labels: an input document is never dropped as the duplicate of a document
+        # it is labelled "not a duplicate" of, and a document chosen to keep is never dropped.
+        self.apart: dict[str, set[str]] = {}
+        self.keepers: set[str] = set()
+        self.apart_labels: dict[int, str] = {}  # label (below zero) of an indexed document in `apart` -> key
         if against is not None:
             self._load_against(against)
 
@@ -405,6 +412,13 @@ class Deduplicator:
             self.prints.add(values[~present], labels[~present])
         else:
             self.prints.add(values, labels)
+        self.apart, self.keepers = apart_keys(index.conn), keeper_keys(index.conn)
+        if self.apart:
+            found = index.conn.execute(
+                "SELECT id, key FROM documents WHERE key IN carray(?)", (apsw.carray(sorted(self.apart)),)
+            ).fetchall()
+            positions = np.searchsorted(ids, np.array([i for i, _ in found], dtype=np.int64))
+            self.apart_labels = {-1 - int(p): key for p, (_, key) in zip(positions.tolist(), found)}
         self.report.against = len(ids)
         self.report.against_unsketched = int((~present).sum()) if self.check else 0
 
@@ -490,6 +504,8 @@ class Deduplicator:
             for rank, score, a, d, e, how in earlier.get(j, ()):
                 if a in kept_labels:
                     mine.append((rank, score, kept_labels[a], d, e, how))
+            if mine and (self.apart or self.keepers):
+                mine = self._honoured(batch[have[j]][0].key, mine)
             if mine:
                 match[j] = min(mine)
             else:
@@ -525,6 +541,16 @@ class Deduplicator:
             self.report.characters += _length(document)
         self.report.read += len(batch)
         return out
+
+    def _honoured(self, key: str, options: list[tuple]) -> list[tuple]:
+        """The options that the against index's labels allow: none for a document chosen to keep, and
+        none naming a document it is labelled "not a duplicate" of."""
+        if key in self.keepers:
+            return []
+        apart = self.apart.get(key)
+        if not apart:
+            return options
+        return [o for o in options if (self.apart_labels.get(o[2]) if o[2] < 0 else self.keys[o[2]]) not in apart]
 
     def _keep(self, key: str, value: np.uint64, row: np.ndarray | None, sketched: bool) -> int:
         label = len(self.keys)

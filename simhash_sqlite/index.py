@@ -21,6 +21,7 @@ from .fingerprint import BLOCKS, blocks, simhash, to_signed, to_unsigned
 from .indexed_text import content_hash, text_of
 from .pairs import Progress
 from .parallel import FingerprintJob
+from .review import HonouredPairs
 from .search import Match, Plan, Searcher, SearchResult, forced_plan, near_sql, probe_cost_ns
 from .settings import SHORT_TEXT, FingerprintSettings
 from .sketch import DEFAULT_SCHEME, SketchScheme, sketch_many
@@ -819,8 +820,9 @@ class SimhashIndex:
         particular order: the pairs within k, checked as in search() (same defaults). Iterate the
         result; its `report` counts how pairs were judged (None without check). With check and no k,
         the candidates come from the sketches (confirm.DuplicatePairs), at any distance.
-        on_progress(done, total): how far the pair search is, for a progress bar."""
-        return DuplicatePairs(self, k, threshold, check=check, on_progress=on_progress)
+        on_progress(done, total): how far the pair search is, for a progress bar. Pairs a person labelled
+        "not a duplicate" (simq serve --review) are left out."""
+        return HonouredPairs(DuplicatePairs(self, k, threshold, check=check, on_progress=on_progress), self.conn)
 
     def clusters(
         self,
@@ -833,13 +835,14 @@ class SimhashIndex:
     ) -> ClusterReport:
         """Group documents into connected components of the dupes() pairs and write them to the
         clusters table (cluster = lowest id; representative by rule: first, last, longest, shortest).
-        The report's `check` holds how the pairs were judged (None without check)."""
+        The report's `check` holds how the pairs were judged (None without check). Labels are honoured:
+        documents labelled "not a duplicate" of each other never share a cluster, and a member a person
+        chose to keep is its cluster's representative."""
         pairs = self.dupes(k, check=check, threshold=threshold, on_progress=on_progress)
-        if pairs.report is None:
+        if pairs.report is None and not pairs.apart_ids:
             return cluster_index(self.conn, pairs.k, representative, on_progress=on_progress)
-        report = cluster_index(
-            self.conn, pairs.k, representative, pairs=pairs.id_pairs(), threshold=pairs.report.threshold
-        )
+        threshold = None if pairs.report is None else pairs.report.threshold
+        report = cluster_index(self.conn, pairs.k, representative, pairs=pairs.id_pairs(), threshold=threshold)
         return dataclasses.replace(report, check=pairs.report)
 
     def cluster_list(self, *, min_size: int = 2) -> Iterator[Cluster]:

@@ -12,9 +12,11 @@ from pathlib import Path
 
 from .errors import InvalidInput, MissingExtra
 from .index import SimhashIndex
+from .labels import validate_reviewer
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8001
+LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
 READY_SECONDS = 30.0
 
 
@@ -70,10 +72,15 @@ def serve(
     port: int = DEFAULT_PORT,
     open_browser: bool = False,
     on_ready: Callable[[], None] | None = None,
+    review: str | None = None,
 ) -> None:
     """Run Datasette on the index until interrupted: the file opened immutable (no writes through
     Datasette, nor by SQLite), our SQL functions on its connections, our pages under /DB/-/simhash/.
-    on_ready: called once the checks have passed, as the server starts."""
+    on_ready: called once the checks have passed, as the server starts.
+
+    review: the reviewer's name, to let the review pages write labels and keepers into the index (an
+    older index gets their tables first; a read-only one is refused). Datasette then reads the file as
+    one that changes (read-only connections, not immutable) and writes nothing itself."""
     try:
         import click
         from datasette.cli import cli
@@ -82,7 +89,13 @@ def serve(
         raise MissingExtra("simq serve needs Datasette: pip install 'simhash-sqlite[web]'") from None
     check_servable(path)
     _port_free(host, port)
-    from . import datasette_plugin
+    from . import datasette_plugin, web_review
+
+    if review is not None:
+        if host not in LOCAL_HOSTS:
+            raise InvalidInput(f"simq serve --review listens on this machine only (127.0.0.1), not {host}")
+        web_review.enable(validate_reviewer(review))
+        web_review.prepare(os.fspath(path))
 
     if not pm.is_registered(datasette_plugin) and pm.get_plugin("simhash_sqlite") is None:
         pm.register(datasette_plugin, name="simhash_sqlite")  # run from a source tree without entry points
@@ -90,7 +103,7 @@ def serve(
         on_ready()
     if open_browser:
         _open_when_ready(clusters_url(path, host, port), host, port)
-    args = ["serve", "--immutable", os.fspath(path), "--host", host, "--port", str(port)]
+    args = ["serve", *(["--immutable"] if review is None else []), os.fspath(path), "--host", host, "--port", str(port)]
     try:
         cli.main(args=args, prog_name="simq serve", standalone_mode=False)
     except click.ClickException as exc:
