@@ -151,6 +151,9 @@ def allocate(counts: dict, size: int, threshold: float) -> dict:
         return {s: counts[s] for s in strata}
     weight = {s: math.sqrt(counts[s]) * (UNCERTAIN_WEIGHT if _near_threshold(s[0], threshold) else 1.0) for s in strata}
     take = {s: min(counts[s], MIN_PER_STRATUM) for s in strata}
+    if sum(take.values()) > size:  # more strata than the sample holds: one pair from each of the heaviest
+        heaviest = sorted(strata, key=lambda s: (-weight[s], s))[:size]
+        take = {s: int(s in heaviest) for s in strata}
     left = size - sum(take.values())
     while left > 0:
         open_ = [s for s in strata if take[s] < counts[s]]
@@ -514,7 +517,7 @@ def check_decisions(conn, rows: list[tuple[str, str | None]]) -> None:
             raise InvalidInput(f"{kept!r} is both kept (for {key!r}) and deleted by the list; nothing removed")
     kept_keys = sorted({kept for _, kept in rows if kept is not None})
     found = {key for (key,) in conn.execute("SELECT key FROM documents WHERE key IN carray(?)", (
-        apsw.carray(kept_keys),))} if kept_keys else set()
+        apsw.carray(tuple(kept_keys)),))} if kept_keys else set()
     for kept in kept_keys:
         if kept not in found:
             raise InvalidInput(f"the kept copy {kept!r} is not in the index: deleting its duplicates would lose the "

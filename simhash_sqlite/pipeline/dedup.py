@@ -415,7 +415,7 @@ class Deduplicator:
         self.apart, self.keepers = apart_keys(index.conn), keeper_keys(index.conn)
         if self.apart:
             found = index.conn.execute(
-                "SELECT id, key FROM documents WHERE key IN carray(?)", (apsw.carray(sorted(self.apart)),)
+                "SELECT id, key FROM documents WHERE key IN carray(?)", (apsw.carray(tuple(sorted(self.apart))),)
             ).fetchall()
             positions = np.searchsorted(ids, np.array([i for i, _ in found], dtype=np.int64))
             self.apart_labels = {-1 - int(p): key for p, (_, key) in zip(positions.tolist(), found)}

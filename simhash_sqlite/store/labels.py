@@ -80,7 +80,7 @@ def open_for_labels(path: str | os.PathLike) -> apsw.Connection:
 
 def _require_keys(conn: apsw.Connection, keys: Iterable[str]) -> None:
     wanted = list(dict.fromkeys(keys))
-    found = {key for (key,) in conn.execute("SELECT key FROM documents WHERE key IN carray(?)", (apsw.carray(wanted),))}
+    found = {key for (key,) in conn.execute("SELECT key FROM documents WHERE key IN carray(?)", (apsw.carray(tuple(wanted)),))}
     missing = [key for key in wanted if key not in found]
     if missing:
         raise InvalidInput(f"{missing[0]!r} is not a key in this index: only its documents can be labelled")
@@ -123,7 +123,7 @@ def keep(
     with write_transaction(conn):
         _require_keys(conn, [key, *others])
         if others:
-            conn.execute("DELETE FROM keepers WHERE key IN carray(?)", (apsw.carray(others),))
+            conn.execute("DELETE FROM keepers WHERE key IN carray(?)", (apsw.carray(tuple(others)),))
         conn.execute(
             "INSERT INTO keepers (key, reviewer, at) VALUES (?, ?, ?) "
             "ON CONFLICT (key) DO UPDATE SET reviewer = excluded.reviewer, at = excluded.at",
@@ -173,7 +173,7 @@ def labels_of(conn: apsw.Connection, keys: Iterable[str]) -> dict[tuple[str, str
     keys = list(dict.fromkeys(keys))
     if not keys or not has_labels(conn):
         return {}
-    wanted = apsw.carray(keys)
+    wanted = apsw.carray(tuple(keys))
     rows = conn.execute(
         "SELECT first, second, label FROM labels WHERE first IN carray(?) AND second IN carray(?)", (wanted, wanted)
     )
