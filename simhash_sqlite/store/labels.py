@@ -80,7 +80,8 @@ def open_for_labels(path: str | os.PathLike) -> apsw.Connection:
 
 def _require_keys(conn: apsw.Connection, keys: Iterable[str]) -> None:
     wanted = list(dict.fromkeys(keys))
-    found = {key for (key,) in conn.execute("SELECT key FROM documents WHERE key IN carray(?)", (apsw.carray(tuple(wanted)),))}
+    rows = conn.execute("SELECT key FROM documents WHERE key IN carray(?)", (apsw.carray(tuple(wanted)),))
+    found = {key for (key,) in rows}
     missing = [key for key in wanted if key not in found]
     if missing:
         raise InvalidInput(f"{missing[0]!r} is not a key in this index: only its documents can be labelled")

@@ -10,7 +10,9 @@ Datasette's CSRF token (asgi-csrf refuses one without it, 403); without --review
 from __future__ import annotations
 
 import asyncio
+import atexit
 import base64
+import contextlib
 import io
 import os
 import threading
@@ -64,12 +66,24 @@ def prepare(path: str) -> None:
     from ..store.database import ensure_sound
 
     _writer.submit(ensure_sound, conn).result()
+    _writer.submit(lambda: conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()).result()
 
 
 def _write_conn(path: str):
     if path not in _write_conns:
+        if not _write_conns:
+            atexit.register(_close_writers)
         _write_conns[path] = open_for_labels(path)
     return _write_conns[path]
+
+
+def _close_writers() -> None:
+    """At exit: fold the labels' WAL back into the file, so that a read-only server can serve it next."""
+    for conn in _write_conns.values():
+        with contextlib.suppress(Exception):
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+            conn.close()
+    _write_conns.clear()
 
 
 def _reader(path: str):

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import signal
 import socket
+import sys
 import threading
 import time
 import webbrowser
@@ -87,16 +89,19 @@ def serve(
         from datasette.plugins import pm
     except ImportError:
         raise MissingExtra("simq serve needs Datasette: pip install 'simhash-sqlite[web]'") from None
-    check_servable(path)
-    _port_free(host, port)
-    from . import datasette_plugin
-    from . import review as web_review
+    if review is not None:  # (folds a WAL left by an earlier review server into the file)
+        from . import review as web_review
 
-    if review is not None:
         if host not in LOCAL_HOSTS:
             raise InvalidInput(f"simq serve --review listens on this machine only (127.0.0.1), not {host}")
         web_review.enable(validate_reviewer(review))
         web_review.prepare(os.fspath(path))
+        # uvicorn stops on SIGTERM and then raises it again with the handler it found: make that an exit,
+        # so that the labels' WAL is folded into the file (web_review's atexit) as on Ctrl-C.
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
+    check_servable(path)
+    _port_free(host, port)
+    from . import datasette_plugin
 
     if not pm.is_registered(datasette_plugin) and pm.get_plugin("simhash_sqlite") is None:
         pm.register(datasette_plugin, name="simhash_sqlite")  # run from a source tree without entry points
