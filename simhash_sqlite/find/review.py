@@ -292,12 +292,58 @@ def _best(rows: list[ThresholdRow]) -> int | None:
     return (first + last) // 2
 
 
+def _isotonic(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The non-decreasing fit of y on x (pool adjacent violators): (distinct x ascending, fitted y)."""
+    xs, inverse = np.unique(x, return_inverse=True)
+    weight = np.bincount(inverse).astype(float)
+    value = np.bincount(inverse, weights=y) / weight
+    blocks: list[list[float]] = []  # [value, weight, count of distinct x]
+    for v, w in zip(value.tolist(), weight.tolist()):
+        blocks.append([v, w, 1])
+        while len(blocks) > 1 and blocks[-2][0] > blocks[-1][0]:
+            v2, w2, n2 = blocks.pop()
+            v1, w1, n1 = blocks[-1]
+            blocks[-1] = [(v1 * w1 + v2 * w2) / (w1 + w2), w1 + w2, n1 + n2]
+    return xs, np.repeat([b[0] for b in blocks], [b[2] for b in blocks])
+
+
+def _curve_model(population_scores: np.ndarray, scores: np.ndarray, dup: np.ndarray, ts: list[float]):
+    """Precision and recall per threshold over the whole population: each pair counted by the chance it
+    is a duplicate at its score, read off the labels' isotonic fit (a higher Jaccard is never less likely
+    a duplicate). Exact counts of pairs above each threshold; only the chances are estimated."""
+    xs, fitted = _isotonic(scores, dup)
+    chance = np.interp(population_scores, xs, fitted)
+    order = np.argsort(-population_scores, kind="stable")
+    ranked, cumulative = population_scores[order], np.cumsum(chance[order])
+    total = cumulative[-1] if len(cumulative) else 0.0
+    rows = []
+    for t in ts:
+        above = int(np.searchsorted(-ranked, -(t - 1e-12), side="right"))
+        tp = float(cumulative[above - 1]) if above else 0.0
+        precision = tp / above if above else None
+        recall = tp / total if total > 0 else None
+        f1 = None
+        if precision is not None and recall is not None:
+            f1 = 0.0 if precision + recall == 0 else 2 * precision * recall / (precision + recall)
+        rows.append(ThresholdRow(t, precision, recall, f1, float(above)))
+    return rows
+
+
+METHODS = ("isotonic", "strata")
+
+
 def calibrate_labels(
     index, pop: Population | None = None, *, labels: list[Label] | None = None, bootstrap: int = BOOTSTRAP,
-    seed: int = 0,
+    seed: int = 0, method: str = "isotonic",
 ) -> LabelCalibration:
     """Precision, recall and F1 per Jaccard threshold from the labels, the recommended threshold and
-    its uncertainty (see the module's docstring)."""
+    its uncertainty (a bootstrap of the labels within their strata).
+
+    method "isotonic" (the default): every candidate pair counts, by the chance that a pair of its score
+    is a duplicate (the labels' monotone fit); "strata": each label stands for its stratum's pairs over
+    its labels there (post-stratification; no assumption about the score, more spread)."""
+    if method not in METHODS:
+        raise InvalidInput(f"method is one of {', '.join(METHODS)}, not {method!r}")
     pop = population(index) if pop is None else pop
     labelled, unsure, outside = labelled_pairs(index, pop, labels)
     counts = pop.counts()
@@ -309,8 +355,16 @@ def calibrate_labels(
     strata = [pair.stratum for pair, _ in labelled]
     scores = np.array([pair.jaccard for pair, _ in labelled], dtype=float)
     dup = np.array([d for _, d in labelled], dtype=float)
-    weight, borrowed = _weights(counts, strata)
-    rows = _curve(scores, dup, weight, ts)
+    population_scores = np.array([pair.jaccard for pair in pop.pairs], dtype=float)
+
+    def curve(pick: np.ndarray | None):
+        chosen = np.arange(len(strata)) if pick is None else pick
+        if method == "isotonic":
+            return _curve_model(population_scores, scores[chosen], dup[chosen], ts), 0
+        weight, borrowed = _weights(counts, [strata[i] for i in chosen])
+        return _curve(scores[chosen], dup[chosen], weight, ts), borrowed
+
+    rows, borrowed = curve(None)
     at = _best(rows)
     interval = p_interval = r_interval = None
     if at is not None and bootstrap > 0:
@@ -320,9 +374,7 @@ def calibrate_labels(
             groups.setdefault(s, []).append(i)
         chosen, precisions, recalls = [], [], []
         for _ in range(bootstrap):
-            pick = np.concatenate([rng.choice(members, len(members)) for members in groups.values()])
-            w, _ = _weights(counts, [strata[i] for i in pick])
-            again = _curve(scores[pick], dup[pick], w, ts)
+            again, _ = curve(np.concatenate([rng.choice(members, len(members)) for members in groups.values()]))
             best = _best(again)
             if best is not None:
                 chosen.append(ts[best])
