@@ -99,7 +99,7 @@ def main() -> None:
     parser.add_argument("--labels", type=int, default=200)
     parser.add_argument("--seeds", type=int, default=20, help="samples of labels drawn (one recommendation each)")
     parser.add_argument("--bootstrap", type=int, default=100)
-    parser.add_argument("--method", choices=("isotonic", "strata"), default="isotonic")
+    parser.add_argument("--method", choices=("isotonic", "logistic", "strata"), default="logistic")
     args = parser.parse_args()
     docs = corpus(args.folder, args.documents, 0)
     texts = {d.key: d.text for d in docs}

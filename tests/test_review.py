@@ -180,10 +180,14 @@ def test_the_sample_spreads_over_strata_and_calibration_follows_the_labels(db, r
         # Say the person calls only pairs above 0.9 duplicates: the recommendation moves up to it.
         for pair in pop.pairs:
             set_label(index.conn, pair.first, pair.second, "duplicate" if pair.jaccard >= 0.9 else "not_duplicate", "a")
-        strict = calibrate_labels(index, pop)
+        stepwise = calibrate_labels(index, pop, method="isotonic")
+        strict = calibrate_labels(index, pop)  # logistic: an S curve, never quite 0 or 1
     cutoff = min(p.jaccard for p in pop.pairs if p.jaccard >= 0.9)
     below = max(p.jaccard for p in pop.pairs if p.jaccard < 0.9)
-    assert below < strict.recommended <= cutoff and strict.precision == 1.0 and strict.recall == 1.0
+    assert below < stepwise.recommended <= cutoff and stepwise.precision == 1.0 and stepwise.recall == 1.0
+    assert below < strict.recommended <= cutoff and strict.precision > 0.95 and strict.recall > 0.95
+    with pytest.raises(InvalidInput, match="method"):
+        calibrate_labels(None, pop, method="guess")
     run = simq(runner, "calibrate", "--db", db, "--labels", "--json")
     assert json.loads(run.stdout)["recommended"] == strict.recommended
     table = simq(runner, "calibrate", "--db", db, "--labels")
@@ -249,3 +253,42 @@ def test_deletions_need_clusters(tmp_path):
         index.add(corpus()[:3])
         with pytest.raises(InvalidInput, match="simq clusters"):
             deletions(index)
+
+
+def test_components_kept_apart_against_brute_force():
+    """pair_components with pairs kept apart, on random graphs: no such pair shares a component, every
+    component is connected by the given edges, and an edge is left unjoined only where joining it would
+    bring a pair kept apart together."""
+    import random
+
+    import numpy as np
+
+    from simhash_sqlite.find.clusters import pair_components
+
+    rng = random.Random(5)
+    for _ in range(200):
+        n = rng.randint(2, 30)
+        ids = np.array(sorted(rng.sample(range(1, 1000), n)), dtype=np.int64)
+        edges = {tuple(sorted(rng.sample(ids.tolist(), 2))) for _ in range(rng.randint(0, 3 * n))}
+        apart = {tuple(sorted(rng.sample(ids.tolist(), 2))) for _ in range(rng.randint(0, 4))}
+        chunks = [(np.array([a for a, _ in edges], dtype=np.int64), np.array([b for _, b in edges], dtype=np.int64))]
+        labels = dict(zip(ids.tolist(), pair_components(ids, chunks, apart).tolist()))
+        for a, b in apart:
+            assert labels[a] != labels[b]
+        for component in set(labels.values()):
+            members = {i for i, c in labels.items() if c == component}
+            assert component == min(members)
+            reached, frontier = {component}, [component]  # connected through edges inside it
+            while frontier:
+                x = frontier.pop()
+                for a, b in edges:
+                    for u, v in ((a, b), (b, a)):
+                        if u == x and v in members and v not in reached:
+                            reached.add(v)
+                            frontier.append(v)
+            assert reached == members
+        for a, b in edges:  # an edge left out would have joined a pair kept apart
+            if labels[a] != labels[b]:
+                ca = {i for i, c in labels.items() if c == labels[a]}
+                cb = {i for i, c in labels.items() if c == labels[b]}
+                assert any((x in ca and y in cb) or (x in cb and y in ca) for x, y in apart)

@@ -105,8 +105,10 @@ def test_decide_clusters_in_one_click_each_watch_the_calibration_and_export(page
         # More labels: the calibration changes.
         page.goto(f"{base}/review")
         for _ in range(3):
+            before = page.locator("#progress strong").inner_text()
             page.keyboard.press("n")
-            page.wait_for_load_state()
+            page.wait_for_function(
+                f"(document.querySelector('#progress strong') || {{}}).innerText === '{int(before) + 1}'")
         page.goto(f"{base}/labels")
         assert page.locator("#label-counts").inner_text() != counts
     with SimhashIndex(db, readonly=True) as index:
