@@ -16,10 +16,11 @@ from .errors import (
     SimhashError,
 )
 from .find.arrays import DuplicatePair
-from .find.check import ConfirmReport, DuplicatePairs
+from .find.check import DuplicatePairs
 from .find.clusters import Cluster, ClusterReport
 from .find.queries import Query, QueryError
 from .find.search import Match, SearchResult
+from .find.verdict import ConfirmReport
 from .index import AddReport, Document, FingerprintedDocument, SimhashIndex, Stats, StoredDocument
 from .pipeline.dedup import Decision, Deduplicator, DedupReport, dedup
 from .pipeline.shards import near_in_shards

@@ -55,7 +55,7 @@ from .core.fingerprint import simhash, simhash_and_sketch_many, to_signed, to_un
 from .core.settings import CONFIRM_K, FingerprintSettings
 from .core.sketch import DEFAULT_SCHEME, as_rows, estimate_many
 from .find.block_tables import BlockTables
-from .find.check import DEFAULT_THRESHOLD, candidate_k, check_threshold, fallback_k
+from .find.verdict import DEFAULT_THRESHOLD, candidate_k, fallback_k, validate_threshold
 from .index import SimhashIndex
 from .pipeline.dedup import drop_cut, window_codes
 from .pipeline.shards import SHARD_PATTERN, shard_of
@@ -534,7 +534,7 @@ def run_dedup(
     first (matched_existing) and the rest deduplicated among themselves; its settings are used.
     """
     started = time.perf_counter()
-    threshold = check_threshold(threshold)
+    threshold = validate_threshold(threshold)
     cut = drop_cut(threshold)  # what an estimate must reach, as in simq dedup
     by_sketch = check and k is None
     k = candidate_k(k, check)

@@ -24,7 +24,7 @@ from test_cli import assert_clean_error, simq
 from web_helpers import file_index, free_port, get, serving, stored_index
 
 from simhash_sqlite import Document, InvalidInput, SimhashIndex, to_signed
-from simhash_sqlite.find.explain import verdicts
+from simhash_sqlite.analysis.explain import verdicts
 from simhash_sqlite.store.functions import FUNCTIONS, prepare_sqlite3_connection
 from simhash_sqlite.web.pages import pair_view, query_text, search, side_by_side
 from simhash_sqlite.web.plots import cluster_sizes, size_bands

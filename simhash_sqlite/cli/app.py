@@ -25,26 +25,28 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
+from ..analysis.calibrate import DEFAULT_MAX_K, Calibration
+from ..analysis.calibrate import calibrate as calibrate_index
+from ..analysis.explain import Explanation, verdicts
+from ..analysis.explain import explain as explain_pair
 from ..core.fingerprint import from_hex, simhash, to_hex, to_signed
 from ..core.settings import CONFIRM_K, RECOMMENDED_K, SHORT_TEXT, FingerprintSettings
 from ..errors import InvalidInput, SimhashError
 from ..find.arrays import DuplicatePair
-from ..find.calibrate import DEFAULT_MAX_K, Calibration
-from ..find.calibrate import calibrate as calibrate_index
-from ..find.check import DEFAULT_THRESHOLD, ConfirmReport, candidate_k, check_threshold, fallback_k
 from ..find.clusters import REPRESENTATIVE_RULES, Cluster
-from ..find.explain import Explanation, verdicts
-from ..find.explain import explain as explain_pair
 from ..find.queries import QueryError, guess_format, parse_queries
 from ..find.review import calibrate_labels, check_decisions, deletions, population, read_decisions, write_decisions
 from ..find.search import Match, executed_sql, near_sql
-from ..index import AddReport, FingerprintedDocument, SimhashIndex, check_batch_size
+from ..find.verdict import DEFAULT_THRESHOLD, ConfirmReport, candidate_k, fallback_k, validate_threshold
+from ..index import SimhashIndex
 from ..pipeline.dedup import DROP_MARGIN, Deduplicator
 from ..pipeline.sources import STDIN, Reader, read_one, size_text, stale_keys
 from ..sql.user_sql import parse_params, run_query
 from ..store import texts
 from ..store.database import damaged_message
+from ..store.documents import AddReport, FingerprintedDocument
 from ..store.integrity import check_index
+from ..store.writer import validate_batch_size
 from ..version import __version__
 from ..web.plots import (
     cluster_sizes,
@@ -313,7 +315,7 @@ def add(
     if key is not None and STDIN not in inputs:
         raise InvalidInput("--key names the text read from stdin; give - as an input")
     if batch_size is not None:
-        check_batch_size(batch_size)
+        validate_batch_size(batch_size)
     reader = _reader(jsonl, text_field, id_field, encoding, errors, require_id=require_id, stdin_key=key)
     paths = reader.expand(inputs)  # missing paths fail here, before the index is touched
     with SimhashIndex(
@@ -475,7 +477,7 @@ def near(
     Candidates within k, checked by the exact Jaccard of the texts where they can be read, else
     estimated from the stored sketches."""
     format_ = output.choose_format(format_, as_json)
-    threshold = check_threshold(jaccard) if confirm else None
+    threshold = validate_threshold(jaccard) if confirm else None
     k = candidate_k(k, confirm)
     if batch is not None:
         if any(x is not None for x in (text, file, key, hash_)):

@@ -7,20 +7,17 @@ import json
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import apsw
 import numpy as np
 
-from ..core.fingerprint import check_k
+from ..core.fingerprint import validate_k
 from ..errors import InvalidInput
 from ..store.database import read_only, write_transaction
 from ..store.labels import apart_ids, keeper_ids
 from .arrays import load_fingerprints
 from .pairs import CHUNK, Progress, as_unsigned, distinct_pairs, fold
-
-if TYPE_CHECKING:
-    from .check import ConfirmReport
+from .verdict import ConfirmReport
 
 # Which member represents (is kept for) a cluster. Ties always go to the lowest id.
 REPRESENTATIVE_RULES = ("first", "last", "longest", "shortest")
@@ -52,7 +49,7 @@ def _union(parent: np.ndarray, a: np.ndarray, b: np.ndarray) -> None:
 
 def component_labels(fingerprints, k: int, on_progress: Progress | None = None) -> np.ndarray:
     """For each position, the lowest position of its connected component under "within k"."""
-    k = check_k(k)
+    k = validate_k(k)
     folded = fold(as_unsigned(fingerprints))
     parent = np.arange(len(folded.values), dtype=np.int64)  # identical fingerprints: one node
     pending, count = [], 0
@@ -204,7 +201,7 @@ def cluster_index(
     pairs: the edges as chunks of (first ids, second ids), e.g. pairs within k that passed an exact
     check (confirm.py; `threshold` is then recorded with k); None: every pair within k, whose search
     reports to on_progress(done, total)."""
-    k = check_k(k)
+    k = validate_k(k)
     if representative not in REPRESENTATIVE_RULES:
         raise InvalidInput(f"representative must be one of {', '.join(REPRESENTATIVE_RULES)}, not {representative!r}")
     with conn:  # one snapshot for the documents and the fingerprints

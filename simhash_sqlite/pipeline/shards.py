@@ -16,8 +16,8 @@ from collections.abc import Iterable
 from ..core.fingerprint import simhash, to_signed
 from ..core.settings import FingerprintSettings
 from ..errors import InvalidInput, SettingsMismatch
-from ..find.check import DEFAULT_THRESHOLD
 from ..find.search import Match
+from ..find.verdict import DEFAULT_THRESHOLD
 from ..index import SimhashIndex
 
 SHARD_PATTERN = "shard-{:05d}.db"

@@ -12,9 +12,11 @@ from contextlib import contextmanager
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
+from typing import Protocol
 
 import apsw
 
+from ..core.sketch import SketchScheme
 from ..errors import DamagedIndex, ForeignSchema, IndexNotFound, NotAnIndex, SchemaTooNew
 
 # "SIMH" in ASCII: PRAGMA application_id marks a SQLite file as ours.
@@ -31,6 +33,16 @@ QUICK_CHECK_SECONDS = 2.0
 # file without them (made by an older version) is still read, read-only, without the upgrade it cannot
 # take. Written to, it is migrated as always.
 OPTIONAL_MIGRATIONS = frozenset({"labels"})
+
+
+class IndexFile(Protocol):
+    """What the layers below SimhashIndex read of an open index: its connection and how it was made.
+    SimhashIndex is one; naming the protocol here keeps the imports running one way (no import of
+    index.py from below)."""
+
+    conn: apsw.Connection
+    sketch_scheme: SketchScheme
+    store_text: bool
 
 
 @lru_cache(maxsize=None)

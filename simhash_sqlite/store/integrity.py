@@ -231,7 +231,7 @@ def _rehash(
     conn: apsw.Connection, report: CheckReport, store_text: bool | None, settings, on_progress=None
 ) -> None:
     """Stored texts must still give their stored content hash, fingerprint and sketch."""
-    from ..index import content_hash  # the same hash add() stores
+    from .texts import content_hash  # the same hash add() stores
 
     if not store_text or settings is None:
         report.add("rehash", [], "not run: the index does not store texts (or its settings are unreadable)")

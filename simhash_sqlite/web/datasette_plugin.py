@@ -15,6 +15,7 @@ import contextlib
 import email.parser
 import email.policy
 import re
+import sys
 import threading
 import urllib.parse
 from concurrent.futures import ThreadPoolExecutor
@@ -25,13 +26,13 @@ from datasette.utils import tilde_decode
 from datasette.utils.asgi import NotFound, Response
 from jinja2 import ChoiceLoader, FileSystemLoader
 
+from ..analysis.calibrate import calibrate
 from ..core.settings import CONFIRM_K, RECOMMENDED_K
 from ..errors import IndexNotFound, InvalidInput, NotAnIndex, SimhashError
-from ..find.calibrate import calibrate
-from ..find.check import DEFAULT_THRESHOLD
+from ..find.verdict import DEFAULT_THRESHOLD
 from ..index import SimhashIndex
 from ..store.functions import prepare_sqlite3_connection
-from . import review as web_review  # its routes and template context (it imports this module)
+from . import review as web_review
 from .pages import MAX_QUERY_BYTES, cluster_view, clusters_page, pair_view, query_text, search
 from .plots import distance_distribution, distance_png
 
@@ -338,3 +339,6 @@ async def _posted_form(request) -> dict[str, str | bytes]:
         else:
             form[field] = payload.decode("utf-8", "replace")
     return form
+
+
+web_review.install(sys.modules[__name__])  # the review pages render and run with this module's helpers

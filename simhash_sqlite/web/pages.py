@@ -12,12 +12,12 @@ import os
 import re
 from dataclasses import dataclass, field
 
+from ..analysis.explain import Explanation, explain, verdicts
 from ..core.fingerprint import hamming, to_hex, to_unsigned
 from ..core.shingles import jaccard_of_sets, shingle_set
 from ..errors import InvalidInput
-from ..find.check import DEFAULT_THRESHOLD, ConfirmReport
 from ..find.clusters import clustering_info
-from ..find.explain import Explanation, explain, verdicts
+from ..find.verdict import DEFAULT_THRESHOLD, ConfirmReport
 from ..index import SimhashIndex
 from ..store.texts import stored_text
 from .plots import SizeBand, cluster_sizes, size_bands

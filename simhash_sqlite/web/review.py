@@ -26,7 +26,6 @@ from ..errors import SimhashError
 from ..find.review import SAMPLE_SIZE, calibrate_labels, deletions, draw_sample, population, write_decisions
 from ..store.database import has_table, open_readonly
 from ..store.labels import LABELS, WORDS, keep, keeper_keys, label_of, labels_of, open_for_labels, pair_of, set_label
-from . import datasette_plugin as plugin
 from .plots import labels_png
 
 # How long a page waits for the sample's population before saying it is being drawn (a 1M-document
@@ -42,11 +41,20 @@ class Review:
 
 
 _review: Review | None = None
+# The Datasette plugin's helpers (its _render, _database, _context, _run, ...): the plugin hands itself
+# over (install) when it loads, rather than this module importing it back.
+plugin = None
 _writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="simhash-labels")
 _write_conns: dict[str, object] = {}
 _samples: dict[tuple, object] = {}  # (path, documents, last id) -> Future of (population, sample)
 _sampler = ThreadPoolExecutor(max_workers=1, thread_name_prefix="simhash-sample")
 _readers = threading.local()
+
+
+def install(host) -> None:
+    """Called by datasette_plugin with itself: the helpers the review pages render and run with."""
+    global plugin
+    plugin = host
 
 
 def enable(reviewer: str, threshold: float = 0.8) -> None:
