@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import http.cookiejar
+import os
 import random
 import re
 import statistics
@@ -54,17 +55,27 @@ def summary(times: list[float]) -> str:
     return f"median {statistics.median(ms):.2f} ms, p99 {p99:.2f} ms, max {ms[-1]:.2f} ms ({len(ms)} labels)"
 
 
-def library(db: Path, todo: list[tuple[str, str]]) -> tuple[float, list[float]]:
+def library(db: Path, todo: list[tuple[str, str]]) -> tuple[float, list[float], float]:
+    """(first label's time, the others' times, their CPU seconds in all)."""
     conn = open_for_labels(db)
     times = []
     try:
         for i, (a, b) in enumerate(todo):
+            if i == 1:
+                cpu = time.process_time()
             started = time.perf_counter()
             set_label(conn, a, b, LABELS[i % 3], "bench")
             times.append(time.perf_counter() - started)
+        cpu = time.process_time() - cpu
     finally:
         conn.close()
-    return times[0], times[1:]
+    return times[0], times[1:], cpu
+
+
+def cpu_seconds(pid: int) -> float:
+    """user + system CPU time of a process so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 class _NoRedirect(urllib.request.HTTPRedirectHandler):
@@ -72,7 +83,7 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
         return None
 
 
-def served(db: Path, todo: list[tuple[str, str]], port: int) -> tuple[float, list[float], float]:
+def served(db: Path, todo: list[tuple[str, str]], port: int) -> tuple[float, list[float], float, float]:
     command = [sys.executable, "-m", "simhash_sqlite", "serve", "--db", str(db), "--port", str(port), "--review",
                "--reviewer", "bench"]
     started = time.perf_counter()
@@ -94,6 +105,8 @@ def served(db: Path, todo: list[tuple[str, str]], port: int) -> tuple[float, lis
         token = re.search(rb'name="csrftoken" value="([^"]+)"', page).group(1).decode()
         times = []
         for i, (a, b) in enumerate(todo):
+            if i == 1:
+                cpu = cpu_seconds(process.pid)
             body = urllib.parse.urlencode({"a": a, "b": b, "label": LABELS[i % 3], "csrftoken": token}).encode()
             request = urllib.request.Request(f"{base}/label", data=body,
                                              headers={"content-type": "application/x-www-form-urlencoded"})
@@ -105,7 +118,7 @@ def served(db: Path, todo: list[tuple[str, str]], port: int) -> tuple[float, lis
                 if exc.code != 303:
                     raise SystemExit(f"label refused: HTTP {exc.code}: {exc.read()[:200]!r}") from None
             times.append(time.perf_counter() - began)
-        return times[0], times[1:], ready
+        return times[0], times[1:], ready, cpu_seconds(process.pid) - cpu
     finally:
         process.terminate()
         process.wait(30)
@@ -125,11 +138,15 @@ def main() -> None:
         print(f"building {db}: {args.documents:,} fingerprints in {build(db, args.documents, args.seed):.1f} s")
     size = db.stat().st_size / 2**20
     print(f"index {db}: {args.documents:,} documents, {size:,.0f} MiB")
-    first, rest = library(db, pairs(args.documents, args.labels, args.seed))
-    print(f"library set_label: first {first * 1000:.1f} ms (with the quick check); then {summary(rest)}")
-    first, rest, ready = served(db, pairs(args.documents, args.labels, args.seed + 1), args.port)
+    print(f"load average before: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+    first, rest, cpu = library(db, pairs(args.documents, args.labels, args.seed))
+    print(f"library set_label: first {first * 1000:.1f} ms (with the quick check); then {summary(rest)}; "
+          f"CPU {cpu / len(rest) * 1000:.2f} ms a label")
+    first, rest, ready, cpu = served(db, pairs(args.documents, args.labels, args.seed + 1), args.port)
     print(f"simq serve --review up (and answering a pair page) in {ready:.1f} s")
-    print(f"HTTP POST /label (CSRF, write, 303): first {first * 1000:.1f} ms; then {summary(rest)}")
+    print(f"HTTP POST /label (CSRF, write, 303): first {first * 1000:.1f} ms; then {summary(rest)}; "
+          f"server CPU {cpu / len(rest) * 1000:.2f} ms a label")
+    print(f"load average after: {os.getloadavg()[0]:.1f}")
 
 
 if __name__ == "__main__":
