@@ -95,7 +95,7 @@ def test_decide_clusters_in_one_click_each_watch_the_calibration_and_export(page
         page.wait_for_url(f"{base}/clusters/{order[2].cluster}")
         page.goto(f"{base}/labels")
         recommended = page.locator("#recommended").inner_text()
-        assert "Recommended Jaccard threshold" in recommended
+        assert "Recommended Jaccard threshold" in recommended and page.locator("#few-labels").count() == 1
         counts = page.locator("#label-counts").inner_text()
         assert page.locator("#label-chart").evaluate("img => img.complete && img.naturalWidth") > 300
         page.screenshot(path=shots / "labels-calibration.png", full_page=True)

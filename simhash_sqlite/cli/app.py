@@ -35,7 +35,15 @@ from ..errors import InvalidInput, SimhashError
 from ..find.arrays import DuplicatePair
 from ..find.clusters import REPRESENTATIVE_RULES, Cluster
 from ..find.queries import QueryError, guess_format, parse_queries
-from ..find.review import calibrate_labels, check_decisions, deletions, population, read_decisions, write_decisions
+from ..find.review import (
+    FEW_LABELS,
+    calibrate_labels,
+    check_decisions,
+    deletions,
+    population,
+    read_decisions,
+    write_decisions,
+)
 from ..find.search import Match, executed_sql, near_sql
 from ..find.verdict import DEFAULT_THRESHOLD, ConfirmReport, candidate_k, fallback_k, validate_threshold
 from ..index import SimhashIndex
@@ -1041,6 +1049,9 @@ def _calibrate_from_labels(db: Path, format_: str, plot: Path | None, seed: int)
     out.print(line("recommended Jaccard threshold: ", (f"{result.recommended:.2f}", "bold"), interval))
     say(f"precision {result.precision:.3f}{span(result.precision_interval)}, recall {result.recall:.3f}"
         f"{span(result.recall_interval)}, F1 {result.f1:.3f}; use it: simq dupes --jaccard {result.recommended:.2f}")
+    if result.labels < FEW_LABELS:
+        say(f"only {_count(result.labels, 'label')}: the intervals understate the uncertainty; a few hundred labels "
+            "of the review sample make them trustworthy")
     notes = [f"{result.unsure:,} unsure"] if result.unsure else []
     if result.outside:
         notes.append(f"{result.outside:,} below Jaccard 0.5 left out")

@@ -58,6 +58,9 @@ UNCERTAIN = 0.1  # bands within this of the threshold are sampled UNCERTAIN_WEIG
 UNCERTAIN_WEIGHT = 3.0
 STEP = 0.01  # thresholds evaluated: FLOOR, FLOOR + STEP, ..., 1
 BOOTSTRAP = 200
+# Below this many labels the bootstrap interval (strata of one or two labels vary little when resampled)
+# understates the uncertainty: the CLI and the page say so.
+FEW_LABELS = 50
 
 
 @dataclass(frozen=True)

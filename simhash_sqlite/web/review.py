@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from datasette.utils.asgi import NotFound, Response
 
 from ..errors import SimhashError
-from ..find.review import SAMPLE_SIZE, calibrate_labels, deletions, draw_sample, population, write_decisions
+from ..find.review import FEW_LABELS, SAMPLE_SIZE, calibrate_labels, deletions, draw_sample, population, write_decisions
 from ..store.database import has_table, open_readonly
 from ..store.labels import LABELS, WORDS, keep, keeper_keys, label_of, labels_of, open_for_labels, pair_of, set_label
 from .plots import labels_png
@@ -32,6 +32,7 @@ from .plots import labels_png
 # index takes minutes: it is drawn once per server, in the background).
 SAMPLE_WAIT_SECONDS = 3.0
 MAX_FORM_BYTES = 64 << 10
+
 
 
 @dataclass(frozen=True)
@@ -301,7 +302,8 @@ def _labels_page(index, threshold: float) -> dict:
     rows = index.conn.execute(
         "SELECT first, second, label, reviewer, at FROM labels ORDER BY at DESC, first, second LIMIT 50"
     ).fetchall() if has_table(index.conn, "labels") else []
-    return {"calibration": calibration, "png": png, "recent": rows, "threshold": threshold}
+    return {"calibration": calibration, "png": png, "recent": rows, "threshold": threshold,
+            "file": os.path.basename(index.path), "few": FEW_LABELS}
 
 
 async def labels_view(request, datasette):
