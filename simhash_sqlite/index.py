@@ -9,17 +9,16 @@ from dataclasses import dataclass
 
 from .core.features import jieba_version
 from .core.fingerprint import BLOCKS, simhash, to_signed, to_unsigned
-from .core.settings import FingerprintSettings
+from .core.settings import DEFAULT_THRESHOLD, FingerprintSettings
 from .core.sketch import DEFAULT_SCHEME, SketchScheme, sketch_many
 from .errors import IndexNotFound, InvalidInput
-from .find.check import DuplicatePairs, ShingleCache, check_search
+from .find.check import DuplicateSearch, ShingleCache, check_search
 from .find.clusters import Cluster, ClusterReport, cluster_index, clustering_info, read_clusters
 from .find.near_table import register_near_table
 from .find.pairs import Progress
-from .find.queries import Query, QueryError
+from .find.queries import FailedQuery, Query
 from .find.review import HonouredPairs
-from .find.search import Match, Plan, Searcher, SearchResult, forced_plan, near_sql, probe_cost_ns
-from .find.verdict import DEFAULT_THRESHOLD, candidate_k, validate_threshold
+from .find.search import Match, Plan, Searcher, SearchOptions, SearchResult, near_sql, probe_cost_ns
 from .store.database import connect, retry_busy, write_transaction
 from .store.documents import AddReport, Document, FingerprintedDocument, StoredDocument
 from .store.functions import register_functions
@@ -332,29 +331,26 @@ class SimhashIndex:
         or, where a text is out of reach, iff it is within min(k, RECOMMENDED_K); each match says which
         (Match.checked_by). k defaults to CONFIRM_K when checking, RECOMMENDED_K when not. `limit` counts
         kept matches. plan: None chooses by cost; "index" or "scan" force one (same answer)."""
-        k = candidate_k(k, check)
-        threshold = validate_threshold(threshold)
-        _check_limit(limit)
-        chosen = forced_plan(k, plan)
-        query = self._query_fingerprint(text, fingerprint, key)
-        result = self._searcher.search(query, k, None if check else limit, exclude=key, plan=chosen)
-        if not check:
+        options = SearchOptions.of(k, limit, check, threshold, plan)
+        found = self._query_fingerprint(text, fingerprint, key)
+        result = self._searcher.search(found, options.k, None if check else limit, exclude=key, plan=options.plan)
+        if not options.check:
             return result
         query = Query(text=text, fingerprint=fingerprint, key=key)
-        return check_search(result, query, ShingleCache(self), threshold, limit)
+        return check_search(result, query, ShingleCache(self), options.threshold, options.limit)
 
     def near_many(
         self,
-        queries: Iterable[Query | int | QueryError],
+        queries: Iterable[Query | int | FailedQuery],
         *,
         k: int | None = None,
         limit: int | None = None,
         check: bool = True,
         threshold: float = DEFAULT_THRESHOLD,
         plan: str | None = None,
-    ) -> Iterator[tuple[Query, SearchResult | QueryError]]:
+    ) -> Iterator[tuple[Query, SearchResult | FailedQuery]]:
         """search() for many queries (Query objects, or bare unsigned fingerprints) in one go, yielding
-        (query, answer) in order: a SearchResult, or a QueryError for a query that cannot be searched
+        (query, answer) in order: a SearchResult, or a FailedQuery for a query that cannot be searched
         (unknown key, text without features; QueryErrors given as input pass through), so one bad
         line does not end a long batch. The same check and defaults as search().
 
@@ -365,18 +361,16 @@ class SimhashIndex:
         planner count the rows per block value, once; later queries in hot buckets then scan when
         that is cheaper.
         """
-        k = candidate_k(k, check)
-        threshold = validate_threshold(threshold)
-        _check_limit(limit)
-        chosen = forced_plan(k, plan)
-        shingles = ShingleCache(self) if check else None
+        options = SearchOptions.of(k, limit, check, threshold, plan)
+        k, threshold, chosen = options.k, options.threshold, options.plan
+        shingles = ShingleCache(self) if options.check else None
         counted = chosen is not None
         hot = None
         # Ski rental: once the probes have cost as much as reading every fingerprint would, read them;
         # the planner then compares each query's probes with a scan of arrays already in memory.
         probe_spent, load_cost = 0.0, None
         for query in queries:
-            if isinstance(query, QueryError):
+            if isinstance(query, FailedQuery):
                 yield query.query, query
                 continue
             if not isinstance(query, Query):
@@ -384,7 +378,7 @@ class SimhashIndex:
             try:
                 fp = self._query_fingerprint(query.text, query.fingerprint, query.key)
             except InvalidInput as exc:
-                yield query, QueryError(query, str(exc))
+                yield query, FailedQuery(query, str(exc))
                 continue
             result = self._searcher.search(fp, k, None if check else limit, exclude=query.key, plan=chosen)
             yield query, result if shingles is None else check_search(result, query, shingles, threshold, limit)
@@ -411,14 +405,14 @@ class SimhashIndex:
         check: bool = True,
         threshold: float = DEFAULT_THRESHOLD,
         on_progress: Progress | None = None,
-    ) -> DuplicatePairs:
+    ) -> DuplicateSearch:
         """Every pair of near-duplicate documents, each once (first added first), streamed in no
         particular order: the pairs within k, checked as in search() (same defaults). Iterate the
         result; its `report` counts how pairs were judged (None without check). With check and no k,
-        the candidates come from the sketches (confirm.DuplicatePairs), at any distance.
+        the candidates come from the sketches (confirm.DuplicateSearch), at any distance.
         on_progress(done, total): how far the pair search is, for a progress bar. Pairs a person labelled
         "not a duplicate" (simq serve --review) are left out."""
-        return HonouredPairs(DuplicatePairs(self, k, threshold, check=check, on_progress=on_progress), self.conn)
+        return HonouredPairs(DuplicateSearch(self, k, threshold, check=check, on_progress=on_progress), self.conn)
 
     def clusters(
         self,
@@ -479,8 +473,3 @@ class SimhashIndex:
 # expectation) has met a hot bucket: the batch then counts rows per block value to plan the rest.
 HOT_CANDIDATES = 1000
 HOT_FACTOR = 20
-
-
-def _check_limit(limit: int | None) -> None:
-    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
-        raise InvalidInput(f"limit must be a whole number, not negative: {limit!r}")

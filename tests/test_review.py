@@ -28,7 +28,7 @@ from simhash_sqlite.find.review import (
 )
 from simhash_sqlite.pipeline.dedup import dedup
 from simhash_sqlite.store.database import schema_version
-from simhash_sqlite.store.integrity import check_index
+from simhash_sqlite.store.integrity import integrity_check
 from simhash_sqlite.store.labels import keep, keeper_keys, label_of, read_labels, set_label
 
 
@@ -117,7 +117,7 @@ def test_a_chosen_keeper_represents_its_cluster_and_is_never_deleted(db, runner,
     with SimhashIndex(db, readonly=True) as index:
         keys = set(index.keys())
     assert not keys & set(deleted) and {row["kept"] for row in rows} <= keys
-    assert check_index(db).ok
+    assert integrity_check(db).ok
 
 
 def test_rm_refuses_a_decisions_list_that_would_lose_the_kept_copy(db, runner, tmp_path):
@@ -211,7 +211,7 @@ def test_an_older_index_without_the_labels_tables_is_read_and_upgraded(tmp_path,
     with SimhashIndex(db, readonly=True) as index:  # read-only: no upgrade, no labels
         assert read_labels(index.conn) == [] and len(list(index.dupes())) > 0
         assert index.conn.pragma("user_version") == 3
-    assert check_index(db).ok
+    assert integrity_check(db).ok
     assert simq(runner, "decisions", "--db", db).exit_code == 0
     folder = tmp_path / "locked"
     folder.mkdir()
@@ -236,13 +236,13 @@ def test_simq_check_reports_labels_that_break_the_rules(db):
     with SimhashIndex(db) as index:
         set_label(index.conn, "family1/copy0.txt", "family1/original.txt", "duplicate", "ann")
         index.remove(["family1/copy0.txt"])
-    report = check_index(db)
+    report = integrity_check(db)
     assert report.ok and "ignored" in next(r.detail for r in report.results if r.name == "labels")
     conn = apsw.Connection(str(db))
     conn.pragma("ignore_check_constraints", 1)
     conn.execute("INSERT INTO labels VALUES ('z', 'a', 'perhaps', 'x', 'now')")
     conn.close()
-    report = check_index(db)
+    report = integrity_check(db)
     failed = {r.name: r.detail for r in report.failed}
     assert "break the table's rules" in failed["labels"]  # (SQLite's integrity_check sees the CHECK broken too)
 

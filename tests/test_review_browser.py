@@ -20,7 +20,7 @@ from test_web_browser import _missing, browser, page, shots  # noqa: F401 (fixtu
 from web_helpers import free_port, get, serving, stored_index
 
 from simhash_sqlite import SimhashIndex
-from simhash_sqlite.store.integrity import check_index
+from simhash_sqlite.store.integrity import integrity_check
 from simhash_sqlite.store.labels import keeper_keys, read_labels
 
 pytestmark = pytest.mark.skipif(
@@ -62,7 +62,7 @@ def test_label_the_sample_with_clicks_and_keys_and_see_it_after_a_restart(page, 
     assert stored[tuple(sorted(first))] == ("duplicate", "ann")
     assert stored[tuple(sorted(second))] == ("not_duplicate", "ann")
     assert tuple(sorted(third)) not in stored and len(stored) == 3
-    assert check_index(db).ok
+    assert integrity_check(db).ok
     with serving(db, tmp_path) as server:  # restarted, read-only: the labels are shown, not writable
         page.goto(f"{server}/index/-/simhash/pair?" + urllib.parse.urlencode({"a": first[0], "b": first[1]}))
         assert page.locator("#current-label").get_attribute("data-label") == "duplicate"
@@ -198,7 +198,7 @@ def test_labels_survive_a_sigkill_of_the_server_while_it_writes(tmp_path):
         process.wait()
     assert len(acknowledged) > len(pairs)
     expected = dict(acknowledged)  # the last acknowledged label of each pair
-    report = check_index(db)
+    report = integrity_check(db)
     assert report.ok, [r.detail for r in report.failed]
     stored = labels_in(db)
     assert {pair: label for pair, (label, _) in stored.items()} == expected

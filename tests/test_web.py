@@ -109,7 +109,7 @@ def test_sqlite_utils_query_runs_our_functions(stored):
 def test_search_answers_as_simq_near(runner, stored, confirm):
     db, texts = stored
     query = texts["family2/copy0.txt"] + " and a few words more"
-    flag = "--confirm" if confirm else "--no-confirm"
+    flag = "--check" if confirm else "--no-check"
     for args, kwargs in (((query,), {}), ((), {"key": "family2/original.txt"})):
         cli = simq(runner, "near", "--db", db, "--json", flag, *args, *(["--key", kwargs["key"]] if kwargs else []))
         assert cli.exit_code == 0, cli.output

@@ -11,10 +11,16 @@ from dataclasses import dataclass
 
 from ..core.features import WORD, feature_weights, normalize, words
 from ..core.fingerprint import hamming, simhash
-from ..core.settings import CONFIRM_K, RECOMMENDED_K, SHORT_TEXT, FingerprintSettings  # SHORT_TEXT: measured
+from ..core.settings import (  # SHORT_TEXT: measured
+    CONFIRM_K,
+    DEFAULT_THRESHOLD,
+    RECOMMENDED_K,
+    SHORT_TEXT,
+    FingerprintSettings,
+)
 from ..core.shingles import jaccard
 from ..errors import InvalidInput
-from ..find.verdict import DEFAULT_THRESHOLD, keeps
+from ..find.verdict import keeps
 from ..index import SimhashIndex
 from ..pipeline.sources import read_one
 from ..store import texts

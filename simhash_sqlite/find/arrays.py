@@ -9,7 +9,8 @@ import apsw
 import numpy as np
 
 from ..core.features import distinct
-from ..core.fingerprint import similarity, validate_k
+from ..core.fingerprint import similarity
+from ..core.settings import validate_k
 from .pairs import near_pairs
 
 

@@ -24,6 +24,7 @@ from collections.abc import Iterable, Iterator
 
 import numpy as np
 
+from ..core.settings import DEFAULT_THRESHOLD, candidate_k
 from ..core.shingles import jaccard_of_sets, shingle_set
 from ..core.sketch import DEFAULT_SCHEME, SketchScheme, estimate_jaccard, estimate_many, sketch
 from ..store import texts
@@ -34,7 +35,7 @@ from .pairs import Progress, near_pairs
 from .queries import Query
 from .search import Match, SearchResult
 from .sketch_pairs import sketch_pairs
-from .verdict import DEFAULT_THRESHOLD, ConfirmReport, candidate_k, validate_threshold
+from .verdict import CheckSummary, validate_threshold
 
 # Shingle sets kept between pairs (8 bytes per distinct shingle, about one per character). Pairs of a
 # dupes chunk are visited in order of their first document, so most reuse is between neighbours.
@@ -101,8 +102,8 @@ def check_search(
     result: SearchResult, query: Query, shingles: ShingleCache, threshold: float, limit: int | None
 ) -> SearchResult:
     """The search's candidates (within its plan's k), each kept iff it passes the check; closest first,
-    `limit` counting kept matches. The answer carries the ConfirmReport."""
-    report = ConfirmReport(result.plan.k, threshold)
+    `limit` counting kept matches. The answer carries the CheckSummary."""
+    report = CheckSummary(result.plan.k, threshold)
     if query.text is None and query.key is None:
         report.without_query_text = len(result.matches)
     started = time.perf_counter()
@@ -143,7 +144,7 @@ def _query_sketch(query: Query, shingles: ShingleCache) -> bytes | None:
     return None
 
 
-class DuplicatePairs:
+class DuplicateSearch:
     """Every pair of near-duplicate documents, each once (first added first), streamed in chunks.
 
     With check (the default) a pair is kept iff its Jaccard is >= threshold: exact where both texts
@@ -166,7 +167,7 @@ class DuplicatePairs:
     ) -> None:
         self.index, self.k = index, candidate_k(k, check)
         self.on_progress = on_progress  # (done, total) of the pair search, for a progress bar
-        self.report = ConfirmReport(self.k, validate_threshold(threshold)) if check else None
+        self.report = CheckSummary(self.k, validate_threshold(threshold)) if check else None
         self.cache_bytes = cache_bytes
         self.by_sketch = check and k is None  # LSH candidates, if every document turns out to have a sketch
 

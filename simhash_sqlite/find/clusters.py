@@ -11,13 +11,13 @@ from dataclasses import dataclass
 import apsw
 import numpy as np
 
-from ..core.fingerprint import validate_k
+from ..core.settings import validate_k
 from ..errors import InvalidInput
 from ..store.database import read_only, write_transaction
 from ..store.labels import apart_ids, keeper_ids
 from .arrays import load_fingerprints
 from .pairs import CHUNK, Progress, as_unsigned, distinct_pairs, fold
-from .verdict import ConfirmReport
+from .verdict import CheckSummary
 
 # Which member represents (is kept for) a cluster. Ties always go to the lowest id.
 REPRESENTATIVE_RULES = ("first", "last", "longest", "shortest")
@@ -76,7 +76,7 @@ class ClusterReport:
     clusters: int  # clusters, those of one document included
     clustered: int  # documents in clusters of two or more
     largest: int
-    check: ConfirmReport | None = None  # how the pairs were checked (None: distance alone)
+    check: CheckSummary | None = None  # how the pairs were checked (None: distance alone)
     saved: bool = True  # written to the file; False: the index is read-only, kept in a TEMP table
 
     @property

@@ -26,7 +26,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..core.features import distinct
-from ..core.fingerprint import validate_k
+from ..core.settings import validate_k
 from .block_tables import BlockTables, choose_tables
 
 Progress = Callable[[int, int], None]  # (done, total), for a progress bar

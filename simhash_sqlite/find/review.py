@@ -45,7 +45,7 @@ from ..store.labels import (
     pair_of,
     read_labels,
 )
-from .check import DuplicatePairs, ShingleCache
+from .check import DuplicateSearch, ShingleCache
 from .clusters import clustering_info, read_clusters
 
 FLOOR = 0.5  # the population: candidate pairs whose Jaccard is at least this
@@ -104,7 +104,7 @@ class Population:
 def population(index, floor: float = FLOOR, on_progress=None) -> Population:
     """Every candidate pair dupes finds whose Jaccard (as checked) is at least floor, labels ignored."""
     pairs, unscored, kinds = [], 0, Counter()
-    for pair in DuplicatePairs(index, None, floor, on_progress=on_progress):
+    for pair in DuplicateSearch(index, None, floor, on_progress=on_progress):
         kinds[pair.checked_by] += 1
         if pair.jaccard is None:
             unscored += 1
@@ -431,7 +431,7 @@ def calibrate_labels(
 
 class HonouredPairs:
     """dupes() pairs less those labelled "not a duplicate": iterate it, or id_pairs() for clustering;
-    everything else (k, report) is the wrapped DuplicatePairs'. `apart` counts the pairs it held back."""
+    everything else (k, report) is the wrapped DuplicateSearch'. `apart` counts the pairs it held back."""
 
     def __init__(self, pairs, conn) -> None:
         self.pairs = pairs

@@ -26,9 +26,10 @@ from math import comb
 import apsw
 import numpy as np
 
-from ..core.fingerprint import BLOCK_BITS, BLOCKS, similarity, to_unsigned, validate_k
+from ..core.fingerprint import BLOCK_BITS, BLOCKS, similarity, to_unsigned
+from ..core.settings import DEFAULT_THRESHOLD, candidate_k, validate_k
 from ..errors import InvalidInput
-from .verdict import ConfirmReport
+from .verdict import CheckSummary, validate_threshold
 
 BLOCK_VALUES = 1 << BLOCK_BITS
 
@@ -91,7 +92,31 @@ class SearchResult:
     plan: Plan
     candidates: int
     matches: list[Match] = field(default_factory=list)
-    report: ConfirmReport | None = None  # how the candidates were checked (None: not checked)
+    report: CheckSummary | None = None  # how the candidates were checked (None: not checked)
+
+
+@dataclass(frozen=True)
+class SearchOptions:
+    """The options of every search (SimhashIndex.search, near, near_many), validated once, here.
+    k: the candidate radius (None: CONFIRM_K when checking, RECOMMENDED_K when not); limit: at most
+    this many kept matches; check: confirm candidates by Jaccard (find/verdict.py) at threshold;
+    plan: None chooses by cost, "index" or "scan" force one (the same answer)."""
+
+    k: int
+    limit: int | None
+    check: bool
+    threshold: float
+    plan: Plan | None
+
+    @classmethod
+    def of(
+        cls, k: int | None = None, limit: int | None = None, check: bool = True,
+        threshold: float = DEFAULT_THRESHOLD, plan: str | None = None,
+    ) -> SearchOptions:
+        k = candidate_k(k, check)
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
+            raise InvalidInput(f"limit must be a whole number, not negative: {limit!r}")
+        return cls(k, limit, bool(check), validate_threshold(threshold), forced_plan(k, plan))
 
 
 def probes_per_block(radius: int) -> int:

@@ -8,25 +8,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..core.fingerprint import validate_k
-from ..core.settings import CONFIRM_K, RECOMMENDED_K
+from ..core.settings import CONFIRM_K, DEFAULT_THRESHOLD, RECOMMENDED_K
 from ..core.shingles import jaccard_of_sets
 from ..errors import InvalidInput
-
-DEFAULT_THRESHOLD = 0.8
 
 
 def validate_threshold(threshold: float) -> float:
     if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not 0 < threshold <= 1:
         raise InvalidInput(f"the Jaccard threshold must be a number above 0 and at most 1, not {threshold!r}")
     return float(threshold)
-
-
-def candidate_k(k: int | None, check: bool) -> int:
-    """The candidate radius: an explicit k, else CONFIRM_K when checking, else RECOMMENDED_K."""
-    if k is None:
-        return CONFIRM_K if check else RECOMMENDED_K
-    return validate_k(k)
 
 
 def fallback_k(k: int) -> int:
@@ -43,7 +33,7 @@ def keeps(distance: int, jaccard: float | None, k: int = CONFIRM_K, threshold: f
 
 
 @dataclass
-class ConfirmReport:
+class CheckSummary:
     """How the candidates were judged. Counts grow while results are consumed."""
 
     k: int

@@ -1,7 +1,7 @@
 """Keep-first deduplication of a stream, checked: each document is kept unless an earlier kept document
 (or one in an existing index) is a near-duplicate of it, in input order.
 
-A near-duplicate is judged as `simq dupes` judges one (confirm.DuplicatePairs): by default a candidate
+A near-duplicate is judged as `simq dupes` judges one (confirm.DuplicateSearch): by default a candidate
 that shares a window of the sketch's LSH tables (sketch_pairs.py, always its 24/12 windows here: a stream
 does not know its size, where `dupes` widens them past 2**20 documents) and whose estimated 5-shingle
 Jaccard reaches the threshold ("estimated"), here plus a small margin (DROP_MARGIN): a drop cannot be
@@ -32,9 +32,9 @@ from dataclasses import dataclass, field
 import apsw
 import numpy as np
 
-from ..core.fingerprint import to_hex, validate_k
+from ..core.fingerprint import to_hex
 from ..core.pool import FingerprintJob
-from ..core.settings import CONFIRM_K, FingerprintSettings
+from ..core.settings import CONFIRM_K, DEFAULT_THRESHOLD, FingerprintSettings, candidate_k, validate_k
 from ..core.sketch import DEFAULT_SCHEME, SketchScheme, as_rows, estimate_many
 from ..errors import SettingsMismatch
 from ..find.arrays import keys_of
@@ -42,7 +42,7 @@ from ..find.block_tables import choose_tables
 from ..find.check import load_arrays
 from ..find.pairs import CHUNK, _groups, near_pairs, sorted_by, within_groups
 from ..find.sketch_pairs import WINDOW_BITS, WINDOW_STEP, sketch_pairs, window_keys
-from ..find.verdict import DEFAULT_THRESHOLD, candidate_k, fallback_k, validate_threshold
+from ..find.verdict import fallback_k, validate_threshold
 from ..index import SimhashIndex
 from ..store.documents import Document, FingerprintedDocument, length_of
 from ..store.labels import apart_keys, keeper_keys

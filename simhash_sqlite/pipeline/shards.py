@@ -14,10 +14,9 @@ import os
 from collections.abc import Iterable
 
 from ..core.fingerprint import simhash, to_signed
-from ..core.settings import FingerprintSettings
+from ..core.settings import DEFAULT_THRESHOLD, FingerprintSettings
 from ..errors import InvalidInput, SettingsMismatch
 from ..find.search import Match
-from ..find.verdict import DEFAULT_THRESHOLD
 from ..index import SimhashIndex
 
 SHARD_PATTERN = "shard-{:05d}.db"

@@ -217,7 +217,7 @@ def keeper_ids(conn: apsw.Connection) -> list[int]:
 
 
 def label_problems(conn: apsw.Connection) -> tuple[list[str], str]:
-    """(problems, what is fine) of the labels tables, for simq check: values the schema's CHECKs allow
+    """(problems, what is fine) of the labels tables, for simq integrity: values the schema's CHECKs allow
     only (they can be switched off: PRAGMA ignore_check_constraints), and how many rows name keys that
     are gone (ignored, not a fault)."""
     problems = []

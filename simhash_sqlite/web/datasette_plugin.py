@@ -27,9 +27,8 @@ from datasette.utils.asgi import NotFound, Response
 from jinja2 import ChoiceLoader, FileSystemLoader
 
 from ..analysis.calibrate import calibrate
-from ..core.settings import CONFIRM_K, RECOMMENDED_K
+from ..core.settings import CONFIRM_K, DEFAULT_THRESHOLD, RECOMMENDED_K
 from ..errors import IndexNotFound, InvalidInput, NotAnIndex, SimhashError
-from ..find.verdict import DEFAULT_THRESHOLD
 from ..index import SimhashIndex
 from ..store.functions import prepare_sqlite3_connection
 from . import review as web_review
