@@ -24,6 +24,7 @@ from ..find.verdict import keeps
 from ..index import SimhashIndex
 from ..pipeline.sources import read_one
 from ..store import texts
+from ..store.documents import FingerprintedDocument
 from ..store.texts import stored_text
 
 DIFF_LINES = 40
@@ -99,7 +100,9 @@ def _side(index: SimhashIndex, ref: str) -> Side:
     if os.path.isfile(ref) and os.path.getsize(ref) > texts.READ_WHOLE_BYTES:
         # Too large to read whole: fingerprinted in pieces; no features, Jaccard or diff to show.
         document = read_one(ref, index.settings)
-        return Side(ref, document.fingerprint, None)
+        if isinstance(document, FingerprintedDocument):
+            return Side(ref, document.fingerprint, None)
+        return Side(ref, simhash(document.text, index.settings), None)
     if os.path.isfile(ref):
         with open(ref, "rb") as f:
             try:
@@ -122,7 +125,7 @@ def explain(index: SimhashIndex, a: str, b: str, *, top: int = 8) -> Explanation
         distance = hamming(left.fingerprint, right.fingerprint)
     exact, shared, only_a, only_b, diff = None, [], [], [], []
     missing = [side.name for side in (left, right) if side.text is None]
-    if missing:
+    if left.text is None or right.text is None:  # (missing)
         notes.append(
             f"no text for {', '.join(missing)}: add with --store-text, or keep the files unchanged, "
             "for the exact Jaccard, the features and a diff"
@@ -138,7 +141,7 @@ def explain(index: SimhashIndex, a: str, b: str, *, top: int = 8) -> Explanation
             left.text.splitlines(), right.text.splitlines(), left.name, right.name, n=1, lineterm=""
         )
         diff = [line for _, line in zip(range(DIFF_LINES), lines)]
-        short = [side.name for side in (left, right) if len(side.text) < SHORT_TEXT]
+        short = [side.name for side, text in ((left, left.text), (right, right.text)) if len(text) < SHORT_TEXT]
         if short:
             notes.append(
                 f"{', '.join(short)} is shorter than {SHORT_TEXT} characters: distances between short texts are "

@@ -18,7 +18,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import apsw
 import typer
@@ -123,13 +123,13 @@ def _no_metavar_on_flags() -> None:
     """typer 0.2x prints <bool> after on/off flags in --help, as if they took a value: show none."""
     option = getattr(typer.core, "TyperOption", None)
     shown = getattr(option, "display_type_rich", None)
-    if shown is None or getattr(shown, "simq", False):
+    if option is None or shown is None or getattr(shown, "simq", False):
         return
 
     def display_type_rich(self, ctx):
         return None if self.is_flag else shown(self, ctx)
 
-    display_type_rich.simq = True
+    setattr(display_type_rich, "simq", True)  # marks it ours: patched once
     option.display_type_rich = display_type_rich
 
 
@@ -740,9 +740,12 @@ def hash_command(
             settings = index.settings
     if file is not None:
         document = read_one(str(file), settings)
-        streamed = isinstance(document, FingerprintedDocument)
-        fingerprint = document.fingerprint if streamed else simhash(document.text, settings)
+        if isinstance(document, FingerprintedDocument):  # streamed
+            fingerprint = document.fingerprint
+        else:
+            fingerprint = simhash(document.text, settings)
     else:
+        assert text is not None  # one of them, checked above
         fingerprint = simhash(text, settings)
     if fingerprint is None:
         raise InvalidInput("the text has no features (no letters or digits)")
@@ -778,9 +781,10 @@ def stats(db: DbOption = Path(DEFAULT_DB), format_: FormatOption = None, as_json
         return
     if s.clusters is not None:
         c = s.clusters
-        rows["clusters"] = f"k={c['k']}, representative {c['representative']}, {c['documents']:,} documents, {c['at']}"
+        clusters = f"k={c['k']}, representative {c['representative']}, {c['documents']:,} documents, {c['at']}"
         if c.get("stale"):
-            rows["clusters"] += " - STALE: documents changed since; run simq clusters again"
+            clusters += " - STALE: documents changed since; run simq clusters again"
+        rows["clusters"] = clusters
     output.render_one(rows, "table")
     if sizes:
         out.print(size_chart(size_bands(sizes)))
@@ -1442,7 +1446,7 @@ def dedup(
             raise InvalidInput(f"{given} is also an input; write to another file")
     if dupes_file is not None and os.path.abspath(dupes_file) == os.path.abspath(out_path):
         raise InvalidInput("--dupes and --out name the same file")
-    requested = {"features": features, "ngram": ngram, "weights": weights, "hmm": hmm}
+    requested: dict[str, Any] = {"features": features, "ngram": ngram, "weights": weights, "hmm": hmm}
     with contextlib.ExitStack() as stack:
         index = stack.enter_context(SimhashIndex(against, **requested)) if against is not None else None
         chosen = {name: value for name, value in requested.items() if value is not None}
@@ -1599,7 +1603,7 @@ def spark_dedup(
         spark_job = importlib.import_module("simhash_sqlite.spark")  # pyspark only now: the base install has none
     except ImportError as exc:
         raise InvalidInput(str(exc)) from None
-    requested = {"features": features, "ngram": ngram, "weights": weights, "hmm": hmm}
+    requested: dict[str, Any] = {"features": features, "ngram": ngram, "weights": weights, "hmm": hmm}
     settings = FingerprintSettings(**{name: v for name, v in requested.items() if v is not None})
     settings_given = {}
     for item in conf or []:
@@ -1643,4 +1647,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -146,7 +146,8 @@ def from_hex(text: str) -> int:
 def blocks(fingerprint: int) -> tuple[int, int, int, int]:
     """The four 16-bit blocks, most significant first (b0 = bits 63..48)."""
     f = to_unsigned(fingerprint)
-    return tuple((f >> (BLOCK_BITS * (BLOCKS - 1 - i))) & BLOCK_MASK for i in range(BLOCKS))
+    b0, b1, b2, b3 = ((f >> (BLOCK_BITS * (BLOCKS - 1 - i))) & BLOCK_MASK for i in range(BLOCKS))
+    return b0, b1, b2, b3
 
 
 def similarity(distance: int) -> float:

@@ -504,7 +504,8 @@ class SketchBatches:
     def _densify_held(self) -> None:
         if self.held:
             rows, present = sketch_from_minima(self.minima[: self.held], self.scheme, self.sizes[: self.held])
-            self.rows.append(rows), self.present.append(present)
+            self.rows.append(rows)
+            self.present.append(present)
             self.made += self.held
             self.held = 0
 
@@ -637,6 +638,6 @@ def as_rows(blobs: Sequence[bytes | None], scheme: SketchScheme = DEFAULT_SCHEME
     present = np.fromiter((b is not None and len(b) == scheme.nbytes for b in blobs), dtype=bool, count=len(blobs))
     rows = np.zeros((len(blobs), scheme.nbytes), dtype=np.uint8)
     if present.any():
-        joined = b"".join(b for b, p in zip(blobs, present.tolist()) if p)
+        joined = b"".join(b for b in blobs if b is not None and len(b) == scheme.nbytes)  # as present says
         rows[present] = np.frombuffer(joined, dtype=np.uint8).reshape(-1, scheme.nbytes)
     return rows, present

@@ -111,7 +111,7 @@ def check_search(
     # text); None: no text to compare.
     mine = my_sketch = None
     made = False
-    kept = []
+    kept: list[Match] = []
     for match in result.matches:
         if limit is not None and len(kept) >= limit:
             break
@@ -282,7 +282,8 @@ def load_arrays(conn, scheme: SketchScheme = DEFAULT_SCHEME) -> tuple[np.ndarray
         ids, values, present = [], [], np.zeros(count, dtype=bool)
         found = conn.execute("SELECT id, fingerprint, sketch FROM documents WHERE fingerprint IS NOT NULL ORDER BY id")
         for n, (i, f, s) in enumerate(found):
-            ids.append(i), values.append(f)
+            ids.append(i)
+            values.append(f)
             if s is not None and len(s) == nbytes:
                 buffer[n * nbytes : (n + 1) * nbytes] = s
                 present[n] = True

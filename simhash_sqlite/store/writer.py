@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from itertools import islice
+from typing import cast
 
 import apsw
 import numpy as np
@@ -288,8 +289,7 @@ class Writer:
             known.update((key, pending.digests[key]) for key in {doc.key for doc in batch} & pending.digests.keys())
         changed, added, updated, unchanged = [], 0, 0, 0
         for doc in batch:
-            prepared = isinstance(doc, FingerprintedDocument)
-            digest = doc.content_hash if prepared else content_hash(doc.text)
+            digest = doc.content_hash if isinstance(doc, FingerprintedDocument) else content_hash(doc.text)
             if known.get(doc.key) == digest:
                 unchanged += 1
                 continue
@@ -311,8 +311,12 @@ class Writer:
         computed = iter(prepared.fingerprints.result(after.fingerprints if after is not None else None))
         rows = []
         for doc, digest in prepared.changed:
-            streamed = isinstance(doc, FingerprintedDocument)
-            fingerprint, sketch = (doc.fingerprint, doc.sketch) if streamed else next(computed)
+            if isinstance(doc, FingerprintedDocument):  # streamed
+                fingerprint, sketch = doc.fingerprint, doc.sketch
+            else:
+                fingerprint, sketch = next(computed)
+            signed: int | None
+            parts: tuple[int | None, ...]
             if fingerprint is None:
                 prepared.no_features.append(doc.key)
                 signed, parts = None, (None,) * 4
@@ -365,7 +369,8 @@ class Writer:
                 rebuild_indexes = self.conn.execute("SELECT NOT EXISTS (SELECT 1 FROM documents)").get
             if rebuild_indexes:
                 with write_transaction(self.conn):
-                    definitions = self.conn.execute(_SECONDARY_INDEXES).fetchall()
+                    # (name, sql) of each index: text columns of sqlite_schema
+                    definitions = cast(list[tuple[str, str]], self.conn.execute(_SECONDARY_INDEXES).fetchall())
                     for name, _sql in definitions:
                         self.conn.execute(f'DROP INDEX "{name}"')
                     while batch := list(islice(iterator, batch_size)):
