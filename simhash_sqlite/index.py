@@ -407,7 +407,7 @@ class SimhashIndex:
         check: bool = True,
         threshold: float = DEFAULT_THRESHOLD,
         on_progress: Progress | None = None,
-    ) -> DuplicateSearch:
+    ) -> HonouredPairs:
         """Every pair of near-duplicate documents, each once (first added first), streamed in no
         particular order: the pairs within k, checked as in search() (same defaults). Iterate the
         result; its `report` counts how pairs were judged (None without check). With check and no k,
@@ -433,8 +433,8 @@ class SimhashIndex:
         pairs = self.dupes(k, check=check, threshold=threshold, on_progress=on_progress)
         if pairs.report is None and not pairs.apart_ids:
             return cluster_index(self.conn, pairs.k, representative, on_progress=on_progress)
-        threshold = None if pairs.report is None else pairs.report.threshold
-        report = cluster_index(self.conn, pairs.k, representative, pairs=pairs.id_pairs(), threshold=threshold)
+        recorded = None if pairs.report is None else pairs.report.threshold
+        report = cluster_index(self.conn, pairs.k, representative, pairs=pairs.id_pairs(), threshold=recorded)
         return dataclasses.replace(report, check=pairs.report)
 
     def cluster_list(self, *, min_size: int = 2) -> Iterator[Cluster]:

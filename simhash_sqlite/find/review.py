@@ -103,14 +103,15 @@ class Population:
 
 def population(index, floor: float = FLOOR, on_progress=None) -> Population:
     """Every candidate pair dupes finds whose Jaccard (as checked) is at least floor, labels ignored."""
-    pairs, unscored, kinds = [], 0, Counter()
+    pairs: list[ScoredPair] = []
+    unscored, kinds = 0, Counter[str]()
     for pair in DuplicateSearch(index, None, floor, on_progress=on_progress):
-        kinds[pair.checked_by] += 1
+        kinds[pair.checked_by or "distance"] += 1
         if pair.jaccard is None:
             unscored += 1
             continue
         first, second = pair_of(pair.first, pair.second)
-        pairs.append(ScoredPair(first, second, pair.distance, pair.jaccard, pair.checked_by))
+        pairs.append(ScoredPair(first, second, pair.distance, pair.jaccard, pair.checked_by or "distance"))
     pairs.sort(key=lambda p: (p.first, p.second))
     return Population(pairs, unscored, kinds)
 
@@ -181,7 +182,8 @@ def draw_sample(pop: Population, size: int = SAMPLE_SIZE, threshold: float = 0.8
         raise InvalidInput(f"a sample has at least one pair, not {size}")
     groups: dict[tuple[int, int], list[ScoredPair]] = {}
     for pair in pop.pairs:
-        groups.setdefault(pair.stratum, []).append(pair)
+        if (stratum := pair.stratum) is not None:  # (every pair of a population has one)
+            groups.setdefault(stratum, []).append(pair)
     take = allocate({s: len(g) for s, g in groups.items()}, size, threshold)
     rng = random.Random(seed)
     drawn = {s: rng.sample(groups[s], n) for s, n in sorted(take.items())}
@@ -307,7 +309,7 @@ def _isotonic(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             v2, w2, n2 = blocks.pop()
             v1, w1, n1 = blocks[-1]
             blocks[-1] = [(v1 * w1 + v2 * w2) / (w1 + w2), w1 + w2, n1 + n2]
-    return xs, np.repeat([b[0] for b in blocks], [b[2] for b in blocks])
+    return xs, np.repeat([b[0] for b in blocks], [int(b[2]) for b in blocks])
 
 
 def _logistic(x: np.ndarray, y: np.ndarray, ridge: float = 1e-2) -> tuple[float, float]:
@@ -381,7 +383,7 @@ def calibrate_labels(
         rows = [ThresholdRow(t, None, None, None, 0.0) for t in ts]
         return LabelCalibration(rows, None, None, None, None, None, None, None, 0, unsure, outside, len(pop.pairs),
                                 pop.unscored, 0)
-    strata = [pair.stratum for pair, _ in labelled]
+    strata = [pair.stratum or (0, 0) for pair, _ in labelled]  # (labelled_pairs keeps those with one)
     scores = np.array([pair.jaccard for pair, _ in labelled], dtype=float)
     dup = np.array([d for _, d in labelled], dtype=float)
     population_scores = np.array([pair.jaccard for pair in pop.pairs], dtype=float)

@@ -422,7 +422,7 @@ class Deduplicator:
                 "SELECT id, key FROM documents WHERE key IN carray(?)", (apsw.carray(tuple(sorted(self.apart))),)
             ).fetchall()
             positions = np.searchsorted(ids, np.array([i for i, _ in found], dtype=np.int64))
-            self.apart_labels = {-1 - int(p): key for p, (_, key) in zip(positions.tolist(), found)}
+            self.apart_labels = {-1 - int(p): str(key) for p, (_, key) in zip(positions.tolist(), found)}
         self.report.against = len(ids)
         self.report.against_unsketched = int((~present).sum()) if self.check else 0
 

@@ -180,7 +180,7 @@ def _context(datasette, name: str, **more) -> dict:
         "clusters_table_url": datasette.urls.table(name, "clusters"),
         "quote": urllib.parse.quote,
         "urlencode": urllib.parse.urlencode,
-        **web_review.context(datasette, name, more.get("path")),
+        **web_review.context(datasette, name, more.get("path") or ""),
         **more,
     }
 

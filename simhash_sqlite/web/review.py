@@ -17,9 +17,11 @@ import io
 import os
 import threading
 import urllib.parse
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any
 
+import apsw
 from datasette.utils.asgi import NotFound, Response
 
 from ..errors import SimhashError
@@ -44,10 +46,10 @@ class Review:
 _review: Review | None = None
 # The Datasette plugin's helpers (its _render, _database, _context, _run, ...): the plugin hands itself
 # over (install) when it loads, rather than this module importing it back.
-plugin = None
+plugin: Any = None
 _writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="simhash-labels")
-_write_conns: dict[str, object] = {}
-_samples: dict[tuple, object] = {}  # (path, documents, last id) -> Future of (population, sample)
+_write_conns: dict[str, apsw.Connection] = {}
+_samples: dict[tuple, Future] = {}  # (path, documents, last id) -> Future of (population, sample)
 _sampler = ThreadPoolExecutor(max_workers=1, thread_name_prefix="simhash-sample")
 _readers = threading.local()
 
