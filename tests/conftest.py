@@ -69,6 +69,9 @@ SLOW_TESTS = {
     "test_sketches_of_many_rows_equal_the_definition",
     "test_kept_sketches_find_every_near_duplicate_sharing_a_window",
     "test_serve_is_read_only_and_refuses_paths_and_markup",
+    "test_a_users_type_checker_reads_the_annotations",  # a cold mypy run: about 4 s of CPU
+    "test_node_better_sqlite3_loads_it",  # the first run installs better-sqlite3 with npm (minutes)
+    "test_the_node_example_in_sql_md_runs",
 }
 
 
