@@ -30,8 +30,7 @@ import apsw
 import numpy as np
 
 from ..core.fingerprint import hamming, to_unsigned
-from ..core.shingles import jaccard_of_sets
-from ..core.sketch import estimate_jaccard
+from ..core.settings import DEFAULT_THRESHOLD
 from ..errors import InvalidInput
 from ..store.labels import (
     DUPLICATE,
@@ -47,7 +46,9 @@ from ..store.labels import (
 )
 from .check import DuplicateSearch, ShingleCache
 from .clusters import clustering_info, read_clusters
+from .verdict import sketch_verdict
 
+BITS = 64  # the distance given to a pair without fingerprints (as far as two fingerprints can be)
 FLOOR = 0.5  # the population: candidate pairs whose Jaccard is at least this
 # Strata: Jaccard bands (narrow near the usual thresholds) by distance bands.
 JACCARD_EDGES = (0.5, 0.6, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95)
@@ -93,6 +94,7 @@ class Population:
     pairs: list[ScoredPair]  # scored at or above FLOOR, sorted by keys
     unscored: int  # candidates judged by distance alone: no Jaccard to threshold, left out
     checked_by: Counter
+    floor: float = FLOOR  # the threshold the pairs were judged at
 
     def counts(self) -> Counter:
         return Counter(pair.stratum for pair in self.pairs)
@@ -113,12 +115,15 @@ def population(index, floor: float = FLOOR, on_progress=None) -> Population:
         first, second = pair_of(pair.first, pair.second)
         pairs.append(ScoredPair(first, second, pair.distance, pair.jaccard, pair.checked_by or "distance"))
     pairs.sort(key=lambda p: (p.first, p.second))
-    return Population(pairs, unscored, kinds)
+    return Population(pairs, unscored, kinds, floor)
 
 
-def score(index, a: str, b: str, shingles: ShingleCache | None = None) -> ScoredPair:
-    """A pair of stored keys scored as the check scores it: the exact Jaccard where both texts can be
-    reached, else the sketches' estimate, else none (distance only)."""
+def score(
+    index, a: str, b: str, shingles: ShingleCache | None = None, threshold: float = DEFAULT_THRESHOLD
+) -> ScoredPair:
+    """A pair of stored keys scored by the verdict every command gives it at this threshold
+    (find.verdict.sketch_verdict): the sketches' estimate where it is sure, else the exact Jaccard where
+    both texts can be reached, else the estimate, else none (distance only)."""
     shingles = shingles or ShingleCache(index)
     first, second = pair_of(a, b)
     prints = dict(index.conn.execute(
@@ -129,14 +134,11 @@ def score(index, a: str, b: str, shingles: ShingleCache | None = None) -> Scored
         raise InvalidInput(f"{missing!r} is not a key in this index")
     fa, fb = prints[first], prints[second]
     distance = None if fa is None or fb is None else hamming(to_unsigned(fa), to_unsigned(fb))
-    sa = shingles(first)
-    sb = None if sa is None else shingles(second)
-    if sa is not None and sb is not None:
-        return ScoredPair(first, second, distance, jaccard_of_sets(sa, sb), "exact")
-    ka, kb = shingles.sketch(first), shingles.sketch(second)
-    if ka is not None and kb is not None:
-        return ScoredPair(first, second, distance, estimate_jaccard(ka, kb, index.sketch_scheme), "estimated")
-    return ScoredPair(first, second, distance, None, "distance")
+    verdict = sketch_verdict(
+        BITS if distance is None else distance, shingles.sketch(first), shingles.sketch(second),
+        lambda: (shingles(first), shingles(second)), index.sketch_scheme, threshold,
+    )
+    return ScoredPair(first, second, distance, verdict.jaccard, verdict.checked_by)
 
 
 # -- the sample -------------------------------------------------------------------------------------
@@ -242,7 +244,8 @@ def labelled_pairs(
         if label.label == UNSURE:
             unsure += 1
             continue
-        pair = known.get((label.first, label.second)) or score(index, label.first, label.second, shingles)
+        # (scored as the population was: by the verdict at its floor)
+        pair = known.get((label.first, label.second)) or score(index, label.first, label.second, shingles, pop.floor)
         if pair.stratum is None:
             outside += 1
             continue
