@@ -52,6 +52,8 @@ _write_conns: dict[str, apsw.Connection] = {}
 _samples: dict[tuple, Future] = {}  # (path, documents, last id) -> Future of (population, sample)
 _sampler = ThreadPoolExecutor(max_workers=1, thread_name_prefix="simhash-sample")
 _readers = threading.local()
+_opened: list[apsw.Connection] = []  # every reader connection, to close when the server stops
+_opened_lock = threading.Lock()
 
 
 def install(host) -> None:
@@ -83,18 +85,24 @@ def prepare(path: str) -> None:
 def _write_conn(path: str):
     if path not in _write_conns:
         if not _write_conns:
-            atexit.register(_close_writers)
+            atexit.register(close_connections)
         _write_conns[path] = open_for_labels(path)
     return _write_conns[path]
 
 
-def _close_writers() -> None:
-    """At exit: fold the labels' WAL back into the file, so that a read-only server can serve it next."""
+def close_connections() -> None:
+    """When the server stops: fold the labels' WAL back into the file and close every connection these
+    pages opened, so that the last one to close can take the -wal and -shm files away (web.serve)."""
     for conn in _write_conns.values():
         with contextlib.suppress(Exception):
             conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+    with _opened_lock:
+        opened = [*_write_conns.values(), *_opened]
+        _write_conns.clear()
+        _opened.clear()
+    for conn in opened:
+        with contextlib.suppress(Exception):
             conn.close()
-    _write_conns.clear()
 
 
 def _reader(path: str):
@@ -102,6 +110,8 @@ def _reader(path: str):
     conns = _readers.__dict__.setdefault("conns", {})
     if path not in conns:
         conns[path] = open_readonly(path)
+        with _opened_lock:
+            _opened.append(conns[path])
     return conns[path]
 
 
