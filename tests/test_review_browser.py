@@ -58,6 +58,7 @@ def test_label_the_sample_with_clicks_and_keys_and_see_it_after_a_restart(page, 
         page.keyboard.press("u")
         page.wait_for_function("document.querySelector('#progress strong').innerText === '3'")
         page.screenshot(path=shots / "review-after-three.png", full_page=True)
+    assert not [end for end in ("-wal", "-shm") if (tmp_path / f"index.db{end}").exists()]  # folded away on stop
     stored = labels_in(db)
     assert stored[tuple(sorted(first))] == ("duplicate", "ann")
     assert stored[tuple(sorted(second))] == ("not_duplicate", "ann")
