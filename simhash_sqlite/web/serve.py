@@ -109,6 +109,7 @@ def serve(
     live = check_servable(path)
     _port_free(host, port)
     from . import datasette_plugin
+    from . import review as web_review
 
     if not pm.is_registered(datasette_plugin) and pm.get_plugin("simhash_sqlite") is None:
         pm.register(datasette_plugin, name="simhash_sqlite")  # run from a source tree without entry points
@@ -133,8 +134,7 @@ def serve(
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
         datasette_plugin.close_connections()
-        if review is not None:
-            web_review.close_connections()
+        web_review.close_connections()  # the review pages' own (labels are read with --review or not)
         if live:
             fold_wal(os.fspath(path))
 
