@@ -30,9 +30,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from quality import build_corpus, load_originals, minhash_pairs, prf, truth_pairs
 
+from simhash_sqlite.core.settings import RECOMMENDED_K
+from simhash_sqlite.core.shingles import shingle_set
 from simhash_sqlite.index import Document, SimhashIndex
-from simhash_sqlite.settings import RECOMMENDED_K
-from simhash_sqlite.shingles import shingle_set
 
 
 def keys_of(pairs, n: int) -> np.ndarray:

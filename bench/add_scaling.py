@@ -48,7 +48,7 @@ def _usage():
         json.dump({"writer": me.ru_utime + me.ru_stime, "workers": children.ru_utime + children.ru_stime}, f)
 
 atexit.register(_usage)  # registered first, so it runs last: after the pool's shutdown reaped the workers
-from simhash_sqlite.cli import main
+from simhash_sqlite.cli.app import main
 if __name__ == "__main__":
     sys.exit(main())
 """

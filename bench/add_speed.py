@@ -34,8 +34,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from simhash_sqlite.features import _HAN_RUN, _jieba, _rjieba, normalize  # noqa: E402
-from simhash_sqlite.settings import FingerprintSettings  # noqa: E402
+from simhash_sqlite.core.features import _HAN_RUN, _jieba, _rjieba, normalize  # noqa: E402
+from simhash_sqlite.core.settings import FingerprintSettings  # noqa: E402
 
 CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 DEFAULT_BASELINE = "efb0194"  # main before issue 5's speed work
@@ -43,8 +43,8 @@ DEFAULT_BASELINE = "efb0194"  # main before issue 5's speed work
 # Run with a tree on PYTHONPATH: seconds to fingerprint the corpus in one process, start-up excluded.
 FINGERPRINT = """
 import json, sys, time
-from simhash_sqlite.fingerprint import simhash_many
-from simhash_sqlite.settings import FingerprintSettings
+from simhash_sqlite.core.fingerprint import simhash_many
+from simhash_sqlite.core.settings import FingerprintSettings
 texts = [json.loads(line)["text"] for line in open(sys.argv[1], encoding="utf-8")]
 settings = FingerprintSettings.from_json(sys.argv[2])
 simhash_many(texts[:20], settings)  # lazy imports and tables, as any add pays once
@@ -55,7 +55,7 @@ print(time.perf_counter() - start)
 
 # The `simq` console script: spawned pool workers import it too (as __mp_main__), as they do for users.
 SIMQ_SCRIPT = """import sys
-from simhash_sqlite.cli import main
+from simhash_sqlite.cli.app import main
 if __name__ == "__main__":
     sys.exit(main())
 """

@@ -24,7 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from simhash_sqlite.sources import path_key
+from simhash_sqlite.pipeline.sources import path_key
 
 SIMQ = [str(Path(sys.executable).with_name("simq"))] if Path(sys.executable).with_name("simq").exists() else [
     sys.executable, "-m", "simhash_sqlite"]

@@ -9,7 +9,7 @@ same keys at the same time: upserts that must not duplicate). Each reader is a p
 library's near() and len() in a loop (reopening the index every 50 queries), beside a thread
 calling `simq near --json`. The run fails on any non-zero exit, any "locked" or traceback on
 stderr, a document count that goes down between two reads of one reader, and at the end unless
-the index passes simhash_sqlite.checks.problems and holds exactly the keys of the files whose
+the index passes simhash_sqlite.store.integrity.problems and holds exactly the keys of the files whose
 add succeeded.
 """
 
@@ -28,7 +28,7 @@ from pathlib import Path
 import apsw
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from simhash_sqlite.checks import problems  # noqa: E402
+from simhash_sqlite.store.integrity import problems  # noqa: E402
 
 SIMQ = [sys.executable, "-m", "simhash_sqlite"]
 

@@ -5,7 +5,7 @@
 
 Each round starts `simq add --progress-json --batch-size B data.jsonl` on the same index, kills it
 with SIGKILL after a random delay, then checks:
-  - the file passes simhash_sqlite.checks.problems (PRAGMA integrity_check, blocks agree with
+  - the file passes simhash_sqlite.store.integrity.problems (PRAGMA integrity_check, blocks agree with
     fingerprints, no duplicate keys, the schema is there);
   - every document of every batch a run reported committed (the progress lines come after COMMIT)
     is present with the right content hash;
@@ -30,8 +30,8 @@ from pathlib import Path
 import apsw
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from simhash_sqlite.checks import problems  # noqa: E402
 from simhash_sqlite.index import content_hash  # noqa: E402
+from simhash_sqlite.store.integrity import problems  # noqa: E402
 
 
 def make_input(path: Path, docs: int, seed: int) -> list[tuple[str, str]]:

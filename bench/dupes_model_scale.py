@@ -39,9 +39,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from simhash_sqlite import SimhashIndex  # noqa: E402
-from simhash_sqlite.fingerprint import blocks, to_signed  # noqa: E402
-from simhash_sqlite.sketch import DEFAULT_SCHEME  # noqa: E402
-from simhash_sqlite.sketch_pairs import _windows, window_plan  # noqa: E402
+from simhash_sqlite.core.fingerprint import blocks, to_signed  # noqa: E402
+from simhash_sqlite.core.sketch import DEFAULT_SCHEME  # noqa: E402
+from simhash_sqlite.find.sketch_pairs import _windows, window_plan  # noqa: E402
 
 NBYTES = DEFAULT_SCHEME.nbytes
 BIN_BYTES = DEFAULT_SCHEME.bins * DEFAULT_SCHEME.bits // 8

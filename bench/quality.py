@@ -39,11 +39,11 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from simhash_sqlite.features import _HAN_RUN, _jieba, ngram_hashes, normalize, word_hash, words  # noqa: E402
-from simhash_sqlite.fingerprint import simhash_of_features  # noqa: E402
+from simhash_sqlite.core.features import _HAN_RUN, _jieba, ngram_hashes, normalize, word_hash, words  # noqa: E402
+from simhash_sqlite.core.fingerprint import simhash_of_features  # noqa: E402
+from simhash_sqlite.core.settings import CONFIRM_K, RECOMMENDED_K, FingerprintSettings  # noqa: E402
+from simhash_sqlite.core.shingles import fold_space, shingle_set  # noqa: E402
 from simhash_sqlite.index import Document, SimhashIndex  # noqa: E402
-from simhash_sqlite.settings import CONFIRM_K, RECOMMENDED_K, FingerprintSettings  # noqa: E402
-from simhash_sqlite.shingles import fold_space, shingle_set  # noqa: E402
 
 THRESHOLD = 0.8
 _d = FingerprintSettings()

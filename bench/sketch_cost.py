@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from simhash_sqlite.fingerprint import simhash_and_sketch_many, simhash_many  # noqa: E402
+from simhash_sqlite.core.fingerprint import simhash_and_sketch_many, simhash_many  # noqa: E402
 
 
 def main() -> None:

@@ -36,7 +36,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from simhash_sqlite import FingerprintSettings, simhash  # noqa: E402
-from simhash_sqlite.block_tables import BlockTables  # noqa: E402
+from simhash_sqlite.find.block_tables import BlockTables  # noqa: E402
 
 # -- the corpus --------------------------------------------------------------------------------------
 

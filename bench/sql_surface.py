@@ -20,8 +20,8 @@ from pathlib import Path
 import apsw
 
 from simhash_sqlite import SimhashIndex
-from simhash_sqlite.fingerprint import to_signed
-from simhash_sqlite.storage import expected_schema, schema_problems
+from simhash_sqlite.core.fingerprint import to_signed
+from simhash_sqlite.store.database import expected_schema, schema_problems
 
 README = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
 PORTABLE = next(b for b in re.findall(r"```sql\n(.*?)```", README, re.S) if "WITH RECURSIVE" in b)

@@ -30,8 +30,8 @@ from pathlib import Path
 import numpy as np
 
 from simhash_sqlite import Document, FingerprintSettings, SimhashIndex, simhash
-from simhash_sqlite.features import normalize, units_features, word_units, words
-from simhash_sqlite.fingerprint import simhash_many, simhash_of_batch
+from simhash_sqlite.core.features import normalize, units_features, word_units, words
+from simhash_sqlite.core.fingerprint import simhash_many, simhash_of_batch
 
 
 def load(path: Path) -> list[str]:

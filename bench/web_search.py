@@ -37,7 +37,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from simhash_sqlite import Document, SimhashIndex  # noqa: E402
-from simhash_sqlite.settings import CONFIRM_K  # noqa: E402
+from simhash_sqlite.core.settings import CONFIRM_K  # noqa: E402
 
 
 def free_port() -> int:
