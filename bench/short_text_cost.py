@@ -32,10 +32,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from quality import prf, truth_pairs
 
-from simhash_sqlite.confirm import EXACT_MARGIN
-from simhash_sqlite.shingles import fold_space, jaccard_of_sets, shingle_set
-from simhash_sqlite.sketch import DEFAULT_SCHEME, sketch_many
-from simhash_sqlite.sketch_pairs import sketch_pairs
+from simhash_sqlite.core.shingles import fold_space, jaccard_of_sets, shingle_set
+from simhash_sqlite.core.sketch import DEFAULT_SCHEME, sketch_many
+from simhash_sqlite.find.check import EXACT_MARGIN
+from simhash_sqlite.find.sketch_pairs import sketch_pairs
 
 THRESHOLD = 0.8
 
@@ -111,7 +111,8 @@ def main() -> None:
             found = keys[keep]
             p, r, f1 = prf(int(np.isin(found, truth).sum()), len(found), len(truth))
             extra = float(np.where(short, stored, 0).mean())
-            print(f"  {cut:>11}  {short.mean():16.1%}  {DEFAULT_SCHEME.nbytes + extra:12.1f}  {p:9.4f}  {r:.4f}  {f1:.4f}")
+            size = DEFAULT_SCHEME.nbytes + extra
+            print(f"  {cut:>11}  {short.mean():16.1%}  {size:12.1f}  {p:9.4f}  {r:.4f}  {f1:.4f}")
 
 
 if __name__ == "__main__":

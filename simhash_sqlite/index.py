@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack, contextmanager
@@ -16,6 +17,7 @@ from .core.features import jieba_version
 from .core.fingerprint import BLOCKS, blocks, simhash, to_signed, to_unsigned
 from .core.pool import FingerprintJob
 from .core.settings import SHORT_TEXT, FingerprintSettings
+from .core.short_texts import SHORT_TEXT_BYTES, short_text_data, short_text_scheme
 from .core.sketch import DEFAULT_SCHEME, SketchScheme, sketch_many
 from .errors import IndexNotFound, InvalidInput
 from .find.check import DEFAULT_THRESHOLD, DuplicatePairs, ShingleCache, candidate_k, check_search, check_threshold
@@ -75,6 +77,7 @@ class FingerprintedDocument:
     content_hash: bytes
     sketch: bytes | None = None  # sketch.sketch() of the text, when the reader made one
     text: str | None = None  # the text, for an index that stores texts (never one streamed in pieces)
+    short_text: bytes | None = None  # short_texts.short_text_data() of a short text, when the reader made it
 
 
 @dataclass(frozen=True)
@@ -117,6 +120,30 @@ class Stats:
     created_with: str
     file_bytes: int
     clusters: dict | None = None  # the last clusters() run: k, representative, documents, at, stale
+    short_texts: ShortTexts | None = None  # what the index keeps for checking short texts exactly
+
+
+@dataclass(frozen=True)
+class ShortTexts:
+    """Whether an index keeps the exact data of short texts (migration 0005, short_texts.py), and how many
+    documents lack it: added before (an index made before exact short texts) with texts not stored and
+    short enough that they might have had it. Their pairs are estimated from the sketches."""
+
+    kept: bool
+    column: bool = True  # documents.short_text exists (an older index opened read-only has none)
+    lacking: int | None = None  # (None: not counted)
+    stored: int | None = None  # documents holding it (None: not counted)
+
+    def describe(self) -> str:
+        stored, lacking, most = self.stored or 0, self.lacking or 0, 4 * SHORT_TEXT_BYTES
+        exact = f"exact for short texts: {stored:,} documents keep their text deflated (<= {SHORT_TEXT_BYTES} bytes)"
+        if self.kept and not self.lacking:
+            return exact
+        told = (f"made before exact short texts: {lacking:,} document(s) of at most {most:,} characters whose "
+                "texts are not stored are checked by their sketches' estimate")
+        if not self.kept:
+            return told + " (opened for writing, e.g. by simq add, it keeps exact data for new documents)"
+        return f"{exact}; {told}"
 
 
 # Run in every transaction that changes documents; a no-op until clusters() has run.
@@ -232,12 +259,12 @@ def _check_keys(keys: Iterable[str]) -> None:
 
 
 _UPSERT = """
-INSERT INTO documents (key, fingerprint, b0, b1, b2, b3, length, content_hash, text, sketch)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+INSERT INTO documents (key, fingerprint, b0, b1, b2, b3, length, content_hash, text, sketch, short_text)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (key) DO UPDATE SET
     fingerprint = excluded.fingerprint, b0 = excluded.b0, b1 = excluded.b1, b2 = excluded.b2,
     b3 = excluded.b3, length = excluded.length, content_hash = excluded.content_hash,
-    text = excluded.text, added_at = excluded.added_at, sketch = excluded.sketch
+    text = excluded.text, added_at = excluded.added_at, sketch = excluded.sketch, short_text = excluded.short_text
 """
 
 
@@ -245,7 +272,8 @@ _UPSERT_FINGERPRINT = """
 INSERT INTO documents (key, fingerprint, b0, b1, b2, b3) VALUES (?, ?, ?, ?, ?, ?)
 ON CONFLICT (key) DO UPDATE SET
     fingerprint = excluded.fingerprint, b0 = excluded.b0, b1 = excluded.b1, b2 = excluded.b2,
-    b3 = excluded.b3, length = NULL, content_hash = NULL, text = NULL, added_at = excluded.added_at, sketch = NULL
+    b3 = excluded.b3, length = NULL, content_hash = NULL, text = NULL, added_at = excluded.added_at, sketch = NULL,
+    short_text = NULL
 """
 
 # The indexes a bulk load of an empty index drops and builds again (not the UNIQUE key index).
@@ -336,6 +364,7 @@ class SimhashIndex:
             self.sketch_upgrade = self._sketch_older_documents()
             # The scheme its sketches were made with (an older index keeps version 1: no sizes).
             self.sketch_scheme = self._sketch_scheme()
+            self.short_texts = self._short_texts()
             register_functions(self.conn, self.settings)
             register_near_table(self.conn, self)
             self._searcher = Searcher(self.conn)  # keeps scan arrays and block counts between queries
@@ -353,6 +382,7 @@ class SimhashIndex:
             settings = FingerprintSettings(**{k: v for k, v in requested.items() if v is not None})
             rows = {
                 "sketch": DEFAULT_SCHEME.to_json(),
+                "short_texts": short_text_scheme(),
                 "fingerprint": settings.to_json(),
                 "store_text": "1" if store_text else "0",
                 "created_with": f"simhash-sqlite {__version__}",
@@ -408,6 +438,35 @@ class SimhashIndex:
                 (DEFAULT_SCHEME.to_json(),),
             )
         return sketched, out_of_reach
+
+    def _short_texts(self, counted: bool = False) -> ShortTexts:
+        """What the index keeps for short texts (counted: with how many documents have it or lack it, a
+        pass over the table). An index made before (no 'short_texts' in simhash_meta) opened for writing
+        has the column (migration 0005) and records from which document id on its documents have it;
+        those before it whose texts are not stored lack it."""
+        meta = self._meta()
+        column = any(row[1] == "short_text" for row in self.conn.execute("PRAGMA table_info(documents)"))
+        if "short_texts" not in meta and column and not self.conn.readonly("main"):
+            with write_transaction(self.conn):
+                start = self.conn.execute("SELECT coalesce(max(id), 0) + 1 FROM documents").get
+                self.conn.execute(
+                    "INSERT INTO simhash_meta (key, value) VALUES ('short_texts', json_set(?, '$.from_id', ?)) "
+                    "ON CONFLICT DO NOTHING", (short_text_scheme(), start),
+                )
+            meta = self._meta()
+        kept = "short_texts" in meta and column
+        if not counted or self.store_text:  # (an index that stores its texts checks them)
+            return ShortTexts(kept=kept or self.store_text, column=column)
+        start = json.loads(meta["short_texts"]).get("from_id", 0) if kept else None
+        might = f"fingerprint IS NOT NULL AND text IS NULL AND (length IS NULL OR length <= {4 * SHORT_TEXT_BYTES})"
+        if start is None:
+            lacking = self.conn.execute(f"SELECT count(*) FROM documents WHERE {might}").get
+        else:  # (a document updated since has it, or is too long to)
+            lacking = self.conn.execute(
+                f"SELECT count(*) FROM documents WHERE {might} AND short_text IS NULL AND id < ?", (start,)
+            ).get
+        stored = self.conn.execute("SELECT count(short_text) FROM documents").get if column else 0
+        return ShortTexts(kept=kept, column=column, lacking=lacking, stored=stored)
 
     def _sketch_scheme(self) -> SketchScheme:
         try:  # (a read-only index made before sketches records none: the default, it has no sketches)
@@ -525,7 +584,10 @@ class SimhashIndex:
             else:
                 signed, parts = to_signed(fingerprint), blocks(fingerprint)
             text = doc.text if self.store_text else None
-            rows.append((doc.key, signed, *parts, _length(doc), digest, text, sketch))
+            short = None
+            if not self.store_text and fingerprint is not None:
+                short = doc.short_text if streamed else short_text_data(doc.text)
+            rows.append((doc.key, signed, *parts, _length(doc), digest, text, sketch, short))
         return rows
 
     def transaction_size(self) -> int:
@@ -693,6 +755,7 @@ class SimhashIndex:
             created_with=self._meta().get("created_with", "?"),
             file_bytes=size,
             clusters=clustering_info(self.conn),
+            short_texts=self._short_texts(counted=True),
         )
 
     # -- searching ---------------------------------------------------------------------------

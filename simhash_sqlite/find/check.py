@@ -29,6 +29,7 @@ import numpy as np
 from ..core.fingerprint import check_k
 from ..core.settings import CONFIRM_K, RECOMMENDED_K
 from ..core.shingles import jaccard_of_sets, shingle_set
+from ..core.short_texts import short_text_shingles
 from ..core.sketch import DEFAULT_SCHEME, SketchScheme, estimate_jaccard, estimate_many, sketch
 from ..errors import InvalidInput
 from ..store import texts
@@ -95,6 +96,8 @@ class ShingleCache:
         self.entries: OrderedDict[str, np.ndarray | None] = OrderedDict()
         self.bytes = 0
         self.sketches: OrderedDict[str, bytes | None] = OrderedDict()
+        short = "short_text" if index.short_texts.column else "NULL"
+        self._query = f"SELECT text, content_hash, {short} FROM documents WHERE key = ?"
 
     def sketch(self, key: str) -> bytes | None:
         """The stored sketch of a key (None: none stored); the last SKETCHES_KEPT are kept."""
@@ -112,9 +115,10 @@ class ShingleCache:
         if key in self.entries:
             self.entries.move_to_end(key)
             return self.entries[key]
-        row = self.index.conn.execute("SELECT text, content_hash FROM documents WHERE key = ?", (key,)).get
-        text = None if row is None else text_of(key, *row)
-        shingles = None if text is None else shingle_set(text)
+        row = self.index.conn.execute(self._query, (key,)).get
+        text = None if row is None else text_of(key, row[0], row[1])
+        # Else a short text's exact data (core/short_texts.py), where the index keeps it.
+        shingles = shingle_set(text) if text is not None else None if row is None else short_text_shingles(row[2])
         self.entries[key] = shingles
         self.bytes += _cost(shingles)
         while self.bytes > self.max_bytes and len(self.entries) > 1:
@@ -280,11 +284,12 @@ class DuplicatePairs:
                 yield first, second, part.distance, np.full(len(first), np.nan), [""] * len(first), keys
             return
         scheme = self.index.sketch_scheme
-        ids, values, rows, present = load_arrays(conn, scheme)
+        ids, values, rows, present, short = load_arrays_and_short(conn, scheme, self.index.short_texts.column)
         unsketched = np.flatnonzero(~present)
         if self.by_sketch and present.any() and len(unsketched) * len(values) <= MIXED_BRUTE_PAIRS:
             report.k, report.candidates_from = ANY_DISTANCE, "sketch"
-            texts_possible = self.index.store_text or _any_file_key(conn)
+            # Texts to read (stored, or files), or short texts' exact data (core/short_texts.py).
+            texts_possible = self.index.store_text or short.any() or _any_file_key(conn)
             low = max(0.0, report.threshold - EXACT_MARGIN) if texts_possible else report.threshold
             sketched = np.flatnonzero(present)
             # Every document sketched (the usual case): the rows as they are, not a copy (1.2 GB at 10M).
@@ -354,20 +359,32 @@ def _pairs_of_unsketched(values: np.ndarray, unsketched: np.ndarray, k: int) -> 
 def load_arrays(conn, scheme: SketchScheme = DEFAULT_SCHEME) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(ids, unsigned fingerprints, sketch rows, which have a sketch) of every document with a
     fingerprint, in id order, read in one pass; scheme: the index's (SimhashIndex.sketch_scheme)."""
+    return load_arrays_and_short(conn, scheme, False)[:4]
+
+
+def load_arrays_and_short(
+    conn, scheme: SketchScheme, column: bool
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """load_arrays() and which documents keep a short text's exact data (column: whether documents has
+    short_text; without it, none)."""
     nbytes = scheme.nbytes
+    flag = "short_text IS NOT NULL" if column else "0"
     with conn:  # a savepoint: one snapshot
         count = conn.execute("SELECT count(*) FROM documents WHERE fingerprint IS NOT NULL").get
         # Sketches go straight into one buffer: a list of 10M blobs and its join would take 3x the memory.
         buffer = bytearray(count * nbytes)
-        ids, values, present = [], [], np.zeros(count, dtype=bool)
-        found = conn.execute("SELECT id, fingerprint, sketch FROM documents WHERE fingerprint IS NOT NULL ORDER BY id")
-        for n, (i, f, s) in enumerate(found):
-            ids.append(i), values.append(f)
+        ids, values, present, short = [], [], np.zeros(count, dtype=bool), []
+        found = conn.execute(
+            f"SELECT id, fingerprint, sketch, {flag} FROM documents WHERE fingerprint IS NOT NULL ORDER BY id"
+        )
+        for n, (i, f, s, h) in enumerate(found):
+            ids.append(i), values.append(f), short.append(h)
             if s is not None and len(s) == nbytes:
                 buffer[n * nbytes : (n + 1) * nbytes] = s
                 present[n] = True
     rows = np.frombuffer(buffer, dtype=np.uint8).reshape(count, nbytes)
-    return np.array(ids, dtype=np.int64), np.array(values, dtype=np.int64).view(np.uint64), rows, present
+    short = np.array(short, dtype=bool) if count else np.zeros(0, dtype=bool)
+    return np.array(ids, dtype=np.int64), np.array(values, dtype=np.int64).view(np.uint64), rows, present, short
 
 
 def _any_file_key(conn) -> bool:
