@@ -722,6 +722,7 @@ def stats(db: DbOption = Path(DEFAULT_DB), format_: FormatOption = None, as_json
         "schema version": s.schema_version,
         "created with": s.created_with,
         "size (bytes)": s.file_bytes,
+        "short texts": "checked from the stored texts" if s.store_text else s.short_texts.describe(),
     }
     if format_ != "table":
         sizes_json = [{"size": size, "clusters": count} for size, count in sizes]

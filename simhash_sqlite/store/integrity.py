@@ -20,6 +20,7 @@ from .database import check_messages, check_ours, open_readonly, recovery_hint, 
 
 SHOWN = 5  # offending keys listed per failed check
 SKETCH_SCHEMA = 3  # the migration that added documents.sketch
+SHORT_TEXT_SCHEMA = 5  # the migration that added documents.short_text
 
 
 @dataclass(frozen=True)
@@ -91,6 +92,7 @@ def check_index(
         _step(report, "texts", lambda: _check_texts(conn, report, store_text))
         if version >= SKETCH_SCHEMA:
             _step(report, "sketches", lambda: _check_sketches(conn, report))
+        _step(report, "short texts", lambda: _check_short_texts(conn, report, version, store_text))
         if rehash:
             _step(report, "rehash", lambda: _rehash(conn, report, store_text, fp_settings, on_progress))
         return report
@@ -221,6 +223,53 @@ def _check_sketches(conn: apsw.Connection, report: CheckReport) -> None:
     problems = [f"{len(wrong)} document(s) whose sketch is not {scheme.nbytes} bytes: {_keys(wrong)}"] if wrong else []
     detail = f"{scheme.describe()}; {missing:,} document(s) with a fingerprint but no sketch (checked by distance)"
     report.add("sketches", problems, detail)
+
+
+def _check_short_texts(conn: apsw.Connection, report: CheckReport, version: int, store_text: bool | None) -> None:
+    """A short text's exact data (core/short_texts.py) is NULL or a blob within the recorded cut that reads
+    back; none beside a stored text or without a fingerprint. An index made before it is told so."""
+    from ..core.short_texts import short_text_of
+
+    if store_text:
+        fine = "texts stored: checked from them"
+    elif version < SHORT_TEXT_SCHEMA or "short_texts" not in dict(conn.execute("SELECT key, value FROM simhash_meta")):
+        report.add("short texts", [], "made before exact short texts: short texts without stored texts are checked "
+                                      "by their sketches' estimate (opened for writing, new documents get it)")
+        return
+    if version < SHORT_TEXT_SCHEMA:
+        report.add("short texts", [], fine)
+        return
+    meta = dict(conn.execute("SELECT key, value FROM simhash_meta"))
+    try:
+        limit = int(json.loads(meta.get("short_texts", "{}")).get("bytes", 1 << 30))
+    except (ValueError, TypeError, AttributeError):
+        report.add("short texts", [f"simhash_meta 'short_texts' cannot be read: {meta.get('short_texts')!r}"], "")
+        return
+    wrong, count = [], 0
+    found = conn.execute(
+        "SELECT key, short_text, fingerprint IS NULL OR text IS NOT NULL FROM documents WHERE short_text IS NOT NULL "
+        "ORDER BY id"
+    )
+    for key, data, misplaced in found:
+        count += 1
+        try:
+            if misplaced or not isinstance(data, bytes) or len(data) > limit:
+                raise ValueError
+            short_text_of(data)
+        except ValueError:
+            wrong.append((key,))
+    problems = [f"{len(wrong)} document(s) whose short text cannot be read: {_keys(wrong)}"] if wrong else []
+    if not store_text:
+        fine = f"{count:,} document(s) keep exact data"
+        start = json.loads(meta["short_texts"]).get("from_id", 0)
+        lacking = conn.execute(
+            "SELECT count(*) FROM documents WHERE fingerprint IS NOT NULL AND text IS NULL AND short_text IS NULL "
+            "AND (length IS NULL OR length <= ?) AND id < ?", (4 * limit, start)
+        ).get
+        if lacking:
+            fine += (f"; made before exact short texts: {lacking:,} document(s) added before, of at most "
+                     f"{4 * limit:,} characters, are checked by their sketches' estimate")
+    report.add("short texts", problems, fine)
 
 
 def _rehash(
