@@ -1325,7 +1325,9 @@ def _dedup_rule(deduplicator: Deduplicator) -> str:
         return f"within k={deduplicator.k} (distance alone)"
     found = "sketch LSH candidates" if deduplicator.by_sketch else f"candidates within k={deduplicator.k}"
     rule = f"by {found} with estimated Jaccard >= {deduplicator.threshold:g}"
-    return rule + (f" ({report.by_distance:,} by distance alone)" if report.by_distance else "")
+    how = [f"{report.exact:,} of two short texts by their exact Jaccard"] if report.exact else []
+    how += [f"{report.by_distance:,} by distance alone"] if report.by_distance else []
+    return rule + (f" ({'; '.join(how)})" if how else "")
 
 
 @app.command("spark-dedup")
