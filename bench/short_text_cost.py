@@ -8,9 +8,10 @@ encodings of what an exact 5-shingle Jaccard needs, bytes per document by langua
 text deflated (raw deflate, level 9, UTF-8 or UTF-16-LE), its distinct shingle hashes cut to 32 bits
 (sorted, gaps as LEB128 varints, or Golomb-Rice coded) and the full 64-bit hashes (sorted, varint gaps).
 
-Part 2 is the curve. A text whose deflated text takes at most `cut` bytes keeps it; a pair of two such
-texts is judged by the exact Jaccard, any other pair by the sketches' estimate (sketch.py, 120 bytes),
-as `simq dupes` judges them without stored texts. Candidates are the sketches' LSH pairs (sketch_pairs)
+Part 2 is the curve. A text whose stored form (core/short_texts.py's encoding: one byte, then the folded
+text deflated, as UTF-16 where UTF-8 takes over 2 bytes a character) takes at most `cut` bytes keeps it;
+a pair of two such texts is judged by the exact Jaccard, any other pair by the sketches' estimate (sketch.py,
+120 bytes), as `simq dupes` judges them without stored texts. Candidates are the sketches' LSH pairs (sketch_pairs)
 down to the threshold less confirm.EXACT_MARGIN where exact data could raise them, else at the threshold.
 Truth: every pair of exact Jaccard >= 0.8 (bench/quality.py's truth_pairs). Bytes per document: the
 sketch plus the mean stored exact data (its column's few bytes of record overhead not counted).
@@ -33,11 +34,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from quality import prf, truth_pairs
 
 from simhash_sqlite.core.shingles import fold_space, jaccard_of_sets, shingle_set
+from simhash_sqlite.core.short_texts import SHORT_TEXT_MOST, encoded
 from simhash_sqlite.core.sketch import DEFAULT_SCHEME, sketch_many
 from simhash_sqlite.find.check import EXACT_MARGIN
 from simhash_sqlite.find.sketch_pairs import sketch_pairs
 
 THRESHOLD = 0.8
+NEVER = 1 << 30
 
 
 def deflated(data: bytes) -> bytes:
@@ -60,12 +63,19 @@ def rice_bytes(values: np.ndarray, space: float) -> int:
     return 1 + int(math.ceil(bits / 8))
 
 
+def stored_size(text: str) -> int:
+    """Bytes of the stored form, whatever the cut (NEVER where a text is never kept: too long, or blank)."""
+    data = encoded(text) if len(text) <= SHORT_TEXT_MOST else None
+    return NEVER if data is None else len(data)
+
+
 def encodings(text: str) -> dict[str, int]:
     folded = fold_space(text)
     shingles = shingle_set(text)
     low32 = np.unique(shingles & np.uint64(0xFFFFFFFF))
     return {
         "deflate utf-8": len(deflated(folded.encode("utf-8"))),
+        "stored (short_texts.encoded)": stored_size(text),
         "deflate best of utf-8/utf-16": 1 + min(len(deflated(folded.encode("utf-8"))),
                                                len(deflated(folded.encode("utf-16-le")))),
         "32-bit hashes, varint gaps": varint_bytes(np.diff(np.concatenate(([0], low32)))),
@@ -89,11 +99,12 @@ def main() -> None:
         costs = [encodings(t) for t in texts]
         print(f"\n{lang}: {len(texts)} texts, mean {np.mean([len(t) for t in texts]):.0f} characters")
         for name in costs[0]:
-            print(f"  {name:32} {np.mean([c[name] for c in costs]):7.1f} bytes a text")
+            sizes = [c[name] for c in costs if c[name] < NEVER]
+            print(f"  {name:32} {np.mean(sizes):7.1f} bytes a text")
         sets = [shingle_set(t) for t in texts]
         truth, _ = truth_pairs(sets, THRESHOLD)
         rows, _ = sketch_many(texts, DEFAULT_SCHEME)
-        stored = np.array([c["deflate utf-8"] for c in costs])
+        stored = np.array([c["stored (short_texts.encoded)"] for c in costs])
         n = len(texts)
         candidates = [p for p in sketch_pairs(rows, THRESHOLD - EXACT_MARGIN, DEFAULT_SCHEME)]
         left = np.concatenate([p.left for p in candidates])

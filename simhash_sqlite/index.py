@@ -17,7 +17,7 @@ from .core.features import jieba_version
 from .core.fingerprint import BLOCKS, blocks, simhash, to_signed, to_unsigned
 from .core.pool import FingerprintJob
 from .core.settings import SHORT_TEXT, FingerprintSettings
-from .core.short_texts import SHORT_TEXT_BYTES, short_text_data, short_text_scheme
+from .core.short_texts import SHORT_TEXT_BYTES, SHORT_TEXT_MOST, short_text_data, short_text_scheme
 from .core.sketch import DEFAULT_SCHEME, SketchScheme, sketch_many
 from .errors import IndexNotFound, InvalidInput
 from .find.check import DEFAULT_THRESHOLD, DuplicatePairs, ShingleCache, candidate_k, check_search, check_threshold
@@ -135,7 +135,7 @@ class ShortTexts:
     stored: int | None = None  # documents holding it (None: not counted)
 
     def describe(self) -> str:
-        stored, lacking, most = self.stored or 0, self.lacking or 0, 4 * SHORT_TEXT_BYTES
+        stored, lacking, most = self.stored or 0, self.lacking or 0, SHORT_TEXT_MOST
         exact = f"exact for short texts: {stored:,} documents keep their text deflated (<= {SHORT_TEXT_BYTES} bytes)"
         if self.kept and not self.lacking:
             return exact
@@ -458,7 +458,7 @@ class SimhashIndex:
         if not counted or self.store_text:  # (an index that stores its texts checks them)
             return ShortTexts(kept=kept or self.store_text, column=column)
         start = json.loads(meta["short_texts"]).get("from_id", 0) if kept else None
-        might = f"fingerprint IS NOT NULL AND text IS NULL AND (length IS NULL OR length <= {4 * SHORT_TEXT_BYTES})"
+        might = f"fingerprint IS NOT NULL AND text IS NULL AND (length IS NULL OR length <= {SHORT_TEXT_MOST})"
         if start is None:
             lacking = self.conn.execute(f"SELECT count(*) FROM documents WHERE {might}").get
         else:  # (a document updated since has it, or is too long to)

@@ -11,8 +11,9 @@ at 384 bytes F1 without stored texts rose from 0.959 to 0.9997 (English) and fro
 (150-6,000 characters) a quarter of the pages are that short and the index grows 58 bytes a page.
 
 Format (SHORT_TEXT_FORMAT 1): one byte naming the encoding of the folded text, 0 for UTF-8 and 1 for
-UTF-16-LE (Chinese and Japanese texts deflate smaller so), then its raw deflate stream (level 9). A text
-of more than 4 * SHORT_TEXT_BYTES bytes of UTF-8 is not tried.
+UTF-16-LE (taken where UTF-8 needs more than 2 bytes a character: Chinese deflates 8% smaller so), then
+its raw deflate stream (level 9). A text of more than SHORT_TEXT_MOST characters or UTF-8 bytes is not
+tried.
 """
 
 from __future__ import annotations
@@ -25,6 +26,9 @@ import numpy as np
 from .shingles import fold_space, shingle_set
 
 SHORT_TEXT_BYTES = 384
+# Longer texts (characters, or UTF-8 bytes once folded) are not tried: on the tuning set no text of more
+# than 744 UTF-8 bytes deflated to SHORT_TEXT_BYTES.
+SHORT_TEXT_MOST = 1024
 SHORT_TEXT_FORMAT = 1
 _ENCODINGS = ("utf-8", "utf-16-le")
 
@@ -41,17 +45,24 @@ def _deflated(data: bytes) -> bytes:
 
 def short_text_data(text: str, limit: int = SHORT_TEXT_BYTES) -> bytes | None:
     """The stored form of a text whose exact check data takes at most `limit` bytes, else None: a longer
-    text, one with nothing but whitespace, or one of more than 4 * limit bytes of UTF-8 once folded (deflate
-    seldom shrinks text that much, and the cap keeps `add` from deflating long texts to no end)."""
+    text, one with nothing but whitespace, or one of more than SHORT_TEXT_MOST characters, or UTF-8 bytes
+    once folded (deflate seldom shrinks short text that much, and `add` then never folds or deflates
+    a long text)."""
+    if len(text) > SHORT_TEXT_MOST:
+        return None
+    data = encoded(text)
+    return data if data is not None and len(data) <= limit else None
+
+
+def encoded(text: str) -> bytes | None:
+    """The stored form of any text, however long (None: nothing but whitespace)."""
     folded = fold_space(text)
     utf8 = folded.encode("utf-8", "surrogatepass")
-    if not folded or len(utf8) > 4 * limit:
+    if not folded or len(utf8) > SHORT_TEXT_MOST:
         return None
-    best = bytes((0,)) + _deflated(utf8)
-    if not folded.isascii():  # (UTF-16 only pays where characters take 3 bytes of UTF-8)
-        wide = bytes((1,)) + _deflated(folded.encode("utf-16-le", "surrogatepass"))
-        best = wide if len(wide) < len(best) else best
-    return best if len(best) <= limit else None
+    if len(utf8) > 2 * len(folded):  # mostly characters of 3 bytes in UTF-8 (Chinese): 2 in UTF-16
+        return bytes((1,)) + _deflated(folded.encode("utf-16-le", "surrogatepass"))
+    return bytes((0,)) + _deflated(utf8)
 
 
 def short_text_of(data: bytes) -> str:

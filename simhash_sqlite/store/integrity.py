@@ -228,7 +228,7 @@ def _check_sketches(conn: apsw.Connection, report: CheckReport) -> None:
 def _check_short_texts(conn: apsw.Connection, report: CheckReport, version: int, store_text: bool | None) -> None:
     """A short text's exact data (core/short_texts.py) is NULL or a blob within the recorded cut that reads
     back; none beside a stored text or without a fingerprint. An index made before it is told so."""
-    from ..core.short_texts import short_text_of
+    from ..core.short_texts import SHORT_TEXT_MOST, short_text_of
 
     if store_text:
         fine = "texts stored: checked from them"
@@ -264,11 +264,11 @@ def _check_short_texts(conn: apsw.Connection, report: CheckReport, version: int,
         start = json.loads(meta["short_texts"]).get("from_id", 0)
         lacking = conn.execute(
             "SELECT count(*) FROM documents WHERE fingerprint IS NOT NULL AND text IS NULL AND short_text IS NULL "
-            "AND (length IS NULL OR length <= ?) AND id < ?", (4 * limit, start)
+            "AND (length IS NULL OR length <= ?) AND id < ?", (SHORT_TEXT_MOST, start)
         ).get
         if lacking:
             fine += (f"; made before exact short texts: {lacking:,} document(s) added before, of at most "
-                     f"{4 * limit:,} characters, are checked by their sketches' estimate")
+                     f"{SHORT_TEXT_MOST:,} characters, are checked by their sketches' estimate")
     report.add("short texts", problems, fine)
 
 
