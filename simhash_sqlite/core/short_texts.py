@@ -4,11 +4,13 @@ with its whitespace runs folded (all the check's shingles see, shingles.fold_spa
 The sketch's estimate spreads widely for short texts (a 944-bin sketch of a 100-shingle text is mostly
 densification), so a text whose deflated form takes at most SHORT_TEXT_BYTES keeps it beside its sketch,
 and a pair of two such texts is checked exactly. The cut and the encoding come from
-bench/short_text_cost.py on a tuning set of 50-500 character texts: the deflated text is 2-4 times
-smaller than the text's distinct shingle hashes cut to 32 bits (varint or Golomb-Rice gaps), and exact;
-at 384 bytes F1 without stored texts rose from 0.959 to 0.9997 (English) and from 0.884 to 0.993
-(Chinese), for a mean of 102 more bytes a text (English) and 169 (Chinese); on bench/crawl.py's pages
-(150-6,000 characters) a quarter of the pages are that short and the index grows 58 bytes a page.
+bench/short_text_cost.py on a tuning set of 50-500 character texts (bench/short_texts.py): the deflated
+text is 2-4 times smaller than the text's distinct shingle hashes cut to 32 bits (varint or Golomb-Rice
+gaps), and exact. F1 without stored texts rises with the cut, from 0.959 (English) and 0.884 (Chinese)
+with the sketch alone to 0.9997 and 0.991 at 352 bytes, for a mean of 103 more bytes a text (English)
+and 153 (Chinese). 352 is the largest cut that keeps an index of bench/crawl.py's pages (150-6,000
+characters, a fifth of them that short) within 64 more bytes a page than the sketch alone: at 384 it
+grew 67 (bench/dupes_scale.py at 200k pages).
 
 Format (SHORT_TEXT_FORMAT 1): one byte naming the encoding of the folded text, 0 for UTF-8 and 1 for
 UTF-16-LE (taken where UTF-8 needs more than 2 bytes a character: Chinese deflates 8% smaller so), then
@@ -25,7 +27,7 @@ import numpy as np
 
 from .shingles import fold_space, shingle_set
 
-SHORT_TEXT_BYTES = 384
+SHORT_TEXT_BYTES = 352
 # Longer texts (characters, or UTF-8 bytes once folded) are not tried: on the tuning set no text of more
 # than 744 UTF-8 bytes deflated to SHORT_TEXT_BYTES.
 SHORT_TEXT_MOST = 1024
