@@ -36,8 +36,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from simhash_sqlite import SimhashIndex  # noqa: E402
-from simhash_sqlite.index import _UPSERT_FINGERPRINT, BULK_CACHE_MIB, _bulk_writes, _fingerprint_rows  # noqa: E402
 from simhash_sqlite.store.database import ensure_sound, write_transaction  # noqa: E402
+from simhash_sqlite.store.writer import _UPSERT_FINGERPRINT, BULK_CACHE_MIB, _bulk_writes, _fingerprint_rows  # noqa: E402
 
 DROPPED = ("documents_b0", "documents_b1", "documents_b2", "documents_b3", "documents_content_hash")
 

@@ -30,8 +30,8 @@ from pathlib import Path
 import apsw
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from simhash_sqlite.index import content_hash  # noqa: E402
 from simhash_sqlite.store.integrity import problems  # noqa: E402
+from simhash_sqlite.store.texts import content_hash  # noqa: E402
 
 
 def make_input(path: Path, docs: int, seed: int) -> list[tuple[str, str]]:

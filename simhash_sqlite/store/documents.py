@@ -1,0 +1,87 @@
+"""The documents that go into an index and come out of it, and what an add did."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..core.short_texts import SHORT_TEXT_BYTES, SHORT_TEXT_MOST
+
+
+@dataclass(frozen=True)
+class Document:
+    """A text to index under a unique key (a path, or an id of the user's)."""
+
+    key: str
+    text: str
+
+
+@dataclass(frozen=True)
+class FingerprintedDocument:
+    """A document fingerprinted before add(): a large file streamed in pieces, or a JSONL record
+    fingerprinted in a worker process (pipeline.sources.Reader). Its text is kept only for an index that stores
+    texts."""
+
+    key: str
+    fingerprint: int | None  # unsigned, made with the index's settings; None: no features
+    length: int
+    content_hash: bytes
+    sketch: bytes | None = None  # sketch.sketch() of the text, when the reader made one
+    text: str | None = None  # the text, for an index that stores texts (never one streamed in pieces)
+    short_text: bytes | None = None  # short_texts.short_text_data() of a short text, when the reader made it
+
+
+@dataclass(frozen=True)
+class StoredDocument:
+    key: str
+    fingerprint: int | None  # unsigned; None when the text had no features
+    length: int | None  # None for a bare fingerprint (add_fingerprints)
+    content_hash: str | None
+    text: str | None
+    added_at: str
+
+
+@dataclass
+class AddReport:
+    """What an add did. Counts cover committed batches only."""
+
+    added: int = 0
+    updated: int = 0
+    unchanged: int = 0
+    no_features: list[str] = field(default_factory=list)  # the first keys stored with no fingerprint
+    without_features: int = 0  # all of them (the list keeps only the first, so memory stays bounded)
+    batches: int = 0
+    characters: int = 0
+    short: int = 0  # added or updated texts under settings.SHORT_TEXT characters (noisier distances)
+    last_key: str | None = None  # the last document of the last committed batch
+
+    @property
+    def documents(self) -> int:
+        return self.added + self.updated + self.unchanged
+
+
+def length_of(doc: Document | FingerprintedDocument) -> int:
+    """A document's length in characters, whether its text is at hand or it came fingerprinted."""
+    return doc.length if isinstance(doc, FingerprintedDocument) else len(doc.text)
+
+
+@dataclass(frozen=True)
+class ShortTexts:
+    """Whether an index keeps the exact data of short texts (migration 0005, short_texts.py), and how many
+    documents lack it: added before (an index made before exact short texts) with texts not stored and
+    short enough that they might have had it. Their pairs are estimated from the sketches."""
+
+    kept: bool
+    column: bool = True  # documents.short_text exists (an older index opened read-only has none)
+    lacking: int | None = None  # (None: not counted)
+    stored: int | None = None  # documents holding it (None: not counted)
+
+    def describe(self) -> str:
+        stored, lacking, most = self.stored or 0, self.lacking or 0, SHORT_TEXT_MOST
+        exact = f"exact for short texts: {stored:,} documents keep their text deflated (<= {SHORT_TEXT_BYTES} bytes)"
+        if self.kept and not self.lacking:
+            return exact
+        told = (f"made before exact short texts: {lacking:,} document(s) of at most {most:,} characters whose "
+                "texts are not stored are checked by their sketches' estimate")
+        if not self.kept:
+            return told + " (opened for writing, e.g. by simq add, it keeps exact data for new documents)"
+        return f"{exact}; {told}"
