@@ -14,8 +14,9 @@ from .core.settings import DEFAULT_THRESHOLD, FingerprintSettings
 from .core.short_texts import SHORT_TEXT_MOST, short_text_scheme
 from .core.sketch import DEFAULT_SCHEME, SketchScheme, sketch_many
 from .errors import IndexNotFound, InvalidInput
+from .find.chains import below_members
 from .find.check import DuplicateSearch, ShingleCache, check_search
-from .find.clusters import Cluster, ClusterReport, cluster_index, clustering_info, read_clusters
+from .find.clusters import Cluster, ClusterReport, cluster_index, clustering_info, read_clusters, record_chains
 from .find.near_table import register_near_table
 from .find.pairs import Progress
 from .find.queries import FailedQuery, Query
@@ -438,14 +439,16 @@ class SimhashIndex:
         *,
         check: bool = True,
         threshold: float = DEFAULT_THRESHOLD,
+        uncertain: bool = False,
         on_progress: Progress | None = None,
     ) -> DuplicateSearch:
         """Every pair of near-duplicate documents, each once (first added first), streamed in no
         particular order: the pairs within k, checked as in search() (same defaults). Iterate the
         result; its `report` counts how pairs were judged (None without check). With check and no k,
-        the candidates come from the sketches (confirm.DuplicateSearch), at any distance.
+        the candidates come from the sketches (check.DuplicateSearch), at any distance. uncertain: the
+        pairs whose verdict is uncertain instead, kept or not (DuplicatePair.keeps), to review.
         on_progress(done, total): how far the pair search is, for a progress bar."""
-        return DuplicateSearch(self, k, threshold, check=check, on_progress=on_progress)
+        return DuplicateSearch(self, k, threshold, check=check, uncertain=uncertain, on_progress=on_progress)
 
     def clusters(
         self,
@@ -465,7 +468,13 @@ class SimhashIndex:
         report = cluster_index(
             self.conn, pairs.k, representative, pairs=pairs.id_pairs(), threshold=pairs.report.threshold
         )
-        return dataclasses.replace(report, check=pairs.report)
+        made = pairs.report.candidates_from  # known once the pairs have been read
+        # Chains: members the check does not keep against their representative, counted for stats.
+        chained = below_members(self, pairs.report.threshold)
+        below = sum(map(len, chained.values()))
+        if report.saved:
+            record_chains(self.conn, made, below)
+        return dataclasses.replace(report, check=pairs.report, below=below, chained=chained, candidates=made)
 
     def cluster_list(self, *, min_size: int = 2) -> Iterator[Cluster]:
         """The clusters written by the last clusters() run, with their member keys."""

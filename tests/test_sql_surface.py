@@ -98,7 +98,8 @@ def test_simhash_near_equals_simq_near(runner, tmp_path):
     assert simq(runner, "add", "--db", db, EXAMPLES).exit_code == 0
     text = (EXAMPLES / "sqlite_intro.txt").read_text(encoding="utf-8")
     near = json.loads(simq(runner, "near", "--db", db, text, "--k", "10", "--json", "--no-check").stdout)
-    assert all(m.pop("jaccard") is None and m.pop("checked") is False and m.pop("checked_by") is None for m in near)
+    assert all(m.pop("jaccard") is None and m.pop("checked") is False and m.pop("checked_by") is None
+               and m.pop("certainty") is None for m in near)
     result = simq(
         runner, "sql", "--db", db, "--format", "json", "-p", f"q={text}", "-p", "k=10",
         "SELECT key, distance, similarity, simhash_hex(fingerprint) AS fingerprint FROM simhash_near(:q, :k, 0)",

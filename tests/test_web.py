@@ -115,10 +115,14 @@ def test_search_answers_as_simq_near(runner, stored, confirm):
         assert cli.exit_code == 0, cli.output
         with SimhashIndex(db, readonly=True) as index:
             answer = search(index, *args, check=confirm, **kwargs)
-        expected = [(m["key"], m["distance"], m["jaccard"]) for m in json.loads(cli.stdout)]
-        got = [(r.key, r.distance, None if r.jaccard is None else round(r.jaccard, 4)) for r in answer.rows]
+        expected = [(m["key"], m["distance"], m["jaccard"], m["certainty"]) for m in json.loads(cli.stdout)]
+        got = [(r.key, r.distance, None if r.jaccard is None else round(r.jaccard, 4),
+                None if r.certainty is None else round(r.certainty, 4)) for r in answer.rows]
         assert got == expected and len(got) >= 1
-        assert all(r.check == ("exact Jaccard" if confirm else "not checked") for r in answer.rows)
+        # The same words for the same check: sure estimates, and the texts for the unsure (stored here).
+        words = {"exact": "exact Jaccard", "estimated": "estimated Jaccard (stored sketch)", None: "not checked"}
+        assert [r.check for r in answer.rows] == [words[m["checked_by"]] for m in json.loads(cli.stdout)]
+        assert all(r.check != "distance only (text out of reach)" for r in answer.rows)
 
 
 def test_pair_view_reads_only_keys_of_the_index(stored, tmp_path):

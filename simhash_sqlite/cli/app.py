@@ -33,10 +33,11 @@ from ..core.fingerprint import from_hex, simhash, to_hex, to_signed
 from ..core.settings import CONFIRM_K, DEFAULT_THRESHOLD, RECOMMENDED_K, SHORT_TEXT, FingerprintSettings, candidate_k
 from ..errors import InvalidInput, SimhashError
 from ..find.arrays import DuplicatePair
-from ..find.clusters import REPRESENTATIVE_RULES, Cluster
+from ..find.chains import cluster_members
+from ..find.clusters import REPRESENTATIVE_RULES, Cluster, candidates_text
 from ..find.queries import FailedQuery, guess_format, parse_queries
 from ..find.search import Match, executed_sql, near_sql
-from ..find.verdict import CheckSummary, fallback_k, validate_threshold
+from ..find.verdict import CERTAIN, CheckSummary, fallback_k, validate_threshold
 from ..index import SimhashIndex
 from ..pipeline.dedup import DROP_MARGIN, Deduplicator
 from ..pipeline.sources import STDIN, Reader, read_one, size_text, stale_keys
@@ -164,9 +165,9 @@ CheckOption = Annotated[
     bool,
     typer.Option(
         "--check/--no-check",
-        help="Keep a candidate only if the exact 5-shingle Jaccard of the texts (stored with --store-text, or the "
-        "unchanged files) reaches --threshold, else the Jaccard estimated from the stored sketches; one with "
-        f"neither is kept if within min(k, {RECOMMENDED_K}).",
+        help="Keep a candidate only if its 5-shingle Jaccard reaches --threshold: estimated from the stored "
+        "sketches where that is sure, else exact where the texts can be read (stored with --store-text, or the "
+        f"unchanged files), else the unsure estimate; one without a sketch is kept if within min(k, {RECOMMENDED_K}).",
     ),
 ]
 ThresholdOption = Annotated[
@@ -552,10 +553,10 @@ def near(
         none_checked = report is not None and report.candidates
         say("no match passed the check" if none_checked else f"no documents within distance {k}")
     else:
-        # Checked: the Jaccard takes the fingerprint's place (json has both), so keys keep their width.
-        last = "jaccard" if report is not None else "fingerprint"
+        # Checked: the verdict takes the fingerprint's place (json has both), so keys keep their width.
+        last = ["jaccard", "checked_by", "certainty"] if report is not None else ["fingerprint"]
         with output.destination(output_path) as handle:
-            output.render(records, "table", handle, columns=["key", "distance", "similarity", last], fold=["key"])
+            output.render(records, "table", handle, columns=["key", "distance", "similarity", *last], fold=["key"])
     if report is not None:
         # A query too large to read whole has said why its candidates go by distance (_query_of_file).
         _print_check_summary(report, "match", to_stderr=format_ != "table" or output_path is not None,
@@ -578,20 +579,27 @@ def _tell_sketch_upgrade(index: SimhashIndex) -> None:
 def _print_check_summary(
     report: CheckSummary, noun: str, *, to_stderr: bool, suffix: str = "", hint: bool = True
 ) -> None:
-    """How many results were checked exactly and how many by distance only, and a hint when texts were
-    out of reach. Nothing when there was no candidate."""
+    """How many results were checked exactly, by the sketches' estimate and by distance only, how many
+    verdicts were uncertain, and a hint when texts were out of reach. Nothing when there was no candidate."""
     if not report.candidates:
         return
     dropped = report.rejected + report.estimate_rejected + report.too_far
-    found_by = "found by the sketches" if report.candidates_from == "sketch" else f"within distance {report.k}"
     say(
         f"{_count(report.kept, noun)}{suffix}: {report.checked:,} checked exactly (Jaccard >= {report.threshold:g}), "
         f"{report.estimated:,} by the sketches' estimate, "
         f"{report.unchecked:,} by distance only (<= {report.fallback_k}); "
-        f"{dropped:,} of {_count(report.candidates, 'candidate')} {found_by} dropped",
+        f"{dropped:,} of {_count(report.candidates, 'candidate')} {report.found_by} dropped; "
+        f"{report.sure:,} verdicts sure from the sketches alone, {report.uncertain:,} uncertain",
         to_stderr=to_stderr,
     )
     missing = report.unchecked + report.too_far
+    if report.uncertain and hint:
+        warn(
+            "hint",
+            f"{report.uncertain:,} verdict{'s rest' if report.uncertain != 1 else ' rests'} on an uncertain "
+            "estimate, the texts being out of reach: list them with simq dupes --uncertain to review them, or add "
+            "the documents with --store-text for exact checks",
+        )
     if missing and hint:
         warn(
             "hint",
@@ -642,7 +650,7 @@ def _near_batch(
             else:
                 matches = answer.matches
                 if answer.report is not None:
-                    _add_counts(total, answer.report)
+                    total.add(answer.report)
                 record["fingerprint"] = to_hex(answer.fingerprint)
                 record["matches"] = [_match_json(m) for m in matches]
                 if explain:
@@ -672,11 +680,6 @@ def _near_batch(
         raise fail(f"{failed:,} of {queries} could not be searched (see their \"error\" lines)")
 
 
-def _add_counts(total: CheckSummary, part: CheckSummary) -> None:
-    for name in ("candidates", "checked", "rejected", "unchecked", "too_far", "without_query_text", "check_seconds"):
-        setattr(total, name, getattr(total, name) + getattr(part, name))
-
-
 def _match_json(match: Match) -> dict:
     """A match as JSON; "jaccard" is the check's (null: not measured), "checked_by" how it was judged."""
     return {
@@ -686,6 +689,7 @@ def _match_json(match: Match) -> dict:
         "jaccard": None if match.jaccard is None else round(match.jaccard, 4),
         "checked": match.jaccard is not None,
         "checked_by": match.checked_by,
+        "certainty": None if match.certainty is None else round(match.certainty, 4),
         "fingerprint": to_hex(match.fingerprint),
     }
 
@@ -769,7 +773,12 @@ def stats(db: DbOption = Path(DEFAULT_DB), format_: FormatOption = None, as_json
         return
     if s.clusters is not None:
         c = s.clusters
-        rows["clusters"] = f"k={c['k']}, representative {c['representative']}, {c['documents']:,} documents, {c['at']}"
+        rows["clusters"] = (f"{candidates_text(c)}, representative {c['representative']}, "
+                            f"{c['documents']:,} documents, "
+                            f"{c['at']}")
+        if c.get("below"):
+            rows["clusters"] += (f"; {c['below']:,} members below the Jaccard line to their representative (joined "
+                                 "through others: simq clusters shows the chains)")
         if c.get("stale"):
             rows["clusters"] += " - STALE: documents changed since; run simq clusters again"
     output.render_one(rows, "table")
@@ -1040,8 +1049,23 @@ def _explanation_json(e: Explanation) -> dict:
         "a": e.a.name, "b": e.b.name,
         "fingerprints": [None if s.fingerprint is None else to_hex(s.fingerprint) for s in (e.a, e.b)],
         "distance": e.distance, "similarity": e.similarity, "estimated_jaccard": e.estimated_jaccard,
-        "exact_jaccard": e.exact_jaccard, "shared": feats(e.shared), "only_a": feats(e.only_a),
+        "exact_jaccard": e.exact_jaccard, **_verdict_json(e.verdict), "shared": feats(e.shared),
+        "only_a": feats(e.only_a),
         "only_b": feats(e.only_b), "diff": e.diff, "notes": e.notes,
+    }
+
+
+def _verdict_json(verdict) -> dict:
+    """The check's verdict as the fields every JSON row has: jaccard, checked, checked_by, certainty, and
+    duplicate (the verdict itself)."""
+    if verdict is None:
+        return {"jaccard": None, "checked": False, "checked_by": None, "certainty": None, "duplicate": False}
+    return {
+        "jaccard": None if verdict.jaccard is None else round(verdict.jaccard, 4),
+        "checked": verdict.jaccard is not None,
+        "checked_by": verdict.checked_by,
+        "certainty": None if verdict.certainty is None else round(verdict.certainty, 4),
+        "duplicate": verdict.keeps,
     }
 
 
@@ -1053,7 +1077,7 @@ def _print_explanation(e: Explanation) -> None:
         "fingerprints": " / ".join("-" if s.fingerprint is None else to_hex(s.fingerprint) for s in (e.a, e.b)),
         "distance": "-" if e.distance is None else f"{e.distance} of 64 bits",
         "similarity (1 - d/64)": num(e.similarity),
-        "estimated 5-shingle Jaccard": num(e.estimated_jaccard),
+        "5-shingle Jaccard estimated from the sketches": num(e.estimated_jaccard),
         "exact 5-shingle Jaccard": num(e.exact_jaccard),
         "features": e.settings.describe(),
         **dict(verdicts(e)),
@@ -1096,34 +1120,48 @@ def dupes(
     output_path: OutOption = None,
     check: CheckOption = True,
     threshold: ThresholdOption = DEFAULT_THRESHOLD,
+    uncertain: Annotated[
+        bool,
+        typer.Option(
+            "--uncertain",
+            help="List the pairs whose verdict is uncertain instead (an estimate short of certainty "
+            f"{CERTAIN}, the texts out of reach, or by distance alone), near-duplicates or not, to review them.",
+        ),
+    ] = False,
 ) -> None:
     """Every pair of near-duplicate documents, each once, checked by the Jaccard of their texts.
 
-    Exact where the texts can be read, else estimated from the stored sketches. Without --k the candidates come
+    Estimated from the stored sketches where that is sure, else exact where the texts can be read, else the
+    unsure estimate; every row says which and how sure. Without --k the candidates come
     from the sketches (any distance); with --k, or an index whose documents lack sketches, they are the
     pairs within distance k.
 
     The table shows the first 50 pairs, closest first; the other formats stream every pair.
     """
     format_ = output.choose_format(format_, as_json)
+    if uncertain and not check:
+        raise InvalidInput("--uncertain lists checked pairs: it cannot go with --no-check")
     streaming_here = format_ != "table" and output_path is None and out.is_terminal
     with SimhashIndex(db) as index, output.progress("share", hidden=streaming_here) as progress:
         _tell_sketch_upgrade(index)
         task = progress.add_task("pairs", total=None)
-        found = index.dupes(k, check=check, threshold=threshold, on_progress=_progress_to(progress, task))
+        found = index.dupes(
+            k, check=check, threshold=threshold, uncertain=uncertain, on_progress=_progress_to(progress, task)
+        )
         pairs, report = iter(found), found.report
         records = map(_pair_json, pairs)
-        columns = ["first", "second", "distance", "similarity", "jaccard", "checked", "checked_by"]
+        columns = ["first", "second", "distance", "similarity", "jaccard", "checked", "checked_by", "certainty",
+                   "duplicate"]
         if format_ == "table":
             shown = list(itertools.islice(records, SHOWN_ROWS))
             more = sum(1 for _ in records)
             progress.stop()
-            _dupes_table(shown, more, found.k, report, output_path)
+            _dupes_table(shown, more, found.k, report, output_path, uncertain)
             return
         with output.destination(output_path) as handle:
             output.render(records, format_, handle, columns=columns)
     if report is not None:
-        _print_check_summary(report, "pair", to_stderr=True)
+        _print_check_summary(report, "pair", to_stderr=True, hint=not uncertain)
 
 
 def _progress_to(progress, task):
@@ -1141,29 +1179,35 @@ def _pair_json(pair: DuplicatePair) -> dict:
         "jaccard": None if pair.jaccard is None else round(pair.jaccard, 4),
         "checked": pair.jaccard is not None,
         "checked_by": pair.checked_by,
+        "certainty": None if pair.certainty is None else round(pair.certainty, 4),
+        "duplicate": pair.keeps,
     }
 
 
 def _dupes_table(
-    shown: list[dict], more: int, k: int, report: Optional[CheckSummary], output_path: Optional[Path]
+    shown: list[dict], more: int, k: int, report: Optional[CheckSummary], output_path: Optional[Path],
+    uncertain: bool = False,
 ) -> None:
     to_stderr = output_path is not None
     if not shown:
-        if report is not None and report.candidates:
+        if uncertain:
+            say("no uncertain verdict: every candidate was settled")
+        elif report is not None and report.candidates:
             say("no pair passed the check")
         elif report is not None and report.candidates_from == "sketch":
             say("no pairs: no two documents share a window of their sketches")
         else:
             say(f"no pairs within distance {k}")
     else:
-        columns = ["first", "second", "distance", "similarity"] + (["jaccard"] if report is not None else [])
+        checked = ["jaccard", "checked_by", "certainty"] + (["duplicate"] if uncertain else [])
+        columns = ["first", "second", "distance", "similarity"] + (checked if report is not None else [])
         shown.sort(key=lambda p: (p["distance"], p["first"], p["second"]))
         with output.destination(output_path) as handle:
             output.render(shown, "table", handle, columns=columns, fold=["first", "second"])
         if more:
             say(f"{_count(more, 'more pair')} not shown: use --format jsonl, csv or tsv", to_stderr=to_stderr)
     if report is not None:
-        _print_check_summary(report, "pair", to_stderr=to_stderr)
+        _print_check_summary(report, "pair", to_stderr=to_stderr, hint=not uncertain)
     elif shown:
         say(f"{_count(len(shown) + more, 'pair')} within distance {k}", to_stderr=to_stderr)
 
@@ -1197,25 +1241,30 @@ def clusters(
                 k, check=check, threshold=threshold, representative=representative,
                 on_progress=_progress_to(progress, task),
             )
-        by_sketch = report.check is not None and report.check.candidates_from == "sketch"
-        found_by = "with candidates from the sketches" if by_sketch else f"at k={report.k}"
+        found_by = "with " + candidates_text({"candidates": report.candidates, "k": report.k})
         found = index.cluster_list(min_size=min_size)
+        chained = report.chained or {}
         with output.destination(output_path) as handle:
             if format_ == "table":
                 biggest = heapq.nlargest(SHOWN_ROWS, found, key=lambda c: (c.size, -c.cluster))
-                _clusters_table(biggest, handle)
+                _clusters_table(biggest, handle, chained)
+                _print_chains(index, biggest, chained, report.check)
             elif format_ in ("csv", "tsv"):
                 members = (
-                    {"cluster": c.cluster, "size": c.size, "representative": c.representative, "key": key}
-                    for c in found for key in c.members
+                    {"cluster": c.cluster, "size": c.size, "representative": c.representative, "key": key,
+                     "below": key in below}
+                    for c in found for below in [{k for k, _ in chained.get(c.cluster, ())}] for key in c.members
                 )
-                output.render(members, format_, handle, columns=["cluster", "size", "representative", "key"])
+                output.render(members, format_, handle, columns=["cluster", "size", "representative", "key", "below"])
             else:
-                output.render(map(_cluster_json, found), format_, handle)
+                threshold = report.check.threshold if report.check is not None else None
+                output.render((_cluster_json(index, c, chained, threshold) for c in found), format_, handle)
     say(
         f"{db}: {_count(report.documents, 'document')} in {_count(report.clusters, 'cluster')} {found_by} "
         f"({report.clustered:,} in clusters of two or more, largest {report.largest:,}); "
-        f"keeping one of each would drop {report.duplicates:,}. "
+        f"keeping one of each would drop {report.duplicates:,}"
+        + (f"; {report.below:,} members are below the Jaccard line to their representative (joined through others)"
+           if report.below else "") + ". "
         + ("Written to the clusters table." if report.saved else "Not saved: the index is read-only here."),
         to_stderr=True,
     )
@@ -1223,11 +1272,20 @@ def clusters(
         _print_check_summary(report.check, "pair", suffix=" joined clusters", to_stderr=True)
 
 
-def _cluster_json(c: Cluster) -> dict:
-    return {"cluster": c.cluster, "size": c.size, "representative": c.representative, "members": list(c.members)}
+def _cluster_json(index: SimhashIndex, c: Cluster, chained: dict, threshold: Optional[float]) -> dict:
+    record = {"cluster": c.cluster, "size": c.size, "representative": c.representative, "members": list(c.members)}
+    if c.cluster in chained:
+        _, _, members = cluster_members(index, c.cluster, threshold=threshold)
+        record["below"] = [
+            {"key": m.key, **_verdict_json(m.verdict), "path": None if m.path is None else list(m.path)}
+            for m in members if m.below
+        ]
+    else:
+        record["below"] = []
+    return record
 
 
-def _clusters_table(biggest: list[Cluster], handle) -> None:
+def _clusters_table(biggest: list[Cluster], handle, chained: dict) -> None:
     if not biggest:
         say("no clusters of that size")
         return
@@ -1235,8 +1293,36 @@ def _clusters_table(biggest: list[Cluster], handle) -> None:
     for c in biggest:
         others = [m for m in c.members if m != c.representative]
         shown = ", ".join(map(printable, others[:3])) + (f", ... ({len(others) - 3} more)" if len(others) > 3 else "")
-        rows.append({"cluster": c.cluster, "size": c.size, "representative": c.representative, "other members": shown})
+        rows.append({"cluster": c.cluster, "size": c.size, "below": len(chained.get(c.cluster, ())),
+                     "representative": c.representative, "other members": shown})
     output.render(rows, "table", handle, fold=["representative", "other members"])
+
+
+CHAINS_SHOWN = 10
+
+
+def _print_chains(index: SimhashIndex, biggest: list[Cluster], chained: dict, check: Optional[CheckSummary]) -> None:
+    """The members of the shown clusters that are below the Jaccard line to their representative, with the
+    chain of near-duplicate pairs that joined them (the first CHAINS_SHOWN)."""
+    told = 0
+    threshold = check.threshold if check is not None else None
+    for c in biggest:
+        if c.cluster not in chained or told >= CHAINS_SHOWN:
+            continue
+        _, rep, members = cluster_members(index, c.cluster, threshold=threshold)
+        for m in members:
+            if not m.below or told >= CHAINS_SHOWN:
+                continue
+            told += 1
+            v = m.verdict
+            how = "distance only" if v.jaccard is None else f"{v.checked_by} Jaccard {v.jaccard:.3f}"
+            via = " -> ".join(map(printable, m.path)) if m.path else "(cluster too large to search for the path)"
+            say(f"cluster {c.cluster}: {printable(m.key)} is below the line to {printable(rep)} ({how}); joined "
+                f"through {via}")
+    total = sum(len(chained.get(c.cluster, ())) for c in biggest)
+    if total > told:
+        say(f"{_count(total - told, 'more member')} below the line in these clusters: --format json lists them "
+            "with their paths")
 
 
 @app.command(rich_help_panel=DUPLICATES_PANEL)

@@ -596,6 +596,70 @@ def estimate_spread(jaccard: np.ndarray, scheme: SketchScheme) -> np.ndarray:
     return np.sqrt(np.clip(p * (1 - p), 0, None) / scheme.bins) / (1 - chance)
 
 
+# How sure an estimate is. The bins' estimate of a pair spreads by the binomial sqrt((1 - J**2) / bins)
+# only where both texts fill every bin; a short text fills few and densification copies them. The model
+# (docs/quality.md, "How sure an estimate is"): a bin agrees when both sketches take the same minimum of
+# the union from the intersection (share J), else by the coin of two unrelated bits. The F bins the union
+# fills are F of its u shingles, taken without replacement (variance J(1 - J)(1 - F/u) / F), and each of
+# the E = bins - F empty bins copies a filled one drawn at random (J(1 - J) E / bins**2 more). The coins
+# of the (1 - J) bins bins that disagree repeat where a pair of sources recurs: N + N**2 / P for N coin
+# bins over P = (1 - J) F F_small distinct pairs of sources. Where F = bins this is the binomial.
+# Generated pairs (bench/certainty.py) measured the spread 5-12% above the model at 20-6,000 shingles,
+# near the line: SPREAD_FACTOR covers that rather than fitting each size.
+SPREAD_FACTOR = 1.12
+# A size ratio this far below the threshold rules the pair out. The counts are the sketch's shingles (of
+# the normalized text: case folded, NFKC), the exact check's are of the text as written, so the bound
+# J <= min/max holds for the exact Jaccard only up to that difference: on the tuning set
+# (bench/certainty_texts.py) two pairs of ratio 0.798-0.799 had an exact Jaccard of 0.801 at a slack of 0.001.
+RATIO_SLACK = 0.01
+
+
+def pair_spread(jaccard, size_a, size_b, scheme: SketchScheme = DEFAULT_SCHEME) -> np.ndarray:
+    """The standard deviation of the bins' estimate for two texts of these distinct-shingle counts (NaN:
+    unknown, taken as long texts) at a true Jaccard `jaccard` (see the model above); for bins of more
+    than one bit, estimate_spread() times SPREAD_FACTOR."""
+    j = np.clip(np.asarray(jaccard, dtype=np.float64), 0.0, 1.0)
+    a = np.asarray(size_a, dtype=np.float64)
+    b = np.asarray(size_b, dtype=np.float64)
+    if scheme.bits != 1:
+        return SPREAD_FACTOR * estimate_spread(j, scheme) * np.ones(np.broadcast(j, a, b).shape)
+    m = float(scheme.bins)
+    unknown = np.isnan(a) | np.isnan(b)
+    a = np.where(unknown, 1e12, np.maximum(a, 1.0))
+    b = np.where(unknown, 1e12, np.maximum(b, 1.0))
+    union = (a + b) / (1 + j)
+    filled = m * -np.expm1(-union / m)
+    filled_small = m * -np.expm1(-np.minimum(a, b) / m)
+    sources = j * (1 - j) * (np.clip(1 - filled / union, 0.0, None) / filled + (m - filled) / m**2)
+    coins = (1 - j) * m
+    repeats = coins**2 / (np.maximum((1 - j) * filled, 1.0) * filled_small)
+    return SPREAD_FACTOR * np.sqrt(sources + (coins + repeats) / m**2)
+
+
+def _normal_cdf(z: np.ndarray) -> np.ndarray:
+    """Phi(z), vectorized (Abramowitz and Stegun 7.1.26 for erf: error below 1.5e-7)."""
+    x = np.abs(z) / np.sqrt(2.0)
+    t = 1.0 / (1.0 + 0.3275911 * x)
+    poly = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429))))
+    erf = 1.0 - poly * np.exp(-x * x)
+    return 0.5 * (1.0 + np.sign(z) * erf)
+
+
+def certainty(estimate, threshold: float, size_a, size_b, scheme: SketchScheme = DEFAULT_SCHEME) -> np.ndarray:
+    """How sure the verdict "estimate >= threshold" (or below) is: the probability that the true Jaccard
+    lies on the estimate's side of the threshold, Phi(|estimate - threshold| / spread), the spread
+    pair_spread() at the threshold for these sizes (a flat prior on J near the line). 1.0 where the
+    sizes alone rule the pair out (J <= min/max, below the threshold)."""
+    estimate = np.asarray(estimate, dtype=np.float64)
+    z = np.abs(estimate - threshold) / pair_spread(threshold, size_a, size_b, scheme)
+    sure = _normal_cdf(z)
+    a, b = np.asarray(size_a, dtype=np.float64), np.asarray(size_b, dtype=np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ratio = np.minimum(a, b) / np.maximum(a, b)
+    ruled_out = (ratio < threshold - RATIO_SLACK) & (estimate < threshold)  # NaN compares False
+    return np.where(ruled_out, 1.0, sure)
+
+
 def sharpened(estimate: np.ndarray, ratio: np.ndarray, scheme: SketchScheme) -> np.ndarray:
     """The estimate with the size ratio r = min(|A|, |B|) / max(|A|, |B|) of the two shingle sets (NaN:
     unknown, the estimate stays): J <= r always, and J = r where one set contains the other. So r where

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import apsw
 import numpy as np
@@ -77,6 +77,9 @@ class ClusterReport:
     largest: int
     check: CheckSummary | None = None  # how the pairs were checked (None: distance alone)
     saved: bool = True  # written to the file; False: the index is read-only, kept in a TEMP table
+    candidates: str = "fingerprint"  # how the candidate pairs were made: "sketch" (LSH) or "fingerprint" (within k)
+    below: int | None = None  # members the check does not keep against their representative (chains.py)
+    chained: dict | None = field(default=None, repr=False)  # cluster -> [(key, Verdict)] of those members
 
     @property
     def duplicates(self) -> int:
@@ -138,13 +141,15 @@ def cluster_index(
     *,
     pairs: Iterable[tuple[np.ndarray, np.ndarray]] | None = None,
     threshold: float | None = None,
+    candidates: str = "fingerprint",
     on_progress: Progress | None = None,
 ) -> ClusterReport:
     """Cluster every indexed document and rewrite the clusters table (one transaction).
 
     pairs: the edges as chunks of (first ids, second ids), e.g. pairs within k that passed an exact
-    check (confirm.py; `threshold` is then recorded with k); None: every pair within k, whose search
-    reports to on_progress(done, total)."""
+    check (check.py; `threshold` is then recorded with k, and index.clusters adds how the candidates
+    were made: "sketch" for the sketches' LSH tables, "fingerprint" for the pairs within k); None: every
+    pair within k, whose search reports to on_progress(done, total)."""
     k = validate_k(k)
     if representative not in REPRESENTATIVE_RULES:
         raise InvalidInput(f"representative must be one of {', '.join(REPRESENTATIVE_RULES)}, not {representative!r}")
@@ -176,7 +181,7 @@ def cluster_index(
             )
         info = {
             "k": k, "jaccard": threshold, "representative": representative, "documents": len(ids),
-            "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "candidates": candidates,
         }
         if saved:
             conn.execute(
@@ -193,7 +198,26 @@ def cluster_index(
         clustered=int((sizes > 1).sum()),
         largest=int(sizes.max()) if len(sizes) else 0,
         saved=saved,
+        candidates=candidates,
     )
+
+
+def record_chains(conn: apsw.Connection, candidates: str, below: int) -> None:
+    """Add to the last clustering run's record how its candidate pairs were made ("sketch" or
+    "fingerprint") and how many members are below the threshold to their representative
+    (chains.below_members)."""
+    with write_transaction(conn):
+        conn.execute(
+            "UPDATE simhash_meta SET value = json_set(value, '$.candidates', ?, '$.below', ?) WHERE key = 'clusters'",
+            (candidates, below),
+        )
+
+
+def candidates_text(info: dict) -> str:
+    """How a clustering run's candidate pairs were made, in words."""
+    if info.get("candidates") == "sketch":
+        return "candidates from the sketches' LSH tables, at any distance"
+    return f"candidates within distance k={info['k']}"
 
 
 def clustering_info(conn: apsw.Connection) -> dict | None:

@@ -48,14 +48,16 @@ SCAN_SHARE = SCAN_LOAD_ROW_NS / PROBE_ROW_NS
 @dataclass(frozen=True)
 class Match:
     """A document found near a query. `checked_by` says how it was judged: "exact" (Jaccard of the
-    texts), "estimated" (Jaccard estimated from the stored sketches), "distance" (neither at hand:
-    kept by distance alone), or None (the check was turned off)."""
+    texts), "estimated" (Jaccard estimated from the stored sketches: sure, or no text at hand), "distance"
+    (neither at hand: kept by distance alone), or None (the check was turned off)."""
 
     key: str
     fingerprint: int  # unsigned
     distance: int
-    jaccard: float | None = None  # the Jaccard the check measured, when it measured one
+    jaccard: float | None = None  # the Jaccard the check measured or estimated (None: by distance)
     checked_by: str | None = None
+    certainty: float | None = None  # how sure the verdict is (check.Verdict); None: by distance, or unchecked
+    keeps: bool = True  # the verdict: a near-duplicate (only SearchResult.uncertain holds others)
 
     @property
     def similarity(self) -> float:
@@ -93,6 +95,7 @@ class SearchResult:
     candidates: int
     matches: list[Match] = field(default_factory=list)
     report: CheckSummary | None = None  # how the candidates were checked (None: not checked)
+    uncertain: list[Match] = field(default_factory=list)  # the uncertain verdicts, kept or not (Match.keeps)
 
 
 @dataclass(frozen=True)

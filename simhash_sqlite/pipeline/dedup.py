@@ -37,7 +37,7 @@ from ..core.pool import FingerprintJob
 from ..core.settings import CONFIRM_K, DEFAULT_THRESHOLD, FingerprintSettings, candidate_k, validate_k
 from ..core.shingles import jaccard_of_sets
 from ..core.short_texts import short_text_data, short_text_shingles
-from ..core.sketch import DEFAULT_SCHEME, SketchScheme, as_rows, estimate_many
+from ..core.sketch import DEFAULT_SCHEME, SketchScheme, as_rows, certainty, estimate_many, sizes_of
 from ..errors import SettingsMismatch
 from ..find.arrays import keys_of
 from ..find.block_tables import choose_tables
@@ -303,6 +303,7 @@ class Decision:
     distance: int | None = None
     jaccard: float | None = None
     checked_by: str | None = None
+    certainty: float | None = None  # of the verdict on the pair (check.Verdict); None: by distance, or unchecked
 
     @property
     def kept(self) -> bool:
@@ -322,6 +323,7 @@ class Decision:
             "distance": self.distance,
             "jaccard": None if self.jaccard is None else round(self.jaccard, 4),
             "checked_by": self.checked_by,
+            "certainty": None if self.certainty is None else round(self.certainty, 4),
             "fingerprint": None if self.fingerprint is None else to_hex(self.fingerprint),
         }
         return json.dumps(record, ensure_ascii=False).encode("utf-8") + b"\n"
@@ -394,6 +396,7 @@ class Deduplicator:
         self.short_sets: OrderedDict[int, np.ndarray | None] = OrderedDict()  # label -> its shingles (recent)
         self.keys: list[str] = []  # label -> key of documents kept from the input
         self.kept_values = np.empty(1024, dtype=np.uint64)  # label -> fingerprint
+        self.kept_sizes = np.empty(1024)  # label -> distinct-shingle count its sketch records (NaN: none)
         self.kept_rows = np.empty((1024 if check and not self.by_sketch else 0, DEFAULT_SCHEME.nbytes), np.uint8)
         self.kept_sketched = np.empty(len(self.kept_rows), dtype=bool)
         self.report = DedupReport()
@@ -403,6 +406,7 @@ class Deduplicator:
         self.against_values = np.empty(0, dtype=np.uint64)
         self.against_rows = np.empty((0, DEFAULT_SCHEME.nbytes), dtype=np.uint8)
         self.against_sketched = np.empty(0, dtype=bool)
+        self.against_sizes = np.empty(0)
         if against is not None:
             self._load_against(against)
 
@@ -416,6 +420,7 @@ class Deduplicator:
             rows = np.zeros((len(ids), DEFAULT_SCHEME.nbytes), dtype=np.uint8)
         self.against_ids, self.against_values = ids, values
         self.against_rows, self.against_sketched = rows, present
+        self.against_sizes = sizes_of(rows, DEFAULT_SCHEME)
         labels = -1 - np.arange(len(ids), dtype=np.int64)  # below zero: -1 - label is the position in against_ids
         if self.by_sketch:
             self.sketches.add(rows[present], labels[present])
@@ -530,13 +535,18 @@ class Deduplicator:
         names = self._indexed_keys([option[2] for option in match.values() if option[2] < 0])
         self.report.search_seconds += time.perf_counter() - searching
         position = {i: j for j, i in enumerate(have)}
+        sizes = sizes_of(rows, DEFAULT_SCHEME) if self.check else None
         out = []
         for i, ((document, raw), fp) in enumerate(zip(batch, prints)):
             j = position.get(i)
             if j is not None and j in match:
                 rank, _, label, d, e, how = match[j]
                 key = names[label] if label < 0 else self.keys[label]
-                out.append(Decision(document, raw, fp, key, d, e, how))
+                sure = 1.0 if how == "exact" else None
+                if how == "estimated":  # the verdict's certainty, as check.judge gives it for the pair
+                    theirs = self.against_sizes[-1 - label] if label < 0 else self.kept_sizes[label]
+                    sure = float(certainty(e, self.threshold, sizes[j], theirs, DEFAULT_SCHEME))
+                out.append(Decision(document, raw, fp, key, d, e, how, sure))
                 self.report.dropped += 1
                 self.report.estimated += how == "estimated"
                 self.report.exact += how == "exact"
@@ -554,7 +564,9 @@ class Deduplicator:
         self.keys.append(key)
         if label == len(self.kept_values):  # grow by doubling: amortized constant
             self.kept_values = np.concatenate((self.kept_values, np.empty_like(self.kept_values)))
+            self.kept_sizes = np.concatenate((self.kept_sizes, np.empty_like(self.kept_sizes)))
         self.kept_values[label] = value
+        self.kept_sizes[label] = sizes_of(row, DEFAULT_SCHEME)[0] if self.check and sketched else np.nan
         if len(self.kept_rows):
             if label == len(self.kept_rows):
                 self.kept_rows = np.concatenate((self.kept_rows, np.empty_like(self.kept_rows)))

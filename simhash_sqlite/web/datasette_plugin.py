@@ -234,7 +234,7 @@ async def search_view(request, datasette):
         return await _render(datasette, request, "simhash_search.html", {**context, "error": error}, status=400)
     context["query_text"] = text
     return await _guarded(datasette, request, name, "simhash_search.html", context, search, text, key=key, k=k,
-                          check=confirm, threshold=threshold, limit=limit)
+                          check=confirm, threshold=threshold, limit=limit, uncertain=form.get("uncertain") == "1")
 
 
 async def clusters_view(request, datasette):
