@@ -133,11 +133,11 @@ def test_the_integrity_check_names_damaged_short_texts(runner, tmp_path):
     db = tmp_path / "x.db"
     with SimhashIndex(db, create=True) as index:
         index.add([Document("a", EN), Document("b", ZH)])
-    assert simq(runner, "check", "--db", db).exit_code == 0
+    assert simq(runner, "integrity", "--db", db).exit_code == 0
     conn = apsw.Connection(str(db))
     conn.execute("UPDATE documents SET short_text = x'07ffff' WHERE key = 'b'")
     conn.close()
-    result = simq(runner, "check", "--db", db)
+    result = simq(runner, "integrity", "--db", db)
     assert result.exit_code != 0
     assert "short text" in result.output and "b" in result.output
 
@@ -158,7 +158,7 @@ def test_an_older_index_keeps_working_and_says_its_short_texts_are_estimated(run
     texts = short_corpus()
     db = tmp_path / "old.db"
     older_index(db, texts)
-    check = simq(runner, "check", "--db", db, "--format", "json")
+    check = simq(runner, "integrity", "--db", db, "--format", "json")
     assert check.exit_code == 0, check.output
     assert "made before exact short texts" in {c["name"]: c["detail"] for c in json.loads(check.stdout)["checks"]}[
         "short texts"]
@@ -166,7 +166,7 @@ def test_an_older_index_keeps_working_and_says_its_short_texts_are_estimated(run
     result = simq(runner, "dupes", "--db", db, "--format", "jsonl")
     assert result.exit_code == 0, result.output
     assert {json.loads(line)["checked_by"] for line in result.stdout.splitlines()} == {"estimated"}
-    for command in (("stats",), ("check", "--format", "json")):
+    for command in (("stats",), ("integrity", "--format", "json")):
         said = simq(runner, *command, "--db", db)
         assert said.exit_code == 0 and f"{len(texts)} document(s)" in said.stdout and "made before exact" in said.stdout
     with SimhashIndex(db) as index:
