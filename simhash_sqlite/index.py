@@ -7,6 +7,7 @@ import json
 import os
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from typing import Any, cast
 
 from .core.features import jieba_version
 from .core.fingerprint import BLOCKS, simhash, to_signed, to_unsigned
@@ -73,7 +74,8 @@ class SimhashIndex:
         if readonly and create:
             raise InvalidInput("an index opened read-only cannot be created")
         self.path = os.fspath(path)
-        requested = {"features": features, "ngram": ngram, "weights": weights, "hmm": hmm}
+        # keyword arguments of FingerprintSettings (None: not asked for)
+        requested: dict[str, Any] = {"features": features, "ngram": ngram, "weights": weights, "hmm": hmm}
         if create:  # settings a new index could not record are refused before a file is made
             FingerprintSettings(**{name: value for name, value in requested.items() if value is not None})
         self.conn = connect(self.path, create=create, readonly=readonly)
@@ -136,11 +138,11 @@ class SimhashIndex:
                 return None
             last = -1
             while True:
-                rows = self.conn.execute(
+                rows = cast(list[tuple[int, str, str | None, bytes | None]], self.conn.execute(
                     "SELECT id, key, text, content_hash FROM documents WHERE id > ? AND fingerprint IS NOT NULL "
                     "AND sketch IS NULL ORDER BY id LIMIT ?",
                     (last, SKETCH_UPGRADE_BATCH),
-                ).fetchall()
+                ).fetchall())  # the columns' types in the schema
                 if not rows:
                     break
                 last = rows[-1][0]
@@ -498,7 +500,7 @@ class SimhashIndex:
                 raise InvalidInput(f"no document with key {key!r} in {self.path}")
             if stored[0][0] is None:
                 raise InvalidInput(f"document {key!r} has no features (empty text), so it has no neighbours")
-            return to_unsigned(stored[0][0])
+            return to_unsigned(cast(int, stored[0][0]))  # an INTEGER column, not NULL here
         if text is not None:
             fingerprint = self.fingerprint(text)
             if fingerprint is None:

@@ -38,7 +38,7 @@ try:
     from py4j.protocol import Py4JError
     from pyspark import StorageLevel
     from pyspark.errors import PySparkException
-    from pyspark.sql import Column, DataFrame, SparkSession, Window
+    from pyspark.sql import Column, DataFrame, Row, SparkSession, Window
     from pyspark.sql import functions as F
     from pyspark.sql.functions import pandas_udf
     from pyspark.sql.types import ArrayType, DoubleType, LongType
@@ -126,7 +126,7 @@ def read_documents(spark: SparkSession, path: str, fmt: str | None = None) -> Da
     return spark.read.parquet(str(path)) if fmt == "parquet" else spark.read.json(str(path), mode="FAILFAST")
 
 
-def _require_columns(df: DataFrame, *names: str) -> None:
+def _require_columns(df: DataFrame, *names: str | None) -> None:
     missing = [n for n in names if n and n not in df.columns]
     if missing:
         raise InvalidInput(f"no column {', '.join(map(repr, missing))} in the input (it has: {', '.join(df.columns)})")
@@ -138,7 +138,7 @@ def _require_columns(df: DataFrame, *names: str) -> None:
 def fingerprint_udf(settings: FingerprintSettings):
     """simhash() with these settings as a vectorized UDF: text -> signed int64, null without features."""
 
-    @pandas_udf("long")
+    @pandas_udf("long")  # type: ignore[call-overload]  # pyspark stub lacks the type-hint form
     def fingerprint(texts: pd.Series) -> pd.Series:
         values = []
         for text in texts:
@@ -155,7 +155,9 @@ def fingerprint_and_sketch_udf(settings: FingerprintSettings):
     fingerprint, sketch and short text null without letters or digits (the short text also for a text
     longer than core/short_texts.py keeps), one pass over the shingles."""
 
-    @pandas_udf("fingerprint long, sketch binary, short_text binary, length int, content_hash binary")
+    @pandas_udf(  # type: ignore[call-overload]  # pyspark stub lacks the type-hint form
+        "fingerprint long, sketch binary, short_text binary, length int, content_hash binary"
+    )
     def fingerprint_and_sketch(texts: pd.Series) -> pd.DataFrame:
         texts = ["" if t is None else t for t in texts]
         prints, sketches = simhash_and_sketch_many(texts, settings)
@@ -170,7 +172,7 @@ def fingerprint_and_sketch_udf(settings: FingerprintSettings):
     return fingerprint_and_sketch
 
 
-@pandas_udf(ArrayType(LongType()))
+@pandas_udf(ArrayType(LongType()))  # type: ignore[call-overload]  # pyspark stub lacks the type-hint form
 def window_codes_udf(sketches: pd.Series) -> pd.Series:
     """The codes of a sketch's LSH windows (dedup.window_codes, 79 of 24 bits): two documents are
     candidates exactly when they share one, as in `simq dedup`, and in `simq dupes` up to 2**20
@@ -181,7 +183,7 @@ def window_codes_udf(sketches: pd.Series) -> pd.Series:
     return pd.Series(list(window_codes(rows).astype(np.int64)))
 
 
-@pandas_udf(DoubleType())
+@pandas_udf(DoubleType())  # type: ignore[call-overload]  # pyspark stub lacks the type-hint form
 def exact_udf(a: pd.Series, b: pd.Series) -> pd.Series:
     """The exact Jaccard of two short texts from their stored exact data (core/short_texts.py), null where
     either has none: as simq dedup and simq dupes check them."""
@@ -189,11 +191,11 @@ def exact_udf(a: pd.Series, b: pd.Series) -> pd.Series:
     for x, y in zip(a, b):
         sa = None if x is None else short_text_shingles(bytes(x))
         sb = None if sa is None or y is None else short_text_shingles(bytes(y))
-        values.append(None if sb is None else jaccard_of_sets(sa, sb))
+        values.append(None if sa is None or sb is None else jaccard_of_sets(sa, sb))
     return pd.Series(values, dtype="float64")
 
 
-@pandas_udf(DoubleType())
+@pandas_udf(DoubleType())  # type: ignore[call-overload]  # pyspark stub lacks the type-hint form
 def estimate_udf(a: pd.Series, b: pd.Series) -> pd.Series:
     """Estimated Jaccard of two sketches (sketch.estimate_many: the same numbers as simq dedup's)."""
     rows_a, _ = as_rows(list(a))
@@ -243,10 +245,11 @@ def _signed(mask: int) -> Column:
 
 def _first_table(xor: Column, scheme: BlockTables) -> Column:
     """The first table in which a pair with this XOR shares its key (see BlockTables.first_table)."""
-    expr = None
+    expr: Column | None = None
     for t, mask in enumerate(scheme.table_masks):
         cond = xor.bitwiseAND(_signed(mask)) == 0
         expr = F.when(cond, t) if expr is None else expr.when(cond, t)
+    assert expr is not None, "a BlockTables scheme has at least one table"
     return expr
 
 
@@ -347,7 +350,15 @@ def graph_components(edges: DataFrame, *, max_rounds: int = 100) -> DataFrame:
 
 
 def _label_sum(labels: DataFrame) -> int:
-    return labels.agg(F.sum(F.col("label").cast("decimal(38,0)"))).first()[0] or 0
+    return _only_row(labels.agg(F.sum(F.col("label").cast("decimal(38,0)"))))[0] or 0
+
+
+def _only_row(aggregate: DataFrame) -> Row:
+    """The row of an aggregate over a whole frame: always exactly one (first() is None only when empty)."""
+    row = aggregate.first()
+    if row is None:
+        raise SimhashError("an aggregate over a whole frame returned no row")
+    return row
 
 
 # -- clusters and the kept set ---------------------------------------------------------------------
@@ -392,7 +403,7 @@ def _verified(
         F.when(shorts, F.lit("exact")).when(both, F.lit("estimated")).otherwise(F.lit("distance")).alias("checked_by"),
     )
     keep = (F.col("checked_by") == "estimated") & (F.col("jaccard") >= threshold)
-    if has_short:
+    if has_short and exact_threshold is not None:
         exact_keep = (F.col("checked_by") == "exact") & (F.col("jaccard") >= exact_threshold)
         if low_from is not None:
             exact_keep = exact_keep & (F.col("_estimate") >= max(0.0, low_from - EXACT_MARGIN))
@@ -628,7 +639,7 @@ def run_dedup(
         made = fingerprints_and_sketches(located, settings, "_text", "id", "node", "_file", "_block", *extra)
         fps = saved(made.select("id", "fingerprint", hex_of("fingerprint").alias("hex"), "sketch", "short_text",
                                 "length", "content_hash", "node", "_file", "_block", *extra), "fingerprints")
-        report.documents, featured = fps.agg(F.count("*"), F.count("fingerprint")).first()
+        report.documents, featured = _only_row(fps.agg(F.count("*"), F.count("fingerprint")))
         report.without_features = report.documents - featured
 
     todo = fps

@@ -315,3 +315,19 @@ def test_certainty_is_calibrated_on_generated_pairs():
         assert band.sum() > 50
         assert abs(right[band].mean() - sure[band].mean()) < 0.08, (lo, hi)
     assert (sure >= CERTAIN).mean() > 0.5 and (~right[sure >= CERTAIN]).sum() <= 2
+
+
+def test_a_threshold_of_one_leaves_identity_to_the_exact_check(tmp_path):
+    import warnings
+
+    from simhash_sqlite import Document
+    from simhash_sqlite.core.sketch import certainty
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert certainty(1.0, 1.0, 300, 300) == pytest.approx(0.5)  # an estimate of 1 is no proof of identity
+    text = "a text long enough to have a few dozen shingles, copied twice and once with one change"
+    with SimhashIndex(tmp_path / "one.db", create=True, store_text=True) as index:
+        index.add([Document("a", text), Document("b", text), Document("c", text.replace("once", "twice"))])
+        pairs = {(p.first, p.second): p for p in index.dupes(threshold=1.0)}
+    assert list(pairs) == [("a", "b")] and pairs["a", "b"].checked_by == "exact" and pairs["a", "b"].jaccard == 1.0

@@ -114,7 +114,7 @@ def calibrate(
         ))
     suggested = None
     for row in rows:
-        if row.pairs == 0:
+        if row.share_similar is None:  # no pairs at this distance
             continue
         if row.share_similar < 0.5:
             break

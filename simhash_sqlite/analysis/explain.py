@@ -22,6 +22,7 @@ from ..find.verdict import Verdict, sketch_verdict
 from ..index import SimhashIndex
 from ..pipeline.sources import read_one
 from ..store import texts
+from ..store.documents import FingerprintedDocument
 from ..store.texts import stored_text
 
 DIFF_LINES = 40
@@ -101,7 +102,9 @@ def _side(index: SimhashIndex, ref: str, shingles: ShingleCache) -> Side:
     if os.path.isfile(ref) and os.path.getsize(ref) > texts.READ_WHOLE_BYTES:
         # Too large to read whole: fingerprinted and sketched in pieces; no features, Jaccard or diff.
         document = read_one(ref, index.settings)
-        return Side(ref, document.fingerprint, None, getattr(document, "sketch", None))
+        if isinstance(document, FingerprintedDocument):
+            return Side(ref, document.fingerprint, None, document.sketch)
+        return Side(ref, simhash(document.text, index.settings), None, sketch(document.text, index.sketch_scheme))
     if os.path.isfile(ref):
         with open(ref, "rb") as f:
             try:
@@ -137,21 +140,22 @@ def explain(index: SimhashIndex, a: str, b: str, *, top: int = 8) -> Explanation
     if left.sketch is not None and right.sketch is not None:
         estimate = sketch_verdict(0, left.sketch, right.sketch, lambda: (None, None), index.sketch_scheme).jaccard
     # (a stored short text's exact data where its text is out of reach, as dupes and near read it)
-    sets = [shingle_set(side.text) if side.text is not None else shingles(side.name) if side.stored else None
-            for side in (left, right)]
-    short = all(_short(index, side, shingles) for side in (left, right))
+    set_a = shingle_set(left.text) if left.text is not None else shingles(left.name) if left.stored else None
+    set_b = shingle_set(right.text) if right.text is not None else shingles(right.name) if right.stored else None
+    both_short = _short(index, left, shingles) and _short(index, right, shingles)
     if distance is not None:
-        verdict = sketch_verdict(distance, left.sketch, right.sketch, lambda: tuple(sets), index.sketch_scheme,
-                                 short=short)
+        verdict = sketch_verdict(distance, left.sketch, right.sketch, lambda: (set_a, set_b), index.sketch_scheme,
+                                 short=both_short)
     exact, shared, only_a, only_b, diff = None, [], [], [], []
     missing = [side.name for side in (left, right) if side.text is None]
-    if missing:
+    if left.text is None or right.text is None:  # (missing)
         notes.append(
             f"no text for {', '.join(missing)}: add with --store-text, or keep the files unchanged, "
             "for the exact Jaccard, the features and a diff"
         )
     else:
-        exact = jaccard_of_sets(*sets)
+        assert set_a is not None and set_b is not None  # both texts are here
+        exact = jaccard_of_sets(set_a, set_b)
         fa, fb = named_features(left.text, s), named_features(right.text, s)
         both = fa.keys() & fb.keys()
         shared = _heaviest(sorted(both), fa + fb, s, top)
@@ -161,7 +165,7 @@ def explain(index: SimhashIndex, a: str, b: str, *, top: int = 8) -> Explanation
             left.text.splitlines(), right.text.splitlines(), left.name, right.name, n=1, lineterm=""
         )
         diff = [line for _, line in zip(range(DIFF_LINES), lines)]
-        short = [side.name for side in (left, right) if len(side.text) < SHORT_TEXT]
+        short = [side.name for side, text in ((left, left.text), (right, right.text)) if len(text) < SHORT_TEXT]
         if short:
             notes.append(
                 f"{', '.join(short)} is shorter than {SHORT_TEXT} characters: distances between short texts are "

@@ -18,13 +18,14 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import apsw
 import typer
 from rich.table import Table
 from rich.text import Text
 
+from .. import native
 from ..analysis.calibrate import DEFAULT_MAX_K, Calibration
 from ..analysis.calibrate import calibrate as calibrate_index
 from ..analysis.explain import Explanation, verdicts
@@ -114,13 +115,13 @@ def _no_metavar_on_flags() -> None:
     """typer 0.2x prints <bool> after on/off flags in --help, as if they took a value: show none."""
     option = getattr(typer.core, "TyperOption", None)
     shown = getattr(option, "display_type_rich", None)
-    if shown is None or getattr(shown, "simq", False):
+    if option is None or shown is None or getattr(shown, "simq", False):
         return
 
     def display_type_rich(self, ctx):
         return None if self.is_flag else shown(self, ctx)
 
-    display_type_rich.simq = True
+    setattr(display_type_rich, "simq", True)  # marks it ours: patched once
     option.display_type_rich = display_type_rich
 
 
@@ -268,6 +269,7 @@ def _quiet_stdout() -> None:
 def _version(value: bool) -> None:
     if value:
         print(f"simq (simhash-sqlite) {__version__}")
+        print(f"core: {native.describe()}")
         raise typer.Exit(0)
 
 
@@ -734,9 +736,12 @@ def hash_command(
             settings = index.settings
     if file is not None:
         document = read_one(str(file), settings)
-        streamed = isinstance(document, FingerprintedDocument)
-        fingerprint = document.fingerprint if streamed else simhash(document.text, settings)
+        if isinstance(document, FingerprintedDocument):  # streamed
+            fingerprint = document.fingerprint
+        else:
+            fingerprint = simhash(document.text, settings)
     else:
+        assert text is not None  # one of them, checked above
         fingerprint = simhash(text, settings)
     if fingerprint is None:
         raise InvalidInput("the text has no features (no letters or digits)")
@@ -765,7 +770,8 @@ def stats(db: DbOption = Path(DEFAULT_DB), format_: FormatOption = None, as_json
         "schema version": s.schema_version,
         "created with": s.created_with,
         "size (bytes)": s.file_bytes,
-        "short texts": "checked from the stored texts" if s.store_text else s.short_texts.describe(),
+        "short texts": "checked from the stored texts" if s.store_text or s.short_texts is None
+        else s.short_texts.describe(),
     }
     if format_ != "table":
         sizes_json = [{"size": size, "clusters": count} for size, count in sizes]
@@ -773,14 +779,14 @@ def stats(db: DbOption = Path(DEFAULT_DB), format_: FormatOption = None, as_json
         return
     if s.clusters is not None:
         c = s.clusters
-        rows["clusters"] = (f"{candidates_text(c)}, representative {c['representative']}, "
-                            f"{c['documents']:,} documents, "
-                            f"{c['at']}")
+        clusters = f"{candidates_text(c)}, representative {c['representative']}, {c['documents']:,} documents, "
+        clusters += c["at"]
         if c.get("below"):
-            rows["clusters"] += (f"; {c['below']:,} members below the Jaccard line to their representative (joined "
-                                 "through others: simq clusters shows the chains)")
+            clusters += (f"; {c['below']:,} members below the Jaccard line to their representative (joined "
+                         "through others: simq clusters shows the chains)")
         if c.get("stale"):
-            rows["clusters"] += " - STALE: documents changed since; run simq clusters again"
+            clusters += " - STALE: documents changed since; run simq clusters again"
+        rows["clusters"] = clusters
     output.render_one(rows, "table")
     if sizes:
         out.print(size_chart(size_bands(sizes)))
@@ -861,6 +867,21 @@ def sql_command(
                 output.render(records, "table", handle, columns=result.columns, fold=result.columns, cell=_sql_cell)
             else:
                 output.render(records, format_, handle, columns=result.columns)
+
+
+@app.command("extension", rich_help_panel=SQL_PANEL)
+@friendly_errors
+def extension_command() -> None:
+    """Print the path of the loadable SQLite extension: our functions and simhash_near in any SQLite host.
+
+    sqlite3 corpus.db ".load $(simq extension)" "SELECT key, distance FROM simhash_near('some text', 7)"
+
+    Exit code 1, saying what was missing, where the install could not build it (a C compiler and
+    SQLite's sqlite3ext.h are needed: Debian's libsqlite3-dev). See docs/sql.md.
+    """
+    from ..native.extension import loadable_path
+
+    print(loadable_path())
 
 
 def _sql_cell(value) -> Text:
@@ -1257,8 +1278,8 @@ def clusters(
                 )
                 output.render(members, format_, handle, columns=["cluster", "size", "representative", "key", "below"])
             else:
-                threshold = report.check.threshold if report.check is not None else None
-                output.render((_cluster_json(index, c, chained, threshold) for c in found), format_, handle)
+                line = report.check.threshold if report.check is not None else None
+                output.render((_cluster_json(index, c, chained, line) for c in found), format_, handle)
     say(
         f"{db}: {_count(report.documents, 'document')} in {_count(report.clusters, 'cluster')} {found_by} "
         f"({report.clustered:,} in clusters of two or more, largest {report.largest:,}); "
@@ -1315,6 +1336,7 @@ def _print_chains(index: SimhashIndex, biggest: list[Cluster], chained: dict, ch
                 continue
             told += 1
             v = m.verdict
+            assert v is not None  # below: judged against the representative
             how = "distance only" if v.jaccard is None else f"{v.checked_by} Jaccard {v.jaccard:.3f}"
             via = " -> ".join(map(printable, m.path)) if m.path else "(cluster too large to search for the path)"
             say(f"cluster {c.cluster}: {printable(m.key)} is below the line to {printable(rep)} ({how}); joined "
@@ -1385,7 +1407,7 @@ def dedup(
             raise InvalidInput(f"{given} is also an input; write to another file")
     if dupes_file is not None and os.path.abspath(dupes_file) == os.path.abspath(out_path):
         raise InvalidInput("--dupes and --out name the same file")
-    requested = {"features": features, "ngram": ngram, "weights": weights, "hmm": hmm}
+    requested: dict[str, Any] = {"features": features, "ngram": ngram, "weights": weights, "hmm": hmm}
     with contextlib.ExitStack() as stack:
         index = stack.enter_context(SimhashIndex(against, **requested)) if against is not None else None
         chosen = {name: value for name, value in requested.items() if value is not None}
@@ -1544,7 +1566,7 @@ def spark_dedup(
         spark_job = importlib.import_module("simhash_sqlite.spark")  # pyspark only now: the base install has none
     except ImportError as exc:
         raise InvalidInput(str(exc)) from None
-    requested = {"features": features, "ngram": ngram, "weights": weights, "hmm": hmm}
+    requested: dict[str, Any] = {"features": features, "ngram": ngram, "weights": weights, "hmm": hmm}
     settings = FingerprintSettings(**{name: v for name, v in requested.items() if v is not None})
     settings_given = {}
     for item in conf or []:
@@ -1588,4 +1610,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -228,11 +228,12 @@ def render(
         # a line end: a row with one is written with every field quoted
         quoted = csv.writer(handle, delimiter=delimiter, lineterminator="\n", quoting=csv.QUOTE_ALL)
         count = 0
+        header: list[str] = []
         for count, record in enumerate(records, 1):
             if count == 1:
-                columns = columns or list(record)
-                writer.writerow(columns)
-            row = [csv_cell(value) for value in _values(record, columns)]
+                header = columns or list(record)
+                writer.writerow(header)
+            row = [csv_cell(value) for value in _values(record, header)]
             (quoted if any(isinstance(v, str) and "\r" in v for v in row) else writer).writerow(row)
         if count == 0 and columns:
             writer.writerow(columns)

@@ -13,6 +13,7 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
+from .. import native
 from ..errors import InvalidInput
 from .features import batch_features, units, units_features
 from .settings import FingerprintSettings
@@ -41,7 +42,25 @@ def simhash(text: str, settings: FingerprintSettings = FingerprintSettings()) ->
 
 
 def simhash_many(texts: Sequence[str], settings: FingerprintSettings = FingerprintSettings()) -> list[int | None]:
-    """simhash() of each text, computed in vectorized chunks (much faster for many short texts)."""
+    """simhash() of each text: by the C core where it is built and supports the settings (character
+    n-grams), the texts it declines by the numpy reference; else by the reference alone."""
+    lib = native.core()
+    if lib is None or not native.supports(settings) or not texts:
+        return reference_simhash_many(texts, settings)
+    values, _, status = native.batch(lib, texts, ngram=settings.ngram, weights=settings.weights)
+    assert values is not None
+    out = [v if s & native.HAS_FINGERPRINT else None for v, s in zip(values.tolist(), status.tolist())]
+    declined = np.flatnonzero(status & native.DECLINED).tolist()
+    if declined:
+        for i, value in zip(declined, reference_simhash_many([texts[i] for i in declined], settings)):
+            out[i] = value
+    return out
+
+
+def reference_simhash_many(
+    texts: Sequence[str], settings: FingerprintSettings = FingerprintSettings()
+) -> list[int | None]:
+    """simhash_many() by the numpy reference, in vectorized chunks (much faster for many short texts)."""
     out: list[int | None] = []
     for chunk in _chunks(texts):
         docs, hashes, weights = batch_features(chunk, settings)
@@ -56,13 +75,37 @@ def simhash_and_sketch_many(
     character 5-gram fingerprints (the default) both come from one pass over the shingle hashes.
     scheme: a sketch.SketchScheme (None: the default)."""
     # Imported here: sketch -> shingles -> pairs -> fingerprint would be circular at import time.
-    from .sketch import DEFAULT_SCHEME, SketchBatches, shares_features, sketch_many
+    from .sketch import DEFAULT_SCHEME, sketch_many
 
     settings = FingerprintSettings() if settings is None else settings
     scheme = DEFAULT_SCHEME if scheme is None else scheme
-    if not shares_features(settings):
+    lib = native.core()
+    if lib is None or not texts:
+        return reference_simhash_and_sketch_many(texts, settings, scheme)
+    if not native.supports(settings):  # jieba words: fingerprints by the reference, sketches by the core
         rows, present = sketch_many(texts, scheme)
-        return simhash_many(texts, settings), _blobs(rows, present)
+        return reference_simhash_many(texts, settings), _blobs(rows, present)
+    values, made, status = native.batch(lib, texts, ngram=settings.ngram, weights=settings.weights, scheme=scheme)
+    assert values is not None and made is not None
+    fingerprints = [v if s & native.HAS_FINGERPRINT else None for v, s in zip(values.tolist(), status.tolist())]
+    sketches = [row.tobytes() if s & native.HAS_SKETCH else None for row, s in zip(made, status.tolist())]
+    declined = np.flatnonzero(status & native.DECLINED).tolist()
+    if declined:
+        again = reference_simhash_and_sketch_many([texts[i] for i in declined], settings, scheme)
+        for i, fingerprint, blob in zip(declined, *again):
+            fingerprints[i], sketches[i] = fingerprint, blob
+    return fingerprints, sketches
+
+
+def reference_simhash_and_sketch_many(
+    texts: Sequence[str], settings: FingerprintSettings, scheme
+) -> tuple[list[int | None], list[bytes | None]]:
+    """simhash_and_sketch_many() by the numpy reference."""
+    from .sketch import SketchBatches, reference_sketch_many, shares_features
+
+    if not shares_features(settings):
+        rows, present = reference_sketch_many(texts, scheme)
+        return reference_simhash_many(texts, settings), _blobs(rows, present)
     fingerprints: list[int | None] = []
     # Binary and log weights leave each text's hashes distinct already: counted without a sort.
     batches = SketchBatches(len(texts), scheme, distinct=settings.weights != "count")
@@ -146,7 +189,8 @@ def from_hex(text: str) -> int:
 def blocks(fingerprint: int) -> tuple[int, int, int, int]:
     """The four 16-bit blocks, most significant first (b0 = bits 63..48)."""
     f = to_unsigned(fingerprint)
-    return tuple((f >> (BLOCK_BITS * (BLOCKS - 1 - i))) & BLOCK_MASK for i in range(BLOCKS))
+    b0, b1, b2, b3 = ((f >> (BLOCK_BITS * (BLOCKS - 1 - i))) & BLOCK_MASK for i in range(BLOCKS))
+    return b0, b1, b2, b3
 
 
 def similarity(distance: int) -> float:

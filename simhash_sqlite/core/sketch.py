@@ -33,6 +33,7 @@ from functools import cache, lru_cache
 
 import numpy as np
 
+from .. import native
 from .features import char_units, mix, units_features
 from .settings import FingerprintSettings
 from .shingles import TRUTH_NGRAM
@@ -504,7 +505,8 @@ class SketchBatches:
     def _densify_held(self) -> None:
         if self.held:
             rows, present = sketch_from_minima(self.minima[: self.held], self.scheme, self.sizes[: self.held])
-            self.rows.append(rows), self.present.append(present)
+            self.rows.append(rows)
+            self.present.append(present)
             self.made += self.held
             self.held = 0
 
@@ -515,8 +517,25 @@ class SketchBatches:
 
 
 def sketch_many(texts: Sequence[str], scheme: SketchScheme = DEFAULT_SCHEME) -> tuple[np.ndarray, np.ndarray]:
-    """sketch() of many texts, hashed in vectorized chunks and densified up to SKETCH_ROWS at once:
-    (rows, present) as sketch_hashes()."""
+    """sketch() of many texts: (rows, present) as sketch_hashes(). By the C core where it is built (the
+    texts it declines by the reference), else by the numpy reference."""
+    lib = native.core()
+    if lib is None or not texts:
+        return reference_sketch_many(texts, scheme)
+    _, rows, status = native.batch(lib, texts, scheme=scheme, fingerprints=False)
+    assert rows is not None
+    present = (status & native.HAS_SKETCH).astype(bool)
+    declined = np.flatnonzero(status & native.DECLINED)
+    if len(declined):
+        rows[declined], present[declined] = reference_sketch_many([texts[i] for i in declined.tolist()], scheme)
+    return rows, present
+
+
+def reference_sketch_many(
+    texts: Sequence[str], scheme: SketchScheme = DEFAULT_SCHEME
+) -> tuple[np.ndarray, np.ndarray]:
+    """sketch_many() by the numpy reference: hashed in vectorized chunks and densified up to SKETCH_ROWS
+    at once."""
     batches = SketchBatches(len(texts), scheme)  # repeats kept: counted by a sort
     chunk: list[np.ndarray] = []
     size = 0
@@ -533,7 +552,7 @@ def sketch_many(texts: Sequence[str], scheme: SketchScheme = DEFAULT_SCHEME) -> 
 
 def sketch(text: str, scheme: SketchScheme = DEFAULT_SCHEME) -> bytes | None:
     """The text's sketch (scheme.nbytes bytes), or None when it has no letter or digit (no fingerprint)."""
-    rows, present = sketch_units([char_units(text)], scheme)
+    rows, present = sketch_many([text], scheme)
     return rows[0].tobytes() if present[0] else None
 
 
@@ -651,7 +670,10 @@ def certainty(estimate, threshold: float, size_a, size_b, scheme: SketchScheme =
     pair_spread() at the threshold for these sizes (a flat prior on J near the line). 1.0 where the
     sizes alone rule the pair out (J <= min/max, below the threshold)."""
     estimate = np.asarray(estimate, dtype=np.float64)
-    z = np.abs(estimate - threshold) / pair_spread(threshold, size_a, size_b, scheme)
+    # At a threshold of 1 the spread vanishes (J = 1 is estimated without error): take it a bin below,
+    # so that only the exact check can say a pair is identical.
+    at = min(float(threshold), 1.0 - 1.0 / scheme.bins)
+    z = np.abs(estimate - threshold) / pair_spread(at, size_a, size_b, scheme)
     sure = _normal_cdf(z)
     a, b = np.asarray(size_a, dtype=np.float64), np.asarray(size_b, dtype=np.float64)
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -681,7 +703,18 @@ def size_ratios(a: np.ndarray, b: np.ndarray, scheme: SketchScheme = DEFAULT_SCH
 
 def estimate_many(a: np.ndarray, b: np.ndarray, scheme: SketchScheme = DEFAULT_SCHEME) -> np.ndarray:
     """Estimated Jaccard of each pair of rows (uint8 arrays of shape (pairs, nbytes)): the bins' estimate,
-    sharpened by the texts' sizes where the scheme records them."""
+    sharpened by the texts' sizes where the scheme records them. By the C core where it is built (the
+    same doubles, bit for bit), else by the numpy reference."""
+    lib = native.core()
+    if lib is not None:
+        a, b = np.atleast_2d(a), np.atleast_2d(b)
+        if a.shape == b.shape and a.shape[1:] == (scheme.nbytes,) and a.dtype == b.dtype == np.uint8:
+            return native.estimate_many(lib, a, b, scheme)
+    return reference_estimate_many(a, b, scheme)
+
+
+def reference_estimate_many(a: np.ndarray, b: np.ndarray, scheme: SketchScheme = DEFAULT_SCHEME) -> np.ndarray:
+    """estimate_many() by numpy."""
     estimate = estimate_from_agreeing(agreeing_bins(a, b, scheme.bits, scheme.bin_bytes), scheme)
     if not scheme.size_bits:
         return estimate
@@ -701,6 +734,6 @@ def as_rows(blobs: Sequence[bytes | None], scheme: SketchScheme = DEFAULT_SCHEME
     present = np.fromiter((b is not None and len(b) == scheme.nbytes for b in blobs), dtype=bool, count=len(blobs))
     rows = np.zeros((len(blobs), scheme.nbytes), dtype=np.uint8)
     if present.any():
-        joined = b"".join(b for b, p in zip(blobs, present.tolist()) if p)
+        joined = b"".join(b for b in blobs if b is not None and len(b) == scheme.nbytes)  # as present says
         rows[present] = np.frombuffer(joined, dtype=np.uint8).reshape(-1, scheme.nbytes)
     return rows, present

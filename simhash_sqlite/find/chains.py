@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 
@@ -84,21 +85,22 @@ def cluster_members(index: IndexFile, cluster: int, shown: int | None = None,
     kept pairs that joined them (clusters of up to PATH_MEMBERS)."""
     threshold = threshold_of(index) if threshold is None else threshold
     conn = index.conn
-    head = conn.execute(
+    head = cast(list[tuple[int, str, int]], conn.execute(
         "SELECT c.size, r.key, c.representative FROM clusters c JOIN documents r ON r.id = c.representative "
         "WHERE c.cluster = ? LIMIT 1", (cluster,)
-    ).fetchall()
+    ).fetchall())
     if not head:
         raise InvalidInput(f"no cluster {cluster} in this index (run simq clusters to make them)")
     size, rep_key, rep_id = head[0]
     searched = size <= PATH_MEMBERS
     limit = -1 if searched or shown is None else shown
-    rows = conn.execute(
+    rows = cast(list[tuple[int, str, int | None, bytes | None]], conn.execute(
         "SELECT d.id, d.key, d.fingerprint, d.sketch FROM clusters c JOIN documents d ON d.id = c.id "
         "WHERE c.cluster = ? ORDER BY c.id LIMIT ?", (cluster, limit)
-    ).fetchall()
+    ).fetchall())
     if rep_id not in {r[0] for r in rows}:
-        rows += conn.execute("SELECT id, key, fingerprint, sketch FROM documents WHERE id = ?", (rep_id,)).fetchall()
+        rows += cast(list[tuple[int, str, int | None, bytes | None]], conn.execute(
+            "SELECT id, key, fingerprint, sketch FROM documents WHERE id = ?", (rep_id,)).fetchall())
     keys = [r[1] for r in rows]
     nbytes = index.sketch_scheme.nbytes
     fingerprinted = np.array([r[2] is not None for r in rows])
@@ -125,7 +127,8 @@ def cluster_members(index: IndexFile, cluster: int, shown: int | None = None,
         if x == r or y == r:
             against_rep[y if x == r else x] = (d, verdicts[p])
         if verdicts.keep[p]:
-            neighbours[x].append(y), neighbours[y].append(x)
+            neighbours[x].append(y)
+            neighbours[y].append(x)
     back = _breadth_first(neighbours, r) if searched else None
     members = []
     for i, key in enumerate(keys):

@@ -137,10 +137,11 @@ def check_search(
     started = time.perf_counter()
     scheme = shingles.index.sketch_scheme
     # The query's shingles and sketch, made when first needed (a query without any reads no text).
-    mine: list = []
+    mine: list[np.ndarray | None] = []
     my_sketch = _query_sketch(query, shingles) if result.matches else None
     my_short = bool(result.matches) and _query_short(query, shingles)
-    kept, uncertain = [], []
+    kept: list[Match] = []
+    uncertain: list[Match] = []
     for match in result.matches:
         if limit is not None and len(kept) >= limit:
             break
@@ -229,6 +230,8 @@ class DuplicateSearch:
                 for a, b, d in zip(chunk.first.tolist(), chunk.second.tolist(), chunk.distance.tolist()):
                     yield DuplicatePair(keys[a], keys[b], d)
                 continue
+            assert chunk.jaccard is not None and chunk.how is not None  # checked chunks carry their verdicts
+            assert chunk.certainty is not None and chunk.keep is not None
             rows = zip(chunk.first.tolist(), chunk.second.tolist(), chunk.distance.tolist(), chunk.jaccard.tolist(),
                        chunk.how, chunk.certainty.tolist(), chunk.keep.tolist())
             for a, b, d, j, how, c, keep in rows:
@@ -392,17 +395,23 @@ BATCH_PAIRS = 1 << 15
 def _batched(parts) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """(left, right, estimate or None) chunks joined into batches of at least BATCH_PAIRS pairs, as
     (left, right, estimate) with NaN where no estimate came with the pair."""
-    pending, count = [], 0
+    pending: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+    count = 0
     for left, right, estimate in parts:
         if len(left) == 0:
             continue
         pending.append((left, right, np.full(len(left), np.nan) if estimate is None else estimate))
         count += len(left)
         if count >= BATCH_PAIRS:
-            yield tuple(np.concatenate(column) for column in zip(*pending))
+            yield _joined(pending)
             pending, count = [], 0
     if pending:
-        yield tuple(np.concatenate(column) for column in zip(*pending))
+        yield _joined(pending)
+
+
+def _joined(parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    lefts, rights, estimates = zip(*parts)
+    return np.concatenate(lefts), np.concatenate(rights), np.concatenate(estimates)
 
 
 def _chain(*iterables):
@@ -445,17 +454,19 @@ def load_arrays_and_short(
         count = conn.execute("SELECT count(*) FROM documents WHERE fingerprint IS NOT NULL").get
         # Sketches go straight into one buffer: a list of 10M blobs and its join would take 3x the memory.
         buffer = bytearray(count * nbytes)
-        ids, values, present, short = [], [], np.zeros(count, dtype=bool), []
+        ids, values, present, flags = [], [], np.zeros(count, dtype=bool), []
         found = conn.execute(
             f"SELECT id, fingerprint, sketch, {flag} FROM documents WHERE fingerprint IS NOT NULL ORDER BY id"
         )
         for n, (i, f, s, h) in enumerate(found):
-            ids.append(i), values.append(f), short.append(h)
+            ids.append(i)
+            values.append(f)
+            flags.append(h)
             if s is not None and len(s) == nbytes:
                 buffer[n * nbytes : (n + 1) * nbytes] = s
                 present[n] = True
     rows = np.frombuffer(buffer, dtype=np.uint8).reshape(count, nbytes)
-    short = np.array(short, dtype=bool) if count else np.zeros(0, dtype=bool)
+    short = np.array(flags, dtype=bool) if count else np.zeros(0, dtype=bool)
     return np.array(ids, dtype=np.int64), np.array(values, dtype=np.int64).view(np.uint64), rows, present, short
 
 

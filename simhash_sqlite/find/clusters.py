@@ -237,12 +237,13 @@ def read_clusters(conn: apsw.Connection, min_size: int = 2) -> Iterator[Cluster]
            WHERE c.size >= ? ORDER BY c.cluster, c.id""",
         (min_size,),
     )
-    current, members, head = None, [], None
+    head: tuple[int, int, str] | None = None  # (cluster, size, representative) of the cluster being read
+    members: list[str] = []
     for cluster, size, rep, key in rows:
-        if cluster != current:
-            if current is not None:
-                yield Cluster(current, head[0], head[1], tuple(members))
-            current, members, head = cluster, [], (size, rep)
+        if head is None or cluster != head[0]:
+            if head is not None:
+                yield Cluster(*head, tuple(members))
+            head, members = (cluster, size, rep), []
         members.append(key)
-    if current is not None:
-        yield Cluster(current, head[0], head[1], tuple(members))
+    if head is not None:
+        yield Cluster(*head, tuple(members))

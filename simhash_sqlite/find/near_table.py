@@ -51,7 +51,9 @@ USAGE = f"{NAME}() needs a query: SELECT * FROM {NAME}('some text', 3) (or an in
 def register_near_table(conn: apsw.Connection, index: Searchable) -> None:
     """Register simhash_near on the index's connection (eponymous only: nothing goes into the file)."""
     conn.create_module(
-        NAME, _Module(weakref.ref(index)), use_bestindex_object=True, eponymous_only=True, read_only=True
+        NAME,
+        _Module(weakref.ref(index)),  # type: ignore[arg-type]  # apsw's stub requires ShadowName, documented optional
+        use_bestindex_object=True, eponymous_only=True, read_only=True,
     )
 
 

@@ -126,7 +126,7 @@ def probes_per_block(radius: int) -> int:
     return sum(comb(BLOCK_BITS, i) for i in range(radius + 1))
 
 
-def plan_for(k: int, rows: int | None = None, candidates: int | None = None, scan_loaded: bool = False) -> Plan:
+def plan_for(k: int, rows: int | None = None, candidates: float | None = None, scan_loaded: bool = False) -> Plan:
     """The cheaper exact plan for distance <= k.
 
     rows: documents in the index; candidates: the block hits the probes would read (None: assume
@@ -204,7 +204,9 @@ def near_params(plan: Plan, fingerprint: int, limit: int | None = None, exclude:
     """Named parameters for near_sql(plan)."""
     from ..core.fingerprint import blocks, to_signed
 
-    params = {"q": to_signed(fingerprint), "k": plan.k, "limit": -1 if limit is None else limit, "exclude": exclude}
+    params: dict[str, object] = {
+        "q": to_signed(fingerprint), "k": plan.k, "limit": -1 if limit is None else limit, "exclude": exclude
+    }
     if plan.kind != "scan":
         for i, value in enumerate(blocks(fingerprint)):
             params[f"b{i}"] = value if plan.kind == "blocks" else apsw.carray(block_neighbours(value, plan.radius))
@@ -280,7 +282,7 @@ class Searcher:
     def rows(self) -> int:
         """Documents with a fingerprint: exact from the scan array or block counts when loaded,
         else an upper bound that costs one index seek (max(id))."""
-        if self.scan_loaded():
+        if self._scan is not None and self.scan_loaded():
             return len(self._scan[1])
         if self._counts is not None:
             return self._counted_rows
@@ -334,9 +336,10 @@ class Searcher:
             fps = self._scan_array()
         else:
             parts = _parts(fingerprint)
+            bindings: tuple[int, ...] | list[apsw.CArrayBinding] = parts
             if plan.kind == "probes":
-                parts = [apsw.carray(np.sort(block_neighbours(value, plan.radius))) for value in parts]
-            count, fps_text = self.conn.execute(CANDIDATES_SQL[plan.kind], parts).get
+                bindings = [apsw.carray(np.sort(block_neighbours(value, plan.radius))) for value in parts]
+            count, fps_text = self.conn.execute(CANDIDATES_SQL[plan.kind], bindings).get
             if not count:
                 return SearchResult(fingerprint, plan, 0, [])
             fps = np.fromstring(fps_text, dtype=np.int64, sep=",").view(np.uint64)

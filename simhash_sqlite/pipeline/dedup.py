@@ -285,7 +285,9 @@ class KeptSketches:
                     qq, pp = q[lo : lo + ESTIMATE_CHUNK], position[lo : lo + ESTIMATE_CHUNK]
                     estimate = estimate_many(rows[qq], run.rows[pp], self.scheme)
                     keep = estimate >= self.threshold
-                    out_q.append(qq[keep]), out_label.append(run.labels[pp[keep]]), out_estimate.append(estimate[keep])
+                    out_q.append(qq[keep])
+                    out_label.append(run.labels[pp[keep]])
+                    out_estimate.append(estimate[keep])
         return np.concatenate(out_q), np.concatenate(out_label), np.concatenate(out_estimate)
 
 
@@ -422,7 +424,7 @@ class Deduplicator:
         self.against_rows, self.against_sketched = rows, present
         self.against_sizes = sizes_of(rows, DEFAULT_SCHEME)
         labels = -1 - np.arange(len(ids), dtype=np.int64)  # below zero: -1 - label is the position in against_ids
-        if self.by_sketch:
+        if self.sketches is not None:  # self.by_sketch
             self.sketches.add(rows[present], labels[present])
             self.prints.add(values[~present], labels[~present])
         else:
@@ -445,11 +447,11 @@ class Deduplicator:
                 if pending is not None:
                     yield from self._decide(pending[0], self._fingerprints(*pending, started))
                 pending, batch = (batch, started), []
-        started = self._start(batch, pending is not None) if batch else None
+        last = self._start(batch, pending is not None) if batch else None
         if pending is not None:
-            yield from self._decide(pending[0], self._fingerprints(*pending, started))
-        if started is not None:
-            yield from self._decide(batch, self._fingerprints(batch, started, None))
+            yield from self._decide(pending[0], self._fingerprints(*pending, last))
+        if last is not None:
+            yield from self._decide(batch, self._fingerprints(batch, last, None))
 
     def _timed(self, entries: Iterable) -> Iterator:
         """The entries, their reading counted in fingerprint_seconds (the reader fingerprints JSONL)."""
@@ -491,7 +493,8 @@ class Deduplicator:
         return [fp for fp, _ in pairs], rows, present
 
     def _decide(
-        self, batch: list[tuple[Document, bytes | None]], computed: tuple[list[int | None], np.ndarray, np.ndarray]
+        self, batch: list[tuple[Document | FingerprintedDocument, bytes | None]],
+        computed: tuple[list[int | None], np.ndarray, np.ndarray],
     ) -> list[Decision]:
         """Keep or drop each document of the batch, in order; computed: _fingerprints() of its texts."""
         prints, rows, sketched = computed
@@ -509,7 +512,7 @@ class Deduplicator:
         earlier = self._pairs_within_batch(values, rows, sketched, codes)
         match: dict[int, tuple] = {}  # member -> its winning option
         kept_labels: dict[int, int] = {}  # kept member -> its label
-        new = []
+        new_members: list[int] = []
         for j in range(len(have)):
             mine = options.get(j, [])
             for rank, score, a, d, e, how in earlier.get(j, ()):
@@ -519,12 +522,13 @@ class Deduplicator:
                 match[j] = min(mine)
             else:
                 kept_labels[j] = self._keep(batch[have[j]][0].key, values[j], rows[j], sketched[j])
-                if self.batch_short[j] is not None:
-                    self.kept_short[kept_labels[j]] = self.batch_short[j]
-                new.append(j)
-        new = np.array(new, dtype=np.int64)
+                if (data := self.batch_short[j]) is not None:
+                    self.kept_short[kept_labels[j]] = data
+                new_members.append(j)
+        new = np.array(new_members, dtype=np.int64)
         labels = np.array([kept_labels[j] for j in new.tolist()], dtype=np.int64)
-        if self.by_sketch:
+        if self.sketches is not None:  # self.by_sketch
+            assert codes is not None  # made above whenever there are sketches
             kept = sketched[new]
             members = np.flatnonzero(sketched)
             self.sketches.add(
@@ -538,12 +542,12 @@ class Deduplicator:
         sizes = sizes_of(rows, DEFAULT_SCHEME) if self.check else None
         out = []
         for i, ((document, raw), fp) in enumerate(zip(batch, prints)):
-            j = position.get(i)
-            if j is not None and j in match:
-                rank, _, label, d, e, how = match[j]
+            member = position.get(i)
+            if member is not None and member in match:
+                rank, _, label, d, e, how = match[member]
                 key = names[label] if label < 0 else self.keys[label]
                 sure = 1.0 if how == "exact" else None
-                if how == "estimated":  # the verdict's certainty, as check.judge gives it for the pair
+                if how == "estimated" and sizes is not None:  # the verdict's certainty, as judge() gives it
                     theirs = self.against_sizes[-1 - label] if label < 0 else self.kept_sizes[label]
                     sure = float(certainty(e, self.threshold, sizes[j], theirs, DEFAULT_SCHEME))
                 out.append(Decision(document, raw, fp, key, d, e, how, sure))
@@ -559,7 +563,7 @@ class Deduplicator:
         self.report.read += len(batch)
         return out
 
-    def _keep(self, key: str, value: np.uint64, row: np.ndarray | None, sketched: bool) -> int:
+    def _keep(self, key: str, value: np.uint64, row: np.ndarray, sketched: bool) -> int:
         label = len(self.keys)
         self.keys.append(key)
         if label == len(self.kept_values):  # grow by doubling: amortized constant
@@ -620,7 +624,7 @@ class Deduplicator:
         options: dict[int, list[tuple]] = {}
         if not len(values):
             return options
-        if self.by_sketch:
+        if self.sketches is not None:  # self.by_sketch
             q, label, estimate = self.sketches.matches(rows[sketched], codes)
             q = np.flatnonzero(sketched)[q]
             d = np.bitwise_count(values[q] ^ self._value_of(label)).astype(np.int64)
@@ -693,7 +697,7 @@ class Deduplicator:
             return self.short_sets[label]
         if label >= 0:
             data = self.kept_short.get(label)
-        elif self.against_short[-1 - label]:
+        elif self.against is not None and self.against_short[-1 - label]:
             data = self.against.conn.execute(
                 "SELECT short_text FROM documents WHERE id = ?", (int(self.against_ids[-1 - label]),)
             ).get
@@ -707,6 +711,7 @@ class Deduplicator:
     def _indexed_keys(self, labels: list[int]) -> dict[int, str]:
         if not labels:
             return {}
+        assert self.against is not None  # labels below zero are documents of the index deduplicated against
         ids = self.against_ids[[-1 - lab for lab in labels]]
         found = keys_of(self.against.conn, ids)
         return {lab: found[int(i)] for lab, i in zip(labels, ids)}

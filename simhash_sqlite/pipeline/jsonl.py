@@ -10,6 +10,7 @@ asked for (an index that stores them), never the lines (the reader has them).
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ..core.fingerprint import simhash_and_sketch_many, simhash_many
@@ -54,7 +55,8 @@ class ChunkRecords:
     fingerprints: list[int | None] = field(default_factory=list)  # (empty without rules.settings)
     sketches: list[bytes | None] = field(default_factory=list)  # (empty without rules.sketches)
     short_texts: list[bytes | None] = field(default_factory=list)  # (empty without rules.short_texts)
-    texts: list[str] | None = None  # with rules.keep_texts (None for a text fingerprinted in pieces)
+    # with rules.keep_texts (None for a text fingerprinted in pieces); without rules.settings, every text
+    texts: Sequence[str | None] | None = None
     failures: dict[int, str] = field(default_factory=dict)  # record -> why its text could not be fingerprinted
 
 
@@ -86,7 +88,7 @@ def parse_record(raw: bytes, rules: RecordRules) -> tuple[bool, str | None, str 
         key = str(key)
         if "\x00" in key:
             return False, None, None, "the id contains a NUL character"
-    if (not idless and has_lone_surrogate(key)) or has_lone_surrogate(body):
+    if (key is not None and has_lone_surrogate(key)) or has_lone_surrogate(body):
         return idless, None, None, "the JSON holds an unpaired surrogate escape (\\ud800-\\udfff)"
     return idless, key, body, None
 
@@ -116,6 +118,7 @@ def read_chunk(data: bytes, rules: RecordRules) -> ChunkRecords:
             if reason is not None:
                 out.skips.append((line, reason, idless))
             else:
+                assert text is not None  # parse_record gives a text or a reason
                 out.lines.append(line)
                 out.starts.append(position)
                 out.ends.append(end)
@@ -137,7 +140,10 @@ def read_chunk(data: bytes, rules: RecordRules) -> ChunkRecords:
     if streamed:  # rare: merge the texts fingerprinted in pieces back in their places
         merged_fps, merged_sketches, computed = [], [], iter(zip(fingerprints, sketches or [None] * len(whole)))
         for i, text in enumerate(texts):
-            fp, sk = _in_pieces(text, rules, out.failures, i) if i in streamed else next(computed)
+            if i in streamed:
+                fp, sk = _in_pieces(text, rules.settings, rules.scheme, out.failures, i)
+            else:
+                fp, sk = next(computed)
             merged_fps.append(fp)
             merged_sketches.append(sk)
         fingerprints, sketches = merged_fps, merged_sketches if rules.sketches else []
@@ -152,11 +158,13 @@ def read_chunk(data: bytes, rules: RecordRules) -> ChunkRecords:
     return out
 
 
-def _in_pieces(text: str, rules: RecordRules, failures: dict[int, str], i: int) -> tuple[int | None, bytes | None]:
+def _in_pieces(
+    text: str, settings: FingerprintSettings, scheme: SketchScheme, failures: dict[int, str], i: int
+) -> tuple[int | None, bytes | None]:
     """A long text fingerprinted in pieces, so that no feature array of the whole is made."""
     parts = (text[j : j + PIECE_CHARS] for j in range(0, len(text), PIECE_CHARS))
     try:
-        return simhash_and_sketch_pieces(parts, rules.settings, scheme=rules.scheme)
+        return simhash_and_sketch_pieces(parts, settings, scheme=scheme)
     except InvalidInput as exc:
         failures[i] = str(exc)
         return None, None

@@ -92,7 +92,8 @@ class Reader:
     id_field: str = "id"
     encoding: str = "utf-8"
     errors: str = "strict"
-    stream_over: int | None = None  # None: texts.READ_WHOLE_BYTES
+    # read when made (not at import), so that one setting moves the limit everywhere
+    stream_over: int = field(default_factory=lambda: texts.READ_WHOLE_BYTES)
     sketch_scheme: SketchScheme = DEFAULT_SCHEME  # of streamed texts' sketches: the index's (documents() sets it)
     skipped: list[Skipped] = field(default_factory=list)  # the first KEPT_SKIPS of them
     skip_count: int = 0
@@ -113,8 +114,6 @@ class Reader:
         if self.errors not in ERROR_POLICIES:
             raise InvalidInput(f"errors must be one of {', '.join(ERROR_POLICIES)}, not {self.errors!r}")
         self._seen: apsw.Connection | None = None
-        if self.stream_over is None:  # read when made, so that one setting moves the limit everywhere
-            self.stream_over = texts.READ_WHOLE_BYTES
         if self.stdin_key is not None and (not self.stdin_key or "\x00" in self.stdin_key):
             raise InvalidInput("the key for stdin must be a non-empty text without NUL characters")
 
@@ -229,13 +228,15 @@ class Reader:
     ) -> Document | FingerprintedDocument | None:
         """stdin as one text, keyed by stdin_key or by its content (see the module's docstring)."""
         head = stream.read(self.stream_over + 1)
+        document: Document | FingerprintedDocument | None
         if len(head) <= self.stream_over:
             self.bytes_read += len(head)
             document = self._decoded(self.stdin_key or STDIN_NAME, head, True)
         else:
             stream.push_back(head)
             before = stream.consumed
-            document = self._streamed(self.stdin_key, stream, None, True, settings, store_text, where=STDIN_NAME)
+            key = self.stdin_key or STDIN_NAME  # without stdin_key, replaced below by one made from the content
+            document = self._streamed(key, stream, None, True, settings, store_text, where=STDIN_NAME)
             self.bytes_read += stream.consumed - before
         if document is None or self.stdin_key is not None:
             return document
@@ -249,18 +250,21 @@ class Reader:
     ) -> Document | FingerprintedDocument | None:
         key = path
         if os.path.islink(path) and not os.path.exists(path):
-            return self._skip(path, "broken symbolic link", named)
+            self._skip(path, "broken symbolic link", named)
+            return None
         try:
             info = os.stat(path)
             self.bytes_read += info.st_size
             if not stat.S_ISREG(info.st_mode):
-                return self._skip(path, "not a regular file (a device, socket or pipe)", named)
+                self._skip(path, "not a regular file (a device, socket or pipe)", named)
+                return None
             with open(path, "rb") as handle:
                 if info.st_size <= self.stream_over:
                     return self._decoded(key, handle.read(), named)
                 return self._streamed(key, handle, info.st_size, named, settings, store_text)
         except OSError as exc:
-            return self._skip(path, exc.strerror or str(exc), named)
+            self._skip(path, exc.strerror or str(exc), named)
+            return None
 
     def _binary(self, head: bytes) -> bool:
         """NUL bytes near the start mean binary, except in UTF-16/32, where they are part of the text."""
@@ -270,29 +274,33 @@ class Reader:
 
     def _decoded(self, key: str, raw: bytes, named: bool) -> Document | None:
         if self._binary(raw[:BINARY_SNIFF_BYTES]):
-            return self._skip(key, "binary file (NUL bytes)", named)
+            self._skip(key, "binary file (NUL bytes)", named)
+            return None
         try:
             return Document(key, raw.decode(self.encoding, self.errors))
         except UnicodeDecodeError as exc:
-            return self._skip(key, self._not_decodable(raw[exc.start], exc.start), named)
+            self._skip(key, self._not_decodable(raw[exc.start], exc.start), named)
+            return None
 
     def _not_decodable(self, byte: int, offset: int) -> str:
         return f"not {self.encoding} (byte 0x{byte:02x} at offset {offset}); try --encoding or --errors replace"
 
     def _streamed(
-        self, key: str | None, handle, size: int | None, named: bool, settings: FingerprintSettings | None,
+        self, key: str, handle, size: int | None, named: bool, settings: FingerprintSettings | None,
         store_text: bool, where: str | None = None,
     ) -> FingerprintedDocument | None:
         """A large file (or stdin), read in 1 MiB chunks: fingerprint, content hash and length in one
-        pass. key None: the caller keys it (by its content hash)."""
+        pass. where: how a skip names it (default: the key)."""
         where = where or key
         mib = size_text(size) if size is not None else f"over {size_text(self.stream_over)}"
         if settings is None or store_text:
             why = "texts are stored in this index" if store_text else "no index settings to fingerprint it with"
-            return self._skip(where, f"too large to read whole ({mib}) and {why}", named)
+            self._skip(where, f"too large to read whole ({mib}) and {why}", named)
+            return None
         head = handle.read(BINARY_SNIFF_BYTES)
         if self._binary(head):
-            return self._skip(where, "binary file (NUL bytes)", named)
+            self._skip(where, "binary file (NUL bytes)", named)
+            return None
         decoder = codecs.getincrementaldecoder(self.encoding)(self.errors)
         digest = hashlib.blake2b(digest_size=16)
         length = 0
@@ -319,9 +327,11 @@ class Reader:
         try:
             fingerprint, sketch = simhash_and_sketch_pieces(chunks(), settings, scheme=self.sketch_scheme)
         except _DecodeFailed as exc:
-            return self._skip(where, self._not_decodable(*exc.args), named)
+            self._skip(where, self._not_decodable(*exc.args), named)
+            return None
         except InvalidInput as exc:
-            return self._skip(where, str(exc), named)
+            self._skip(where, str(exc), named)
+            return None
         return FingerprintedDocument(key, fingerprint, length, digest.digest(), sketch)
 
     def _jsonl_files(
@@ -351,6 +361,7 @@ class Reader:
             short_texts=sketches and settings is not None and not store_text,
         )
         tasks = ((chunk, rules) for chunk in self._line_chunks(inputs))
+        done: Iterator[tuple[tuple[_LineChunk, RecordRules], ChunkRecords]]
         if settings is None:  # the texts themselves are wanted: nothing to gain from copying them back
             done = ((task, _chunk_records(task)) for task in tasks)
         else:
@@ -384,8 +395,10 @@ class Reader:
                 self._skip(where, records.failures[i], True)
                 continue
             raw = chunk.data[records.starts[i] : records.ends[i]]
+            text = records.texts[i] if records.texts is not None else None
             if rules.settings is None:
-                yield Document(key, records.texts[i]), raw
+                assert text is not None, "without settings read_chunk returns every text"
+                yield Document(key, text), raw
                 continue
             yield FingerprintedDocument(
                 key,
@@ -393,7 +406,7 @@ class Reader:
                 records.lengths[i],
                 records.hashes[i] if records.hashes else b"",
                 records.sketches[i] if records.sketches else None,
-                records.texts[i] if records.texts is not None else None,
+                text,
                 records.short_texts[i] if records.short_texts else None,
             ), raw
         while skip is not None:

@@ -26,7 +26,7 @@ class ResultSet:
 
 def parse_params(pairs: list[str]) -> dict[str, object]:
     """NAME=VALUE pairs for :NAME parameters; a whole number becomes an integer, anything else text."""
-    params = {}
+    params: dict[str, object] = {}
     for pair in pairs:
         name, sep, value = pair.partition("=")
         if not sep or not re.fullmatch(r"[A-Za-z_]\w*", name):

@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from itertools import islice
+from typing import cast
 
 import apsw
 import numpy as np
@@ -290,8 +291,7 @@ class Writer:
             known.update((key, pending.digests[key]) for key in {doc.key for doc in batch} & pending.digests.keys())
         changed, added, updated, unchanged = [], 0, 0, 0
         for doc in batch:
-            prepared = isinstance(doc, FingerprintedDocument)
-            digest = doc.content_hash if prepared else content_hash(doc.text)
+            digest = doc.content_hash if isinstance(doc, FingerprintedDocument) else content_hash(doc.text)
             if known.get(doc.key) == digest:
                 unchanged += 1
                 continue
@@ -313,17 +313,24 @@ class Writer:
         computed = iter(prepared.fingerprints.result(after.fingerprints if after is not None else None))
         rows = []
         for doc, digest in prepared.changed:
-            streamed = isinstance(doc, FingerprintedDocument)
-            fingerprint, sketch = (doc.fingerprint, doc.sketch) if streamed else next(computed)
+            if isinstance(doc, FingerprintedDocument):  # streamed
+                fingerprint, sketch = doc.fingerprint, doc.sketch
+            else:
+                fingerprint, sketch = next(computed)
+            signed: int | None
+            parts: tuple[int | None, ...]
             if fingerprint is None:
                 prepared.no_features.append(doc.key)
                 signed, parts = None, (None,) * 4
             else:
                 signed, parts = to_signed(fingerprint), blocks(fingerprint)
             text = doc.text if self.store_text else None
-            short = None
+            short: bytes | None = None
             if not self.store_text and fingerprint is not None:
-                short = doc.short_text if streamed else short_text_data(doc.text)
+                if isinstance(doc, FingerprintedDocument):
+                    short = doc.short_text
+                elif doc.text is not None:
+                    short = short_text_data(doc.text)
             rows.append((doc.key, signed, *parts, length_of(doc), digest, text, sketch, short))
         return rows
 
@@ -370,7 +377,8 @@ class Writer:
                 rebuild_indexes = self.conn.execute("SELECT NOT EXISTS (SELECT 1 FROM documents)").get
             if rebuild_indexes:
                 with write_transaction(self.conn):
-                    definitions = self.conn.execute(_SECONDARY_INDEXES).fetchall()
+                    # (name, sql) of each index: text columns of sqlite_schema
+                    definitions = cast(list[tuple[str, str]], self.conn.execute(_SECONDARY_INDEXES).fetchall())
                     for name, _sql in definitions:
                         self.conn.execute(f'DROP INDEX "{name}"')
                     while batch := list(islice(iterator, batch_size)):

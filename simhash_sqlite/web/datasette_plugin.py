@@ -14,6 +14,7 @@ import base64
 import contextlib
 import email.parser
 import email.policy
+import email.utils
 import re
 import threading
 import urllib.parse
@@ -325,10 +326,13 @@ async def _posted_form(request) -> dict[str, str | bytes]:
     message = email.parser.BytesParser(policy=email.policy.HTTP).parsebytes(header + body)
     form: dict[str, str | bytes] = {}
     for part in message.iter_parts():
-        field = part.get_param("name", header="content-disposition")
-        if not field:
+        name = part.get_param("name", header="content-disposition")
+        if not name:
             continue
-        payload = part.get_payload(decode=True) or b""
+        field = email.utils.collapse_rfc2231_value(name)  # (a str already under the HTTP policy)
+        payload = part.get_payload(decode=True)
+        if not isinstance(payload, bytes):  # None for a part that is itself multipart
+            payload = b""
         if part.get_filename() is not None or field == "file":
             form[field] = payload
         else:

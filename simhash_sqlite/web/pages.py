@@ -11,6 +11,7 @@ import difflib
 import os
 import re
 from dataclasses import dataclass, field
+from typing import cast
 
 from ..analysis.explain import Explanation, explain, verdicts
 from ..core.fingerprint import to_hex
@@ -145,11 +146,11 @@ def clusters_page(index: SimhashIndex, page: int = 1, per_page: int = CLUSTERS_P
     total = conn.execute("SELECT count(*) FROM clusters WHERE id = cluster AND size > 1").get
     pages = max(1, -(-total // per_page))
     page = min(max(1, page), pages)
-    rows = conn.execute(
+    rows = cast(list[tuple[int, int, str]], conn.execute(
         """SELECT c.cluster, c.size, r.key FROM clusters c JOIN documents r ON r.id = c.representative
            WHERE c.id = c.cluster AND c.size > 1 ORDER BY c.size DESC, c.cluster LIMIT ? OFFSET ?""",
         (per_page, (page - 1) * per_page),
-    ).fetchall()
+    ).fetchall())
     return ClustersPage(info, total, [ClusterRow(*row) for row in rows], size_bands(cluster_sizes(conn)), page, pages)
 
 
@@ -203,9 +204,9 @@ def pair_view(index: SimhashIndex, a: str, b: str) -> PairView:
             raise InvalidInput(f"{key!r} is not a key in this index")
     e = explain(index, a, b)
     missing = [(side.name, missing_text_reason(index, side.name)) for side in (e.a, e.b) if side.text is None]
-    if missing:
-        return PairView(e, verdicts(e), missing=missing)
     ta, tb = e.a.text, e.b.text
+    if ta is None or tb is None:  # (missing)
+        return PairView(e, verdicts(e), missing=missing)
     cut = len(ta) > SHOWN_CHARS or len(tb) > SHOWN_CHARS
     left, right = side_by_side(ta[:SHOWN_CHARS], tb[:SHOWN_CHARS])
     return PairView(e, verdicts(e), left, right, cut)
