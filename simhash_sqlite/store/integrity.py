@@ -227,7 +227,7 @@ def _check_sketches(conn: apsw.Connection, report: IntegrityReport) -> None:
 
 def _check_short_texts(conn: apsw.Connection, report: IntegrityReport, version: int, store_text: bool | None) -> None:
     """A short text's exact data (core/short_texts.py) is NULL or a blob within the recorded cut that reads
-    back; none beside a stored text or without a fingerprint. An index made before it is told so."""
+    back; none without a fingerprint. An index made before it is told so."""
     from ..core.short_texts import SHORT_TEXT_MOST, short_text_of
 
     if store_text:
@@ -247,7 +247,7 @@ def _check_short_texts(conn: apsw.Connection, report: IntegrityReport, version: 
         return
     wrong, count = [], 0
     found = conn.execute(
-        "SELECT key, short_text, fingerprint IS NULL OR text IS NOT NULL FROM documents WHERE short_text IS NOT NULL "
+        "SELECT key, short_text, fingerprint IS NULL FROM documents WHERE short_text IS NOT NULL "
         "ORDER BY id"
     )
     for key, data, misplaced in found:
