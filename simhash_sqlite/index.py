@@ -14,7 +14,7 @@ from .core.fingerprint import BLOCKS, simhash, to_signed, to_unsigned
 from .core.settings import DEFAULT_THRESHOLD, FingerprintSettings
 from .core.short_texts import SHORT_TEXT_MOST, short_text_scheme
 from .core.sketch import DEFAULT_SCHEME, SketchScheme, sketch_many
-from .errors import IndexNotFound, InvalidInput
+from .errors import IndexNotFound, InvalidInput, SettingsMismatch
 from .find.chains import below_members
 from .find.check import DuplicateSearch, ShingleCache, check_search
 from .find.clusters import Cluster, ClusterReport, cluster_index, clustering_info, read_clusters, record_chains
@@ -25,6 +25,7 @@ from .find.search import Match, Plan, Searcher, SearchOptions, SearchResult, nea
 from .store.database import connect, retry_busy, write_transaction
 from .store.documents import AddReport, Document, FingerprintedDocument, ShortTexts, StoredDocument
 from .store.functions import register_functions
+from .store.meta import validate_meta
 from .store.texts import text_of
 from .store.writer import BULK_CACHE_MIB, FINGERPRINT_BATCH_SIZE, SKETCH_UPGRADE_BATCH, Writer
 from .version import __version__
@@ -116,12 +117,14 @@ class SimhashIndex:
                     "INSERT INTO simhash_meta (key, value) VALUES (?, ?) ON CONFLICT DO NOTHING", rows.items()
                 )
             meta = self._meta()
+        validate_meta(meta, self.path)  # every recorded setting, before any is used
         settings = FingerprintSettings.from_json(meta["fingerprint"]).merged(**requested)
         stored = meta.get("store_text") == "1"
         if store_text is not None and store_text != stored:
-            raise InvalidInput(
+            raise SettingsMismatch(
                 f"this index was created {'with' if stored else 'without'} stored texts; "
-                f"store_text={store_text} does not match"
+                f"store_text={store_text} does not match (leave it out, or use another index file)",
+                "store_text", stored, store_text,
             )
         return settings, stored
 
@@ -315,6 +318,10 @@ class SimhashIndex:
             "SELECT count(*), count(*) - count(fingerprint) FROM documents"
         ).get
         size = sum(os.path.getsize(p) for p in (self.path, self.path + "-wal") if os.path.exists(p))
+        clusters = clustering_info(self.conn)
+        if clusters is not None and clusters["documents"] != documents:
+            # Documents added or deleted behind simq's back (another program) leave the flag unset.
+            clusters["stale"] = True
         return Stats(
             path=self.path,
             documents=documents,
@@ -324,7 +331,7 @@ class SimhashIndex:
             schema_version=self.conn.pragma("user_version"),
             created_with=self._meta().get("created_with", "?"),
             file_bytes=size,
-            clusters=clustering_info(self.conn),
+            clusters=clusters,
             short_texts=self._short_texts(counted=True),
         )
 

@@ -771,7 +771,7 @@ def _match_existing(fps, existing, k, by_sketch, check, threshold, scheme) -> Da
 def _prepare_out(out: str, overwrite: bool) -> None:
     if os.path.isdir(out) and os.listdir(out):
         if not overwrite:
-            raise InvalidInput(f"{out} is not empty (pass overwrite=True / --overwrite to replace it)")
+            raise InvalidInput(f"{out} is not empty (an earlier output; --overwrite replaces it)")
         if not os.path.exists(os.path.join(out, MANIFEST)) and not any(
             os.path.exists(os.path.join(out, name)) for name in OUTPUTS
         ):

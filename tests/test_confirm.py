@@ -331,7 +331,7 @@ def test_batch_answers_are_checked(runner, stored, tmp_path):
 def test_a_bad_jaccard_is_one_clean_error(runner, stored, command, value):
     db, _, _ = stored
     args = [command, "--db", db, "--threshold", value] + (["--key", "f0"] if command == "near" else [])
-    assert_clean_error(simq(runner, *args), "Jaccard threshold")
+    assert_clean_error(simq(runner, *args), "Jaccard threshold", 2)
 
 
 def test_the_shingle_cache_stays_within_its_budget(stored):

@@ -292,7 +292,7 @@ def test_cli_dedup_against_an_index_and_folders(runner, tmp_path):
     assert_clean_error(simq(runner, "dedup", folder, "--out", out, "--against", tmp_path / "none.db"), "no index")
     assert_clean_error(simq(runner, "dedup", out, "--out", out), "also an input")
     assert_clean_error(simq(runner, "dedup", folder, "--out", side, "--dupes", side), "same file")
-    assert_clean_error(simq(runner, "dedup", folder, "--out", out, "--k", "65"), "k must be")
+    assert_clean_error(simq(runner, "dedup", folder, "--out", out, "--k", "65"), "k must be", 2)
 
 
 def test_cli_dupes_and_clusters(runner, tmp_path):
@@ -321,8 +321,8 @@ def test_cli_dupes_and_clusters(runner, tmp_path):
     rows = simq(runner, "clusters", "--db", db, "--k", "6", "--format", "csv", "--representative", "last").stdout
     assert rows.splitlines()[1:] == ["1,3,a3,a,false", "1,3,a3,a2,false", "1,3,a3,a3,false"]
     assert "a2" in simq(runner, "clusters", "--db", db, "--k", "6").stdout
-    assert_clean_error(simq(runner, "dupes", "--db", db, "--format", "xml"), "--format")
-    assert_clean_error(simq(runner, "clusters", "--db", db, "--representative", "best"), "representative")
+    assert_clean_error(simq(runner, "dupes", "--db", db, "--format", "xml"), "--format", 2)
+    assert_clean_error(simq(runner, "clusters", "--db", db, "--representative", "best"), "representative", 2)
     assert_clean_error(simq(runner, "dupes", "--db", tmp_path / "missing.db"), "no index")
 
 

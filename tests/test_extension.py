@@ -115,7 +115,20 @@ def package_near(path: Path, query, k: int, checked: int) -> list[tuple]:
             matches = index.near(query, k=k, check=bool(checked))
         else:
             matches = index.near(fingerprint=query & ((1 << 64) - 1), k=k, check=bool(checked))
-    return [(m.key, m.distance, m.similarity, to_signed(m.fingerprint), m.jaccard, m.checked_by) for m in matches]
+    return [
+        (m.key, m.distance, m.similarity, to_signed(m.fingerprint), m.jaccard, m.checked_by, _sure(m.certainty))
+        for m in matches
+    ]
+
+
+def _sure(certainty: float | None) -> float | None:
+    """A certainty to 12 places: it goes through exp() and expm1(), whose last bit numpy's SIMD loops and
+    libm may round apart (the verdict itself is compared exactly)."""
+    return None if certainty is None else round(certainty, 12)
+
+
+def rows_of(cursor) -> list[tuple]:
+    return [tuple(row[:6]) + (_sure(row[6]),) + tuple(row[7:]) for row in cursor]
 
 
 def extension_connection(path) -> apsw.Connection:
@@ -125,7 +138,7 @@ def extension_connection(path) -> apsw.Connection:
     return conn
 
 
-NEAR = "SELECT key, distance, similarity, fingerprint, jaccard, checked_by FROM simhash_near(?, ?, ?)"
+NEAR = "SELECT key, distance, similarity, fingerprint, jaccard, checked_by, certainty FROM simhash_near(?, ?, ?)"
 
 
 # -- one function table ------------------------------------------------------------------------------
@@ -234,12 +247,13 @@ def test_simhash_near_gives_what_the_package_gives_in_apsw(corpus, which):
     for query in corpus["queries"]:
         for k, checked in ((3, 1), (7, 1), (12, 1), (20, 1), (7, 0), (12, 0)):
             expected = package_near(path, query, k, checked)
-            got = [tuple(row) for row in conn.execute(NEAR, (query, k, checked))]
+            got = rows_of(conn.execute(NEAR, (query, k, checked)))
             assert got == expected, (query[:60], k, checked)
             kinds |= {row[5] for row in got}
             if checked:
                 dropped += len(package_near(path, query, k, 0)) - len(got)
-    assert kinds == ({"estimated", None} if which == "sketches" else {"exact", None})
+    # Without texts every sketched candidate is estimated; with them the unsure estimates are measured.
+    assert kinds == ({"estimated", None} if which == "sketches" else {"exact", "estimated", None})
     assert dropped > 0  # the check dropped candidates: it was tested, not only passed through
 
 
@@ -247,13 +261,13 @@ def test_simhash_near_by_fingerprint_and_default_arguments(corpus):
     path = corpus["sketches"]
     conn = extension_connection(path)
     query = corpus["queries"][0]
-    assert [tuple(r) for r in conn.execute("SELECT * FROM simhash_near(?)", (query,))] == [
+    assert rows_of(conn.execute("SELECT * FROM simhash_near(?)", (query,))) == [
         row + (query, 12, 1) for row in package_near(path, query, 12, 1)
     ]
     for key in list(corpus["stored"])[::7]:
         fp = conn.execute("SELECT fingerprint FROM documents WHERE key = ?", (key,)).get
         for k in (0, 3, 9, 12, 30, 64):
-            got = [tuple(r) for r in conn.execute(NEAR, (fp, k, 1))]
+            got = rows_of(conn.execute(NEAR, (fp, k, 1)))
             assert got == package_near(path, fp, k, 1)
             assert all(row[5] == "distance" for row in got)
     # A join, one search per row, ORDER BY taken from the table's own order.
@@ -297,7 +311,7 @@ def test_the_stock_shell_loads_it_and_gets_what_simq_near_gets(corpus, which):
     for (query, k, checked), block in zip(searches, blocks):
         expected = [
             f"{key}|{d}|{'NULL' if j is None else f'{j:.12f}'}|{how or 'NULL'}"
-            for key, d, _, _, j, how in package_near(path, query, k, checked)
+            for key, d, _, _, j, how, _ in package_near(path, query, k, checked)
         ]
         assert block.splitlines() == expected, (query[:60], k, checked)
     assert any(block.strip() for block in blocks)
@@ -352,7 +366,7 @@ def test_pythons_sqlite3_loads_it_where_it_allows_loading(corpus):
                          capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr
     got = [[tuple(row) for row in rows] for rows in json.loads(run.stdout)]
-    assert got == [[(key, d, j, how) for key, d, _, _, j, how in package_near(path, q, 7, 1)] for q in queries]
+    assert got == [[(key, d, j, how) for key, d, _, _, j, how, _ in package_near(path, q, 7, 1)] for q in queries]
     if hasattr(sqlite3.Connection, "enable_load_extension"):  # and load() itself, in this interpreter
         conn = sqlite3.connect(path)
         load(conn)
@@ -410,7 +424,7 @@ def test_node_better_sqlite3_loads_it(corpus, request, tmp_path):
                          capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr
     got = [[tuple(row) for row in rows] for rows in json.loads(run.stdout)]
-    assert got == [[(key, d, j, how) for key, d, _, _, j, how in package_near(path, q, 7, 1)] for q in queries]
+    assert got == [[(key, d, j, how) for key, d, _, _, j, how, _ in package_near(path, q, 7, 1)] for q in queries]
     assert any(got)
 
 
@@ -435,7 +449,7 @@ def test_blobs_of_any_length_as_sketches_are_judged_as_the_package_judges_them(c
     conn = extension_connection(path)
     for query in corpus["queries"]:
         for k in (7, 12):
-            assert [tuple(r) for r in conn.execute(NEAR, (query, k, 1))] == package_near(path, query, k, 1)
+            assert rows_of(conn.execute(NEAR, (query, k, 1))) == package_near(path, query, k, 1)
 
 
 def test_huge_texts(corpus):

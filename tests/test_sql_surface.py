@@ -152,7 +152,7 @@ def test_sql_is_read_only_unless_asked_and_never_changes_the_schema(runner, smal
     assert_clean_error(simq(runner, "sql", "--db", small, "--write", "PRAGMA user_version = 9"), "not authorized")
     assert_clean_error(simq(runner, "sql", "--db", small, "SELEC 1"), "syntax error")
     assert_clean_error(simq(runner, "sql", "--db", small, "SELECT :missing"), "--param")
-    assert_clean_error(simq(runner, "sql", "--db", small, "-p", "oops", "SELECT 1"), "NAME=VALUE")
+    assert_clean_error(simq(runner, "sql", "--db", small, "-p", "oops", "SELECT 1"), "NAME=VALUE", 2)
     result = simq(runner, "sql", "--db", small, "--write", "--format", "csv",
                   "CREATE TEMP TABLE t AS SELECT key FROM documents; DELETE FROM documents WHERE key LIKE '%tea%';"
                   "SELECT count(*) AS n FROM documents")

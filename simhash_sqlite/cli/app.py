@@ -2,7 +2,8 @@
 
 Exit status, the same for every command: 0 success; 1 an error (one "error:" line on stderr: bad
 input, a refused or damaged index, every input skipped, a failed check); 2 a command line that does
-not parse (unknown option, missing argument, a value of the wrong type); 130 interrupted (Ctrl-C).
+not parse (unknown option, missing argument, a value of the wrong type or out of range: errors.InvalidArgument),
+one "error:" line too; 130 interrupted (Ctrl-C).
 A closed pipe (simq dupes | head) ends quietly with 0, as ripgrep does: the reader had what it wanted.
 Output conventions (formats, markup, colour, pipes, progress) are in output.py.
 """
@@ -10,6 +11,7 @@ Output conventions (formats, markup, colour, pipes, progress) are in output.py.
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import heapq
 import importlib
@@ -32,7 +34,7 @@ from ..analysis.explain import Explanation, verdicts
 from ..analysis.explain import explain as explain_pair
 from ..core.fingerprint import from_hex, simhash, to_hex, to_signed
 from ..core.settings import CONFIRM_K, DEFAULT_THRESHOLD, RECOMMENDED_K, SHORT_TEXT, FingerprintSettings, candidate_k
-from ..errors import InvalidInput, SimhashError
+from ..errors import InvalidArgument, InvalidInput, SettingsMismatch, SimhashError
 from ..find.arrays import DuplicatePair
 from ..find.chains import cluster_members
 from ..find.clusters import REPRESENTATIVE_RULES, Cluster, candidates_text
@@ -44,7 +46,7 @@ from ..pipeline.dedup import DROP_MARGIN, Deduplicator
 from ..pipeline.sources import STDIN, Reader, read_one, size_text, stale_keys
 from ..sql.user_sql import parse_params, run_query
 from ..store import texts
-from ..store.database import damaged_message
+from ..store.database import damaged_message, disk_message
 from ..store.documents import AddReport, FingerprintedDocument
 from ..store.integrity import integrity_check
 from ..store.writer import validate_batch_size
@@ -62,6 +64,13 @@ from ..web.plots import (
 from . import output
 from .output import err, line, out, plain, printable
 
+# typer 0.2x parses with its own copy of click (typer._click); earlier versions with click itself.
+try:
+    _click = typer.core._click
+except AttributeError:  # pragma: no cover (older typer)
+    import click as _click
+
+
 # Spellings of earlier versions (CHANGELOG.md): still accepted so that no script breaks, never shown.
 OLD_OPTIONS = {"--confirm": "--check", "--no-confirm": "--no-check", "--jaccard": "--threshold"}
 OLD_COMMANDS = {"check": "integrity"}
@@ -69,7 +78,26 @@ OLD_COMMANDS = {"check": "integrity"}
 
 class _Commands(typer.core.TyperGroup):
     """simq's group: old spellings become the current ones before click parses, and --help lists
-    the commands in the order they are defined, grouped by task (rich_help_panel)."""
+    the commands in the order they are defined, grouped by task (rich_help_panel). A command line that
+    does not parse (click's usage errors) is one "error:" line and exit status 2, as docs/cli.md
+    promises, where typer would draw a box around it."""
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        try:
+            code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except _click.exceptions.NoArgsIsHelpError:  # bare `simq`: typer prints the help and exits 2
+            return super().main(args, prog_name, complete_var, standalone_mode=True, **extra)
+        except _click.exceptions.UsageError as exc:
+            context = f" (see {exc.ctx.command_path} -h)" if exc.ctx is not None else ""
+            message = " ".join(exc.format_message().split())
+            raise SystemExit(fail_line(message + context, exc.exit_code)) from None
+        except _click.exceptions.ClickException as exc:
+            raise SystemExit(fail_line(" ".join(exc.format_message().split()), exc.exit_code)) from None
+        except typer.Abort:
+            raise SystemExit(fail_line("interrupted", 130)) from None
+        raise SystemExit(code if isinstance(code, int) else 0)
 
     def parse_args(self, ctx, args):
         return super().parse_args(ctx, current_spelling(args))
@@ -97,9 +125,10 @@ SEARCH_PANEL = "Search"
 DUPLICATES_PANEL = "Near-duplicates of a whole corpus"
 SQL_PANEL = "SQL and the browser"
 
+
 app = typer.Typer(
-    cls=_Commands,
     name="simq",
+    cls=_Commands,
     rich_markup_mode="rich",
     context_settings={"help_option_names": ["-h", "--help"]},
     no_args_is_help=True,
@@ -180,7 +209,7 @@ JsonlOption = Annotated[
     typer.Option(
         "--jsonl/--no-jsonl",
         help="Read every input as JSONL, or stdin as one text. \\[default: *.jsonl and *.ndjson files are JSONL, "
-        "and stdin is when its first line is a JSON object with the text field]",
+        "and stdin is when its first lines are JSON objects]",
         show_default=False,
     ),
 ]
@@ -192,6 +221,12 @@ IdFieldOption = Annotated[str, typer.Option(help="JSONL field holding the key.")
 EncodingOption = Annotated[str, typer.Option(help="Encoding of the input files.")]
 ErrorsOption = Annotated[
     str, typer.Option(help="On undecodable bytes: 'strict' (skip the file), 'replace', 'ignore' or 'backslashreplace'.")
+]
+# The same for the one file of near -f and hash -f.
+FileEncodingOption = Annotated[str, typer.Option(help="Encoding of --file.")]
+FileErrorsOption = Annotated[
+    str, typer.Option(help="On undecodable bytes in --file: 'strict' (an error), 'replace', 'ignore' or "
+                      "'backslashreplace'.")
 ]
 # The fingerprint options, with the same names, help and defaults wherever a command makes fingerprints.
 # None means "the index's" for an existing index; the shown default is what a new one gets.
@@ -210,8 +245,13 @@ HmmOption = Annotated[
 
 def fail(message: str, code: int = 1) -> typer.Exit:
     """One "error:" line on stderr (the message printed literally) and the exit status to raise."""
+    return typer.Exit(fail_line(message, code))
+
+
+def fail_line(message: str, code: int) -> int:
+    """Print one "error:" line on stderr (the message printed literally); returns code."""
     err.print(line(("error:", "bold red"), " ", message), soft_wrap=True)
-    return typer.Exit(code)
+    return code
 
 
 def warn(label: str, *parts: str) -> None:
@@ -234,12 +274,19 @@ def friendly_errors(command):
             result = command(*args, **kwargs)
             sys.stdout.flush()  # a closed pipe shows here, not at exit (where Python would say 120)
             return result
+        except InvalidArgument as exc:  # a value out of its range: a usage error, as click's own
+            raise fail(str(exc), 2) from None
+        except SettingsMismatch as exc:
+            raise fail(_mismatch_message(exc, kwargs)) from None
         except SimhashError as exc:
             raise fail(str(exc)) from None
         except apsw.BusyError:
             raise fail("the index is locked by another process for too long; try again") from None
-        except apsw.FullError:
-            raise fail("the disk is full; the index keeps every batch committed before this") from None
+        except (apsw.FullError, apsw.IOError) as exc:  # after the open (which says so itself): while writing
+            named = next((os.fspath(kwargs[name]) for name in ("db", "file") if kwargs.get(name) is not None), None)
+            raise fail(disk_message(named or "the index", exc) + (
+                "; the index keeps every batch committed before this" if isinstance(exc, apsw.FullError) else ""
+            )) from None
         except (apsw.ReadOnlyError, apsw.CantOpenError):
             raise fail("the index file or its folder is read-only") from None
         except (apsw.CorruptError, apsw.NotADBError) as exc:
@@ -251,11 +298,36 @@ def friendly_errors(command):
             _quiet_stdout()
             raise typer.Exit(0) from None
         except OSError as exc:
+            if exc.errno == errno.ENOSPC and exc.filename:
+                raise fail(f"the disk holding {exc.filename} is full: {exc.filename} was not written (an earlier "
+                           "one is as it was); free some space and run the command again") from None
             raise fail(f"{exc.filename or ''}: {exc.strerror or exc}".lstrip(": ")) from None
         except KeyboardInterrupt:
             raise fail("interrupted", 130) from None
 
     return wrapper
+
+
+def _option(name: str, value: object) -> str:
+    """A setting of SimhashIndex as the option that asks for it: --ngram 3, --no-store-text."""
+    flag = name.replace("_", "-")
+    if isinstance(value, bool):
+        return f"--{flag}" if value else f"--no-{flag}"
+    return f"--{flag} {value}"
+
+
+def _mismatch_message(exc: SettingsMismatch, kwargs: dict) -> str:
+    """A setting asked for that the index does not have, in the command's own options."""
+    if exc.name is None:
+        return str(exc)
+    against = kwargs.get("against")
+    index = against if against is not None else kwargs.get("db")
+    other = "--against" if against is not None else "--db"
+    return (
+        f"{index} was made with {_option(exc.name, exc.recorded)}; you asked for {_option(exc.name, exc.requested)} "
+        f"(fingerprints made otherwise would never match theirs): leave --{exc.name.replace('_', '-')} out, or give "
+        f"another {other}"
+    )
 
 
 def _quiet_stdout() -> None:
@@ -356,6 +428,7 @@ def add(
         validate_batch_size(batch_size)
     reader = _reader(jsonl, text_field, id_field, encoding, errors, require_id=require_id, stdin_key=key)
     paths = reader.expand(inputs)  # missing paths fail here, before the index is touched
+    new_file = not db.exists()
     with SimhashIndex(
         db, create=True, features=features, ngram=ngram, weights=weights, hmm=hmm, store_text=store_text
     ) as index:
@@ -385,9 +458,21 @@ def add(
     if prune:
         say(f"{len(pruned):,} pruned")
     if reader.skip_count and not report.documents:
+        if new_file:  # the index this add made holds nothing: it goes, as if the add had not run
+            _remove_index_file(db)
         raise fail(f"nothing added: {_count(reader.skip_count, 'input was', 'inputs were')} skipped (see above)")
     if reader.failed:
-        raise typer.Exit(1)
+        raise fail(f"{_count(reader.skip_count, 'input was', 'inputs were')} skipped (see above); the rest was added")
+
+
+def _remove_index_file(db: Path) -> None:
+    """Remove an index file that holds no document (and its -wal, -shm), unless it has some by now."""
+    with contextlib.suppress(SimhashError, apsw.Error, OSError), SimhashIndex(db, readonly=True) as index:
+        if index.conn.execute("SELECT count(*) FROM documents").get:
+            return
+    for end in ("-wal", "-shm", ""):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(f"{db}{end}")
 
 
 def _reader(jsonl: Optional[bool], text_field: str, id_field: str, encoding: str, errors: str, **more) -> Reader:
@@ -509,6 +594,8 @@ def near(
     ] = False,
     check: CheckOption = True,
     threshold: ThresholdOption = DEFAULT_THRESHOLD,
+    encoding: FileEncodingOption = "utf-8",
+    errors: FileErrorsOption = "strict",
 ) -> None:
     """Near-duplicates of a text, a file, a stored key or a fingerprint, closest first.
 
@@ -535,7 +622,7 @@ def near(
     with SimhashIndex(db) as index:
         _tell_sketch_upgrade(index)
         if file is not None:
-            text, fingerprint = _query_of_file(file, index.settings, text, fingerprint)
+            text, fingerprint = _query_of_file(file, index.settings, text, fingerprint, encoding, errors)
         result = index.search(
             text, fingerprint=fingerprint, key=key, k=k, limit=limit, plan=plan,
             check=check, threshold=threshold,
@@ -628,7 +715,9 @@ def _near_batch(
     """One JSON answer per query line, in order (jsonl, or a json array); bad lines answer with
     "error". threshold: check the matches exactly (None: by distance alone)."""
     fmt = fmt or guess_format(source)
-    stream = sys.stdin if source == "-" else open(source, encoding="utf-8")  # noqa: SIM115
+    # Binary: each line is decoded on its own (queries.parse_queries), so a line that is not UTF-8 is answered
+    # with its error and the next ones are still read.
+    stream = sys.stdin.buffer if source == "-" else open(source, "rb")  # noqa: SIM115
     failed = answered = 0
     plans: dict[str, int] = {}
     candidates = 0
@@ -665,7 +754,7 @@ def _near_batch(
         with SimhashIndex(db) as index:
             output.render(answers_of(index), "json" if format_ == "json" else "jsonl", handle)
     finally:
-        if stream is not sys.stdin:
+        if stream is not sys.stdin.buffer:
             stream.close()
     if explain:
         used = ", ".join(f"{kind} {count:,}" for kind, count in sorted(plans.items())) or "none"
@@ -697,13 +786,14 @@ def _match_json(match: Match) -> dict:
 
 
 def _query_of_file(
-    path: Path, settings: FingerprintSettings, text: Optional[str], fingerprint: Optional[int]
+    path: Path, settings: FingerprintSettings, text: Optional[str], fingerprint: Optional[int],
+    encoding: str = "utf-8", errors: str = "strict",
 ) -> tuple[Optional[str], Optional[int]]:
     """(text, fingerprint) to search for a file's contents (- for stdin): the text, or for a text too
     large to read whole, its fingerprint (made in pieces), said on stderr."""
     if text is not None or fingerprint is not None:
         raise InvalidInput("give one of a text, --file, --key or --hash")
-    document = read_one(str(path), settings)
+    document = read_one(str(path), settings, encoding=encoding, errors=errors)
     if not isinstance(document, FingerprintedDocument):
         return document.text, None
     if document.fingerprint is None:
@@ -716,18 +806,25 @@ def _query_of_file(
 @app.command("hash", rich_help_panel=SEARCH_PANEL)
 @friendly_errors
 def hash_command(
-    text: Annotated[Optional[str], typer.Argument(help="The text to fingerprint.", show_default=False)] = None,
+    text: Annotated[
+        Optional[str], typer.Argument(help="The text to fingerprint (- reads stdin).", show_default=False)
+    ] = None,
     db: DbOption = Path(DEFAULT_DB),
     file: Annotated[Optional[Path], typer.Option("--file", "-f", help="Fingerprint this file's text.")] = None,
     signed: Annotated[bool, typer.Option("--signed", help="Print the signed int64 that SQLite stores.")] = False,
     format_: FormatOption = None,
     as_json: JsonOption = False,
+    encoding: FileEncodingOption = "utf-8",
+    errors: FileErrorsOption = "strict",
 ) -> None:
     """Print a text's fingerprint (16 hex digits), with the index's settings if the index exists.
 
     The table format prints the bare value; the others a record with the hex and the signed forms.
+    A text of - reads stdin, as --file - does.
     """
     format_ = output.choose_format(format_, as_json)
+    if text == STDIN and file is None:
+        text, file = None, Path(STDIN)  # as -f -, and as near -
     if (text is None) == (file is None):
         raise InvalidInput("give a text or --file (one of them)")
     settings = FingerprintSettings()
@@ -735,7 +832,7 @@ def hash_command(
         with SimhashIndex(db) as index:
             settings = index.settings
     if file is not None:
-        document = read_one(str(file), settings)
+        document = read_one(str(file), settings, encoding=encoding, errors=errors)
         if isinstance(document, FingerprintedDocument):  # streamed
             fingerprint = document.fingerprint
         else:
@@ -842,7 +939,11 @@ def sql_command(
     as_json: JsonOption = False,
     output_path: OutOption = None,
     param: Annotated[
-        Optional[list[str]], typer.Option("--param", "-p", help="NAME=VALUE for :NAME (whole numbers become integers).")
+        Optional[list[str]], typer.Option(
+            "--param", "-p",
+            help="NAME=VALUE for :NAME (whole numbers become integers); NAME:text=VALUE, NAME:int=, NAME:real= bind "
+            "that type.",
+        )
     ] = None,
     write: Annotated[bool, typer.Option("--write", help="Allow changes (default: read-only).")] = False,
 ) -> None:
@@ -1420,8 +1521,12 @@ def dedup(
                 f"(within {fallback_k(deduplicator.k)})",
                 to_stderr=True,
             )
-        sink = sys.stdout.buffer if str(out_path) == "-" else stack.enter_context(open(out_path, "wb"))
-        side = stack.enter_context(open(dupes_file, "wb")) if dupes_file is not None else None
+        # The files are written beside their places and moved there at the end: a run that fails (every
+        # input skipped, an error) leaves an earlier output as it was.
+        outputs = [stack.enter_context(output.ReplacedOnSuccess(p)) for p in (out_path, dupes_file)
+                   if p is not None and str(p) != "-"]
+        sink = sys.stdout.buffer if str(out_path) == "-" else outputs[0].handle
+        side = outputs[-1].handle if dupes_file is not None else None
         total = sum(_size_of(p) for p, _ in paths) or None
         report = deduplicator.report
         with output.progress("bytes", hidden=str(out_path) == "-" and out.is_terminal) as progress:
@@ -1440,10 +1545,15 @@ def dedup(
                             description=f"{count:,} docs, {report.kept:,} kept, {report.dropped:,} dropped",
                         )
             except KeyboardInterrupt:
+                for written in outputs:
+                    written.commit()
                 raise fail(
                     f"interrupted after {report.read:,} documents; {out_path} holds the documents kept so far", 130
                 ) from None
         sink.flush()
+        if not (reader.skip_count and not report.read):  # else the files stay as they were (the error below)
+            for written in outputs:
+                written.commit()
     _print_reader_notes(reader)
     for skip in reader.skipped[:SHOWN_SKIPS]:
         warn("skipped", skip.where, ": ", skip.reason)
@@ -1458,9 +1568,12 @@ def dedup(
         to_stderr=True,
     )
     if reader.skip_count and not report.read:
-        raise fail(f"nothing read: {_count(reader.skip_count, 'input was', 'inputs were')} skipped (see above)")
+        unchanged = [str(p) for p in (out_path, dupes_file) if p is not None and str(p) != "-"]
+        raise fail(f"nothing read: {_count(reader.skip_count, 'input was', 'inputs were')} skipped (see above)"
+                   + (f"; {' and '.join(unchanged)} left as they were" if unchanged else ""))
     if any(skip.named for skip in reader.skipped):
-        raise typer.Exit(1)
+        raise fail(f"{_count(reader.skip_count, 'input was', 'inputs were')} skipped (see above); the rest was "
+                   "filtered")
 
 
 def _dedup_rule(deduplicator: Deduplicator) -> str:

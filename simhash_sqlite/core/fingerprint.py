@@ -24,6 +24,10 @@ BLOCK_BITS = 16
 BLOCK_MASK = (1 << BLOCK_BITS) - 1
 # Texts per vectorized pass, bounding its temporary arrays (a few tens of bytes per character).
 CHUNK_CHARACTERS = 128_000  # measured: larger chunks fall out of the CPU caches
+# A text longer than this many characters is fingerprinted and sketched piece by piece (pieces.py, _in_pieces):
+# the same fingerprint and sketch, bit for bit, in about one piece's memory instead of ~46 bytes a character
+# for the whole text's feature arrays (2.7 GB at 60 M characters).
+LONG_TEXT = 1 << 22
 # Row v: the 8 bits of byte value v, most significant first.
 _BYTE_BITS = np.unpackbits(np.arange(256, dtype=np.uint8)[:, None], axis=1).astype(np.float64)
 
@@ -44,6 +48,11 @@ def simhash(text: str, settings: FingerprintSettings = FingerprintSettings()) ->
 def simhash_many(texts: Sequence[str], settings: FingerprintSettings = FingerprintSettings()) -> list[int | None]:
     """simhash() of each text: by the C core where it is built and supports the settings (character
     n-grams), the texts it declines by the numpy reference; else by the reference alone."""
+    if any(len(text) > LONG_TEXT for text in texts):
+        from .pieces import simhash_pieces
+
+        return _long_texts_apart(texts, lambda short: (simhash_many(short, settings),),
+                                 lambda text: (simhash_pieces(_cut(text), settings),))[0]
     lib = native.core()
     if lib is None or not native.supports(settings) or not texts:
         return reference_simhash_many(texts, settings)
@@ -79,6 +88,12 @@ def simhash_and_sketch_many(
 
     settings = FingerprintSettings() if settings is None else settings
     scheme = DEFAULT_SCHEME if scheme is None else scheme
+    if any(len(text) > LONG_TEXT for text in texts):
+        fingerprints, sketches = _long_texts_apart(
+            texts, lambda short: simhash_and_sketch_many(short, settings, scheme),
+            lambda text: _in_pieces(text, settings, scheme),
+        )
+        return fingerprints, sketches
     lib = native.core()
     if lib is None or not texts:
         return reference_simhash_and_sketch_many(texts, settings, scheme)
@@ -114,6 +129,42 @@ def reference_simhash_and_sketch_many(
         fingerprints.extend(simhash_of_batch(docs, hashes, weights, len(chunk)))
         batches.add(docs, hashes, len(chunk))
     return fingerprints, _blobs(*batches.finish())
+
+
+def _long_texts_apart(texts: Sequence[str], many, one) -> tuple[list, ...]:
+    """many(the texts up to LONG_TEXT) and one(text) for each longer one, merged back in order: lists of
+    results, one list per thing computed (fingerprints; fingerprints and sketches)."""
+    short = [text for text in texts if len(text) <= LONG_TEXT]
+    computed = [iter(values) for values in many(short)] if short else None
+    out: list[list] = []
+    for text in texts:
+        values = one(text) if len(text) > LONG_TEXT else tuple(next(it) for it in computed)
+        if not out:
+            out = [[] for _ in values]
+        for column, value in zip(out, values):
+            column.append(value)
+    return tuple(out)
+
+
+def _in_pieces(text: str, settings: FingerprintSettings, scheme) -> tuple[int | None, bytes | None]:
+    """simhash_and_sketch_many([text]) of a long text, piece by piece. The sketch comes from the same pass
+    when the settings hash the sketch's shingles with distinct features (binary, log); else from a
+    second pass with binary weights, as sketch_many() makes it (its distinct-shingle count included)."""
+    import dataclasses
+
+    from .pieces import simhash_and_sketch_pieces, simhash_pieces
+    from .sketch import SKETCH_FEATURES, shares_features
+
+    if shares_features(settings) and settings.weights != "count":
+        return simhash_and_sketch_pieces(_cut(text), settings, scheme=scheme)
+    binary = dataclasses.replace(SKETCH_FEATURES, weights="binary")
+    return simhash_pieces(_cut(text), settings), simhash_and_sketch_pieces(_cut(text), binary, scheme=scheme)[1]
+
+
+def _cut(text: str) -> Iterator[str]:
+    """A text as chunks for pieces.py, which re-cuts them at safe places."""
+    step = 1 << 20
+    return (text[i : i + step] for i in range(0, len(text), step))
 
 
 def _blobs(rows: np.ndarray, present: np.ndarray) -> list[bytes | None]:

@@ -43,6 +43,9 @@ _EMPTY = np.uint32(0xFFFFFFFF)  # the bin saw no shingle (a shingle whose 32-bit
 # Texts per vectorized pass: bounds the temporary arrays (about 40 bytes per character).
 CHUNK_CHARACTERS = 128_000
 SKETCH_VERSION = 2
+# A scheme is refused past this many bins (a sketch of 128 KiB at 16 bits): the default
+# has 944, and a tampered count would otherwise size every array made from it (a MemoryError at 2e9).
+MAX_BINS = 1 << 16
 # The distinct-shingle count's code: 0 = unknown, else 1 + round(SIZE_STEPS * log2(count)), at most 2**16 - 1
 # (counts up to about 2**32; every count below about 2,950 decodes exactly).
 SIZE_STEPS = 2048
@@ -63,6 +66,16 @@ class SketchScheme:
     size_bits: int = 0
 
     def __post_init__(self) -> None:
+        for name in ("bins", "bits", "ngram", "version", "size_bits"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ValueError(f"{name} must be a whole number, not {value!r}")
+        if not 1 <= self.version <= SKETCH_VERSION:
+            raise ValueError(f"version must be from 1 to {SKETCH_VERSION}, not {self.version}")
+        if not 1 <= self.ngram <= 16:
+            raise ValueError(f"ngram must be from 1 to 16, not {self.ngram}")
+        if not 1 <= self.bins <= MAX_BINS:
+            raise ValueError(f"bins must be from 1 to {MAX_BINS}, not {self.bins}")
         if self.bits not in (1, 2, 4, 8, 16):
             raise ValueError(f"bits must be 1, 2, 4, 8 or 16, not {self.bits}")
         if self.bins < 1 or self.bins * self.bits % 8:
@@ -87,7 +100,10 @@ class SketchScheme:
 
     @classmethod
     def from_json(cls, text: str) -> SketchScheme:
-        return cls(**json.loads(text))
+        data = json.loads(text)
+        if not isinstance(data, dict):
+            raise ValueError("not a JSON object")
+        return cls(**data)
 
     @classmethod
     def recorded(cls, text: str | None) -> SketchScheme:
@@ -97,7 +113,7 @@ class SketchScheme:
             return DEFAULT_SCHEME
         try:
             return cls.from_json(text)
-        except (TypeError, ValueError) as exc:
+        except (TypeError, ValueError, RecursionError) as exc:
             raise ValueError(f"{text}: {exc}") from None
 
     def describe(self) -> str:

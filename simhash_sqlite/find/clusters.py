@@ -12,14 +12,14 @@ import apsw
 import numpy as np
 
 from ..core.settings import validate_k
-from ..errors import InvalidInput
+from ..errors import InvalidArgument, InvalidMetadata
 from ..store.database import read_only, write_transaction
+from ..store.meta import REPRESENTATIVE_RULES, clusters_record_problem
 from .arrays import load_fingerprints
 from .pairs import CHUNK, Progress, as_unsigned, distinct_pairs, fold
 from .verdict import CheckSummary
 
 # Which member represents (is kept for) a cluster. Ties always go to the lowest id.
-REPRESENTATIVE_RULES = ("first", "last", "longest", "shortest")
 # Union the pairs of distinct fingerprints this many at a time.
 UNION_BATCH = 4 * CHUNK
 INSERT_BATCH = 100_000
@@ -152,7 +152,8 @@ def cluster_index(
     pair within k, whose search reports to on_progress(done, total)."""
     k = validate_k(k)
     if representative not in REPRESENTATIVE_RULES:
-        raise InvalidInput(f"representative must be one of {', '.join(REPRESENTATIVE_RULES)}, not {representative!r}")
+        rules = ", ".join(REPRESENTATIVE_RULES)
+        raise InvalidArgument(f"representative must be one of {rules}, not {representative!r}")
     with conn:  # one snapshot for the documents and the fingerprints
         rows = conn.execute("SELECT id, coalesce(length, 0) FROM documents ORDER BY id").fetchall()
         stored = load_fingerprints(conn)
@@ -221,15 +222,21 @@ def candidates_text(info: dict) -> str:
 
 
 def clustering_info(conn: apsw.Connection) -> dict | None:
-    """k, rule, document count and time of the last clustering run, or None if there was none."""
+    """k, rule, document count and time of the last clustering run, or None if there was none.
+    InvalidMetadata (naming the key) for a record simhash-sqlite did not write."""
     value = conn.execute("SELECT value FROM simhash_meta WHERE key = 'clusters'").get
-    return None if value is None else json.loads(value)
+    if value is None:
+        return None
+    problem = clusters_record_problem(value)
+    if problem is not None:
+        raise InvalidMetadata(conn.filename or "the index", "clusters", problem + "; simq clusters records it again")
+    return json.loads(value)
 
 
 def read_clusters(conn: apsw.Connection, min_size: int = 2) -> Iterator[Cluster]:
     """The clusters of at least min_size documents from the clusters table, in cluster id order, streamed."""
     if isinstance(min_size, bool) or not isinstance(min_size, int):
-        raise InvalidInput(f"min_size must be a whole number, not {min_size!r}")
+        raise InvalidArgument(f"min_size must be a whole number, not {min_size!r}")
     min_size = max(-1, min(min_size, 1 << 62))  # beyond any cluster's size (SQLite integers are 64-bit)
     rows = conn.execute(
         """SELECT c.cluster, c.size, r.key, d.key FROM clusters c

@@ -28,7 +28,7 @@ import numpy as np
 
 from ..core.fingerprint import BLOCK_BITS, BLOCKS, similarity, to_unsigned
 from ..core.settings import DEFAULT_THRESHOLD, candidate_k, validate_k
-from ..errors import InvalidInput
+from ..errors import InvalidArgument
 from .verdict import CheckSummary, validate_threshold
 
 BLOCK_VALUES = 1 << BLOCK_BITS
@@ -118,7 +118,7 @@ class SearchOptions:
     ) -> SearchOptions:
         k = candidate_k(k, check)
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
-            raise InvalidInput(f"limit must be a whole number, not negative: {limit!r}")
+            raise InvalidArgument(f"limit must be a whole number, not negative: {limit!r}")
         return cls(k, limit, bool(check), validate_threshold(threshold), forced_plan(k, plan))
 
 
@@ -155,7 +155,7 @@ def forced_plan(k: int, choice: str | None) -> Plan | None:
         return Plan("scan", k, radius)
     if choice == "index":
         return Plan("blocks" if radius == 0 else "probes", k, radius)
-    raise InvalidInput(f"plan must be 'index' or 'scan' (or None to choose), not {choice!r}")
+    raise InvalidArgument(f"plan must be 'index' or 'scan' (or None to choose), not {choice!r}")
 
 
 def probe_cost_ns(probes: int, candidates: float) -> float:

@@ -18,12 +18,12 @@ import numpy as np
 from ..core.settings import CONFIRM_K, DEFAULT_THRESHOLD, RECOMMENDED_K
 from ..core.shingles import jaccard_of_sets
 from ..core.sketch import DEFAULT_SCHEME, SketchScheme, certainty, estimate_many, sizes_of
-from ..errors import InvalidInput
+from ..errors import InvalidArgument
 
 
 def validate_threshold(threshold: float) -> float:
     if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not 0 < threshold <= 1:
-        raise InvalidInput(f"the Jaccard threshold must be a number above 0 and at most 1, not {threshold!r}")
+        raise InvalidArgument(f"the Jaccard threshold must be a number above 0 and at most 1, not {threshold!r}")
     return float(threshold)
 
 

@@ -55,6 +55,10 @@ SQLITE_EXTENSION_INIT1
 #define CONFIRM_K 12
 #define RECOMMENDED_K 9
 #define THRESHOLD 0.8
+/* find/verdict.CERTAIN and core/sketch.py's SPREAD_FACTOR, RATIO_SLACK: how sure an estimate is. */
+#define CERTAIN 0.999
+#define SPREAD_FACTOR 1.12
+#define RATIO_SLACK 0.01
 /* store/texts.READ_WHOLE_BYTES: texts longer than this (in characters) are not compared whole. */
 #define READ_WHOLE 33554432
 #define TRUTH_NGRAM 5
@@ -620,6 +624,60 @@ static const ext_function FUNCTIONS[] = {
 };
 
 /* ---------------------------------------------------------------------------------------------- */
+/* How sure an estimate is (core/sketch.certainty), the same operations in the same order as numpy's */
+
+static double estimate_spread(double j, const shc_scheme *s) {
+    double chance = ldexp(1.0, -s->bits);
+    double p = j + (1 - j) * chance;
+    double v = p * (1 - p);
+    if (v < 0) v = 0;
+    return sqrt(v / s->bins) / (1 - chance);
+}
+
+/* core/sketch.pair_spread: the estimate's standard deviation for texts of these distinct-shingle counts
+ * (NaN: unknown, taken as long texts) at a true Jaccard j. */
+static double pair_spread(double j, double a, double b, const shc_scheme *s) {
+    j = j < 0.0 ? 0.0 : j > 1.0 ? 1.0 : j;
+    if (s->bits != 1) return SPREAD_FACTOR * estimate_spread(j, s);
+    double m = (double)s->bins;
+    int unknown = isnan(a) || isnan(b);
+    a = unknown ? 1e12 : (a > 1.0 ? a : 1.0);
+    b = unknown ? 1e12 : (b > 1.0 ? b : 1.0);
+    double uni = (a + b) / (1 + j);
+    double filled = m * -expm1(-uni / m);
+    double filled_small = m * -expm1(-(a < b ? a : b) / m);
+    double spare = 1 - filled / uni;
+    if (spare < 0) spare = 0;
+    double sources = j * (1 - j) * (spare / filled + (m - filled) / (m * m));
+    double coins = (1 - j) * m;
+    double lower = (1 - j) * filled;
+    double repeats = coins * coins / ((lower > 1.0 ? lower : 1.0) * filled_small);
+    return SPREAD_FACTOR * sqrt(sources + (coins + repeats) / (m * m));
+}
+
+/* core/sketch._normal_cdf (Abramowitz and Stegun 7.1.26). */
+static double normal_cdf(double z) {
+    double x = fabs(z) / sqrt(2.0);
+    double t = 1.0 / (1.0 + 0.3275911 * x);
+    double poly = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429))));
+    double erf_ = 1.0 - poly * exp(-x * x);
+    double sign = z > 0 ? 1.0 : z < 0 ? -1.0 : 0.0;
+    return 0.5 * (1.0 + sign * erf_);
+}
+
+/* core/sketch.certainty: the probability that the true Jaccard is on the estimate's side of the threshold. */
+static double certainty(double estimate, double threshold, double size_a, double size_b, const shc_scheme *s) {
+    double at = threshold < 1.0 - 1.0 / s->bins ? threshold : 1.0 - 1.0 / s->bins;
+    double z = fabs(estimate - threshold) / pair_spread(at, size_a, size_b, s);
+    double sure = normal_cdf(z);
+    if (!isnan(size_a) && !isnan(size_b)) {
+        double ratio = (size_a < size_b ? size_a : size_b) / (size_a > size_b ? size_a : size_b);
+        if (ratio < threshold - RATIO_SLACK && estimate < threshold) return 1.0;
+    }
+    return sure;
+}
+
+/* ---------------------------------------------------------------------------------------------- */
 /* simhash_near(query, k, checked): find/near_table.py */
 
 #define NEAR_NAME "simhash_near"
@@ -629,12 +687,13 @@ static const ext_function FUNCTIONS[] = {
 #define COL_FINGERPRINT 3
 #define COL_JACCARD 4
 #define COL_CHECKED_BY 5
-#define COL_QUERY 6
-#define COL_K 7
-#define COL_CHECKED 8
+#define COL_CERTAINTY 6
+#define COL_QUERY 7
+#define COL_K 8
+#define COL_CHECKED 9
 #define NEAR_SCHEMA                                                                                            \
     "CREATE TABLE x(key TEXT, distance INTEGER, similarity REAL, fingerprint INTEGER, jaccard REAL, "            \
-    "checked_by TEXT, query HIDDEN, k HIDDEN, checked HIDDEN)"
+    "checked_by TEXT, certainty REAL, query HIDDEN, k HIDDEN, checked HIDDEN)"
 #define NEAR_USAGE NEAR_NAME "() needs a query: SELECT * FROM " NEAR_NAME "('some text', 3) (or an integer fingerprint)"
 
 enum { ST_BLOCK0, ST_BLOCK1, ST_BLOCK2, ST_BLOCK3, ST_SCAN, ST_ROWS, ST_MAXID, ST_COUNT };
@@ -662,7 +721,8 @@ typedef struct near_row {
     int distance;
     uint64_t fingerprint;
     double jaccard;
-    int checked_by; /* 0 NULL, 1 exact, 2 estimated, 3 distance */
+    double certainty; /* NaN: NULL */
+    int checked_by;   /* 0 NULL, 1 exact, 2 estimated, 3 distance */
 } near_row;
 
 typedef struct near_cursor {
@@ -1082,38 +1142,56 @@ static int near_filter(sqlite3_vtab_cursor *base, int idx_num, const char *idx_s
     if (count > 1) qsort(list, count, sizeof *list, candidate_order);
     cur->rows = sqlite3_malloc64((count ? count : 1) * sizeof(near_row));
     if (!cur->rows) { candidates_free(list, count); sqlite3_free(my_sketch); return SQLITE_NOMEM; }
-    /* The check (find/check.check_search, find/verdict.keeps): exact where both texts are at hand, else the sketches'
-     * estimate, else the distance within min(k, RECOMMENDED_K). */
+    /* The check (find/check.check_search, find/verdict.judge): a sure estimate from both sketches decides;
+     * else the exact Jaccard where both texts are at hand; else the unsure estimate; else the distance,
+     * within min(k, RECOMMENDED_K). */
     uint64_t *mine = NULL;
     int64_t mine_count = -1; /* -1: the query's shingles are out of reach */
     int mine_made = 0;
     int fallback = k < RECOMMENDED_K ? (int)k : RECOMMENDED_K;
+    double my_size = NAN;
+    if (my_sketch && shc_sketch_size(my_sketch, s->sketch_bytes, &s->scheme, &my_size) != 0) my_size = NAN;
     rc = SQLITE_OK;
     for (size_t i = 0; i < count && rc == SQLITE_OK; i++) {
         candidate *c = &list[i];
         int keep = 1, how = 0;
-        double jaccard = 0;
+        double jaccard = 0, sure = NAN, estimate = 0;
         if (checked) {
-            if (!mine_made && c->text) { /* made at the first candidate with a stored text: only they need it */
-                mine_made = 1;
-                if (query_text && utf8_characters(query_text, query_len) <= READ_WHOLE) {
-                    mine_count = shingle_set(query_text, query_len, &mine);
-                    if (mine_count == -2) { rc = SQLITE_NOMEM; break; }
-                }
+            int has_estimate = my_sketch && c->sketch &&
+                               shc_estimate(my_sketch, s->sketch_bytes, c->sketch, s->sketch_bytes, &s->scheme,
+                                            &estimate) == 0;
+            if (has_estimate) {
+                double their_size = NAN;
+                if (shc_sketch_size(c->sketch, s->sketch_bytes, &s->scheme, &their_size) != 0) their_size = NAN;
+                sure = certainty(estimate, THRESHOLD, my_size, their_size, &s->scheme);
             }
             int64_t theirs_count = -1;
             uint64_t *theirs = NULL;
-            if (mine_count >= 0 && c->text && utf8_characters(c->text, c->text_len) <= READ_WHOLE) {
-                theirs_count = shingle_set(c->text, c->text_len, &theirs);
-                if (theirs_count == -2) { rc = SQLITE_NOMEM; break; }
+            if (!(has_estimate && sure >= CERTAIN) && c->text) {
+                if (!mine_made) { /* made at the first candidate that needs it */
+                    mine_made = 1;
+                    if (query_text && utf8_characters(query_text, query_len) <= READ_WHOLE) {
+                        mine_count = shingle_set(query_text, query_len, &mine);
+                        if (mine_count == -2) { rc = SQLITE_NOMEM; break; }
+                    }
+                }
+                if (mine_count >= 0 && utf8_characters(c->text, c->text_len) <= READ_WHOLE) {
+                    theirs_count = shingle_set(c->text, c->text_len, &theirs);
+                    if (theirs_count == -2) { rc = SQLITE_NOMEM; break; }
+                }
             }
-            if (theirs_count >= 0) {
+            if (has_estimate && sure >= CERTAIN) {
+                keep = estimate >= THRESHOLD;
+                jaccard = estimate;
+                how = 2;
+            } else if (theirs_count >= 0) {
                 jaccard = jaccard_of_sets(mine, mine_count, theirs, theirs_count);
                 keep = jaccard >= THRESHOLD;
+                sure = 1.0;
                 how = 1;
-            } else if (my_sketch && c->sketch &&
-                       shc_estimate(my_sketch, s->sketch_bytes, c->sketch, s->sketch_bytes, &s->scheme, &jaccard) == 0) {
-                keep = jaccard >= THRESHOLD;
+            } else if (has_estimate) {
+                keep = estimate >= THRESHOLD;
+                jaccard = estimate;
                 how = 2;
             } else {
                 keep = c->distance <= fallback;
@@ -1129,6 +1207,7 @@ static int near_filter(sqlite3_vtab_cursor *base, int idx_num, const char *idx_s
         r->distance = c->distance;
         r->fingerprint = c->fingerprint;
         r->jaccard = jaccard;
+        r->certainty = sure;
         r->checked_by = how;
     }
     sqlite3_free(mine);
@@ -1168,6 +1247,9 @@ static int near_column(sqlite3_vtab_cursor *base, sqlite3_context *ctx, int colu
         break;
     case COL_CHECKED_BY:
         if (r->checked_by) sqlite3_result_text(ctx, CHECKED_BY[r->checked_by], -1, SQLITE_STATIC);
+        break;
+    case COL_CERTAINTY:
+        if (r->checked_by && !isnan(r->certainty)) sqlite3_result_double(ctx, r->certainty);
         break;
     }
     return SQLITE_OK;

@@ -549,7 +549,7 @@ class Deduplicator:
                 sure = 1.0 if how == "exact" else None
                 if how == "estimated" and sizes is not None:  # the verdict's certainty, as judge() gives it
                     theirs = self.against_sizes[-1 - label] if label < 0 else self.kept_sizes[label]
-                    sure = float(certainty(e, self.threshold, sizes[j], theirs, DEFAULT_SCHEME))
+                    sure = float(certainty(e, self.threshold, sizes[member], theirs, DEFAULT_SCHEME))
                 out.append(Decision(document, raw, fp, key, d, e, how, sure))
                 self.report.dropped += 1
                 self.report.estimated += how == "estimated"

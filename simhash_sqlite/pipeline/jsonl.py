@@ -76,7 +76,10 @@ def parse_record(raw: bytes, rules: RecordRules) -> tuple[bool, str | None, str 
         return False, None, None, "not a JSON object"
     body = record.get(rules.text_field)
     if not isinstance(body, str):
-        return False, None, None, f"no text field {rules.text_field!r}"
+        what = "no text field" if body is None else "the text field"
+        return False, None, None, (
+            f"{what} {rules.text_field!r}{'' if body is None else ' is not a string'} (its fields: {_fields(record)})"
+        )
     key = record.get(rules.id_field)
     idless = key is None
     if idless:
@@ -91,6 +94,15 @@ def parse_record(raw: bytes, rules: RecordRules) -> tuple[bool, str | None, str 
     if (key is not None and has_lone_surrogate(key)) or has_lone_surrogate(body):
         return idless, None, None, "the JSON holds an unpaired surrogate escape (\\ud800-\\udfff)"
     return idless, key, body, None
+
+
+def _fields(record: dict) -> str:
+    """The field names of a record, for a message: sorted, shortened, at most 10."""
+    if not record:
+        return "none"
+    names = sorted(str(name)[:40] for name in record)
+    shown = ", ".join(names[:10]) + (f" and {len(names) - 10} more" if len(names) > 10 else "")
+    return shown.encode("ascii", "backslashreplace").decode("ascii") if not shown.isprintable() else shown
 
 
 def has_lone_surrogate(text: str) -> bool:

@@ -34,7 +34,7 @@ from ..core.pieces import simhash_and_sketch_pieces
 from ..core.pool import map_in_order
 from ..core.settings import FingerprintSettings
 from ..core.sketch import DEFAULT_SCHEME, SketchScheme
-from ..errors import InvalidInput
+from ..errors import InvalidArgument, InvalidInput
 from ..index import SimhashIndex
 from ..store import texts
 from ..store.documents import Document, FingerprintedDocument
@@ -79,7 +79,7 @@ class Reader:
     met twice) are kept in a temporary SQLite file, not in a Python set.
 
     jsonl: read every input as JSONL; otherwise *.jsonl and *.ndjson files are, and stdin is when its
-    first line is a JSON object with a string text field (unless sniff_stdin is False).
+    first line is a JSON object (see _stdin_is_jsonl; unless sniff_stdin is False).
     keep_repeats: yield every record of a repeated id (a filter passes them on); add keeps the first.
     """
 
@@ -110,9 +110,9 @@ class Reader:
             "".encode(self.encoding)
             b"".decode(self.encoding, self.errors)
         except LookupError as exc:
-            raise InvalidInput(str(exc)) from None
+            raise InvalidArgument(str(exc)) from None
         if self.errors not in ERROR_POLICIES:
-            raise InvalidInput(f"errors must be one of {', '.join(ERROR_POLICIES)}, not {self.errors!r}")
+            raise InvalidArgument(f"errors must be one of {', '.join(ERROR_POLICIES)}, not {self.errors!r}")
         self._seen: apsw.Connection | None = None
         if self.stdin_key is not None and (not self.stdin_key or "\x00" in self.stdin_key):
             raise InvalidInput("the key for stdin must be a non-empty text without NUL characters")
@@ -181,6 +181,12 @@ class Reader:
         filter can pass records through byte for byte. settings: JSONL records come fingerprinted
         (and sketched, with sketches) on every core, as FingerprintedDocuments without texts or
         content hashes; text files stay Documents."""
+        # A text file or stdin over stream_over is refused here with the real reason: a filter writes each
+        # kept text into its output whole (a JSONL record passes through as its line, whatever its size).
+        self._whole_only = (
+            "a filter writes each kept text whole into its JSONL output; give it as one JSONL record "
+            '({"id": ..., "text": ...}), which is read in pieces, or index it with simq add'
+        )
         for jsonl, group in itertools.groupby(paths, lambda given: self._jsonl_file(given[0])):
             if jsonl:
                 yield from self._jsonl_files([path for path, _ in group], settings, for_index=False, sketches=sketches)
@@ -203,24 +209,26 @@ class Reader:
         return _Rewound(sys.stdin.buffer)
 
     def _stdin_is_jsonl(self, stream: _Rewound) -> bool:
-        """--jsonl, or (unless told otherwise) a first line that is a JSON object with the text field."""
+        """--jsonl, or (unless told otherwise) a first line that is a JSON object: with the text field, or
+        without it when the next line is a JSON object too, or there is none (JSONL whose first record
+        lacks the field: its records are read, and those without the field skipped naming the fields they
+        have). A JSON object followed by other text stays one text."""
         if self.jsonl:
             return True
         if not self.sniff_stdin:
             return False
-        head = stream.peek_line(SNIFF_BYTES)
-        if not head.lstrip().startswith(b"{"):
+        head = stream.peek_line(SNIFF_BYTES, lines=2)
+        first, _, second = head.partition(b"\n")
+        record = _json_object(first, self.encoding, self.errors)
+        if record is None:
             return False
-        try:
-            record = json.loads(head.decode(self.encoding, self.errors))
-        except (UnicodeDecodeError, ValueError, RecursionError):
+        if isinstance(record.get(self.text_field), str):
+            why = f"its first line is a JSON object with a {self.text_field!r} field"
+        elif not second.strip() or _json_object(second, self.encoding, self.errors) is not None:
+            why = "its first lines are JSON objects"
+        else:
             return False
-        if not isinstance(record, dict) or not isinstance(record.get(self.text_field), str):
-            return False
-        self.notes.append(
-            f"stdin read as JSONL: its first line is a JSON object with a {self.text_field!r} field "
-            "(--no-jsonl reads it as one text)"
-        )
+        self.notes.append(f"stdin read as JSONL: {why} (--no-jsonl reads it as one text)")
         return True
 
     def _stdin_text(
@@ -294,7 +302,8 @@ class Reader:
         where = where or key
         mib = size_text(size) if size is not None else f"over {size_text(self.stream_over)}"
         if settings is None or store_text:
-            why = "texts are stored in this index" if store_text else "no index settings to fingerprint it with"
+            why = ("texts are stored in this index" if store_text
+                   else getattr(self, "_whole_only", None) or "no index settings to fingerprint it with")
             self._skip(where, f"too large to read whole ({mib}) and {why}", named)
             return None
         head = handle.read(BINARY_SNIFF_BYTES)
@@ -495,10 +504,13 @@ def size_text(count: int) -> str:
     return f"{count:,} bytes"
 
 
-def read_one(path: str, settings: FingerprintSettings) -> Document | FingerprintedDocument:
+def read_one(
+    path: str, settings: FingerprintSettings, *, encoding: str = "utf-8", errors: str = "strict"
+) -> Document | FingerprintedDocument:
     """The one text of a file, or of stdin (-), to search for or fingerprint: a Document, or for a text
-    over READ_WHOLE_BYTES a FingerprintedDocument (fingerprinted in pieces, its text not kept)."""
-    reader = Reader(sniff_stdin=False, stdin_key=STDIN_NAME)
+    over READ_WHOLE_BYTES a FingerprintedDocument (fingerprinted in pieces, its text not kept).
+    encoding, errors: as Reader's (simq add's --encoding and --errors)."""
+    reader = Reader(sniff_stdin=False, stdin_key=STDIN_NAME, encoding=encoding, errors=errors)
     documents = list(reader.documents(reader.expand([path]), settings))
     if reader.skipped:
         raise InvalidInput(f"{reader.skipped[0].where}: {reader.skipped[0].reason}")
@@ -517,6 +529,17 @@ def path_key(path: str) -> str:
     return relative
 
 
+def _json_object(line: bytes, encoding: str, errors: str) -> dict | None:
+    """A line that is a JSON object, parsed; None for anything else."""
+    if not line.lstrip().startswith(b"{"):
+        return None
+    try:
+        record = json.loads(line.decode(encoding, errors))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        return None
+    return record if isinstance(record, dict) else None
+
+
 class _Rewound:
     """A binary stream whose first bytes can be looked at, or read and given back, before reading on."""
 
@@ -524,14 +547,14 @@ class _Rewound:
         self.stream, self.buffer = stream, b""
         self.consumed = 0  # bytes read from it (less those given back)
 
-    def peek_line(self, limit: int) -> bytes:
-        """The first line (up to limit bytes), left to be read again."""
-        while b"\n" not in self.buffer and len(self.buffer) < limit:
+    def peek_line(self, limit: int, lines: int = 1) -> bytes:
+        """The first line (up to limit bytes), left to be read again; lines=2: the first two lines."""
+        while self.buffer.count(b"\n") < lines and len(self.buffer) < limit:
             more = self.stream.read1(READ_BYTES) if hasattr(self.stream, "read1") else self.stream.read(READ_BYTES)
             if not more:
                 break
             self.buffer += more
-        return self.buffer[:limit].split(b"\n", 1)[0]
+        return b"\n".join(self.buffer[:limit].split(b"\n", lines)[:lines])
 
     def push_back(self, data: bytes) -> None:
         self.buffer = data + self.buffer
