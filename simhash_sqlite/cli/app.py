@@ -68,7 +68,7 @@ from .output import err, line, out, plain, printable
 try:
     _click = typer.core._click
 except AttributeError:  # pragma: no cover (older typer)
-    import click as _click
+    import click as _click  # type: ignore[no-redef]
 
 
 # Spellings of earlier versions (CHANGELOG.md): still accepted so that no script breaks, never shown.
@@ -1527,6 +1527,7 @@ def dedup(
                    if p is not None and str(p) != "-"]
         sink = sys.stdout.buffer if str(out_path) == "-" else outputs[0].handle
         side = outputs[-1].handle if dupes_file is not None else None
+        assert sink is not None  # each output was opened by entering it
         total = sum(_size_of(p) for p, _ in paths) or None
         report = deduplicator.report
         with output.progress("bytes", hidden=str(out_path) == "-" and out.is_terminal) as progress:

@@ -20,7 +20,7 @@ import stat
 import sys
 import tempfile
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any, TextIO
+from typing import Any, TextIO, cast
 
 from rich.console import Console, ConsoleDimensions
 from rich.progress import (
@@ -128,7 +128,7 @@ def destination(path: str | os.PathLike | None) -> Iterator[TextIO]:
         yield sys.stdout
         return
     with ReplacedOnSuccess(path, text=True) as replaced:
-        yield replaced.handle
+        yield cast(TextIO, replaced.handle)
         replaced.commit()
 
 
@@ -143,12 +143,12 @@ class ReplacedOnSuccess:
         self.shown = os.fspath(path)
         self.text = text
         self.temporary: str | None = None
-        self.handle = None
+        self.handle: Any = None  # the open file (text or binary), wrapped by _NamedWrites when temporary
 
     def __enter__(self) -> ReplacedOnSuccess:
         existing = os.stat(self.path) if os.path.exists(self.path) else None
         mode = "w" if self.text else "wb"
-        options = {"encoding": "utf-8", "newline": ""} if self.text else {}
+        options: dict[str, Any] = {"encoding": "utf-8", "newline": ""} if self.text else {}
         with self._named():
             if existing is not None and not stat.S_ISREG(existing.st_mode):  # /dev/null, a FIFO: in place
                 self.handle = open(self.path, mode, **options)  # noqa: SIM115

@@ -138,7 +138,7 @@ def _long_texts_apart(texts: Sequence[str], many, one) -> tuple[list, ...]:
     computed = [iter(values) for values in many(short)] if short else None
     out: list[list] = []
     for text in texts:
-        values = one(text) if len(text) > LONG_TEXT else tuple(next(it) for it in computed)
+        values = one(text) if len(text) > LONG_TEXT else tuple(next(it) for it in computed or ())
         if not out:
             out = [[] for _ in values]
         for column, value in zip(out, values):

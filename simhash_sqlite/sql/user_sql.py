@@ -44,11 +44,12 @@ def parse_params(pairs: list[str]) -> dict[str, object]:
         if kind not in PARAM_TYPES:
             raise InvalidArgument(f"the type in {pair!r} must be text, int or real")
         try:
-            params[name] = PARAM_TYPES[kind](value.strip() if kind != "text" else value)
+            typed = PARAM_TYPES[kind](value.strip() if kind != "text" else value)
         except ValueError:
             raise InvalidArgument(f"{pair!r}: {value!r} is not {'an' if kind == 'int' else 'a'} {kind}") from None
-        if kind == "int" and not -(1 << 63) <= params[name] < 1 << 63:
+        if isinstance(typed, int) and not -(1 << 63) <= typed < 1 << 63:
             raise InvalidArgument(f"{pair!r}: SQLite integers are 64-bit")
+        params[name] = typed
     return params
 
 
