@@ -26,11 +26,9 @@ import time
 from pathlib import Path
 
 import apsw
+from common import SIMQ, print_machine
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from simhash_sqlite.checks import problems  # noqa: E402
-
-SIMQ = [sys.executable, "-m", "simhash_sqlite"]
+from simhash_sqlite.checks import problems
 
 
 def write_jsonl(path: Path, keys: list[str], rng: random.Random, vocabulary: list[str]) -> None:
@@ -143,6 +141,7 @@ def main() -> None:
     parser.add_argument("--docs-per-file", type=int, default=500)
     parser.add_argument("--reader-loop", nargs=3, metavar=("DB", "SECONDS", "NUMBER"), help=argparse.SUPPRESS)
     args = parser.parse_args()
+    print_machine()
     if args.reader_loop:
         reader_loop(args.reader_loop[0], float(args.reader_loop[1]), int(args.reader_loop[2]))
         return

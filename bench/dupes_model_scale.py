@@ -34,14 +34,12 @@ import time
 from pathlib import Path
 
 import numpy as np
+from common import SIMQ, Failures, print_machine
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from simhash_sqlite import SimhashIndex  # noqa: E402
-from simhash_sqlite.fingerprint import blocks, to_signed  # noqa: E402
-from simhash_sqlite.sketch import DEFAULT_SCHEME  # noqa: E402
-from simhash_sqlite.sketch_pairs import _windows, window_plan  # noqa: E402
+from simhash_sqlite import SimhashIndex
+from simhash_sqlite.fingerprint import blocks, to_signed
+from simhash_sqlite.sketch import DEFAULT_SCHEME
+from simhash_sqlite.sketch_pairs import _windows, window_plan
 
 NBYTES = DEFAULT_SCHEME.nbytes
 BIN_BYTES = DEFAULT_SCHEME.bins * DEFAULT_SCHEME.bits // 8
@@ -91,8 +89,8 @@ def build(path: Path, rows: np.ndarray, fps: np.ndarray) -> float:
 
 def dupes(path: Path, out: Path, *options: str) -> tuple[float, int, str]:
     started = time.perf_counter()
-    proc = subprocess.Popen([str(ROOT / ".venv" / "bin" / "simq"), "dupes", "--db", str(path), "--format", "jsonl",
-                             "--out", str(out), *options], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen([*SIMQ, "dupes", "--db", str(path), "--format", "jsonl", "--out", str(out), *options],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     _, status, usage = os.wait4(proc.pid, 0)
     seconds = time.perf_counter() - started
     said = proc.stdout.read().decode(errors="replace").strip().splitlines()
@@ -126,6 +124,7 @@ def main() -> None:
     parser.add_argument("--candidate-recall", action="store_true",
                         help="also run dupes --jaccard 0.6 (untimed): the recall of the candidates alone")
     args = parser.parse_args()
+    print_machine()
     args.folder.mkdir(parents=True, exist_ok=True)
     load = os.getloadavg()
     print(f"## Default `simq dupes` on model sketches (started {time.strftime('%Y-%m-%d %H:%M', time.gmtime())} UTC, "
@@ -134,6 +133,7 @@ def main() -> None:
           "recall J >= 0.8 | recall J >= 0.85 | planted < 0.8 kept | unrelated kept | candidate recall J >= 0.8 | "
           "load after |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    failures = Failures()
     for n in (int(s) for s in args.sizes.split(",")):
         path = args.folder / f"model-{n}.db"
         rows, fps, jaccard = model(n, args.seed)
@@ -155,6 +155,11 @@ def main() -> None:
               f"{peak / 2**20:,.0f} | {s['found']:,} | {s['recall80']:.4f} | {s['recall85']:.4f} | {s['below']:,} | "
               f"{s['other']:,} | {candidate_recall} | {os.getloadavg()[0]:.1f} |", flush=True)
         print(f"    simq said: {said}", file=sys.stderr)
+        # Unrelated random sketches agree on half their bits: none may pass the check, and the planted
+        # pairs well above the line must all be found (0.9999 at every published size).
+        failures.expect(s["other"] == 0, f"{n:,}: {s['other']} unrelated pairs kept")
+        failures.expect(s["recall85"] >= 0.99, f"{n:,}: recall at J >= 0.85 is {s['recall85']:.4f}")
+    failures.exit()
 
 
 if __name__ == "__main__":

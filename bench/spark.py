@@ -28,15 +28,15 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
+from common import SIMQ, Failures, print_machine
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from simhash_sqlite import FingerprintSettings, simhash  # noqa: E402
-from simhash_sqlite.block_tables import BlockTables  # noqa: E402
+from simhash_sqlite import simhash
+from simhash_sqlite.block_tables import BlockTables
 
 # -- the corpus --------------------------------------------------------------------------------------
 
@@ -153,9 +153,8 @@ def single_machine(docs, jsonl: Path, folder: Path, k: int, fp_sample: int, reco
         simhash(text)
     record("single", "simhash() loop", time.perf_counter() - started, len(sample), 1)
 
-    simq = Path(sys.executable).with_name("simq")
     started = time.perf_counter()
-    subprocess.run([str(simq), "add", "--db", str(db), str(jsonl)], check=True, capture_output=True)
+    subprocess.run([*SIMQ, "add", "--db", str(db), str(jsonl)], check=True, capture_output=True)
     record("single", "simq add (fingerprint + store)", time.perf_counter() - started, len(docs), 1)
 
     conn = apsw.Connection(str(db))
@@ -224,10 +223,13 @@ def main() -> None:
     parser.add_argument("--cores", type=int, default=2)
     parser.add_argument("--k", type=int, default=3)
     parser.add_argument("--fp-sample", type=int, default=100_000, help="documents in the simhash() loop")
-    parser.add_argument("--work", type=Path, default=Path(__file__).parent / "out" / "spark")
+    parser.add_argument("--work", type=Path, default=None,
+                        help="folder for the inputs, outputs and results.jsonl [default: a new temporary one]")
     args = parser.parse_args()
+    print_machine()
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ["PYSPARK_PYTHON"] = sys.executable
+    args.work = args.work or Path(tempfile.mkdtemp(prefix="simq-spark-"))
     args.work.mkdir(parents=True, exist_ok=True)
     results = args.work / "results.jsonl"
 
@@ -236,7 +238,7 @@ def main() -> None:
     started = time.perf_counter()
     spark = session(f"local[{args.cores}]", **{"spark.driver.memory": "8g"})
     print(f"spark session: {time.perf_counter() - started:.1f} s (not counted below)", flush=True)
-    assert FingerprintSettings() == FingerprintSettings()  # both paths use the defaults
+    failures = Failures()
     for n in args.docs:
         rows = []
 
@@ -261,6 +263,11 @@ def main() -> None:
         with results.open("a") as handle:
             handle.write(json.dumps({"docs": n, "check": check}) + "\n")
         print(f"check: {json.dumps(check)}", flush=True)
+        failures.expect(check["fingerprints_differing"] == 0, f"{n:,}: Spark's fingerprints differ from simq add's")
+        failures.expect(check["pairs_equal"], f"{n:,}: Spark's pairs differ from the numpy join's")
+        failures.expect(check["kept_spark"] == check["kept_single"], f"{n:,}: Spark kept another number of documents")
+        failures.expect(check["brute_force_pairs"] in (None, check["pairs"]),
+                        f"{n:,}: {check['pairs']} pairs, the brute force found {check['brute_force_pairs']}")
         spark_job = next(r for r in rows if r["step"] == "whole job")
         single_job = sum(r["seconds"] for r in rows if r["path"] == "single" and "add" in r["step"] or
                          r["path"] == "single" and r["step"].startswith("numpy pairs") or
@@ -270,6 +277,7 @@ def main() -> None:
               f"(single / spark per core: {n / single_job / spark_job['docs_per_s_per_core']:.2f})",
               flush=True)
     spark.stop()
+    failures.exit()
 
 
 if __name__ == "__main__":
