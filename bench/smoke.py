@@ -82,12 +82,11 @@ def missing(smoke: Smoke) -> str | None:
     return f"needs {', '.join(absent)}" if absent else None
 
 
-def run(smoke: Smoke, corpora: dict[str, Path], scratch: Path, timeout: float) -> tuple[str, float, str]:
-    """(status: ok / FAILED / skipped, seconds, detail)."""
+def run(smoke: Smoke, corpora: dict[str, Path], tmp: Path, timeout: float) -> tuple[str, float, str]:
+    """(status: ok / FAILED / skipped, seconds, detail) of one registry line, run in the new folder tmp."""
     reason = missing(smoke)
     if reason:
         return "skipped", 0.0, reason
-    tmp = scratch / Path(smoke.script).stem
     tmp.mkdir()
     args = shlex.split(smoke.args.format(en=corpora["en"], zh=corpora["zh"], tmp=tmp))
     command = [sys.executable, str(BENCH / smoke.script), *args]
@@ -131,8 +130,9 @@ def main() -> None:
         data = scratch / "data"
         data.mkdir(exist_ok=True)
         corpora = {lang: write_corpus(data / f"{lang}.jsonl", lang, documents=40, seed=3) for lang in ("en", "zh")}
-        for smoke in chosen:
-            status, seconds, detail = run(smoke, corpora, scratch, args.timeout)
+        for number, smoke in enumerate(chosen):
+            folder = scratch / f"{number:02d}-{Path(smoke.script).stem}"
+            status, seconds, detail = run(smoke, corpora, folder, args.timeout)
             print(f"{status:8s} {seconds:6.1f} s  {smoke.script}" + (f"  ({detail})" if status == "skipped" else ""),
                   flush=True)
             if status == "FAILED":
