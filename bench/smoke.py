@@ -88,7 +88,7 @@ def run(smoke: Smoke, corpora: dict[str, Path], tmp: Path, timeout: float) -> tu
     if reason:
         return "skipped", 0.0, reason
     tmp.mkdir()
-    args = shlex.split(smoke.args.format(en=corpora["en"], zh=corpora["zh"], tmp=tmp))
+    args = shlex.split(smoke.args.format(tmp=tmp, **corpora))
     command = [sys.executable, str(BENCH / smoke.script), *args]
     started = time.perf_counter()
     try:
