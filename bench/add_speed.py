@@ -43,16 +43,19 @@ from common import (
     side_by_side,
 )
 
-from simhash_sqlite.features import _HAN_RUN, _jieba, _rjieba, normalize
-from simhash_sqlite.settings import FingerprintSettings
+from simhash_sqlite.core.features import _HAN_RUN, _jieba, _rjieba, normalize
+from simhash_sqlite.core.settings import FingerprintSettings
 
 DEFAULT_BASELINE = "efb0194"  # main before issue 5's speed work
 
 # Run with a tree on PYTHONPATH: seconds to fingerprint the corpus in one process, start-up excluded.
 FINGERPRINT = """
 import json, sys, time
-from simhash_sqlite.fingerprint import simhash_many
-from simhash_sqlite.settings import FingerprintSettings
+from simhash_sqlite import FingerprintSettings
+try:
+    from simhash_sqlite.core.fingerprint import simhash_many
+except ImportError:  # a baseline tree from before the layers (2be3bd3)
+    from simhash_sqlite.fingerprint import simhash_many
 texts = [json.loads(line)["text"] for line in open(sys.argv[1], encoding="utf-8")]
 settings = FingerprintSettings.from_json(sys.argv[2])
 simhash_many(texts[:20], settings)  # lazy imports and tables, as any add pays once

@@ -37,11 +37,11 @@ import numpy as np
 from common import Failures, median_seconds, print_machine
 from crawl import Crawl
 
-from simhash_sqlite.fingerprint import simhash_and_sketch_many
-from simhash_sqlite.pairs import near_pairs
-from simhash_sqlite.shingles import jaccard_of_sets, shingle_set
-from simhash_sqlite.sketch import as_rows
-from simhash_sqlite.sketch_pairs import sketch_pairs
+from simhash_sqlite.core.fingerprint import simhash_and_sketch_many
+from simhash_sqlite.core.shingles import jaccard_of_sets, shingle_set
+from simhash_sqlite.core.sketch import as_rows
+from simhash_sqlite.find.pairs import near_pairs
+from simhash_sqlite.find.sketch_pairs import sketch_pairs
 
 THRESHOLD = 0.8
 
@@ -100,7 +100,7 @@ def minhash_lsh(crawl: Crawl, n: int) -> tuple[np.ndarray, float, float, float]:
     """(pair codes, signature seconds, LSH seconds, peak MiB) of datasketch MinHashLSH on the first n pages."""
     from datasketch import MinHash, MinHashLSH
 
-    from simhash_sqlite.shingles import fold_space
+    from simhash_sqlite.core.shingles import fold_space
 
     baseline = _rss_mib("VmRSS")
     started = time.perf_counter()

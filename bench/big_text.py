@@ -26,7 +26,7 @@ from pathlib import Path
 
 from common import SIMQ, Failures, print_machine
 
-from simhash_sqlite.sources import path_key
+from simhash_sqlite.pipeline.sources import path_key
 
 LINES = [
     "SimHash maps a text to sixty-four bits so that similar texts get similar fingerprints.",

@@ -47,7 +47,7 @@ def simq_command() -> list[str]:
 SIMQ = simq_command()
 
 # The `simq` console script as a file, for a tree put on PYTHONPATH: spawned pool workers import it too
-# (as __mp_main__), as they do for users.
+# (as __mp_main__), as they do for users. Code run under a baseline tree imports what every tree has.
 SIMQ_SCRIPT = """import sys
 from simhash_sqlite.cli import main
 if __name__ == "__main__":

@@ -28,7 +28,7 @@ from pathlib import Path
 import apsw
 from common import SIMQ, print_machine
 
-from simhash_sqlite.checks import problems
+from simhash_sqlite.store.integrity import problems
 
 
 def write_jsonl(path: Path, keys: list[str], rng: random.Random, vocabulary: list[str]) -> None:

@@ -42,9 +42,14 @@ CHILD = r"""
 import io, json, statistics, sys, time
 sys.path.insert(0, sys.argv[1])
 path, kwargs, repeats = sys.argv[2], json.loads(sys.argv[3]), int(sys.argv[4])
-from simhash_sqlite.dedup import Deduplicator, BATCH
-from simhash_sqlite.fingerprint import simhash_many
-from simhash_sqlite.sources import Reader
+try:
+    from simhash_sqlite.pipeline.dedup import Deduplicator, BATCH
+    from simhash_sqlite.core.fingerprint import simhash_many
+    from simhash_sqlite.pipeline.sources import Reader
+except ImportError:  # a baseline tree from before the layers (2be3bd3)
+    from simhash_sqlite.dedup import Deduplicator, BATCH
+    from simhash_sqlite.fingerprint import simhash_many
+    from simhash_sqlite.sources import Reader
 
 def entries():
     reader = Reader(jsonl=True)
@@ -104,14 +109,14 @@ def truth(texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
     """(left, right) of every pair with exact Jaccard >= 0.8, left < right in input order."""
     from quality import truth_pairs
 
-    from simhash_sqlite.shingles import shingle_set
+    from simhash_sqlite.core.shingles import shingle_set
 
     keys, _ = truth_pairs([shingle_set(t) for t in texts])
     return np.divmod(keys, len(texts))
 
 
 def score(kept: np.ndarray, duplicate_of: list[int | None], pairs: tuple[np.ndarray, np.ndarray], texts) -> dict:
-    from simhash_sqlite.shingles import jaccard
+    from simhash_sqlite.core.shingles import jaccard
 
     left, right = pairs
     n = len(kept)

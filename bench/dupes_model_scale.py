@@ -37,9 +37,9 @@ import numpy as np
 from common import SIMQ, Failures, print_machine
 
 from simhash_sqlite import SimhashIndex
-from simhash_sqlite.fingerprint import blocks, to_signed
-from simhash_sqlite.sketch import DEFAULT_SCHEME
-from simhash_sqlite.sketch_pairs import _windows, window_plan
+from simhash_sqlite.core.fingerprint import blocks, to_signed
+from simhash_sqlite.core.sketch import DEFAULT_SCHEME
+from simhash_sqlite.find.sketch_pairs import _windows, window_plan
 
 NBYTES = DEFAULT_SCHEME.nbytes
 BIN_BYTES = DEFAULT_SCHEME.bins * DEFAULT_SCHEME.bits // 8

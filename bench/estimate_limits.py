@@ -26,9 +26,9 @@ import numpy as np
 from common import print_machine
 from quality import build_corpus, load_originals, truth_pairs
 
-from simhash_sqlite.shingles import shingle_set
-from simhash_sqlite.sketch import DEFAULT_SCHEME, sketch_many
-from simhash_sqlite.sketch_pairs import sketch_pairs
+from simhash_sqlite.core.shingles import shingle_set
+from simhash_sqlite.core.sketch import DEFAULT_SCHEME, sketch_many
+from simhash_sqlite.find.sketch_pairs import sketch_pairs
 
 
 def prf(keys: np.ndarray, truth: np.ndarray) -> str:

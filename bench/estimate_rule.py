@@ -31,9 +31,9 @@ import numpy as np
 from common import print_machine
 from quality import build_corpus, load_originals, truth_pairs
 
-from simhash_sqlite.features import char_units, mix, units_features
-from simhash_sqlite.shingles import shingle_set
-from simhash_sqlite.sketch import (
+from simhash_sqlite.core.features import char_units, mix, units_features
+from simhash_sqlite.core.shingles import shingle_set
+from simhash_sqlite.core.sketch import (
     DEFAULT_SCHEME,
     SCHEME_V1,
     SKETCH_FEATURES,
@@ -44,7 +44,7 @@ from simhash_sqlite.sketch import (
     size_ratios,
     sketch_hashes,
 )
-from simhash_sqlite.sketch_pairs import sketch_pairs
+from simhash_sqlite.find.sketch_pairs import sketch_pairs
 
 THRESHOLD = 0.8
 

@@ -29,8 +29,8 @@ import numpy as np
 from common import SIMQ, Failures, print_machine
 
 from simhash_sqlite import simhash
-from simhash_sqlite.clusters import component_labels
-from simhash_sqlite.pairs import near_pairs, within_groups
+from simhash_sqlite.find.clusters import component_labels
+from simhash_sqlite.find.pairs import near_pairs, within_groups
 
 K = 3
 BASELINE_BUDGET = 4e9  # candidate pairs; beyond this the baseline's time is estimated, not run

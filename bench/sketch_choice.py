@@ -23,8 +23,8 @@ import numpy as np
 from common import print_machine
 from quality import build_corpus, load_originals, prf, truth_pairs
 
-from simhash_sqlite.shingles import jaccard_of_sets, shingle_set
-from simhash_sqlite.sketch import SketchScheme, estimate_many, sketch_many
+from simhash_sqlite.core.shingles import jaccard_of_sets, shingle_set
+from simhash_sqlite.core.sketch import SketchScheme, estimate_many, sketch_many
 
 THRESHOLD = 0.8
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from common import Failures, print_machine, read_texts
 
-from simhash_sqlite.fingerprint import simhash_and_sketch_many, simhash_many
+from simhash_sqlite.core.fingerprint import simhash_and_sketch_many, simhash_many
 
 
 def main() -> None:

@@ -36,7 +36,7 @@ import numpy as np
 from common import SIMQ, Failures, print_machine
 
 from simhash_sqlite import simhash
-from simhash_sqlite.block_tables import BlockTables
+from simhash_sqlite.find.block_tables import BlockTables
 
 # -- the corpus --------------------------------------------------------------------------------------
 

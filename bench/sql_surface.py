@@ -21,8 +21,8 @@ import apsw
 from common import ROOT, Failures, print_machine
 
 from simhash_sqlite import SimhashIndex
-from simhash_sqlite.fingerprint import to_signed
-from simhash_sqlite.storage import expected_schema, schema_problems
+from simhash_sqlite.core.fingerprint import to_signed
+from simhash_sqlite.store.database import expected_schema, schema_problems
 
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 PORTABLE = next(b for b in re.findall(r"```sql\n(.*?)```", README, re.S) if "WITH RECURSIVE" in b)

@@ -29,8 +29,8 @@ import numpy as np
 from common import Failures, median_seconds, print_machine
 
 from simhash_sqlite import Document, FingerprintSettings, SimhashIndex, simhash
-from simhash_sqlite.features import normalize, units_features, word_units, words
-from simhash_sqlite.fingerprint import simhash_many, simhash_of_batch
+from simhash_sqlite.core.features import normalize, units_features, word_units, words
+from simhash_sqlite.core.fingerprint import simhash_many, simhash_of_batch
 
 
 def load(path: Path) -> list[str]:

@@ -36,7 +36,7 @@ import numpy as np
 from common import SIMQ, print_machine
 
 from simhash_sqlite import Document, SimhashIndex
-from simhash_sqlite.settings import CONFIRM_K
+from simhash_sqlite.core.settings import CONFIRM_K
 
 
 def free_port() -> int:

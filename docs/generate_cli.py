@@ -27,7 +27,7 @@ ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 def commands() -> dict:
     """simq's commands (click Command objects, as typer builds them) by name, in `simq --help`'s order."""
-    from simhash_sqlite.cli import app
+    from simhash_sqlite.cli.app import app
 
     group = typer.main.get_command(app)
     context = group.context_class(group, info_name="simq")
@@ -36,7 +36,7 @@ def commands() -> dict:
 
 def help_text(*args: str) -> str:
     """What `simq ARGS --help` prints, at WIDTH columns, without colour or trailing blanks."""
-    from simhash_sqlite.cli import app
+    from simhash_sqlite.cli.app import app
 
     env = {"COLUMNS": str(WIDTH), "NO_COLOR": "1", "TERM": "dumb", "FORCE_COLOR": None, "PY_COLORS": None}
     # typer reads TERMINAL_WIDTH and FORCE_COLOR once, at import: pin what they set for this call.

@@ -3,11 +3,9 @@
 The names below are the library's public surface (docs/python-api.md); everything else may change.
 """
 
-from .batch_queries import Query, QueryError
-from .checks import CheckReport, check_index
-from .clusters import Cluster, ClusterReport
-from .confirm import ConfirmReport, DuplicatePairs
-from .dedup import Decision, Deduplicator, DedupReport, dedup
+from . import _moved
+from .core.fingerprint import from_hex, hamming, simhash, to_hex, to_signed, to_unsigned
+from .core.settings import FingerprintSettings
 from .errors import (
     ForeignSchema,
     IndexNotFound,
@@ -17,13 +15,18 @@ from .errors import (
     SettingsMismatch,
     SimhashError,
 )
-from .fingerprint import from_hex, hamming, simhash, to_hex, to_signed, to_unsigned
+from .find.arrays import DuplicatePair
+from .find.check import ConfirmReport, DuplicatePairs
+from .find.clusters import Cluster, ClusterReport
+from .find.queries import Query, QueryError
+from .find.search import Match, SearchResult
 from .index import AddReport, Document, FingerprintedDocument, SimhashIndex, Stats, StoredDocument
-from .index_arrays import DuplicatePair
-from .search import Match, SearchResult
-from .settings import FingerprintSettings
-from .shards import near_in_shards
+from .pipeline.dedup import Decision, Deduplicator, DedupReport, dedup
+from .pipeline.shards import near_in_shards
+from .store.integrity import CheckReport, check_index
 from .version import __version__
+
+_moved.install()
 
 __all__ = [
     "AddReport",

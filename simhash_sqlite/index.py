@@ -12,22 +12,22 @@ from itertools import islice
 import apsw
 import numpy as np
 
-from .batch_queries import Query, QueryError
-from .clusters import Cluster, ClusterReport, cluster_index, clustering_info, read_clusters
-from .confirm import DEFAULT_THRESHOLD, DuplicatePairs, ShingleCache, candidate_k, check_search, check_threshold
+from .core.features import jieba_version
+from .core.fingerprint import BLOCKS, blocks, simhash, to_signed, to_unsigned
+from .core.pool import FingerprintJob
+from .core.settings import SHORT_TEXT, FingerprintSettings
+from .core.sketch import DEFAULT_SCHEME, SketchScheme, sketch_many
 from .errors import IndexNotFound, InvalidInput
-from .features import jieba_version
-from .fingerprint import BLOCKS, blocks, simhash, to_signed, to_unsigned
-from .indexed_text import content_hash, text_of
-from .pairs import Progress
-from .parallel import FingerprintJob
-from .search import Match, Plan, Searcher, SearchResult, forced_plan, near_sql, probe_cost_ns
-from .settings import SHORT_TEXT, FingerprintSettings
-from .sketch import DEFAULT_SCHEME, SketchScheme, sketch_many
-from .sqlfunctions import register_functions
-from .storage import connect, retry_busy, write_transaction
+from .find.check import DEFAULT_THRESHOLD, DuplicatePairs, ShingleCache, candidate_k, check_search, check_threshold
+from .find.clusters import Cluster, ClusterReport, cluster_index, clustering_info, read_clusters
+from .find.near_table import register_near_table
+from .find.pairs import Progress
+from .find.queries import Query, QueryError
+from .find.search import Match, Plan, Searcher, SearchResult, forced_plan, near_sql, probe_cost_ns
+from .store.database import connect, retry_busy, write_transaction
+from .store.functions import register_functions
+from .store.texts import content_hash, text_of
 from .version import __version__
-from .vtable import register_near_table
 
 DEFAULT_BATCH_SIZE = 1000
 # add() without a batch size: documents are read 1000 at a time, but into a large index one transaction

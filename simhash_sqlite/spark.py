@@ -50,15 +50,15 @@ except ImportError as exc:  # the base install has no Spark; say how to get it, 
 
 import numpy as np
 
-from .block_tables import BlockTables
-from .confirm import DEFAULT_THRESHOLD, candidate_k, check_threshold, fallback_k
-from .dedup import drop_cut, window_codes
-from .features import jieba_version
-from .fingerprint import simhash, simhash_and_sketch_many, to_signed, to_unsigned
+from .core.features import jieba_version
+from .core.fingerprint import simhash, simhash_and_sketch_many, to_signed, to_unsigned
+from .core.settings import CONFIRM_K, FingerprintSettings
+from .core.sketch import DEFAULT_SCHEME, as_rows, estimate_many
+from .find.block_tables import BlockTables
+from .find.check import DEFAULT_THRESHOLD, candidate_k, check_threshold, fallback_k
 from .index import SimhashIndex
-from .settings import CONFIRM_K, FingerprintSettings
-from .shards import SHARD_PATTERN, shard_of
-from .sketch import DEFAULT_SCHEME, as_rows, estimate_many
+from .pipeline.dedup import drop_cut, window_codes
+from .pipeline.shards import SHARD_PATTERN, shard_of
 from .version import __version__
 
 # What a failing Spark job raises (bad input data, a lost executor, no Java): the CLI shows one line.

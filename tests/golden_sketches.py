@@ -57,7 +57,7 @@ def digest(text: str) -> str:
 
 
 def golden_rows() -> list[dict]:
-    from simhash_sqlite.sketch import SketchScheme, sketch_many
+    from simhash_sqlite.core.sketch import SketchScheme, sketch_many
 
     texts = golden_texts()
     out = []

@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simhash_sqlite.block_tables import MAX_K, BlockTables
 from simhash_sqlite.errors import InvalidInput
+from simhash_sqlite.find.block_tables import MAX_K, BlockTables
 
 MASK64 = (1 << 64) - 1
 

@@ -12,8 +12,8 @@ import apsw
 import pytest
 from conftest import integrity_ok
 
-from simhash_sqlite.cli import app
-from simhash_sqlite.storage import schema_version
+from simhash_sqlite.cli.app import app
+from simhash_sqlite.store.database import schema_version
 
 CHINESE = "SimHash 是一种局部敏感哈希算法，常用于海量网页去重。它把文本映射为六十四位指纹，相似文本的指纹只差几位。"
 ENGLISH = (

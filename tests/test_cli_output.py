@@ -17,8 +17,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from simhash_sqlite.checks import problems
-from simhash_sqlite.cli import app
+from simhash_sqlite.cli.app import app
+from simhash_sqlite.store.integrity import problems
 
 SIMQ = Path(sys.executable).parent / "simq"  # the venv's console script, by absolute path
 
@@ -312,7 +312,7 @@ values = st.one_of(st.none(), st.booleans(), st.integers(), keys, st.text(max_si
 @settings(max_examples=50, deadline=None)
 @given(rows=st.lists(st.tuples(keys, values), min_size=1, max_size=5))
 def test_render_round_trips(rows):
-    from simhash_sqlite import output
+    from simhash_sqlite.cli import output
 
     records = [{"key": key, "value": value} for key, value in rows]
     for fmt in ("json", "jsonl", "csv", "tsv", "table"):

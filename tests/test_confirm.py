@@ -15,9 +15,9 @@ from test_cli import assert_clean_error, simq
 from test_explain_calibrate import brute_jaccard
 
 from simhash_sqlite import Document, SimhashIndex, hamming
-from simhash_sqlite.confirm import ENTRY_BYTES, DuplicatePairs, ShingleCache
-from simhash_sqlite.settings import CONFIRM_K, RECOMMENDED_K
-from simhash_sqlite.sketch import estimate_jaccard, sketch
+from simhash_sqlite.core.settings import CONFIRM_K, RECOMMENDED_K
+from simhash_sqlite.core.sketch import estimate_jaccard, sketch
+from simhash_sqlite.find.check import ENTRY_BYTES, DuplicatePairs, ShingleCache
 
 
 def made_corpus(seed: int = 11) -> dict[str, str]:

@@ -16,8 +16,8 @@ import apsw
 import pytest
 
 from simhash_sqlite import Document, IndexNotFound, SimhashIndex
-from simhash_sqlite.checks import problems
 from simhash_sqlite.index import content_hash
+from simhash_sqlite.store.integrity import problems
 
 
 def corpus(count, seed=0):
@@ -194,7 +194,7 @@ def test_a_thread_pool_with_one_index_per_thread(db_path):
 
 def test_a_writer_waits_for_a_long_transaction_instead_of_failing(db_path):
     """Another connection holds the write lock for longer than SQLite's busy timeout would allow."""
-    from simhash_sqlite import storage
+    from simhash_sqlite.store import database as storage
 
     SimhashIndex(db_path, create=True).close()
     blocker = apsw.Connection(str(db_path))

@@ -13,7 +13,9 @@ from hypothesis import strategies as st
 from test_cli import assert_clean_error, simq
 
 from simhash_sqlite import Document, SimhashIndex, hamming, simhash
-from simhash_sqlite.dedup import (
+from simhash_sqlite.core.sketch import DEFAULT_SCHEME, sharpened, sizes_of, sketch
+from simhash_sqlite.find.sketch_pairs import sketch_pairs
+from simhash_sqlite.pipeline.dedup import (
     BATCH,
     DROP_MARGIN,
     KeptSet,
@@ -22,10 +24,8 @@ from simhash_sqlite.dedup import (
     pairs_of_codes,
     sorted_codes,
 )
-from simhash_sqlite.sketch import DEFAULT_SCHEME, sharpened, sizes_of, sketch
-from simhash_sqlite.sketch_pairs import sketch_pairs
 
-dedup_module = sys.modules["simhash_sqlite.dedup"]  # (the package exports a function of that name)
+dedup_module = sys.modules["simhash_sqlite.pipeline.dedup"]  # (the package exports a function of that name)
 MASK = (1 << 64) - 1
 WORDS = "sqlite stores tables in one file and answers queries with an index of the rows it keeps".split()
 

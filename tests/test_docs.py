@@ -19,10 +19,10 @@ import typer
 
 import simhash_sqlite
 from simhash_sqlite import SimhashIndex
-from simhash_sqlite.cli import app
-from simhash_sqlite.sqlfunctions import FUNCTIONS
-from simhash_sqlite.vtable import COLUMNS as NEAR_COLUMNS
-from simhash_sqlite.vtable import NAME as NEAR_TABLE
+from simhash_sqlite.cli.app import app
+from simhash_sqlite.find.near_table import COLUMNS as NEAR_COLUMNS
+from simhash_sqlite.find.near_table import NAME as NEAR_TABLE
+from simhash_sqlite.store.functions import FUNCTIONS
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"

@@ -9,9 +9,10 @@ import pytest
 from test_cli import CHINESE, ENGLISH, assert_clean_error, simq
 from unprivileged import simq_command
 
-from simhash_sqlite import Document, FingerprintSettings, SimhashIndex, indexed_text, simhash
-from simhash_sqlite.checks import problems
-from simhash_sqlite.sources import path_key
+from simhash_sqlite import Document, FingerprintSettings, SimhashIndex, simhash
+from simhash_sqlite.pipeline.sources import path_key
+from simhash_sqlite.store import texts as indexed_text
+from simhash_sqlite.store.integrity import problems
 
 OTHER = "Gardening notes: tomatoes want sun, water in the morning, and a stake before the fruit comes."
 

@@ -10,9 +10,9 @@ from hypothesis import strategies as st
 from test_cli import assert_clean_error, simq
 
 from simhash_sqlite import Document, SimhashIndex, hamming
-from simhash_sqlite.calibrate import calibrate
-from simhash_sqlite.explain import estimated_jaccard, explain
-from simhash_sqlite.shingles import jaccard
+from simhash_sqlite.core.shingles import jaccard
+from simhash_sqlite.find.calibrate import calibrate
+from simhash_sqlite.find.explain import estimated_jaccard, explain
 
 BASE = (
     "SQLite is a library that implements a small, fast, self-contained SQL database engine. "
@@ -170,7 +170,7 @@ def test_explain_notes_short_texts(tmp_path):
 
 
 def test_near_confirmed_keeps_exactly_the_pairs_at_the_threshold(tmp_path):
-    from simhash_sqlite.confirm import confirm_pairs
+    from simhash_sqlite.find.check import confirm_pairs
 
     docs = _family_corpus(seed=5)
     with SimhashIndex(tmp_path / "c.db", create=True, store_text=True) as index:

@@ -8,9 +8,9 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simhash_sqlite.features import normalize, weighted_features
-from simhash_sqlite.fingerprint import simhash, simhash_of_features
-from simhash_sqlite.settings import FingerprintSettings
+from simhash_sqlite.core.features import normalize, weighted_features
+from simhash_sqlite.core.fingerprint import simhash, simhash_of_features
+from simhash_sqlite.core.settings import FingerprintSettings
 
 
 def reference_normalize(text: str) -> str:

@@ -13,8 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simhash_sqlite import FingerprintSettings, from_hex, hamming, simhash, to_hex, to_signed, to_unsigned
-from simhash_sqlite.features import normalize, words
-from simhash_sqlite.fingerprint import blocks, simhash_of_features
+from simhash_sqlite.core.features import normalize, words
+from simhash_sqlite.core.fingerprint import blocks, simhash_of_features
 
 MASK = (1 << 64) - 1
 u64 = st.integers(min_value=0, max_value=MASK)
@@ -199,7 +199,7 @@ def test_hmm_setting_decides_unknown_words():
 def test_word_hashes_from_many_threads_agree_with_one():
     from concurrent.futures import ThreadPoolExecutor
 
-    from simhash_sqlite.features import word_hash, word_units
+    from simhash_sqlite.core.features import word_hash, word_units
 
     rng = np.random.default_rng(11)
     batches = [[f"t{int(x)}" for x in rng.integers(0, 200_000, 3000)] for _ in range(40)]
@@ -212,7 +212,7 @@ def test_word_hashes_from_many_threads_agree_with_one():
 @given(st.lists(texts, max_size=12), st.sampled_from(["count", "log", "binary"]), st.integers(1, 5))
 @settings(max_examples=80, deadline=None)
 def test_simhash_many_equals_one_at_a_time(batch, weights, n):
-    from simhash_sqlite.fingerprint import simhash_many
+    from simhash_sqlite.core.fingerprint import simhash_many
 
     s = FingerprintSettings(ngram=n, weights=weights)
     assert simhash_many(batch, s) == [reference_simhash(t, s) for t in batch]
@@ -221,7 +221,7 @@ def test_simhash_many_equals_one_at_a_time(batch, weights, n):
 
 
 def test_simhash_many_across_chunk_boundaries(monkeypatch):
-    from simhash_sqlite import fingerprint
+    from simhash_sqlite.core import fingerprint
 
     batch = [f"text number {i} with some words {i * 7}" for i in range(50)]
     whole = fingerprint.simhash_many(batch)

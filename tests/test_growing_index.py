@@ -16,10 +16,10 @@ import numpy as np
 from test_index import MASK, brute_force
 
 from simhash_sqlite import Document, SimhashIndex
-from simhash_sqlite.checks import problems
-from simhash_sqlite.fingerprint import to_signed
+from simhash_sqlite.core.fingerprint import to_signed
+from simhash_sqlite.find.search import near_params
 from simhash_sqlite.index import ADD_CACHE_MIB, BULK_CHECKPOINT_PAGES
-from simhash_sqlite.search import near_params
+from simhash_sqlite.store.integrity import problems
 
 BATCH = 400
 KS = (0, 3, 8, 17)  # equality lookups, radius-1 and radius-2 probes, and a k the planner scans for

@@ -11,8 +11,9 @@ from hypothesis import strategies as st
 from test_cli import ENGLISH, assert_clean_error, simq
 from unprivileged import run_unprivileged
 
-from simhash_sqlite import Document, SimhashIndex, sources
-from simhash_sqlite.checks import problems
+from simhash_sqlite import Document, SimhashIndex
+from simhash_sqlite.pipeline import sources
+from simhash_sqlite.store.integrity import problems
 
 
 def no_traceback(result):

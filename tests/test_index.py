@@ -8,7 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from simhash_sqlite import Document, InvalidInput, SettingsMismatch, SimhashIndex, hamming
-from simhash_sqlite.search import block_neighbours, near_sql, plan_for
+from simhash_sqlite.find.search import block_neighbours, near_sql, plan_for
 
 MASK = (1 << 64) - 1
 

@@ -10,10 +10,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from simhash_sqlite import Document, InvalidInput, hamming
-from simhash_sqlite import pairs as pairs_module
-from simhash_sqlite.block_tables import MAX_BLOCKS, BlockTables, choose_tables
-from simhash_sqlite.clusters import component_labels
-from simhash_sqlite.pairs import near_pairs
+from simhash_sqlite.find import pairs as pairs_module
+from simhash_sqlite.find.block_tables import MAX_BLOCKS, BlockTables, choose_tables
+from simhash_sqlite.find.clusters import component_labels
+from simhash_sqlite.find.pairs import near_pairs
 
 MASK = (1 << 64) - 1
 
@@ -219,7 +219,7 @@ def test_clusters_are_written_back_and_reruns_are_idempotent(filled, db_path):
 
 
 def test_clusters_are_marked_stale_by_any_change_to_the_documents(index, runner, db_path):
-    from simhash_sqlite.cli import app
+    from simhash_sqlite.cli.app import app
 
     index.add([Document("a", "alpha beta gamma delta " * 20), Document("b", "alpha beta gamma delta " * 20 + "!")])
     assert index.stats().clusters is None  # never clustered: nothing to be stale

@@ -10,11 +10,12 @@ import time
 
 import pytest
 
-from simhash_sqlite import Document, SimhashIndex, parallel
-from simhash_sqlite.checks import problems
-from simhash_sqlite.dedup import Deduplicator
-from simhash_sqlite.fingerprint import simhash
-from simhash_sqlite.settings import FingerprintSettings
+from simhash_sqlite import Document, SimhashIndex
+from simhash_sqlite.core import pool as parallel
+from simhash_sqlite.core.fingerprint import simhash
+from simhash_sqlite.core.settings import FingerprintSettings
+from simhash_sqlite.pipeline.dedup import Deduplicator
+from simhash_sqlite.store.integrity import problems
 
 
 def _texts(n=120, seed=1):
@@ -110,8 +111,9 @@ def test_an_add_of_one_batch_starts_no_pool(tmp_path):
     # one batch must not start a pool; a second batch does. A fresh process: no pool from other tests.
     script = f"""
 import sys
-from simhash_sqlite import Document, SimhashIndex, parallel
-from simhash_sqlite.dedup import Deduplicator
+from simhash_sqlite import Document, SimhashIndex
+from simhash_sqlite.core import pool as parallel
+from simhash_sqlite.pipeline.dedup import Deduplicator
 parallel.PARALLEL_MIN_CHARS = 1
 docs = [Document(str(i), "some text number " + str(i)) for i in range(10)]
 with SimhashIndex({str(tmp_path / "one.db")!r}, create=True) as index:
@@ -220,7 +222,7 @@ def _reader_state(reader):
 
 
 def test_jsonl_read_in_the_workers_gives_what_one_process_reads(tmp_path, monkeypatch):
-    from simhash_sqlite import sources
+    from simhash_sqlite.pipeline import sources
 
     path = tmp_path / "mixed.jsonl"
     _mixed_jsonl(path)
@@ -258,7 +260,7 @@ def test_jsonl_read_in_the_workers_gives_what_one_process_reads(tmp_path, monkey
 
 def _big_mixed_jsonl(path):
     """Large enough that a pool starts in the CLI as users run it (chunks past POOL_AFTER_BYTES)."""
-    from simhash_sqlite import sources
+    from simhash_sqlite.pipeline import sources
 
     _mixed_jsonl(path, n=4000, seed=11, size=(100, 900))
     assert path.stat().st_size > parallel.POOL_AFTER_BYTES + 2 * sources.CHUNK_BYTES

@@ -15,8 +15,8 @@ from test_cli import assert_clean_error, simq
 from web_helpers import stored_index
 
 from simhash_sqlite import SimhashIndex
-from simhash_sqlite.calibrate import calibrate
-from simhash_sqlite.plots import distance_distribution, random_pair_distances
+from simhash_sqlite.find.calibrate import calibrate
+from simhash_sqlite.web.plots import distance_distribution, random_pair_distances
 
 has_matplotlib = importlib.util.find_spec("matplotlib") is not None
 
@@ -71,7 +71,7 @@ def test_calibrate_plot_without_matplotlib_is_one_clean_line(db, tmp_path):
     code = (
         "import sys; sys.modules['matplotlib'] = None; sys.modules['matplotlib.figure'] = None; "
         "sys.argv = ['simq', 'calibrate', '--db', sys.argv[1], '--plot', sys.argv[2]]; "
-        "from simhash_sqlite.cli import main; main()"
+        "from simhash_sqlite.cli.app import main; main()"
     )
     result = subprocess.run(
         [sys.executable, "-c", code, str(db), str(image)], check=False, capture_output=True, text=True, timeout=60

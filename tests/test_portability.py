@@ -7,6 +7,7 @@ import re
 import shutil
 import sqlite3
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -100,3 +101,25 @@ def test_pythons_sqlite3_reads_it_and_runs_the_readme_query(written):
             conn.execute("SELECT simhash('x')")
     finally:
         conn.close()
+
+
+def test_module_paths_documented_before_the_layers_still_import():
+    """docs/python-api.md named these modules before the package was split into layers (CHANGELOG.md)."""
+    import importlib
+    import warnings
+
+    from simhash_sqlite import simhash
+    from simhash_sqlite._moved import MOVED
+
+    for old, new in MOVED.items():
+        sys.modules.pop(f"simhash_sqlite.{old}", None)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            module = importlib.import_module(f"simhash_sqlite.{old}")
+        assert module is importlib.import_module(f"simhash_sqlite.{new}")
+        assert [str(w.message) for w in caught] == [f"simhash_sqlite.{old} moved to simhash_sqlite.{new}"]
+    from simhash_sqlite.confirm import keeps
+    from simhash_sqlite.fingerprint import simhash_many
+
+    assert simhash_many(["hello world"]) == [simhash("hello world")]
+    assert keeps(3, 0.9) and not keeps(3, 0.5)

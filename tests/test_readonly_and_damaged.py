@@ -10,9 +10,9 @@ from test_cli import ENGLISH, assert_clean_error, simq
 from unprivileged import python_unprivileged, run_unprivileged
 
 from simhash_sqlite import Document, SimhashIndex
-from simhash_sqlite.checks import check_index, problems
 from simhash_sqlite.errors import DamagedIndex
-from simhash_sqlite.storage import quick_check
+from simhash_sqlite.store.database import quick_check
+from simhash_sqlite.store.integrity import check_index, problems
 
 READ_COMMANDS = [
     ["stats"],
@@ -72,7 +72,7 @@ def test_writing_there_fails_cleanly(locked_folder):
 def test_the_library_reads_it_too(locked_folder):
     code = (
         "from simhash_sqlite import SimhashIndex\n"
-        "from simhash_sqlite.checks import problems\n"
+        "from simhash_sqlite.store.integrity import problems\n"
         "with SimhashIndex('idx.db') as index:\n"
         "    print(len(index), [m.key for m in index.near(key='a.txt', k=12)])\n"
         "print(problems('idx.db'))\n"

@@ -7,8 +7,8 @@ from conftest import integrity_ok
 from test_cli import assert_clean_error, simq
 
 from simhash_sqlite import Document, SimhashIndex
-from simhash_sqlite.checks import problems
-from simhash_sqlite.sources import _glob_regex, stale_keys
+from simhash_sqlite.pipeline.sources import _glob_regex, stale_keys
+from simhash_sqlite.store.integrity import problems
 
 
 def test_remove_by_key_glob_and_vacuum(index, db_path):

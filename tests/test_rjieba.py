@@ -5,10 +5,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simhash_sqlite import features
-from simhash_sqlite.features import cut_han, words
-from simhash_sqlite.fingerprint import simhash
-from simhash_sqlite.settings import FingerprintSettings
+from simhash_sqlite.core import features
+from simhash_sqlite.core.features import cut_han, words
+from simhash_sqlite.core.fingerprint import simhash
+from simhash_sqlite.core.settings import FingerprintSettings
 
 pytest.importorskip("rjieba")
 

@@ -7,9 +7,10 @@ import apsw
 import pytest
 from test_cli import assert_clean_error, simq
 
-from simhash_sqlite import Document, ForeignSchema, NotAnIndex, SchemaTooNew, SimhashIndex, storage
-from simhash_sqlite.settings import FingerprintSettings
-from simhash_sqlite.sqlfunctions import register_functions
+from simhash_sqlite import Document, ForeignSchema, NotAnIndex, SchemaTooNew, SimhashIndex
+from simhash_sqlite.core.settings import FingerprintSettings
+from simhash_sqlite.store import database as storage
+from simhash_sqlite.store.functions import register_functions
 
 # Fires on every add; would record a row in simhash_meta through one of our (innocuous) functions.
 TRIGGER = """CREATE TRIGGER spy AFTER INSERT ON documents BEGIN

@@ -11,7 +11,7 @@ from test_cli import assert_clean_error, simq
 from test_index import MASK, brute_force, clustered_fingerprints, flip
 
 from simhash_sqlite import InvalidInput, Query, QueryError, SimhashIndex
-from simhash_sqlite.search import plan_for
+from simhash_sqlite.find.search import plan_for
 
 
 @given(clustered_fingerprints(), st.integers(0, 64), st.data())
@@ -217,7 +217,7 @@ def test_readers_of_an_index_use_apsw_connections_we_open(db_path):
 
 
 def test_standalone_near_sql_gives_the_same_answer(index):
-    from simhash_sqlite.search import executed_sql, near_params, near_sql
+    from simhash_sqlite.find.search import executed_sql, near_params, near_sql
 
     fps = [0, MASK, 1 << 63, 0x0123456789ABCDEF, flip(0x0123456789ABCDEF, [1, 17, 33, 49, 50]), 0xFFFF]
     index.add_fingerprints((f"d{i}", fp) for i, fp in enumerate(fps))

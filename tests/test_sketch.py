@@ -17,11 +17,12 @@ from golden_sketches import golden_texts
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simhash_sqlite import sketch as sketch_module
-from simhash_sqlite.fingerprint import simhash_and_sketch_many
-from simhash_sqlite.settings import FingerprintSettings
-from simhash_sqlite.shingles import jaccard
-from simhash_sqlite.sketch import (
+from simhash_sqlite.core import sketch as sketch_module
+from simhash_sqlite.core.fingerprint import simhash_and_sketch_many
+from simhash_sqlite.core.pieces import simhash_and_sketch_pieces
+from simhash_sqlite.core.settings import FingerprintSettings
+from simhash_sqlite.core.shingles import jaccard
+from simhash_sqlite.core.sketch import (
     _EMPTY,
     DEFAULT_SCHEME,
     SCHEME_V1,
@@ -34,7 +35,6 @@ from simhash_sqlite.sketch import (
     sketch,
     sketch_many,
 )
-from simhash_sqlite.streaming import simhash_and_sketch_pieces
 
 # Lower-case ASCII words: normalization changes nothing, so the exact Jaccard is the sketched one.
 WORDS = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota", "kappa", "lambda", "mu",
@@ -126,7 +126,7 @@ def test_stable_across_processes_and_versions(scheme, digest):
     (version 1 is what older index files hold: it must not change either)."""
     here = hashlib.sha256(sketch_many(GOLDEN_TEXTS, scheme)[0].tobytes()).hexdigest()
     code = (
-        "import hashlib, sys; from simhash_sqlite.sketch import SketchScheme, sketch_many; "
+        "import hashlib, sys; from simhash_sqlite.core.sketch import SketchScheme, sketch_many; "
         f"scheme = SketchScheme.from_json({scheme.to_json()!r}); "
         f"print(hashlib.sha256(sketch_many({GOLDEN_TEXTS!r}, scheme)[0].tobytes()).hexdigest())"
     )
@@ -262,7 +262,7 @@ def test_sketches_of_many_rows_equal_the_definition(bits, most_attempts, monkeyp
 
 @pytest.mark.parametrize(("rows_at_once", "characters"), [(7, 50), (3, 10**9), (100, 10), (4096, 128_000)])
 def test_many_sketches_do_not_depend_on_where_chunks_and_densifications_end(rows_at_once, characters, monkeypatch):
-    from simhash_sqlite import fingerprint
+    from simhash_sqlite.core import fingerprint
 
     monkeypatch.setattr(sketch_module, "SKETCH_ROWS", rows_at_once)
     monkeypatch.setattr(sketch_module, "CHUNK_CHARACTERS", characters)

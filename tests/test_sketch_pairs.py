@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simhash_sqlite.shingles import jaccard
-from simhash_sqlite.sketch import SCHEME_V1, estimate_many, sketch_many
-from simhash_sqlite.sketch_pairs import (
+from simhash_sqlite.core.shingles import jaccard
+from simhash_sqlite.core.sketch import SCHEME_V1, estimate_many, sketch_many
+from simhash_sqlite.find.sketch_pairs import (
     BASE_DOCUMENTS,
     MAX_WINDOW_BITS,
     WINDOW_BITS,
@@ -163,7 +163,7 @@ def test_finds_near_duplicate_texts():
 @settings(max_examples=30, deadline=None)
 @given(seed=st.integers(0, 10**6), n=st.integers(1, 60), k=st.integers(0, 64), share=st.floats(0, 1))
 def test_pairs_of_unsketched_documents_equal_brute_force(seed, n, k, share):
-    from simhash_sqlite.confirm import _pairs_of_unsketched
+    from simhash_sqlite.find.check import _pairs_of_unsketched
 
     rng = np.random.default_rng(seed)
     values = rng.integers(0, 2**64, n, dtype=np.uint64)
@@ -178,7 +178,7 @@ def test_pairs_of_unsketched_documents_equal_brute_force(seed, n, k, share):
 @pytest.mark.parametrize("merge_every", [1, 7, 1 << 24])
 def test_candidates_merged_in_runs_equal_all_at_once(monkeypatch, merge_every):
     """Codes merged every few pairs (as at 10M documents, every MERGE_PAIRS) are every window's pairs, once."""
-    import simhash_sqlite.sketch_pairs as sketch_pairs_module
+    import simhash_sqlite.find.sketch_pairs as sketch_pairs_module
 
     monkeypatch.setattr(sketch_pairs_module, "MERGE_PAIRS", merge_every)
     rng = np.random.default_rng(merge_every)

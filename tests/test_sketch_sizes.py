@@ -12,13 +12,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_cli import assert_clean_error, simq
 
-from simhash_sqlite import SimhashIndex, parallel, sources
-from simhash_sqlite.dedup import Deduplicator
-from simhash_sqlite.features import char_units, ngram_hashes
-from simhash_sqlite.fingerprint import simhash_and_sketch_many
-from simhash_sqlite.index import Document
-from simhash_sqlite.shingles import jaccard
-from simhash_sqlite.sketch import (
+from simhash_sqlite import SimhashIndex
+from simhash_sqlite.core import pool as parallel
+from simhash_sqlite.core.features import char_units, ngram_hashes
+from simhash_sqlite.core.fingerprint import simhash_and_sketch_many
+from simhash_sqlite.core.shingles import jaccard
+from simhash_sqlite.core.sketch import (
     DEFAULT_SCHEME,
     SCHEME_V1,
     SketchScheme,
@@ -31,6 +30,9 @@ from simhash_sqlite.sketch import (
     sketch,
     sketch_many,
 )
+from simhash_sqlite.index import Document
+from simhash_sqlite.pipeline import sources
+from simhash_sqlite.pipeline.dedup import Deduplicator
 
 WORDS = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota", "kappa"]
 
@@ -60,7 +62,7 @@ def test_the_add_path_records_the_same_sketch_as_sketch():
     rng = random.Random(3)
     texts = [_text(rng, rng.randrange(1, 300)) + " " + _text(rng, 5) * 3 for _ in range(30)] + ["ab", "?!", ""]
     for weights in ("binary", "log", "count"):
-        from simhash_sqlite.settings import FingerprintSettings
+        from simhash_sqlite.core.settings import FingerprintSettings
 
         _, blobs = simhash_and_sketch_many(texts, FingerprintSettings(weights=weights))
         assert blobs == [sketch(t) for t in texts]

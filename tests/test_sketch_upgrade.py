@@ -9,11 +9,11 @@ import apsw
 from test_cli import simq
 
 from simhash_sqlite import SimhashIndex
-from simhash_sqlite.fingerprint import blocks, simhash, to_signed
-from simhash_sqlite.indexed_text import content_hash
-from simhash_sqlite.settings import FingerprintSettings
-from simhash_sqlite.sketch import sketch
-from simhash_sqlite.storage import APPLICATION_ID, migrations
+from simhash_sqlite.core.fingerprint import blocks, simhash, to_signed
+from simhash_sqlite.core.settings import FingerprintSettings
+from simhash_sqlite.core.sketch import sketch
+from simhash_sqlite.store.database import APPLICATION_ID, migrations
+from simhash_sqlite.store.texts import content_hash
 
 BASE = " ".join(f"word{i} of a sentence that goes on" for i in range(60))
 TEXTS = {"a": BASE, "b": BASE + " and a little more", "c": BASE.replace("word7 ", "other "), "d": "unrelated " * 40}

@@ -22,10 +22,10 @@ import pytest
 from test_cli import assert_clean_error, simq
 
 from simhash_sqlite import Document, SimhashIndex, to_hex, to_signed, to_unsigned
-from simhash_sqlite.block_tables import BlockTables
-from simhash_sqlite.cli import app  # noqa: F401 (simq() runs it)
-from simhash_sqlite.settings import FingerprintSettings
-from simhash_sqlite.shards import near_in_shards, shard_of, shard_paths
+from simhash_sqlite.cli.app import app  # noqa: F401 (simq() runs it)
+from simhash_sqlite.core.settings import FingerprintSettings
+from simhash_sqlite.find.block_tables import BlockTables
+from simhash_sqlite.pipeline.shards import near_in_shards, shard_of, shard_paths
 
 HAVE_SPARK = importlib.util.find_spec("pyspark") is not None and shutil.which("java") is not None
 
@@ -447,6 +447,7 @@ def test_spark_dedup_without_pyspark_says_how_to_install(runner, tmp_path, monke
 
 
 def test_the_base_install_never_imports_pyspark():
-    code = "import sys, simhash_sqlite, simhash_sqlite.cli, simhash_sqlite.shards; print('pyspark' in sys.modules)"
+    code = ("import sys, simhash_sqlite, simhash_sqlite.cli.app, simhash_sqlite.pipeline.shards; "
+            "print('pyspark' in sys.modules)")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "False"

@@ -15,9 +15,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_cli import assert_clean_error, simq
 
-from simhash_sqlite import Document, SimhashIndex, sources
-from simhash_sqlite.fingerprint import hamming, to_hex, to_signed
-from simhash_sqlite.shell import IndexShell
+from simhash_sqlite import Document, SimhashIndex
+from simhash_sqlite.core.fingerprint import hamming, to_hex, to_signed
+from simhash_sqlite.pipeline import sources
+from simhash_sqlite.sql.shell import IndexShell
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 

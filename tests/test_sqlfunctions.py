@@ -9,9 +9,18 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simhash_sqlite import Document, InvalidInput, SimhashIndex
-from simhash_sqlite.fingerprint import blocks, from_hex, hamming, simhash, similarity, to_hex, to_signed, to_unsigned
-from simhash_sqlite.settings import FingerprintSettings
-from simhash_sqlite.sqlfunctions import FUNCTIONS, register_functions
+from simhash_sqlite.core.fingerprint import (
+    blocks,
+    from_hex,
+    hamming,
+    simhash,
+    similarity,
+    to_hex,
+    to_signed,
+    to_unsigned,
+)
+from simhash_sqlite.core.settings import FingerprintSettings
+from simhash_sqlite.store.functions import FUNCTIONS, register_functions
 
 README = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
 WORDS = FingerprintSettings(features="words", ngram=2)

@@ -8,7 +8,7 @@ import pytest
 
 import simhash_sqlite
 from simhash_sqlite import IndexNotFound, NotAnIndex, SchemaTooNew, SimhashIndex
-from simhash_sqlite.storage import APPLICATION_ID, migrations, schema_version
+from simhash_sqlite.store.database import APPLICATION_ID, migrations, schema_version
 
 
 def test_new_index_is_marked_and_migrated(db_path):

@@ -4,11 +4,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simhash_sqlite import FingerprintSettings, SimhashIndex, simhash
-from simhash_sqlite.checks import problems
+from simhash_sqlite.core.pieces import pieces, simhash_and_sketch_pieces, simhash_pieces
+from simhash_sqlite.core.sketch import DEFAULT_SCHEME, SCHEME_V1, sketch
 from simhash_sqlite.index import FingerprintedDocument, content_hash
-from simhash_sqlite.sketch import DEFAULT_SCHEME, SCHEME_V1, sketch
-from simhash_sqlite.sources import Reader
-from simhash_sqlite.streaming import pieces, simhash_and_sketch_pieces, simhash_pieces
+from simhash_sqlite.pipeline.sources import Reader
+from simhash_sqlite.store.integrity import problems
 
 # Characters that make normalization context-dependent: combining marks, NFKC expansions that start
 # with a space (U+00A8), non-breaking and ideographic spaces, ligatures, Hangul jamo that compose.

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simhash_sqlite.features import _sorted_within_documents, char_units
+from simhash_sqlite.core.features import _sorted_within_documents, char_units
 
 
 def reference_char_units(text: str) -> np.ndarray:

@@ -24,10 +24,10 @@ from test_cli import assert_clean_error, simq
 from web_helpers import file_index, free_port, get, serving, stored_index
 
 from simhash_sqlite import Document, InvalidInput, SimhashIndex, to_signed
-from simhash_sqlite.explain import verdicts
-from simhash_sqlite.plots import cluster_sizes, size_bands
-from simhash_sqlite.sqlfunctions import FUNCTIONS, prepare_sqlite3_connection
-from simhash_sqlite.web_pages import pair_view, query_text, search, side_by_side
+from simhash_sqlite.find.explain import verdicts
+from simhash_sqlite.store.functions import FUNCTIONS, prepare_sqlite3_connection
+from simhash_sqlite.web.pages import pair_view, query_text, search, side_by_side
+from simhash_sqlite.web.plots import cluster_sizes, size_bands
 
 
 def _has(module: str) -> bool:
@@ -233,7 +233,7 @@ def test_serve_without_datasette_is_one_clean_line(stored):
     db, _ = stored
     code = (
         "import sys; sys.modules['datasette'] = None; sys.argv = ['simq', 'serve', '--db', sys.argv[1]]; "
-        "from simhash_sqlite.cli import main; main()"
+        "from simhash_sqlite.cli.app import main; main()"
     )
     result = subprocess.run(
         [sys.executable, "-c", code, str(db)], check=False, capture_output=True, text=True, timeout=60

@@ -1,0 +1,1466 @@
+"""simq: the command line over simhash_sqlite. Each command parses, makes library calls, renders.
+
+Exit status, the same for every command: 0 success; 1 an error (one "error:" line on stderr: bad
+input, a refused or damaged index, every input skipped, a failed check); 2 a command line that does
+not parse (unknown option, missing argument, a value of the wrong type); 130 interrupted (Ctrl-C).
+A closed pipe (simq dupes | head) ends quietly with 0, as ripgrep does: the reader had what it wanted.
+Output conventions (formats, markup, colour, pipes, progress) are in output.py.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import heapq
+import importlib
+import itertools
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import apsw
+import typer
+from rich.table import Table
+from rich.text import Text
+
+from ..core.fingerprint import from_hex, simhash, to_hex, to_signed
+from ..core.settings import CONFIRM_K, RECOMMENDED_K, SHORT_TEXT, FingerprintSettings
+from ..errors import InvalidInput, SimhashError
+from ..find.arrays import DuplicatePair
+from ..find.calibrate import DEFAULT_MAX_K, Calibration
+from ..find.calibrate import calibrate as calibrate_index
+from ..find.check import DEFAULT_THRESHOLD, ConfirmReport, candidate_k, check_threshold, fallback_k
+from ..find.clusters import REPRESENTATIVE_RULES, Cluster
+from ..find.explain import Explanation, verdicts
+from ..find.explain import explain as explain_pair
+from ..find.queries import QueryError, guess_format, parse_queries
+from ..find.search import Match, executed_sql, near_sql
+from ..index import AddReport, FingerprintedDocument, SimhashIndex, check_batch_size
+from ..pipeline.dedup import DROP_MARGIN, Deduplicator
+from ..pipeline.sources import STDIN, Reader, read_one, size_text, stale_keys
+from ..sql.user_sql import parse_params, run_query
+from ..store import texts
+from ..store.database import damaged_message
+from ..store.integrity import check_index
+from ..version import __version__
+from ..web.plots import (
+    cluster_sizes,
+    distance_chart,
+    distance_distribution,
+    distance_png,
+    require_matplotlib,
+    size_bands,
+    size_chart,
+    write_png,
+)
+from . import output
+from .output import err, line, out, plain, printable
+
+app = typer.Typer(
+    name="simq",
+    rich_markup_mode="rich",
+    context_settings={"help_option_names": ["-h", "--help"]},
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
+
+DEFAULT_DB = "simhash.db"
+SHOWN_SKIPS = 20
+SHOWN_ROWS = 50  # a table shows at most this many rows; the other formats print every record
+
+
+def _no_metavar_on_flags() -> None:
+    """typer 0.2x prints <bool> after on/off flags in --help, as if they took a value: show none."""
+    option = getattr(typer.core, "TyperOption", None)
+    shown = getattr(option, "display_type_rich", None)
+    if shown is None or getattr(shown, "simq", False):
+        return
+
+    def display_type_rich(self, ctx):
+        return None if self.is_flag else shown(self, ctx)
+
+    display_type_rich.simq = True
+    option.display_type_rich = display_type_rich
+
+
+_no_metavar_on_flags()
+
+
+def _complete_formats(incomplete: str) -> list[str]:
+    return [name for name in output.FORMATS if name.startswith(incomplete)]
+
+
+DbOption = Annotated[
+    Path,
+    typer.Option("--db", envvar="SIMQ_DB", help="The index file.", show_default=True),
+]
+KOption = Annotated[int, typer.Option("--k", "-k", help="Largest Hamming distance to report (0-64).")]
+FormatOption = Annotated[
+    Optional[str],
+    typer.Option(
+        "--format",
+        help="table, json, jsonl, csv or tsv. \\[default: table]",
+        show_default=False,
+        autocompletion=_complete_formats,
+    ),
+]
+JsonOption = Annotated[bool, typer.Option("--json", help="Short for --format json.")]
+OutOption = Annotated[
+    Optional[Path],
+    typer.Option(
+        "--out", "-o", help="Write the records to this file instead of stdout. \\[default: stdout]", show_default=False
+    ),
+]
+CandidateKOption = Annotated[
+    Optional[int],
+    typer.Option(
+        "--k", "-k",
+        help=f"Largest Hamming distance of a candidate (0-64). "
+        f"\\[default: {CONFIRM_K} with --confirm, {RECOMMENDED_K} with --no-confirm]",
+        show_default=False,
+    ),
+]
+ConfirmOption = Annotated[
+    bool,
+    typer.Option(
+        "--confirm/--no-confirm",
+        help="Keep a candidate only if the exact 5-shingle Jaccard of the texts (stored with --store-text, or the "
+        f"unchanged files) reaches --jaccard; one without a reachable text is kept if within min(k, {RECOMMENDED_K}).",
+    ),
+]
+JaccardOption = Annotated[
+    float, typer.Option("--jaccard", help="With --confirm: the least exact Jaccard kept (above 0, at most 1).")
+]
+# The options of commands that read inputs (add, dedup): the same names, help and defaults.
+JsonlOption = Annotated[
+    Optional[bool],
+    typer.Option(
+        "--jsonl/--no-jsonl",
+        help="Read every input as JSONL, or stdin as one text. \\[default: *.jsonl and *.ndjson files are JSONL, "
+        "and stdin is when its first line is a JSON object with the text field]",
+        show_default=False,
+    ),
+]
+RequireIdOption = Annotated[
+    bool, typer.Option("--require-id", help="Skip JSONL records without the id field (else keyed FILE:LINE).")
+]
+TextFieldOption = Annotated[str, typer.Option(help="JSONL field holding the text.")]
+IdFieldOption = Annotated[str, typer.Option(help="JSONL field holding the key.")]
+EncodingOption = Annotated[str, typer.Option(help="Encoding of the input files.")]
+ErrorsOption = Annotated[
+    str, typer.Option(help="On undecodable bytes: 'strict' (skip the file), 'replace', 'ignore' or 'backslashreplace'.")
+]
+# The fingerprint options, with the same names, help and defaults wherever a command makes fingerprints.
+# None means "the index's" for an existing index; the shown default is what a new one gets.
+FeaturesOption = Annotated[
+    Optional[str], typer.Option(help="'chars' or 'words' n-grams. \\[default: chars]", show_default=False)
+]
+NgramOption = Annotated[Optional[int], typer.Option(help="n of the n-grams. \\[default: 5]", show_default=False)]
+WeightsOption = Annotated[
+    Optional[str], typer.Option(help="'binary', 'count' or 'log'. \\[default: binary]", show_default=False)
+]
+HmmOption = Annotated[
+    Optional[bool],
+    typer.Option("--hmm/--no-hmm", help="jieba's HMM for words. \\[default: no-hmm]", show_default=False),
+]
+
+
+def fail(message: str, code: int = 1) -> typer.Exit:
+    """One "error:" line on stderr (the message printed literally) and the exit status to raise."""
+    err.print(line(("error:", "bold red"), " ", message), soft_wrap=True)
+    return typer.Exit(code)
+
+
+def warn(label: str, *parts: str) -> None:
+    """A yellow label and a message of user data on stderr, one line."""
+    err.print(line((label, "yellow"), " ", *parts), soft_wrap=True)
+
+
+def say(message: str, *, to_stderr: bool = False) -> None:
+    """A summary line (of user data: paths, keys) on stdout, or stderr."""
+    (err if to_stderr else out).print(plain(message), soft_wrap=True)
+
+
+def friendly_errors(command):
+    """Turn the errors a user can cause into one red line and exit code 1, never a traceback;
+    Ctrl-C into "interrupted" and 130; a closed stdout pipe into a quiet 0."""
+
+    @functools.wraps(command)
+    def wrapper(*args, **kwargs):
+        try:
+            result = command(*args, **kwargs)
+            sys.stdout.flush()  # a closed pipe shows here, not at exit (where Python would say 120)
+            return result
+        except SimhashError as exc:
+            raise fail(str(exc)) from None
+        except apsw.BusyError:
+            raise fail("the index is locked by another process for too long; try again") from None
+        except apsw.FullError:
+            raise fail("the disk is full; the index keeps every batch committed before this") from None
+        except (apsw.ReadOnlyError, apsw.CantOpenError):
+            raise fail("the index file or its folder is read-only") from None
+        except (apsw.CorruptError, apsw.NotADBError) as exc:
+            named = [kwargs.get(name) for name in ("file", "db", "against") if kwargs.get(name) is not None]
+            if not named:
+                raise fail(f"an index file is damaged ({exc}); see what is wrong: simq check --db FILE") from None
+            raise fail(damaged_message(os.fspath(named[0]), str(exc))) from None
+        except BrokenPipeError:
+            _quiet_stdout()
+            raise typer.Exit(0) from None
+        except OSError as exc:
+            raise fail(f"{exc.filename or ''}: {exc.strerror or exc}".lstrip(": ")) from None
+        except KeyboardInterrupt:
+            raise fail("interrupted", 130) from None
+
+    return wrapper
+
+
+def _quiet_stdout() -> None:
+    """After a closed pipe: point stdout at /dev/null, so that Python's last flush has nowhere to fail."""
+    if sys.stdout is sys.__stdout__ and sys.stdout is not None:
+        with contextlib.suppress(OSError, ValueError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+
+
+def _version(value: bool) -> None:
+    if value:
+        print(f"simq (simhash-sqlite) {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def main_options(
+    version: Annotated[
+        Optional[bool], typer.Option("--version", help="Print the version and exit.", callback=_version, is_eager=True)
+    ] = None,
+) -> None:
+    """Find near-duplicate texts with 64-bit SimHash, in one SQLite index file.
+
+    Records: --format table|json|jsonl|csv|tsv (--json for short), -o/--out FILE.
+    Exit status: 0 success, 1 error, 2 usage, 130 interrupted; a closed pipe (| head) ends quietly with 0.
+    Colour only on a terminal, never under NO_COLOR. Shell completion: simq --install-completion.
+    """
+
+
+@app.command()
+@friendly_errors
+def add(
+    inputs: Annotated[
+        list[str], typer.Argument(help="Files, folders (recursive), globs, or - for stdin.", show_default=False)
+    ],
+    db: DbOption = Path(DEFAULT_DB),
+    jsonl: JsonlOption = None,
+    text_field: TextFieldOption = "text",
+    id_field: IdFieldOption = "id",
+    require_id: RequireIdOption = False,
+    key: Annotated[
+        Optional[str],
+        typer.Option(
+            "--key", help="The key of the text read from stdin (-). \\[default: <stdin:HASH>, made from the text]",
+            show_default=False,
+        ),
+    ] = None,
+    features: FeaturesOption = None,
+    ngram: NgramOption = None,
+    weights: WeightsOption = None,
+    hmm: HmmOption = None,
+    store_text: Annotated[
+        Optional[bool],
+        typer.Option(
+            "--store-text/--no-store-text",
+            help="New index: keep the texts in it. \\[default: no-store-text]",
+            show_default=False,
+        ),
+    ] = None,
+    encoding: EncodingOption = "utf-8",
+    errors: ErrorsOption = "strict",
+    batch_size: Annotated[
+        Optional[int],
+        typer.Option(
+            help="Documents per transaction. \\[default: 1000; into a large index one per 100 stored documents, "
+            "up to 100,000]",
+            show_default=False,
+        ),
+    ] = None,
+    prune: Annotated[
+        bool,
+        typer.Option(
+            "--prune",
+            help="Then remove the documents whose files are gone: keys under the folders or matching the globs given.",
+        ),
+    ] = False,
+    progress_json: Annotated[
+        bool,
+        typer.Option(
+            "--progress-json",
+            help="After each committed batch, print a JSON line on stderr (batches, documents, last_key).",
+        ),
+    ] = False,
+) -> None:
+    """Add files, folders or JSONL to the index (created on first use); changed files are updated.
+
+    The fingerprint options (--features, --ngram, --weights, --hmm, --store-text) apply to a new index;
+    an existing one keeps its own, and asking for others is an error.
+
+    Keys: a file inside the current folder is keyed by its path relative to it, any other by its
+    absolute path; a JSONL record by its id; text on stdin by --key, else by its content.
+    """
+    if key is not None and STDIN not in inputs:
+        raise InvalidInput("--key names the text read from stdin; give - as an input")
+    if batch_size is not None:
+        check_batch_size(batch_size)
+    reader = _reader(jsonl, text_field, id_field, encoding, errors, require_id=require_id, stdin_key=key)
+    paths = reader.expand(inputs)  # missing paths fail here, before the index is touched
+    with SimhashIndex(
+        db, create=True, features=features, ngram=ngram, weights=weights, hmm=hmm, store_text=store_text
+    ) as index:
+        report = AddReport()
+        total = sum(_size_of(path) for path, _ in paths) or None  # stdin and pipes: no size known
+        with output.progress("bytes") as progress:
+            task = progress.add_task("adding", total=total)
+
+            def on_batch(current: AddReport) -> None:
+                progress.update(task, completed=reader.bytes_read, description=f"{current.documents:,} documents")
+                if progress_json:  # called after the COMMIT: every line names a batch that is on disk
+                    print(_progress_line(current), file=sys.stderr, flush=True)
+
+            try:
+                documents = reader.documents(paths, index.settings, index.store_text, index.sketch_scheme)
+                report = index.add(documents, batch_size=batch_size, on_batch=on_batch)
+            except KeyboardInterrupt:
+                raise fail(
+                    "interrupted: every batch committed before it is in the index; run the same command to finish",
+                    130,
+                ) from None
+        pruned = stale_keys(index, inputs) if prune else []
+        index.remove(pruned)
+    _print_add_summary(report, reader, db)
+    for key in pruned[:SHOWN_SKIPS]:
+        warn("pruned", key, ": the file is gone")
+    if prune:
+        say(f"{len(pruned):,} pruned")
+    if reader.skip_count and not report.documents:
+        raise fail(f"nothing added: {_count(reader.skip_count, 'input was', 'inputs were')} skipped (see above)")
+    if reader.failed:
+        raise typer.Exit(1)
+
+
+def _reader(jsonl: Optional[bool], text_field: str, id_field: str, encoding: str, errors: str, **more) -> Reader:
+    """A Reader for --jsonl (every input), --no-jsonl (stdin is one text) or neither (by suffix, and
+    stdin by its first line)."""
+    return Reader(
+        jsonl=bool(jsonl), sniff_stdin=jsonl is None, text_field=text_field, id_field=id_field,
+        encoding=encoding, errors=errors, **more,
+    )
+
+
+def _print_reader_notes(reader: Reader) -> None:
+    """What the reader decided for the user: stdin's format and key, records keyed by line number."""
+    for note in reader.notes:
+        warn("note", note)
+    if reader.keyed_by_line:
+        warn(
+            "warning",
+            f"{_count(reader.keyed_by_line, 'JSONL record')} had no {reader.id_field!r} field: keyed by file and "
+            f"line (first: {reader.first_keyed_by_line}); name the id with --id-field, or skip such records with "
+            "--require-id",
+        )
+
+
+def _size_of(path: str) -> int:
+    """A regular file's size, for the progress bar; 0 for stdin, pipes and what cannot be read."""
+    try:
+        return os.path.getsize(path) if path != "-" and os.path.isfile(path) else 0
+    except OSError:
+        return 0
+
+
+def _count(n: int, one: str, many: str | None = None) -> str:
+    """'1 pair', '2 pairs', '1 match', '2 matches': a count and its noun, singular for exactly one."""
+    if n == 1:
+        return f"1 {one}"
+    return f"{n:,} {many or one + ('es' if one.endswith(('s', 'x', 'ch', 'sh')) else 's')}"
+
+
+def _progress_line(report: AddReport) -> str:
+    return json.dumps(
+        {
+            "committed_batches": report.batches,
+            "documents": report.documents,
+            "added": report.added,
+            "updated": report.updated,
+            "unchanged": report.unchanged,
+            "last_key": report.last_key,
+        },
+        ensure_ascii=False,
+    )
+
+
+def _print_add_summary(report: AddReport, reader: Reader, db: Path) -> None:
+    _print_reader_notes(reader)
+    for skip in reader.skipped[:SHOWN_SKIPS]:
+        warn("skipped", skip.where, ": ", skip.reason)
+    if reader.skip_count > SHOWN_SKIPS:
+        warn("skipped", f"{reader.skip_count - SHOWN_SKIPS:,} more")
+    for dup in reader.duplicates[:SHOWN_SKIPS]:
+        warn("warning", dup.where, ": id ", repr(dup.key), " again (first at ", dup.first,
+             "); skipped, the first record is kept")
+    if reader.duplicate_count > SHOWN_SKIPS:
+        warn("warning", f"{reader.duplicate_count - SHOWN_SKIPS:,} more repeated ids")
+    for key in report.no_features[:SHOWN_SKIPS]:
+        warn("warning", key, ": no features (empty text); stored, never matches")
+    if report.short and report.short * 2 >= report.added + report.updated:
+        warn(
+            "warning",
+            f"{report.short:,} of the texts are shorter than {SHORT_TEXT} characters: distances "
+            "between short texts are noisier; simq near and dupes check candidates by their exact Jaccard when the "
+            f"texts can be read (--store-text, or keep the files), and by distance alone use k <= {RECOMMENDED_K - 1}",
+        )
+    say(
+        f"{db}: {report.added:,} added, {report.updated:,} updated, {report.unchanged:,} unchanged, "
+        f"{reader.skip_count:,} skipped, {report.without_features:,} without features"
+        + (f", {_count(reader.duplicate_count, 'repeated id')}" if reader.duplicate_count else ""),
+    )
+
+
+@app.command()
+@friendly_errors
+def near(
+    text: Annotated[Optional[str], typer.Argument(help="The text to search for.", show_default=False)] = None,
+    db: DbOption = Path(DEFAULT_DB),
+    k: CandidateKOption = None,
+    file: Annotated[Optional[Path], typer.Option("--file", "-f", help="Search for this file's text.")] = None,
+    key: Annotated[Optional[str], typer.Option(help="Search for a stored document's neighbours.")] = None,
+    hash_: Annotated[Optional[str], typer.Option("--hash", help="Search for a 16-hex-digit fingerprint.")] = None,
+    batch: Annotated[
+        Optional[str],
+        typer.Option(
+            help="Many queries: a JSONL file (text, hash or key per line, optional id) or a file of paths, "
+            "- for stdin; answers one JSON line per query.",
+        ),
+    ] = None,
+    batch_format: Annotated[
+        Optional[str],
+        typer.Option(
+            help="'jsonl' or 'paths'. \\[default: jsonl for *.jsonl and stdin, else paths]", show_default=False
+        ),
+    ] = None,
+    limit: Annotated[
+        Optional[int],
+        typer.Option(help="At most this many results (per query). \\[default: no limit]", show_default=False),
+    ] = None,
+    plan: Annotated[
+        Optional[str],
+        typer.Option(
+            help="Force 'index' (block lookups) or 'scan'; the answer is the same. \\[default: the cheaper]",
+            show_default=False,
+        ),
+    ] = None,
+    format_: FormatOption = None,
+    as_json: JsonOption = False,
+    output_path: OutOption = None,
+    explain: Annotated[
+        bool, typer.Option("--explain", help="Show the plan, the candidates checked, and the SQL.")
+    ] = False,
+    confirm: ConfirmOption = True,
+    jaccard: JaccardOption = DEFAULT_THRESHOLD,
+) -> None:
+    """Near-duplicates of a text, a file, a stored key or a fingerprint, closest first.
+
+    Candidates within k, checked by the exact Jaccard of the texts where they can be read, else
+    estimated from the stored sketches."""
+    format_ = output.choose_format(format_, as_json)
+    threshold = check_threshold(jaccard) if confirm else None
+    k = candidate_k(k, confirm)
+    if batch is not None:
+        if any(x is not None for x in (text, file, key, hash_)):
+            raise InvalidInput("--batch reads its queries from the file; give no text, --file, --key or --hash")
+        if format_ not in ("table", "jsonl", "json"):
+            raise InvalidInput("--batch answers in JSON: one line per query (jsonl, the default) or an array (json)")
+        with output.destination(output_path) as handle:
+            _near_batch(db, batch, batch_format, k, limit, plan, explain, threshold, format_, handle)
+        return
+    if text == STDIN and file is None:
+        text, file = None, Path(STDIN)  # as -f -
+    elif text is not None and file is None and "\n" not in text and os.path.isfile(text):
+        warn("note", text, " is a file, but the text ", repr(text), " itself is searched for; to search for what "
+             "the file holds: --file ", text)
+    fingerprint = from_hex(hash_) if hash_ is not None else None
+    report = None
+    with SimhashIndex(db) as index:
+        _tell_sketch_upgrade(index)
+        if file is not None:
+            text, fingerprint = _query_of_file(file, index.settings, text, fingerprint)
+        result = index.search(
+            text, fingerprint=fingerprint, key=key, k=k, limit=limit, plan=plan,
+            check=confirm, threshold=jaccard,
+        )
+        matches, report = result.matches, result.report
+        if explain:
+            err.print(f"plan: {result.plan.describe()}", markup=False)
+            err.print(f"candidates checked: {result.candidates:,}", markup=False)
+            err.print(executed_sql(result.plan), markup=False, soft_wrap=True)
+            err.print("-- the same answer in one statement (near_sql()):", markup=False)
+            err.print(near_sql(result.plan), markup=False, soft_wrap=True)
+    records = [_match_json(m) for m in matches]
+    if format_ != "table":
+        with output.destination(output_path) as handle:
+            output.render(records, format_, handle)
+    elif not matches:
+        none_checked = report is not None and report.candidates
+        say("no match passed the check" if none_checked else f"no documents within distance {k}")
+    else:
+        # Checked: the Jaccard takes the fingerprint's place (json has both), so keys keep their width.
+        last = "jaccard" if report is not None else "fingerprint"
+        with output.destination(output_path) as handle:
+            output.render(records, "table", handle, columns=["key", "distance", "similarity", last], fold=["key"])
+    if report is not None:
+        # A query too large to read whole has said why its candidates go by distance (_query_of_file).
+        _print_check_summary(report, "match", to_stderr=format_ != "table" or output_path is not None,
+                             hint=not (file is not None and text is None))
+
+
+def _tell_sketch_upgrade(index: SimhashIndex) -> None:
+    """Say what opening an index made before sketches did: which documents could not be sketched."""
+    if index.sketch_upgrade is None:
+        return
+    sketched, out_of_reach = index.sketch_upgrade
+    say(
+        f"{index.path}: made before sketches; {_count(sketched, 'document')} sketched from their texts"
+        + (f", {out_of_reach:,} could not be (texts not stored and files changed or gone): their pairs are "
+           "judged by distance alone" if out_of_reach else ""),
+        to_stderr=True,
+    )
+
+
+def _print_check_summary(
+    report: ConfirmReport, noun: str, *, to_stderr: bool, suffix: str = "", hint: bool = True
+) -> None:
+    """How many results were checked exactly and how many by distance only, and a hint when texts were
+    out of reach. Nothing when there was no candidate."""
+    if not report.candidates:
+        return
+    dropped = report.rejected + report.estimate_rejected + report.too_far
+    found_by = "found by the sketches" if report.candidates_from == "sketch" else f"within distance {report.k}"
+    say(
+        f"{_count(report.kept, noun)}{suffix}: {report.checked:,} checked exactly (Jaccard >= {report.threshold:g}), "
+        f"{report.estimated:,} by the sketches' estimate, "
+        f"{report.unchecked:,} by distance only (<= {report.fallback_k}); "
+        f"{dropped:,} of {_count(report.candidates, 'candidate')} {found_by} dropped",
+        to_stderr=to_stderr,
+    )
+    missing = report.unchecked + report.too_far
+    if missing and hint:
+        warn(
+            "hint",
+            f"{missing:,} candidate{'s were' if missing != 1 else ' was'} judged by distance alone, "
+            "a text and a sketch being out of reach (documents indexed before sketches whose texts are gone, or "
+            "bare fingerprints): add them again, with --store-text or from files kept unchanged at their paths"
+            + ("; a --hash query has no text (search with the text, --file or --key)"
+               if report.without_query_text else ""),
+        )
+
+
+def _near_batch(
+    db: Path,
+    source: str,
+    fmt: Optional[str],
+    k: int,
+    limit: Optional[int],
+    plan: Optional[str],
+    explain: bool,
+    threshold: Optional[float],
+    format_: str,
+    handle,
+) -> None:
+    """One JSON answer per query line, in order (jsonl, or a json array); bad lines answer with
+    "error". threshold: check the matches exactly (None: by distance alone)."""
+    fmt = fmt or guess_format(source)
+    stream = sys.stdin if source == "-" else open(source, encoding="utf-8")  # noqa: SIM115
+    failed = answered = 0
+    plans: dict[str, int] = {}
+    candidates = 0
+    total = ConfirmReport(k, threshold or DEFAULT_THRESHOLD)
+
+    def answers_of(index: SimhashIndex):
+        nonlocal failed, answered, candidates
+        queries = parse_queries(stream, fmt)
+        answers = index.near_many(
+            queries, k=k, limit=limit, plan=plan,
+            check=threshold is not None, threshold=threshold or DEFAULT_THRESHOLD,
+        )
+        for query, answer in answers:
+            answered += 1
+            record: dict = {"id": query.id}
+            if isinstance(answer, QueryError):
+                failed += 1
+                record["error"] = answer.message
+                if failed <= SHOWN_SKIPS:
+                    warn("skipped", answer.message)
+            else:
+                matches = answer.matches
+                if answer.report is not None:
+                    _add_counts(total, answer.report)
+                record["fingerprint"] = to_hex(answer.fingerprint)
+                record["matches"] = [_match_json(m) for m in matches]
+                if explain:
+                    record["plan"], record["candidates"] = answer.plan.kind, answer.candidates
+                    plans[answer.plan.kind] = plans.get(answer.plan.kind, 0) + 1
+                    candidates += answer.candidates
+            yield record
+
+    try:
+        with SimhashIndex(db) as index:
+            output.render(answers_of(index), "json" if format_ == "json" else "jsonl", handle)
+    finally:
+        if stream is not sys.stdin:
+            stream.close()
+    if explain:
+        used = ", ".join(f"{kind} {count:,}" for kind, count in sorted(plans.items())) or "none"
+        say(
+            f"{_count(answered, 'query', 'queries')}; plans: {used}; candidates checked: {candidates:,}",
+            to_stderr=True,
+        )
+    if threshold is not None:
+        _print_check_summary(
+            total, "match", suffix=f" of {_count(answered - failed, 'query', 'queries')}", to_stderr=True
+        )
+    if failed:
+        queries = _count(answered, "query", "queries")
+        raise fail(f"{failed:,} of {queries} could not be searched (see their \"error\" lines)")
+
+
+def _add_counts(total: ConfirmReport, part: ConfirmReport) -> None:
+    for name in ("candidates", "checked", "rejected", "unchecked", "too_far", "without_query_text", "check_seconds"):
+        setattr(total, name, getattr(total, name) + getattr(part, name))
+
+
+def _match_json(match: Match) -> dict:
+    """A match as JSON; "jaccard" is the check's (null: not measured), "checked_by" how it was judged."""
+    return {
+        "key": match.key,
+        "distance": match.distance,
+        "similarity": round(match.similarity, 4),
+        "jaccard": None if match.jaccard is None else round(match.jaccard, 4),
+        "checked": match.jaccard is not None,
+        "checked_by": match.checked_by,
+        "fingerprint": to_hex(match.fingerprint),
+    }
+
+
+def _query_of_file(
+    path: Path, settings: FingerprintSettings, text: Optional[str], fingerprint: Optional[int]
+) -> tuple[Optional[str], Optional[int]]:
+    """(text, fingerprint) to search for a file's contents (- for stdin): the text, or for a text too
+    large to read whole, its fingerprint (made in pieces), said on stderr."""
+    if text is not None or fingerprint is not None:
+        raise InvalidInput("give one of a text, --file, --key or --hash")
+    document = read_one(str(path), settings)
+    if not isinstance(document, FingerprintedDocument):
+        return document.text, None
+    if document.fingerprint is None:
+        raise InvalidInput(f"{path} has no features (no letters or digits) to search with")
+    warn("note", str(path), f" is over {size_text(texts.READ_WHOLE_BYTES)}: searched by its fingerprint, "
+         "made piece by piece; its text is not read whole, so candidates are judged by distance alone")
+    return None, document.fingerprint
+
+
+@app.command("hash")
+@friendly_errors
+def hash_command(
+    text: Annotated[Optional[str], typer.Argument(help="The text to fingerprint.", show_default=False)] = None,
+    db: DbOption = Path(DEFAULT_DB),
+    file: Annotated[Optional[Path], typer.Option("--file", "-f", help="Fingerprint this file's text.")] = None,
+    signed: Annotated[bool, typer.Option("--signed", help="Print the signed int64 that SQLite stores.")] = False,
+    format_: FormatOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Print a text's fingerprint (16 hex digits), with the index's settings if the index exists.
+
+    The table format prints the bare value; the others a record with the hex and the signed forms.
+    """
+    format_ = output.choose_format(format_, as_json)
+    if (text is None) == (file is None):
+        raise InvalidInput("give a text or --file (one of them)")
+    settings = FingerprintSettings()
+    if db.exists():
+        with SimhashIndex(db) as index:
+            settings = index.settings
+    if file is not None:
+        document = read_one(str(file), settings)
+        streamed = isinstance(document, FingerprintedDocument)
+        fingerprint = document.fingerprint if streamed else simhash(document.text, settings)
+    else:
+        fingerprint = simhash(text, settings)
+    if fingerprint is None:
+        raise InvalidInput("the text has no features (no letters or digits)")
+    if format_ == "table":
+        print(to_signed(fingerprint) if signed else to_hex(fingerprint))
+    else:
+        output.render_one({"fingerprint": to_hex(fingerprint), "signed": to_signed(fingerprint)}, format_)
+
+
+@app.command()
+@friendly_errors
+def stats(db: DbOption = Path(DEFAULT_DB), format_: FormatOption = None, as_json: JsonOption = False) -> None:
+    """How many documents the index holds, how its fingerprints are made, and its size."""
+    format_ = output.choose_format(format_, as_json)
+    with SimhashIndex(db) as index:
+        s = index.stats()
+        sizes = cluster_sizes(index.conn) if s.clusters is not None else []
+    rows = {
+        "file": s.path,
+        "documents": s.documents,
+        "without features": s.without_features,
+        "fingerprints": s.settings.describe(),
+        "recommended k": _recommended_k(s.settings),
+        "feature hash": s.settings.hash,
+        "stores texts": s.store_text,
+        "schema version": s.schema_version,
+        "created with": s.created_with,
+        "size (bytes)": s.file_bytes,
+    }
+    if format_ != "table":
+        sizes_json = [{"size": size, "clusters": count} for size, count in sizes]
+        output.render_one({**rows, "clusters": s.clusters, "cluster_sizes": sizes_json}, format_)
+        return
+    if s.clusters is not None:
+        c = s.clusters
+        rows["clusters"] = f"k={c['k']}, representative {c['representative']}, {c['documents']:,} documents, {c['at']}"
+        if c.get("stale"):
+            rows["clusters"] += " - STALE: documents changed since; run simq clusters again"
+    output.render_one(rows, "table")
+    if sizes:
+        out.print(size_chart(size_bands(sizes)))
+
+
+@app.command()
+@friendly_errors
+def serve(
+    db: DbOption = Path(DEFAULT_DB),
+    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8001,
+    host: Annotated[str, typer.Option(help="Address to listen on; 127.0.0.1 is this machine only.")] = "127.0.0.1",
+    open_browser: Annotated[bool, typer.Option("--open", help="Open the clusters page in a web browser.")] = False,
+) -> None:
+    """Review near-duplicates in a browser: Datasette on the index, read-only.
+
+    Search, cluster and pair pages (needs the web extra: pip install 'simhash-sqlite\\[web]')."""
+    from ..web.serve import clusters_url
+    from ..web.serve import serve as serve_index
+
+    def ready() -> None:
+        url = clusters_url(db, host, port)
+        say(f"serving {db} read-only; clusters page: {url} (Ctrl-C to stop)", to_stderr=True)
+
+    serve_index(db, host=host, port=port, open_browser=open_browser, on_ready=ready)
+
+
+@app.command()
+@friendly_errors
+def shell(
+    file: Annotated[Optional[Path], typer.Argument(help="The index file (or --db).", show_default=False)] = None,
+    db: DbOption = Path(DEFAULT_DB),
+    write: Annotated[bool, typer.Option("--write", help="Allow changes (default: read-only, as simq sql).")] = False,
+) -> None:
+    """An interactive SQL shell on the index: our functions, simhash_near, .near TEXT K (see .help).
+
+    Reads a script from stdin when it is not a terminal (simq shell idx.db < script.sql) and then
+    exits 1 if any statement or command failed.
+    """
+    from ..sql.shell import run_shell  # apsw.shell is only needed here
+
+    with SimhashIndex(file or db) as index:
+        errors = run_shell(index, write=write)
+    if errors:
+        raise typer.Exit(1)
+
+
+@app.command("sql")
+@friendly_errors
+def sql_command(
+    query: Annotated[str, typer.Argument(help="SQL: one statement or several separated by ;", show_default=False)],
+    db: DbOption = Path(DEFAULT_DB),
+    format_: FormatOption = None,
+    as_json: JsonOption = False,
+    output_path: OutOption = None,
+    param: Annotated[
+        Optional[list[str]], typer.Option("--param", "-p", help="NAME=VALUE for :NAME (whole numbers become integers).")
+    ] = None,
+    write: Annotated[bool, typer.Option("--write", help="Allow changes (default: read-only).")] = False,
+) -> None:
+    """Run SQL on the index, with our functions and simhash_near; print each statement's rows.
+
+    simq sql "SELECT key, distance FROM simhash_near(:q, 6)" -p q="some text" --format csv
+
+    Several statements: json prints one array a line, csv and tsv a blank line between tables.
+    """
+    format_ = output.choose_format(format_, as_json)
+    params = parse_params(param or [])
+    with SimhashIndex(db) as index:
+        results = run_query(index, query, params, write=write)
+    with output.destination(output_path) as handle:
+        for number, result in enumerate(results):
+            if number and format_ in ("csv", "tsv"):
+                handle.write("\n")
+            records = (dict(zip(result.columns, row)) for row in result.rows)
+            if format_ == "json":  # one statement: a JSON array of objects; several: one such array a line
+                output.render(records, "json", handle, columns=result.columns)
+            elif format_ == "table":
+                output.render(records, "table", handle, columns=result.columns, fold=result.columns, cell=_sql_cell)
+            else:
+                output.render(records, format_, handle, columns=result.columns)
+
+
+def _sql_cell(value) -> Text:
+    """A value as SQLite gave it (no thousands separators: ids and hashes are not amounts)."""
+    if value is None:
+        return Text("NULL", style="dim")
+    return plain(output.json_value(value))
+
+
+@app.command()
+@friendly_errors
+def rm(
+    keys: Annotated[Optional[list[str]], typer.Argument(help="Keys to remove.", show_default=False)] = None,
+    db: DbOption = Path(DEFAULT_DB),
+    glob_pattern: Annotated[
+        Optional[str],
+        typer.Option("--glob", help="Remove the keys matching a SQLite GLOB pattern (* also matches /)."),
+    ] = None,
+    from_file: Annotated[
+        Optional[Path], typer.Option("--from", help="Remove the keys listed in a file, one a line (- for stdin).")
+    ] = None,
+) -> None:
+    """Remove documents by key, by GLOB pattern, or from a list of keys."""
+    listed = list(keys or [])
+    if from_file is not None:
+        listed += _key_lines(from_file)
+    if not listed and glob_pattern is None:
+        raise InvalidInput("give keys, --glob PATTERN or --from FILE")
+    with SimhashIndex(db) as index:
+        removed = index.remove(dict.fromkeys(listed))
+        matched = index.remove_glob(glob_pattern) if glob_pattern is not None else []
+    missing = len(dict.fromkeys(listed)) - removed
+    not_there = f", {_count(missing, 'key')} not in the index" if missing else ""
+    say(f"{db}: {removed + len(matched):,} removed{not_there}")
+
+
+def _key_lines(path: Path) -> list[str]:
+    raw = sys.stdin.buffer.read() if str(path) == "-" else path.read_bytes()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidInput(f"{path} is not UTF-8 (byte offset {exc.start})") from None
+    return [line for line in text.splitlines() if line]
+
+
+@app.command()
+@friendly_errors
+def check(
+    db: DbOption = Path(DEFAULT_DB),
+    format_: FormatOption = None,
+    as_json: JsonOption = False,
+    rehash: Annotated[
+        bool, typer.Option("--rehash", help="Also re-fingerprint every stored text (--store-text indexes; slow).")
+    ] = False,
+) -> None:
+    """Check the index file: SQLite's integrity check, its schema, settings, unique keys and blocks.
+
+    Exits 1 when anything is wrong. Reads only; safe on files from elsewhere. json prints the whole
+    report ({"ok", "checks"}); jsonl, csv and tsv one check a record.
+    """
+    format_ = output.choose_format(format_, as_json)
+    with output.progress("texts", hidden=not rehash) as progress:  # only re-hashing takes long
+        task = progress.add_task("re-hashing", total=None)
+        report = check_index(db, rehash=rehash, on_progress=_progress_to(progress, task))
+    records = [{"name": r.name, "ok": r.ok, "detail": r.detail} for r in report.results]
+    if format_ == "json":
+        output.render_one({"file": report.path, "ok": report.ok, "checks": records}, "json")
+    elif format_ == "table":
+        ok = {True: Text("ok", style="green"), False: Text("FAILED", style="bold red")}
+        output.render(records, "table", columns=["name", "ok", "detail"], cells={"ok": ok.__getitem__}, fold=["detail"])
+    else:
+        output.render(records, format_)
+    if not report.ok:
+        names = ", ".join(result.name for result in report.failed)
+        raise fail(f"{db}: {_count(len(report.failed), 'check')} failed: {names}")
+
+
+def _recommended_k(settings: FingerprintSettings) -> str:
+    if settings == FingerprintSettings():
+        return (f"{RECOMMENDED_K} (Jaccard >= 0.8 of 5-shingles; {CONFIRM_K} for candidates checked exactly; "
+                "measure yours: simq calibrate)")
+    return f"not measured for these settings (the default's is {RECOMMENDED_K}); measure: simq calibrate"
+
+
+@app.command("calibrate")
+@friendly_errors
+def calibrate_command(
+    db: DbOption = Path(DEFAULT_DB),
+    max_k: Annotated[int, typer.Option("--max-k", help="Largest distance to sample.")] = DEFAULT_MAX_K,
+    pairs: Annotated[int, typer.Option("--pairs", help="Pairs to sample at each distance.")] = 30,
+    jaccard: Annotated[
+        float, typer.Option("--jaccard", help="The exact Jaccard that counts as a near-duplicate.")
+    ] = DEFAULT_THRESHOLD,
+    old_threshold: Annotated[
+        Optional[float], typer.Option("--threshold", hidden=True, help="Old name of --jaccard.")
+    ] = None,
+    seed: Annotated[int, typer.Option(help="Seed for choosing the documents.")] = 0,
+    format_: FormatOption = None,
+    as_json: JsonOption = False,
+    plot: Annotated[
+        Optional[Path], typer.Option(help="Also draw the distance distribution as a PNG image here (needs matplotlib).")
+    ] = None,
+) -> None:
+    """What each k means on this index: the Jaccard of sampled pairs at each distance, as a chart.
+
+    The exact 5-shingle Jaccard of sampled pairs at each distance, and a chart of where near-duplicate
+    and unrelated pairs fall.
+
+    json prints the whole result (threshold, queried, suggested_k, rows); jsonl, csv and tsv one
+    distance a record.
+    """
+    format_ = output.choose_format(format_, as_json)
+    if plot is not None:
+        require_matplotlib()  # before the sampling, which takes a while
+    with SimhashIndex(db) as index, output.progress("docs") as progress:
+        task = progress.add_task("sampling", total=None)
+        result = calibrate_index(
+            index, max_k=max_k, per_distance=pairs, threshold=jaccard if old_threshold is None else old_threshold,
+            seed=seed,
+            on_progress=_progress_to(progress, task),
+        )
+        distribution = distance_distribution(index, result, per_distance=pairs, seed=seed)
+    if plot is not None:
+        write_png(distance_png(distribution), plot)
+        say(f"chart written to {plot}", to_stderr=True)
+    rows = [row.__dict__ for row in result.rows]
+    if format_ == "json":
+        output.render_one(
+            {"threshold": result.threshold, "queried": result.queried, "suggested_k": result.suggested_k, "rows": rows},
+            "json",
+        )
+    elif format_ == "table":
+        _print_calibration(result)
+        out.print(distance_chart(distribution))
+    else:
+        output.render(rows, format_)
+
+
+def _print_calibration(result: Calibration) -> None:
+    def cell(x):
+        return "-" if x is None else f"{x:.3f}"
+
+    table = Table("dist", "pairs", "mean J", "low", "high", f"J>={result.threshold:g}", "expected", "mean J",
+                  title="Sampled pairs by distance: exact 5-shingle Jaccard (J)")
+    table.columns[-1].no_wrap = True
+    for row in result.rows:
+        bar = "" if row.mean is None else "█" * round(row.mean * 10)
+        style = "green" if row.share_similar is not None and row.share_similar >= 0.5 else None
+        table.add_row(str(row.distance), str(row.pairs), cell(row.mean), cell(row.low), cell(row.high),
+                      cell(row.share_similar), f"{row.estimated:.2f}", bar, style=style)
+    out.print(table)
+    say(f"{_count(result.pairs, 'pair')} from the neighbours of {_count(result.queried, 'document')}"
+        + (f" ({result.without_text:,} sampled documents had no text to compare)" if result.without_text else ""))
+    if result.suggested_k is None:
+        say(f"no sampled distance has most pairs at Jaccard >= {result.threshold:g}; too few near-duplicates to say")
+    else:
+        out.print(line("suggested k: ", (str(result.suggested_k), "bold"), " (most sampled pairs up to this distance "
+                       f"have Jaccard >= {result.threshold:g})"))
+
+
+@app.command("explain")
+@friendly_errors
+def explain_command(
+    a: Annotated[str, typer.Argument(help="A key in the index, or a file.", show_default=False)],
+    b: Annotated[str, typer.Argument(help="Another key, or a file.", show_default=False)],
+    db: DbOption = Path(DEFAULT_DB),
+    top: Annotated[int, typer.Option(help="Features to show in each list.")] = 8,
+    format_: FormatOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Why two documents are (or are not) near-duplicates: distance, Jaccard, features, a diff.
+
+    json, jsonl, csv and tsv print one record (lists as JSON in csv and tsv cells).
+    """
+    format_ = output.choose_format(format_, as_json)
+    with SimhashIndex(db) as index:
+        result = explain_pair(index, a, b, top=top)
+    if format_ == "table":
+        _print_explanation(result)
+    else:
+        output.render_one(_explanation_json(result), format_)
+
+
+def _explanation_json(e: Explanation) -> dict:
+    def feats(items):
+        return [{"feature": f.text, "weight": f.weight, "count": f.count} for f in items]
+
+    return {
+        "a": e.a.name, "b": e.b.name,
+        "fingerprints": [None if s.fingerprint is None else to_hex(s.fingerprint) for s in (e.a, e.b)],
+        "distance": e.distance, "similarity": e.similarity, "estimated_jaccard": e.estimated_jaccard,
+        "exact_jaccard": e.exact_jaccard, "shared": feats(e.shared), "only_a": feats(e.only_a),
+        "only_b": feats(e.only_b), "diff": e.diff, "notes": e.notes,
+    }
+
+
+def _print_explanation(e: Explanation) -> None:
+    def num(x):
+        return "-" if x is None else f"{x:.3f}"
+
+    summary = {
+        "fingerprints": " / ".join("-" if s.fingerprint is None else to_hex(s.fingerprint) for s in (e.a, e.b)),
+        "distance": "-" if e.distance is None else f"{e.distance} of 64 bits",
+        "similarity (1 - d/64)": num(e.similarity),
+        "estimated 5-shingle Jaccard": num(e.estimated_jaccard),
+        "exact 5-shingle Jaccard": num(e.exact_jaccard),
+        "features": e.settings.describe(),
+        **dict(verdicts(e)),
+    }
+    output.render_one(summary, "table", title=f"{e.a.name}  vs  {e.b.name}")
+    if e.shared or e.only_a or e.only_b:
+        rows = max(len(e.shared), len(e.only_a), len(e.only_b))
+        cells = [[f"{f.text!r} {f.weight}x{f.count}" for f in items] + [""] * (rows - len(items))
+                 for items in (e.shared, e.only_a, e.only_b)]
+        output.render(
+            zip(*cells), "table", columns=["shared", f"only in {e.a.name}", f"only in {e.b.name}"],
+            title="Heaviest features (weight x count)",
+        )
+    for diff_line in e.diff:
+        style = (
+            "green" if diff_line.startswith("+") else "red" if diff_line.startswith("-")
+            else "dim" if diff_line.startswith("@") else None
+        )
+        out.print(plain(diff_line, style), soft_wrap=True)
+    for note in e.notes:
+        warn("note", note)
+
+
+@app.command()
+@friendly_errors
+def vacuum(db: DbOption = Path(DEFAULT_DB)) -> None:
+    """Give the space of removed and updated documents back to the disk (rewrites the file)."""
+    with SimhashIndex(db) as index:
+        before, after = index.vacuum()
+    say(f"{db}: {before:,} -> {after:,} bytes")
+
+
+@app.command()
+@friendly_errors
+def dupes(
+    db: DbOption = Path(DEFAULT_DB),
+    k: CandidateKOption = None,
+    format_: FormatOption = None,
+    as_json: JsonOption = False,
+    output_path: OutOption = None,
+    confirm: ConfirmOption = True,
+    jaccard: JaccardOption = DEFAULT_THRESHOLD,
+) -> None:
+    """Every pair of near-duplicate documents, each once, checked by the Jaccard of their texts.
+
+    Exact where the texts can be read, else estimated from the stored sketches. Without --k the candidates come
+    from the sketches (any distance); with --k, or an index whose documents lack sketches, they are the
+    pairs within distance k.
+
+    The table shows the first 50 pairs, closest first; the other formats stream every pair.
+    """
+    format_ = output.choose_format(format_, as_json)
+    streaming_here = format_ != "table" and output_path is None and out.is_terminal
+    with SimhashIndex(db) as index, output.progress("share", hidden=streaming_here) as progress:
+        _tell_sketch_upgrade(index)
+        task = progress.add_task("pairs", total=None)
+        found = index.dupes(k, check=confirm, threshold=jaccard, on_progress=_progress_to(progress, task))
+        pairs, report = iter(found), found.report
+        records = map(_pair_json, pairs)
+        columns = ["first", "second", "distance", "similarity", "jaccard", "checked", "checked_by"]
+        if format_ == "table":
+            shown = list(itertools.islice(records, SHOWN_ROWS))
+            more = sum(1 for _ in records)
+            progress.stop()
+            _dupes_table(shown, more, found.k, report, output_path)
+            return
+        with output.destination(output_path) as handle:
+            output.render(records, format_, handle, columns=columns)
+    if report is not None:
+        _print_check_summary(report, "pair", to_stderr=True)
+
+
+def _progress_to(progress, task):
+    """An on_progress(done, total) callback that moves a task of an output.progress() display."""
+    return lambda done, total: progress.update(task, completed=done, total=total)
+
+
+def _pair_json(pair: DuplicatePair) -> dict:
+    """A pair as JSON; "jaccard" is the check's (null: not measured), "checked_by" how it was judged."""
+    return {
+        "first": pair.first,
+        "second": pair.second,
+        "distance": pair.distance,
+        "similarity": round(pair.similarity, 4),
+        "jaccard": None if pair.jaccard is None else round(pair.jaccard, 4),
+        "checked": pair.jaccard is not None,
+        "checked_by": pair.checked_by,
+    }
+
+
+def _dupes_table(
+    shown: list[dict], more: int, k: int, report: Optional[ConfirmReport], output_path: Optional[Path]
+) -> None:
+    to_stderr = output_path is not None
+    if not shown:
+        if report is not None and report.candidates:
+            say("no pair passed the check")
+        elif report is not None and report.candidates_from == "sketch":
+            say("no pairs: no two documents share a window of their sketches")
+        else:
+            say(f"no pairs within distance {k}")
+    else:
+        columns = ["first", "second", "distance", "similarity"] + (["jaccard"] if report is not None else [])
+        shown.sort(key=lambda p: (p["distance"], p["first"], p["second"]))
+        with output.destination(output_path) as handle:
+            output.render(shown, "table", handle, columns=columns, fold=["first", "second"])
+        if more:
+            say(f"{_count(more, 'more pair')} not shown: use --format jsonl, csv or tsv", to_stderr=to_stderr)
+    if report is not None:
+        _print_check_summary(report, "pair", to_stderr=to_stderr)
+    elif shown:
+        say(f"{_count(len(shown) + more, 'pair')} within distance {k}", to_stderr=to_stderr)
+
+
+@app.command()
+@friendly_errors
+def clusters(
+    db: DbOption = Path(DEFAULT_DB),
+    k: CandidateKOption = None,
+    representative: Annotated[
+        str, typer.Option(help=f"Which member represents a cluster: {', '.join(REPRESENTATIVE_RULES)}.")
+    ] = "first",
+    format_: FormatOption = None,
+    as_json: JsonOption = False,
+    output_path: OutOption = None,
+    min_size: Annotated[int, typer.Option(help="Show/export clusters of at least this many documents.")] = 2,
+    confirm: ConfirmOption = True,
+    jaccard: JaccardOption = DEFAULT_THRESHOLD,
+) -> None:
+    """Cluster documents (chains of the pairs simq dupes finds), write the clusters table, show or export them.
+
+    The table shows the 50 largest; json and jsonl print one cluster a record with its members,
+    csv and tsv one member a row.
+    """
+    format_ = output.choose_format(format_, as_json)
+    with SimhashIndex(db) as index:
+        _tell_sketch_upgrade(index)
+        with output.progress("share") as progress:
+            task = progress.add_task("clustering", total=None)
+            report = index.clusters(
+                k, check=confirm, threshold=jaccard, representative=representative,
+                on_progress=_progress_to(progress, task),
+            )
+        by_sketch = report.check is not None and report.check.candidates_from == "sketch"
+        found_by = "with candidates from the sketches" if by_sketch else f"at k={report.k}"
+        found = index.cluster_list(min_size=min_size)
+        with output.destination(output_path) as handle:
+            if format_ == "table":
+                biggest = heapq.nlargest(SHOWN_ROWS, found, key=lambda c: (c.size, -c.cluster))
+                _clusters_table(biggest, handle)
+            elif format_ in ("csv", "tsv"):
+                members = (
+                    {"cluster": c.cluster, "size": c.size, "representative": c.representative, "key": key}
+                    for c in found for key in c.members
+                )
+                output.render(members, format_, handle, columns=["cluster", "size", "representative", "key"])
+            else:
+                output.render(map(_cluster_json, found), format_, handle)
+    say(
+        f"{db}: {_count(report.documents, 'document')} in {_count(report.clusters, 'cluster')} {found_by} "
+        f"({report.clustered:,} in clusters of two or more, largest {report.largest:,}); "
+        f"keeping one of each would drop {report.duplicates:,}. "
+        + ("Written to the clusters table." if report.saved else "Not saved: the index is read-only here."),
+        to_stderr=True,
+    )
+    if report.check is not None:
+        _print_check_summary(report.check, "pair", suffix=" joined clusters", to_stderr=True)
+
+
+def _cluster_json(c: Cluster) -> dict:
+    return {"cluster": c.cluster, "size": c.size, "representative": c.representative, "members": list(c.members)}
+
+
+def _clusters_table(biggest: list[Cluster], handle) -> None:
+    if not biggest:
+        say("no clusters of that size")
+        return
+    rows = []
+    for c in biggest:
+        others = [m for m in c.members if m != c.representative]
+        shown = ", ".join(map(printable, others[:3])) + (f", ... ({len(others) - 3} more)" if len(others) > 3 else "")
+        rows.append({"cluster": c.cluster, "size": c.size, "representative": c.representative, "other members": shown})
+    output.render(rows, "table", handle, fold=["representative", "other members"])
+
+
+@app.command()
+@friendly_errors
+def dedup(
+    inputs: Annotated[
+        list[str], typer.Argument(help="JSONL files, text files, folders, globs, or - for stdin.", show_default=False)
+    ],
+    out_path: Annotated[
+        Path, typer.Option("--out", "-o", help="Where the kept documents go (JSONL; - for stdout).", show_default=False)
+    ],
+    k: Annotated[
+        Optional[int],
+        typer.Option(
+            "--k", "-k",
+            help="With --confirm: candidates within this distance instead of the sketches' LSH tables (any distance); "
+            f"with --no-confirm: the largest distance of a duplicate. \\[default: {RECOMMENDED_K} with --no-confirm]",
+            show_default=False,
+        ),
+    ] = None,
+    dupes_file: Annotated[
+        Optional[Path],
+        typer.Option(
+            "--dupes",
+            help="Also write each dropped document's key, what it duplicates, the distance, the Jaccard and how it "
+            "was checked (JSONL).",
+        ),
+    ] = None,
+    against: Annotated[
+        Optional[Path], typer.Option("--against", help="An index whose documents count as already kept (never output).")
+    ] = None,
+    jsonl: JsonlOption = None,
+    text_field: TextFieldOption = "text",
+    id_field: IdFieldOption = "id",
+    features: FeaturesOption = None,
+    ngram: NgramOption = None,
+    weights: WeightsOption = None,
+    hmm: HmmOption = None,
+    encoding: EncodingOption = "utf-8",
+    errors: ErrorsOption = "strict",
+    confirm: Annotated[
+        bool,
+        typer.Option(
+            "--confirm/--no-confirm",
+            help="Drop a document only if the 5-shingle Jaccard estimated from its sketch and a kept one's reaches "
+            f"--jaccard + {DROP_MARGIN} (an indexed document without a sketch: within min(k, {RECOMMENDED_K})); "
+            "--no-confirm: by distance alone.",
+        ),
+    ] = True,
+    jaccard: JaccardOption = DEFAULT_THRESHOLD,
+) -> None:
+    """Keep-first filter: write each document unless one kept before it (or in --against) is a near-duplicate.
+
+    The fingerprint options default as for simq add; with --against, the index's settings apply.
+    """
+    reader = _reader(jsonl, text_field, id_field, encoding, errors, keep_repeats=True)
+    paths = reader.expand(inputs)
+    for given in (out_path, dupes_file):
+        if given is not None and given.exists() and any(p != "-" and os.path.samefile(p, given) for p, _ in paths):
+            raise InvalidInput(f"{given} is also an input; write to another file")
+    if dupes_file is not None and os.path.abspath(dupes_file) == os.path.abspath(out_path):
+        raise InvalidInput("--dupes and --out name the same file")
+    requested = {"features": features, "ngram": ngram, "weights": weights, "hmm": hmm}
+    with contextlib.ExitStack() as stack:
+        index = stack.enter_context(SimhashIndex(against, **requested)) if against is not None else None
+        chosen = {name: value for name, value in requested.items() if value is not None}
+        settings = index.settings if index is not None else FingerprintSettings(**chosen)
+        deduplicator = Deduplicator(k, settings, against=index, check=confirm, threshold=jaccard)
+        if index is not None and deduplicator.report.against_unsketched:
+            say(
+                f"{against}: {deduplicator.report.against_unsketched:,} of {deduplicator.report.against:,} documents "
+                f"have no sketch (indexed before sketches, texts out of reach): a match with one is judged by distance "
+                f"(within {fallback_k(deduplicator.k)})",
+                to_stderr=True,
+            )
+        sink = sys.stdout.buffer if str(out_path) == "-" else stack.enter_context(open(out_path, "wb"))
+        side = stack.enter_context(open(dupes_file, "wb")) if dupes_file is not None else None
+        total = sum(_size_of(p) for p, _ in paths) or None
+        report = deduplicator.report
+        with output.progress("bytes", hidden=str(out_path) == "-" and out.is_terminal) as progress:
+            task = progress.add_task("", total=total)
+            try:
+                # JSONL comes fingerprinted (and sketched when checking) from the reader, on every core.
+                entries = reader.entries(paths, deduplicator.settings, sketches=deduplicator.check)
+                for count, decision in enumerate(deduplicator.run(entries), 1):
+                    if decision.kept:
+                        sink.write(decision.output_line(text_field, id_field))
+                    elif side is not None:
+                        side.write(decision.dupe_line())
+                    if count % 500 == 0:
+                        progress.update(
+                            task, completed=reader.bytes_read,
+                            description=f"{count:,} docs, {report.kept:,} kept, {report.dropped:,} dropped",
+                        )
+            except KeyboardInterrupt:
+                raise fail(
+                    f"interrupted after {report.read:,} documents; {out_path} holds the documents kept so far", 130
+                ) from None
+        sink.flush()
+    _print_reader_notes(reader)
+    for skip in reader.skipped[:SHOWN_SKIPS]:
+        warn("skipped", skip.where, ": ", skip.reason)
+    share = report.dropped / report.read if report.read else 0.0
+    say(
+        f"{_count(report.read, 'document')}: {report.kept:,} kept, {report.dropped:,} dropped ({share:.1%}) "
+        + _dedup_rule(deduplicator)
+        + (f" against {report.against:,} indexed" if against is not None else "")
+        + f", {reader.skip_count:,} skipped; {report.seconds:.1f} s "
+        f"(fingerprints {report.fingerprint_seconds:.1f} s, search {report.search_seconds:.1f} s, "
+        f"{report.read / max(report.seconds, 1e-9):,.0f} documents/s)",
+        to_stderr=True,
+    )
+    if reader.skip_count and not report.read:
+        raise fail(f"nothing read: {_count(reader.skip_count, 'input was', 'inputs were')} skipped (see above)")
+    if any(skip.named for skip in reader.skipped):
+        raise typer.Exit(1)
+
+
+def _dedup_rule(deduplicator: Deduplicator) -> str:
+    report = deduplicator.report
+    if not deduplicator.check:
+        return f"within k={deduplicator.k} (distance alone)"
+    found = "sketch LSH candidates" if deduplicator.by_sketch else f"candidates within k={deduplicator.k}"
+    rule = f"by {found} with estimated Jaccard >= {deduplicator.threshold:g}"
+    return rule + (f" ({report.by_distance:,} by distance alone)" if report.by_distance else "")
+
+
+@app.command("spark-dedup")
+@friendly_errors
+def spark_dedup(
+    input_path: Annotated[
+        str,
+        typer.Argument(
+            metavar="INPUT", help="Parquet (file or folder) or JSONL with id and text columns.", show_default=False
+        ),
+    ],
+    out_dir: Annotated[
+        Path,
+        typer.Option("--out", "-o", help="Output folder: Parquet tables, manifest.json, shards.", show_default=False),
+    ],
+    k: Annotated[
+        Optional[int],
+        typer.Option(
+            "--k", "-k",
+            help="With --confirm: pairs within this distance (0-10) instead of the sketches' LSH tables; with "
+            f"--no-confirm: the largest distance of a pair. \\[default: {RECOMMENDED_K} with --no-confirm]",
+            show_default=False,
+        ),
+    ] = None,
+    id_field: Annotated[str, typer.Option("--id-field", help="Column holding the document id.")] = "id",
+    text_field: Annotated[str, typer.Option("--text-field", help="Column holding the text.")] = "text",
+    id_col: Annotated[Optional[str], typer.Option("--id-col", hidden=True, help="Old name of --id-field.")] = None,
+    text_col: Annotated[
+        Optional[str], typer.Option("--text-col", hidden=True, help="Old name of --text-field.")
+    ] = None,
+    input_format: Annotated[
+        Optional[str],
+        typer.Option("--input-format", help="'parquet' or 'jsonl'. \\[default: by suffix]", show_default=False),
+    ] = None,
+    old_input_format: Annotated[
+        Optional[str], typer.Option("--format", hidden=True, help="Old name of --input-format.")
+    ] = None,
+    master: Annotated[
+        Optional[str],
+        typer.Option(
+            help="Spark master: local[*], spark://host:7077, yarn... \\[default: local[*], or spark-submit's]",
+            show_default=False,
+        ),
+    ] = None,
+    keep_by: Annotated[
+        Optional[str],
+        typer.Option(
+            "--keep-by",
+            help="Keep the first document of a cluster by this column. \\[default: lowest id]",
+            show_default=False,
+        ),
+    ] = None,
+    descending: Annotated[
+        bool, typer.Option("--descending", help="With --keep-by: keep the largest value instead.")
+    ] = False,
+    against: Annotated[
+        Optional[Path],
+        typer.Option("--against", help="An earlier run's --out: drop near-duplicates of its kept documents first."),
+    ] = None,
+    sqlite_shards: Annotated[
+        int, typer.Option("--sqlite-shards", help="Also write this many SQLite index files (simq opens each).")
+    ] = 0,
+    blocks: Annotated[
+        Optional[int],
+        typer.Option(help="Blocks of the pair join. \\[default: 6 for k <= 3, k + 3 above]", show_default=False),
+    ] = None,
+    features: FeaturesOption = None,
+    ngram: NgramOption = None,
+    weights: WeightsOption = None,
+    hmm: HmmOption = None,
+    overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace an earlier output in --out.")] = False,
+    confirm: Annotated[
+        bool,
+        typer.Option(
+            "--confirm/--no-confirm",
+            help="Pair two documents only if the Jaccard estimated from their sketches reaches --jaccard (as simq "
+            "dedup); --no-confirm: by distance alone.",
+        ),
+    ] = True,
+    jaccard: JaccardOption = DEFAULT_THRESHOLD,
+    conf: Annotated[
+        Optional[list[str]],
+        typer.Option("--conf", help="A Spark setting KEY=VALUE (repeatable), e.g. spark.sql.shuffle.partitions=64."),
+    ] = None,
+) -> None:
+    """The kept documents of a corpus on Apache Spark, with its fingerprints, checked pairs and clusters.
+
+    The same kept set as simq dedup on the same input (keep-first in input order, or by --keep-by)."""
+    id_col, text_col = id_col or id_field, text_col or text_field
+    input_format = input_format or old_input_format
+    try:
+        spark_job = importlib.import_module("simhash_sqlite.spark")  # pyspark only now: the base install has none
+    except ImportError as exc:
+        raise InvalidInput(str(exc)) from None
+    requested = {"features": features, "ngram": ngram, "weights": weights, "hmm": hmm}
+    settings = FingerprintSettings(**{name: v for name, v in requested.items() if v is not None})
+    settings_given = {}
+    for item in conf or []:
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():
+            raise InvalidInput(f"--conf takes KEY=VALUE, not {item!r}")
+        settings_given[name.strip()] = value
+    spark = spark_job.session(master or _default_master(), **settings_given)
+    try:
+        report = spark_job.run_dedup(
+            spark, input_path, str(out_dir), settings=settings, k=k, check=confirm, threshold=jaccard, blocks=blocks,
+            id_col=id_col, text_col=text_col,
+            fmt=input_format, keep_by=keep_by, descending=descending,
+            against=None if against is None else str(against), sqlite_shards=sqlite_shards, overwrite=overwrite,
+        )
+    except spark_job.JOB_ERRORS as exc:
+        raise InvalidInput(f"the Spark job failed: {spark_job.first_line(exc)}") from None
+    rows = {
+        "documents": report.documents,
+        "without features": report.without_features,
+        "pairs (checked)" if confirm else f"pairs within {candidate_k(k, False)}": report.pairs,
+        "clusters": report.clusters,
+        "kept": report.kept,
+    }
+    if report.matched_existing is not None:
+        rows[f"paired with {against}"] = report.matched_existing
+    if report.shards:
+        rows["sqlite shards"] = len(report.shards)
+    rows["seconds"] = round(report.seconds, 1)
+    output.render_one(rows, "table", cells={"seconds": lambda v: f"{v:.1f}"})
+    say(f"{out_dir}: fingerprints, pairs, clusters, kept (Parquet) and manifest.json")
+
+
+def _default_master() -> str | None:
+    """local[*] when run directly; spark-submit's own --master when launched through it."""
+    return None if "PYSPARK_GATEWAY_PORT" in os.environ else "local[*]"
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,161 @@
+"""64-bit SimHash fingerprints and the arithmetic on them: pure functions, no I/O.
+
+Charikar's SimHash: every feature's 64-bit hash votes +w on each bit where it has a 1 and -w where it
+has a 0; bit i of the fingerprint is 1 if and only if its sum is > 0 (a tie, sum == 0, gives 0).
+
+Fingerprints are unsigned 64-bit integers in the API and 16 hex digits when printed. SQLite integers
+are signed, so the index stores the two's-complement int64 (to_signed / to_unsigned at the edges).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+import numpy as np
+
+from ..errors import InvalidInput
+from .features import batch_features, units, units_features
+from .settings import FingerprintSettings
+
+MASK64 = (1 << 64) - 1
+BLOCKS = 4
+BLOCK_BITS = 16
+BLOCK_MASK = (1 << BLOCK_BITS) - 1
+# Texts per vectorized pass, bounding its temporary arrays (a few tens of bytes per character).
+CHUNK_CHARACTERS = 128_000  # measured: larger chunks fall out of the CPU caches
+# Row v: the 8 bits of byte value v, most significant first.
+_BYTE_BITS = np.unpackbits(np.arange(256, dtype=np.uint8)[:, None], axis=1).astype(np.float64)
+
+
+def simhash_of_features(hashes: np.ndarray, weights: np.ndarray) -> int | None:
+    """The SimHash of distinct feature hashes with integer weights; None when there are none."""
+    return simhash_of_batch(np.zeros(len(hashes), dtype=np.intp), hashes, weights, 1)[0]
+
+
+def simhash(text: str, settings: FingerprintSettings = FingerprintSettings()) -> int | None:
+    """The fingerprint of a text, or None when it has no features (empty, or no letters or digits).
+
+    None is deliberate: a featureless text has no content to compare, so it must never match.
+    """
+    return simhash_many([text], settings)[0]
+
+
+def simhash_many(texts: Sequence[str], settings: FingerprintSettings = FingerprintSettings()) -> list[int | None]:
+    """simhash() of each text, computed in vectorized chunks (much faster for many short texts)."""
+    out: list[int | None] = []
+    for chunk in _chunks(texts):
+        docs, hashes, weights = batch_features(chunk, settings)
+        out.extend(simhash_of_batch(docs, hashes, weights, len(chunk)))
+    return out
+
+
+def simhash_and_sketch_many(
+    texts: Sequence[str], settings: FingerprintSettings | None = None, scheme=None
+) -> tuple[list[int | None], list[bytes | None]]:
+    """simhash_many() and each text's sketch (sketch.sketch(), None without a letter or digit). With
+    character 5-gram fingerprints (the default) both come from one pass over the shingle hashes.
+    scheme: a sketch.SketchScheme (None: the default)."""
+    # Imported here: sketch -> shingles -> pairs -> fingerprint would be circular at import time.
+    from .sketch import DEFAULT_SCHEME, SketchBatches, shares_features, sketch_many
+
+    settings = FingerprintSettings() if settings is None else settings
+    scheme = DEFAULT_SCHEME if scheme is None else scheme
+    if not shares_features(settings):
+        rows, present = sketch_many(texts, scheme)
+        return simhash_many(texts, settings), _blobs(rows, present)
+    fingerprints: list[int | None] = []
+    # Binary and log weights leave each text's hashes distinct already: counted without a sort.
+    batches = SketchBatches(len(texts), scheme, distinct=settings.weights != "count")
+    for chunk in _chunks(texts):
+        docs, hashes, weights = units_features([units(text, settings) for text in chunk], settings)
+        fingerprints.extend(simhash_of_batch(docs, hashes, weights, len(chunk)))
+        batches.add(docs, hashes, len(chunk))
+    return fingerprints, _blobs(*batches.finish())
+
+
+def _blobs(rows: np.ndarray, present: np.ndarray) -> list[bytes | None]:
+    return [row.tobytes() if there else None for row, there in zip(rows, present.tolist())]
+
+
+def _chunks(texts: Sequence[str]) -> Iterator[list[str]]:
+    """Runs of texts of about CHUNK_CHARACTERS in all, bounding the memory of one vectorized pass."""
+    chunk, size = [], 0
+    for text in texts:
+        chunk.append(text)
+        size += len(text)
+        if size >= CHUNK_CHARACTERS:
+            yield chunk
+            chunk, size = [], 0
+    if chunk:
+        yield chunk
+
+
+def simhash_of_batch(docs: np.ndarray, hashes: np.ndarray, weights: np.ndarray, count: int) -> list[int | None]:
+    """SimHash of the features of `count` documents; docs[i] says whose feature hashes[i] is
+    (features.batch_features / units_features make these arrays).
+
+    For each document and each of the 8 bytes of the hashes (most significant first), a weighted
+    histogram of the byte's 256 values; a 256 x 8 table of bits turns the histograms into the weight
+    of ones per bit. O(features) work. Integer-valued float64 sums are exact below 2**53, so neither
+    summation order nor BLAS can change a bit. A bit is 1 iff its sum of +w/-w votes is > 0.
+    """
+    # Count weights of 1 (the default) need no weights array: bincount then counts, exactly.
+    w = None if (weights == 1).all() else weights.astype(np.float64)
+    columns = hashes.astype(">u8").view(np.uint8).reshape(-1, 8)
+    base = docs * 256
+    histograms = np.empty((count, 8, 256))
+    for c in range(8):
+        histograms[:, c, :] = np.bincount(base + columns[:, c], weights=w, minlength=count * 256).reshape(count, 256)
+    ones = (histograms @ _BYTE_BITS).reshape(count, 64)
+    totals = np.bincount(docs, weights=w, minlength=count)  # total weight per document
+    bits = (2.0 * ones - totals[:, None]) > 0
+    values = np.packbits(bits, axis=1).view(">u8").ravel().tolist()
+    has_features = np.bincount(docs, minlength=count) > 0
+    return [value if present else None for value, present in zip(values, has_features.tolist())]
+
+
+def check_k(k) -> int:
+    """A Hamming radius as a plain int: a whole number from 0 to 64 (numpy integers too)."""
+    if not isinstance(k, (int, np.integer)) or isinstance(k, bool) or not 0 <= k <= 64:
+        raise InvalidInput(f"k must be a whole number from 0 to 64, not {k!r}")
+    return int(k)
+
+
+def hamming(a: int, b: int) -> int:
+    """Number of differing bits. Masks to 64 bits, so signed and unsigned forms may be mixed."""
+    return ((a ^ b) & MASK64).bit_count()
+
+
+def to_signed(fingerprint: int) -> int:
+    """Unsigned 64-bit fingerprint to the int64 SQLite stores (two's complement)."""
+    if not 0 <= fingerprint <= MASK64:
+        raise InvalidInput(f"a fingerprint is an unsigned 64-bit integer, not {fingerprint}")
+    return fingerprint - (1 << 64) if fingerprint >> 63 else fingerprint
+
+
+def to_unsigned(value: int) -> int:
+    """The int64 SQLite stores back to the unsigned fingerprint."""
+    return value & MASK64
+
+
+def to_hex(fingerprint: int) -> str:
+    return f"{to_unsigned(fingerprint):016x}"
+
+
+def from_hex(text: str) -> int:
+    """Parse 16 hex digits (an optional 0x is allowed) into the unsigned fingerprint."""
+    digits = text.strip().lower().removeprefix("0x")
+    if not 1 <= len(digits) <= 16 or any(c not in "0123456789abcdef" for c in digits):
+        raise InvalidInput(f"not a 64-bit hex fingerprint: {text!r}")
+    return int(digits, 16)
+
+
+def blocks(fingerprint: int) -> tuple[int, int, int, int]:
+    """The four 16-bit blocks, most significant first (b0 = bits 63..48)."""
+    f = to_unsigned(fingerprint)
+    return tuple((f >> (BLOCK_BITS * (BLOCKS - 1 - i))) & BLOCK_MASK for i in range(BLOCKS))
+
+
+def similarity(distance: int) -> float:
+    """1 - distance/64: the share of agreeing bits (1.0 identical, about 0.5 unrelated)."""
+    return 1.0 - distance / 64

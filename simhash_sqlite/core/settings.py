@@ -1,0 +1,91 @@
+"""How fingerprints are made: the settings an index records and every later add or query reuses."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, fields
+
+from ..errors import InvalidInput, SettingsMismatch
+
+# Bumped whenever the same settings would give different fingerprints.
+ALGORITHM_VERSION = 1
+FEATURE_KINDS = ("chars", "words")
+WEIGHT_KINDS = ("count", "log", "binary")
+HASH_SCHEME = "blake2b64+splitmix64"
+
+# Chosen by bench/quality.py (BENCHMARKS.md, issue 5) against the truth "Jaccard of character
+# 5-shingles >= 0.8": character 5-grams with binary weights beat counts by 0.02-0.05 F1 in Chinese and
+# English; word 3-grams were within 0.01 (noise) but need a tokenizer. RECOMMENDED_K is where the F1
+# of fingerprints alone peaks; CONFIRM_K finds 96% of those pairs as candidates for an exact check.
+RECOMMENDED_K = 9
+CONFIRM_K = 12
+# On a corpus of texts under this many characters, precision at RECOMMENDED_K fell to 0.37-0.59
+# (bench/quality.py --lengths 12,200): for them, use k <= 8 or check candidates exactly.
+SHORT_TEXT = 200
+
+
+@dataclass(frozen=True)
+class FingerprintSettings:
+    """Everything that shapes a fingerprint.
+
+    features: "chars" (character n-grams of the normalized text) or "words" (word n-grams; Chinese
+        runs are cut by jieba, other text split into lower-cased words).
+    ngram: n of the n-grams (1 = single characters or single words).
+    weights: "binary" (1 per distinct feature, the default), "count" (term frequency) or "log"
+        (1 + ln count).
+    hmm: jieba's HMM for unknown words; only used with features="words".
+    """
+
+    features: str = "chars"
+    ngram: int = 5
+    weights: str = "binary"
+    hmm: bool = False
+    hash: str = HASH_SCHEME
+    version: int = ALGORITHM_VERSION
+
+    def __post_init__(self) -> None:
+        if self.features not in FEATURE_KINDS:
+            raise InvalidInput(f"features must be one of {', '.join(FEATURE_KINDS)}, not {self.features!r}")
+        if self.weights not in WEIGHT_KINDS:
+            raise InvalidInput(f"weights must be one of {', '.join(WEIGHT_KINDS)}, not {self.weights!r}")
+        if not isinstance(self.ngram, int) or not 1 <= self.ngram <= 16:
+            raise InvalidInput(f"ngram must be a whole number from 1 to 16, not {self.ngram!r}")
+        if self.hash != HASH_SCHEME:
+            raise InvalidInput(f"unknown feature hash {self.hash!r} (this version knows {HASH_SCHEME})")
+        if self.version != ALGORITHM_VERSION:
+            raise InvalidInput(
+                f"fingerprints of algorithm version {self.version} are not supported "
+                f"(this version makes version {ALGORITHM_VERSION})"
+            )
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> FingerprintSettings:
+        data = json.loads(text)
+        known = {f.name for f in fields(cls)}
+        unknown = set(data) - known
+        if unknown:
+            raise InvalidInput(f"the index records unknown fingerprint settings: {', '.join(sorted(unknown))}")
+        return cls(**data)
+
+    def describe(self) -> str:
+        text = f"{self.features} {self.ngram}-grams, {self.weights} weights"
+        if self.features == "words":
+            text += f", jieba HMM {'on' if self.hmm else 'off'}"
+        return text
+
+    def merged(self, **requested) -> FingerprintSettings:
+        """These settings, checked against what a caller asked for (None = not asked).
+
+        Asking for a value other than the recorded one is an error: fingerprints made with other
+        settings would silently never match the ones in the index.
+        """
+        for name, value in requested.items():
+            if value is not None and getattr(self, name) != value:
+                raise SettingsMismatch(
+                    f"this index was built with {name}={getattr(self, name)!r}; you asked for {name}={value!r} "
+                    "(fingerprints with other settings would never match; use another --db)"
+                )
+        return self

@@ -1,0 +1,51 @@
+"""Exact text similarity: Jaccard of character shingle sets, the yardstick fingerprints are judged by.
+
+A shingle is a run of n characters of the text with whitespace runs folded to one space (case and
+punctuation kept, so it measures the text itself, not our feature choices). Shingles are hashed to
+64 bits with the same splitmix64 chain as features; a collision needs two distinct 5-character runs
+to share a 64-bit value, which is negligible at the sizes compared here.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from ..find.pairs import distinct
+from .features import ngram_hashes
+
+TRUTH_NGRAM = 5
+_SPACE = re.compile(r"\s+")
+
+
+def fold_space(text: str) -> str:
+    return _SPACE.sub(" ", text).strip()
+
+
+def shingle_set(text: str, n: int = TRUTH_NGRAM) -> np.ndarray:
+    """Sorted distinct hashes of the text's n-character shingles (a shorter text is one shingle)."""
+    folded = fold_space(text)
+    if not folded:
+        return np.empty(0, dtype=np.uint64)
+    codes = np.frombuffer(folded.encode("utf-32-le"), dtype="<u4").astype(np.uint64)
+    return distinct(ngram_hashes(codes, n))  # np.unique's hash-table path is slower here (numpy 2.3+)
+
+
+def jaccard_of_sets(a: np.ndarray, b: np.ndarray) -> float:
+    """|a & b| / |a | b| for sorted distinct arrays; 1.0 for two empty sets."""
+    if len(a) == 0 and len(b) == 0:
+        return 1.0
+    if len(a) > len(b):
+        a, b = b, a
+    if len(a) == 0:
+        return 0.0
+    # Binary search of the smaller set in the larger: no concatenation and sort (intersect1d's way).
+    at = np.minimum(np.searchsorted(b, a), len(b) - 1)
+    shared = int(np.count_nonzero(b[at] == a))
+    return shared / (len(a) + len(b) - shared)
+
+
+def jaccard(text_a: str, text_b: str, n: int = TRUTH_NGRAM) -> float:
+    """Exact Jaccard similarity of the two texts' n-character shingle sets."""
+    return jaccard_of_sets(shingle_set(text_a, n), shingle_set(text_b, n))

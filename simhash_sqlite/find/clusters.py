@@ -1,0 +1,227 @@
+"""Clusters: connected components of the near-duplicate graph (A~B and B~C put A, B, C together),
+computed with a vectorized union-find and written back to the index's `clusters` table."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import apsw
+import numpy as np
+
+from ..core.fingerprint import check_k
+from ..errors import InvalidInput
+from ..store.database import read_only, write_transaction
+from .arrays import load_fingerprints
+from .pairs import CHUNK, Progress, as_unsigned, distinct_pairs, fold
+
+if TYPE_CHECKING:
+    from .check import ConfirmReport
+
+# Which member represents (is kept for) a cluster. Ties always go to the lowest id.
+REPRESENTATIVE_RULES = ("first", "last", "longest", "shortest")
+# Union the pairs of distinct fingerprints this many at a time.
+UNION_BATCH = 4 * CHUNK
+INSERT_BATCH = 100_000
+
+
+def _compress(parent: np.ndarray) -> None:
+    """Pointer jumping until every node points at its root (path lengths halve each round)."""
+    while True:
+        grand = parent[parent]
+        if np.array_equal(grand, parent):
+            return
+        parent[:] = grand
+
+
+def _union(parent: np.ndarray, a: np.ndarray, b: np.ndarray) -> None:
+    """Join the components of each pair. Roots are hooked under the smaller root, so a root is
+    always the lowest node of its component, and no cycle can form."""
+    while len(a):
+        _compress(parent)
+        root_a, root_b = parent[a], parent[b]
+        apart = root_a != root_b
+        a, b, root_a, root_b = a[apart], b[apart], root_a[apart], root_b[apart]
+        if len(a):
+            np.minimum.at(parent, np.maximum(root_a, root_b), np.minimum(root_a, root_b))
+
+
+def component_labels(fingerprints, k: int, on_progress: Progress | None = None) -> np.ndarray:
+    """For each position, the lowest position of its connected component under "within k"."""
+    k = check_k(k)
+    folded = fold(as_unsigned(fingerprints))
+    parent = np.arange(len(folded.values), dtype=np.int64)  # identical fingerprints: one node
+    pending, count = [], 0
+    for part in distinct_pairs(folded.values, k, on_progress=on_progress):
+        pending.append(part)
+        count += len(part.left)
+        if count >= UNION_BATCH:
+            _union(parent, np.concatenate([p.left for p in pending]), np.concatenate([p.right for p in pending]))
+            pending, count = [], 0
+    if pending:
+        _union(parent, np.concatenate([p.left for p in pending]), np.concatenate([p.right for p in pending]))
+    _compress(parent)
+    # Values are numbered by first position, so the root's first position is the component's lowest.
+    return folded.members[folded.offsets[parent]][folded.value_of()]
+
+
+@dataclass(frozen=True)
+class ClusterReport:
+    """What a clustering run found and wrote."""
+
+    k: int
+    rule: str
+    documents: int  # all documents, those without features included (as clusters of one)
+    clusters: int  # clusters, those of one document included
+    clustered: int  # documents in clusters of two or more
+    largest: int
+    check: ConfirmReport | None = None  # how the pairs were checked (None: distance alone)
+    saved: bool = True  # written to the file; False: the index is read-only, kept in a TEMP table
+
+    @property
+    def duplicates(self) -> int:
+        """Documents that are not their cluster's representative: what deduplication drops."""
+        return self.documents - self.clusters
+
+
+@dataclass(frozen=True)
+class Cluster:
+    cluster: int  # the lowest document id in it
+    size: int
+    representative: str  # key
+    members: tuple[str, ...]  # keys, in id order (the order they were added)
+
+
+def _representatives(ids: np.ndarray, labels: np.ndarray, lengths: np.ndarray, rule: str) -> np.ndarray:
+    """For each document, the id of its cluster's representative under the rule."""
+    primary = {"first": ids, "last": -ids, "longest": -lengths, "shortest": lengths}[rule]
+    order = np.lexsort((ids, primary, labels))  # by cluster, then the rule, then the lowest id
+    head = np.concatenate((np.ones(min(1, len(ids)), dtype=bool), labels[order][1:] != labels[order][:-1]))
+    chosen = order[head]  # one document per cluster, clusters in ascending label order
+    slot = np.cumsum(head) - 1  # the cluster number of each sorted position
+    out = np.empty(len(ids), dtype=np.int64)
+    out[order] = ids[chosen][slot]
+    return out
+
+
+def pair_components(ids: np.ndarray, pairs: Iterable[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
+    """For each of the ids (ascending), the lowest id of its connected component under the given
+    pairs of ids (chunks of (first ids, second ids))."""
+    parent = np.arange(len(ids), dtype=np.int64)
+    pending, count = [], 0
+    for first, second in pairs:
+        a, b = _positions(ids, first), _positions(ids, second)
+        known = (a >= 0) & (b >= 0)  # ids removed by another process since `ids` was read are ignored
+        pending.append((a[known], b[known]))
+        count += len(first)
+        if count >= UNION_BATCH:
+            _union(parent, np.concatenate([a for a, _ in pending]), np.concatenate([b for _, b in pending]))
+            pending, count = [], 0
+    if pending:
+        _union(parent, np.concatenate([a for a, _ in pending]), np.concatenate([b for _, b in pending]))
+    _compress(parent)
+    return ids[parent]
+
+
+def _positions(ids: np.ndarray, wanted: np.ndarray) -> np.ndarray:
+    """Where each wanted id is in the sorted ids, -1 when absent."""
+    if len(ids) == 0:
+        return np.full(len(wanted), -1, dtype=np.int64)
+    at = np.minimum(np.searchsorted(ids, wanted), len(ids) - 1)
+    return np.where(ids[at] == wanted, at, -1)
+
+
+def cluster_index(
+    conn: apsw.Connection,
+    k: int,
+    representative: str = "first",
+    *,
+    pairs: Iterable[tuple[np.ndarray, np.ndarray]] | None = None,
+    threshold: float | None = None,
+    on_progress: Progress | None = None,
+) -> ClusterReport:
+    """Cluster every indexed document and rewrite the clusters table (one transaction).
+
+    pairs: the edges as chunks of (first ids, second ids), e.g. pairs within k that passed an exact
+    check (confirm.py; `threshold` is then recorded with k); None: every pair within k, whose search
+    reports to on_progress(done, total)."""
+    k = check_k(k)
+    if representative not in REPRESENTATIVE_RULES:
+        raise InvalidInput(f"representative must be one of {', '.join(REPRESENTATIVE_RULES)}, not {representative!r}")
+    with conn:  # one snapshot for the documents and the fingerprints
+        rows = conn.execute("SELECT id, coalesce(length, 0) FROM documents ORDER BY id").fetchall()
+        stored = load_fingerprints(conn)
+    ids = np.array([r[0] for r in rows], dtype=np.int64)
+    lengths = np.array([r[1] for r in rows], dtype=np.int64)
+    if pairs is None:
+        labels = ids.copy()  # documents without features are clusters of one
+        labels[np.searchsorted(ids, stored.ids)] = stored.ids[component_labels(stored.values, k, on_progress)]
+    else:
+        labels = pair_components(ids, pairs)
+    slots = np.searchsorted(ids, labels)
+    sizes = np.bincount(slots, minlength=len(ids))[slots]
+    reps = _representatives(ids, labels, lengths, representative)
+    # A read-only index (another user's, a read-only folder) is clustered all the same: the result goes
+    # to a TEMP table of this connection, which shadows the file's for read_clusters().
+    saved = not read_only(conn)
+    with write_transaction(conn) if saved else conn:
+        if not saved:
+            conn.execute("CREATE TEMP TABLE IF NOT EXISTS clusters AS SELECT * FROM main.clusters WHERE 0")
+        conn.execute("DELETE FROM clusters")
+        columns = (ids, labels, sizes, reps)
+        for lo in range(0, len(ids), INSERT_BATCH):
+            conn.executemany(
+                "INSERT INTO clusters (id, cluster, size, representative) VALUES (?, ?, ?, ?)",
+                zip(*(c[lo : lo + INSERT_BATCH].tolist() for c in columns)),
+            )
+        info = {
+            "k": k, "jaccard": threshold, "representative": representative, "documents": len(ids),
+            "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        }
+        if saved:
+            conn.execute(
+                "INSERT INTO simhash_meta (key, value) VALUES ('clusters', ?) "
+                "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                (json.dumps(info),),
+            )
+    heads = ids == labels
+    return ClusterReport(
+        k=k,
+        rule=representative,
+        documents=len(ids),
+        clusters=int(heads.sum()),
+        clustered=int((sizes > 1).sum()),
+        largest=int(sizes.max()) if len(sizes) else 0,
+        saved=saved,
+    )
+
+
+def clustering_info(conn: apsw.Connection) -> dict | None:
+    """k, rule, document count and time of the last clustering run, or None if there was none."""
+    value = conn.execute("SELECT value FROM simhash_meta WHERE key = 'clusters'").get
+    return None if value is None else json.loads(value)
+
+
+def read_clusters(conn: apsw.Connection, min_size: int = 2) -> Iterator[Cluster]:
+    """The clusters of at least min_size documents from the clusters table, in cluster id order, streamed."""
+    if isinstance(min_size, bool) or not isinstance(min_size, int):
+        raise InvalidInput(f"min_size must be a whole number, not {min_size!r}")
+    min_size = max(-1, min(min_size, 1 << 62))  # beyond any cluster's size (SQLite integers are 64-bit)
+    rows = conn.execute(
+        """SELECT c.cluster, c.size, r.key, d.key FROM clusters c
+           JOIN documents d ON d.id = c.id JOIN documents r ON r.id = c.representative
+           WHERE c.size >= ? ORDER BY c.cluster, c.id""",
+        (min_size,),
+    )
+    current, members, head = None, [], None
+    for cluster, size, rep, key in rows:
+        if cluster != current:
+            if current is not None:
+                yield Cluster(current, head[0], head[1], tuple(members))
+            current, members, head = cluster, [], (size, rep)
+        members.append(key)
+    if current is not None:
+        yield Cluster(current, head[0], head[1], tuple(members))

@@ -1,0 +1,160 @@
+"""Why two documents are, or are not, near-duplicates: distance, the similarity it estimates, the
+exact shingle Jaccard, the features that weigh most on each side, and a short diff."""
+
+from __future__ import annotations
+
+import difflib
+import math
+import os
+from collections import Counter
+from dataclasses import dataclass
+
+from ..core.features import WORD, feature_weights, normalize, words
+from ..core.fingerprint import hamming, simhash
+from ..core.settings import CONFIRM_K, RECOMMENDED_K, SHORT_TEXT, FingerprintSettings  # SHORT_TEXT: measured
+from ..core.shingles import jaccard
+from ..errors import InvalidInput
+from ..index import SimhashIndex
+from ..store import texts
+from ..store.texts import stored_text
+from .check import DEFAULT_THRESHOLD, keeps
+
+DIFF_LINES = 40
+
+
+@dataclass(frozen=True)
+class Side:
+    name: str  # the key, or the file path
+    fingerprint: int | None
+    text: str | None  # None when neither stored nor on disk unchanged
+
+
+@dataclass(frozen=True)
+class Feature:
+    text: str  # the n-gram as the fingerprint saw it (normalized; words joined by spaces)
+    weight: int
+    count: int
+
+
+@dataclass(frozen=True)
+class Explanation:
+    a: Side
+    b: Side
+    settings: FingerprintSettings
+    distance: int | None
+    estimated_jaccard: float | None  # what the distance suggests for the 5-shingle Jaccard
+    exact_jaccard: float | None  # None without both texts
+    shared: list[Feature]  # heaviest features in both
+    only_a: list[Feature]
+    only_b: list[Feature]
+    diff: list[str]  # unified diff lines, at most DIFF_LINES
+    notes: list[str]
+
+    @property
+    def similarity(self) -> float | None:
+        return None if self.distance is None else 1 - self.distance / 64
+
+
+def estimated_jaccard(distance: int) -> float:
+    """The Jaccard similarity a distance suggests: SimHash estimates the angle between the feature
+    sets (pi * d / 64); for two sets of equal size, cos = |A & B| / |A| and J = cos / (2 - cos)."""
+    cos = math.cos(math.pi * distance / 64)
+    return max(0.0, cos / (2 - cos))
+
+
+def named_features(text: str, settings: FingerprintSettings) -> Counter:
+    """The text's n-grams as strings with their counts: the features behind the fingerprint."""
+    if settings.features == "chars":
+        norm = normalize(text)
+        if not WORD.search(norm):
+            return Counter()
+        unit_list, glue = list(norm), ""
+    else:
+        unit_list, glue = words(text, settings.hmm), " "
+    n = min(settings.ngram, len(unit_list))
+    return Counter(glue.join(unit_list[i : i + n]) for i in range(len(unit_list) - n + 1 if unit_list else 0))
+
+
+def _heaviest(names: list[str], counts: Counter, settings: FingerprintSettings, limit: int) -> list[Feature]:
+    import numpy as np
+
+    if not names:
+        return []
+    weights = feature_weights(np.array([counts[x] for x in names]), settings.weights)
+    ranked = sorted(zip(names, weights.tolist()), key=lambda t: (-t[1], -counts[t[0]], t[0]))
+    return [Feature(name, weight, counts[name]) for name, weight in ranked[:limit]]
+
+
+def _side(index: SimhashIndex, ref: str) -> Side:
+    stored = index.get(ref)
+    if stored is not None:
+        return Side(ref, stored.fingerprint, stored_text(index, ref))
+    if os.path.isfile(ref) and os.path.getsize(ref) > texts.READ_WHOLE_BYTES:
+        # Too large to read whole: fingerprinted in pieces; no features, Jaccard or diff to show.
+        from ..pipeline.sources import read_one
+
+        document = read_one(ref, index.settings)
+        return Side(ref, document.fingerprint, None)
+    if os.path.isfile(ref):
+        with open(ref, "rb") as f:
+            try:
+                text = f.read().decode("utf-8")
+            except UnicodeDecodeError:
+                raise InvalidInput(f"{ref} is not UTF-8 text") from None
+        return Side(ref, simhash(text, index.settings), text)
+    raise InvalidInput(f"{ref!r} is neither a key in {index.path} nor a file")
+
+
+def explain(index: SimhashIndex, a: str, b: str, *, top: int = 8) -> Explanation:
+    """Compare two documents, each a key in the index or a file (fingerprinted with its settings)."""
+    left, right = _side(index, a), _side(index, b)
+    s = index.settings
+    notes = []
+    distance = None
+    if left.fingerprint is None or right.fingerprint is None:
+        notes.append("a document without features (no letters or digits) has no fingerprint and matches nothing")
+    else:
+        distance = hamming(left.fingerprint, right.fingerprint)
+    exact, shared, only_a, only_b, diff = None, [], [], [], []
+    missing = [side.name for side in (left, right) if side.text is None]
+    if missing:
+        notes.append(
+            f"no text for {', '.join(missing)}: add with --store-text, or keep the files unchanged, "
+            "for the exact Jaccard, the features and a diff"
+        )
+    else:
+        exact = jaccard(left.text, right.text)
+        fa, fb = named_features(left.text, s), named_features(right.text, s)
+        both = fa.keys() & fb.keys()
+        shared = _heaviest(sorted(both), fa + fb, s, top)
+        only_a = _heaviest(sorted(fa.keys() - both), fa, s, top)
+        only_b = _heaviest(sorted(fb.keys() - both), fb, s, top)
+        lines = difflib.unified_diff(
+            left.text.splitlines(), right.text.splitlines(), left.name, right.name, n=1, lineterm=""
+        )
+        diff = [line for _, line in zip(range(DIFF_LINES), lines)]
+        short = [side.name for side in (left, right) if len(side.text) < SHORT_TEXT]
+        if short:
+            notes.append(
+                f"{', '.join(short)} is shorter than {SHORT_TEXT} characters: distances between short texts are "
+                "noisier (measured precision at k=9 fell to 0.4-0.6), so trust the exact Jaccard more"
+            )
+    return Explanation(
+        left, right, s, distance, None if distance is None else estimated_jaccard(distance),
+        exact, shared, only_a, only_b, diff, notes,
+    )
+
+
+def verdicts(e: Explanation) -> list[tuple[str, str]]:
+    """(rule, what it says of the pair): by distance alone at RECOMMENDED_K, and by the check simq dupes
+    makes at its defaults. Empty when a side has no fingerprint."""
+    if e.distance is None:
+        return []
+    by_distance = "near-duplicates" if e.distance <= RECOMMENDED_K else "not near-duplicates"
+    checked = keeps(e.distance, e.exact_jaccard)
+    how = "by exact Jaccard" if e.exact_jaccard is not None else f"no texts: by distance <= {RECOMMENDED_K}"
+    return [
+        (f"by distance alone (k={RECOMMENDED_K})", by_distance),
+        (f"by simq dupes (k={CONFIRM_K}, J >= {DEFAULT_THRESHOLD:g})",
+         f"{'near-duplicates' if checked else 'not near-duplicates'} ({how})"),
+    ]

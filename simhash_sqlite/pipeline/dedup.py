@@ -1,0 +1,641 @@
+"""Keep-first deduplication of a stream, checked: each document is kept unless an earlier kept document
+(or one in an existing index) is a near-duplicate of it, in input order.
+
+A near-duplicate is judged as `simq dupes` judges one (confirm.DuplicatePairs): by default a candidate
+that shares a window of the sketch's LSH tables (sketch_pairs.py, always its 24/12 windows here: a stream
+does not know its size, where `dupes` widens them past 2**20 documents) and whose estimated 5-shingle
+Jaccard reaches the threshold ("estimated"), here plus a small margin (DROP_MARGIN): a drop cannot be
+undone. The texts are in hand as they stream, but only the sketch (120 bytes), the fingerprint and the
+LSH codes of each kept document are kept, so memory grows with the kept documents (752 bytes each), not
+with their text. An
+indexed document without a sketch (an index made before sketches whose texts are gone) is judged by
+distance, within min(k, RECOMMENDED_K) ("distance"). With an explicit k the candidates are the kept
+documents within k, checked the same way; without the check, within k (RECOMMENDED_K by default) by
+distance alone, as before sketches.
+
+Kept sketches live in sorted runs (KeptSketches), kept fingerprints in an exact multi-index (KeptSet):
+runs merged like a binary counter, so O(log n) runs. Documents are fingerprinted and sketched a batch at
+a time (one pass over their shingles), the batch is searched against the kept runs and within itself,
+then a short sequential pass decides keep or drop in input order: a document is dropped for its best
+kept partner (highest estimate, then the earliest; for distance, the closest). The decisions do not
+depend on where batches end, and the pair rule is symmetric, so the kept set is the greedy one over the
+pairs in input order: the same as spark.py's on the same input.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..core.fingerprint import check_k, to_hex
+from ..core.pool import FingerprintJob
+from ..core.settings import CONFIRM_K, FingerprintSettings
+from ..core.sketch import DEFAULT_SCHEME, SketchScheme, as_rows, estimate_many
+from ..errors import SettingsMismatch
+from ..find.arrays import keys_of
+from ..find.block_tables import choose_tables
+from ..find.check import DEFAULT_THRESHOLD, candidate_k, check_threshold, fallback_k, load_arrays
+from ..find.pairs import CHUNK, _groups, near_pairs, sorted_by, within_groups
+from ..find.sketch_pairs import WINDOW_BITS, WINDOW_STEP, sketch_pairs, window_keys
+from ..index import Document, FingerprintedDocument, SimhashIndex, _length
+
+BATCH = 2000
+# A drop cannot be undone, and the estimate's standard deviation near 0.8 is about 0.02: a document is
+# dropped when the estimate reaches the threshold plus this margin (drop_cut). bench/dedup.py on the tuning
+# corpus (two seeds): at +0.00 recall 0.983-0.986 with 0.35-0.43% false drops (all at Jaccard 0.75-0.8),
+# at +0.01 recall 0.972-0.976 with 0.22-0.24%, at +0.02 recall 0.957-0.962 with 0.07-0.13%.
+DROP_MARGIN = 0.01
+NO_MATCH = np.iinfo(np.int64).max
+
+
+def drop_cut(threshold: float) -> float:
+    """The least estimated Jaccard for which a document is dropped (see DROP_MARGIN)."""
+    return min(1.0, check_threshold(threshold) + DROP_MARGIN)
+
+
+class _Run:
+    """A sorted run of kept fingerprints with one sorted key array per table (none: scanned)."""
+
+    def __init__(self, values: np.ndarray, labels: np.ndarray, k: int) -> None:
+        self.values, self.labels, self.k = values, labels, k
+        # Queries and builds cost about what an all-pairs search of the run would.
+        self.block_tables = choose_tables(64, k, len(values))
+        self.tables = []
+        if self.block_tables is not None:
+            for table in self.block_tables.table_blocks:
+                keys, order = sorted_by(self.block_tables.bits(values, table), self.block_tables.table_width(table))
+                self.tables.append((table, keys, order))
+
+    def candidates(self, queries: np.ndarray) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """(query number, run position) pairs that may be within k; a superset of those that are."""
+        if self.block_tables is None:
+            rows = max(1, CHUNK // max(len(self.values), 1))
+            for q0 in range(0, len(queries), rows):
+                q = np.arange(q0, min(q0 + rows, len(queries)), dtype=np.int64)
+                yield np.repeat(q, len(self.values)), np.tile(np.arange(len(self.values)), len(q))
+            return
+        for table, keys, order in self.tables:
+            wanted = self.block_tables.bits(queries, table)
+            lo = np.searchsorted(keys, wanted, side="left")
+            count = np.searchsorted(keys, wanted, side="right") - lo
+            hits = np.flatnonzero(count)
+            if len(hits) == 0:
+                continue
+            count, lo = count[hits], lo[hits]
+            q = np.repeat(hits, count)
+            step = np.arange(len(q), dtype=np.int64) - np.repeat(np.cumsum(count) - count, count)
+            yield q, order[np.repeat(lo, count) + step]
+
+
+class KeptSet:
+    """Fingerprints kept so far, each with an integer label; finds the closest one within k."""
+
+    def __init__(self, k: int) -> None:
+        self.k = check_k(k)
+        self.runs: list[_Run] = []
+
+    def __len__(self) -> int:
+        return sum(len(run.values) for run in self.runs)
+
+    def add(self, values: np.ndarray, labels: np.ndarray) -> None:
+        if len(values) == 0:
+            return
+        self.runs.append(_Run(values, labels, self.k))
+        # Merge while the newest run is at least half its predecessor: O(log n) runs.
+        while len(self.runs) > 1 and 2 * len(self.runs[-1].values) >= len(self.runs[-2].values):
+            newer, older = self.runs.pop(), self.runs.pop()
+            self.runs.append(
+                _Run(np.concatenate((older.values, newer.values)), np.concatenate((older.labels, newer.labels)), self.k)
+            )
+
+    def within(self, queries: np.ndarray) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """Every (query number, label, distance) with the kept fingerprint within k, in chunks."""
+        for run in self.runs:
+            for q, position in run.candidates(queries):
+                d = np.bitwise_count(queries[q] ^ run.values[position]).astype(np.int64)
+                close = d <= self.k
+                if close.any():
+                    yield q[close], run.labels[position[close]], d[close]
+
+    def closest(self, queries: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """For each query, (label, distance) of the closest kept fingerprint within k, ties to the
+        lowest label; distance k + 1 (and label NO_MATCH) when there is none."""
+        best_distance = np.full(len(queries), self.k + 1, dtype=np.int64)
+        best_label = np.full(len(queries), NO_MATCH, dtype=np.int64)
+        for q, label, d in self.within(queries):
+            # Best per query in this chunk: sort by (query, distance, label), take the first.
+            order = np.lexsort((label, d, q))
+            q, d, label = q[order], d[order], label[order]
+            first = np.concatenate(([True], q[1:] != q[:-1]))
+            q, d, label = q[first], d[first], label[first]
+            better = (d < best_distance[q]) | ((d == best_distance[q]) & (label < best_label[q]))
+            best_distance[q[better]] = d[better]
+            best_label[q[better]] = label[better]
+        return best_label, best_distance
+
+
+# -- kept sketches -----------------------------------------------------------------------------------
+
+_U64 = np.uint64
+_POSITION_BITS = 32  # a run holds fewer than 2**32 sketches
+ESTIMATE_CHUNK = 1 << 16  # candidate pairs estimated at once (their two rows gathered: 240 bytes each)
+
+
+def window_codes(rows: np.ndarray, scheme: SketchScheme = DEFAULT_SCHEME) -> np.ndarray:
+    """(n, windows) codes window number << WINDOW_BITS | key: the keys of sketch_pairs's LSH tables, so
+    two rows share a code exactly when sketch_pairs would make them candidates."""
+    n, nbytes = rows.shape
+    padded = np.zeros((n, -(-nbytes // 8) * 8), dtype=np.uint8)
+    padded[:, :nbytes] = rows
+    words = np.ascontiguousarray(padded.view("<u8").T)
+    starts = range(0, scheme.bins * scheme.bits - WINDOW_BITS + 1, WINDOW_STEP)  # the bins' bits, not the size's
+    codes = np.empty((n, len(starts)), dtype=_U64)
+    for w, start in enumerate(starts):
+        codes[:, w] = window_keys(words, start, WINDOW_BITS) | _U64(w << WINDOW_BITS)
+    return codes
+
+
+_LOW = _U64((1 << _POSITION_BITS) - 1)
+_HIGH = ~_LOW
+
+
+def sorted_codes(rows: np.ndarray, scheme: SketchScheme = DEFAULT_SCHEME) -> np.ndarray:
+    """The rows' window_codes as one sorted array of code << 32 | row number."""
+    # Window by window: the window number is the codes' top, so sorting each window's codes and laying
+    # the windows end to end sorts them all, and many short sorts are quicker than one long one.
+    codes = np.ascontiguousarray(window_codes(rows, scheme).T)
+    codes <<= _U64(_POSITION_BITS)
+    codes |= np.arange(len(rows), dtype=_U64)
+    codes.sort(axis=1)
+    return codes.ravel()
+
+
+def codes_of_some(codes: np.ndarray, chosen: np.ndarray, count: int) -> np.ndarray:
+    """sorted_codes(rows[chosen]) from codes = sorted_codes(rows) of `count` rows (chosen ascending)."""
+    number = np.full(count, -1, dtype=np.int64)
+    number[chosen] = np.arange(len(chosen))
+    row_number = number[(codes & _LOW).view(np.int64)]
+    mine = row_number >= 0
+    # Renumbering in order keeps the order: rows sorted within each code stay so.
+    return (codes[mine] & _HIGH) | row_number[mine].view(_U64)
+
+
+# Within a batch, candidate pairs come from its sorted_codes unless equal codes would pair more rows than
+# this (many copies of one text in a batch: sketch_pairs folds identical rows first).
+BATCH_CODE_PAIRS = 1 << 22
+
+
+def pairs_of_codes(
+    rows: np.ndarray, codes: np.ndarray, threshold: float, scheme: SketchScheme = DEFAULT_SCHEME
+) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """sketch_pairs(rows, threshold) from the rows' sorted_codes, as (left, right, estimate) with
+    left < right; None where the codes pair too many rows (BATCH_CODE_PAIRS)."""
+    starts, sizes = _groups(codes & _HIGH)
+    if int((sizes * (sizes - 1) // 2).sum()) > BATCH_CODE_PAIRS:
+        return None
+    n = len(rows)
+    found = [np.empty(0, np.int64)]
+    for i, j in within_groups(starts, sizes):  # rows ascend within a code: left < right
+        found.append((codes[i] & _LOW).view(np.int64) * n + (codes[j] & _LOW).view(np.int64))
+    left, right = np.divmod(np.unique(np.concatenate(found)), n)  # a pair sharing several windows: once
+    estimate = np.concatenate(
+        [np.empty(0)]
+        + [
+            estimate_many(rows[left[lo : lo + ESTIMATE_CHUNK]], rows[right[lo : lo + ESTIMATE_CHUNK]], scheme)
+            for lo in range(0, len(left), ESTIMATE_CHUNK)
+        ]
+    )
+    keep = estimate >= threshold
+    return left[keep], right[keep], estimate[keep]
+
+
+class _SketchRun:
+    """Kept sketches with their labels and one sorted array of code << 32 | position (sorted_codes)."""
+
+    def __init__(self, rows: np.ndarray, labels: np.ndarray, codes: np.ndarray) -> None:
+        self.rows, self.labels, self.codes = rows, labels, codes
+
+    @classmethod
+    def merged(cls, older: _SketchRun, newer: _SketchRun) -> _SketchRun:
+        codes = np.concatenate((older.codes, newer.codes + _U64(len(older.rows))))
+        codes.sort(kind="stable")  # two sorted runs: timsort merges them in linear time
+        return cls(np.concatenate((older.rows, newer.rows)), np.concatenate((older.labels, newer.labels)), codes)
+
+    def candidates(self, queries: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(query number, run position) for every query code found here, each pair once; queries:
+        sorted_codes() of the query rows (sorted, the binary searches walk the run once)."""
+        wanted = queries & _HIGH
+        lo = np.searchsorted(self.codes, wanted, side="left")
+        # Most codes are in no run: one search, and a second only for those found.
+        hits = np.flatnonzero((self.codes.take(np.minimum(lo, len(self.codes) - 1)) & _HIGH) == wanted)
+        if len(hits) == 0:
+            return np.empty(0, np.int64), np.empty(0, np.int64)
+        lo = lo[hits]
+        count = np.searchsorted(self.codes, wanted[hits] | _LOW, side="right") - lo
+        q = np.repeat((queries[hits] & _LOW).view(np.int64), count)
+        step = np.arange(len(q), dtype=np.int64) - np.repeat(np.cumsum(count) - count, count)
+        position = (self.codes[np.repeat(lo, count) + step] & _LOW).view(np.int64)
+        pair = np.unique(q * len(self.rows) + position)  # a pair sharing several windows: once
+        return pair // len(self.rows), pair % len(self.rows)
+
+
+class KeptSketches:
+    """Sketches kept so far, each with an integer label; finds every kept one that shares an LSH window
+    with a query and whose estimated Jaccard with it reaches the threshold. The rows' sorted_codes() may
+    be passed in where the caller has them (a batch is searched, then its kept rows added)."""
+
+    def __init__(self, threshold: float = DEFAULT_THRESHOLD, scheme: SketchScheme = DEFAULT_SCHEME) -> None:
+        self.threshold, self.scheme = check_threshold(threshold), scheme
+        self.runs: list[_SketchRun] = []
+
+    def __len__(self) -> int:
+        return sum(len(run.rows) for run in self.runs)
+
+    @property
+    def nbytes(self) -> int:
+        return sum(run.rows.nbytes + run.labels.nbytes + run.codes.nbytes for run in self.runs)
+
+    def add(self, rows: np.ndarray, labels: np.ndarray, codes: np.ndarray | None = None) -> None:
+        if len(rows) == 0:
+            return
+        self.runs.append(_SketchRun(rows, labels, sorted_codes(rows, self.scheme) if codes is None else codes))
+        while len(self.runs) > 1 and 2 * len(self.runs[-1].rows) >= len(self.runs[-2].rows):
+            newer, older = self.runs.pop(), self.runs.pop()
+            self.runs.append(_SketchRun.merged(older, newer))
+
+    def matches(
+        self, rows: np.ndarray, codes: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(query number, label, estimate) of every kept near-duplicate of each query row."""
+        out_q, out_label, out_estimate = [np.empty(0, np.int64)], [np.empty(0, np.int64)], [np.empty(0)]
+        if len(rows) and self.runs:
+            codes = sorted_codes(rows, self.scheme) if codes is None else codes
+            for run in self.runs:
+                q, position = run.candidates(codes)
+                for lo in range(0, len(q), ESTIMATE_CHUNK):
+                    qq, pp = q[lo : lo + ESTIMATE_CHUNK], position[lo : lo + ESTIMATE_CHUNK]
+                    estimate = estimate_many(rows[qq], run.rows[pp], self.scheme)
+                    keep = estimate >= self.threshold
+                    out_q.append(qq[keep]), out_label.append(run.labels[pp[keep]]), out_estimate.append(estimate[keep])
+        return np.concatenate(out_q), np.concatenate(out_label), np.concatenate(out_estimate)
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What happened to one input document. duplicate_of is the key of the earlier kept document (or
+    indexed one, with --against) it duplicates, None when kept; jaccard and checked_by say how that was
+    judged ("estimated": the sketches' estimate; "distance": by distance alone; None: check turned off)."""
+
+    document: Document | FingerprintedDocument  # (a JSONL record fingerprinted by the reader: no text)
+    raw: bytes | None  # the JSONL line it came from, passed through unchanged
+    fingerprint: int | None
+    duplicate_of: str | None = None
+    distance: int | None = None
+    jaccard: float | None = None
+    checked_by: str | None = None
+
+    @property
+    def kept(self) -> bool:
+        return self.duplicate_of is None
+
+    def output_line(self, text_field: str = "text", id_field: str = "id") -> bytes:
+        """The record to write: the input line byte for byte, or a JSON object for a text file."""
+        if self.raw is not None:
+            return self.raw.rstrip(b"\r\n") + b"\n"
+        record = {id_field: self.document.key, text_field: self.document.text}
+        return json.dumps(record, ensure_ascii=False).encode("utf-8") + b"\n"
+
+    def dupe_line(self) -> bytes:
+        record = {
+            "key": self.document.key,
+            "duplicate_of": self.duplicate_of,
+            "distance": self.distance,
+            "jaccard": None if self.jaccard is None else round(self.jaccard, 4),
+            "checked_by": self.checked_by,
+            "fingerprint": None if self.fingerprint is None else to_hex(self.fingerprint),
+        }
+        return json.dumps(record, ensure_ascii=False).encode("utf-8") + b"\n"
+
+
+@dataclass
+class DedupReport:
+    read: int = 0
+    kept: int = 0
+    dropped: int = 0
+    without_features: int = 0  # kept: a text with no features matches nothing
+    against: int = 0  # fingerprints loaded from the existing index
+    against_unsketched: int = 0  # of those, without a sketch: judged by distance
+    estimated: int = 0  # dropped by the sketches' estimate
+    by_distance: int = 0  # dropped by distance alone
+    characters: int = 0
+    fingerprint_seconds: float = 0.0  # reading the input, fingerprints and sketches
+    search_seconds: float = 0.0  # candidates, checks and decisions
+    started: float = field(default_factory=time.perf_counter)
+
+    @property
+    def seconds(self) -> float:
+        return time.perf_counter() - self.started
+
+
+# An option for a document: (rank, score, label, distance, jaccard, how); the smallest wins. Estimated
+# matches first, the highest estimate, then the earliest label; then distance ones, closest first.
+_ESTIMATED, _BY_DISTANCE = 0, 1
+
+
+class Deduplicator:
+    """Keep-first filter, checked unless check=False. `against`: an index whose documents count as kept
+    before the input (they are never output); its fingerprint settings are used. k: None for sketch
+    LSH candidates (any distance, the default), or the candidate radius; without the check the distance
+    (RECOMMENDED_K by default). Feed run() (Document, raw line or None) pairs, e.g. from
+    Reader.entries(); FingerprintedDocuments (Reader.entries(paths, settings, sketches=check)) come with
+    their fingerprints and sketches made with these settings. `report` counts as it goes."""
+
+    def __init__(
+        self,
+        k: int | None = None,
+        settings: FingerprintSettings | None = None,
+        *,
+        against: SimhashIndex | None = None,
+        check: bool = True,
+        threshold: float = DEFAULT_THRESHOLD,
+        batch_size: int = BATCH,
+    ) -> None:
+        if against is not None and settings is not None and settings != against.settings:
+            raise SettingsMismatch(
+                f"{against.path} was built with {against.settings.describe()}; fingerprints made with "
+                f"{settings.describe()} would never match it"
+            )
+        self.settings = against.settings if against is not None else settings or FingerprintSettings()
+        self.check, self.threshold, self.batch_size = check, check_threshold(threshold), batch_size
+        self.cut = drop_cut(self.threshold)  # what an estimate must reach
+        self.by_sketch = check and k is None
+        self.k = candidate_k(k, check)  # the radius of fingerprint candidates
+        # Fingerprint candidates: all kept documents (explicit k, or no check), or, with sketch LSH, only
+        # indexed ones without a sketch, judged by distance within fallback_k.
+        self.prints = KeptSet(fallback_k(CONFIRM_K) if self.by_sketch else self.k)
+        self.sketches = KeptSketches(self.cut) if self.by_sketch else None
+        self.keys: list[str] = []  # label -> key of documents kept from the input
+        self.kept_values = np.empty(1024, dtype=np.uint64)  # label -> fingerprint
+        self.kept_rows = np.empty((1024 if check and not self.by_sketch else 0, DEFAULT_SCHEME.nbytes), np.uint8)
+        self.kept_sketched = np.empty(len(self.kept_rows), dtype=bool)
+        self.report = DedupReport()
+        self.against = against
+        self.against_ids = np.empty(0, dtype=np.int64)
+        self.against_values = np.empty(0, dtype=np.uint64)
+        self.against_rows = np.empty((0, DEFAULT_SCHEME.nbytes), dtype=np.uint8)
+        self.against_sketched = np.empty(0, dtype=bool)
+        if against is not None:
+            self._load_against(against)
+
+    def _load_against(self, index: SimhashIndex) -> None:
+        ids, values, rows, present = load_arrays(index.conn, index.sketch_scheme)
+        if not self.check or index.sketch_scheme != DEFAULT_SCHEME or "sketch" not in index._meta():
+            # No sketches, or of another scheme (an index made by an older version): by distance.
+            present[:] = False
+            rows = np.zeros((len(ids), DEFAULT_SCHEME.nbytes), dtype=np.uint8)
+        self.against_ids, self.against_values = ids, values
+        self.against_rows, self.against_sketched = rows, present
+        labels = -1 - np.arange(len(ids), dtype=np.int64)  # below zero: -1 - label is the position in against_ids
+        if self.by_sketch:
+            self.sketches.add(rows[present], labels[present])
+            self.prints.add(values[~present], labels[~present])
+        else:
+            self.prints.add(values, labels)
+        self.report.against = len(ids)
+        self.report.against_unsketched = int((~present).sum()) if self.check else 0
+
+    def run(self, entries: Iterable[tuple[Document | FingerprintedDocument, bytes | None]]) -> Iterator[Decision]:
+        # A pipeline of two batches, as in SimhashIndex.add(): the next batch is handed to the pool
+        # (parallel.FingerprintJob) before this one is decided, and this process computes the next
+        # batch's chunks while the workers finish this one's. Memory holds two batches; the decisions
+        # depend only on the fingerprints, sketches and order, so any number of processes gives the
+        # same output. Documents fingerprinted by the reader (JSONL, in its workers) need nothing here.
+        pending: tuple[list[tuple[Document | FingerprintedDocument, bytes | None]], FingerprintJob] | None = None
+        batch: list[tuple[Document | FingerprintedDocument, bytes | None]] = []
+        for entry in self._timed(entries):
+            batch.append(entry)
+            if len(batch) >= self.batch_size:
+                started = self._start(batch, pending is not None)
+                if pending is not None:
+                    yield from self._decide(pending[0], self._fingerprints(*pending, started))
+                pending, batch = (batch, started), []
+        started = self._start(batch, pending is not None) if batch else None
+        if pending is not None:
+            yield from self._decide(pending[0], self._fingerprints(*pending, started))
+        if started is not None:
+            yield from self._decide(batch, self._fingerprints(batch, started, None))
+
+    def _timed(self, entries: Iterable) -> Iterator:
+        """The entries, their reading counted in fingerprint_seconds (the reader fingerprints JSONL)."""
+        iterator = iter(entries)
+        while True:
+            started = time.perf_counter()
+            entry = next(iterator, None)
+            self.report.fingerprint_seconds += time.perf_counter() - started
+            if entry is None:
+                return
+            yield entry
+
+    # -- one batch -------------------------------------------------------------------------------------
+
+    def _start(
+        self, batch: list[tuple[Document | FingerprintedDocument, bytes | None]], start_pool: bool
+    ) -> FingerprintJob:
+        """The fingerprints (and sketches, when checking) of the batch's Documents under way. The first
+        batch does not start the pool: a short input is done before a worker is ready."""
+        texts = [document.text for document, _ in batch if isinstance(document, Document)]
+        scheme = DEFAULT_SCHEME if self.check else None
+        return FingerprintJob(texts, self.settings, start_pool=start_pool, sketches=scheme)
+
+    def _fingerprints(
+        self, batch: list[tuple[Document | FingerprintedDocument, bytes | None]], job: FingerprintJob,
+        meanwhile: FingerprintJob | None,
+    ) -> tuple[list[int | None], np.ndarray, np.ndarray]:
+        """Fingerprints, sketch rows and which texts have a sketch, of every document of the batch."""
+        started = time.perf_counter()
+        computed = iter(job.result(meanwhile))
+        self.report.fingerprint_seconds += time.perf_counter() - started
+        if not self.check:
+            prints = [d.fingerprint if isinstance(d, FingerprintedDocument) else next(computed) for d, _ in batch]
+            return prints, np.zeros((len(prints), 0), np.uint8), np.zeros(len(prints), bool)
+        pairs = [
+            (d.fingerprint, d.sketch) if isinstance(d, FingerprintedDocument) else next(computed) for d, _ in batch
+        ]
+        rows, present = as_rows([sketch for _, sketch in pairs])
+        return [fp for fp, _ in pairs], rows, present
+
+    def _decide(
+        self, batch: list[tuple[Document, bytes | None]], computed: tuple[list[int | None], np.ndarray, np.ndarray]
+    ) -> list[Decision]:
+        """Keep or drop each document of the batch, in order; computed: _fingerprints() of its texts."""
+        prints, rows, sketched = computed
+        searching = time.perf_counter()
+        have = [i for i, fp in enumerate(prints) if fp is not None]  # members: the batch's featured documents
+        values = np.array([prints[i] for i in have], dtype=np.uint64)
+        rows, sketched = rows[have], sketched[have]
+        # The sketched members' LSH codes, made once: searched in the kept runs, then those of the kept
+        # ones become the batch's new run.
+        codes = sorted_codes(rows[sketched]) if self.by_sketch else None
+        options = self._options_among_kept(values, rows, sketched, codes)
+        earlier = self._pairs_within_batch(values, rows, sketched, codes)
+        match: dict[int, tuple] = {}  # member -> its winning option
+        kept_labels: dict[int, int] = {}  # kept member -> its label
+        new = []
+        for j in range(len(have)):
+            mine = options.get(j, [])
+            for rank, score, a, d, e, how in earlier.get(j, ()):
+                if a in kept_labels:
+                    mine.append((rank, score, kept_labels[a], d, e, how))
+            if mine:
+                match[j] = min(mine)
+            else:
+                kept_labels[j] = self._keep(batch[have[j]][0].key, values[j], rows[j], sketched[j])
+                new.append(j)
+        new = np.array(new, dtype=np.int64)
+        labels = np.array([kept_labels[j] for j in new.tolist()], dtype=np.int64)
+        if self.by_sketch:
+            kept = sketched[new]
+            members = np.flatnonzero(sketched)
+            self.sketches.add(
+                rows[new[kept]], labels[kept], codes_of_some(codes, np.searchsorted(members, new[kept]), len(members))
+            )
+        else:
+            self.prints.add(values[new], labels)
+        names = self._indexed_keys([option[2] for option in match.values() if option[2] < 0])
+        self.report.search_seconds += time.perf_counter() - searching
+        position = {i: j for j, i in enumerate(have)}
+        out = []
+        for i, ((document, raw), fp) in enumerate(zip(batch, prints)):
+            j = position.get(i)
+            if j is not None and j in match:
+                rank, _, label, d, e, how = match[j]
+                key = names[label] if label < 0 else self.keys[label]
+                out.append(Decision(document, raw, fp, key, d, e, how))
+                self.report.dropped += 1
+                self.report.estimated += how == "estimated"
+                self.report.by_distance += how == "distance"
+            else:
+                out.append(Decision(document, raw, fp))
+                self.report.kept += 1
+                self.report.without_features += fp is None
+            self.report.characters += _length(document)
+        self.report.read += len(batch)
+        return out
+
+    def _keep(self, key: str, value: np.uint64, row: np.ndarray | None, sketched: bool) -> int:
+        label = len(self.keys)
+        self.keys.append(key)
+        if label == len(self.kept_values):  # grow by doubling: amortized constant
+            self.kept_values = np.concatenate((self.kept_values, np.empty_like(self.kept_values)))
+        self.kept_values[label] = value
+        if len(self.kept_rows):
+            if label == len(self.kept_rows):
+                self.kept_rows = np.concatenate((self.kept_rows, np.empty_like(self.kept_rows)))
+                self.kept_sketched = np.concatenate((self.kept_sketched, np.empty_like(self.kept_sketched)))
+            self.kept_rows[label], self.kept_sketched[label] = row, sketched
+        return label
+
+    def _value_of(self, labels: np.ndarray) -> np.ndarray:
+        out = np.empty(len(labels), dtype=np.uint64)
+        mine = labels >= 0
+        out[mine] = self.kept_values[labels[mine]]
+        out[~mine] = self.against_values[-1 - labels[~mine]]
+        return out
+
+    def _rows_of(self, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        rows = np.zeros((len(labels), DEFAULT_SCHEME.nbytes), dtype=np.uint8)
+        present = np.zeros(len(labels), dtype=bool)
+        mine = labels >= 0
+        rows[mine], present[mine] = self.kept_rows[labels[mine]], self.kept_sketched[labels[mine]]
+        if (~mine).any():
+            theirs = -1 - labels[~mine]
+            rows[~mine], present[~mine] = self.against_rows[theirs], self.against_sketched[theirs]
+        return rows, present
+
+    def _judge(self, q, label, d, rows, sketched, other_rows, other_sketched) -> Iterator[tuple[int, tuple]]:
+        """Candidates within k: (query, option) for those kept by the check (or, without it, all)."""
+        if not self.check:
+            for j, a, dist in zip(q.tolist(), label.tolist(), d.tolist()):
+                yield j, (_BY_DISTANCE, dist, a, dist, None, None)
+            return
+        both = sketched[q] & other_sketched
+        estimate = np.full(len(q), np.nan)
+        if both.any():
+            estimate[both] = estimate_many(rows[q[both]], other_rows[both])
+        limit = fallback_k(self.k)
+        for j, a, dist, e, est in zip(q.tolist(), label.tolist(), d.tolist(), estimate.tolist(), both.tolist()):
+            if est:
+                if e >= self.cut:
+                    yield j, (_ESTIMATED, -e, a, dist, e, "estimated")
+            elif dist <= limit:
+                yield j, (_BY_DISTANCE, dist, a, dist, None, "distance")
+
+    def _options_among_kept(self, values, rows, sketched, codes=None) -> dict[int, list[tuple]]:
+        options: dict[int, list[tuple]] = {}
+        if not len(values):
+            return options
+        if self.by_sketch:
+            q, label, estimate = self.sketches.matches(rows[sketched], codes)
+            q = np.flatnonzero(sketched)[q]
+            d = np.bitwise_count(values[q] ^ self._value_of(label)).astype(np.int64)
+            for j, a, dist, e in zip(q.tolist(), label.tolist(), d.tolist(), estimate.tolist()):
+                options.setdefault(j, []).append((_ESTIMATED, -e, a, dist, e, "estimated"))
+            for q, label, d in self.prints.within(values):  # indexed documents without a sketch
+                for j, a, dist in zip(q.tolist(), label.tolist(), d.tolist()):
+                    options.setdefault(j, []).append((_BY_DISTANCE, dist, a, dist, None, "distance"))
+            return options
+        for q, label, d in self.prints.within(values):
+            other_rows, other_sketched = self._rows_of(label) if self.check else (None, None)
+            for j, option in self._judge(q, label, d, rows, sketched, other_rows, other_sketched):
+                options.setdefault(j, []).append(option)
+        return options
+
+    def _pairs_within_batch(self, values, rows, sketched, codes=None) -> dict[int, list[tuple]]:
+        """Each member's near-duplicates earlier in the batch: member -> options whose label is the
+        earlier member's number (replaced by its label if it is kept)."""
+        earlier: dict[int, list[tuple]] = {}
+        if self.by_sketch:
+            members = np.flatnonzero(sketched)
+            found = None if codes is None else pairs_of_codes(rows[members], codes, self.cut)
+            # Else sketch_pairs with the kept runs' windows (24/12 at any size, window_codes), whatever it
+            # would pick for the batch's size.
+            parts = [found] if found is not None else sketch_pairs(
+                rows[members], self.cut, width=WINDOW_BITS, step=WINDOW_STEP
+            )
+            for part in parts:
+                a, b = members[part[0]], members[part[1]]
+                d = np.bitwise_count(values[a] ^ values[b]).astype(np.int64)
+                for x, y, dist, e in zip(a.tolist(), b.tolist(), d.tolist(), part[2].tolist()):
+                    earlier.setdefault(y, []).append((_ESTIMATED, -e, x, dist, e, "estimated"))
+            return earlier
+        for part in near_pairs(values, self.k):
+            a, b = part.left, part.right  # a < b: the option names the earlier member
+            other_rows, other_sketched = (rows[a], sketched[a]) if self.check else (None, None)
+            for y, option in self._judge(b, a, part.distance, rows, sketched, other_rows, other_sketched):
+                earlier.setdefault(y, []).append(option)
+        return earlier
+
+    def _indexed_keys(self, labels: list[int]) -> dict[int, str]:
+        if not labels:
+            return {}
+        ids = self.against_ids[[-1 - lab for lab in labels]]
+        found = keys_of(self.against.conn, ids)
+        return {lab: found[int(i)] for lab, i in zip(labels, ids)}
+
+
+def dedup(
+    entries: Iterable[tuple[Document, bytes | None]] | Iterable[Document],
+    k: int | None = None,
+    settings: FingerprintSettings | None = None,
+    *,
+    against: SimhashIndex | None = None,
+    check: bool = True,
+    threshold: float = DEFAULT_THRESHOLD,
+) -> Iterator[Decision]:
+    """Keep-first deduplication of documents (or (document, raw line) pairs) in their order."""
+    pairs = ((e, None) if isinstance(e, Document) else e for e in entries)
+    return Deduplicator(k, settings, against=against, check=check, threshold=threshold).run(pairs)

@@ -1,0 +1,646 @@
+"""Documents from the command line's inputs: files, folders, globs, stdin and JSONL.
+
+Paths that do not exist are an error before anything is read. Files that cannot be read as text
+(binary, undecodable, unreadable) and malformed JSONL lines are skipped with a reason, and the rest
+goes on; Reader.skipped lists them, and Reader.notes says what was decided for the user (stdin read
+as JSONL, the key stdin's text got, records keyed by line number).
+
+Keys. A file's key is its path relative to the current folder when the file is inside it (a/b.txt,
+whether given as a/b.txt, ./a/b.txt or /abs/cwd/a/b.txt), else its absolute path (/data/x.txt, also
+when given as ../x.txt); symbolic links are not resolved. A JSONL record's key is its id field (the
+first record of an id that repeats is kept; later ones are reported and skipped), or path:line when it
+has none (reported; refused with require_id). Text on stdin is keyed by --key NAME, else by its
+content: <stdin:16 hex digits>, so a different text never replaces an earlier one.
+"""
+
+from __future__ import annotations
+
+import codecs
+import dataclasses
+import glob
+import hashlib
+import itertools
+import json
+import os
+import re
+import stat
+import sys
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+
+import apsw
+
+from ..core.pieces import simhash_and_sketch_pieces
+from ..core.pool import map_in_order
+from ..core.settings import FingerprintSettings
+from ..core.sketch import DEFAULT_SCHEME, SketchScheme
+from ..errors import InvalidInput
+from ..index import Document, FingerprintedDocument, SimhashIndex
+from ..store import texts
+from ..store.texts import content_hash
+from .jsonl import ChunkRecords, RecordRules, read_chunk
+
+BINARY_SNIFF_BYTES = 8192
+JSONL_SUFFIXES = (".jsonl", ".ndjson")
+STDIN = "-"
+STDIN_NAME = "<stdin>"  # stdin in messages and in path:line keys
+SNIFF_BYTES = 1 << 20  # stdin's first line, up to this much, decides whether it is JSONL
+ERROR_POLICIES = ("strict", "replace", "ignore", "backslashreplace")
+READ_BYTES = 1 << 20
+MAX_RECORD_BYTES = 128 << 20  # a longer JSONL line is skipped, not read into memory
+KEPT_SKIPS = 1000  # the first skips are kept with their reasons; later ones are only counted
+CHUNK_BYTES = 1 << 20  # JSONL is read, parsed and fingerprinted in chunks of about this many bytes (smaller: more
+# vectorized passes over partly filled arrays, 5-10% more CPU at 512 KiB)
+LOCAL_CHUNK_BYTES = 16 << 20  # a chunk this large (a very long line) is not copied to a worker
+
+
+@dataclass(frozen=True)
+class Skipped:
+    where: str  # a path, or path:line for JSONL
+    reason: str
+    named: bool  # the user named this input (or it is a JSONL line), rather than a folder walk finding it
+
+
+@dataclass(frozen=True)
+class Duplicate:
+    where: str  # path:line of the later record, skipped (or passed on, with keep_repeats)
+    key: str
+    first: str  # path:line where the key was met first
+
+
+@dataclass
+class Reader:
+    """Turns inputs into Documents. Keys: see the module's docstring (path_key, JSONL ids, stdin).
+
+    Memory stays bounded: files and stdin over stream_over bytes, and JSONL texts over stream_over
+    characters, are fingerprinted piece by piece instead of read or kept whole; JSONL is read in chunks
+    of whole lines (CHUNK_BYTES, a few per process in flight), and the JSONL ids seen (to report a key
+    met twice) are kept in a temporary SQLite file, not in a Python set.
+
+    jsonl: read every input as JSONL; otherwise *.jsonl and *.ndjson files are, and stdin is when its
+    first line is a JSON object with a string text field (unless sniff_stdin is False).
+    keep_repeats: yield every record of a repeated id (a filter passes them on); add keeps the first.
+    """
+
+    jsonl: bool = False
+    sniff_stdin: bool = True
+    stdin_key: str | None = None
+    require_id: bool = False
+    keep_repeats: bool = False
+    text_field: str = "text"
+    id_field: str = "id"
+    encoding: str = "utf-8"
+    errors: str = "strict"
+    stream_over: int | None = None  # None: texts.READ_WHOLE_BYTES
+    sketch_scheme: SketchScheme = DEFAULT_SCHEME  # of streamed texts' sketches: the index's (documents() sets it)
+    skipped: list[Skipped] = field(default_factory=list)  # the first KEPT_SKIPS of them
+    skip_count: int = 0
+    failed: bool = False  # a named input (or a JSONL line) was skipped: the run should exit 1
+    duplicates: list[Duplicate] = field(default_factory=list)  # the first KEPT_SKIPS of them
+    duplicate_count: int = 0
+    notes: list[str] = field(default_factory=list)  # what was decided for the user, to be shown
+    keyed_by_line: int = 0  # JSONL records without an id, keyed path:line
+    first_keyed_by_line: str | None = None
+    bytes_read: int = 0  # of the inputs so far, for a progress bar (files whole, JSONL line by line)
+
+    def __post_init__(self) -> None:
+        try:
+            "".encode(self.encoding)
+            b"".decode(self.encoding, self.errors)
+        except LookupError as exc:
+            raise InvalidInput(str(exc)) from None
+        if self.errors not in ERROR_POLICIES:
+            raise InvalidInput(f"errors must be one of {', '.join(ERROR_POLICIES)}, not {self.errors!r}")
+        self._seen: apsw.Connection | None = None
+        if self.stream_over is None:  # read when made, so that one setting moves the limit everywhere
+            self.stream_over = texts.READ_WHOLE_BYTES
+        if self.stdin_key is not None and (not self.stdin_key or "\x00" in self.stdin_key):
+            raise InvalidInput("the key for stdin must be a non-empty text without NUL characters")
+
+    def expand(self, inputs: list[str]) -> list[tuple[str, bool]]:
+        """(path, named) for every input; raises for a missing path or a glob that matches nothing."""
+        out: list[tuple[str, bool]] = []
+        for given in inputs:
+            if given == STDIN:
+                out.append((STDIN, True))
+            elif os.path.isdir(given):
+                out.extend((path_key(path), False) for path in _walk(given))
+            elif os.path.lexists(given):
+                out.append((path_key(given), True))
+            elif glob.has_magic(given):
+                matches = sorted(glob.glob(given, recursive=True))
+                if not matches:
+                    raise InvalidInput(f"no files match {given}")
+                out.extend(self.expand(matches))
+            else:
+                raise InvalidInput(f"no such file or directory: {given}")
+        # A file given twice (by name and inside a folder, say) is read once.
+        merged: dict[str, bool] = {}
+        for path, named in out:
+            merged[path] = merged.get(path, False) or named
+        return list(merged.items())
+
+    def documents(
+        self, paths: list[tuple[str, bool]], settings: FingerprintSettings | None = None, store_text: bool = False,
+        scheme: SketchScheme | None = None,
+    ) -> Iterator[Document | FingerprintedDocument]:
+        """The documents of the expanded inputs, in order, read lazily.
+
+        settings: the index's, needed to fingerprint a file over stream_over bytes piece by piece
+        (without them, or with store_text, such a file is skipped with the reason). With them, JSONL
+        records come as FingerprintedDocuments, fingerprinted on every core (their texts kept only
+        with store_text); text files stay Documents. scheme: the index's sketch scheme, for every
+        sketch made here (None: the default).
+        """
+        self.sketch_scheme = DEFAULT_SCHEME if scheme is None else scheme
+        for jsonl, group in itertools.groupby(paths, lambda given: self._jsonl_file(given[0])):
+            if jsonl:  # consecutive JSONL files: one stream of chunks, so the pool never runs dry between them
+                files = [path for path, _ in group]
+                yield from (document for document, _ in self._jsonl_files(files, settings, store_text))
+                continue
+            for path, named in group:
+                if path != STDIN and _undecodable_name(path):
+                    self._skip(path.encode("utf-8", "surrogateescape").decode("utf-8", "replace"),
+                               "the file name is not valid UTF-8 (rename it)", named)
+                elif path == STDIN:
+                    stream = self._stdin()
+                    if self._stdin_is_jsonl(stream):
+                        records = self._records([(STDIN_NAME, stream)], settings, store_text)
+                        yield from (document for document, _ in records)
+                    elif (document := self._stdin_text(stream, settings, store_text)) is not None:
+                        yield document
+                else:
+                    document = self._file(path, named, settings, store_text)
+                    if document is not None:
+                        yield document
+
+    def entries(
+        self, paths: list[tuple[str, bool]], settings: FingerprintSettings | None = None, sketches: bool = True
+    ) -> Iterator[tuple[Document | FingerprintedDocument, bytes | None]]:
+        """Like documents(), with the JSONL line each came from (None for a text file), so that a
+        filter can pass records through byte for byte. settings: JSONL records come fingerprinted
+        (and sketched, with sketches) on every core, as FingerprintedDocuments without texts or
+        content hashes; text files stay Documents."""
+        for jsonl, group in itertools.groupby(paths, lambda given: self._jsonl_file(given[0])):
+            if jsonl:
+                yield from self._jsonl_files([path for path, _ in group], settings, for_index=False, sketches=sketches)
+                continue
+            for path, named in group:
+                if path == STDIN:
+                    stream = self._stdin()
+                    if self._stdin_is_jsonl(stream):
+                        yield from self._records([(STDIN_NAME, stream)], settings, for_index=False, sketches=sketches)
+                    elif (document := self._stdin_text(stream, None, False)) is not None:
+                        yield document, None
+                else:
+                    for document in self.documents([(path, named)]):
+                        yield document, None
+
+    def _jsonl_file(self, path: str) -> bool:
+        return path != STDIN and (self.jsonl or path.endswith(JSONL_SUFFIXES)) and not _undecodable_name(path)
+
+    def _stdin(self) -> _Rewound:
+        return _Rewound(sys.stdin.buffer)
+
+    def _stdin_is_jsonl(self, stream: _Rewound) -> bool:
+        """--jsonl, or (unless told otherwise) a first line that is a JSON object with the text field."""
+        if self.jsonl:
+            return True
+        if not self.sniff_stdin:
+            return False
+        head = stream.peek_line(SNIFF_BYTES)
+        if not head.lstrip().startswith(b"{"):
+            return False
+        try:
+            record = json.loads(head.decode(self.encoding, self.errors))
+        except (UnicodeDecodeError, ValueError, RecursionError):
+            return False
+        if not isinstance(record, dict) or not isinstance(record.get(self.text_field), str):
+            return False
+        self.notes.append(
+            f"stdin read as JSONL: its first line is a JSON object with a {self.text_field!r} field "
+            "(--no-jsonl reads it as one text)"
+        )
+        return True
+
+    def _stdin_text(
+        self, stream: _Rewound, settings: FingerprintSettings | None, store_text: bool
+    ) -> Document | FingerprintedDocument | None:
+        """stdin as one text, keyed by stdin_key or by its content (see the module's docstring)."""
+        head = stream.read(self.stream_over + 1)
+        if len(head) <= self.stream_over:
+            self.bytes_read += len(head)
+            document = self._decoded(self.stdin_key or STDIN_NAME, head, True)
+        else:
+            stream.push_back(head)
+            before = stream.consumed
+            document = self._streamed(self.stdin_key, stream, None, True, settings, store_text, where=STDIN_NAME)
+            self.bytes_read += stream.consumed - before
+        if document is None or self.stdin_key is not None:
+            return document
+        digest = document.content_hash if isinstance(document, FingerprintedDocument) else content_hash(document.text)
+        key = f"<stdin:{digest.hex()[:16]}>"
+        self.notes.append(f"stdin added as {key}, a key made from its text (name it with --key NAME)")
+        return dataclasses.replace(document, key=key)
+
+    def _file(
+        self, path: str, named: bool, settings: FingerprintSettings | None, store_text: bool
+    ) -> Document | FingerprintedDocument | None:
+        key = path
+        if os.path.islink(path) and not os.path.exists(path):
+            return self._skip(path, "broken symbolic link", named)
+        try:
+            info = os.stat(path)
+            self.bytes_read += info.st_size
+            if not stat.S_ISREG(info.st_mode):
+                return self._skip(path, "not a regular file (a device, socket or pipe)", named)
+            with open(path, "rb") as handle:
+                if info.st_size <= self.stream_over:
+                    return self._decoded(key, handle.read(), named)
+                return self._streamed(key, handle, info.st_size, named, settings, store_text)
+        except OSError as exc:
+            return self._skip(path, exc.strerror or str(exc), named)
+
+    def _binary(self, head: bytes) -> bool:
+        """NUL bytes near the start mean binary, except in UTF-16/32, where they are part of the text."""
+        if not codecs.lookup(self.encoding).name.startswith(("utf-16", "utf-32")):
+            return b"\x00" in head
+        return "\x00" in head.decode(self.encoding, "replace")
+
+    def _decoded(self, key: str, raw: bytes, named: bool) -> Document | None:
+        if self._binary(raw[:BINARY_SNIFF_BYTES]):
+            return self._skip(key, "binary file (NUL bytes)", named)
+        try:
+            return Document(key, raw.decode(self.encoding, self.errors))
+        except UnicodeDecodeError as exc:
+            return self._skip(key, self._not_decodable(raw[exc.start], exc.start), named)
+
+    def _not_decodable(self, byte: int, offset: int) -> str:
+        return f"not {self.encoding} (byte 0x{byte:02x} at offset {offset}); try --encoding or --errors replace"
+
+    def _streamed(
+        self, key: str | None, handle, size: int | None, named: bool, settings: FingerprintSettings | None,
+        store_text: bool, where: str | None = None,
+    ) -> FingerprintedDocument | None:
+        """A large file (or stdin), read in 1 MiB chunks: fingerprint, content hash and length in one
+        pass. key None: the caller keys it (by its content hash)."""
+        where = where or key
+        mib = size_text(size) if size is not None else f"over {size_text(self.stream_over)}"
+        if settings is None or store_text:
+            why = "texts are stored in this index" if store_text else "no index settings to fingerprint it with"
+            return self._skip(where, f"too large to read whole ({mib}) and {why}", named)
+        head = handle.read(BINARY_SNIFF_BYTES)
+        if self._binary(head):
+            return self._skip(where, "binary file (NUL bytes)", named)
+        decoder = codecs.getincrementaldecoder(self.encoding)(self.errors)
+        digest = hashlib.blake2b(digest_size=16)
+        length = 0
+        offset = 0
+
+        def chunks() -> Iterator[str]:
+            nonlocal length, offset
+            block = head
+            while block:
+                try:
+                    text = decoder.decode(block)
+                except UnicodeDecodeError as exc:
+                    raise _DecodeFailed(block[exc.start], offset + exc.start) from None
+                offset += len(block)
+                digest.update(text.encode("utf-8", "surrogatepass"))
+                length += len(text)
+                yield text
+                block = handle.read(READ_BYTES)
+            tail = decoder.decode(b"", final=True)
+            digest.update(tail.encode("utf-8", "surrogatepass"))
+            length += len(tail)
+            yield tail
+
+        try:
+            fingerprint, sketch = simhash_and_sketch_pieces(chunks(), settings, scheme=self.sketch_scheme)
+        except _DecodeFailed as exc:
+            return self._skip(where, self._not_decodable(*exc.args), named)
+        except InvalidInput as exc:
+            return self._skip(where, str(exc), named)
+        return FingerprintedDocument(key, fingerprint, length, digest.digest(), sketch)
+
+    def _jsonl_files(
+        self, paths: list[str], settings: FingerprintSettings | None = None, store_text: bool = False,
+        for_index: bool = True, sketches: bool = True,
+    ) -> Iterator[tuple[Document | FingerprintedDocument, bytes]]:
+        """One document per line with its raw line, the files one stream: memory does not grow with them."""
+        return self._records(_opened(paths), settings, store_text, for_index, sketches)
+
+    def _records(
+        self, inputs: Iterable[tuple[str, object]], settings: FingerprintSettings | None = None,
+        store_text: bool = False, for_index: bool = True, sketches: bool = True,
+    ) -> Iterator[tuple[Document | FingerprintedDocument, bytes]]:
+        """The records of JSONL inputs ((name, binary stream, or why it could not be opened)) with
+        their lines, in order. Without settings, Documents; with them, FingerprintedDocuments, parsed
+        and fingerprinted a chunk of lines at a time on every core (jsonl_chunks.read_chunk in
+        parallel.map_in_order). for_index: with content hashes, and a text over stream_over characters
+        fingerprinted in pieces and not kept (unless store_text, which keeps the texts); else (dedup)
+        neither. sketches: with each fingerprint, the text's sketch."""
+        rules = RecordRules(
+            text_field=self.text_field, id_field=self.id_field, encoding=self.encoding, errors=self.errors,
+            require_id=self.require_id, max_record_bytes=MAX_RECORD_BYTES, settings=settings,
+            sketches=sketches, content_hashes=settings is not None and for_index, keep_texts=store_text,
+            stream_over=self.stream_over if settings is not None and for_index and not store_text else None,
+            # An index's own scheme (an older index keeps version 1); dedup's sketches are the default's.
+            scheme=self.sketch_scheme if for_index else DEFAULT_SCHEME,
+        )
+        tasks = ((chunk, rules) for chunk in self._line_chunks(inputs))
+        if settings is None:  # the texts themselves are wanted: nothing to gain from copying them back
+            done = ((task, _chunk_records(task)) for task in tasks)
+        else:
+            done = map_in_order(_chunk_records, tasks, weight=_task_bytes, local=_task_local)
+        for (chunk, _), records in done:
+            self.bytes_read += chunk.size
+            if chunk.error is not None:
+                self._skip(chunk.path, chunk.error, True)
+            for number in chunk.overlong:
+                self._skip(f"{chunk.path}:{number}", f"line longer than {MAX_RECORD_BYTES >> 20} MiB", True)
+            yield from self._chunk_documents(chunk, records, chunk.path, rules)
+
+    def _chunk_documents(
+        self, chunk: _LineChunk, records: ChunkRecords, path: str, rules: RecordRules
+    ) -> Iterator[tuple[Document | FingerprintedDocument, bytes]]:
+        """What a chunk's records and skipped lines mean in the whole input, in line order: places,
+        repeated ids (the first stays), records keyed by place."""
+        skips = iter(records.skips)
+        skip = next(skips, None)
+        for i, line in enumerate(records.lines):
+            while skip is not None and skip[0] < line:
+                self._skipped_line(f"{path}:{chunk.first_line + skip[0]}", skip)
+                skip = next(skips, None)
+            where = f"{path}:{chunk.first_line + line}"
+            key = records.keys[i]
+            if key is None:
+                key = self._keyed_by_line(where)
+            if not self._note_key(key, where) and not self.keep_repeats:
+                continue  # a repeated id: the first record stays (a second add is then a no-op)
+            if i in records.failures:
+                self._skip(where, records.failures[i], True)
+                continue
+            raw = chunk.data[records.starts[i] : records.ends[i]]
+            if rules.settings is None:
+                yield Document(key, records.texts[i]), raw
+                continue
+            yield FingerprintedDocument(
+                key,
+                records.fingerprints[i],
+                records.lengths[i],
+                records.hashes[i] if records.hashes else b"",
+                records.sketches[i] if records.sketches else None,
+                records.texts[i] if records.texts is not None else None,
+            ), raw
+        while skip is not None:
+            self._skipped_line(f"{path}:{chunk.first_line + skip[0]}", skip)
+            skip = next(skips, None)
+
+    def _skipped_line(self, where: str, skip: tuple[int, str, bool]) -> None:
+        if skip[2]:
+            self._keyed_by_line(where)
+        self._skip(where, skip[1], True)
+
+    def _keyed_by_line(self, where: str) -> str:
+        self.keyed_by_line += 1
+        self.first_keyed_by_line = self.first_keyed_by_line or where
+        return where
+
+    def _line_chunks(self, inputs: Iterable[tuple[str, object]]) -> Iterator[_LineChunk]:
+        """Each input's whole lines in chunks of about CHUNK_BYTES (an input that could not be opened:
+        an empty chunk with the reason)."""
+        for path, handle in inputs:
+            if isinstance(handle, str):
+                yield _LineChunk(b"", 1, 0, path=path, error=handle)
+            else:
+                yield from self._handle_chunks(handle, path)
+
+    def _handle_chunks(self, handle, path: str) -> Iterator[_LineChunk]:
+        """A stream's whole lines in chunks of about CHUNK_BYTES. A line longer than MAX_RECORD_BYTES is
+        skipped here without being held (noted in the next chunk), so memory stays bounded."""
+        read = handle.read  # whole chunks also from a pipe (read1 gives 64 KiB there: more passes, ~6% more CPU)
+        number = 1  # the number of the next line to begin
+        parts: list[bytes] = []  # a line begun and not yet ended
+        held = size = 0  # bytes in parts; bytes read since the last chunk
+        overlong: list[int] = []
+        skipping = False  # inside an overlong line: reading on to its end
+        while block := read(CHUNK_BYTES):
+            size += len(block)
+            if skipping:
+                end = block.find(b"\n")
+                if end < 0:
+                    continue
+                block, skipping, number = block[end + 1 :], False, number + 1
+            last = block.rfind(b"\n")
+            if last < 0:
+                parts.append(block)
+                held += len(block)
+                if held > MAX_RECORD_BYTES:
+                    overlong.append(number)
+                    parts, held, skipping = [], 0, True
+                continue
+            data = b"".join((*parts, block[: last + 1]))
+            parts, held = [block[last + 1 :]], len(block) - last - 1
+            yield _LineChunk(data, number, size, tuple(overlong), path)
+            number += data.count(b"\n")
+            size, overlong = 0, []
+        if held or size or overlong:
+            yield _LineChunk(b"".join(parts), number, size, tuple(overlong), path)
+
+    def _note_key(self, key: str, where: str) -> bool:
+        """True for an id met first; an id met again in one run is reported (the first record stays)."""
+        if self._seen is None:
+            self._seen = apsw.Connection("")  # a temporary file: memory does not grow with the ids
+            self._seen.execute("CREATE TABLE seen (key TEXT PRIMARY KEY, place TEXT) WITHOUT ROWID")
+        # One statement per key in the usual case (a new key); the lookup only for a key met before.
+        self._seen.execute("INSERT INTO seen VALUES (?, ?) ON CONFLICT DO NOTHING", (key, where))
+        if self._seen.changes():
+            return True
+        first = self._seen.execute("SELECT place FROM seen WHERE key = ?", (key,)).get
+        self.duplicate_count += 1
+        if len(self.duplicates) < KEPT_SKIPS:
+            self.duplicates.append(Duplicate(where, key, first))
+        return False
+
+    def _skip(self, where: str, reason: str, named: bool) -> None:
+        self.skip_count += 1
+        self.failed = self.failed or named
+        if len(self.skipped) < KEPT_SKIPS:
+            self.skipped.append(Skipped(where, reason, named))
+        return None
+
+
+def size_text(count: int) -> str:
+    """A byte count as people read it: 1.5 GiB, 32.0 MiB, 4,096 bytes."""
+    for unit, shift in (("GiB", 30), ("MiB", 20)):
+        if count >= 1 << shift:
+            return f"{count / (1 << shift):,.1f} {unit}"
+    return f"{count:,} bytes"
+
+
+def read_one(path: str, settings: FingerprintSettings) -> Document | FingerprintedDocument:
+    """The one text of a file, or of stdin (-), to search for or fingerprint: a Document, or for a text
+    over READ_WHOLE_BYTES a FingerprintedDocument (fingerprinted in pieces, its text not kept)."""
+    reader = Reader(sniff_stdin=False, stdin_key=STDIN_NAME)
+    documents = list(reader.documents(reader.expand([path]), settings))
+    if reader.skipped:
+        raise InvalidInput(f"{reader.skipped[0].where}: {reader.skipped[0].reason}")
+    if len(documents) != 1:
+        raise InvalidInput(f"{path} holds {len(documents)} documents; give one text file")
+    return documents[0]
+
+
+def path_key(path: str) -> str:
+    """A file's key: its path relative to the current folder when inside it, else absolute (normalized,
+    symbolic links not resolved), so one file has one key however it is named."""
+    absolute = os.path.abspath(path)
+    relative = os.path.relpath(absolute)
+    if relative == os.pardir or relative.startswith(os.pardir + os.sep):
+        return absolute
+    return relative
+
+
+class _Rewound:
+    """A binary stream whose first bytes can be looked at, or read and given back, before reading on."""
+
+    def __init__(self, stream) -> None:
+        self.stream, self.buffer = stream, b""
+        self.consumed = 0  # bytes read from it (less those given back)
+
+    def peek_line(self, limit: int) -> bytes:
+        """The first line (up to limit bytes), left to be read again."""
+        while b"\n" not in self.buffer and len(self.buffer) < limit:
+            more = self.stream.read1(READ_BYTES) if hasattr(self.stream, "read1") else self.stream.read(READ_BYTES)
+            if not more:
+                break
+            self.buffer += more
+        return self.buffer[:limit].split(b"\n", 1)[0]
+
+    def push_back(self, data: bytes) -> None:
+        self.buffer = data + self.buffer
+        self.consumed -= len(data)
+
+    def read(self, size: int = -1) -> bytes:
+        if size < 0:
+            data, self.buffer = self.buffer + self.stream.read(), b""
+        else:
+            data, self.buffer = self.buffer[:size], self.buffer[size:]
+            if len(data) < size:
+                data += self.stream.read(size - len(data))
+        self.consumed += len(data)
+        return data
+
+
+@dataclass(frozen=True)
+class _LineChunk:
+    """Whole JSONL lines, and where they are in the input."""
+
+    data: bytes
+    first_line: int  # the number of its first line
+    size: int  # bytes of input it stands for (with the overlong lines before it)
+    overlong: tuple[int, ...] = ()  # lines just before it, skipped as too long
+    path: str = ""  # the input's name in messages and path:line keys
+    error: str | None = None  # the input could not be opened: why
+
+
+def _opened(paths: Iterable[str]) -> Iterator[tuple[str, object]]:
+    """(path, its binary stream, open until the next is asked for) or (path, why it could not be opened)."""
+    for path in paths:
+        try:
+            handle = open(path, "rb")
+        except OSError as exc:
+            yield path, exc.strerror or str(exc)
+            continue
+        with handle:
+            yield path, handle
+
+
+def _chunk_records(task: tuple[_LineChunk, RecordRules]) -> ChunkRecords:
+    return read_chunk(task[0].data, task[1])
+
+
+def _task_bytes(task: tuple[_LineChunk, RecordRules]) -> int:
+    return len(task[0].data)
+
+
+def _task_local(task: tuple[_LineChunk, RecordRules]) -> bool:
+    return len(task[0].data) > LOCAL_CHUNK_BYTES
+
+
+class _DecodeFailed(Exception):
+    """A streamed file's bytes did not decode (args: the byte, its offset in the file)."""
+
+
+def _undecodable_name(path: str) -> bool:
+    try:
+        path.encode("utf-8")
+        return False
+    except UnicodeEncodeError:  # os.fsdecode turned bytes that are not UTF-8 into lone surrogates
+        return True
+
+
+def _walk(folder: str) -> Iterator[str]:
+    """Files below a folder, sorted, leaving out hidden files and folders (.git and the like)."""
+    for root, dirs, files in os.walk(folder):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        for name in sorted(files):
+            if not name.startswith("."):
+                yield os.path.normpath(os.path.join(root, name))
+
+
+def stale_keys(index: SimhashIndex, inputs: Iterable[str]) -> list[str]:
+    """Keys that name a file under one of these folders or globs which no longer exists (for --prune).
+
+    Keys are paths by path_key(), so only keys under a folder given here, or matching a glob given
+    here, are considered, and a key is stale when no file is at that path now (relative paths are
+    taken from the current folder, as when they were added). Files named
+    one by one, JSONL and stdin are never pruned: their keys are not paths under an input. Caution:
+    with the folder "." every relative key is under it, JSONL ids included.
+    """
+    stale: set[str] = set()
+    for given in inputs:
+        if given == STDIN or given.endswith(JSONL_SUFFIXES):
+            continue
+        if os.path.isdir(given):
+            folder = path_key(given)
+            prefix = "" if folder == "." else folder.rstrip(os.sep) + os.sep
+            candidates = (key for key in index.keys(prefix) if folder != "." or not os.path.isabs(key))
+        elif glob.has_magic(given):
+            pattern = path_key(given)
+            matcher = _glob_regex(pattern)
+            first_magic = min((i for i, c in enumerate(pattern) if c in "*?["), default=len(pattern))
+            folder = pattern[: pattern.rfind(os.sep, 0, first_magic) + 1]  # the literal folders before it
+            candidates = (key for key in index.keys(folder) if matcher.fullmatch(key))
+        else:
+            continue
+        stale.update(key for key in candidates if not os.path.lexists(key))
+    return sorted(stale)
+
+
+def _glob_regex(pattern: str) -> re.Pattern:
+    """A glob as glob.glob(recursive=True) reads it: * and ? stay inside one folder, ** crosses them."""
+    out, i, sep = [], 0, re.escape(os.sep)
+    while i < len(pattern):
+        if pattern.startswith("**" + os.sep, i):
+            out.append(f"(?:.*{sep})?")
+            i += 3
+        elif pattern.startswith("**", i):
+            out.append(".*")
+            i += 2
+        elif pattern[i] == "*":
+            out.append(f"[^{sep}]*")
+            i += 1
+        elif pattern[i] == "?":
+            out.append(f"[^{sep}]")
+            i += 1
+        elif pattern[i] == "[" and "]" in pattern[i + 2 :]:
+            end = pattern.index("]", i + 2)
+            body = pattern[i + 1 : end]
+            body = "^" + body[1:] if body.startswith("!") else body
+            out.append(f"[{body.replace(chr(92), chr(92) * 2)}]")
+            i = end + 1
+        else:
+            out.append(re.escape(pattern[i]))
+            i += 1
+    return re.compile("".join(out))

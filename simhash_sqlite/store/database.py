@@ -1,0 +1,380 @@
+"""Opening index files: connection settings, the schema's migrations, and refusing foreign files."""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+import urllib.parse
+import weakref
+from collections.abc import Iterator
+from contextlib import contextmanager
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+
+import apsw
+
+from ..errors import DamagedIndex, ForeignSchema, IndexNotFound, NotAnIndex, SchemaTooNew
+
+# "SIMH" in ASCII: PRAGMA application_id marks a SQLite file as ours.
+APPLICATION_ID = 0x53494D48
+BUSY_TIMEOUT_MS = 10_000
+# How long a writer keeps asking for the write lock (each ask waits up to BUSY_TIMEOUT_MS in SQLite's
+# busy handler) before SQLITE_BUSY reaches the caller.
+LOCK_WAIT_SECONDS = 120.0
+# Before the first write on a connection, SQLite's quick check runs for at most this long (0.3 s for a
+# 1M-document index, 190 MB, warm cache): a damaged file is refused rather than written into. On a
+# larger file the check stops there and the write goes on (simq check reads every page).
+QUICK_CHECK_SECONDS = 2.0
+
+
+@lru_cache(maxsize=None)
+def migrations() -> tuple[tuple[int, str, str], ...]:
+    """(number, name, sql) of every migration, in order.
+
+    A wheel carries them as simhash_sqlite/migrations (hatch force-include); a source checkout or
+    an editable install reads the top-level migrations/ folder.
+    """
+    packaged = resources.files("simhash_sqlite") / "migrations"
+    folder = packaged if packaged.is_dir() else Path(__file__).resolve().parents[2] / "migrations"
+    found = []
+    for entry in folder.iterdir():
+        match = re.fullmatch(r"(\d{4})_(\w+)\.sql", entry.name)
+        if match:
+            found.append((int(match.group(1)), match.group(2), entry.read_text(encoding="utf-8")))
+    found.sort()
+    if [number for number, _, _ in found] != list(range(1, len(found) + 1)):
+        raise RuntimeError(f"migrations in {folder} are not numbered 0001, 0002, ... without gaps")
+    return tuple(found)
+
+
+def schema_version() -> int:
+    """The schema version this code writes: the number of the last migration."""
+    return migrations()[-1][0]
+
+
+def connect(path: str | os.PathLike, *, create: bool, readonly: bool = False) -> apsw.Connection:
+    """An apsw connection to a checked index file, migrated to the current schema.
+
+    create: make the file (and its schema) when it does not exist; otherwise IndexNotFound.
+    A file that is not SQLite, not ours, from a newer schema, or carrying schema objects our
+    migrations do not create (triggers, views, tables, indexes) is refused before anything is
+    written or any of its SQL can run.
+    """
+    path = os.fspath(path)
+    if os.path.isdir(path):
+        raise NotAnIndex(f"{path} is a directory, not an index file")
+    exists = os.path.exists(path) and os.path.getsize(path) > 0
+    if not exists and not create:
+        raise IndexNotFound(f"no index at {path} (create one with: simq add --db {path} FILES)")
+    if readonly:
+        conn = open_readonly(path)
+    else:
+        try:
+            conn = apsw.Connection(path, flags=apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE)
+        except apsw.CantOpenError:
+            raise IndexNotFound(f"cannot open {path} (missing folder or no permission)") from None
+    try:
+        if not readonly:
+            harden(conn)
+            conn = readable(conn, path)
+        version = check_ours(conn, path)
+        verify_schema(conn, path, version)
+        if not read_only(conn):
+            conn.pragma("journal_mode", "wal")
+            if version < schema_version():
+                _migrate(conn, version)
+        elif version < schema_version():
+            raise NotAnIndex(
+                f"{path} needs a schema upgrade, but it is read-only; open it once where it can be written"
+            )
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def read_only(conn: apsw.Connection) -> bool:
+    """The connection cannot write: opened read-only (or fell back to it), or PRAGMA query_only."""
+    return conn.readonly("main") or bool(conn.pragma("query_only"))
+
+
+def open_readonly(path: str) -> apsw.Connection:
+    """A connection that never writes, to a file that may sit where we cannot write (see readable()).
+
+    A read-only connection to a WAL file makes its -wal and -shm files and, unlike a read-write one,
+    cannot remove them when it closes. So when they are not there yet and we could write them, the
+    connection is read-write with PRAGMA query_only: its statements cannot write, and closing it
+    leaves the folder as it was (checkpointing an empty WAL writes nothing to the file).
+    """
+    tidy = _is_wal(path) and not any(os.path.exists(path + end) for end in ("-wal", "-shm", "-journal"))
+    tidy = tidy and os.access(path, os.W_OK) and os.access(os.path.dirname(os.path.abspath(path)), os.W_OK)
+    flags = apsw.SQLITE_OPEN_READWRITE if tidy else apsw.SQLITE_OPEN_READONLY
+    try:
+        conn = apsw.Connection(path, flags=flags)
+        conn.pragma("query_only", 1)
+    except apsw.CantOpenError:
+        raise IndexNotFound(f"cannot open {path} (missing folder or no permission)") from None
+    try:
+        harden(conn)
+        return readable(conn, path)
+    except BaseException:
+        conn.close()
+        raise
+
+
+def _is_wal(path: str) -> bool:
+    """The file's header says WAL mode (bytes 18 and 19 are 2)."""
+    try:
+        with open(path, "rb") as handle:
+            header = handle.read(20)
+    except OSError:
+        return False
+    return len(header) == 20 and header.startswith(b"SQLite format 3\x00") and header[18:20] == b"\x02\x02"
+
+
+def readable(conn: apsw.Connection, path: str) -> apsw.Connection:
+    """conn, or when it cannot read the file, a connection that can: an immutable one.
+
+    Reading a WAL file needs its -shm file. In a folder we cannot write (another user's shared index,
+    a package's data folder, a read-only mount) SQLite cannot create it and fails with CantOpenError
+    or ReadOnlyError even for a read; such a file is opened as immutable: read as it is, without
+    locks. That is sound only when no writer has changes in its -wal file, which a reader there
+    could not see: then the file is refused with the reason.
+    """
+    try:
+        conn.execute("SELECT count(*) FROM sqlite_schema").get
+        return conn
+    except (apsw.NotADBError, apsw.CorruptError):
+        return conn  # readable, but not an index or damaged: check_ours() says which
+    except (apsw.CantOpenError, apsw.ReadOnlyError):
+        conn.close()
+    wal = path + "-wal"
+    if os.path.exists(wal) and os.path.getsize(wal) > 0:
+        raise IndexNotFound(
+            f"cannot read {path}: its folder is not writable and {wal} holds changes not yet in the file; "
+            "ask its owner to run any simq command on it (which folds them in), or copy the index with its -wal file"
+        )
+    uri = f"file:{urllib.parse.quote(os.path.abspath(path))}?immutable=1"
+    conn = apsw.Connection(uri, flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI)
+    harden(conn)
+    return conn
+
+
+def harden(conn: apsw.Connection) -> None:
+    """Settings for files that may come from elsewhere (apsw best practice, applied per connection)."""
+    conn.set_busy_timeout(BUSY_TIMEOUT_MS)
+    conn.config(apsw.SQLITE_DBCONFIG_DEFENSIVE, 1)
+    conn.config(apsw.SQLITE_DBCONFIG_TRUSTED_SCHEMA, 0)
+    conn.config(apsw.SQLITE_DBCONFIG_DQS_DML, 0)
+    conn.config(apsw.SQLITE_DBCONFIG_DQS_DDL, 0)
+    conn.pragma("foreign_keys", 1)
+
+
+def check_ours(conn: apsw.Connection, path: str) -> int:
+    """The file's schema version; raises unless it is our index or a new, empty database."""
+    try:
+        app_id = conn.pragma("application_id")
+        version = conn.pragma("user_version")
+        objects = conn.execute("SELECT count(*) FROM sqlite_schema").get
+    except (apsw.NotADBError, apsw.CorruptError):
+        raise NotAnIndex(f"{path} is not a SQLite database (or it is damaged)") from None
+    if app_id == 0 and version == 0 and objects == 0:
+        return 0  # an empty database: ours to create
+    if app_id != APPLICATION_ID:
+        raise NotAnIndex(f"{path} is a SQLite database but not a simhash-sqlite index")
+    if version > schema_version():
+        raise SchemaTooNew(
+            f"{path} has schema version {version}, newer than this simhash-sqlite understands "
+            f"({schema_version()}); upgrade simhash-sqlite to open it"
+        )
+    return version
+
+
+# Tables SQLite itself may add to any file (ANALYZE, PRAGMA optimize): data for the query planner.
+_PLANNER_TABLES = ("sqlite_stat1", "sqlite_stat4")
+
+SchemaObject = tuple[str, str, str, "str | None"]  # type, name, tbl_name, sql
+
+
+def schema_objects(conn: apsw.Connection) -> frozenset[SchemaObject]:
+    return frozenset(conn.execute("SELECT type, name, tbl_name, sql FROM main.sqlite_schema"))
+
+
+@lru_cache(maxsize=None)
+def expected_schema(version: int) -> tuple[frozenset[SchemaObject], frozenset[SchemaObject]]:
+    """(required, allowed extras): the objects our migrations 1..version create, found by applying
+    them to an in-memory database, and the planner tables SQLite may add to such a file."""
+    conn = apsw.Connection(":memory:")
+    try:
+        for number, _name, sql in migrations():
+            if number <= version:
+                conn.execute(sql)
+        required = schema_objects(conn)
+        conn.execute("ANALYZE")
+        extras = frozenset(o for o in schema_objects(conn) - required if o[1] in _PLANNER_TABLES)
+    finally:
+        conn.close()
+    return required, extras
+
+
+def schema_problems(conn: apsw.Connection, version: int) -> list[str]:
+    """What differs between the file's schema and the one our migrations make at `version`.
+
+    Compares the stored SQL of every table, index, view and trigger, so an extra trigger, a view, a
+    table we did not create, an expression index or an altered column definition are all caught.
+    """
+    required, extras = expected_schema(version)
+    found = schema_objects(conn)
+    problems = []
+    expected_names = {(kind, name): sql for kind, name, _table, sql in required}
+    for kind, name, table, sql in sorted(found - required - extras, key=lambda o: (o[0], o[1])):
+        if (kind, name) in expected_names:
+            problems.append(f'{kind} "{name}" is not defined as simhash-sqlite defines it')
+        elif kind in ("trigger", "index"):
+            problems.append(f'{kind} "{name}" on "{table}" was not created by simhash-sqlite')
+        else:
+            problems.append(f'{kind} "{name}" was not created by simhash-sqlite')
+    found_names = {(kind, name) for kind, name, _table, _sql in found}
+    for kind, name, _table, _sql in sorted(required, key=lambda o: (o[0], o[1])):
+        if (kind, name) not in found_names:
+            problems.append(f'{kind} "{name}" is missing')
+    return problems
+
+
+def verify_schema(conn: apsw.Connection, path: str, version: int) -> None:
+    """Refuse a file whose schema is not exactly what our migrations create at its version.
+
+    Runs before any function of ours is registered and before anything is written: SQL stored in a
+    file from elsewhere (a trigger, a view, an expression index) never gets a chance to run.
+    """
+    try:
+        problems = schema_problems(conn, version)
+    except (apsw.CorruptError, apsw.SQLError) as exc:
+        raise NotAnIndex(f"{path}: its schema cannot be read ({exc}); the file is damaged") from None
+    if problems:
+        shown = "; ".join(problems[:5]) + (f"; and {len(problems) - 5} more" if len(problems) > 5 else "")
+        raise ForeignSchema(
+            f"{path} is refused: its schema differs from what simhash-sqlite creates ({shown}). "
+            f"Its SQL could run when the index is used; inspect it with: sqlite3 {path} .schema"
+        )
+
+
+def _migrate(conn: apsw.Connection, current: int) -> None:
+    """Apply the migrations after `current`, each in its own transaction with its user_version."""
+    for number, _name, sql in migrations():
+        if number <= current:
+            continue
+        with write_transaction(conn):
+            # Another process may have migrated while we waited for the write lock.
+            if conn.pragma("user_version") >= number:
+                continue
+            conn.execute(sql)
+            conn.pragma("application_id", APPLICATION_ID)
+            conn.pragma("user_version", number)
+
+
+@contextmanager
+def write_transaction(conn: apsw.Connection, *, wait: float = LOCK_WAIT_SECONDS) -> Iterator[None]:
+    """BEGIN IMMEDIATE ... COMMIT, rolled back on any exception (KeyboardInterrupt included).
+
+    IMMEDIATE takes the write lock up front, so a concurrent writer waits in the busy handler instead
+    of failing later when a read transaction tries to become a write one. SQLITE_BUSY on BEGIN or
+    COMMIT is retried for up to `wait` seconds: both are safe to repeat (a BEGIN that failed did
+    nothing; a COMMIT that failed with BUSY leaves the transaction open, to be committed again).
+    """
+    deadline = time.monotonic() + wait
+    ensure_sound(conn)
+    retry_busy(conn, "BEGIN IMMEDIATE", deadline=deadline)
+    try:
+        yield
+        retry_busy(conn, "COMMIT", deadline=deadline)
+    except BaseException:
+        if not conn.get_autocommit():
+            conn.execute("ROLLBACK")
+        raise
+
+
+def retry_busy(conn: apsw.Connection, sql: str, *, deadline: float | None = None) -> None:
+    """Run a statement that has no effect when it fails with SQLITE_BUSY, retrying until deadline."""
+    deadline = time.monotonic() + LOCK_WAIT_SECONDS if deadline is None else deadline
+    pause = 0.005
+    while True:
+        try:
+            conn.execute(sql)
+            return
+        except apsw.BusyError:
+            if time.monotonic() + pause > deadline:
+                raise
+            time.sleep(pause)
+            pause = min(pause * 2, 0.25)
+
+
+_sound: weakref.WeakSet[apsw.Connection] = weakref.WeakSet()  # connections whose file passed the check
+
+
+def ensure_sound(conn: apsw.Connection, seconds: float = QUICK_CHECK_SECONDS) -> None:
+    """Refuse to write to a damaged file: SQLite's quick check, once per connection, before its first
+    write. It reads every page of every table and index for at most `seconds`; past that the rest goes
+    unchecked (raise the bound, or run simq check, for a full verdict on a very large file)."""
+    if conn in _sound:
+        return
+    problems = quick_check(conn, seconds)
+    if problems:
+        shown = "; ".join(problems[:3]) + (f"; and {len(problems) - 3} more" if len(problems) > 3 else "")
+        raise DamagedIndex(damaged_message(conn.filename, shown, _user_version(conn)))
+    _sound.add(conn)
+
+
+def _user_version(conn: apsw.Connection) -> int | None:
+    try:
+        return conn.pragma("user_version")
+    except apsw.Error:
+        return None
+
+
+def quick_check(conn: apsw.Connection, seconds: float = QUICK_CHECK_SECONDS, limit: int = 5) -> list[str]:
+    """PRAGMA quick_check's findings ([] when sound, or when it ran out of time before finding any)."""
+    deadline = time.monotonic() + seconds
+
+    def out_of_time() -> bool:
+        return time.monotonic() > deadline  # True interrupts the statement
+
+    conn.set_progress_handler(out_of_time, 1000)
+    try:
+        rows = [row[0] for row in conn.execute(f"PRAGMA quick_check({int(limit)})")]
+    except apsw.InterruptError:
+        return []
+    except (apsw.CorruptError, apsw.NotADBError) as exc:
+        return [str(exc)]
+    finally:
+        conn.set_progress_handler(None)
+    return [] if rows == ["ok"] else check_messages(rows)
+
+
+def damaged_message(path: str, detail: str, version: int | None = None) -> str:
+    """What a command says when it meets a damaged file (it has written nothing)."""
+    return (
+        f"{path} is damaged ({detail}); nothing was written. See what is wrong: simq check --db {path}; "
+        + recovery_hint(path, version)
+    )
+
+
+def recovery_hint(path: str, version: int | None = None) -> str:
+    """How to get back what a damaged index still holds. sqlite3's .dump writes every row it can read
+    but ends with ROLLBACK when it met damage (made COMMIT here), and keeps neither the application id
+    nor the schema version (set again); or a new index from the inputs."""
+    version = schema_version() if version is None else version
+    return (
+        f"to recover what can be read: (sqlite3 {path} .dump | sed 's/^ROLLBACK; -- due to errors$/COMMIT;/'; "
+        f"echo 'PRAGMA application_id={APPLICATION_ID}; PRAGMA user_version={version};') | sqlite3 recovered.db, "
+        "then simq check --db recovered.db (rows on damaged pages are lost: add their files again); "
+        "or build a new index: simq add --db NEW.db FILES"
+    )
+
+
+def check_messages(rows: list[str]) -> list[str]:
+    """integrity_check/quick_check rows as one finding per line, without SQLite's "*** in database" header."""
+    lines = (line.strip() for row in rows for line in str(row).splitlines())
+    return [line for line in lines if line and not line.startswith("*** in database")]

@@ -1,0 +1,46 @@
+"""The text behind a stored key, for exact checks: the copy kept in the index (--store-text), or the
+file at the key's path when it still holds what was indexed (same content hash)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..index import SimhashIndex
+
+# Texts up to this size are read whole (by add, and here for a check); larger ones are fingerprinted
+# in pieces and never held whole, so a check cannot compare them: they are judged by distance alone.
+READ_WHOLE_BYTES = 32 << 20
+
+
+def content_hash(text: str) -> bytes:
+    """BLAKE2b-128 of the text: stored by add(), so a file still at its key's path can be proved unchanged."""
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+
+
+def stored_text(index: SimhashIndex, key: str) -> str | None:
+    """The indexed text of `key`, or None when neither a stored copy nor the unchanged file exists."""
+    row = index.conn.execute("SELECT text, content_hash FROM documents WHERE key = ?", (key,)).get
+    if row is None:
+        return None
+    return text_of(key, *row)
+
+
+def text_of(key: str, text: str | None, digest: bytes | None) -> str | None:
+    """A document's text from its row: the stored copy, else the file at `key` if its content hash
+    is still `digest` (a file edited, moved or gone since the add gives None). None too for a text
+    over READ_WHOLE_BYTES (characters, for a stored one): it is not read whole."""
+    if text is not None:
+        return text if len(text) <= READ_WHOLE_BYTES else None
+    if digest is None or not os.path.isfile(key):
+        return None
+    try:
+        if os.path.getsize(key) > READ_WHOLE_BYTES:
+            return None
+        with open(key, "rb") as f:  # bytes, as sources.Reader read them (no newline translation)
+            on_disk = f.read().decode("utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+    return on_disk if content_hash(on_disk) == digest else None

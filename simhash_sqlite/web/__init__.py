@@ -1,0 +1,1 @@
+"""The browser surface: the Datasette plugin and its pages, `simq serve`, and the charts."""

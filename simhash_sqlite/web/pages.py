@@ -1,0 +1,269 @@
+"""What the web pages show, computed from an index: a search answered as `simq near` answers it, the
+clusters and their members, and two documents side by side with their differences marked.
+
+Plain functions of a SimhashIndex returning dataclasses; no web framework here (datasette_plugin.py
+renders them). Only keys the index holds are ever read, so a query string cannot name another file.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+from dataclasses import dataclass, field
+
+from ..core.fingerprint import hamming, to_hex, to_unsigned
+from ..core.shingles import jaccard_of_sets, shingle_set
+from ..errors import InvalidInput
+from ..find.check import DEFAULT_THRESHOLD, ConfirmReport
+from ..find.clusters import clustering_info
+from ..find.explain import Explanation, explain, verdicts
+from ..index import SimhashIndex
+from ..store.texts import stored_text
+from .plots import SizeBand, cluster_sizes, size_bands
+
+# An uploaded file or pasted text larger than this is refused (the page holds it in memory).
+MAX_QUERY_BYTES = 32 << 20
+# Texts longer than this are cut for the side-by-side view (the distance and Jaccard use all of it).
+SHOWN_CHARS = 200_000
+# Blocks of changed lines longer than this (in tokens) are marked whole instead of word by word:
+# difflib's matching is quadratic in the worst case.
+WORD_DIFF_TOKENS = 4000
+CLUSTERS_PER_PAGE = 50
+MEMBERS_SHOWN = 200
+
+# Words of letters and digits; CJK characters one by one (no spaces separate their words).
+_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
+_TOKEN = re.compile(rf"[{_CJK}]|[^\W{_CJK}]+|\s+|[^\w\s]")
+
+
+def query_text(raw: bytes) -> str:
+    """An uploaded file's text: UTF-8, not binary (as `simq near --file` reads a file)."""
+    if len(raw) > MAX_QUERY_BYTES:
+        raise InvalidInput(f"the file is larger than {MAX_QUERY_BYTES >> 20} MiB")
+    if b"\x00" in raw[:8192]:
+        raise InvalidInput("the file is binary (NUL bytes), not text")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidInput(f"the file is not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset {exc.start})") from None
+
+
+# -- search --------------------------------------------------------------------------------------
+
+
+# How a match was judged (Match.checked_by), in words.
+CHECKS = {
+    "exact": "exact Jaccard",
+    "estimated": "estimated Jaccard (stored sketch)",
+    "distance": "distance only (text out of reach)",
+    None: "not checked",
+}
+
+
+@dataclass(frozen=True)
+class SearchRow:
+    key: str
+    distance: int
+    similarity: float
+    jaccard: float | None  # the Jaccard the check measured; None when judged by distance alone
+    check: str  # how it was judged, in words (CHECKS)
+    fingerprint: str  # hex
+
+
+@dataclass(frozen=True)
+class SearchAnswer:
+    rows: list[SearchRow]
+    k: int
+    fingerprint: str  # the query's, hex
+    plan: str
+    candidates: int  # rows the plan read
+    report: ConfirmReport | None  # None: not checked
+
+
+def search(
+    index: SimhashIndex,
+    text: str | None = None,
+    *,
+    key: str | None = None,
+    k: int | None = None,
+    check: bool = True,
+    threshold: float = DEFAULT_THRESHOLD,
+    limit: int | None = None,
+) -> SearchAnswer:
+    """The answer of `simq near` (a text or --key), with its defaults: index.search()."""
+    result = index.search(text, key=key, k=k, limit=limit, check=check, threshold=threshold)
+    rows = [
+        SearchRow(m.key, m.distance, m.similarity, m.jaccard, CHECKS.get(m.checked_by, str(m.checked_by)),
+                  to_hex(m.fingerprint))
+        for m in result.matches
+    ]
+    return SearchAnswer(rows, result.plan.k, to_hex(result.fingerprint), result.plan.describe(), result.candidates,
+                        result.report)
+
+
+# -- clusters ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ClusterRow:
+    cluster: int
+    size: int
+    representative: str
+
+
+@dataclass(frozen=True)
+class ClustersPage:
+    info: dict | None  # the last clustering run (k, jaccard, representative, documents, at, stale); None: never
+    total: int  # clusters of two or more documents
+    rows: list[ClusterRow]  # this page of them, largest first
+    bands: list[SizeBand]
+    page: int
+    pages: int
+
+    @property
+    def most_documents(self) -> int:
+        """The most documents in one band of clusters of two or more: the bars' full length."""
+        return max((band.documents for band in self.bands if band.low > 1), default=1)
+
+
+def clusters_page(index: SimhashIndex, page: int = 1, per_page: int = CLUSTERS_PER_PAGE) -> ClustersPage:
+    """Clusters of two or more documents, largest first, from the table the last `simq clusters` wrote."""
+    conn = index.conn
+    info = clustering_info(conn)
+    total = conn.execute("SELECT count(*) FROM clusters WHERE id = cluster AND size > 1").get
+    pages = max(1, -(-total // per_page))
+    page = min(max(1, page), pages)
+    rows = conn.execute(
+        """SELECT c.cluster, c.size, r.key FROM clusters c JOIN documents r ON r.id = c.representative
+           WHERE c.id = c.cluster AND c.size > 1 ORDER BY c.size DESC, c.cluster LIMIT ? OFFSET ?""",
+        (per_page, (page - 1) * per_page),
+    ).fetchall()
+    return ClustersPage(info, total, [ClusterRow(*row) for row in rows], size_bands(cluster_sizes(conn)), page, pages)
+
+
+@dataclass(frozen=True)
+class Member:
+    key: str
+    distance: int | None  # to the representative; None without fingerprints
+    jaccard: float | None  # exact, against the representative; None when a text is out of reach
+    representative: bool
+
+
+@dataclass(frozen=True)
+class ClusterView:
+    cluster: int
+    size: int
+    representative: str
+    members: list[Member]  # the first MEMBERS_SHOWN, in the order added
+    info: dict | None
+
+
+def cluster_view(index: SimhashIndex, cluster: int, shown: int = MEMBERS_SHOWN) -> ClusterView:
+    """One cluster's members with their distance and exact Jaccard to the representative."""
+    rows = index.conn.execute(
+        """SELECT d.key, d.fingerprint, c.size, r.key, r.fingerprint FROM clusters c
+           JOIN documents d ON d.id = c.id JOIN documents r ON r.id = c.representative
+           WHERE c.cluster = ? ORDER BY c.id LIMIT ?""",
+        (cluster, shown),
+    ).fetchall()
+    if not rows:
+        raise InvalidInput(f"no cluster {cluster} in this index (run simq clusters to make them)")
+    size, rep, rep_fp = rows[0][2], rows[0][3], rows[0][4]
+    rep_text = stored_text(index, rep)
+    rep_shingles = None if rep_text is None else shingle_set(rep_text)
+    members = []
+    for key, fp, *_ in rows:
+        distance = None if fp is None or rep_fp is None else hamming(to_unsigned(fp), to_unsigned(rep_fp))
+        jaccard = None
+        if rep_shingles is not None and key != rep and (text := stored_text(index, key)) is not None:
+            jaccard = jaccard_of_sets(rep_shingles, shingle_set(text))
+        members.append(Member(key, distance, 1.0 if key == rep and rep_text is not None else jaccard, key == rep))
+    return ClusterView(cluster, size, rep, members, clustering_info(index.conn))
+
+
+# -- two documents side by side ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Segment:
+    text: str
+    changed: bool  # not in the other document at this place
+
+
+@dataclass(frozen=True)
+class PairView:
+    explanation: Explanation
+    verdicts: list[tuple[str, str]]  # (rule, what it says), as `simq explain` prints them
+    left: list[Segment] = field(default_factory=list)  # empty without both texts
+    right: list[Segment] = field(default_factory=list)
+    cut: bool = False  # a text was longer than SHOWN_CHARS and is shown in part
+    missing: list[tuple[str, str]] = field(default_factory=list)  # (key, why its text is out of reach)
+
+
+def pair_view(index: SimhashIndex, a: str, b: str) -> PairView:
+    """Two stored documents compared as `simq explain` compares them, their texts side by side.
+
+    Both must be keys of the index: unlike `simq explain`, a name that is not a key is refused rather
+    than read as a file path."""
+    for key in (a, b):
+        if index.get(key) is None:
+            raise InvalidInput(f"{key!r} is not a key in this index")
+    e = explain(index, a, b)
+    missing = [(side.name, missing_text_reason(index, side.name)) for side in (e.a, e.b) if side.text is None]
+    if missing:
+        return PairView(e, verdicts(e), missing=missing)
+    ta, tb = e.a.text, e.b.text
+    cut = len(ta) > SHOWN_CHARS or len(tb) > SHOWN_CHARS
+    left, right = side_by_side(ta[:SHOWN_CHARS], tb[:SHOWN_CHARS])
+    return PairView(e, verdicts(e), left, right, cut)
+
+
+def missing_text_reason(index: SimhashIndex, key: str) -> str:
+    """Why a stored key's text cannot be shown."""
+    where = "the index does not store texts" if not index.store_text else "its text was not stored"
+    if os.path.isfile(key):
+        return f"{where}, and the file {key} has changed since it was indexed"
+    return f"{where}, and there is no file {key} any more (moved, deleted, or the key is not a path)"
+
+
+def side_by_side(a: str, b: str) -> tuple[list[Segment], list[Segment]]:
+    """Both texts cut into segments, those not in the other text marked changed: lines matched first,
+    then the words (CJK characters) within changed lines."""
+    lines_a, lines_b = a.splitlines(keepends=True), b.splitlines(keepends=True)
+    left: list[Segment] = []
+    right: list[Segment] = []
+    matcher = difflib.SequenceMatcher(None, lines_a, lines_b, autojunk=False)
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        part_a, part_b = "".join(lines_a[i1:i2]), "".join(lines_b[j1:j2])
+        if tag == "equal":
+            _append(left, part_a, False)
+            _append(right, part_b, False)
+        elif tag == "replace":
+            _word_diff(part_a, part_b, left, right)
+        else:
+            _append(left, part_a, True)
+            _append(right, part_b, True)
+    return left, right
+
+
+def _word_diff(a: str, b: str, left: list[Segment], right: list[Segment]) -> None:
+    tokens_a, tokens_b = _TOKEN.findall(a), _TOKEN.findall(b)
+    if len(tokens_a) > WORD_DIFF_TOKENS or len(tokens_b) > WORD_DIFF_TOKENS:
+        _append(left, a, True)
+        _append(right, b, True)
+        return
+    matcher = difflib.SequenceMatcher(None, tokens_a, tokens_b, autojunk=False)
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        _append(left, "".join(tokens_a[i1:i2]), tag != "equal")
+        _append(right, "".join(tokens_b[j1:j2]), tag != "equal")
+
+
+def _append(segments: list[Segment], text: str, changed: bool) -> None:
+    """Add text, merged into the last segment when it is marked the same."""
+    if not text:
+        return
+    if segments and segments[-1].changed == changed:
+        segments[-1] = Segment(segments[-1].text + text, changed)
+    else:
+        segments.append(Segment(text, changed))

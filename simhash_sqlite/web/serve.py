@@ -1,0 +1,97 @@
+"""simq serve: Datasette on one index, read-only, with this package's plugin (datasette_plugin.py)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+import webbrowser
+from collections.abc import Callable
+from pathlib import Path
+
+from ..errors import InvalidInput, MissingExtra
+from ..index import SimhashIndex
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8001
+READY_SECONDS = 30.0
+
+
+def clusters_url(path: str | os.PathLike, host: str, port: int) -> str:
+    """The clusters page of the index as Datasette names it (its file name without the suffix)."""
+    from datasette.utils import tilde_encode
+
+    return f"http://{host}:{port}/{tilde_encode(Path(path).stem)}/-/simhash/clusters"
+
+
+def check_servable(path: str | os.PathLike) -> None:
+    """Refuse what Datasette could not serve read-only and consistent: a file that is not an index, and
+    one whose WAL holds commits not yet in the file (Datasette opens it immutable, without the WAL)."""
+    with SimhashIndex(path, readonly=True):
+        pass
+    wal = f"{os.fspath(path)}-wal"
+    if os.path.exists(wal) and os.path.getsize(wal) > 0:
+        raise InvalidInput(
+            f"{wal} holds changes not yet written into {path}: a writer (simq add, rm, clusters) is running or "
+            "was stopped; wait for it to finish, or run simq check --db on the index once, then serve it"
+        )
+
+
+def _port_free(host: str, port: int) -> None:
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds: TIME_WAIT is no conflict
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            raise InvalidInput(f"cannot listen on {host}:{port} ({exc.strerror or exc}); give another --port") from None
+
+
+def _open_when_ready(url: str, host: str, port: int) -> None:
+    """Open the browser once the server accepts connections (it starts after this returns)."""
+
+    def wait_then_open() -> None:
+        deadline = time.monotonic() + READY_SECONDS
+        while time.monotonic() < deadline:
+            try:
+                with socket.create_connection((host, port), timeout=0.5):
+                    break
+            except OSError:
+                time.sleep(0.2)
+        webbrowser.open(url)
+
+    threading.Thread(target=wait_then_open, daemon=True).start()
+
+
+def serve(
+    path: str | os.PathLike,
+    *,
+    host: str = DEFAULT_HOST,
+    port: int = DEFAULT_PORT,
+    open_browser: bool = False,
+    on_ready: Callable[[], None] | None = None,
+) -> None:
+    """Run Datasette on the index until interrupted: the file opened immutable (no writes through
+    Datasette, nor by SQLite), our SQL functions on its connections, our pages under /DB/-/simhash/.
+    on_ready: called once the checks have passed, as the server starts."""
+    try:
+        import click
+        from datasette.cli import cli
+        from datasette.plugins import pm
+    except ImportError:
+        raise MissingExtra("simq serve needs Datasette: pip install 'simhash-sqlite[web]'") from None
+    check_servable(path)
+    _port_free(host, port)
+    from . import datasette_plugin
+
+    if not pm.is_registered(datasette_plugin) and pm.get_plugin("simhash_sqlite") is None:
+        pm.register(datasette_plugin, name="simhash_sqlite")  # run from a source tree without entry points
+    if on_ready is not None:
+        on_ready()
+    if open_browser:
+        _open_when_ready(clusters_url(path, host, port), host, port)
+    args = ["serve", "--immutable", os.fspath(path), "--host", host, "--port", str(port)]
+    try:
+        cli.main(args=args, prog_name="simq serve", standalone_mode=False)
+    except click.ClickException as exc:
+        raise InvalidInput(f"datasette: {exc.format_message()}") from None
