@@ -26,9 +26,9 @@ import numpy as np
 from common import Failures, median_seconds, print_machine
 from quality import build_corpus, load_originals, minhash_pairs, prf, truth_pairs
 
+from simhash_sqlite import Document, SimhashIndex
 from simhash_sqlite.core.settings import RECOMMENDED_K
 from simhash_sqlite.core.shingles import shingle_set
-from simhash_sqlite.index import Document, SimhashIndex
 
 
 def keys_of(pairs, n: int) -> np.ndarray:

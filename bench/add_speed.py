@@ -43,8 +43,8 @@ from common import (
     side_by_side,
 )
 
+from simhash_sqlite import FingerprintSettings
 from simhash_sqlite.core.features import _HAN_RUN, _jieba, _rjieba, normalize
-from simhash_sqlite.core.settings import FingerprintSettings
 
 DEFAULT_BASELINE = "efb0194"  # main before issue 5's speed work
 

@@ -36,8 +36,8 @@ from pathlib import Path
 import numpy as np
 from common import SIMQ, Failures, print_machine
 
-from simhash_sqlite import SimhashIndex
-from simhash_sqlite.core.fingerprint import blocks, to_signed
+from simhash_sqlite import SimhashIndex, to_signed
+from simhash_sqlite.core.fingerprint import blocks
 from simhash_sqlite.core.sketch import DEFAULT_SCHEME
 from simhash_sqlite.find.sketch_pairs import _windows, window_plan
 

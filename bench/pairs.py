@@ -18,7 +18,6 @@ import argparse
 import json
 import random
 import re
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -26,7 +25,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from common import SIMQ, Failures, print_machine
+from common import SIMQ, Failures, median_seconds, print_machine
 
 from simhash_sqlite import simhash
 from simhash_sqlite.find.clusters import component_labels
@@ -116,15 +115,6 @@ def baseline(values: np.ndarray) -> tuple[int, np.ndarray]:
     return len(codes), codes
 
 
-def timed(fn, *args, repeat: int = 1):
-    times, result = [], None
-    for _ in range(repeat):
-        start = time.perf_counter()
-        result = fn(*args)
-        times.append(time.perf_counter() - start)
-    return statistics.median(times), result
-
-
 # -- end-to-end dedup of real documents ------------------------------------------------------------
 
 
@@ -211,7 +201,7 @@ def main() -> None:
     failures = Failures()
     baseline_rate = 0.0  # seconds per candidate pair, from the first run
     for name, values, repeat in sets:
-        t_ours, (count, codes) = timed(ours, values, repeat=repeat)
+        t_ours, (count, codes) = median_seconds(lambda: ours(values), repeat)
         big = len(values) >= 10_000_000
         candidates = baseline_candidates(values)
         if (big and args.no_baseline_10m) or candidates > BASELINE_BUDGET:
@@ -219,11 +209,11 @@ def main() -> None:
             t_base = candidates * baseline_rate if baseline_rate else float("nan")
             same = f"not run: {candidates:.2g} candidate pairs, est."
         else:
-            t_base, (base_count, base_codes) = timed(baseline, values, repeat=1 if big else 3)
+            t_base, (base_count, base_codes) = median_seconds(lambda: baseline(values), 1 if big else 3)
             same = "same pairs" if np.array_equal(np.sort(codes), base_codes) else "NO: different pairs"
             failures.expect(same == "same pairs", f"{name}: other pairs than the numpy baseline's")
             baseline_rate = baseline_rate or t_base / max(candidates, 1)
-        t_clusters, labels = timed(component_labels, values, K)
+        t_clusters, labels = median_seconds(lambda: component_labels(values, K), 1)
         in_clusters = int((np.bincount(labels, minlength=len(values))[labels] > 1).sum())
         rows.append(
             (

@@ -38,11 +38,11 @@ from pathlib import Path
 import numpy as np
 from common import Failures, median_seconds, print_machine
 
+from simhash_sqlite import Document, FingerprintSettings, SimhashIndex
 from simhash_sqlite.core.features import _HAN_RUN, _jieba, ngram_hashes, normalize, word_hash, words
 from simhash_sqlite.core.fingerprint import simhash_of_features
-from simhash_sqlite.core.settings import CONFIRM_K, RECOMMENDED_K, FingerprintSettings
+from simhash_sqlite.core.settings import CONFIRM_K, RECOMMENDED_K
 from simhash_sqlite.core.shingles import fold_space, shingle_set
-from simhash_sqlite.index import Document, SimhashIndex
 
 THRESHOLD = 0.8
 _d = FingerprintSettings()

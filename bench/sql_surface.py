@@ -20,8 +20,7 @@ from pathlib import Path
 import apsw
 from common import ROOT, Failures, print_machine
 
-from simhash_sqlite import SimhashIndex
-from simhash_sqlite.core.fingerprint import to_signed
+from simhash_sqlite import SimhashIndex, to_signed
 from simhash_sqlite.store.database import expected_schema, schema_problems
 
 README = (ROOT / "README.md").read_text(encoding="utf-8")
