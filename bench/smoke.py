@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import os
 import re
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -91,17 +93,22 @@ def run(smoke: Smoke, corpora: dict[str, Path], tmp: Path, timeout: float) -> tu
     args = shlex.split(smoke.args.format(tmp=tmp, **corpora))
     command = [sys.executable, str(BENCH / smoke.script), *args]
     started = time.perf_counter()
+    # A session of its own, so that a time-out ends what the script started too (a JVM, a server, a pool).
+    process = subprocess.Popen(command, cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               start_new_session=True)
     try:
-        done = subprocess.run(command, cwd=tmp, capture_output=True, text=True, timeout=timeout)
+        stdout, stderr = process.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.communicate()
         return "FAILED", time.perf_counter() - started, f"over {timeout:.0f} s: {shlex.join(command)}"
     seconds = time.perf_counter() - started
-    output = done.stdout + done.stderr
+    output = stdout + stderr
     (tmp / "output.txt").write_text(output)
     wrong = [line for line in output.splitlines() if _NO.search(line)]
-    if done.returncode != 0 or "Traceback (most recent call last)" in output or wrong:
+    if process.returncode != 0 or "Traceback (most recent call last)" in output or wrong:
         tail = "\n".join((wrong or output.strip().splitlines())[-15:])
-        why = f"exit status {done.returncode}" if done.returncode else "a wrong answer (NO) with exit status 0"
+        why = f"exit status {process.returncode}" if process.returncode else "a wrong answer (NO) with exit status 0"
         return "FAILED", seconds, f"{why}: {shlex.join(command)}\n{tail}"
     return "ok", seconds, ""
 

@@ -5,6 +5,7 @@ import json
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -48,6 +49,29 @@ lines.append(smoke.Smoke(str(folder / "good.py"), "", needs=("no_such_module_her
 print(json.dumps([smoke.run(line, {{}}, folder / f"run{{i}}", 30)[0] for i, line in enumerate(lines)]))
 """))
     assert got == ["FAILED", "ok", "FAILED", "FAILED", "skipped"]  # crashes, good, says_no, status, needs
+
+
+def test_a_script_over_its_time_is_a_failure_and_what_it_started_ends_with_it(tmp_path):
+    (tmp_path / "hangs.py").write_text(
+        "import subprocess, sys, time\n"
+        f"child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
+        f"open({str(tmp_path / 'child')!r}, 'w').write(str(child.pid))\n"
+        "time.sleep(60)\n")
+    got = in_bench(f"""
+import smoke
+from pathlib import Path
+folder = Path({str(tmp_path)!r})
+status, seconds, detail = smoke.run(smoke.Smoke(str(folder / "hangs.py"), ""), {{}}, folder / "run", 3)
+print(status, round(seconds))
+""")
+    assert got.split()[0] == "FAILED" and int(got.split()[1]) < 30
+    child = Path(f"/proc/{int((tmp_path / 'child').read_text())}/stat")
+    for _ in range(50):  # killed with its session; gone once reaped (a zombie until then)
+        if not child.exists() or child.read_text().rsplit(")", 1)[1].split()[0] == "Z":
+            break
+        time.sleep(0.1)
+    else:
+        raise AssertionError("the script's child outlived the time-out")
 
 
 @pytest.mark.slow
