@@ -7,7 +7,7 @@ fixed seed); truth: every pair whose exact 5-shingle Jaccard is >= 0.8 (quality.
 language's texts are added to two index files in a temporary folder, one with --store-text and one
 without, and `index.dupes()` runs at its defaults (the check on: exact where texts are stored, the
 sketches' estimate where not; candidates from the sketches). Side by side: the distance alone
-(`dupes --no-confirm`, k = 9), and datasketch MinHashLSH (128 permutations, threshold 0.8, the same
+(`dupes --no-check`, k = 9), and datasketch MinHashLSH (128 permutations, threshold 0.8, the same
 shingles), its pairs as returned. Times are medians of --repeats runs (MinHashLSH: one run, signatures
 and LSH together); bytes per document: the index file after the add (with its WAL), over the documents.
 """
@@ -70,7 +70,7 @@ def main() -> None:
                     if not store:
                         seconds, plain = median_seconds(
                             lambda index=index: list(index.dupes(RECOMMENDED_K, check=False)), args.repeats)
-                        rows.append((lang, f"`dupes --no-confirm` (distance <= {RECOMMENDED_K})",
+                        rows.append((lang, f"`dupes --no-check` (distance <= {RECOMMENDED_K})",
                                      *scored(keys_of(plain, n), truth), seconds, size, {}))
         started = time.perf_counter()
         found = minhash_pairs(corpus.texts)

@@ -33,8 +33,8 @@ import numpy as np
 from common import Failures, load, print_machine
 
 from simhash_sqlite import SimhashIndex
-from simhash_sqlite.index import _UPSERT_FINGERPRINT, BULK_CACHE_MIB, _bulk_writes, _fingerprint_rows
 from simhash_sqlite.store.database import ensure_sound, write_transaction
+from simhash_sqlite.store.writer import _UPSERT_FINGERPRINT, BULK_CACHE_MIB, _bulk_writes, _fingerprint_rows
 
 DROPPED = ("documents_b0", "documents_b1", "documents_b2", "documents_b3", "documents_content_hash")
 

@@ -1,5 +1,5 @@
 """The exact check at scale: time and peak memory of `simq dupes --k 12` (checked) against
-`simq dupes --no-confirm --k 12` (the same candidates, unchecked) on indexes of growing size.
+`simq dupes --no-check --k 12` (the same candidates, unchecked) on indexes of growing size.
 
     .venv/bin/python bench/confirm_scale.py                  # 25k, 50k, 100k documents
     .venv/bin/python bench/confirm_scale.py --sizes 10000 --repeats 1
@@ -81,7 +81,7 @@ def main() -> None:
             plain, checked, peaks, summary = [], [], {}, ""
             plain_out, checked_out = Path(folder) / "plain.jsonl", Path(folder) / "checked.jsonl"
             for _ in range(args.repeats):
-                seconds, peak, _ = run(["dupes", "--db", str(db), "--no-confirm", "--k", "12", "--format", "jsonl",
+                seconds, peak, _ = run(["dupes", "--db", str(db), "--no-check", "--k", "12", "--format", "jsonl",
                                         "--out", str(plain_out)])
                 plain.append(seconds)
                 peaks["plain"] = peak
@@ -100,7 +100,7 @@ def main() -> None:
             print(f"{size}: done", file=sys.stderr, flush=True)
     print(f"## `simq dupes` checked vs unchecked at k=12 "
           f"(median of {args.repeats}; load average {os.getloadavg()[0]:.2f})\n")
-    print("| documents | JSONL MB | add --store-text s | dupes --no-confirm --k 12 s | dupes (checked) s | ratio "
+    print("| documents | JSONL MB | add --store-text s | dupes --no-check --k 12 s | dupes (checked) s | ratio "
           "| peak RSS unchecked MiB | peak RSS checked MiB | summary of the checked run |")
     print("|---|---|---|---|---|---|---|---|---|")
     for size, mb, add_s, p, c, rp, rc, summary in rows:

@@ -30,8 +30,8 @@ from pathlib import Path
 import apsw
 from common import SIMQ, print_machine
 
-from simhash_sqlite.index import content_hash
 from simhash_sqlite.store.integrity import problems
+from simhash_sqlite.store.texts import content_hash
 
 
 def make_input(path: Path, docs: int, seed: int) -> list[tuple[str, str]]:

@@ -17,7 +17,7 @@ order, written to one JSONL file (ids d000000... in input order). Truth: every p
 
 With --pages, throughput only, on the corpus files' own documents (whole pages, as a crawl has them).
 
-Methods: the new default (sketch LSH candidates, estimated Jaccard >= 0.8), the same with --no-confirm
+Methods: the new default (sketch LSH candidates, estimated Jaccard >= 0.8), the same with --no-check
 (distance <= RECOMMENDED_K), and, with --baseline-src (a checkout of an older commit, e.g. `git archive
 3ab780e | tar -x -C DIR`), that code's default (k = 3, distance). With --spark, `simq spark-dedup` on
 the same file (local[2]): its kept set, scored the same way and compared with the default's.
@@ -174,7 +174,7 @@ def pages_throughput(args) -> None:
                         page = {"id": f"p{count:06d}", "text": record["text"]}
                         out.write(json.dumps(page, ensure_ascii=False) + "\n")
                         count, characters = count + 1, characters + len(record["text"])
-        methods = {"checked (default)": (ROOT, {}), "--no-confirm (k <= 9)": (ROOT, {"check": False})}
+        methods = {"checked (default)": (ROOT, {}), "--no-check (k <= 9)": (ROOT, {"check": False})}
         if args.baseline_src:
             methods[f"baseline: {args.baseline_src.name} default (k = 3)"] = (args.baseline_src, {"k": 3})
         print(f"{count:,} pages, {characters / count:,.0f} characters on average; medians of {args.repeats} runs\n")
@@ -214,7 +214,7 @@ def main() -> None:
             for key, text in zip(ids, texts):
                 handle.write(json.dumps({"id": key, "text": text}, ensure_ascii=False) + "\n")
         position = {key: i for i, key in enumerate(ids)}
-        methods = {"checked (default)": (ROOT, {}), "--no-confirm (k <= 9)": (ROOT, {"check": False})}
+        methods = {"checked (default)": (ROOT, {}), "--no-check (k <= 9)": (ROOT, {"check": False})}
         if args.baseline_src:
             methods[f"baseline: {args.baseline_src.name} default (k = 3)"] = (args.baseline_src, {"k": 3})
         for name, (src, kwargs) in methods.items():

@@ -17,7 +17,7 @@ Columns: the pairs found; recall of planted pairs with J >= 0.8 and of those wit
 at J = 0.8 is kept half the time by an unbiased estimate: the candidates are what scale, the check's
 spread is bench/accuracy.py's subject); planted pairs found below 0.8 (false positives of the model);
 other pairs found (two unrelated random sketches: none expected). --candidate-recall runs `simq dupes
---jaccard 0.6` too (untimed): a planted pair at J >= 0.8 has an estimate >= 0.6 but for a chance of
+--threshold 0.6` too (untimed): a planted pair at J >= 0.8 has an estimate >= 0.6 but for a chance of
 about 1e-20, so the share of them it finds is the recall of the LSH candidates alone. "windows" is
 sketch_pairs.window_plan's width/step (tables) for n. Quality on real text is
 bench/accuracy.py's and bench/all_pairs.py's; this bench measures how time and memory grow.
@@ -122,7 +122,7 @@ def main() -> None:
     parser.add_argument("--folder", type=Path, required=True, help="where the index files go (kept for re-runs)")
     parser.add_argument("--seed", type=int, default=3)
     parser.add_argument("--candidate-recall", action="store_true",
-                        help="also run dupes --jaccard 0.6 (untimed): the recall of the candidates alone")
+                        help="also run dupes --threshold 0.6 (untimed): the recall of the candidates alone")
     args = parser.parse_args()
     print_machine()
     args.folder.mkdir(parents=True, exist_ok=True)
@@ -146,9 +146,9 @@ def main() -> None:
         s = scored(out, n, jaccard)
         candidate_recall = "-"
         if args.candidate_recall:
-            _, _, said_low = dupes(path, out, "--jaccard", "0.6")
+            _, _, said_low = dupes(path, out, "--threshold", "0.6")
             candidate_recall = f"{scored(out, n, jaccard)['recall80']:.4f}"
-            print(f"    simq --jaccard 0.6 said: {said_low}", file=sys.stderr)
+            print(f"    simq --threshold 0.6 said: {said_low}", file=sys.stderr)
         width, step = window_plan(n, DEFAULT_SCHEME.bins * DEFAULT_SCHEME.bits)
         tables = len(_windows(DEFAULT_SCHEME.bins * DEFAULT_SCHEME.bits, width, step))
         print(f"| {n:,} | {width}/{step} ({tables}) | {built:.0f} | {path.stat().st_size / n:.0f} | {seconds:.1f} | "

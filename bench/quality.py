@@ -16,7 +16,7 @@ over all pairs in numpy: the same pairs an exact `dupes` returns), for k = 0..16
 The real pipeline, measured in the same run: the texts are added with their texts stored to an index
 file in a temporary folder (SimhashIndex(store_text=True), as `simq add --store-text`), and the pairs
 `simq dupes` returns at its defaults (candidates within CONFIRM_K checked by exact Jaccard >= 0.8,
-SimhashIndex.dupes, checked) are scored, next to `simq dupes --no-confirm` (distance <= RECOMMENDED_K) and
+SimhashIndex.dupes, checked) are scored, next to `simq dupes --no-check` (distance <= RECOMMENDED_K) and
 MinHashLSH; with the time of the plain pair search at CONFIRM_K and of the confirmed one (medians).
 """
 
@@ -392,7 +392,7 @@ def _pair_keys(pairs, n: int) -> np.ndarray:
 
 def pipeline(corpus: Corpus, truth: np.ndarray, pair_bucket, repeats: int, log, k: int = CONFIRM_K) -> dict:
     """The product's own path: an index file with stored texts, `dupes` confirmed at the defaults
-    (candidates within k, exact Jaccard >= 0.8) and `dupes --no-confirm`, scored on the truth
+    (candidates within k, exact Jaccard >= 0.8) and `dupes --no-check`, scored on the truth
     (overall and per length bucket), timed."""
     n = corpus.n
     with (
@@ -590,7 +590,7 @@ def pipeline_report(results: dict) -> str:
     for lang, res in results.items():
         pl, mh = res["pipeline"], res["minhash"]
         confirmed_name = f"`simq dupes` (default: candidates within {pl['k']}, exact Jaccard >= {THRESHOLD})"
-        distance_name = f"`simq dupes --no-confirm` (distance <= {RECOMMENDED_K})"
+        distance_name = f"`simq dupes --no-check` (distance <= {RECOMMENDED_K})"
         rows = ((confirmed_name, pl["confirmed"]["found"], pl["confirmed"]["truth"]),
                 (distance_name, pl["distance"]["found"], pl["distance"]["truth"]),
                 ("datasketch MinHashLSH, 128 perm., threshold 0.8", mh.get("found", "-"), mh["truth"]))
@@ -599,7 +599,7 @@ def pipeline_report(results: dict) -> str:
     out.append(f"\n### Time of the check (median of {next(iter(results.values()))['pipeline']['repeats']} runs each)\n")
     k = next(iter(results.values()))["pipeline"]["k"]
     out.append(f"| lang | texts | candidates within {k} | checked, kept | rejected | unchecked "
-               f"| `dupes --no-confirm --k {k}` s | `dupes` (confirmed) s | ratio "
+               f"| `dupes --no-check --k {k}` s | `dupes` (confirmed) s | ratio "
                f"| of which reading texts + Jaccard s |")
     out.append("|---|---|---|---|---|---|---|---|---|---|")
     for lang, res in results.items():

@@ -16,30 +16,31 @@ from .errors import (
     SimhashError,
 )
 from .find.arrays import DuplicatePair
-from .find.check import ConfirmReport, DuplicatePairs
+from .find.check import DuplicateSearch
 from .find.clusters import Cluster, ClusterReport
-from .find.queries import Query, QueryError
+from .find.queries import FailedQuery, Query
 from .find.search import Match, SearchResult
+from .find.verdict import CheckSummary
 from .index import AddReport, Document, FingerprintedDocument, SimhashIndex, Stats, StoredDocument
 from .pipeline.dedup import Decision, Deduplicator, DedupReport, dedup
 from .pipeline.shards import near_in_shards
-from .store.integrity import CheckReport, check_index
+from .store.integrity import IntegrityReport, integrity_check
 from .version import __version__
 
 _moved.install()
 
 __all__ = [
     "AddReport",
-    "CheckReport",
+    "IntegrityReport",
     "Cluster",
     "ClusterReport",
-    "ConfirmReport",
+    "CheckSummary",
     "Decision",
     "DedupReport",
     "Deduplicator",
     "Document",
     "DuplicatePair",
-    "DuplicatePairs",
+    "DuplicateSearch",
     "FingerprintSettings",
     "FingerprintedDocument",
     "ForeignSchema",
@@ -48,7 +49,7 @@ __all__ = [
     "Match",
     "NotAnIndex",
     "Query",
-    "QueryError",
+    "FailedQuery",
     "SchemaTooNew",
     "SearchResult",
     "SettingsMismatch",
@@ -57,7 +58,7 @@ __all__ = [
     "Stats",
     "StoredDocument",
     "__version__",
-    "check_index",
+    "integrity_check",
     "dedup",
     "from_hex",
     "hamming",
@@ -67,3 +68,21 @@ __all__ = [
     "to_signed",
     "to_unsigned",
 ]
+
+# Old names (CHANGELOG.md), kept importable until 1.0.
+_RENAMED = {
+    "CheckReport": "IntegrityReport",
+    "check_index": "integrity_check",
+    "ConfirmReport": "CheckSummary",
+    "DuplicatePairs": "DuplicateSearch",
+    "QueryError": "FailedQuery",
+}
+
+
+def __getattr__(name: str):
+    if name in _RENAMED:
+        import warnings
+
+        warnings.warn(f"simhash_sqlite.{name} is now {_RENAMED[name]}", DeprecationWarning, stacklevel=2)
+        return globals()[_RENAMED[name]]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -12,10 +12,10 @@ import warnings
 
 MOVED = {
     "fingerprint": "core.fingerprint",
-    "confirm": "find.check",
+    "confirm": "find.verdict",
     "pairs": "find.pairs",
-    "explain": "find.explain",
-    "calibrate": "find.calibrate",
+    "explain": "analysis.explain",
+    "calibrate": "analysis.calibrate",
     "checks": "store.integrity",
     "shards": "pipeline.shards",
 }

@@ -7,7 +7,7 @@ signed int64 form, exactly as SQLite stores them; `hex` columns print the unsign
 The job, each step a function over DataFrames:
   fingerprints_and_sketches  documents -> (id, fingerprint, sketch), one UDF for both
   sketch_pairs       candidate pairs from the sketches' window codes (the LSH of simq dedup)
-  fingerprint_pairs  distinct fingerprints -> pairs within k through a BlockTables join (--k, --no-confirm)
+  fingerprint_pairs  distinct fingerprints -> pairs within k through a BlockTables join (--k, --no-check)
   document_pairs     those pairs, plus documents sharing a fingerprint, as (id_a < id_b, distance)
   graph_components   connected components of the checked pairs (min-label propagation with
                      pointer jumping, no GraphFrames)
@@ -52,10 +52,10 @@ import numpy as np
 
 from .core.features import jieba_version
 from .core.fingerprint import simhash, simhash_and_sketch_many, to_signed, to_unsigned
-from .core.settings import CONFIRM_K, FingerprintSettings
+from .core.settings import CONFIRM_K, DEFAULT_THRESHOLD, FingerprintSettings, candidate_k
 from .core.sketch import DEFAULT_SCHEME, as_rows, estimate_many
 from .find.block_tables import BlockTables
-from .find.check import DEFAULT_THRESHOLD, candidate_k, check_threshold, fallback_k
+from .find.verdict import fallback_k, validate_threshold
 from .index import SimhashIndex
 from .pipeline.dedup import drop_cut, window_codes
 from .pipeline.shards import SHARD_PATTERN, shard_of
@@ -534,7 +534,7 @@ def run_dedup(
     first (matched_existing) and the rest deduplicated among themselves; its settings are used.
     """
     started = time.perf_counter()
-    threshold = check_threshold(threshold)
+    threshold = validate_threshold(threshold)
     cut = drop_cut(threshold)  # what an estimate must reach, as in simq dedup
     by_sketch = check and k is None
     k = candidate_k(k, check)

@@ -235,7 +235,7 @@ def rows(path, sql):
 
 
 @pytest.mark.parametrize("documents", [0, 1])
-@pytest.mark.parametrize("command", [["dupes"], ["dupes", "--k", "3"], ["dupes", "--no-confirm"], ["clusters"],
+@pytest.mark.parametrize("command", [["dupes"], ["dupes", "--k", "3"], ["dupes", "--no-check"], ["clusters"],
                                      ["clusters", "--k", "3"]])
 def test_dupes_and_clusters_of_an_empty_or_one_document_index(runner, db_path, tmp_path, documents, command):
     """No pairs is an answer, not a traceback (clusters of an empty index raised an IndexError)."""
@@ -253,3 +253,32 @@ def test_dupes_and_clusters_of_an_empty_or_one_document_index(runner, db_path, t
             assert index.conn.execute("SELECT count(*) FROM clusters").get == documents
     else:
         assert "no pair" in result.output
+
+
+def test_old_spellings_still_work_and_are_not_shown(tmp_path):
+    """--confirm/--no-confirm, --jaccard and `simq check` were renamed (CHANGELOG.md): scripts keep working."""
+    from typer.testing import CliRunner
+
+    from simhash_sqlite.cli import app
+
+    runner = CliRunner()
+    db = str(tmp_path / "old.db")
+    (tmp_path / "a.txt").write_text("the quick brown fox jumps over the lazy dog " * 20)
+    (tmp_path / "b.txt").write_text("the quick brown fox jumps over the lazy dog " * 20 + "and again")
+    assert runner.invoke(app, ["add", "--db", db, str(tmp_path / "a.txt"), str(tmp_path / "b.txt")]).exit_code == 0
+    new = runner.invoke(app, ["dupes", "--db", db, "--check", "--threshold", "0.8", "--format", "jsonl"])
+    old = runner.invoke(app, ["dupes", "--db", db, "--confirm", "--jaccard=0.8", "--format", "jsonl"])
+    assert new.exit_code == old.exit_code == 0 and new.stdout == old.stdout and '"checked": true' in new.stdout
+    stricter = runner.invoke(app, ["dupes", "--db", db, "--jaccard", "0.9", "--format", "jsonl"])  # J is 0.83
+    assert stricter.exit_code == 0 and stricter.stdout == ""
+    unchecked = runner.invoke(app, ["dupes", "--db", db, "--no-confirm", "--format", "jsonl"])
+    assert unchecked.exit_code == 0 and '"checked": false' in unchecked.stdout
+    assert runner.invoke(app, ["check", "--db", db]).stdout == runner.invoke(app, ["integrity", "--db", db]).stdout
+    # A text that happens to look like an old option is searched for as it is after "--".
+    from simhash_sqlite import simhash, to_hex
+
+    hashed = runner.invoke(app, ["hash", "--", "--jaccard"])
+    assert hashed.exit_code == 0 and to_hex(simhash("--jaccard")) in hashed.stdout
+    shown = runner.invoke(app, ["--help"]).stdout + runner.invoke(app, ["dupes", "--help"]).stdout
+    assert "--confirm" not in shown and "--jaccard" not in shown and " check " not in shown
+    assert "--check" in shown and "--threshold" in shown and "integrity" in shown

@@ -17,7 +17,7 @@ from test_explain_calibrate import brute_jaccard
 from simhash_sqlite import Document, SimhashIndex, hamming
 from simhash_sqlite.core.settings import CONFIRM_K, RECOMMENDED_K
 from simhash_sqlite.core.sketch import estimate_jaccard, sketch
-from simhash_sqlite.find.check import ENTRY_BYTES, DuplicatePairs, ShingleCache
+from simhash_sqlite.find.check import ENTRY_BYTES, DuplicateSearch, ShingleCache
 
 
 def made_corpus(seed: int = 11) -> dict[str, str]:
@@ -83,7 +83,7 @@ def test_confirmed_dupes_equal_brute_force_jaccard_at_the_boundary(runner, store
         assert {frozenset((p.first, p.second)): p.jaccard for p in within} == pytest.approx(want)
         assert within.report.rejected == len(candidates) - len(want) and within.report.candidates_from == "fingerprint"
         # A cache too small for two texts recomputes, with the same answer.
-        assert {frozenset((p.first, p.second)) for p in DuplicatePairs(index, cache_bytes=1)} == set(want_all)
+        assert {frozenset((p.first, p.second)) for p in DuplicateSearch(index, cache_bytes=1)} == set(want_all)
     assert got == pytest.approx(want_all)
     result = simq(runner, "dupes", "--db", db, "--format", "jsonl")
     assert result.exit_code == 0, result.output
@@ -94,7 +94,7 @@ def test_confirmed_dupes_equal_brute_force_jaccard_at_the_boundary(runner, store
     assert "hint" not in result.stderr
     # Another threshold and an explicit k: the same rule.
     want7, _ = reference(docs, fps, 10, 0.7)
-    rows = simq(runner, "dupes", "--db", db, "--format", "jsonl", "--k", "10", "--jaccard", "0.7").stdout.splitlines()
+    rows = simq(runner, "dupes", "--db", db, "--format", "jsonl", "--k", "10", "--threshold", "0.7").stdout.splitlines()
     assert set(_pairs(map(json.loads, rows))) == set(want7)
     table = simq(runner, "dupes", "--db", db)
     assert "jaccard" in table.stdout and "checked exactly" in table.stdout
@@ -156,15 +156,15 @@ def test_no_confirm_is_the_plain_distance_search(runner, stored):
         plain_near = [(m.key, m.distance) for m in index.near(key="f3", k=RECOMMENDED_K, check=False)]
         plain_pairs = {frozenset((p.first, p.second)): p.distance for p in index.dupes(RECOMMENDED_K, check=False)}
         plain_pairs5 = {frozenset((p.first, p.second)) for p in index.dupes(5, check=False)}
-    near = json.loads(simq(runner, "near", "--db", db, "--key", "f3", "--json", "--no-confirm").stdout)
+    near = json.loads(simq(runner, "near", "--db", db, "--key", "f3", "--json", "--no-check").stdout)
     assert [(m["key"], m["distance"]) for m in near] == plain_near
     assert all(m["jaccard"] is None and m["checked"] is False for m in near)
-    result = simq(runner, "dupes", "--db", db, "--no-confirm", "--format", "jsonl")
+    result = simq(runner, "dupes", "--db", db, "--no-check", "--format", "jsonl")
     rows = [json.loads(x) for x in result.stdout.splitlines()]
     assert {frozenset((r["first"], r["second"])): r["distance"] for r in rows} == plain_pairs
-    rows = simq(runner, "dupes", "--db", db, "--no-confirm", "--k", "5", "--format", "jsonl").stdout.splitlines()
+    rows = simq(runner, "dupes", "--db", db, "--no-check", "--k", "5", "--format", "jsonl").stdout.splitlines()
     assert {frozenset((r["first"], r["second"])) for r in map(json.loads, rows)} == plain_pairs5
-    table = simq(runner, "dupes", "--db", db, "--no-confirm")
+    table = simq(runner, "dupes", "--db", db, "--no-check")
     assert f"{len(plain_pairs)} pairs within distance {RECOMMENDED_K}" in table.stdout and "jaccard" not in table.stdout
 
 
@@ -296,7 +296,7 @@ def test_batch_answers_are_checked(runner, stored, tmp_path):
 @pytest.mark.parametrize("command", ["near", "dupes", "clusters"])
 def test_a_bad_jaccard_is_one_clean_error(runner, stored, command, value):
     db, _, _ = stored
-    args = [command, "--db", db, "--jaccard", value] + (["--key", "f0"] if command == "near" else [])
+    args = [command, "--db", db, "--threshold", value] + (["--key", "f0"] if command == "near" else [])
     assert_clean_error(simq(runner, *args), "Jaccard threshold")
 
 

@@ -16,8 +16,8 @@ import apsw
 import pytest
 
 from simhash_sqlite import Document, IndexNotFound, SimhashIndex
-from simhash_sqlite.index import content_hash
 from simhash_sqlite.store.integrity import problems
+from simhash_sqlite.store.texts import content_hash
 
 
 def corpus(count, seed=0):

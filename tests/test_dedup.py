@@ -61,7 +61,7 @@ def test_kept_set_finds_the_closest_within_k(kept, queries, k, batch):
 
 
 def brute_keep_first(texts: list[str], k: int) -> list[tuple[bool, int | None, int | None]]:
-    """Keep-first by distance alone (--no-confirm): the closest kept document within k, ties to the earliest."""
+    """Keep-first by distance alone (--no-check): the closest kept document within k, ties to the earliest."""
     kept: list[tuple[int, int]] = []
     out = []
     for i, body in enumerate(texts):
@@ -222,7 +222,7 @@ def test_cli_dedup_passes_records_through_and_writes_a_side_file(runner, tmp_pat
     bodies = [r["body"] for r in records]
     for options, expected in (
         ([], brute_checked_keep_first(bodies)),  # the default: checked by the sketches' estimate
-        (["--no-confirm", "--k", "3"], brute_keep_first(bodies, 3)),
+        (["--no-check", "--k", "3"], brute_keep_first(bodies, 3)),
     ):
         result = simq(runner, "dedup", data, "--out", out, "--dupes", side, "--text-field", "body", "--id-field", "url",
                       *options)
@@ -255,14 +255,14 @@ def test_cli_dedup_against_an_index_and_folders(runner, tmp_path):
     (folder / "b.txt").write_text(text(rng))  # new
     (folder / "c.txt").write_text(edit(rng, old[1], 1))  # near an indexed one
     out, side = tmp_path / "new.jsonl", tmp_path / "side.jsonl"
-    for options in ([], ["--k", "6"], ["--no-confirm", "--k", "6"]):
+    for options in ([], ["--k", "6"], ["--no-check", "--k", "6"]):
         result = simq(runner, "dedup", folder, "--out", out, "--against", db, "--dupes", side, *options)
         assert result.exit_code == 0, result.output
         kept = [json.loads(line) for line in out.read_text().splitlines()]
         assert [r["id"] for r in kept] == [str(folder / "b.txt")] and kept[0]["text"] == (folder / "b.txt").read_text()
         dropped = [json.loads(line) for line in side.read_text().splitlines()]
         assert {d["duplicate_of"] for d in dropped} == {"old0", "old1"}
-        assert {d["checked_by"] for d in dropped} == ({None} if "--no-confirm" in options else {"estimated"})
+        assert {d["checked_by"] for d in dropped} == ({None} if "--no-check" in options else {"estimated"})
         assert "no sketch" not in result.stderr
     assert integrity_ok(db) and len(SimhashIndex(db)) == 5  # --against only reads
     # An index made before sketches whose texts are gone: its documents are matched by distance, and it says so.

@@ -201,7 +201,7 @@ def small_db(runner, tmp_path):
 def test_limit_means_the_same_with_and_without_the_check(runner, small_db, tmp_path):
     queries = tmp_path / "q.jsonl"
     queries.write_text(json.dumps({"text": ENGLISH}) + "\n")
-    for check in ("--confirm", "--no-confirm"):
+    for check in ("--check", "--no-check"):
         assert_clean_error(simq(runner, "near", ENGLISH, "--db", small_db, "--limit", "-1", check), "not negative")
         none = simq(runner, "near", ENGLISH, "--db", small_db, "--limit", "0", "--json", check)
         assert none.exit_code == 0 and json.loads(none.stdout) == []
@@ -246,8 +246,8 @@ def test_rejected_options_make_no_index_file(runner, tmp_path):
 def test_check_leaves_no_wal_or_shm_behind(runner, small_db):
     folder = small_db.parent
     before = sorted(os.listdir(folder))
-    assert simq(runner, "check", "--db", small_db).exit_code == 0
-    assert simq(runner, "check", "--db", small_db, "--json").exit_code == 0
+    assert simq(runner, "integrity", "--db", small_db).exit_code == 0
+    assert simq(runner, "integrity", "--db", small_db, "--json").exit_code == 0
     assert sorted(os.listdir(folder)) == before
     with SimhashIndex(small_db, readonly=True) as index:  # the web pages' way of opening: the same
         assert len(index.near(key=path_key(str(folder / "a.txt")))) == 1

@@ -10,9 +10,9 @@ from hypothesis import strategies as st
 from test_cli import assert_clean_error, simq
 
 from simhash_sqlite import Document, SimhashIndex, hamming
+from simhash_sqlite.analysis.calibrate import calibrate
+from simhash_sqlite.analysis.explain import estimated_jaccard, explain
 from simhash_sqlite.core.shingles import jaccard
-from simhash_sqlite.find.calibrate import calibrate
-from simhash_sqlite.find.explain import estimated_jaccard, explain
 
 BASE = (
     "SQLite is a library that implements a small, fast, self-contained SQL database engine. "

@@ -18,8 +18,8 @@ from test_index import MASK, brute_force
 from simhash_sqlite import Document, SimhashIndex
 from simhash_sqlite.core.fingerprint import to_signed
 from simhash_sqlite.find.search import near_params
-from simhash_sqlite.index import ADD_CACHE_MIB, BULK_CHECKPOINT_PAGES
 from simhash_sqlite.store.integrity import problems
+from simhash_sqlite.store.writer import ADD_CACHE_MIB, BULK_CHECKPOINT_PAGES
 
 BATCH = 400
 KS = (0, 3, 8, 17)  # equality lookups, radius-1 and radius-2 probes, and a k the planner scans for

@@ -62,9 +62,12 @@ def test_add_through_the_pool_stores_the_serial_fingerprints(tmp_path, monkeypat
 def test_workers_follow_simq_workers_and_default_to_at_least_one(monkeypatch):
     monkeypatch.setenv("SIMQ_WORKERS", "3")
     assert parallel.workers() == 3
-    for bad in ("0", "-2", "many", ""):
-        monkeypatch.setenv("SIMQ_WORKERS", bad)
-        assert 1 <= parallel.workers() <= 1024
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    for load, expected in ((0.0, cores), (float(cores), 1)):  # idle: every core; busy: one process
+        monkeypatch.setattr(os, "getloadavg", lambda load=load: (load, load, load))
+        for bad in ("0", "-2", "many", "", "2.5"):
+            monkeypatch.setenv("SIMQ_WORKERS", bad)
+            assert parallel.workers() == expected, bad
 
 
 def test_a_batch_taken_meanwhile_gives_the_same_fingerprints(monkeypatch):

@@ -15,7 +15,7 @@ from test_cli import assert_clean_error, simq
 from web_helpers import stored_index
 
 from simhash_sqlite import SimhashIndex
-from simhash_sqlite.find.calibrate import calibrate
+from simhash_sqlite.analysis.calibrate import calibrate
 from simhash_sqlite.web.plots import distance_distribution, random_pair_distances
 
 has_matplotlib = importlib.util.find_spec("matplotlib") is not None

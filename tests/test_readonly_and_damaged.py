@@ -12,7 +12,7 @@ from unprivileged import python_unprivileged, run_unprivileged
 from simhash_sqlite import Document, SimhashIndex
 from simhash_sqlite.errors import DamagedIndex
 from simhash_sqlite.store.database import quick_check
-from simhash_sqlite.store.integrity import check_index, problems
+from simhash_sqlite.store.integrity import integrity_check, problems
 
 READ_COMMANDS = [
     ["stats"],
@@ -24,8 +24,8 @@ READ_COMMANDS = [
     ["dupes", "--format", "jsonl"],
     ["clusters"],
     ["sql", "SELECT count(*) FROM documents"],
-    ["check"],
-    ["check", "--json"],
+    ["integrity"],
+    ["integrity", "--json"],
     ["explain", "a.txt", "b.txt"],
     ["calibrate"],
     ["hash", "some text to fingerprint"],
@@ -126,11 +126,11 @@ def _damaged(tmp_path, pages=3):
 
 def test_check_reports_damage_in_its_table_and_json(runner, tmp_path):
     path = _damaged(tmp_path)
-    table = simq(runner, "check", "--db", path)
+    table = simq(runner, "integrity", "--db", path)
     assert table.exit_code == 1
     assert "integrity_check" in table.stdout and "FAILED" in table.stdout and "page" in table.stdout
     assert "sqlite3 FILE" not in table.output and "sqlite3" in table.stdout  # the recovery names the file
-    as_json = simq(runner, "check", "--db", path, "--json")
+    as_json = simq(runner, "integrity", "--db", path, "--json")
     assert as_json.exit_code == 1
     report = json.loads(as_json.stdout)
     failed = {c["name"]: c["detail"] for c in report["checks"] if not c["ok"]}
@@ -146,7 +146,7 @@ def test_writing_commands_refuse_a_damaged_file_and_leave_it_as_it_was(runner, t
     for command in (["add", new], ["rm", "doc1"], ["rm", "--glob", "doc*"], ["clusters"]):
         result = simq(runner, *command, "--db", path)
         assert_clean_error(result, "is damaged")
-        assert "simq check" in result.stderr and ".dump" in result.stderr
+        assert "simq integrity" in result.stderr and ".dump" in result.stderr
     assert path.read_bytes() == before
     with pytest.raises(DamagedIndex):
         with SimhashIndex(path) as index:
@@ -160,7 +160,7 @@ def test_the_recovery_the_message_gives_works(tmp_path):
     if shutil.which("sqlite3") is None:
         pytest.skip("no sqlite3 command-line shell to follow the recovery with")
     path = _damaged(tmp_path, pages=2)
-    hint = check_index(path).failed[0].detail
+    hint = integrity_check(path).failed[0].detail
     recipe = hint[hint.index("(sqlite3"): hint.index(" | sqlite3 recovered.db") + len(" | sqlite3 recovered.db")]
     subprocess.run(recipe, shell=True, cwd=tmp_path, check=True, capture_output=True)
     recovered = tmp_path / "recovered.db"

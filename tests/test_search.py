@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from test_cli import assert_clean_error, simq
 from test_index import MASK, brute_force, clustered_fingerprints, flip
 
-from simhash_sqlite import InvalidInput, Query, QueryError, SimhashIndex
+from simhash_sqlite import FailedQuery, InvalidInput, Query, SimhashIndex
 from simhash_sqlite.find.search import plan_for
 
 
@@ -102,14 +102,14 @@ def test_near_many_answers_in_order_with_errors_in_place(index):
         Query(key="missing"),
         Query(key="e"),
         Query(text="..."),
-        QueryError(Query(id=7), "line 7: not JSON"),
+        FailedQuery(Query(id=7), "line 7: not JSON"),
     ]
     answers = list(index.near_many(queries, k=3, check=False))
     assert len(answers) == len(queries)
     assert [m.key for m in answers[0][1].matches] == ["a", "b"] and answers[0][0].id == "t"
     assert [m.key for m in answers[1][1].matches] == ["b"]  # a key's own document is left out
     assert answers[2][1].fingerprint == fp
-    assert [type(a).__name__ for _, a in answers[3:]] == ["QueryError"] * 4
+    assert [type(a).__name__ for _, a in answers[3:]] == ["FailedQuery"] * 4
     assert "no document with key" in answers[3][1].message and answers[6][1].message == "line 7: not JSON"
     with pytest.raises(InvalidInput):
         list(index.near_many([0], k=65, check=False))

@@ -162,7 +162,7 @@ def test_a_version_1_index_keeps_its_scheme(runner, tmp_path):
         assert frozenset(("a", "edit")) in pairs
         [match] = [m for m in index.near(BASE, k=3) if m.key == "a"]
         assert match.jaccard == pytest.approx(1.0)
-    result = simq(runner, "check", "--db", db)
+    result = simq(runner, "integrity", "--db", db)
     assert result.exit_code == 0, result.output
 
 
@@ -217,6 +217,6 @@ def test_an_unreadable_sketch_scheme_is_one_clear_error(runner, tmp_path):
         index.add(Document(k, t) for k, t in TEXTS.items())
         index.conn.execute("UPDATE simhash_meta SET value = '{\"bins\": 944, \"shape\": 3}' WHERE key = 'sketch'")
     assert_clean_error(simq(runner, "near", "--db", db, BASE), "records a sketch scheme this version cannot read")
-    result = simq(runner, "check", "--db", db, "--json")
+    result = simq(runner, "integrity", "--db", db, "--json")
     assert result.exit_code == 1 and "Traceback" not in result.output
     assert "the sketch scheme in simhash_meta cannot be read" in result.output

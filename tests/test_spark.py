@@ -158,7 +158,7 @@ def job(spark, corpus, tmp_path_factory):
     spark.createDataFrame(corpus, "id string, text string, prio int").write.parquet(str(source))
     out = folder / "out"
     result = simq(
-        CliRunner(), "spark-dedup", source, "--out", out, "--no-confirm", "--k", K, "--master", "local[2]",
+        CliRunner(), "spark-dedup", source, "--out", out, "--no-check", "--k", K, "--master", "local[2]",
         "--keep-by", "prio", "--descending", "--sqlite-shards", SHARDS,
     )
     assert result.exit_code == 0, result.output
@@ -188,7 +188,7 @@ def test_spark_dedup_equals_the_single_machine_tool(spark, job, reference):
     assert set(pairs) == reference["pairs"]
     assert any(d == 0 for *_, d in pairs) and any(d == K for *_, d in pairs)  # copies and edits both present
     # Clusters (components, named after their first document by --keep-by prio --descending, ties by
-    # lowest id) and the kept set: keep-first in that order, as simq dedup --no-confirm decides.
+    # lowest id) and the kept set: keep-first in that order, as simq dedup --no-check decides.
     rows = parquet_rows(spark, out / "clusters")
     clusters = {r["id"]: r["cluster"] for r in rows}
     assert clusters == reference["clusters"]
@@ -227,7 +227,7 @@ def test_sqlite_shards_are_ordinary_indexes_searched_one_at_a_time(job, referenc
     assert [(m.distance, m.key) for m in found] == expected
     # Each shard opens with simq itself.
     shard_db = paths[shard_of(query_key, SHARDS)]
-    result = simq(runner, "near", "--db", shard_db, "--key", query_key, "--k", 64, "--no-confirm", "--json")
+    result = simq(runner, "near", "--db", shard_db, "--key", query_key, "--k", 64, "--no-check", "--json")
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)
 

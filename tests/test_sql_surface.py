@@ -97,7 +97,7 @@ def test_simhash_near_equals_simq_near(runner, tmp_path):
     db = tmp_path / "e.db"
     assert simq(runner, "add", "--db", db, EXAMPLES).exit_code == 0
     text = (EXAMPLES / "sqlite_intro.txt").read_text(encoding="utf-8")
-    near = json.loads(simq(runner, "near", "--db", db, text, "--k", "10", "--json", "--no-confirm").stdout)
+    near = json.loads(simq(runner, "near", "--db", db, text, "--k", "10", "--json", "--no-check").stdout)
     assert all(m.pop("jaccard") is None and m.pop("checked") is False and m.pop("checked_by") is None for m in near)
     result = simq(
         runner, "sql", "--db", db, "--format", "json", "-p", f"q={text}", "-p", "k=10",
@@ -156,7 +156,7 @@ def test_sql_is_read_only_unless_asked_and_never_changes_the_schema(runner, smal
                   "CREATE TEMP TABLE t AS SELECT key FROM documents; DELETE FROM documents WHERE key LIKE '%tea%';"
                   "SELECT count(*) AS n FROM documents")
     assert result.exit_code == 0 and result.stdout.splitlines() == ["n", "1"]
-    assert simq(runner, "check", "--db", small).exit_code == 0
+    assert simq(runner, "integrity", "--db", small).exit_code == 0
 
 
 # -- the shell --------------------------------------------------------------------------------
@@ -191,7 +191,7 @@ def test_shell_script_errors_fail_the_run_and_the_schema_stays_ours(runner, smal
     assert result.exit_code == 1
     assert "no such column: nope" in result.stderr and "ATTACH" in result.stderr
     assert "42" in result.stdout  # like sqlite3, the script goes on after an error
-    assert simq(runner, "check", "--db", small).exit_code == 0
+    assert simq(runner, "integrity", "--db", small).exit_code == 0
 
 
 def test_every_dot_command_of_ours_runs(runner, small):
@@ -232,7 +232,7 @@ def tamper(path, *statements):
 
 
 def test_check_passes_a_sound_index(runner, small):
-    result = simq(runner, "check", "--db", small, "--json")
+    result = simq(runner, "integrity", "--db", small, "--json")
     assert result.exit_code == 0
     report = json.loads(result.stdout)
     assert report["ok"] and {c["name"] for c in report["checks"]} >= {
@@ -251,9 +251,9 @@ def test_check_passes_a_sound_index(runner, small):
 )
 def test_check_reports_what_is_wrong(runner, small, statements, failed, fragment):
     tamper(small, *statements)
-    result = simq(runner, "check", "--db", small)
+    result = simq(runner, "integrity", "--db", small)
     assert_clean_error(result, failed)
-    report = json.loads(simq(runner, "check", "--db", small, "--json").stdout)
+    report = json.loads(simq(runner, "integrity", "--db", small, "--json").stdout)
     bad = [c for c in report["checks"] if not c["ok"]]
     assert [c["name"] for c in bad] == [failed] and fragment in bad[0]["detail"]
 
@@ -271,28 +271,28 @@ def test_check_finds_a_damaged_page(runner, tmp_path):
     # scribble over the index's root page
     data[offset + 8 : offset + page_size] = bytes(range(256)) * (page_size // 256)
     db.write_bytes(bytes(data))
-    result = simq(runner, "check", "--db", db)
+    result = simq(runner, "integrity", "--db", db)
     assert_clean_error(result, "integrity_check")
 
 
 def test_check_names_a_file_that_is_not_ours(runner, tmp_path):
     other = tmp_path / "other.db"
     tamper(other, "CREATE TABLE t (x)")
-    assert_clean_error(simq(runner, "check", "--db", other), "simhash-sqlite file")
-    assert_clean_error(simq(runner, "check", "--db", tmp_path / "missing.db"), "no index")
+    assert_clean_error(simq(runner, "integrity", "--db", other), "simhash-sqlite file")
+    assert_clean_error(simq(runner, "integrity", "--db", tmp_path / "missing.db"), "no index")
 
 
 def test_check_passes_random_fingerprints_and_rehash_finds_a_changed_text(runner, tmp_path):
     db = tmp_path / "r.db"
     with SimhashIndex(db, create=True) as index:
         index.add_fingerprints((f"fp{i}", random.Random(i).getrandbits(64)) for i in range(2000))  # half negative
-    assert simq(runner, "check", "--db", db).exit_code == 0
+    assert simq(runner, "integrity", "--db", db).exit_code == 0
     stored = tmp_path / "stored.db"
     assert simq(runner, "add", "--db", stored, "--store-text", EXAMPLES).exit_code == 0
-    assert simq(runner, "check", "--db", stored, "--rehash").exit_code == 0
+    assert simq(runner, "integrity", "--db", stored, "--rehash").exit_code == 0
     tamper(stored, "UPDATE documents SET text = text || ' changed' WHERE key LIKE '%garden%'")
-    assert simq(runner, "check", "--db", stored).exit_code == 0  # only re-hashing can notice
-    result = simq(runner, "check", "--db", stored, "--rehash", "--json")
+    assert simq(runner, "integrity", "--db", stored).exit_code == 0  # only re-hashing can notice
+    result = simq(runner, "integrity", "--db", stored, "--rehash", "--json")
     assert result.exit_code == 1
     bad = [c for c in json.loads(result.stdout)["checks"] if not c["ok"]]
     assert [c["name"] for c in bad] == ["rehash"] and "garden.txt" in bad[0]["detail"]

@@ -6,9 +6,10 @@ from hypothesis import strategies as st
 from simhash_sqlite import FingerprintSettings, SimhashIndex, simhash
 from simhash_sqlite.core.pieces import pieces, simhash_and_sketch_pieces, simhash_pieces
 from simhash_sqlite.core.sketch import DEFAULT_SCHEME, SCHEME_V1, sketch
-from simhash_sqlite.index import FingerprintedDocument, content_hash
+from simhash_sqlite.index import FingerprintedDocument
 from simhash_sqlite.pipeline.sources import Reader
 from simhash_sqlite.store.integrity import problems
+from simhash_sqlite.store.texts import content_hash
 
 # Characters that make normalization context-dependent: combining marks, NFKC expansions that start
 # with a space (U+00A8), non-breaking and ideographic spaces, ligatures, Hangul jamo that compose.

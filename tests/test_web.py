@@ -24,7 +24,7 @@ from test_cli import assert_clean_error, simq
 from web_helpers import file_index, free_port, get, serving, stored_index
 
 from simhash_sqlite import Document, InvalidInput, SimhashIndex, to_signed
-from simhash_sqlite.find.explain import verdicts
+from simhash_sqlite.analysis.explain import verdicts
 from simhash_sqlite.store.functions import FUNCTIONS, prepare_sqlite3_connection
 from simhash_sqlite.web.pages import pair_view, query_text, search, side_by_side
 from simhash_sqlite.web.plots import cluster_sizes, size_bands
@@ -109,7 +109,7 @@ def test_sqlite_utils_query_runs_our_functions(stored):
 def test_search_answers_as_simq_near(runner, stored, confirm):
     db, texts = stored
     query = texts["family2/copy0.txt"] + " and a few words more"
-    flag = "--confirm" if confirm else "--no-confirm"
+    flag = "--check" if confirm else "--no-check"
     for args, kwargs in (((query,), {}), ((), {"key": "family2/original.txt"})):
         cli = simq(runner, "near", "--db", db, "--json", flag, *args, *(["--key", kwargs["key"]] if kwargs else []))
         assert cli.exit_code == 0, cli.output

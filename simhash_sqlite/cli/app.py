@@ -25,25 +25,27 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
+from ..analysis.calibrate import DEFAULT_MAX_K, Calibration
+from ..analysis.calibrate import calibrate as calibrate_index
+from ..analysis.explain import Explanation, verdicts
+from ..analysis.explain import explain as explain_pair
 from ..core.fingerprint import from_hex, simhash, to_hex, to_signed
-from ..core.settings import CONFIRM_K, RECOMMENDED_K, SHORT_TEXT, FingerprintSettings
+from ..core.settings import CONFIRM_K, DEFAULT_THRESHOLD, RECOMMENDED_K, SHORT_TEXT, FingerprintSettings, candidate_k
 from ..errors import InvalidInput, SimhashError
 from ..find.arrays import DuplicatePair
-from ..find.calibrate import DEFAULT_MAX_K, Calibration
-from ..find.calibrate import calibrate as calibrate_index
-from ..find.check import DEFAULT_THRESHOLD, ConfirmReport, candidate_k, check_threshold, fallback_k
 from ..find.clusters import REPRESENTATIVE_RULES, Cluster
-from ..find.explain import Explanation, verdicts
-from ..find.explain import explain as explain_pair
-from ..find.queries import QueryError, guess_format, parse_queries
+from ..find.queries import FailedQuery, guess_format, parse_queries
 from ..find.search import Match, executed_sql, near_sql
-from ..index import AddReport, FingerprintedDocument, SimhashIndex, check_batch_size
+from ..find.verdict import CheckSummary, fallback_k, validate_threshold
+from ..index import SimhashIndex
 from ..pipeline.dedup import DROP_MARGIN, Deduplicator
 from ..pipeline.sources import STDIN, Reader, read_one, size_text, stale_keys
 from ..sql.user_sql import parse_params, run_query
 from ..store import texts
 from ..store.database import damaged_message
-from ..store.integrity import check_index
+from ..store.documents import AddReport, FingerprintedDocument
+from ..store.integrity import integrity_check
+from ..store.writer import validate_batch_size
 from ..version import __version__
 from ..web.plots import (
     cluster_sizes,
@@ -58,7 +60,43 @@ from ..web.plots import (
 from . import output
 from .output import err, line, out, plain, printable
 
+# Spellings of earlier versions (CHANGELOG.md): still accepted so that no script breaks, never shown.
+OLD_OPTIONS = {"--confirm": "--check", "--no-confirm": "--no-check", "--jaccard": "--threshold"}
+OLD_COMMANDS = {"check": "integrity"}
+
+
+class _Commands(typer.core.TyperGroup):
+    """simq's group: old spellings become the current ones before click parses, and --help lists
+    the commands in the order they are defined, grouped by task (rich_help_panel)."""
+
+    def parse_args(self, ctx, args):
+        return super().parse_args(ctx, current_spelling(args))
+
+    def resolve_command(self, ctx, args):
+        if args and args[0] in OLD_COMMANDS:
+            args = [OLD_COMMANDS[args[0]], *args[1:]]
+        return super().resolve_command(ctx, args)
+
+
+def current_spelling(args: list[str]) -> list[str]:
+    """args with OLD_OPTIONS renamed (also as --old=value), up to a "--" that ends the options."""
+    out = list(args)
+    for i, arg in enumerate(out):
+        if arg == "--":
+            break
+        name, equals, value = arg.partition("=")
+        if name in OLD_OPTIONS:
+            out[i] = OLD_OPTIONS[name] + equals + value
+    return out
+
+
+INDEX_PANEL = "Build and keep the index"
+SEARCH_PANEL = "Search"
+DUPLICATES_PANEL = "Near-duplicates of a whole corpus"
+SQL_PANEL = "SQL and the browser"
+
 app = typer.Typer(
+    cls=_Commands,
     name="simq",
     rich_markup_mode="rich",
     context_settings={"help_option_names": ["-h", "--help"]},
@@ -118,20 +156,21 @@ CandidateKOption = Annotated[
     typer.Option(
         "--k", "-k",
         help=f"Largest Hamming distance of a candidate (0-64). "
-        f"\\[default: {CONFIRM_K} with --confirm, {RECOMMENDED_K} with --no-confirm]",
+        f"\\[default: {CONFIRM_K} with --check, {RECOMMENDED_K} with --no-check]",
         show_default=False,
     ),
 ]
-ConfirmOption = Annotated[
+CheckOption = Annotated[
     bool,
     typer.Option(
-        "--confirm/--no-confirm",
+        "--check/--no-check",
         help="Keep a candidate only if the exact 5-shingle Jaccard of the texts (stored with --store-text, or the "
-        f"unchanged files) reaches --jaccard; one without a reachable text is kept if within min(k, {RECOMMENDED_K}).",
+        "unchanged files) reaches --threshold, else the Jaccard estimated from the stored sketches; one with "
+        f"neither is kept if within min(k, {RECOMMENDED_K}).",
     ),
 ]
-JaccardOption = Annotated[
-    float, typer.Option("--jaccard", help="With --confirm: the least exact Jaccard kept (above 0, at most 1).")
+ThresholdOption = Annotated[
+    float, typer.Option("--threshold", help="With --check: the least Jaccard kept (above 0, at most 1).")
 ]
 # The options of commands that read inputs (add, dedup): the same names, help and defaults.
 JsonlOption = Annotated[
@@ -204,7 +243,7 @@ def friendly_errors(command):
         except (apsw.CorruptError, apsw.NotADBError) as exc:
             named = [kwargs.get(name) for name in ("file", "db", "against") if kwargs.get(name) is not None]
             if not named:
-                raise fail(f"an index file is damaged ({exc}); see what is wrong: simq check --db FILE") from None
+                raise fail(f"an index file is damaged ({exc}); see what is wrong: simq integrity --db FILE") from None
             raise fail(damaged_message(os.fspath(named[0]), str(exc))) from None
         except BrokenPipeError:
             _quiet_stdout()
@@ -245,7 +284,7 @@ def main_options(
     """
 
 
-@app.command()
+@app.command(rich_help_panel=INDEX_PANEL)
 @friendly_errors
 def add(
     inputs: Annotated[
@@ -311,7 +350,7 @@ def add(
     if key is not None and STDIN not in inputs:
         raise InvalidInput("--key names the text read from stdin; give - as an input")
     if batch_size is not None:
-        check_batch_size(batch_size)
+        validate_batch_size(batch_size)
     reader = _reader(jsonl, text_field, id_field, encoding, errors, require_id=require_id, stdin_key=key)
     paths = reader.expand(inputs)  # missing paths fail here, before the index is touched
     with SimhashIndex(
@@ -426,7 +465,7 @@ def _print_add_summary(report: AddReport, reader: Reader, db: Path) -> None:
     )
 
 
-@app.command()
+@app.command(rich_help_panel=SEARCH_PANEL)
 @friendly_errors
 def near(
     text: Annotated[Optional[str], typer.Argument(help="The text to search for.", show_default=False)] = None,
@@ -465,23 +504,23 @@ def near(
     explain: Annotated[
         bool, typer.Option("--explain", help="Show the plan, the candidates checked, and the SQL.")
     ] = False,
-    confirm: ConfirmOption = True,
-    jaccard: JaccardOption = DEFAULT_THRESHOLD,
+    check: CheckOption = True,
+    threshold: ThresholdOption = DEFAULT_THRESHOLD,
 ) -> None:
     """Near-duplicates of a text, a file, a stored key or a fingerprint, closest first.
 
     Candidates within k, checked by the exact Jaccard of the texts where they can be read, else
     estimated from the stored sketches."""
     format_ = output.choose_format(format_, as_json)
-    threshold = check_threshold(jaccard) if confirm else None
-    k = candidate_k(k, confirm)
+    checked_at = validate_threshold(threshold) if check else None  # the batch's threshold; None: unchecked
+    k = candidate_k(k, check)
     if batch is not None:
         if any(x is not None for x in (text, file, key, hash_)):
             raise InvalidInput("--batch reads its queries from the file; give no text, --file, --key or --hash")
         if format_ not in ("table", "jsonl", "json"):
             raise InvalidInput("--batch answers in JSON: one line per query (jsonl, the default) or an array (json)")
         with output.destination(output_path) as handle:
-            _near_batch(db, batch, batch_format, k, limit, plan, explain, threshold, format_, handle)
+            _near_batch(db, batch, batch_format, k, limit, plan, explain, checked_at, format_, handle)
         return
     if text == STDIN and file is None:
         text, file = None, Path(STDIN)  # as -f -
@@ -496,7 +535,7 @@ def near(
             text, fingerprint = _query_of_file(file, index.settings, text, fingerprint)
         result = index.search(
             text, fingerprint=fingerprint, key=key, k=k, limit=limit, plan=plan,
-            check=confirm, threshold=jaccard,
+            check=check, threshold=threshold,
         )
         matches, report = result.matches, result.report
         if explain:
@@ -537,7 +576,7 @@ def _tell_sketch_upgrade(index: SimhashIndex) -> None:
 
 
 def _print_check_summary(
-    report: ConfirmReport, noun: str, *, to_stderr: bool, suffix: str = "", hint: bool = True
+    report: CheckSummary, noun: str, *, to_stderr: bool, suffix: str = "", hint: bool = True
 ) -> None:
     """How many results were checked exactly and how many by distance only, and a hint when texts were
     out of reach. Nothing when there was no candidate."""
@@ -583,7 +622,7 @@ def _near_batch(
     failed = answered = 0
     plans: dict[str, int] = {}
     candidates = 0
-    total = ConfirmReport(k, threshold or DEFAULT_THRESHOLD)
+    total = CheckSummary(k, threshold or DEFAULT_THRESHOLD)
 
     def answers_of(index: SimhashIndex):
         nonlocal failed, answered, candidates
@@ -595,7 +634,7 @@ def _near_batch(
         for query, answer in answers:
             answered += 1
             record: dict = {"id": query.id}
-            if isinstance(answer, QueryError):
+            if isinstance(answer, FailedQuery):
                 failed += 1
                 record["error"] = answer.message
                 if failed <= SHOWN_SKIPS:
@@ -633,7 +672,7 @@ def _near_batch(
         raise fail(f"{failed:,} of {queries} could not be searched (see their \"error\" lines)")
 
 
-def _add_counts(total: ConfirmReport, part: ConfirmReport) -> None:
+def _add_counts(total: CheckSummary, part: CheckSummary) -> None:
     for name in ("candidates", "checked", "rejected", "unchecked", "too_far", "without_query_text", "check_seconds"):
         setattr(total, name, getattr(total, name) + getattr(part, name))
 
@@ -668,7 +707,7 @@ def _query_of_file(
     return None, document.fingerprint
 
 
-@app.command("hash")
+@app.command("hash", rich_help_panel=SEARCH_PANEL)
 @friendly_errors
 def hash_command(
     text: Annotated[Optional[str], typer.Argument(help="The text to fingerprint.", show_default=False)] = None,
@@ -703,7 +742,7 @@ def hash_command(
         output.render_one({"fingerprint": to_hex(fingerprint), "signed": to_signed(fingerprint)}, format_)
 
 
-@app.command()
+@app.command(rich_help_panel=INDEX_PANEL)
 @friendly_errors
 def stats(db: DbOption = Path(DEFAULT_DB), format_: FormatOption = None, as_json: JsonOption = False) -> None:
     """How many documents the index holds, how its fingerprints are made, and its size."""
@@ -737,7 +776,7 @@ def stats(db: DbOption = Path(DEFAULT_DB), format_: FormatOption = None, as_json
         out.print(size_chart(size_bands(sizes)))
 
 
-@app.command()
+@app.command(rich_help_panel=SQL_PANEL)
 @friendly_errors
 def serve(
     db: DbOption = Path(DEFAULT_DB),
@@ -758,7 +797,7 @@ def serve(
     serve_index(db, host=host, port=port, open_browser=open_browser, on_ready=ready)
 
 
-@app.command()
+@app.command(rich_help_panel=SQL_PANEL)
 @friendly_errors
 def shell(
     file: Annotated[Optional[Path], typer.Argument(help="The index file (or --db).", show_default=False)] = None,
@@ -778,7 +817,7 @@ def shell(
         raise typer.Exit(1)
 
 
-@app.command("sql")
+@app.command("sql", rich_help_panel=SQL_PANEL)
 @friendly_errors
 def sql_command(
     query: Annotated[str, typer.Argument(help="SQL: one statement or several separated by ;", show_default=False)],
@@ -821,7 +860,7 @@ def _sql_cell(value) -> Text:
     return plain(output.json_value(value))
 
 
-@app.command()
+@app.command(rich_help_panel=INDEX_PANEL)
 @friendly_errors
 def rm(
     keys: Annotated[Optional[list[str]], typer.Argument(help="Keys to remove.", show_default=False)] = None,
@@ -857,9 +896,9 @@ def _key_lines(path: Path) -> list[str]:
     return [line for line in text.splitlines() if line]
 
 
-@app.command()
+@app.command(rich_help_panel=INDEX_PANEL)
 @friendly_errors
-def check(
+def integrity(
     db: DbOption = Path(DEFAULT_DB),
     format_: FormatOption = None,
     as_json: JsonOption = False,
@@ -867,7 +906,7 @@ def check(
         bool, typer.Option("--rehash", help="Also re-fingerprint every stored text (--store-text indexes; slow).")
     ] = False,
 ) -> None:
-    """Check the index file: SQLite's integrity check, its schema, settings, unique keys and blocks.
+    """The index file's integrity: SQLite's integrity check, its schema, settings, unique keys and blocks.
 
     Exits 1 when anything is wrong. Reads only; safe on files from elsewhere. json prints the whole
     report ({"ok", "checks"}); jsonl, csv and tsv one check a record.
@@ -875,7 +914,7 @@ def check(
     format_ = output.choose_format(format_, as_json)
     with output.progress("texts", hidden=not rehash) as progress:  # only re-hashing takes long
         task = progress.add_task("re-hashing", total=None)
-        report = check_index(db, rehash=rehash, on_progress=_progress_to(progress, task))
+        report = integrity_check(db, rehash=rehash, on_progress=_progress_to(progress, task))
     records = [{"name": r.name, "ok": r.ok, "detail": r.detail} for r in report.results]
     if format_ == "json":
         output.render_one({"file": report.path, "ok": report.ok, "checks": records}, "json")
@@ -896,18 +935,15 @@ def _recommended_k(settings: FingerprintSettings) -> str:
     return f"not measured for these settings (the default's is {RECOMMENDED_K}); measure: simq calibrate"
 
 
-@app.command("calibrate")
+@app.command("calibrate", rich_help_panel=DUPLICATES_PANEL)
 @friendly_errors
 def calibrate_command(
     db: DbOption = Path(DEFAULT_DB),
     max_k: Annotated[int, typer.Option("--max-k", help="Largest distance to sample.")] = DEFAULT_MAX_K,
     pairs: Annotated[int, typer.Option("--pairs", help="Pairs to sample at each distance.")] = 30,
-    jaccard: Annotated[
-        float, typer.Option("--jaccard", help="The exact Jaccard that counts as a near-duplicate.")
+    threshold: Annotated[
+        float, typer.Option("--threshold", help="The exact Jaccard that counts as a near-duplicate.")
     ] = DEFAULT_THRESHOLD,
-    old_threshold: Annotated[
-        Optional[float], typer.Option("--threshold", hidden=True, help="Old name of --jaccard.")
-    ] = None,
     seed: Annotated[int, typer.Option(help="Seed for choosing the documents.")] = 0,
     format_: FormatOption = None,
     as_json: JsonOption = False,
@@ -929,7 +965,7 @@ def calibrate_command(
     with SimhashIndex(db) as index, output.progress("docs") as progress:
         task = progress.add_task("sampling", total=None)
         result = calibrate_index(
-            index, max_k=max_k, per_distance=pairs, threshold=jaccard if old_threshold is None else old_threshold,
+            index, max_k=max_k, per_distance=pairs, threshold=threshold,
             seed=seed,
             on_progress=_progress_to(progress, task),
         )
@@ -972,7 +1008,7 @@ def _print_calibration(result: Calibration) -> None:
                        f"have Jaccard >= {result.threshold:g})"))
 
 
-@app.command("explain")
+@app.command("explain", rich_help_panel=SEARCH_PANEL)
 @friendly_errors
 def explain_command(
     a: Annotated[str, typer.Argument(help="A key in the index, or a file.", show_default=False)],
@@ -1040,7 +1076,7 @@ def _print_explanation(e: Explanation) -> None:
         warn("note", note)
 
 
-@app.command()
+@app.command(rich_help_panel=INDEX_PANEL)
 @friendly_errors
 def vacuum(db: DbOption = Path(DEFAULT_DB)) -> None:
     """Give the space of removed and updated documents back to the disk (rewrites the file)."""
@@ -1049,7 +1085,7 @@ def vacuum(db: DbOption = Path(DEFAULT_DB)) -> None:
     say(f"{db}: {before:,} -> {after:,} bytes")
 
 
-@app.command()
+@app.command(rich_help_panel=DUPLICATES_PANEL)
 @friendly_errors
 def dupes(
     db: DbOption = Path(DEFAULT_DB),
@@ -1057,8 +1093,8 @@ def dupes(
     format_: FormatOption = None,
     as_json: JsonOption = False,
     output_path: OutOption = None,
-    confirm: ConfirmOption = True,
-    jaccard: JaccardOption = DEFAULT_THRESHOLD,
+    check: CheckOption = True,
+    threshold: ThresholdOption = DEFAULT_THRESHOLD,
 ) -> None:
     """Every pair of near-duplicate documents, each once, checked by the Jaccard of their texts.
 
@@ -1073,7 +1109,7 @@ def dupes(
     with SimhashIndex(db) as index, output.progress("share", hidden=streaming_here) as progress:
         _tell_sketch_upgrade(index)
         task = progress.add_task("pairs", total=None)
-        found = index.dupes(k, check=confirm, threshold=jaccard, on_progress=_progress_to(progress, task))
+        found = index.dupes(k, check=check, threshold=threshold, on_progress=_progress_to(progress, task))
         pairs, report = iter(found), found.report
         records = map(_pair_json, pairs)
         columns = ["first", "second", "distance", "similarity", "jaccard", "checked", "checked_by"]
@@ -1108,7 +1144,7 @@ def _pair_json(pair: DuplicatePair) -> dict:
 
 
 def _dupes_table(
-    shown: list[dict], more: int, k: int, report: Optional[ConfirmReport], output_path: Optional[Path]
+    shown: list[dict], more: int, k: int, report: Optional[CheckSummary], output_path: Optional[Path]
 ) -> None:
     to_stderr = output_path is not None
     if not shown:
@@ -1131,7 +1167,7 @@ def _dupes_table(
         say(f"{_count(len(shown) + more, 'pair')} within distance {k}", to_stderr=to_stderr)
 
 
-@app.command()
+@app.command(rich_help_panel=DUPLICATES_PANEL)
 @friendly_errors
 def clusters(
     db: DbOption = Path(DEFAULT_DB),
@@ -1143,8 +1179,8 @@ def clusters(
     as_json: JsonOption = False,
     output_path: OutOption = None,
     min_size: Annotated[int, typer.Option(help="Show/export clusters of at least this many documents.")] = 2,
-    confirm: ConfirmOption = True,
-    jaccard: JaccardOption = DEFAULT_THRESHOLD,
+    check: CheckOption = True,
+    threshold: ThresholdOption = DEFAULT_THRESHOLD,
 ) -> None:
     """Cluster documents (chains of the pairs simq dupes finds), write the clusters table, show or export them.
 
@@ -1157,7 +1193,7 @@ def clusters(
         with output.progress("share") as progress:
             task = progress.add_task("clustering", total=None)
             report = index.clusters(
-                k, check=confirm, threshold=jaccard, representative=representative,
+                k, check=check, threshold=threshold, representative=representative,
                 on_progress=_progress_to(progress, task),
             )
         by_sketch = report.check is not None and report.check.candidates_from == "sketch"
@@ -1202,7 +1238,7 @@ def _clusters_table(biggest: list[Cluster], handle) -> None:
     output.render(rows, "table", handle, fold=["representative", "other members"])
 
 
-@app.command()
+@app.command(rich_help_panel=DUPLICATES_PANEL)
 @friendly_errors
 def dedup(
     inputs: Annotated[
@@ -1215,8 +1251,8 @@ def dedup(
         Optional[int],
         typer.Option(
             "--k", "-k",
-            help="With --confirm: candidates within this distance instead of the sketches' LSH tables (any distance); "
-            f"with --no-confirm: the largest distance of a duplicate. \\[default: {RECOMMENDED_K} with --no-confirm]",
+            help="With --check: candidates within this distance instead of the sketches' LSH tables (any distance); "
+            f"with --no-check: the largest distance of a duplicate. \\[default: {RECOMMENDED_K} with --no-check]",
             show_default=False,
         ),
     ] = None,
@@ -1240,16 +1276,16 @@ def dedup(
     hmm: HmmOption = None,
     encoding: EncodingOption = "utf-8",
     errors: ErrorsOption = "strict",
-    confirm: Annotated[
+    check: Annotated[
         bool,
         typer.Option(
-            "--confirm/--no-confirm",
+            "--check/--no-check",
             help="Drop a document only if the 5-shingle Jaccard estimated from its sketch and a kept one's reaches "
-            f"--jaccard + {DROP_MARGIN} (an indexed document without a sketch: within min(k, {RECOMMENDED_K})); "
-            "--no-confirm: by distance alone.",
+            f"--threshold + {DROP_MARGIN} (an indexed document without a sketch: within min(k, {RECOMMENDED_K})); "
+            "--no-check: by distance alone.",
         ),
     ] = True,
-    jaccard: JaccardOption = DEFAULT_THRESHOLD,
+    threshold: ThresholdOption = DEFAULT_THRESHOLD,
 ) -> None:
     """Keep-first filter: write each document unless one kept before it (or in --against) is a near-duplicate.
 
@@ -1267,7 +1303,7 @@ def dedup(
         index = stack.enter_context(SimhashIndex(against, **requested)) if against is not None else None
         chosen = {name: value for name, value in requested.items() if value is not None}
         settings = index.settings if index is not None else FingerprintSettings(**chosen)
-        deduplicator = Deduplicator(k, settings, against=index, check=confirm, threshold=jaccard)
+        deduplicator = Deduplicator(k, settings, against=index, check=check, threshold=threshold)
         if index is not None and deduplicator.report.against_unsketched:
             say(
                 f"{against}: {deduplicator.report.against_unsketched:,} of {deduplicator.report.against:,} documents "
@@ -1327,7 +1363,7 @@ def _dedup_rule(deduplicator: Deduplicator) -> str:
     return rule + (f" ({report.by_distance:,} by distance alone)" if report.by_distance else "")
 
 
-@app.command("spark-dedup")
+@app.command("spark-dedup", rich_help_panel=DUPLICATES_PANEL)
 @friendly_errors
 def spark_dedup(
     input_path: Annotated[
@@ -1344,8 +1380,8 @@ def spark_dedup(
         Optional[int],
         typer.Option(
             "--k", "-k",
-            help="With --confirm: pairs within this distance (0-10) instead of the sketches' LSH tables; with "
-            f"--no-confirm: the largest distance of a pair. \\[default: {RECOMMENDED_K} with --no-confirm]",
+            help="With --check: pairs within this distance (0-10) instead of the sketches' LSH tables; with "
+            f"--no-check: the largest distance of a pair. \\[default: {RECOMMENDED_K} with --no-check]",
             show_default=False,
         ),
     ] = None,
@@ -1396,15 +1432,15 @@ def spark_dedup(
     weights: WeightsOption = None,
     hmm: HmmOption = None,
     overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace an earlier output in --out.")] = False,
-    confirm: Annotated[
+    check: Annotated[
         bool,
         typer.Option(
-            "--confirm/--no-confirm",
-            help="Pair two documents only if the Jaccard estimated from their sketches reaches --jaccard (as simq "
-            "dedup); --no-confirm: by distance alone.",
+            "--check/--no-check",
+            help="Pair two documents only if the Jaccard estimated from their sketches reaches --threshold (as simq "
+            "dedup); --no-check: by distance alone.",
         ),
     ] = True,
-    jaccard: JaccardOption = DEFAULT_THRESHOLD,
+    threshold: ThresholdOption = DEFAULT_THRESHOLD,
     conf: Annotated[
         Optional[list[str]],
         typer.Option("--conf", help="A Spark setting KEY=VALUE (repeatable), e.g. spark.sql.shuffle.partitions=64."),
@@ -1430,7 +1466,7 @@ def spark_dedup(
     spark = spark_job.session(master or _default_master(), **settings_given)
     try:
         report = spark_job.run_dedup(
-            spark, input_path, str(out_dir), settings=settings, k=k, check=confirm, threshold=jaccard, blocks=blocks,
+            spark, input_path, str(out_dir), settings=settings, k=k, check=check, threshold=threshold, blocks=blocks,
             id_col=id_col, text_col=text_col,
             fmt=input_format, keep_by=keep_by, descending=descending,
             against=None if against is None else str(against), sqlite_shards=sqlite_shards, overwrite=overwrite,
@@ -1440,7 +1476,7 @@ def spark_dedup(
     rows = {
         "documents": report.documents,
         "without features": report.without_features,
-        "pairs (checked)" if confirm else f"pairs within {candidate_k(k, False)}": report.pairs,
+        "pairs (checked)" if check else f"pairs within {candidate_k(k, False)}": report.pairs,
         "clusters": report.clusters,
         "kept": report.kept,
     }

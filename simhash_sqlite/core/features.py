@@ -352,3 +352,11 @@ def feature_weights(counts: np.ndarray, kind: str) -> np.ndarray:
     if kind == "log":
         return np.rint(WEIGHT_SCALE * (1.0 + np.log(counts))).astype(np.int64)
     return np.ones(len(counts), dtype=np.int64)
+
+
+def distinct(values: np.ndarray) -> np.ndarray:
+    """Sorted distinct values (np.unique, without its slow hash-table path in numpy 2.3+)."""
+    ordered = np.sort(values)
+    if len(ordered) < 2:
+        return ordered
+    return ordered[np.concatenate(([True], ordered[1:] != ordered[:-1]))]

@@ -114,13 +114,6 @@ def simhash_of_batch(docs: np.ndarray, hashes: np.ndarray, weights: np.ndarray, 
     return [value if present else None for value, present in zip(values, has_features.tolist())]
 
 
-def check_k(k) -> int:
-    """A Hamming radius as a plain int: a whole number from 0 to 64 (numpy integers too)."""
-    if not isinstance(k, (int, np.integer)) or isinstance(k, bool) or not 0 <= k <= 64:
-        raise InvalidInput(f"k must be a whole number from 0 to 64, not {k!r}")
-    return int(k)
-
-
 def hamming(a: int, b: int) -> int:
     """Number of differing bits. Masks to 64 bits, so signed and unsigned forms may be mixed."""
     return ((a ^ b) & MASK64).bit_count()

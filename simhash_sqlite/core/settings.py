@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, fields
 
+import numpy as np
+
 from ..errors import InvalidInput, SettingsMismatch
 
 # Bumped whenever the same settings would give different fingerprints.
@@ -22,6 +24,22 @@ CONFIRM_K = 12
 # On a corpus of texts under this many characters, precision at RECOMMENDED_K fell to 0.37-0.59
 # (bench/quality.py --lengths 12,200): for them, use k <= 8 or check candidates exactly.
 SHORT_TEXT = 200
+# The exact 5-shingle Jaccard from which two texts are near-duplicates (docs/quality.md).
+DEFAULT_THRESHOLD = 0.8
+
+
+def validate_k(k) -> int:
+    """A Hamming radius as a plain int: a whole number from 0 to 64 (numpy integers too)."""
+    if not isinstance(k, (int, np.integer)) or isinstance(k, bool) or not 0 <= k <= 64:
+        raise InvalidInput(f"k must be a whole number from 0 to 64, not {k!r}")
+    return int(k)
+
+
+def candidate_k(k: int | None, check: bool) -> int:
+    """The candidate radius: an explicit k, else CONFIRM_K when checking, else RECOMMENDED_K."""
+    if k is None:
+        return CONFIRM_K if check else RECOMMENDED_K
+    return validate_k(k)
 
 
 @dataclass(frozen=True)

@@ -12,8 +12,7 @@ import re
 
 import numpy as np
 
-from ..find.pairs import distinct
-from .features import ngram_hashes
+from .features import distinct, ngram_hashes
 
 TRUTH_NGRAM = 5
 _SPACE = re.compile(r"\s+")

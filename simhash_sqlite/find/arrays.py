@@ -8,8 +8,10 @@ from dataclasses import dataclass
 import apsw
 import numpy as np
 
-from ..core.fingerprint import check_k, similarity
-from .pairs import distinct, near_pairs
+from ..core.features import distinct
+from ..core.fingerprint import similarity
+from ..core.settings import validate_k
+from .pairs import near_pairs
 
 
 @dataclass(frozen=True)
@@ -64,7 +66,7 @@ def keys_of(conn: apsw.Connection, ids: np.ndarray) -> dict[int, str]:
 def duplicate_pairs(conn: apsw.Connection, k: int) -> Iterator[DuplicatePair]:
     """Every pair of indexed documents within distance k, each once (first added first), streamed.
     Pairs come in an unspecified order."""
-    k = check_k(k)
+    k = validate_k(k)
     stored = load_fingerprints(conn)
     for part in near_pairs(stored.values, k):
         first, second = stored.ids[part.left], stored.ids[part.right]

@@ -21,28 +21,22 @@ import os
 import time
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..core.fingerprint import check_k
-from ..core.settings import CONFIRM_K, RECOMMENDED_K
+from ..core.settings import DEFAULT_THRESHOLD, candidate_k
 from ..core.shingles import jaccard_of_sets, shingle_set
 from ..core.sketch import DEFAULT_SCHEME, SketchScheme, estimate_jaccard, estimate_many, sketch
-from ..errors import InvalidInput
 from ..store import texts
+from ..store.database import IndexFile
 from ..store.texts import text_of
 from .arrays import DuplicatePair, keys_of, load_fingerprints
 from .pairs import Progress, near_pairs
 from .queries import Query
 from .search import Match, SearchResult
 from .sketch_pairs import sketch_pairs
+from .verdict import CheckSummary, validate_threshold
 
-if TYPE_CHECKING:  # the index calls into this module: importing it at run time would be circular
-    from ..index import SimhashIndex
-
-DEFAULT_THRESHOLD = 0.8
 # Shingle sets kept between pairs (8 bytes per distinct shingle, about one per character). Pairs of a
 # dupes chunk are visited in order of their first document, so most reuse is between neighbours.
 CACHE_BYTES = 256 << 20
@@ -60,37 +54,11 @@ ANY_DISTANCE = 64
 MIXED_BRUTE_PAIRS = 2_000_000_000
 
 
-def check_threshold(threshold: float) -> float:
-    if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not 0 < threshold <= 1:
-        raise InvalidInput(f"the Jaccard threshold must be a number above 0 and at most 1, not {threshold!r}")
-    return float(threshold)
-
-
-def candidate_k(k: int | None, check: bool) -> int:
-    """The candidate radius: an explicit k, else CONFIRM_K when checking, else RECOMMENDED_K."""
-    if k is None:
-        return CONFIRM_K if check else RECOMMENDED_K
-    return check_k(k)
-
-
-def fallback_k(k: int) -> int:
-    """The largest distance at which an unchecked candidate is still kept."""
-    return min(k, RECOMMENDED_K)
-
-
-def keeps(distance: int, jaccard: float | None, k: int = CONFIRM_K, threshold: float = DEFAULT_THRESHOLD) -> bool:
-    """The rule: a pair within k is a near-duplicate iff its exact Jaccard is >= threshold, or, when
-    the Jaccard is unknown (a text out of reach), iff it is within min(k, RECOMMENDED_K)."""
-    if distance > k:
-        return False
-    return distance <= fallback_k(k) if jaccard is None else jaccard >= threshold
-
-
 class ShingleCache:
     """Shingle sets of stored documents by key; the least recently used go past a byte budget
     (arrays plus ENTRY_BYTES each). None (no reachable text) is cached too."""
 
-    def __init__(self, index: SimhashIndex, max_bytes: int = CACHE_BYTES) -> None:
+    def __init__(self, index: IndexFile, max_bytes: int = CACHE_BYTES) -> None:
         self.index, self.max_bytes = index, max_bytes
         self.entries: OrderedDict[str, np.ndarray | None] = OrderedDict()
         self.bytes = 0
@@ -130,60 +98,12 @@ def _cost(shingles: np.ndarray | None) -> int:
     return ENTRY_BYTES + (0 if shingles is None else shingles.nbytes)
 
 
-@dataclass
-class ConfirmReport:
-    """How the candidates were judged. Counts grow while results are consumed."""
-
-    k: int
-    threshold: float
-    candidates: int = 0  # within k (or found by the sketches' LSH tables)
-    checked: int = 0  # kept: exact Jaccard >= threshold
-    rejected: int = 0  # dropped: exact Jaccard < threshold
-    estimated: int = 0  # kept: a text out of reach, the sketches' estimate >= threshold
-    estimate_rejected: int = 0  # dropped: a text out of reach, the estimate < threshold
-    unchecked: int = 0  # kept by distance <= fallback_k: a text and a sketch out of reach
-    too_far: int = 0  # dropped: no text, no sketch, and the distance > fallback_k
-    without_query_text: int = 0  # of the unchecked and too_far: the query was a bare fingerprint (no text)
-    check_seconds: float = 0.0  # reading texts, shingling, Jaccard
-    candidates_from: str = "fingerprint"  # "fingerprint": pairs within k; "sketch": the sketches' LSH tables
-
-    @property
-    def fallback_k(self) -> int:
-        return fallback_k(self.k)
-
-    @property
-    def kept(self) -> int:
-        return self.checked + self.estimated + self.unchecked
-
-    def judge(
-        self, distance: int, a: np.ndarray | None, b: np.ndarray | None, estimate: float | None = None
-    ) -> tuple[bool, float | None, str]:
-        """(keep?, Jaccard or None, how: "exact", "estimated" or "distance"), counted. a, b: the shingle
-        sets (None: text out of reach); estimate: from the two sketches (None: a sketch missing)."""
-        self.candidates += 1
-        if a is not None and b is not None:
-            similarity = jaccard_of_sets(a, b)
-            keep = keeps(distance, similarity, self.k, self.threshold)
-            self.checked += keep
-            self.rejected += not keep
-            return keep, similarity, "exact"
-        if estimate is not None:
-            keep = keeps(distance, estimate, self.k, self.threshold)
-            self.estimated += keep
-            self.estimate_rejected += not keep
-            return keep, estimate, "estimated"
-        keep = keeps(distance, None, self.k, self.threshold)
-        self.unchecked += keep
-        self.too_far += not keep
-        return keep, None, "distance"
-
-
 def check_search(
     result: SearchResult, query: Query, shingles: ShingleCache, threshold: float, limit: int | None
 ) -> SearchResult:
     """The search's candidates (within its plan's k), each kept iff it passes the check; closest first,
-    `limit` counting kept matches. The answer carries the ConfirmReport."""
-    report = ConfirmReport(result.plan.k, threshold)
+    `limit` counting kept matches. The answer carries the CheckSummary."""
+    report = CheckSummary(result.plan.k, threshold)
     if query.text is None and query.key is None:
         report.without_query_text = len(result.matches)
     started = time.perf_counter()
@@ -224,7 +144,7 @@ def _query_sketch(query: Query, shingles: ShingleCache) -> bytes | None:
     return None
 
 
-class DuplicatePairs:
+class DuplicateSearch:
     """Every pair of near-duplicate documents, each once (first added first), streamed in chunks.
 
     With check (the default) a pair is kept iff its Jaccard is >= threshold: exact where both texts
@@ -237,7 +157,7 @@ class DuplicatePairs:
 
     def __init__(
         self,
-        index: SimhashIndex,
+        index: IndexFile,
         k: int | None = None,
         threshold: float = DEFAULT_THRESHOLD,
         *,
@@ -247,7 +167,7 @@ class DuplicatePairs:
     ) -> None:
         self.index, self.k = index, candidate_k(k, check)
         self.on_progress = on_progress  # (done, total) of the pair search, for a progress bar
-        self.report = ConfirmReport(self.k, check_threshold(threshold)) if check else None
+        self.report = CheckSummary(self.k, validate_threshold(threshold)) if check else None
         self.cache_bytes = cache_bytes
         self.by_sketch = check and k is None  # LSH candidates, if every document turns out to have a sketch
 
@@ -353,7 +273,7 @@ def _pairs_of_unsketched(values: np.ndarray, unsketched: np.ndarray, k: int) -> 
 
 def load_arrays(conn, scheme: SketchScheme = DEFAULT_SCHEME) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(ids, unsigned fingerprints, sketch rows, which have a sketch) of every document with a
-    fingerprint, in id order, read in one pass; scheme: the index's (SimhashIndex.sketch_scheme)."""
+    fingerprint, in id order, read in one pass; scheme: the index's (IndexFile.sketch_scheme)."""
     nbytes = scheme.nbytes
     with conn:  # a savepoint: one snapshot
         count = conn.execute("SELECT count(*) FROM documents WHERE fingerprint IS NOT NULL").get
@@ -380,11 +300,11 @@ def _any_file_key(conn) -> bool:
 
 
 def confirm_pairs(
-    index: SimhashIndex, pairs: Iterable[tuple[str, str]], threshold: float = DEFAULT_THRESHOLD
+    index: IndexFile, pairs: Iterable[tuple[str, str]], threshold: float = DEFAULT_THRESHOLD
 ) -> list[tuple[str, str, float]]:
     """The pairs of stored keys whose exact Jaccard is >= threshold, with it. Pairs with a text that
     is not reachable are left out (there is no distance rule here)."""
-    threshold = check_threshold(threshold)
+    threshold = validate_threshold(threshold)
     shingles = ShingleCache(index)
     out = []
     for a, b in pairs:

@@ -7,19 +7,16 @@ import json
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import apsw
 import numpy as np
 
-from ..core.fingerprint import check_k
+from ..core.settings import validate_k
 from ..errors import InvalidInput
 from ..store.database import read_only, write_transaction
 from .arrays import load_fingerprints
 from .pairs import CHUNK, Progress, as_unsigned, distinct_pairs, fold
-
-if TYPE_CHECKING:
-    from .check import ConfirmReport
+from .verdict import CheckSummary
 
 # Which member represents (is kept for) a cluster. Ties always go to the lowest id.
 REPRESENTATIVE_RULES = ("first", "last", "longest", "shortest")
@@ -51,7 +48,7 @@ def _union(parent: np.ndarray, a: np.ndarray, b: np.ndarray) -> None:
 
 def component_labels(fingerprints, k: int, on_progress: Progress | None = None) -> np.ndarray:
     """For each position, the lowest position of its connected component under "within k"."""
-    k = check_k(k)
+    k = validate_k(k)
     folded = fold(as_unsigned(fingerprints))
     parent = np.arange(len(folded.values), dtype=np.int64)  # identical fingerprints: one node
     pending, count = [], 0
@@ -78,7 +75,7 @@ class ClusterReport:
     clusters: int  # clusters, those of one document included
     clustered: int  # documents in clusters of two or more
     largest: int
-    check: ConfirmReport | None = None  # how the pairs were checked (None: distance alone)
+    check: CheckSummary | None = None  # how the pairs were checked (None: distance alone)
     saved: bool = True  # written to the file; False: the index is read-only, kept in a TEMP table
 
     @property
@@ -148,7 +145,7 @@ def cluster_index(
     pairs: the edges as chunks of (first ids, second ids), e.g. pairs within k that passed an exact
     check (confirm.py; `threshold` is then recorded with k); None: every pair within k, whose search
     reports to on_progress(done, total)."""
-    k = check_k(k)
+    k = validate_k(k)
     if representative not in REPRESENTATIVE_RULES:
         raise InvalidInput(f"representative must be one of {', '.join(REPRESENTATIVE_RULES)}, not {representative!r}")
     with conn:  # one snapshot for the documents and the fingerprints

@@ -18,7 +18,7 @@ without features, gives no rows (in a join, one such row must not abort the whol
 from __future__ import annotations
 
 import weakref
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import apsw
 
@@ -27,8 +27,14 @@ from ..core.settings import CONFIRM_K
 from ..errors import InvalidInput
 from .search import Match
 
-if TYPE_CHECKING:  # the index registers this table on itself: a runtime import would be circular
-    from ..index import SimhashIndex
+
+class Searchable(Protocol):
+    """What simhash_near calls: SimhashIndex is one (it registers this table on its own connection)."""
+
+    def fingerprint(self, text: str) -> int | None: ...
+
+    def near(self, text: str | None = None, *, fingerprint: int | None = None, k: int | None = None,
+             check: bool = True) -> list[Match]: ...
 
 NAME = "simhash_near"
 COLUMNS = ("key", "distance", "similarity", "fingerprint", "jaccard", "checked_by")
@@ -42,14 +48,14 @@ DEFAULT_K = CONFIRM_K  # the same default as SimhashIndex.near and simq near
 USAGE = f"{NAME}() needs a query: SELECT * FROM {NAME}('some text', 3) (or an integer fingerprint)"
 
 
-def register_near_table(conn: apsw.Connection, index: SimhashIndex) -> None:
+def register_near_table(conn: apsw.Connection, index: Searchable) -> None:
     """Register simhash_near on the index's connection (eponymous only: nothing goes into the file)."""
     conn.create_module(
         NAME, _Module(weakref.ref(index)), use_bestindex_object=True, eponymous_only=True, read_only=True
     )
 
 
-def search(index: SimhashIndex, query, k, check=1) -> list[Match]:
+def search(index: Searchable, query, k, check=1) -> list[Match]:
     """One call of simhash_near(query, k, checked): the matches of SimhashIndex.near (checked unless
     `checked` is 0), or [] for no query."""
     if type(k) is not int:

@@ -25,7 +25,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..core.fingerprint import check_k
+from ..core.features import distinct
+from ..core.settings import validate_k
 from .block_tables import BlockTables, choose_tables
 
 Progress = Callable[[int, int], None]  # (done, total), for a progress bar
@@ -287,14 +288,6 @@ def _expand(folded: Folded, part: Pairs, chunk: int) -> Iterator[Pairs]:
         yield _ordered(a, b, distance[p])
 
 
-def distinct(values: np.ndarray) -> np.ndarray:
-    """Sorted distinct values (np.unique, without its slow hash-table path in numpy 2.3+)."""
-    ordered = np.sort(values)
-    if len(ordered) < 2:
-        return ordered
-    return ordered[np.concatenate(([True], ordered[1:] != ordered[:-1]))]
-
-
 def _ordered(a: np.ndarray, b: np.ndarray, distance: np.ndarray) -> Pairs:
     return Pairs(np.minimum(a, b), np.maximum(a, b), distance)
 
@@ -303,7 +296,7 @@ def near_pairs(fingerprints, k: int, *, chunk: int = CHUNK, on_progress: Progres
     """Every pair of positions (i < j) whose fingerprints are within Hamming distance k, each once,
     in chunks. Identical fingerprints are pairs at distance 0. Order across chunks is unspecified.
     on_progress(done, total): how far the search is (see distinct_pairs)."""
-    k = check_k(k)
+    k = validate_k(k)
     values = as_unsigned(fingerprints)
     folded = fold(values)
     if folded.has_copies:
@@ -321,6 +314,6 @@ def brute_force_pairs(fingerprints, k: int) -> set[tuple[int, int, int]]:
     """The reference: every (i, j, distance) with i < j by comparing all pairs (small inputs only)."""
     values = as_unsigned(fingerprints)
     out = set()
-    for part in _brute(values, check_k(k)):
+    for part in _brute(values, validate_k(k)):
         out.update(zip(part.left.tolist(), part.right.tolist(), part.distance.tolist()))
     return out

@@ -3,7 +3,7 @@
 JSONL: one object per line with exactly one of "text", "hash" (16 hex digits) or "key" (a stored
 document), and optionally "id" (any JSON value, echoed in the answer). A path list: one file path
 per line; the query is the file's text and its id the path. A line that cannot be used becomes a
-QueryError in its place, so answers stay in step with the input lines.
+FailedQuery in its place, so answers stay in step with the input lines.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ class Query:
 
 
 @dataclass(frozen=True)
-class QueryError:
+class FailedQuery:
     """A batch query that could not be searched, and why."""
 
     query: Query
@@ -47,8 +47,8 @@ def guess_format(name: str) -> str:
     return "jsonl" if name == "-" or name.lower().endswith((".jsonl", ".ndjson")) else "paths"
 
 
-def parse_queries(lines: Iterable[str], fmt: str, *, encoding: str = "utf-8") -> Iterator[Query | QueryError]:
-    """One Query (or QueryError) per non-blank line, in order."""
+def parse_queries(lines: Iterable[str], fmt: str, *, encoding: str = "utf-8") -> Iterator[Query | FailedQuery]:
+    """One Query (or FailedQuery) per non-blank line, in order."""
     if fmt not in FORMATS:
         raise InvalidInput(f"batch format must be one of {', '.join(FORMATS)}, not {fmt!r}")
     parse = _jsonl_query if fmt == "jsonl" else lambda line, number: _path_query(line, number, encoding)
@@ -58,20 +58,20 @@ def parse_queries(lines: Iterable[str], fmt: str, *, encoding: str = "utf-8") ->
             yield parse(line, number)
 
 
-def _jsonl_query(line: str, number: int) -> Query | QueryError:
+def _jsonl_query(line: str, number: int) -> Query | FailedQuery:
     try:
         obj = json.loads(line)
     except json.JSONDecodeError as exc:
-        return QueryError(Query(id=number), f"line {number}: not JSON ({exc.msg})")
+        return FailedQuery(Query(id=number), f"line {number}: not JSON ({exc.msg})")
     if not isinstance(obj, dict):
-        return QueryError(Query(id=number), f"line {number}: a query is a JSON object")
+        return FailedQuery(Query(id=number), f"line {number}: a query is a JSON object")
     label = obj.get("id", number)
     given = [name for name in _FIELDS if obj.get(name) is not None]
     if len(given) != 1:
-        return QueryError(Query(id=label), f"line {number}: give exactly one of {', '.join(_FIELDS)}")
+        return FailedQuery(Query(id=label), f"line {number}: give exactly one of {', '.join(_FIELDS)}")
     value = obj[given[0]]
     if not isinstance(value, str):
-        return QueryError(Query(id=label), f"line {number}: {given[0]} must be a string")
+        return FailedQuery(Query(id=label), f"line {number}: {given[0]} must be a string")
     if given[0] == "text":
         return Query(text=value, id=label)
     if given[0] == "key":
@@ -79,16 +79,16 @@ def _jsonl_query(line: str, number: int) -> Query | QueryError:
     try:
         return Query(fingerprint=from_hex(value), id=label)
     except InvalidInput as exc:
-        return QueryError(Query(id=label), f"line {number}: {exc}")
+        return FailedQuery(Query(id=label), f"line {number}: {exc}")
 
 
-def _path_query(line: str, number: int, encoding: str) -> Query | QueryError:
+def _path_query(line: str, number: int, encoding: str) -> Query | FailedQuery:
     try:
         if os.path.getsize(line) > texts.READ_WHOLE_BYTES:  # not read whole into a batch
-            return QueryError(Query(id=line), f"line {number}: {line} is over {texts.READ_WHOLE_BYTES >> 20} "
+            return FailedQuery(Query(id=line), f"line {number}: {line} is over {texts.READ_WHOLE_BYTES >> 20} "
                               f"MiB; search for it on its own: simq near --file {line}")
         return Query(text=Path(line).read_text(encoding=encoding), id=line)
     except UnicodeDecodeError:
-        return QueryError(Query(id=line), f"line {number}: {line} is not {encoding} text")
+        return FailedQuery(Query(id=line), f"line {number}: {line} is not {encoding} text")
     except OSError as exc:
-        return QueryError(Query(id=line), f"line {number}: {line}: {exc.strerror or exc}")
+        return FailedQuery(Query(id=line), f"line {number}: {line}: {exc.strerror or exc}")

@@ -22,16 +22,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import lru_cache
 from math import comb
-from typing import TYPE_CHECKING
 
 import apsw
 import numpy as np
 
-from ..core.fingerprint import BLOCK_BITS, BLOCKS, check_k, similarity, to_unsigned
+from ..core.fingerprint import BLOCK_BITS, BLOCKS, similarity, to_unsigned
+from ..core.settings import DEFAULT_THRESHOLD, candidate_k, validate_k
 from ..errors import InvalidInput
-
-if TYPE_CHECKING:
-    from .check import ConfirmReport
+from .verdict import CheckSummary, validate_threshold
 
 BLOCK_VALUES = 1 << BLOCK_BITS
 
@@ -94,7 +92,31 @@ class SearchResult:
     plan: Plan
     candidates: int
     matches: list[Match] = field(default_factory=list)
-    report: ConfirmReport | None = None  # how the candidates were checked (None: not checked)
+    report: CheckSummary | None = None  # how the candidates were checked (None: not checked)
+
+
+@dataclass(frozen=True)
+class SearchOptions:
+    """The options of every search (SimhashIndex.search, near, near_many), validated once, here.
+    k: the candidate radius (None: CONFIRM_K when checking, RECOMMENDED_K when not); limit: at most
+    this many kept matches; check: confirm candidates by Jaccard (find/verdict.py) at threshold;
+    plan: None chooses by cost, "index" or "scan" force one (the same answer)."""
+
+    k: int
+    limit: int | None
+    check: bool
+    threshold: float
+    plan: Plan | None
+
+    @classmethod
+    def of(
+        cls, k: int | None = None, limit: int | None = None, check: bool = True,
+        threshold: float = DEFAULT_THRESHOLD, plan: str | None = None,
+    ) -> SearchOptions:
+        k = candidate_k(k, check)
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
+            raise InvalidInput(f"limit must be a whole number, not negative: {limit!r}")
+        return cls(k, limit, bool(check), validate_threshold(threshold), forced_plan(k, plan))
 
 
 def probes_per_block(radius: int) -> int:
@@ -108,7 +130,7 @@ def plan_for(k: int, rows: int | None = None, candidates: int | None = None, sca
     uniform block values); scan_loaded: the scan's array is already in memory. Without rows, the
     rule is the share of the table the probes would read (SCAN_SHARE).
     """
-    radius = check_k(k) // BLOCKS
+    radius = validate_k(k) // BLOCKS
     probe_kind = "blocks" if radius == 0 else "probes"
     probes = BLOCKS * probes_per_block(radius)
     if rows is None:
@@ -125,7 +147,7 @@ def forced_plan(k: int, choice: str | None) -> Plan | None:
     """None (let the planner choose), or the plan a user forced: "index" or "scan"."""
     if choice is None:
         return None
-    radius = check_k(k) // BLOCKS
+    radius = validate_k(k) // BLOCKS
     if choice == "scan":
         return Plan("scan", k, radius)
     if choice == "index":
@@ -263,7 +285,7 @@ class Searcher:
 
     def uniform_candidates(self, k: int) -> float:
         """The block hits a query would read if block values were uniform."""
-        return BLOCKS * probes_per_block(check_k(k) // BLOCKS) * self.rows() / BLOCK_VALUES
+        return BLOCKS * probes_per_block(validate_k(k) // BLOCKS) * self.rows() / BLOCK_VALUES
 
     def load_block_counts(self) -> np.ndarray:
         """Count the rows holding each value of each block (one pass over each block index), so the
@@ -280,7 +302,7 @@ class Searcher:
 
     def plan(self, k: int, fingerprint: int | None = None) -> Plan:
         """The plan near() uses for this k (and, when block counts are loaded, this fingerprint)."""
-        radius = check_k(k) // BLOCKS
+        radius = validate_k(k) // BLOCKS
         if radius <= 1 and self._counts is None and self._scan is None:
             # Probes read at most 4 x 17 / 65,536 of the rows (uniform blocks): no need to ask the
             # index anything; a scan could only win on a tiny index, where both are instant.

@@ -1,7 +1,7 @@
 """Keep-first deduplication of a stream, checked: each document is kept unless an earlier kept document
 (or one in an existing index) is a near-duplicate of it, in input order.
 
-A near-duplicate is judged as `simq dupes` judges one (confirm.DuplicatePairs): by default a candidate
+A near-duplicate is judged as `simq dupes` judges one (confirm.DuplicateSearch): by default a candidate
 that shares a window of the sketch's LSH tables (sketch_pairs.py, always its 24/12 windows here: a stream
 does not know its size, where `dupes` widens them past 2**20 documents) and whose estimated 5-shingle
 Jaccard reaches the threshold ("estimated"), here plus a small margin (DROP_MARGIN): a drop cannot be
@@ -31,17 +31,19 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..core.fingerprint import check_k, to_hex
+from ..core.fingerprint import to_hex
 from ..core.pool import FingerprintJob
-from ..core.settings import CONFIRM_K, FingerprintSettings
+from ..core.settings import CONFIRM_K, DEFAULT_THRESHOLD, FingerprintSettings, candidate_k, validate_k
 from ..core.sketch import DEFAULT_SCHEME, SketchScheme, as_rows, estimate_many
 from ..errors import SettingsMismatch
 from ..find.arrays import keys_of
 from ..find.block_tables import choose_tables
-from ..find.check import DEFAULT_THRESHOLD, candidate_k, check_threshold, fallback_k, load_arrays
+from ..find.check import load_arrays
 from ..find.pairs import CHUNK, _groups, near_pairs, sorted_by, within_groups
 from ..find.sketch_pairs import WINDOW_BITS, WINDOW_STEP, sketch_pairs, window_keys
-from ..index import Document, FingerprintedDocument, SimhashIndex, _length
+from ..find.verdict import fallback_k, validate_threshold
+from ..index import SimhashIndex
+from ..store.documents import Document, FingerprintedDocument, length_of
 
 BATCH = 2000
 # A drop cannot be undone, and the estimate's standard deviation near 0.8 is about 0.02: a document is
@@ -54,7 +56,7 @@ NO_MATCH = np.iinfo(np.int64).max
 
 def drop_cut(threshold: float) -> float:
     """The least estimated Jaccard for which a document is dropped (see DROP_MARGIN)."""
-    return min(1.0, check_threshold(threshold) + DROP_MARGIN)
+    return min(1.0, validate_threshold(threshold) + DROP_MARGIN)
 
 
 class _Run:
@@ -95,7 +97,7 @@ class KeptSet:
     """Fingerprints kept so far, each with an integer label; finds the closest one within k."""
 
     def __init__(self, k: int) -> None:
-        self.k = check_k(k)
+        self.k = validate_k(k)
         self.runs: list[_Run] = []
 
     def __len__(self) -> int:
@@ -249,7 +251,7 @@ class KeptSketches:
     be passed in where the caller has them (a batch is searched, then its kept rows added)."""
 
     def __init__(self, threshold: float = DEFAULT_THRESHOLD, scheme: SketchScheme = DEFAULT_SCHEME) -> None:
-        self.threshold, self.scheme = check_threshold(threshold), scheme
+        self.threshold, self.scheme = validate_threshold(threshold), scheme
         self.runs: list[_SketchRun] = []
 
     def __len__(self) -> int:
@@ -370,7 +372,7 @@ class Deduplicator:
                 f"{settings.describe()} would never match it"
             )
         self.settings = against.settings if against is not None else settings or FingerprintSettings()
-        self.check, self.threshold, self.batch_size = check, check_threshold(threshold), batch_size
+        self.check, self.threshold, self.batch_size = check, validate_threshold(threshold), batch_size
         self.cut = drop_cut(self.threshold)  # what an estimate must reach
         self.by_sketch = check and k is None
         self.k = candidate_k(k, check)  # the radius of fingerprint candidates
@@ -522,7 +524,7 @@ class Deduplicator:
                 out.append(Decision(document, raw, fp))
                 self.report.kept += 1
                 self.report.without_features += fp is None
-            self.report.characters += _length(document)
+            self.report.characters += length_of(document)
         self.report.read += len(batch)
         return out
 

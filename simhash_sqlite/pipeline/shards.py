@@ -14,9 +14,8 @@ import os
 from collections.abc import Iterable
 
 from ..core.fingerprint import simhash, to_signed
-from ..core.settings import FingerprintSettings
+from ..core.settings import DEFAULT_THRESHOLD, FingerprintSettings
 from ..errors import InvalidInput, SettingsMismatch
-from ..find.check import DEFAULT_THRESHOLD
 from ..find.search import Match
 from ..index import SimhashIndex
 

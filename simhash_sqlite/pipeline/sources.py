@@ -35,8 +35,9 @@ from ..core.pool import map_in_order
 from ..core.settings import FingerprintSettings
 from ..core.sketch import DEFAULT_SCHEME, SketchScheme
 from ..errors import InvalidInput
-from ..index import Document, FingerprintedDocument, SimhashIndex
+from ..index import SimhashIndex
 from ..store import texts
+from ..store.documents import Document, FingerprintedDocument
 from ..store.texts import content_hash
 from .jsonl import ChunkRecords, RecordRules, read_chunk
 

@@ -14,7 +14,7 @@ import apsw.shell
 from ..core.fingerprint import from_hex, to_hex, to_signed
 from ..core.settings import CONFIRM_K, RECOMMENDED_K
 from ..index import SimhashIndex
-from ..store.integrity import check_index
+from ..store.integrity import integrity_check
 from .guard import SCHEMA_HINT, WOULD_CREATE, guard_schema
 
 NEAR_SQL = (
@@ -135,9 +135,9 @@ class IndexShell(apsw.shell.Shell):
             self.write(self.stdout, f"{name + ':':18}{value}\n")
 
     def command_check(self, cmd):
-        """check: Integrity and consistency checks of the index file (as simq check)
+        """check: Integrity and consistency checks of the index file (as simq integrity)
         """
-        report = check_index(self._index().path)
+        report = integrity_check(self._index().path)
         for result in report.results:
             self.write(self.stdout, f"{'ok  ' if result.ok else 'FAIL'}  {result.name}: {result.detail}\n")
         if not report.ok:

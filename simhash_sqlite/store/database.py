@@ -12,9 +12,11 @@ from contextlib import contextmanager
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
+from typing import Protocol
 
 import apsw
 
+from ..core.sketch import SketchScheme
 from ..errors import DamagedIndex, ForeignSchema, IndexNotFound, NotAnIndex, SchemaTooNew
 
 # "SIMH" in ASCII: PRAGMA application_id marks a SQLite file as ours.
@@ -25,8 +27,18 @@ BUSY_TIMEOUT_MS = 10_000
 LOCK_WAIT_SECONDS = 120.0
 # Before the first write on a connection, SQLite's quick check runs for at most this long (0.3 s for a
 # 1M-document index, 190 MB, warm cache): a damaged file is refused rather than written into. On a
-# larger file the check stops there and the write goes on (simq check reads every page).
+# larger file the check stops there and the write goes on (simq integrity reads every page).
 QUICK_CHECK_SECONDS = 2.0
+
+
+class IndexFile(Protocol):
+    """What the layers below SimhashIndex read of an open index: its connection and how it was made.
+    SimhashIndex is one; naming the protocol here keeps the imports running one way (no import of
+    index.py from below)."""
+
+    conn: apsw.Connection
+    sketch_scheme: SketchScheme
+    store_text: bool
 
 
 @lru_cache(maxsize=None)
@@ -317,7 +329,7 @@ _sound: weakref.WeakSet[apsw.Connection] = weakref.WeakSet()  # connections whos
 def ensure_sound(conn: apsw.Connection, seconds: float = QUICK_CHECK_SECONDS) -> None:
     """Refuse to write to a damaged file: SQLite's quick check, once per connection, before its first
     write. It reads every page of every table and index for at most `seconds`; past that the rest goes
-    unchecked (raise the bound, or run simq check, for a full verdict on a very large file)."""
+    unchecked (raise the bound, or run simq integrity, for a full verdict on a very large file)."""
     if conn in _sound:
         return
     problems = quick_check(conn, seconds)
@@ -356,7 +368,7 @@ def quick_check(conn: apsw.Connection, seconds: float = QUICK_CHECK_SECONDS, lim
 def damaged_message(path: str, detail: str, version: int | None = None) -> str:
     """What a command says when it meets a damaged file (it has written nothing)."""
     return (
-        f"{path} is damaged ({detail}); nothing was written. See what is wrong: simq check --db {path}; "
+        f"{path} is damaged ({detail}); nothing was written. See what is wrong: simq integrity --db {path}; "
         + recovery_hint(path, version)
     )
 
@@ -369,7 +381,7 @@ def recovery_hint(path: str, version: int | None = None) -> str:
     return (
         f"to recover what can be read: (sqlite3 {path} .dump | sed 's/^ROLLBACK; -- due to errors$/COMMIT;/'; "
         f"echo 'PRAGMA application_id={APPLICATION_ID}; PRAGMA user_version={version};') | sqlite3 recovered.db, "
-        "then simq check --db recovered.db (rows on damaged pages are lost: add their files again); "
+        "then simq integrity --db recovered.db (rows on damaged pages are lost: add their files again); "
         "or build a new index: simq add --db NEW.db FILES"
     )
 

@@ -1,4 +1,4 @@
-"""simq check: is an index file sound? SQLite's integrity check plus our own consistency checks.
+"""simq integrity: is an index file sound? SQLite's integrity check plus our own consistency checks.
 
 Works on a read-only connection with no functions of ours registered, so it can examine a file
 that SimhashIndex would refuse, and it never changes the file.
@@ -30,7 +30,7 @@ class CheckResult:
 
 
 @dataclass
-class CheckReport:
+class IntegrityReport:
     path: str
     results: list[CheckResult] = field(default_factory=list)
 
@@ -47,9 +47,9 @@ class CheckReport:
         return not problems
 
 
-def check_index(
+def integrity_check(
     path: str | os.PathLike, *, rehash: bool = False, on_progress: Callable[[int, int], None] | None = None
-) -> CheckReport:
+) -> IntegrityReport:
     """Run every check on the file at path; the report says what failed and why.
 
     rehash: also recompute the content hash and fingerprint of every stored text (indexes made
@@ -59,7 +59,7 @@ def check_index(
     path = os.fspath(path)
     if not os.path.isfile(path):
         raise IndexNotFound(f"no index at {path}")
-    report = CheckReport(path)
+    report = IntegrityReport(path)
     try:
         conn = open_readonly(path)
     except (apsw.NotADBError, apsw.CorruptError) as exc:
@@ -105,7 +105,7 @@ def _safely(run) -> list[str]:
         return [f"SQLite could not run the check: {exc}"]
 
 
-def _step(report: CheckReport, name: str, run, failed=None):
+def _step(report: IntegrityReport, name: str, run, failed=None):
     """Run one content check; an SQLite error (a damaged page) is reported as that check failing."""
     try:
         return run()
@@ -127,7 +127,7 @@ def _integrity(conn: apsw.Connection) -> list[str]:
     return [error]
 
 
-def _check_settings(conn: apsw.Connection, report: CheckReport) -> tuple[bool | None, FingerprintSettings | None]:
+def _check_settings(conn: apsw.Connection, report: IntegrityReport) -> tuple[bool | None, FingerprintSettings | None]:
     meta = dict(conn.execute("SELECT key, value FROM simhash_meta"))
     problems, detail, store_text, settings = [], "", None, None
     if "fingerprint" not in meta:
@@ -151,13 +151,13 @@ def _keys(rows) -> str:
     return ", ".join(keys[:SHOWN]) + (f" and {len(keys) - SHOWN} more" if len(keys) > SHOWN else "")
 
 
-def _check_keys(conn: apsw.Connection, report: CheckReport) -> None:
+def _check_keys(conn: apsw.Connection, report: IntegrityReport) -> None:
     # NOT INDEXED: read the table itself, since a damaged UNIQUE index is what this looks for.
     duplicates = list(conn.execute("SELECT key FROM documents NOT INDEXED GROUP BY key HAVING count(*) > 1"))
     report.add("unique keys", [f"keys stored more than once: {_keys(duplicates)}"] if duplicates else [], "ok")
 
 
-def _check_blocks(conn: apsw.Connection, report: CheckReport) -> None:
+def _check_blocks(conn: apsw.Connection, report: IntegrityReport) -> None:
     """b0..b3 must be the 16-bit blocks of the fingerprint (all NULL with it), or searches miss rows."""
     wrong = list(
         conn.execute(
@@ -174,7 +174,7 @@ def _check_blocks(conn: apsw.Connection, report: CheckReport) -> None:
     report.add("blocks match fingerprints", problems, f"{total:,} documents")
 
 
-def _check_content_hashes(conn: apsw.Connection, report: CheckReport) -> None:
+def _check_content_hashes(conn: apsw.Connection, report: IntegrityReport) -> None:
     """A content hash is BLAKE2b-128 (16 bytes) or NULL (fingerprints added without their text)."""
     wrong = list(
         conn.execute(
@@ -186,7 +186,7 @@ def _check_content_hashes(conn: apsw.Connection, report: CheckReport) -> None:
     report.add("content hashes", problems, "ok")
 
 
-def _check_texts(conn: apsw.Connection, report: CheckReport, store_text: bool | None) -> None:
+def _check_texts(conn: apsw.Connection, report: IntegrityReport, store_text: bool | None) -> None:
     if store_text is not False:
         return
     stored = list(conn.execute("SELECT key FROM documents WHERE text IS NOT NULL ORDER BY id"))
@@ -203,7 +203,7 @@ def _recorded_scheme(conn: apsw.Connection):
     return SketchScheme.recorded(dict(conn.execute("SELECT key, value FROM simhash_meta")).get("sketch"))
 
 
-def _check_sketches(conn: apsw.Connection, report: CheckReport) -> None:
+def _check_sketches(conn: apsw.Connection, report: IntegrityReport) -> None:
     """A sketch is NULL or one of the recorded scheme's size; a document without a fingerprint has none."""
     try:
         scheme = _recorded_scheme(conn)
@@ -224,10 +224,10 @@ def _check_sketches(conn: apsw.Connection, report: CheckReport) -> None:
 
 
 def _rehash(
-    conn: apsw.Connection, report: CheckReport, store_text: bool | None, settings, on_progress=None
+    conn: apsw.Connection, report: IntegrityReport, store_text: bool | None, settings, on_progress=None
 ) -> None:
     """Stored texts must still give their stored content hash, fingerprint and sketch."""
-    from ..index import content_hash  # the same hash add() stores
+    from .texts import content_hash  # the same hash add() stores
 
     if not store_text or settings is None:
         report.add("rehash", [], "not run: the index does not store texts (or its settings are unreadable)")
@@ -271,7 +271,7 @@ def problems(path: str | os.PathLike) -> list[str]:
     is empty, and passes: the next open creates the schema.
     """
     try:
-        report = check_index(path)
+        report = integrity_check(path)
     except SimhashError as exc:
         return [str(exc)]
     except apsw.Error as exc:  # a file SQLite cannot read at all
@@ -279,7 +279,7 @@ def problems(path: str | os.PathLike) -> list[str]:
     return [f"{result.name}: {result.detail}" for result in report.failed]
 
 
-def report_json(report: CheckReport) -> str:
+def report_json(report: IntegrityReport) -> str:
     return json.dumps(
         {"file": report.path, "ok": report.ok, "checks": [r.__dict__ for r in report.results]}, ensure_ascii=False
     )

@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import hashlib
 import os
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from ..index import SimhashIndex
+from .database import IndexFile
 
 # Texts up to this size are read whole (by add, and here for a check); larger ones are fingerprinted
 # in pieces and never held whole, so a check cannot compare them: they are judged by distance alone.
@@ -20,7 +18,7 @@ def content_hash(text: str) -> bytes:
     return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
 
 
-def stored_text(index: SimhashIndex, key: str) -> str | None:
+def stored_text(index: IndexFile, key: str) -> str | None:
     """The indexed text of `key`, or None when neither a stored copy nor the unchanged file exists."""
     row = index.conn.execute("SELECT text, content_hash FROM documents WHERE key = ?", (key,)).get
     if row is None:

@@ -25,10 +25,9 @@ from datasette.utils import tilde_decode
 from datasette.utils.asgi import NotFound, Response
 from jinja2 import ChoiceLoader, FileSystemLoader
 
-from ..core.settings import CONFIRM_K, RECOMMENDED_K
+from ..analysis.calibrate import calibrate
+from ..core.settings import CONFIRM_K, DEFAULT_THRESHOLD, RECOMMENDED_K
 from ..errors import IndexNotFound, InvalidInput, NotAnIndex, SimhashError
-from ..find.calibrate import calibrate
-from ..find.check import DEFAULT_THRESHOLD
 from ..index import SimhashIndex
 from ..store.functions import prepare_sqlite3_connection
 from .pages import MAX_QUERY_BYTES, cluster_view, clusters_page, pair_view, query_text, search

@@ -12,12 +12,13 @@ import os
 import re
 from dataclasses import dataclass, field
 
+from ..analysis.explain import Explanation, explain, verdicts
 from ..core.fingerprint import hamming, to_hex, to_unsigned
+from ..core.settings import DEFAULT_THRESHOLD
 from ..core.shingles import jaccard_of_sets, shingle_set
 from ..errors import InvalidInput
-from ..find.check import DEFAULT_THRESHOLD, ConfirmReport
 from ..find.clusters import clustering_info
-from ..find.explain import Explanation, explain, verdicts
+from ..find.verdict import CheckSummary
 from ..index import SimhashIndex
 from ..store.texts import stored_text
 from .plots import SizeBand, cluster_sizes, size_bands
@@ -78,7 +79,7 @@ class SearchAnswer:
     fingerprint: str  # the query's, hex
     plan: str
     candidates: int  # rows the plan read
-    report: ConfirmReport | None  # None: not checked
+    report: CheckSummary | None  # None: not checked
 
 
 def search(

@@ -16,9 +16,9 @@ import numpy as np
 from rich.table import Table
 from rich.text import Text
 
+from ..analysis.calibrate import Calibration
 from ..core.settings import RECOMMENDED_K
 from ..errors import MissingExtra
-from ..find.calibrate import Calibration
 from ..index import SimhashIndex
 
 BITS = 64

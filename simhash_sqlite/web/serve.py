@@ -34,7 +34,7 @@ def check_servable(path: str | os.PathLike) -> None:
     if os.path.exists(wal) and os.path.getsize(wal) > 0:
         raise InvalidInput(
             f"{wal} holds changes not yet written into {path}: a writer (simq add, rm, clusters) is running or "
-            "was stopped; wait for it to finish, or run simq check --db on the index once, then serve it"
+            "was stopped; wait for it to finish, or run simq integrity --db on the index once, then serve it"
         )
 
 

@@ -11,13 +11,20 @@ from dataclasses import dataclass
 
 from ..core.features import WORD, feature_weights, normalize, words
 from ..core.fingerprint import hamming, simhash
-from ..core.settings import CONFIRM_K, RECOMMENDED_K, SHORT_TEXT, FingerprintSettings  # SHORT_TEXT: measured
+from ..core.settings import (  # SHORT_TEXT: measured
+    CONFIRM_K,
+    DEFAULT_THRESHOLD,
+    RECOMMENDED_K,
+    SHORT_TEXT,
+    FingerprintSettings,
+)
 from ..core.shingles import jaccard
 from ..errors import InvalidInput
+from ..find.verdict import keeps
 from ..index import SimhashIndex
+from ..pipeline.sources import read_one
 from ..store import texts
 from ..store.texts import stored_text
-from .check import DEFAULT_THRESHOLD, keeps
 
 DIFF_LINES = 40
 
@@ -91,8 +98,6 @@ def _side(index: SimhashIndex, ref: str) -> Side:
         return Side(ref, stored.fingerprint, stored_text(index, ref))
     if os.path.isfile(ref) and os.path.getsize(ref) > texts.READ_WHOLE_BYTES:
         # Too large to read whole: fingerprinted in pieces; no features, Jaccard or diff to show.
-        from ..pipeline.sources import read_one
-
         document = read_one(ref, index.settings)
         return Side(ref, document.fingerprint, None)
     if os.path.isfile(ref):

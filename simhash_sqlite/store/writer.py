@@ -1,0 +1,427 @@
+"""The write path: documents into an index file, in transactions that grow with the index, with their
+fingerprints computed on the worker pool while the previous batch is written."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
+from itertools import islice
+
+import apsw
+import numpy as np
+
+from ..core.fingerprint import blocks, to_signed
+from ..core.pool import FingerprintJob
+from ..core.settings import SHORT_TEXT, FingerprintSettings
+from ..core.sketch import SketchScheme
+from ..errors import InvalidInput
+from .database import write_transaction
+from .documents import AddReport, Document, FingerprintedDocument, length_of
+from .texts import content_hash
+
+DEFAULT_BATCH_SIZE = 1000
+# add() without a batch size: documents are read 1000 at a time, but into a large index one transaction
+# holds one document per TRANSACTION_SHARE stored, up to MAX_AUTO_TRANSACTION. Each transaction writes
+# every index leaf it changed, and at 10M documents (62k leaves per block index) 1000 random inserts
+# change 1000 leaves per index: the page writes, not the inserts, were the cost (bench/big_index_add.py).
+TRANSACTION_SHARE = 100
+MAX_AUTO_TRANSACTION = 100_000
+KEPT_KEYS = 1000  # AddReport lists at most this many keys; its counts cover all
+FINGERPRINT_BATCH_SIZE = 1_000_000
+SKETCH_UPGRADE_BATCH = 1000  # documents read and sketched at a time when an older index is upgraded
+# Page cache (MiB) while loading fingerprints; SQLite's default is 2 MiB (see BENCHMARKS.md, issue 3).
+# SQLite allocates it only as pages are read, so a load never holds more than the pages it touched.
+BULK_CACHE_MIB = 3072
+# Page cache (MiB) while add() writes: at least enough for the interior pages of every index of a
+# 100M-document file (about 4 MiB at 10M), which each batch's random block-index inserts pass through.
+# A large index's large transactions change most index leaves, so there it grows to half the file (up to
+# MAX_ADD_CACHE_MIB): leaves then stay in memory from one insert to the next instead of being read
+# again from the file or the WAL. SQLite allocates it only as pages are read.
+ADD_CACHE_MIB = 64
+MAX_ADD_CACHE_MIB = 1024
+# While adding, the WAL is folded back into the file every this many pages (256 MiB of 4 KiB pages)
+# instead of SQLite's 1000: a block-index leaf that many consecutive batches change is then copied into
+# the file once, not once per batch (issue 16). Folded in at the end of the add.
+BULK_CHECKPOINT_PAGES = 65_536
+
+
+# Run in every transaction that changes documents; a no-op until clusters() has run.
+_CLUSTERS_STALE = (
+    "UPDATE simhash_meta SET value = json_set(value, '$.stale', json('true')) "
+    "WHERE key = 'clusters' AND json_extract(value, '$.stale') IS NOT 1"
+)
+
+
+@dataclass
+class _PreparedBatch:
+    """A batch read and compared with the index, its fingerprints being computed; not yet written."""
+
+    batch: list[Document | FingerprintedDocument]
+    changed: list[tuple[Document | FingerprintedDocument, bytes]]  # (document, content hash) to write
+    digests: dict[str, bytes]  # key -> content hash of the changed documents
+    fingerprints: FingerprintJob  # of the changed Documents' texts, in order
+    added: int
+    updated: int
+    unchanged: int
+    no_features: list[str] = field(default_factory=list)  # keys written with no fingerprint (once written)
+
+
+class _Commits:
+    """add()'s transactions: prepared batches are written into an open transaction, COMMITted once it
+    holds `size` documents (None: Writer.transaction_size(), asked again for each transaction, with
+    the page cache to go with it). Only committed batches reach the report and on_batch."""
+
+    def __init__(self, writer: Writer, report: AddReport, size: int | None, on_batch) -> None:
+        self.writer, self.report, self.size, self.on_batch = writer, report, size, on_batch
+        self.open: ExitStack | None = None
+        self.limit = 0
+        # The counts of the batches written since the last COMMIT (not the batches: their texts go).
+        self.written, self.documents = AddReport(), 0
+
+    def write(self, prepared: _PreparedBatch, after: _PreparedBatch | None = None) -> None:
+        rows = self.writer._batch_rows(prepared, after)
+        if rows and self.open is None:
+            conn = self.writer.conn
+            self.limit = self.size or self.writer.transaction_size()
+            if self.size is None:
+                conn.pragma("cache_size", -self.writer._add_cache_mib() * 1024)
+            self.open = ExitStack()
+            self.open.enter_context(write_transaction(conn))
+            self.writer.clusters_now_stale()
+        if rows:
+            self.writer.conn.executemany(_UPSERT, rows)
+        _merge_counts(self.written, _batch_counts(prepared))
+        self.documents += len(prepared.batch)
+        # Batches with nothing to write (all unchanged) are reported at once when no transaction is open.
+        if self.open is None or self.documents >= self.limit:
+            self.commit()
+
+    def commit(self) -> None:
+        if self.open is not None:
+            self.open.close()  # COMMIT (retried while another connection is busy)
+            self.open = None
+        if not self.documents:
+            return
+        _merge_counts(self.report, self.written)
+        self.written, self.documents = AddReport(), 0
+        if self.on_batch:
+            self.on_batch(self.report)
+
+    def roll_back(self) -> None:
+        """After a failed write or COMMIT: the open transaction, if any, is rolled back."""
+        if self.open is not None:
+            open_, self.open = self.open, None
+            self.written, self.documents = AddReport(), 0
+            open_.__exit__(RuntimeError, RuntimeError("add failed"), None)
+
+
+def _batch_counts(prepared: _PreparedBatch) -> AddReport:
+    """A written batch's counts, without its documents."""
+    return AddReport(
+        added=prepared.added,
+        updated=prepared.updated,
+        unchanged=prepared.unchanged,
+        no_features=prepared.no_features[:KEPT_KEYS],
+        without_features=len(prepared.no_features),
+        batches=1,
+        characters=sum(length_of(doc) for doc in prepared.batch),
+        short=sum(length_of(doc) < SHORT_TEXT for doc, _ in prepared.changed),
+        last_key=prepared.batch[-1].key,
+    )
+
+
+def _merge_counts(report: AddReport, more: AddReport) -> None:
+    """Add the counts of `more` (later batches) to `report`."""
+    for name in ("added", "updated", "unchanged", "without_features", "batches", "characters", "short"):
+        setattr(report, name, getattr(report, name) + getattr(more, name))
+    report.no_features.extend(more.no_features[: max(0, KEPT_KEYS - len(report.no_features))])
+    report.last_key = more.last_key
+
+
+MAX_BATCH_SIZE = 100_000_000  # far past any useful batch, and below what islice() can take
+
+
+def validate_batch_size(batch_size) -> None:
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or not 1 <= batch_size <= MAX_BATCH_SIZE:
+        raise InvalidInput(f"batch_size must be a whole number from 1 to {MAX_BATCH_SIZE:,}, not {batch_size!r}")
+
+
+def _check_keys(keys: Iterable[str]) -> None:
+    """Keys with NUL characters are refused: carray and SQLite's C-string functions cut them there."""
+    for key in keys:
+        if "\x00" in key:
+            raise InvalidInput(f"a key must not contain a NUL character: {key!r}")
+
+
+_UPSERT = """
+INSERT INTO documents (key, fingerprint, b0, b1, b2, b3, length, content_hash, text, sketch)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (key) DO UPDATE SET
+    fingerprint = excluded.fingerprint, b0 = excluded.b0, b1 = excluded.b1, b2 = excluded.b2,
+    b3 = excluded.b3, length = excluded.length, content_hash = excluded.content_hash,
+    text = excluded.text, added_at = excluded.added_at, sketch = excluded.sketch
+"""
+
+
+_UPSERT_FINGERPRINT = """
+INSERT INTO documents (key, fingerprint, b0, b1, b2, b3) VALUES (?, ?, ?, ?, ?, ?)
+ON CONFLICT (key) DO UPDATE SET
+    fingerprint = excluded.fingerprint, b0 = excluded.b0, b1 = excluded.b1, b2 = excluded.b2,
+    b3 = excluded.b3, length = NULL, content_hash = NULL, text = NULL, added_at = excluded.added_at, sketch = NULL
+"""
+
+# The indexes a bulk load of an empty index drops and builds again (not the UNIQUE key index).
+_SECONDARY_INDEXES = (
+    "SELECT name, sql FROM sqlite_schema WHERE type = 'index' AND tbl_name = 'documents' AND sql IS NOT NULL"
+)
+
+
+def _fingerprint_rows(batch: list[tuple[str, int]]) -> list[tuple]:
+    """(key, signed, b0, b1, b2, b3) rows, computed with numpy: per-item Python arithmetic is the
+    larger part of a load's time otherwise."""
+    keys = [key for key, _ in batch]
+    fingerprints = [fp for _, fp in batch]
+    if not all(type(fp) is int for fp in fingerprints):  # numpy would truncate floats and take bools
+        fingerprints = [_checked_int(fp) for fp in fingerprints]
+    try:
+        unsigned = np.array(fingerprints, dtype=np.uint64)
+    except OverflowError:
+        for fp in fingerprints:
+            to_signed(fp)  # raises InvalidInput naming the value out of range
+        raise
+    parts = [((unsigned >> np.uint64(shift)) & np.uint64(0xFFFF)).tolist() for shift in (48, 32, 16, 0)]
+    return list(zip(keys, unsigned.view(np.int64).tolist(), *parts))
+
+
+def _checked_int(fp) -> int:
+    if isinstance(fp, bool) or not isinstance(fp, (int, np.integer)):
+        raise InvalidInput(f"a fingerprint is an unsigned 64-bit integer, not {fp!r}")
+    return int(fp)
+
+
+@contextmanager
+def _bulk_writes(conn: apsw.Connection, cache_mib: int) -> Iterator[None]:
+    """Settings of this connection for the duration of an add: a page cache of cache_mib MiB and
+    checkpoints every BULK_CHECKPOINT_PAGES; then the previous settings again, and once the add has
+    finished, the WAL it left over SQLite's usual size folded into the file (a passive checkpoint: it
+    never waits for readers, and one still reading keeps its pages for the next checkpoint)."""
+    cache, pages = conn.pragma("cache_size"), conn.pragma("wal_autocheckpoint")
+    conn.pragma("cache_size", -cache_mib * 1024)
+    conn.pragma("wal_autocheckpoint", max(pages, BULK_CHECKPOINT_PAGES) if pages > 0 else pages)
+    try:
+        yield
+    finally:
+        conn.pragma("cache_size", cache)
+        conn.pragma("wal_autocheckpoint", pages)
+    wal = conn.filename + "-wal"
+    if 0 < pages and os.path.exists(wal) and os.path.getsize(wal) > pages * conn.pragma("page_size"):
+        conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+
+
+class Writer:
+    """Every write to an index's documents: add() in growing transactions, bulk fingerprints, removals.
+    SimhashIndex holds one; it is the only code that inserts, updates or deletes document rows."""
+
+    def __init__(
+        self, conn: apsw.Connection, path: str, settings: FingerprintSettings, sketch_scheme: SketchScheme,
+        store_text: bool,
+    ) -> None:
+        self.conn, self.path, self.settings = conn, path, settings
+        self.sketch_scheme, self.store_text = sketch_scheme, store_text
+
+    def add(
+        self,
+        documents: Iterable[Document | FingerprintedDocument],
+        *,
+        batch_size: int | None = None,
+        on_batch: Callable[[AddReport], None] | None = None,
+    ) -> AddReport:
+        """Add or update documents, in transactions of batch_size documents.
+
+        batch_size None: transactions of DEFAULT_BATCH_SIZE documents, larger into a large index
+        (transaction_size()), read DEFAULT_BATCH_SIZE at a time so that memory stays bounded.
+        on_batch(report) runs after each COMMIT, with the counts of every committed document.
+        An interrupted add leaves every committed transaction in place; running it again skips the
+        documents already there (same key, same content) and finishes the rest.
+        """
+        if batch_size is not None:
+            validate_batch_size(batch_size)
+        report = AddReport()
+        iterator = iter(documents)
+        commits = _Commits(self, report, batch_size, on_batch)
+        # A pipeline of two batches: the next batch is read, hashed and handed to the pool's workers
+        # before this one is written, so that the workers fingerprint while this process parses
+        # input and writes to SQLite (with a barrier per batch they waited for it).
+        pending: _PreparedBatch | None = None
+        with _bulk_writes(self.conn, ADD_CACHE_MIB):
+            try:
+                while True:
+                    try:
+                        batch = list(islice(iterator, batch_size or DEFAULT_BATCH_SIZE))
+                        prepared = self._prepare_batch(batch, pending) if batch else None
+                    except BaseException:  # the input failed or Ctrl-C: every batch read in full is still written
+                        if pending is not None:
+                            commits.write(pending)
+                        commits.commit()
+                        raise
+                    if pending is not None:
+                        commits.write(pending, prepared)
+                    if prepared is None:
+                        break
+                    pending = prepared
+                commits.commit()
+            finally:
+                commits.roll_back()  # only after a failed write: nothing of the open transaction was reported
+        return report
+
+    def _prepare_batch(
+        self, batch: list[Document | FingerprintedDocument], pending: _PreparedBatch | None
+    ) -> _PreparedBatch:
+        """Which documents of the batch are new or changed, with their fingerprints under way.
+
+        pending: the batch before, not yet written; its keys count as stored with their new content.
+        """
+        known = self._content_hashes({doc.key for doc in batch})
+        if pending is not None:
+            known.update((key, pending.digests[key]) for key in {doc.key for doc in batch} & pending.digests.keys())
+        changed, added, updated, unchanged = [], 0, 0, 0
+        for doc in batch:
+            prepared = isinstance(doc, FingerprintedDocument)
+            digest = doc.content_hash if prepared else content_hash(doc.text)
+            if known.get(doc.key) == digest:
+                unchanged += 1
+                continue
+            if doc.key in known:
+                updated += 1
+            else:
+                added += 1
+            known[doc.key] = digest
+            changed.append((doc, digest))
+        # Streamed files come fingerprinted; the rest in one vectorized call (all cores if large).
+        plain = [doc.text for doc, _ in changed if not isinstance(doc, FingerprintedDocument)]
+        digests = {doc.key: digest for doc, digest in changed}
+        fingerprints = FingerprintJob(plain, self.settings, start_pool=pending is not None, sketches=self.sketch_scheme)
+        return _PreparedBatch(batch, changed, digests, fingerprints, added, updated, unchanged)
+
+    def _batch_rows(self, prepared: _PreparedBatch, after: _PreparedBatch | None = None) -> list[tuple]:
+        """The rows to upsert for a prepared batch. after: the batch prepared next, whose fingerprints
+        this process works on while the workers finish this one's."""
+        computed = iter(prepared.fingerprints.result(after.fingerprints if after is not None else None))
+        rows = []
+        for doc, digest in prepared.changed:
+            streamed = isinstance(doc, FingerprintedDocument)
+            fingerprint, sketch = (doc.fingerprint, doc.sketch) if streamed else next(computed)
+            if fingerprint is None:
+                prepared.no_features.append(doc.key)
+                signed, parts = None, (None,) * 4
+            else:
+                signed, parts = to_signed(fingerprint), blocks(fingerprint)
+            text = doc.text if self.store_text else None
+            rows.append((doc.key, signed, *parts, length_of(doc), digest, text, sketch))
+        return rows
+
+    def transaction_size(self) -> int:
+        """Documents per transaction of add() without a batch size: DEFAULT_BATCH_SIZE, or one per
+        TRANSACTION_SHARE stored documents (about as many as each block index has leaves), up to
+        MAX_AUTO_TRANSACTION: a transaction's page writes are then shared by about one document each."""
+        stored = self.conn.execute("SELECT coalesce(max(id), 0) FROM documents").get  # ids only grow: O(log n)
+        return max(DEFAULT_BATCH_SIZE, min(MAX_AUTO_TRANSACTION, stored // TRANSACTION_SHARE))
+
+    def _add_cache_mib(self) -> int:
+        """add()'s page cache for this file: ADD_CACHE_MIB, or half the file up to MAX_ADD_CACHE_MIB."""
+        try:
+            half = os.path.getsize(self.path) // 2**21
+        except OSError:  # not a file on disk
+            return ADD_CACHE_MIB
+        return max(ADD_CACHE_MIB, min(MAX_ADD_CACHE_MIB, half))
+
+    def add_fingerprints(
+        self,
+        items: Iterable[tuple[str, int]],
+        *,
+        batch_size: int = FINGERPRINT_BATCH_SIZE,
+        cache_mib: int = BULK_CACHE_MIB,
+        rebuild_indexes: bool | None = None,
+    ) -> int:
+        """Add (key, unsigned fingerprint) pairs made elsewhere (no text, no content hash).
+
+        For fingerprints computed by another process or machine with the same settings; an
+        existing key gets the new fingerprint. Returns how many pairs were written.
+
+        Into an index that holds documents, each batch is one transaction (an interrupted add keeps
+        the committed batches). Into an empty index (rebuild_indexes=None: when it is empty), the
+        whole load is ONE transaction that drops the search indexes, inserts every row and builds
+        the indexes again: several times faster, and all-or-nothing (an interrupt leaves it empty).
+        cache_mib: SQLite page cache for the load; index maintenance is random page access, so a
+        cache that holds the block indexes turns it from disk-bound to memory-bound.
+        """
+        validate_batch_size(batch_size)
+        written = 0
+        iterator = iter(items)
+        with _bulk_writes(self.conn, cache_mib):
+            if rebuild_indexes is None:
+                rebuild_indexes = self.conn.execute("SELECT NOT EXISTS (SELECT 1 FROM documents)").get
+            if rebuild_indexes:
+                with write_transaction(self.conn):
+                    definitions = self.conn.execute(_SECONDARY_INDEXES).fetchall()
+                    for name, _sql in definitions:
+                        self.conn.execute(f'DROP INDEX "{name}"')
+                    while batch := list(islice(iterator, batch_size)):
+                        self.conn.executemany(_UPSERT_FINGERPRINT, _fingerprint_rows(batch))
+                        written += len(batch)
+                    for _name, sql in definitions:
+                        self.conn.execute(sql)
+                    self.clusters_now_stale()
+                return written
+            while batch := list(islice(iterator, batch_size)):
+                rows = _fingerprint_rows(batch)
+                with write_transaction(self.conn):
+                    self.conn.executemany(_UPSERT_FINGERPRINT, rows)
+                    self.clusters_now_stale()
+                written += len(batch)
+        return written
+
+    def _content_hashes(self, keys: set[str]) -> dict[str, bytes]:
+        _check_keys(keys)
+        return dict(
+            self.conn.execute(
+                "SELECT key, content_hash FROM documents WHERE key IN carray(?)", (apsw.carray(tuple(keys)),)
+            )
+        )
+
+    def remove(self, keys: Iterable[str], *, batch_size: int = 10_000) -> int:
+        """Delete the documents with these keys (unknown keys are ignored); returns how many went.
+
+        One transaction per batch, like add(): an interrupted remove keeps the batches it committed.
+        """
+        validate_batch_size(batch_size)
+        removed = 0
+        iterator = iter(keys)
+        while batch := tuple(islice(iterator, batch_size)):
+            _check_keys(batch)
+            with write_transaction(self.conn):
+                self.conn.execute("DELETE FROM documents WHERE key IN carray(?)", (apsw.carray(batch),))
+                if changes := self.conn.changes():
+                    removed += changes
+                    self.clusters_now_stale()
+        return removed
+
+    def remove_glob(self, pattern: str) -> list[str]:
+        """Delete the documents whose key matches a SQLite GLOB pattern; returns their keys.
+
+        GLOB is case-sensitive; * and ? match any characters, "/" included; [abc] and [^abc] are sets.
+        """
+        with write_transaction(self.conn):
+            matching = self.conn.execute("SELECT key FROM documents WHERE key GLOB ? ORDER BY key", (pattern,))
+            keys = [key for (key,) in matching]
+            self.conn.execute("DELETE FROM documents WHERE key GLOB ?", (pattern,))
+            if keys:
+                self.clusters_now_stale()
+        return keys
+
+    def clusters_now_stale(self) -> None:
+        """Documents changed: the clusters table (if any) describes the index as it was, so say so
+        in its record until the next clusters() run rewrites both."""
+        self.conn.execute(_CLUSTERS_STALE)
