@@ -141,12 +141,15 @@ def main() -> None:
     parser.add_argument("--docs-per-file", type=int, default=500)
     parser.add_argument("--reader-loop", nargs=3, metavar=("DB", "SECONDS", "NUMBER"), help=argparse.SUPPRESS)
     args = parser.parse_args()
-    print_machine()
-    if args.reader_loop:
+    if args.reader_loop:  # the child reader process: its stdout is its JSON summary alone
         reader_loop(args.reader_loop[0], float(args.reader_loop[1]), int(args.reader_loop[2]))
         return
+    print_machine()
 
     run = Run(Path(tempfile.mkdtemp(prefix="concurrency_")), args.docs_per_file, seed=1)
+    # A writer or reader thread that dies is an error of the run, not a traceback beside a passing table.
+    threading.excepthook = lambda hook: run.errors.append(f"{hook.thread.name}: {hook.exc_type.__name__}: "
+                                                          f"{hook.exc_value}")
     started = time.monotonic()
     until = started + args.seconds
     threads = [threading.Thread(target=run.writer, args=(w, until)) for w in range(args.writers)]

@@ -60,7 +60,7 @@ SMOKE = [
     Smoke("dupes_model_scale.py", "--sizes 20000 --folder {tmp} --candidate-recall"),
     Smoke("dupes_scale.py", "{en} --sizes 1500 --baseline none"),
     Smoke("estimate_limits.py", "{en} {zh} --originals 30"),
-    Smoke("estimate_rule.py", "{en} {zh} --originals 30 --salts 2"),
+    Smoke("estimate_rule.py", "{en} {zh} --originals 40 --salts 2"),
     Smoke("memory.py", "--text-mib 1 --jsonl-docs 300"),
     Smoke("pairs.py", "--quick --size 20000 --corpus {en} --docs 300"),
     Smoke("quality.py", "{en} {zh} --originals 12 --only-default --repeats 1", ("simhash", "datasketch")),
@@ -108,7 +108,8 @@ def run(smoke: Smoke, corpora: dict[str, Path], tmp: Path, timeout: float) -> tu
     wrong = [line for line in output.splitlines() if _NO.search(line)]
     if process.returncode != 0 or "Traceback (most recent call last)" in output or wrong:
         tail = "\n".join((wrong or output.strip().splitlines())[-15:])
-        why = f"exit status {process.returncode}" if process.returncode else "a wrong answer (NO) with exit status 0"
+        why = (f"exit status {process.returncode}" if process.returncode
+               else "a wrong answer (NO) with exit status 0" if wrong else "a traceback with exit status 0")
         return "FAILED", seconds, f"{why}: {shlex.join(command)}\n{tail}"
     return "ok", seconds, ""
 
