@@ -118,7 +118,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("only", nargs="*", help="run only the scripts whose name contains one of these")
     parser.add_argument("--list", action="store_true", help="print the registry and stop")
-    parser.add_argument("--timeout", type=float, default=120, help="seconds allowed to one script")
+    parser.add_argument("--timeout", type=float, default=300, help="seconds allowed to one script")
     parser.add_argument("--keep", type=Path, help="run in this folder and keep what the scripts wrote")
     args = parser.parse_args()
     chosen = [s for s in SMOKE if not args.only or any(word in s.script for word in args.only)]
