@@ -71,6 +71,14 @@ SMOKE = [
     Smoke("sql_surface.py", "--docs 3000 --queries 10"),
     Smoke("vs_simhash_package.py", "{en} --repeat 1", ("simhash",)),
     Smoke("web_search.py", "{en} --size 3000 --texts 10 --queries 3", ("datasette",)),
+    Smoke("certainty.py", "--pairs 500"),
+    Smoke("certainty_texts.py", "{zh} {en} --originals 30"),
+    Smoke("exact_checks.py", "{zh} {en} --originals 30 --repeats 1"),
+    Smoke("huge_line_memory.py", "--mb 2 --workers 1"),
+    Smoke("core_speed.py", "--generated-mb 0.2 --repeats 1"),
+    Smoke("fuzz_core.py", "--seconds 5 --failures {tmp}/failures.jsonl"),
+    Smoke("extension_near.py", "{tmp}/small.db --make 20000 --queries 50 --repeat 1", programs=("sqlite3",)),
+    Smoke("fuzz_extension.py", "--seconds 10", programs=("cc",)),
 ]
 
 

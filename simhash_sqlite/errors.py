@@ -22,7 +22,12 @@ class SchemaTooNew(SimhashError):
 
 
 class SettingsMismatch(SimhashError):
-    """Fingerprint settings asked for differ from the ones the index was built with."""
+    """Fingerprint settings asked for differ from the ones the index was built with. name, recorded and
+    requested say which setting (a keyword of SimhashIndex) and its two values, for a surface to phrase."""
+
+    def __init__(self, message: str, name: str | None = None, recorded: object = None, requested: object = None):
+        super().__init__(message)
+        self.name, self.recorded, self.requested = name, recorded, requested
 
 
 class MissingExtra(SimhashError):
@@ -35,3 +40,25 @@ class InvalidInput(SimhashError):
 
 class DamagedIndex(SimhashError):
     """The index file fails SQLite's quick check: writing to it would spread the damage."""
+
+
+class InvalidArgument(InvalidInput):
+    """An argument out of its range or of the wrong kind (a k of 65, a threshold of 0, an unknown format):
+    the command line's usage error, exit status 2."""
+
+
+class InvalidMetadata(SimhashError):
+    """A setting the index records in simhash_meta is not one simhash-sqlite writes (changed by other
+    software, or by hand): the message names the key. The index is not used."""
+
+    def __init__(self, path: str, key: str, problem: str) -> None:
+        self.key, self.problem = key, problem
+        super().__init__(
+            f"{path}: its setting simhash_meta {key!r} is not valid ({problem}); the file was changed by other "
+            f"software; nothing was done (see: simq integrity --db {path})"
+        )
+
+
+class DiskFull(SimhashError):
+    """The disk (or the file system) holding a file is full, or SQLite could not read or write it: the
+    message names the file; nothing was written."""

@@ -6,14 +6,16 @@ import dataclasses
 import os
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from typing import Any, cast
 
 from .core.features import jieba_version
 from .core.fingerprint import BLOCKS, simhash, to_signed, to_unsigned
 from .core.settings import DEFAULT_THRESHOLD, FingerprintSettings
 from .core.sketch import DEFAULT_SCHEME, SketchScheme, sketch_many
-from .errors import IndexNotFound, InvalidInput
+from .errors import IndexNotFound, InvalidInput, SettingsMismatch
+from .find.chains import below_members
 from .find.check import DuplicateSearch, ShingleCache, check_search
-from .find.clusters import Cluster, ClusterReport, cluster_index, clustering_info, read_clusters
+from .find.clusters import Cluster, ClusterReport, cluster_index, clustering_info, read_clusters, record_chains
 from .find.near_table import register_near_table
 from .find.pairs import Progress
 from .find.queries import FailedQuery, Query
@@ -21,6 +23,7 @@ from .find.search import Match, Plan, Searcher, SearchOptions, SearchResult, nea
 from .store.database import connect, retry_busy, write_transaction
 from .store.documents import AddReport, Document, FingerprintedDocument, StoredDocument
 from .store.functions import register_functions
+from .store.meta import validate_meta
 from .store.texts import text_of
 from .store.writer import BULK_CACHE_MIB, FINGERPRINT_BATCH_SIZE, SKETCH_UPGRADE_BATCH, Writer
 from .version import __version__
@@ -69,7 +72,8 @@ class SimhashIndex:
         if readonly and create:
             raise InvalidInput("an index opened read-only cannot be created")
         self.path = os.fspath(path)
-        requested = {"features": features, "ngram": ngram, "weights": weights, "hmm": hmm}
+        # keyword arguments of FingerprintSettings (None: not asked for)
+        requested: dict[str, Any] = {"features": features, "ngram": ngram, "weights": weights, "hmm": hmm}
         if create:  # settings a new index could not record are refused before a file is made
             FingerprintSettings(**{name: value for name, value in requested.items() if value is not None})
         self.conn = connect(self.path, create=create, readonly=readonly)
@@ -108,12 +112,14 @@ class SimhashIndex:
                     "INSERT INTO simhash_meta (key, value) VALUES (?, ?) ON CONFLICT DO NOTHING", rows.items()
                 )
             meta = self._meta()
+        validate_meta(meta, self.path)  # every recorded setting, before any is used
         settings = FingerprintSettings.from_json(meta["fingerprint"]).merged(**requested)
         stored = meta.get("store_text") == "1"
         if store_text is not None and store_text != stored:
-            raise InvalidInput(
+            raise SettingsMismatch(
                 f"this index was created {'with' if stored else 'without'} stored texts; "
-                f"store_text={store_text} does not match"
+                f"store_text={store_text} does not match (leave it out, or use another index file)",
+                "store_text", stored, store_text,
             )
         return settings, stored
 
@@ -130,11 +136,11 @@ class SimhashIndex:
                 return None
             last = -1
             while True:
-                rows = self.conn.execute(
+                rows = cast(list[tuple[int, str, str | None, bytes | None]], self.conn.execute(
                     "SELECT id, key, text, content_hash FROM documents WHERE id > ? AND fingerprint IS NOT NULL "
                     "AND sketch IS NULL ORDER BY id LIMIT ?",
                     (last, SKETCH_UPGRADE_BATCH),
-                ).fetchall()
+                ).fetchall())  # the columns' types in the schema
                 if not rows:
                     break
                 last = rows[-1][0]
@@ -278,6 +284,10 @@ class SimhashIndex:
             "SELECT count(*), count(*) - count(fingerprint) FROM documents"
         ).get
         size = sum(os.path.getsize(p) for p in (self.path, self.path + "-wal") if os.path.exists(p))
+        clusters = clustering_info(self.conn)
+        if clusters is not None and clusters["documents"] != documents:
+            # Documents added or deleted behind simq's back (another program) leave the flag unset.
+            clusters["stale"] = True
         return Stats(
             path=self.path,
             documents=documents,
@@ -287,7 +297,7 @@ class SimhashIndex:
             schema_version=self.conn.pragma("user_version"),
             created_with=self._meta().get("created_with", "?"),
             file_bytes=size,
-            clusters=clustering_info(self.conn),
+            clusters=clusters,
         )
 
     # -- searching ---------------------------------------------------------------------------
@@ -403,14 +413,16 @@ class SimhashIndex:
         *,
         check: bool = True,
         threshold: float = DEFAULT_THRESHOLD,
+        uncertain: bool = False,
         on_progress: Progress | None = None,
     ) -> DuplicateSearch:
         """Every pair of near-duplicate documents, each once (first added first), streamed in no
         particular order: the pairs within k, checked as in search() (same defaults). Iterate the
         result; its `report` counts how pairs were judged (None without check). With check and no k,
-        the candidates come from the sketches (confirm.DuplicateSearch), at any distance.
+        the candidates come from the sketches (check.DuplicateSearch), at any distance. uncertain: the
+        pairs whose verdict is uncertain instead, kept or not (DuplicatePair.keeps), to review.
         on_progress(done, total): how far the pair search is, for a progress bar."""
-        return DuplicateSearch(self, k, threshold, check=check, on_progress=on_progress)
+        return DuplicateSearch(self, k, threshold, check=check, uncertain=uncertain, on_progress=on_progress)
 
     def clusters(
         self,
@@ -430,7 +442,13 @@ class SimhashIndex:
         report = cluster_index(
             self.conn, pairs.k, representative, pairs=pairs.id_pairs(), threshold=pairs.report.threshold
         )
-        return dataclasses.replace(report, check=pairs.report)
+        made = pairs.report.candidates_from  # known once the pairs have been read
+        # Chains: members the check does not keep against their representative, counted for stats.
+        chained = below_members(self, pairs.report.threshold)
+        below = sum(map(len, chained.values()))
+        if report.saved:
+            record_chains(self.conn, made, below)
+        return dataclasses.replace(report, check=pairs.report, below=below, chained=chained, candidates=made)
 
     def cluster_list(self, *, min_size: int = 2) -> Iterator[Cluster]:
         """The clusters written by the last clusters() run, with their member keys."""
@@ -454,7 +472,7 @@ class SimhashIndex:
                 raise InvalidInput(f"no document with key {key!r} in {self.path}")
             if stored[0][0] is None:
                 raise InvalidInput(f"document {key!r} has no features (empty text), so it has no neighbours")
-            return to_unsigned(stored[0][0])
+            return to_unsigned(cast(int, stored[0][0]))  # an INTEGER column, not NULL here
         if text is not None:
             fingerprint = self.fingerprint(text)
             if fingerprint is None:

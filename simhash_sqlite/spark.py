@@ -38,7 +38,7 @@ try:
     from py4j.protocol import Py4JError
     from pyspark import StorageLevel
     from pyspark.errors import PySparkException
-    from pyspark.sql import Column, DataFrame, SparkSession, Window
+    from pyspark.sql import Column, DataFrame, Row, SparkSession, Window
     from pyspark.sql import functions as F
     from pyspark.sql.functions import pandas_udf
     from pyspark.sql.types import ArrayType, DoubleType, LongType
@@ -122,7 +122,7 @@ def read_documents(spark: SparkSession, path: str, fmt: str | None = None) -> Da
     return spark.read.parquet(str(path)) if fmt == "parquet" else spark.read.json(str(path), mode="FAILFAST")
 
 
-def _require_columns(df: DataFrame, *names: str) -> None:
+def _require_columns(df: DataFrame, *names: str | None) -> None:
     missing = [n for n in names if n and n not in df.columns]
     if missing:
         raise InvalidInput(f"no column {', '.join(map(repr, missing))} in the input (it has: {', '.join(df.columns)})")
@@ -134,7 +134,7 @@ def _require_columns(df: DataFrame, *names: str) -> None:
 def fingerprint_udf(settings: FingerprintSettings):
     """simhash() with these settings as a vectorized UDF: text -> signed int64, null without features."""
 
-    @pandas_udf("long")
+    @pandas_udf("long")  # type: ignore[call-overload]  # pyspark stub lacks the type-hint form
     def fingerprint(texts: pd.Series) -> pd.Series:
         values = []
         for text in texts:
@@ -149,7 +149,7 @@ def fingerprint_and_sketch_udf(settings: FingerprintSettings):
     """fingerprint.simhash_and_sketch_many as a vectorized UDF: text -> (signed int64 fingerprint,
     sketch bytes), both null without letters or digits: one pass over the shingles, as `add` makes them."""
 
-    @pandas_udf("fingerprint long, sketch binary")
+    @pandas_udf("fingerprint long, sketch binary")  # type: ignore[call-overload]  # pyspark stub lacks the type-hint form
     def fingerprint_and_sketch(texts: pd.Series) -> pd.DataFrame:
         prints, sketches = simhash_and_sketch_many(["" if t is None else t for t in texts], settings)
         values = pd.Series([None if fp is None else to_signed(fp) for fp in prints], dtype="Int64")
@@ -158,7 +158,7 @@ def fingerprint_and_sketch_udf(settings: FingerprintSettings):
     return fingerprint_and_sketch
 
 
-@pandas_udf(ArrayType(LongType()))
+@pandas_udf(ArrayType(LongType()))  # type: ignore[call-overload]  # pyspark stub lacks the type-hint form
 def window_codes_udf(sketches: pd.Series) -> pd.Series:
     """The codes of a sketch's LSH windows (dedup.window_codes, 79 of 24 bits): two documents are
     candidates exactly when they share one, as in `simq dedup`, and in `simq dupes` up to 2**20
@@ -169,7 +169,7 @@ def window_codes_udf(sketches: pd.Series) -> pd.Series:
     return pd.Series(list(window_codes(rows).astype(np.int64)))
 
 
-@pandas_udf(DoubleType())
+@pandas_udf(DoubleType())  # type: ignore[call-overload]  # pyspark stub lacks the type-hint form
 def estimate_udf(a: pd.Series, b: pd.Series) -> pd.Series:
     """Estimated Jaccard of two sketches (sketch.estimate_many: the same numbers as simq dedup's)."""
     rows_a, _ = as_rows(list(a))
@@ -215,10 +215,11 @@ def _signed(mask: int) -> Column:
 
 def _first_table(xor: Column, scheme: BlockTables) -> Column:
     """The first table in which a pair with this XOR shares its key (see BlockTables.first_table)."""
-    expr = None
+    expr: Column | None = None
     for t, mask in enumerate(scheme.table_masks):
         cond = xor.bitwiseAND(_signed(mask)) == 0
         expr = F.when(cond, t) if expr is None else expr.when(cond, t)
+    assert expr is not None, "a BlockTables scheme has at least one table"
     return expr
 
 
@@ -319,7 +320,15 @@ def graph_components(edges: DataFrame, *, max_rounds: int = 100) -> DataFrame:
 
 
 def _label_sum(labels: DataFrame) -> int:
-    return labels.agg(F.sum(F.col("label").cast("decimal(38,0)"))).first()[0] or 0
+    return _only_row(labels.agg(F.sum(F.col("label").cast("decimal(38,0)"))))[0] or 0
+
+
+def _only_row(aggregate: DataFrame) -> Row:
+    """The row of an aggregate over a whole frame: always exactly one (first() is None only when empty)."""
+    row = aggregate.first()
+    if row is None:
+        raise SimhashError("an aggregate over a whole frame returned no row")
+    return row
 
 
 # -- clusters and the kept set ---------------------------------------------------------------------
@@ -582,7 +591,7 @@ def run_dedup(
         made = fingerprints_and_sketches(located, settings, "_text", "id", "node", "_file", "_block", *extra)
         fps = saved(made.select("id", "fingerprint", hex_of("fingerprint").alias("hex"), "sketch", "node",
                                 "_file", "_block", *extra), "fingerprints")
-        report.documents, featured = fps.agg(F.count("*"), F.count("fingerprint")).first()
+        report.documents, featured = _only_row(fps.agg(F.count("*"), F.count("fingerprint")))
         report.without_features = report.documents - featured
 
     todo = fps
@@ -713,7 +722,7 @@ def _match_existing(fps, existing, k, by_sketch, check, threshold, scheme) -> Da
 def _prepare_out(out: str, overwrite: bool) -> None:
     if os.path.isdir(out) and os.listdir(out):
         if not overwrite:
-            raise InvalidInput(f"{out} is not empty (pass overwrite=True / --overwrite to replace it)")
+            raise InvalidInput(f"{out} is not empty (an earlier output; --overwrite replaces it)")
         if not os.path.exists(os.path.join(out, MANIFEST)) and not any(
             os.path.exists(os.path.join(out, name)) for name in OUTPUTS
         ):

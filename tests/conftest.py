@@ -39,6 +39,49 @@ def integrity_ok(path) -> bool:
         conn.close()
 
 
+# The slow lane: whole files of processes, servers, browsers and Spark, and the tests that took over
+# about 5 s on the 2-core CI machine. `pytest -m "not slow"` is the fast lane for development (about a
+# minute); CI runs both. A new test that starts processes or servers belongs here.
+SLOW_FILES = {
+    "test_spark.py",
+    "test_web_browser.py",
+    "test_crash_and_concurrency.py",
+    "test_readonly_and_damaged.py",
+}
+SLOW_TESTS = {
+    "test_ctrl_c_during_a_large_add_leaves_a_valid_index",
+    "test_a_closed_pipe_ends_quietly_and_piped_tables_do_not_wrap",
+    "test_colour_only_on_a_terminal_and_never_under_no_color",
+    "test_fuzz_cli_no_traceback_no_damage",
+    "test_shell_completion",
+    "test_a_real_file_over_32_mib_is_added_and_found_with_default_settings",
+    "test_near_dash_reads_stdin_and_a_path_gets_a_hint",
+    "test_two_texts_piped_in_are_two_documents",
+    "test_adds_into_a_large_index_commit_more_documents_at_a_time_and_report_only_what_is_committed",
+    "test_every_search_is_exact_at_every_batch_of_a_bulk_add_and_after",
+    "test_fuzz_random_bytes_and_jsonl",
+    "test_near_equals_brute_force_for_any_k",
+    "test_an_add_killed_while_its_workers_run_leaves_no_workers_and_resumes_to_the_same_index",
+    "test_jsonl_read_in_the_workers_gives_what_one_process_reads",
+    "test_simq_add_and_dedup_on_two_processes_write_what_one_writes",
+    "test_scan_index_and_batch_equal_brute_force_for_any_k",
+    "test_densify_ranks_and_their_overflow_equal_the_definition",
+    "test_sketches_of_many_rows_equal_the_definition",
+    "test_kept_sketches_find_every_near_duplicate_sharing_a_window",
+    "test_serve_is_read_only_and_refuses_paths_and_markup",
+    "test_a_users_type_checker_reads_the_annotations",  # a cold mypy run: about 4 s of CPU
+    "test_node_better_sqlite3_loads_it",  # the first run installs better-sqlite3 with npm (minutes)
+    "test_the_node_example_in_sql_md_runs",
+}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.path.name in SLOW_FILES or item.originalname in SLOW_TESTS:
+            item.add_marker(pytest.mark.slow)
+
+
+
 def pytest_terminal_summary(terminalreporter, config):
     for folder in config.stash.get(SCREENSHOTS, []):
         terminalreporter.write_line(f"screenshots of the web pages: {folder}")

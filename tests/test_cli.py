@@ -26,9 +26,9 @@ def simq(runner, *args, input=None):
     return runner.invoke(app, [str(a) for a in args], input=input)
 
 
-def assert_clean_error(result, fragment):
-    """One line on stderr naming the problem, exit code 1, no traceback."""
-    assert result.exit_code == 1, (result.stdout, result.stderr)
+def assert_clean_error(result, fragment, code=1):
+    """One line on stderr naming the problem, exit code 1 (2: a usage error), no traceback."""
+    assert result.exit_code == code, (result.stdout, result.stderr)
     assert "Traceback" not in result.output
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert lines and lines[-1].startswith("error:"), result.stderr
@@ -152,14 +152,15 @@ def test_not_an_index_and_newer_schema_are_refused(runner, tmp_path, corpus):
 
 def test_parameters_that_do_not_match_the_index(runner, db_path, corpus):
     assert simq(runner, "add", "--db", db_path, corpus).exit_code == 0
-    assert_clean_error(simq(runner, "add", "--db", db_path, "--features", "words", corpus), "features='chars'")
-    assert_clean_error(simq(runner, "add", "--db", db_path, "--ngram", "3", corpus), "ngram=5")
-    assert_clean_error(simq(runner, "add", "--db", db_path, "--store-text", corpus), "without stored texts")
-    assert_clean_error(simq(runner, "near", "--db", db_path, "text", "--k", "65"), "k must be")
+    assert_clean_error(simq(runner, "add", "--db", db_path, "--features", "words", corpus), "--features chars")
+    assert_clean_error(simq(runner, "add", "--db", db_path, "--ngram", "3", corpus), "--ngram 5")
+    assert_clean_error(simq(runner, "add", "--db", db_path, "--store-text", corpus), "made with --no-store-text")
+    assert_clean_error(simq(runner, "near", "--db", db_path, "text", "--k", "65"), "k must be", 2)
     assert_clean_error(simq(runner, "near", "--db", db_path, "--hash", "xyz"), "hex fingerprint")
     assert_clean_error(simq(runner, "near", "--db", db_path, "--key", "nope"), "no document with key")
     assert_clean_error(simq(runner, "near", "--db", db_path), "exactly one")
-    assert_clean_error(simq(runner, "add", "--db", tmp_db(db_path), "--features", "nope", corpus), "features must be")
+    result = simq(runner, "add", "--db", tmp_db(db_path), "--features", "nope", corpus)
+    assert_clean_error(result, "features must be", 2)
     assert integrity_ok(db_path)
 
 

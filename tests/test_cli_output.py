@@ -109,7 +109,7 @@ def test_format_errors_and_exit_codes(runner, odd, tmp_path):
     db, _ = odd
     for args in (["dupes", "--format", "xml"], ["stats", "--json", "--format", "csv"], ["near", "x", "--format", "?"]):
         result = simq(runner, args[0], "--db", db, *args[1:])
-        assert result.exit_code == 1 and result.stderr.splitlines()[-1].startswith("error:"), result.output
+        assert result.exit_code == 2 and result.stderr.splitlines()[-1].startswith("error:"), result.output
     assert simq(runner, "dupes", "--db", db, "--bogus").exit_code == 2  # usage
     assert simq(runner, "nosuchcommand").exit_code == 2
     assert simq(runner, "near").exit_code == 1  # parses; our check says what is missing

@@ -15,9 +15,11 @@ from test_cli import assert_clean_error, simq
 from test_explain_calibrate import brute_jaccard
 
 from simhash_sqlite import Document, SimhashIndex, hamming
+from simhash_sqlite.analysis.explain import explain
 from simhash_sqlite.core.settings import CONFIRM_K, RECOMMENDED_K
 from simhash_sqlite.core.sketch import estimate_jaccard, sketch
 from simhash_sqlite.find.check import ENTRY_BYTES, DuplicateSearch, ShingleCache
+from simhash_sqlite.find.verdict import CERTAIN
 
 
 def made_corpus(seed: int = 11) -> dict[str, str]:
@@ -64,6 +66,19 @@ def _pairs(rows) -> dict:
     return {frozenset((r["first"], r["second"])): r["jaccard"] for r in rows}
 
 
+def assert_judged(got: dict, how: dict, sure: dict, truth: dict, every: dict | None = None) -> None:
+    """The check's answers against the brute force: the same pairs; an exact Jaccard equal to the
+    truth's; an estimate only where it was sure (and close to the truth). got, how, sure: the Jaccard,
+    checked_by and certainty by pair; truth: the brute-force Jaccard of the pairs that should be kept."""
+    assert set(got) == set(truth)
+    for pair, j in got.items():
+        if how[pair] == "exact":
+            assert j == pytest.approx(truth[pair], abs=1e-4) and sure[pair] == 1.0
+        else:
+            assert how[pair] == "estimated" and sure[pair] >= CERTAIN
+            assert abs(j - truth[pair]) < 0.1
+
+
 def test_confirmed_dupes_equal_brute_force_jaccard_at_the_boundary(runner, stored):
     db, docs, fps = stored
     want, every = reference(docs, fps, CONFIRM_K)
@@ -75,22 +90,31 @@ def test_confirmed_dupes_equal_brute_force_jaccard_at_the_boundary(runner, store
     assert any(0.8 <= j < 0.82 for j in candidates.values()) and any(0.78 <= j < 0.8 for j in candidates.values())
     with SimhashIndex(db) as index:
         checker = index.dupes()
-        got = {frozenset((p.first, p.second)): p.jaccard for p in checker}
-        assert checker.report.unchecked == 0 and checker.report.checked == len(want_all)
+        found = list(checker)
+        got = {frozenset((p.first, p.second)): p.jaccard for p in found}
+        how = {frozenset((p.first, p.second)): p.checked_by for p in found}
+        sure = {frozenset((p.first, p.second)): p.certainty for p in found}
+        assert checker.report.unchecked == 0 and checker.report.checked + checker.report.estimated == len(want_all)
+        # Exact checks went only to the unsure: near the line, not to the sure copies and strangers.
+        assert 0 < checker.report.checked < len(want_all) and checker.report.sure > 0
+        assert checker.report.uncertain == 0  # every unsure verdict was settled by the texts
         assert checker.report.candidates_from == "sketch"
-        # An explicit k: the pairs within it, each checked.
-        within = index.dupes(CONFIRM_K)
-        assert {frozenset((p.first, p.second)): p.jaccard for p in within} == pytest.approx(want)
-        assert within.report.rejected == len(candidates) - len(want) and within.report.candidates_from == "fingerprint"
+        assert_judged(got, how, sure, want_all)
+        # The pairs near the line were all checked exactly.
+        assert all(how[p] == "exact" for p, j in want_all.items() if j < 0.82)
+        # An explicit k: the pairs within it, each judged the same way.
+        within = list(index.dupes(CONFIRM_K))
+        assert_judged({frozenset((p.first, p.second)): p.jaccard for p in within},
+                      {frozenset((p.first, p.second)): p.checked_by for p in within},
+                      {frozenset((p.first, p.second)): p.certainty for p in within}, want)
         # A cache too small for two texts recomputes, with the same answer.
         assert {frozenset((p.first, p.second)) for p in DuplicateSearch(index, cache_bytes=1)} == set(want_all)
-    assert got == pytest.approx(want_all)
     result = simq(runner, "dupes", "--db", db, "--format", "jsonl")
     assert result.exit_code == 0, result.output
     rows = [json.loads(line) for line in result.stdout.splitlines()]
-    assert _pairs(rows) == pytest.approx({p: round(j, 4) for p, j in want_all.items()}, abs=1e-4)
-    assert all(r["checked"] is True and r["checked_by"] == "exact" for r in rows)
-    assert f"{len(want_all)} pairs: {len(want_all)} checked exactly" in result.stderr
+    assert _pairs(rows) == pytest.approx({p: round(j, 4) for p, j in got.items()}, abs=1e-4)
+    assert all(r["checked"] is True and r["checked_by"] in ("exact", "estimated") for r in rows)
+    assert f"{len(want_all)} pairs: {checker.report.checked} checked exactly" in result.stderr
     assert "hint" not in result.stderr
     # Another threshold and an explicit k: the same rule.
     want7, _ = reference(docs, fps, 10, 0.7)
@@ -100,8 +124,8 @@ def test_confirmed_dupes_equal_brute_force_jaccard_at_the_boundary(runner, store
     assert "jaccard" in table.stdout and "checked exactly" in table.stdout
     rows = list(csv.DictReader(io.StringIO(simq(runner, "dupes", "--db", db, "--format", "csv").stdout)))
     from_csv = {frozenset((r["first"], r["second"])): float(r["jaccard"]) for r in rows}
-    assert from_csv == pytest.approx(want_all, abs=1e-4)
-    assert {r["checked"] for r in rows} == {"true"} and {r["checked_by"] for r in rows} == {"exact"}
+    assert from_csv == pytest.approx(got, abs=1e-4)
+    assert {r["checked"] for r in rows} == {"true"} and {r["checked_by"] for r in rows} == {"exact", "estimated"}
 
 
 def test_confirmed_near_equals_brute_force(runner, stored):
@@ -112,15 +136,15 @@ def test_confirmed_near_equals_brute_force(runner, stored):
         result = simq(runner, "near", "--db", db, "--key", query, "--json")
         assert result.exit_code == 0, result.output
         matches = json.loads(result.stdout)
-        assert {m["key"]: m["jaccard"] for m in matches} == pytest.approx(
-            {k: round(j, 4) for k, j in expected.items()}, abs=1e-4
-        )
+        assert_judged({m["key"]: m["jaccard"] for m in matches}, {m["key"]: m["checked_by"] for m in matches},
+                      {m["key"]: m["certainty"] for m in matches}, expected)
         assert all(m["checked"] for m in matches)
         assert [m["distance"] for m in matches] == sorted(m["distance"] for m in matches)
         # The same through a text: the query's own document is found too, at Jaccard 1.
         with SimhashIndex(db) as index:
             by_text = index.near(docs[query])
-        assert {m.key: m.jaccard for m in by_text} == pytest.approx({**expected, query: 1.0})
+        assert_judged({m.key: m.jaccard for m in by_text}, {m.key: m.checked_by for m in by_text},
+                      {m.key: m.certainty for m in by_text}, {**expected, query: 1.0})
     limited = json.loads(simq(runner, "near", "--db", db, "--key", "f0", "--json", "--limit", "2").stdout)
     assert len(limited) == 2 and all(m["checked"] for m in limited)
 
@@ -147,7 +171,7 @@ def test_confirmed_clusters_are_components_of_the_checked_pairs(runner, stored, 
     with SimhashIndex(copy) as index:
         report = index.clusters()
     checks = report.check
-    assert checks.checked == len(want) and report.clustered == sum(len(g) for g in expected)
+    assert checks.kept == len(want) and report.clustered == sum(len(g) for g in expected)
 
 
 def test_no_confirm_is_the_plain_distance_search(runner, stored):
@@ -206,11 +230,15 @@ def test_files_edited_or_gone_after_add_are_judged_by_their_sketches(runner, tmp
             expected[paths] = ("exact", j)
     assert set(got) == set(expected) and any(kind == "estimated" for kind, _ in expected.values())
     for pair, (kind, j) in expected.items():
-        assert got[pair]["checked_by"] == kind and got[pair]["checked"] is True
+        assert got[pair]["checked"] is True
+        if kind == "exact" and got[pair]["checked_by"] == "estimated":  # sure from the sketches: no text read
+            assert got[pair]["certainty"] >= CERTAIN and abs(got[pair]["jaccard"] - j) < 0.1
+            continue
+        assert got[pair]["checked_by"] == kind
         assert got[pair]["jaccard"] == pytest.approx(j, abs=1e-4)
     result = simq(runner, "dupes", "--db", db)
-    estimated = sum(kind == "estimated" for kind, _ in expected.values())
-    assert f"{estimated} by the sketches' estimate" in result.stdout and "hint" not in result.stderr
+    estimated = sum(r["checked_by"] == "estimated" for r in rows)
+    assert f"{estimated} by the sketches' estimate" in result.stdout and "distance alone" not in result.stderr
     near = json.loads(simq(runner, "near", "--db", db, "--file", folder / f"{edited}.txt", "--json").stdout)
     own = next(m for m in near if m["key"] == str(folder / f"{edited}.txt"))  # its own, edited file
     assert own["checked_by"] == "estimated"
@@ -231,8 +259,12 @@ def test_files_edited_or_gone_after_add_are_judged_by_their_sketches(runner, tmp
     assert set(got) == set(expected) and any(v is None for v in expected.values())
     for pair, j in expected.items():
         assert got[pair]["checked"] is (j is not None)
-        assert got[pair]["checked_by"] == ("distance" if j is None else "exact")
-        assert got[pair]["jaccard"] == (None if j is None else pytest.approx(j, abs=1e-4))
+        if j is None:
+            assert got[pair]["checked_by"] == "distance" and got[pair]["jaccard"] is None
+        elif got[pair]["checked_by"] == "exact":
+            assert got[pair]["jaccard"] == pytest.approx(j, abs=1e-4)
+        else:  # sure from the sketches
+            assert got[pair]["certainty"] >= CERTAIN and abs(got[pair]["jaccard"] - j) < 0.1
     result = simq(runner, "dupes", "--db", db)
     unchecked = sum(j is None for j in expected.values())
     assert f"{unchecked} by distance only (<= {RECOMMENDED_K})" in result.stdout
@@ -261,7 +293,7 @@ def test_jsonl_without_store_text_is_judged_by_the_sketches(runner, stored, tmp_
     # The estimate is close to the exact Jaccard: most pairs agree with the exact answer.
     found = {frozenset((r["first"], r["second"])) for r in rows}
     assert len(found & set(want_all)) >= 0.85 * len(want_all) and len(found - set(want_all)) <= 0.15 * len(found)
-    assert "0 checked exactly" in confirmed.stderr and "hint" not in confirmed.stderr
+    assert "0 checked exactly" in confirmed.stderr and "distance alone" not in confirmed.stderr
     near = json.loads(simq(runner, "near", "--db", db, "--key", "f2", "--json").stdout)
     assert near and all(m["checked_by"] == "estimated" for m in near)
     # A bare fingerprint has no text and no sketch, whatever the index stores.
@@ -297,7 +329,7 @@ def test_batch_answers_are_checked(runner, stored, tmp_path):
 def test_a_bad_jaccard_is_one_clean_error(runner, stored, command, value):
     db, _, _ = stored
     args = [command, "--db", db, "--threshold", value] + (["--key", "f0"] if command == "near" else [])
-    assert_clean_error(simq(runner, *args), "Jaccard threshold")
+    assert_clean_error(simq(runner, *args), "Jaccard threshold", 2)
 
 
 def test_the_shingle_cache_stays_within_its_budget(stored):
@@ -320,13 +352,14 @@ def test_explain_gives_the_checked_verdict(runner, stored):
     _, every = reference(docs, fps, CONFIRM_K)
     below = next(tuple(sorted(p)) for p, (d, j) in every.items() if d <= CONFIRM_K and 0.7 <= j < 0.8)
     above = next(tuple(sorted(p)) for p, (d, j) in every.items() if d <= CONFIRM_K and 0.8 <= j < 0.9)
-    for pair, verdict in (
-        (below, "not near-duplicates (by exact Jaccard)"), (above, "near-duplicates (by exact Jaccard)")
-    ):
+    with SimhashIndex(db) as index:
+        verdicts = {p: (v.keeps, v.checked_by) for p in (below, above) for v in [explain(index, *p).verdict]}
+    for pair, keeps in ((below, False), (above, True)):
         result = simq(runner, "explain", "--db", db, *pair)
         assert result.exit_code == 0, result.output
-        row = next(line for line in result.stdout.splitlines() if "by simq dupes" in line)
-        assert verdict in row and ("not" in row) == verdict.startswith("not")
+        row = next(line for line in result.stdout.splitlines() if "as simq dupes" in line)
+        assert ("not near-duplicates" in row) == (not keeps) and "near-duplicates" in row
+        assert verdicts[pair][0] is keeps and f"{verdicts[pair][1]} Jaccard" in row
 
 
 def test_dupes_with_identical_texts_and_a_bare_fingerprint(runner, tmp_path):
@@ -346,7 +379,7 @@ def test_dupes_with_identical_texts_and_a_bare_fingerprint(runner, tmp_path):
     result = simq(runner, "dupes", "--db", db, "--format", "jsonl")
     assert result.exit_code == 0, result.output
     pairs = {frozenset((r["first"], r["second"])): r["checked_by"] for r in map(json.loads, result.stdout.splitlines())}
-    assert pairs[frozenset((garden, str(tmp_path / "copy" / "garden.txt")))] == "exact"
+    assert pairs[frozenset((garden, str(tmp_path / "copy" / "garden.txt")))] == "estimated"  # identical: sure
     assert pairs[frozenset((garden, "bare"))] == "distance"  # no text, no sketch: distance 3 alone
 
 

@@ -279,7 +279,7 @@ def test_cli_dedup_against_an_index_and_folders(runner, tmp_path):
     assert_clean_error(simq(runner, "dedup", folder, "--out", out, "--against", tmp_path / "none.db"), "no index")
     assert_clean_error(simq(runner, "dedup", out, "--out", out), "also an input")
     assert_clean_error(simq(runner, "dedup", folder, "--out", side, "--dupes", side), "same file")
-    assert_clean_error(simq(runner, "dedup", folder, "--out", out, "--k", "65"), "k must be")
+    assert_clean_error(simq(runner, "dedup", folder, "--out", out, "--k", "65"), "k must be", 2)
 
 
 def test_cli_dupes_and_clusters(runner, tmp_path):
@@ -295,21 +295,21 @@ def test_cli_dupes_and_clusters(runner, tmp_path):
     rows = map(json.loads, result.stdout.splitlines())
     assert sorted((r["first"], r["second"], r["distance"]) for r in rows) == expected
     csv_out = simq(runner, "dupes", "--db", db, "--k", "6", "--format", "csv").stdout.splitlines()
-    assert csv_out[0] == "first,second,distance,similarity,jaccard,checked,checked_by"
+    assert csv_out[0] == "first,second,distance,similarity,jaccard,checked,checked_by,certainty,duplicate"
     assert len(csv_out) == len(expected) + 1
     assert "a3" in simq(runner, "dupes", "--db", db, "--k", "6").stdout
     export = tmp_path / "clusters.jsonl"
     result = simq(runner, "clusters", "--db", db, "--k", "6", "--format", "jsonl", "--out", export)
     assert result.exit_code == 0, result.output
     assert [json.loads(line) for line in export.read_text().splitlines()] == [
-        {"cluster": 1, "size": 3, "representative": "a", "members": ["a", "a2", "a3"]}
+        {"cluster": 1, "size": 3, "representative": "a", "members": ["a", "a2", "a3"], "below": []}
     ]
     assert "drop 2" in result.stderr
     rows = simq(runner, "clusters", "--db", db, "--k", "6", "--format", "csv", "--representative", "last").stdout
-    assert rows.splitlines()[1:] == ["1,3,a3,a", "1,3,a3,a2", "1,3,a3,a3"]
+    assert rows.splitlines()[1:] == ["1,3,a3,a,false", "1,3,a3,a2,false", "1,3,a3,a3,false"]
     assert "a2" in simq(runner, "clusters", "--db", db, "--k", "6").stdout
-    assert_clean_error(simq(runner, "dupes", "--db", db, "--format", "xml"), "--format")
-    assert_clean_error(simq(runner, "clusters", "--db", db, "--representative", "best"), "representative")
+    assert_clean_error(simq(runner, "dupes", "--db", db, "--format", "xml"), "--format", 2)
+    assert_clean_error(simq(runner, "clusters", "--db", db, "--representative", "best"), "representative", 2)
     assert_clean_error(simq(runner, "dupes", "--db", tmp_path / "missing.db"), "no index")
 
 

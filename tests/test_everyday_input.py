@@ -202,7 +202,7 @@ def test_limit_means_the_same_with_and_without_the_check(runner, small_db, tmp_p
     queries = tmp_path / "q.jsonl"
     queries.write_text(json.dumps({"text": ENGLISH}) + "\n")
     for check in ("--check", "--no-check"):
-        assert_clean_error(simq(runner, "near", ENGLISH, "--db", small_db, "--limit", "-1", check), "not negative")
+        assert_clean_error(simq(runner, "near", ENGLISH, "--db", small_db, "--limit", "-1", check), "not negative", 2)
         none = simq(runner, "near", ENGLISH, "--db", small_db, "--limit", "0", "--json", check)
         assert none.exit_code == 0 and json.loads(none.stdout) == []
         one = simq(runner, "near", ENGLISH, "--db", small_db, "--limit", "1", "--json", check)
@@ -210,7 +210,7 @@ def test_limit_means_the_same_with_and_without_the_check(runner, small_db, tmp_p
         batch = simq(runner, "near", "--batch", queries, "--db", small_db, "--limit", "0", check)
         assert batch.exit_code == 0 and json.loads(batch.stdout)["matches"] == []
         assert_clean_error(simq(runner, "near", "--batch", queries, "--db", small_db, "--limit", "-1", check),
-                           "not negative")
+                           "not negative", 2)
 
 
 def test_sql_and_shell_are_read_only_and_create_no_files(runner, small_db, tmp_path, monkeypatch):
@@ -239,7 +239,7 @@ def test_rejected_options_make_no_index_file(runner, tmp_path):
     for option in (["--features", "bogus"], ["--ngram", "99"], ["--weights", "heavy"],
                    ["--batch-size", "9223372036854775808"], ["--batch-size", "0"]):
         result = simq(runner, "add", "--db", db, tmp_path / "a.txt", *option)
-        assert result.exit_code == 1 and "Traceback" not in result.output, result.output
+        assert result.exit_code == 2 and "Traceback" not in result.output, result.output
         assert not db.exists() and not list(tmp_path.glob("i.db*"))
 
 

@@ -192,7 +192,7 @@ def test_cli_batch_jsonl_and_paths(runner, tmp_path, db_path):
     assert_clean_error(simq(runner, "near", "--db", db_path, "--batch", "-", "--key", key), "--batch reads")
     assert_clean_error(simq(runner, "near", "--db", db_path, "--batch", tmp_path / "nope.jsonl"), "nope.jsonl")
     assert_clean_error(
-        simq(runner, "near", "--db", db_path, "--batch", queries, "--batch-format", "csv"), "batch format"
+        simq(runner, "near", "--db", db_path, "--batch", queries, "--batch-format", "csv"), "batch format", 2
     )
 
 
@@ -205,7 +205,7 @@ def test_cli_explain_says_plan_and_candidates(runner, db_path):
     assert result.exit_code == 0, result.output
     assert "plan: 4 block lookups x 17 value(s)" in result.stderr and "candidates checked: 8" in result.stderr
     assert [m["key"] for m in json.loads(result.stdout)] == ["a", "b"]
-    assert_clean_error(simq(runner, "near", "--db", db_path, "--hash", "0" * 16, "--plan", "fast"), "plan must be")
+    assert_clean_error(simq(runner, "near", "--db", db_path, "--hash", "0" * 16, "--plan", "fast"), "plan must be", 2)
 
 
 def test_readers_of_an_index_use_apsw_connections_we_open(db_path):

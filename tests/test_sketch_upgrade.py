@@ -52,7 +52,8 @@ def test_stored_texts_are_sketched_on_open(tmp_path):
         pairs = list(index.dupes())
         # Not every document has a sketch: candidates within k, each judged by the best check it can get.
         kinds = {frozenset((p.first, p.second)): p.checked_by for p in pairs}
-        assert kinds[frozenset(("a", "b"))] == "exact" and kinds[frozenset(("a", "bare"))] == "distance"
+        assert kinds[frozenset(("a", "b"))] in ("exact", "estimated")  # sketched now: the text or the sketch
+        assert kinds[frozenset(("a", "bare"))] == "distance"
     with SimhashIndex(db) as index:
         assert index.sketch_upgrade is None  # once
 
@@ -72,7 +73,7 @@ def test_files_are_sketched_where_unchanged_and_the_user_is_told(runner, tmp_pat
     assert f"{len(TEXTS) - 1} documents sketched from their texts, 2 could not be" in result.stderr
     rows = [json.loads(line) for line in result.stdout.splitlines()]
     by_pair = {frozenset((r["first"], r["second"])): r["checked_by"] for r in rows}
-    assert by_pair[frozenset((str(paths["a"]), str(paths["b"])))] == "exact"
+    assert by_pair[frozenset((str(paths["a"]), str(paths["b"])))] in ("exact", "estimated")  # sketched now
     assert by_pair[frozenset((str(paths["a"]), str(paths["c"])))] == "distance"  # c: no text, no sketch
     again = simq(runner, "dupes", "--db", db, "--format", "jsonl")
     assert "sketched" not in again.stderr

@@ -98,7 +98,8 @@ def test_simhash_near_equals_simq_near(runner, tmp_path):
     assert simq(runner, "add", "--db", db, EXAMPLES).exit_code == 0
     text = (EXAMPLES / "sqlite_intro.txt").read_text(encoding="utf-8")
     near = json.loads(simq(runner, "near", "--db", db, text, "--k", "10", "--json", "--no-check").stdout)
-    assert all(m.pop("jaccard") is None and m.pop("checked") is False and m.pop("checked_by") is None for m in near)
+    assert all(m.pop("jaccard") is None and m.pop("checked") is False and m.pop("checked_by") is None
+               and m.pop("certainty") is None for m in near)
     result = simq(
         runner, "sql", "--db", db, "--format", "json", "-p", f"q={text}", "-p", "k=10",
         "SELECT key, distance, similarity, simhash_hex(fingerprint) AS fingerprint FROM simhash_near(:q, :k, 0)",
@@ -151,7 +152,7 @@ def test_sql_is_read_only_unless_asked_and_never_changes_the_schema(runner, smal
     assert_clean_error(simq(runner, "sql", "--db", small, "--write", "PRAGMA user_version = 9"), "not authorized")
     assert_clean_error(simq(runner, "sql", "--db", small, "SELEC 1"), "syntax error")
     assert_clean_error(simq(runner, "sql", "--db", small, "SELECT :missing"), "--param")
-    assert_clean_error(simq(runner, "sql", "--db", small, "-p", "oops", "SELECT 1"), "NAME=VALUE")
+    assert_clean_error(simq(runner, "sql", "--db", small, "-p", "oops", "SELECT 1"), "NAME=VALUE", 2)
     result = simq(runner, "sql", "--db", small, "--write", "--format", "csv",
                   "CREATE TEMP TABLE t AS SELECT key FROM documents; DELETE FROM documents WHERE key LIKE '%tea%';"
                   "SELECT count(*) AS n FROM documents")

@@ -21,6 +21,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_cli import assert_clean_error, simq
+from unprivileged import run_unprivileged
 from web_helpers import file_index, free_port, get, serving, stored_index
 
 from simhash_sqlite import Document, InvalidInput, SimhashIndex, to_signed
@@ -115,10 +116,14 @@ def test_search_answers_as_simq_near(runner, stored, confirm):
         assert cli.exit_code == 0, cli.output
         with SimhashIndex(db, readonly=True) as index:
             answer = search(index, *args, check=confirm, **kwargs)
-        expected = [(m["key"], m["distance"], m["jaccard"]) for m in json.loads(cli.stdout)]
-        got = [(r.key, r.distance, None if r.jaccard is None else round(r.jaccard, 4)) for r in answer.rows]
+        expected = [(m["key"], m["distance"], m["jaccard"], m["certainty"]) for m in json.loads(cli.stdout)]
+        got = [(r.key, r.distance, None if r.jaccard is None else round(r.jaccard, 4),
+                None if r.certainty is None else round(r.certainty, 4)) for r in answer.rows]
         assert got == expected and len(got) >= 1
-        assert all(r.check == ("exact Jaccard" if confirm else "not checked") for r in answer.rows)
+        # The same words for the same check: sure estimates, and the texts for the unsure (stored here).
+        words = {"exact": "exact Jaccard", "estimated": "estimated Jaccard (stored sketch)", None: "not checked"}
+        assert [r.check for r in answer.rows] == [words[m["checked_by"]] for m in json.loads(cli.stdout)]
+        assert all(r.check != "distance only (text out of reach)" for r in answer.rows)
 
 
 def test_pair_view_reads_only_keys_of_the_index(stored, tmp_path):
@@ -199,7 +204,9 @@ def test_serve_is_read_only_and_refuses_paths_and_markup(stored, tmp_path):
     with serving(db, cwd=tmp_path) as base:
         page = f"{base}/index/-/simhash"
         status, body = get(f"{base}/-/databases.json")
-        assert status == 200 and json.loads(body)[0]["is_mutable"] is False
+        # read live (Datasette's read-only mode=ro connections through the WAL, so writers beside the server
+        # are seen), and nothing can write through it (below; and the file's hash is the same at the end)
+        assert status == 200 and json.loads(body)[0]["is_mutable"] is True
         status, body = get(f"{base}/index.json?" + urllib.parse.urlencode({"sql": "DELETE FROM documents"}))
         assert status == 400 and "Statement must be a SELECT" in body
         status, body = get(f"{base}/index.json?" + urllib.parse.urlencode({"sql": "SELECT hamming(-1, 0) AS h"}))
@@ -271,18 +278,25 @@ def test_serve_open_opens_the_clusters_page(stored, tmp_path):
 
 
 @web_extra
-def test_serve_refuses_an_index_with_changes_still_in_its_wal(runner, tmp_path):
-    db = tmp_path / "busy.db"
+def test_serve_refuses_an_index_with_changes_still_in_its_wal_where_it_cannot_read_them(tmp_path):
+    """Where the folder can be written the server reads the WAL live (tests/test_faults.py); in a folder it
+    cannot write, the file is served immutable, which a WAL with commits would make wrong: refused."""
+    folder = tmp_path / "shared"
+    folder.mkdir()
+    db = folder / "busy.db"
     with SimhashIndex(db, create=True) as index:
         index.add_fingerprints([("a", 1)])
     writer = apsw.Connection(str(db))  # a writer still at work: its commit is in the WAL only
     try:
         writer.execute("PRAGMA wal_autocheckpoint = 0")
         writer.execute("UPDATE documents SET length = 1")
-        result = simq(runner, "serve", "--db", db, "--port", free_port())
+        os.chmod(folder, 0o555)
+        result = run_unprivileged(["serve", "--db", db, "--port", free_port()], cwd=tmp_path)
     finally:
+        os.chmod(folder, 0o755)
         writer.close()
-    assert_clean_error(result, "holds changes not yet written")
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
+    assert "holds changes not yet" in result.stderr and result.stderr.startswith("error:"), result.stderr
 
 
 @web_extra

@@ -111,7 +111,9 @@ def test_search_page_answers_as_simq_near_for_text_and_file(page, stored_server,
     got = [(rows.nth(i).locator("td").nth(0).inner_text(), rows.nth(i).locator("td").nth(1).inner_text())
            for i in range(rows.count())]
     assert got == expected
-    assert set(page.locator("#matches tbody td:nth-child(5)").all_inner_texts()) == {"exact Jaccard"}
+    words = {"exact": "exact Jaccard", "estimated": "estimated Jaccard (stored sketch)"}
+    assert page.locator("#matches tbody td:nth-child(5)").all_inner_texts() == [words[m["checked_by"]] for m in answer]
+    assert page.locator("#matches tbody td:nth-child(6)").all_inner_texts() == [f"{m['certainty']:.3f}" for m in answer]
     page.screenshot(path=shots / "search-text.png", full_page=True)
     upload = tmp_path / "query.txt"
     upload.write_text(query, encoding="utf-8")

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..core.shingles import jaccard_of_sets, shingle_set
-from ..errors import InvalidInput
+from ..errors import InvalidArgument, InvalidInput
 from ..index import SimhashIndex
 from ..store.texts import stored_text
 from .explain import estimated_jaccard
@@ -59,11 +59,11 @@ def calibrate(
     on_progress(done, total): called before each sampled document (total: the most that may be
     sampled; the run ends sooner once every distance has its pairs)."""
     if not 0 <= max_k <= 32:
-        raise InvalidInput(f"max_k must be from 0 to 32, not {max_k}")
+        raise InvalidArgument(f"max_k must be from 0 to 32, not {max_k}")
     if per_distance < 1 or max_queries < 1:
-        raise InvalidInput("per_distance and max_queries must be at least 1")
+        raise InvalidArgument("per_distance and max_queries must be at least 1")
     if not 0 < threshold <= 1:
-        raise InvalidInput(f"threshold must be in (0, 1], not {threshold}")
+        raise InvalidArgument(f"threshold must be in (0, 1], not {threshold}")
     keys = [k for (k,) in index.conn.execute("SELECT key FROM documents WHERE fingerprint IS NOT NULL")]
     random.Random(seed).shuffle(keys)
     sims: dict[int, list[float]] = {d: [] for d in range(max_k + 1)}
@@ -114,7 +114,7 @@ def calibrate(
         ))
     suggested = None
     for row in rows:
-        if row.pairs == 0:
+        if row.share_similar is None:  # no pairs at this distance
             continue
         if row.share_similar < 0.5:
             break

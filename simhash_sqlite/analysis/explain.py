@@ -1,5 +1,6 @@
-"""Why two documents are, or are not, near-duplicates: distance, the similarity it estimates, the
-exact shingle Jaccard, the features that weigh most on each side, and a short diff."""
+"""Why two documents are, or are not, near-duplicates: distance, the Jaccard estimated from the sketches,
+the exact shingle Jaccard, the verdict of the check (the same as simq dupes and near give the pair), the
+features that weigh most on each side, and a short diff."""
 
 from __future__ import annotations
 
@@ -11,19 +12,16 @@ from dataclasses import dataclass
 
 from ..core.features import WORD, feature_weights, normalize, words
 from ..core.fingerprint import hamming, simhash
-from ..core.settings import (  # SHORT_TEXT: measured
-    CONFIRM_K,
-    DEFAULT_THRESHOLD,
-    RECOMMENDED_K,
-    SHORT_TEXT,
-    FingerprintSettings,
-)
-from ..core.shingles import jaccard
+from ..core.settings import DEFAULT_THRESHOLD, RECOMMENDED_K, SHORT_TEXT, FingerprintSettings  # SHORT_TEXT: measured
+from ..core.shingles import jaccard_of_sets, shingle_set
+from ..core.sketch import sketch
 from ..errors import InvalidInput
-from ..find.verdict import keeps
+from ..find.check import ShingleCache
+from ..find.verdict import Verdict, sketch_verdict
 from ..index import SimhashIndex
 from ..pipeline.sources import read_one
 from ..store import texts
+from ..store.documents import FingerprintedDocument
 from ..store.texts import stored_text
 
 DIFF_LINES = 40
@@ -34,6 +32,8 @@ class Side:
     name: str  # the key, or the file path
     fingerprint: int | None
     text: str | None  # None when neither stored nor on disk unchanged
+    sketch: bytes | None = None  # the stored sketch (a file: made now); None: none
+    stored: bool = False  # a key of the index (else a file read now)
 
 
 @dataclass(frozen=True)
@@ -49,8 +49,9 @@ class Explanation:
     b: Side
     settings: FingerprintSettings
     distance: int | None
-    estimated_jaccard: float | None  # what the distance suggests for the 5-shingle Jaccard
+    estimated_jaccard: float | None  # from the two sketches (sketch.py); None without both
     exact_jaccard: float | None  # None without both texts
+    verdict: Verdict | None  # the check's (check.judge), as every command gives it; None: no fingerprint
     shared: list[Feature]  # heaviest features in both
     only_a: list[Feature]
     only_b: list[Feature]
@@ -63,8 +64,9 @@ class Explanation:
 
 
 def estimated_jaccard(distance: int) -> float:
-    """The Jaccard similarity a distance suggests: SimHash estimates the angle between the feature
-    sets (pi * d / 64); for two sets of equal size, cos = |A & B| / |A| and J = cos / (2 - cos)."""
+    """The Jaccard similarity a distance suggests (calibrate's "expected" column; never a verdict):
+    SimHash estimates the angle between the feature sets (pi * d / 64); for two sets of equal size,
+    cos = |A & B| / |A| and J = cos / (2 - cos)."""
     cos = math.cos(math.pi * distance / 64)
     return max(0.0, cos / (2 - cos))
 
@@ -92,43 +94,56 @@ def _heaviest(names: list[str], counts: Counter, settings: FingerprintSettings, 
     return [Feature(name, weight, counts[name]) for name, weight in ranked[:limit]]
 
 
-def _side(index: SimhashIndex, ref: str) -> Side:
+def _side(index: SimhashIndex, ref: str, shingles: ShingleCache) -> Side:
     stored = index.get(ref)
     if stored is not None:
-        return Side(ref, stored.fingerprint, stored_text(index, ref))
+        return Side(ref, stored.fingerprint, stored_text(index, ref), shingles.sketch(ref), stored=True)
     if os.path.isfile(ref) and os.path.getsize(ref) > texts.READ_WHOLE_BYTES:
-        # Too large to read whole: fingerprinted in pieces; no features, Jaccard or diff to show.
+        # Too large to read whole: fingerprinted and sketched in pieces; no features, Jaccard or diff.
         document = read_one(ref, index.settings)
-        return Side(ref, document.fingerprint, None)
+        if isinstance(document, FingerprintedDocument):
+            return Side(ref, document.fingerprint, None, document.sketch)
+        return Side(ref, simhash(document.text, index.settings), None, sketch(document.text, index.sketch_scheme))
     if os.path.isfile(ref):
         with open(ref, "rb") as f:
             try:
                 text = f.read().decode("utf-8")
             except UnicodeDecodeError:
                 raise InvalidInput(f"{ref} is not UTF-8 text") from None
-        return Side(ref, simhash(text, index.settings), text)
+        return Side(ref, simhash(text, index.settings), text, sketch(text, index.sketch_scheme))
     raise InvalidInput(f"{ref!r} is neither a key in {index.path} nor a file")
 
 
 def explain(index: SimhashIndex, a: str, b: str, *, top: int = 8) -> Explanation:
-    """Compare two documents, each a key in the index or a file (fingerprinted with its settings)."""
-    left, right = _side(index, a), _side(index, b)
+    """Compare two documents, each a key in the index or a file (fingerprinted and sketched with its
+    settings). The verdict is check.judge()'s at the default threshold, from the same stored sketches
+    and texts as simq dupes and near read: the same Jaccard, the same checked_by."""
+    shingles = ShingleCache(index)
+    left, right = _side(index, a, shingles), _side(index, b, shingles)
     s = index.settings
     notes = []
-    distance = None
+    distance = verdict = None
     if left.fingerprint is None or right.fingerprint is None:
         notes.append("a document without features (no letters or digits) has no fingerprint and matches nothing")
     else:
         distance = hamming(left.fingerprint, right.fingerprint)
+    estimate = None
+    if left.sketch is not None and right.sketch is not None:
+        estimate = sketch_verdict(0, left.sketch, right.sketch, lambda: (None, None), index.sketch_scheme).jaccard
+    set_a = None if left.text is None else shingle_set(left.text)
+    set_b = None if right.text is None else shingle_set(right.text)
+    if distance is not None:
+        verdict = sketch_verdict(distance, left.sketch, right.sketch, lambda: (set_a, set_b), index.sketch_scheme)
     exact, shared, only_a, only_b, diff = None, [], [], [], []
     missing = [side.name for side in (left, right) if side.text is None]
-    if missing:
+    if left.text is None or right.text is None:  # (missing)
         notes.append(
             f"no text for {', '.join(missing)}: add with --store-text, or keep the files unchanged, "
             "for the exact Jaccard, the features and a diff"
         )
     else:
-        exact = jaccard(left.text, right.text)
+        assert set_a is not None and set_b is not None  # both texts are here
+        exact = jaccard_of_sets(set_a, set_b)
         fa, fb = named_features(left.text, s), named_features(right.text, s)
         both = fa.keys() & fb.keys()
         shared = _heaviest(sorted(both), fa + fb, s, top)
@@ -138,28 +153,30 @@ def explain(index: SimhashIndex, a: str, b: str, *, top: int = 8) -> Explanation
             left.text.splitlines(), right.text.splitlines(), left.name, right.name, n=1, lineterm=""
         )
         diff = [line for _, line in zip(range(DIFF_LINES), lines)]
-        short = [side.name for side in (left, right) if len(side.text) < SHORT_TEXT]
+        short = [side.name for side, text in ((left, left.text), (right, right.text)) if len(text) < SHORT_TEXT]
         if short:
             notes.append(
                 f"{', '.join(short)} is shorter than {SHORT_TEXT} characters: distances between short texts are "
-                "noisier (measured precision at k=9 fell to 0.4-0.6), so trust the exact Jaccard more"
+                "noisier (measured precision at k=9 fell to 0.4-0.6), so trust the Jaccard more than the distance"
             )
-    return Explanation(
-        left, right, s, distance, None if distance is None else estimated_jaccard(distance),
-        exact, shared, only_a, only_b, diff, notes,
-    )
+    return Explanation(left, right, s, distance, estimate, exact, verdict, shared, only_a, only_b, diff, notes)
+
+
+def describe(verdict: Verdict) -> str:
+    """A verdict in words: 'near-duplicates (estimated Jaccard 0.912, certainty 1.000)'."""
+    said = "near-duplicates" if verdict.keeps else "not near-duplicates"
+    if verdict.checked_by == "distance":
+        return f"{said} (no text or sketch: by distance <= {RECOMMENDED_K}, certainty unknown)"
+    return f"{said} ({verdict.checked_by} Jaccard {verdict.jaccard:.3f}, certainty {verdict.certainty:.3f})"
 
 
 def verdicts(e: Explanation) -> list[tuple[str, str]]:
-    """(rule, what it says of the pair): by distance alone at RECOMMENDED_K, and by the check simq dupes
-    makes at its defaults. Empty when a side has no fingerprint."""
-    if e.distance is None:
+    """(rule, what it says of the pair): by distance alone at RECOMMENDED_K, and the check's verdict (what
+    simq dupes, near, clusters and the web pages say of it). Empty when a side has no fingerprint."""
+    if e.distance is None or e.verdict is None:
         return []
     by_distance = "near-duplicates" if e.distance <= RECOMMENDED_K else "not near-duplicates"
-    checked = keeps(e.distance, e.exact_jaccard)
-    how = "by exact Jaccard" if e.exact_jaccard is not None else f"no texts: by distance <= {RECOMMENDED_K}"
     return [
         (f"by distance alone (k={RECOMMENDED_K})", by_distance),
-        (f"by simq dupes (k={CONFIRM_K}, J >= {DEFAULT_THRESHOLD:g})",
-         f"{'near-duplicates' if checked else 'not near-duplicates'} ({how})"),
+        (f"the check (J >= {DEFAULT_THRESHOLD:g}, as simq dupes and near)", describe(e.verdict)),
     ]

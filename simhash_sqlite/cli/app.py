@@ -2,7 +2,8 @@
 
 Exit status, the same for every command: 0 success; 1 an error (one "error:" line on stderr: bad
 input, a refused or damaged index, every input skipped, a failed check); 2 a command line that does
-not parse (unknown option, missing argument, a value of the wrong type); 130 interrupted (Ctrl-C).
+not parse (unknown option, missing argument, a value of the wrong type or out of range: errors.InvalidArgument),
+one "error:" line too; 130 interrupted (Ctrl-C).
 A closed pipe (simq dupes | head) ends quietly with 0, as ripgrep does: the reader had what it wanted.
 Output conventions (formats, markup, colour, pipes, progress) are in output.py.
 """
@@ -10,6 +11,7 @@ Output conventions (formats, markup, colour, pipes, progress) are in output.py.
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import heapq
 import importlib
@@ -18,31 +20,33 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import apsw
 import typer
 from rich.table import Table
 from rich.text import Text
 
+from .. import native
 from ..analysis.calibrate import DEFAULT_MAX_K, Calibration
 from ..analysis.calibrate import calibrate as calibrate_index
 from ..analysis.explain import Explanation, verdicts
 from ..analysis.explain import explain as explain_pair
 from ..core.fingerprint import from_hex, simhash, to_hex, to_signed
 from ..core.settings import CONFIRM_K, DEFAULT_THRESHOLD, RECOMMENDED_K, SHORT_TEXT, FingerprintSettings, candidate_k
-from ..errors import InvalidInput, SimhashError
+from ..errors import InvalidArgument, InvalidInput, SettingsMismatch, SimhashError
 from ..find.arrays import DuplicatePair
-from ..find.clusters import REPRESENTATIVE_RULES, Cluster
+from ..find.chains import cluster_members
+from ..find.clusters import REPRESENTATIVE_RULES, Cluster, candidates_text
 from ..find.queries import FailedQuery, guess_format, parse_queries
 from ..find.search import Match, executed_sql, near_sql
-from ..find.verdict import CheckSummary, fallback_k, validate_threshold
+from ..find.verdict import CERTAIN, CheckSummary, fallback_k, validate_threshold
 from ..index import SimhashIndex
 from ..pipeline.dedup import DROP_MARGIN, Deduplicator
 from ..pipeline.sources import STDIN, Reader, read_one, size_text, stale_keys
 from ..sql.user_sql import parse_params, run_query
 from ..store import texts
-from ..store.database import damaged_message
+from ..store.database import damaged_message, disk_message
 from ..store.documents import AddReport, FingerprintedDocument
 from ..store.integrity import integrity_check
 from ..store.writer import validate_batch_size
@@ -60,6 +64,13 @@ from ..web.plots import (
 from . import output
 from .output import err, line, out, plain, printable
 
+# typer 0.2x parses with its own copy of click (typer._click); earlier versions with click itself.
+try:
+    _click = typer.core._click
+except AttributeError:  # pragma: no cover (older typer)
+    import click as _click
+
+
 # Spellings of earlier versions (CHANGELOG.md): still accepted so that no script breaks, never shown.
 OLD_OPTIONS = {"--confirm": "--check", "--no-confirm": "--no-check", "--jaccard": "--threshold"}
 OLD_COMMANDS = {"check": "integrity"}
@@ -67,7 +78,26 @@ OLD_COMMANDS = {"check": "integrity"}
 
 class _Commands(typer.core.TyperGroup):
     """simq's group: old spellings become the current ones before click parses, and --help lists
-    the commands in the order they are defined, grouped by task (rich_help_panel)."""
+    the commands in the order they are defined, grouped by task (rich_help_panel). A command line that
+    does not parse (click's usage errors) is one "error:" line and exit status 2, as docs/cli.md
+    promises, where typer would draw a box around it."""
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        try:
+            code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except _click.exceptions.NoArgsIsHelpError:  # bare `simq`: typer prints the help and exits 2
+            return super().main(args, prog_name, complete_var, standalone_mode=True, **extra)
+        except _click.exceptions.UsageError as exc:
+            context = f" (see {exc.ctx.command_path} -h)" if exc.ctx is not None else ""
+            message = " ".join(exc.format_message().split())
+            raise SystemExit(fail_line(message + context, exc.exit_code)) from None
+        except _click.exceptions.ClickException as exc:
+            raise SystemExit(fail_line(" ".join(exc.format_message().split()), exc.exit_code)) from None
+        except typer.Abort:
+            raise SystemExit(fail_line("interrupted", 130)) from None
+        raise SystemExit(code if isinstance(code, int) else 0)
 
     def parse_args(self, ctx, args):
         return super().parse_args(ctx, current_spelling(args))
@@ -95,9 +125,10 @@ SEARCH_PANEL = "Search"
 DUPLICATES_PANEL = "Near-duplicates of a whole corpus"
 SQL_PANEL = "SQL and the browser"
 
+
 app = typer.Typer(
-    cls=_Commands,
     name="simq",
+    cls=_Commands,
     rich_markup_mode="rich",
     context_settings={"help_option_names": ["-h", "--help"]},
     no_args_is_help=True,
@@ -113,13 +144,13 @@ def _no_metavar_on_flags() -> None:
     """typer 0.2x prints <bool> after on/off flags in --help, as if they took a value: show none."""
     option = getattr(typer.core, "TyperOption", None)
     shown = getattr(option, "display_type_rich", None)
-    if shown is None or getattr(shown, "simq", False):
+    if option is None or shown is None or getattr(shown, "simq", False):
         return
 
     def display_type_rich(self, ctx):
         return None if self.is_flag else shown(self, ctx)
 
-    display_type_rich.simq = True
+    setattr(display_type_rich, "simq", True)  # marks it ours: patched once
     option.display_type_rich = display_type_rich
 
 
@@ -164,9 +195,9 @@ CheckOption = Annotated[
     bool,
     typer.Option(
         "--check/--no-check",
-        help="Keep a candidate only if the exact 5-shingle Jaccard of the texts (stored with --store-text, or the "
-        "unchanged files) reaches --threshold, else the Jaccard estimated from the stored sketches; one with "
-        f"neither is kept if within min(k, {RECOMMENDED_K}).",
+        help="Keep a candidate only if its 5-shingle Jaccard reaches --threshold: estimated from the stored "
+        "sketches where that is sure, else exact where the texts can be read (stored with --store-text, or the "
+        f"unchanged files), else the unsure estimate; one without a sketch is kept if within min(k, {RECOMMENDED_K}).",
     ),
 ]
 ThresholdOption = Annotated[
@@ -178,7 +209,7 @@ JsonlOption = Annotated[
     typer.Option(
         "--jsonl/--no-jsonl",
         help="Read every input as JSONL, or stdin as one text. \\[default: *.jsonl and *.ndjson files are JSONL, "
-        "and stdin is when its first line is a JSON object with the text field]",
+        "and stdin is when its first lines are JSON objects]",
         show_default=False,
     ),
 ]
@@ -190,6 +221,12 @@ IdFieldOption = Annotated[str, typer.Option(help="JSONL field holding the key.")
 EncodingOption = Annotated[str, typer.Option(help="Encoding of the input files.")]
 ErrorsOption = Annotated[
     str, typer.Option(help="On undecodable bytes: 'strict' (skip the file), 'replace', 'ignore' or 'backslashreplace'.")
+]
+# The same for the one file of near -f and hash -f.
+FileEncodingOption = Annotated[str, typer.Option(help="Encoding of --file.")]
+FileErrorsOption = Annotated[
+    str, typer.Option(help="On undecodable bytes in --file: 'strict' (an error), 'replace', 'ignore' or "
+                      "'backslashreplace'.")
 ]
 # The fingerprint options, with the same names, help and defaults wherever a command makes fingerprints.
 # None means "the index's" for an existing index; the shown default is what a new one gets.
@@ -208,8 +245,13 @@ HmmOption = Annotated[
 
 def fail(message: str, code: int = 1) -> typer.Exit:
     """One "error:" line on stderr (the message printed literally) and the exit status to raise."""
+    return typer.Exit(fail_line(message, code))
+
+
+def fail_line(message: str, code: int) -> int:
+    """Print one "error:" line on stderr (the message printed literally); returns code."""
     err.print(line(("error:", "bold red"), " ", message), soft_wrap=True)
-    return typer.Exit(code)
+    return code
 
 
 def warn(label: str, *parts: str) -> None:
@@ -232,12 +274,19 @@ def friendly_errors(command):
             result = command(*args, **kwargs)
             sys.stdout.flush()  # a closed pipe shows here, not at exit (where Python would say 120)
             return result
+        except InvalidArgument as exc:  # a value out of its range: a usage error, as click's own
+            raise fail(str(exc), 2) from None
+        except SettingsMismatch as exc:
+            raise fail(_mismatch_message(exc, kwargs)) from None
         except SimhashError as exc:
             raise fail(str(exc)) from None
         except apsw.BusyError:
             raise fail("the index is locked by another process for too long; try again") from None
-        except apsw.FullError:
-            raise fail("the disk is full; the index keeps every batch committed before this") from None
+        except (apsw.FullError, apsw.IOError) as exc:  # after the open (which says so itself): while writing
+            named = next((os.fspath(kwargs[name]) for name in ("db", "file") if kwargs.get(name) is not None), None)
+            raise fail(disk_message(named or "the index", exc) + (
+                "; the index keeps every batch committed before this" if isinstance(exc, apsw.FullError) else ""
+            )) from None
         except (apsw.ReadOnlyError, apsw.CantOpenError):
             raise fail("the index file or its folder is read-only") from None
         except (apsw.CorruptError, apsw.NotADBError) as exc:
@@ -249,11 +298,36 @@ def friendly_errors(command):
             _quiet_stdout()
             raise typer.Exit(0) from None
         except OSError as exc:
+            if exc.errno == errno.ENOSPC and exc.filename:
+                raise fail(f"the disk holding {exc.filename} is full: {exc.filename} was not written (an earlier "
+                           "one is as it was); free some space and run the command again") from None
             raise fail(f"{exc.filename or ''}: {exc.strerror or exc}".lstrip(": ")) from None
         except KeyboardInterrupt:
             raise fail("interrupted", 130) from None
 
     return wrapper
+
+
+def _option(name: str, value: object) -> str:
+    """A setting of SimhashIndex as the option that asks for it: --ngram 3, --no-store-text."""
+    flag = name.replace("_", "-")
+    if isinstance(value, bool):
+        return f"--{flag}" if value else f"--no-{flag}"
+    return f"--{flag} {value}"
+
+
+def _mismatch_message(exc: SettingsMismatch, kwargs: dict) -> str:
+    """A setting asked for that the index does not have, in the command's own options."""
+    if exc.name is None:
+        return str(exc)
+    against = kwargs.get("against")
+    index = against if against is not None else kwargs.get("db")
+    other = "--against" if against is not None else "--db"
+    return (
+        f"{index} was made with {_option(exc.name, exc.recorded)}; you asked for {_option(exc.name, exc.requested)} "
+        f"(fingerprints made otherwise would never match theirs): leave --{exc.name.replace('_', '-')} out, or give "
+        f"another {other}"
+    )
 
 
 def _quiet_stdout() -> None:
@@ -267,6 +341,7 @@ def _quiet_stdout() -> None:
 def _version(value: bool) -> None:
     if value:
         print(f"simq (simhash-sqlite) {__version__}")
+        print(f"core: {native.describe()}")
         raise typer.Exit(0)
 
 
@@ -353,6 +428,7 @@ def add(
         validate_batch_size(batch_size)
     reader = _reader(jsonl, text_field, id_field, encoding, errors, require_id=require_id, stdin_key=key)
     paths = reader.expand(inputs)  # missing paths fail here, before the index is touched
+    new_file = not db.exists()
     with SimhashIndex(
         db, create=True, features=features, ngram=ngram, weights=weights, hmm=hmm, store_text=store_text
     ) as index:
@@ -382,9 +458,21 @@ def add(
     if prune:
         say(f"{len(pruned):,} pruned")
     if reader.skip_count and not report.documents:
+        if new_file:  # the index this add made holds nothing: it goes, as if the add had not run
+            _remove_index_file(db)
         raise fail(f"nothing added: {_count(reader.skip_count, 'input was', 'inputs were')} skipped (see above)")
     if reader.failed:
-        raise typer.Exit(1)
+        raise fail(f"{_count(reader.skip_count, 'input was', 'inputs were')} skipped (see above); the rest was added")
+
+
+def _remove_index_file(db: Path) -> None:
+    """Remove an index file that holds no document (and its -wal, -shm), unless it has some by now."""
+    with contextlib.suppress(SimhashError, apsw.Error, OSError), SimhashIndex(db, readonly=True) as index:
+        if index.conn.execute("SELECT count(*) FROM documents").get:
+            return
+    for end in ("-wal", "-shm", ""):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(f"{db}{end}")
 
 
 def _reader(jsonl: Optional[bool], text_field: str, id_field: str, encoding: str, errors: str, **more) -> Reader:
@@ -506,6 +594,8 @@ def near(
     ] = False,
     check: CheckOption = True,
     threshold: ThresholdOption = DEFAULT_THRESHOLD,
+    encoding: FileEncodingOption = "utf-8",
+    errors: FileErrorsOption = "strict",
 ) -> None:
     """Near-duplicates of a text, a file, a stored key or a fingerprint, closest first.
 
@@ -532,7 +622,7 @@ def near(
     with SimhashIndex(db) as index:
         _tell_sketch_upgrade(index)
         if file is not None:
-            text, fingerprint = _query_of_file(file, index.settings, text, fingerprint)
+            text, fingerprint = _query_of_file(file, index.settings, text, fingerprint, encoding, errors)
         result = index.search(
             text, fingerprint=fingerprint, key=key, k=k, limit=limit, plan=plan,
             check=check, threshold=threshold,
@@ -552,10 +642,10 @@ def near(
         none_checked = report is not None and report.candidates
         say("no match passed the check" if none_checked else f"no documents within distance {k}")
     else:
-        # Checked: the Jaccard takes the fingerprint's place (json has both), so keys keep their width.
-        last = "jaccard" if report is not None else "fingerprint"
+        # Checked: the verdict takes the fingerprint's place (json has both), so keys keep their width.
+        last = ["jaccard", "checked_by", "certainty"] if report is not None else ["fingerprint"]
         with output.destination(output_path) as handle:
-            output.render(records, "table", handle, columns=["key", "distance", "similarity", last], fold=["key"])
+            output.render(records, "table", handle, columns=["key", "distance", "similarity", *last], fold=["key"])
     if report is not None:
         # A query too large to read whole has said why its candidates go by distance (_query_of_file).
         _print_check_summary(report, "match", to_stderr=format_ != "table" or output_path is not None,
@@ -578,20 +668,27 @@ def _tell_sketch_upgrade(index: SimhashIndex) -> None:
 def _print_check_summary(
     report: CheckSummary, noun: str, *, to_stderr: bool, suffix: str = "", hint: bool = True
 ) -> None:
-    """How many results were checked exactly and how many by distance only, and a hint when texts were
-    out of reach. Nothing when there was no candidate."""
+    """How many results were checked exactly, by the sketches' estimate and by distance only, how many
+    verdicts were uncertain, and a hint when texts were out of reach. Nothing when there was no candidate."""
     if not report.candidates:
         return
     dropped = report.rejected + report.estimate_rejected + report.too_far
-    found_by = "found by the sketches" if report.candidates_from == "sketch" else f"within distance {report.k}"
     say(
         f"{_count(report.kept, noun)}{suffix}: {report.checked:,} checked exactly (Jaccard >= {report.threshold:g}), "
         f"{report.estimated:,} by the sketches' estimate, "
         f"{report.unchecked:,} by distance only (<= {report.fallback_k}); "
-        f"{dropped:,} of {_count(report.candidates, 'candidate')} {found_by} dropped",
+        f"{dropped:,} of {_count(report.candidates, 'candidate')} {report.found_by} dropped; "
+        f"{report.sure:,} verdicts sure from the sketches alone, {report.uncertain:,} uncertain",
         to_stderr=to_stderr,
     )
     missing = report.unchecked + report.too_far
+    if report.uncertain and hint:
+        warn(
+            "hint",
+            f"{report.uncertain:,} verdict{'s rest' if report.uncertain != 1 else ' rests'} on an uncertain "
+            "estimate, the texts being out of reach: list them with simq dupes --uncertain to review them, or add "
+            "the documents with --store-text for exact checks",
+        )
     if missing and hint:
         warn(
             "hint",
@@ -618,7 +715,9 @@ def _near_batch(
     """One JSON answer per query line, in order (jsonl, or a json array); bad lines answer with
     "error". threshold: check the matches exactly (None: by distance alone)."""
     fmt = fmt or guess_format(source)
-    stream = sys.stdin if source == "-" else open(source, encoding="utf-8")  # noqa: SIM115
+    # Binary: each line is decoded on its own (queries.parse_queries), so a line that is not UTF-8 is answered
+    # with its error and the next ones are still read.
+    stream = sys.stdin.buffer if source == "-" else open(source, "rb")  # noqa: SIM115
     failed = answered = 0
     plans: dict[str, int] = {}
     candidates = 0
@@ -642,7 +741,7 @@ def _near_batch(
             else:
                 matches = answer.matches
                 if answer.report is not None:
-                    _add_counts(total, answer.report)
+                    total.add(answer.report)
                 record["fingerprint"] = to_hex(answer.fingerprint)
                 record["matches"] = [_match_json(m) for m in matches]
                 if explain:
@@ -655,7 +754,7 @@ def _near_batch(
         with SimhashIndex(db) as index:
             output.render(answers_of(index), "json" if format_ == "json" else "jsonl", handle)
     finally:
-        if stream is not sys.stdin:
+        if stream is not sys.stdin.buffer:
             stream.close()
     if explain:
         used = ", ".join(f"{kind} {count:,}" for kind, count in sorted(plans.items())) or "none"
@@ -672,11 +771,6 @@ def _near_batch(
         raise fail(f"{failed:,} of {queries} could not be searched (see their \"error\" lines)")
 
 
-def _add_counts(total: CheckSummary, part: CheckSummary) -> None:
-    for name in ("candidates", "checked", "rejected", "unchecked", "too_far", "without_query_text", "check_seconds"):
-        setattr(total, name, getattr(total, name) + getattr(part, name))
-
-
 def _match_json(match: Match) -> dict:
     """A match as JSON; "jaccard" is the check's (null: not measured), "checked_by" how it was judged."""
     return {
@@ -686,18 +780,20 @@ def _match_json(match: Match) -> dict:
         "jaccard": None if match.jaccard is None else round(match.jaccard, 4),
         "checked": match.jaccard is not None,
         "checked_by": match.checked_by,
+        "certainty": None if match.certainty is None else round(match.certainty, 4),
         "fingerprint": to_hex(match.fingerprint),
     }
 
 
 def _query_of_file(
-    path: Path, settings: FingerprintSettings, text: Optional[str], fingerprint: Optional[int]
+    path: Path, settings: FingerprintSettings, text: Optional[str], fingerprint: Optional[int],
+    encoding: str = "utf-8", errors: str = "strict",
 ) -> tuple[Optional[str], Optional[int]]:
     """(text, fingerprint) to search for a file's contents (- for stdin): the text, or for a text too
     large to read whole, its fingerprint (made in pieces), said on stderr."""
     if text is not None or fingerprint is not None:
         raise InvalidInput("give one of a text, --file, --key or --hash")
-    document = read_one(str(path), settings)
+    document = read_one(str(path), settings, encoding=encoding, errors=errors)
     if not isinstance(document, FingerprintedDocument):
         return document.text, None
     if document.fingerprint is None:
@@ -710,18 +806,25 @@ def _query_of_file(
 @app.command("hash", rich_help_panel=SEARCH_PANEL)
 @friendly_errors
 def hash_command(
-    text: Annotated[Optional[str], typer.Argument(help="The text to fingerprint.", show_default=False)] = None,
+    text: Annotated[
+        Optional[str], typer.Argument(help="The text to fingerprint (- reads stdin).", show_default=False)
+    ] = None,
     db: DbOption = Path(DEFAULT_DB),
     file: Annotated[Optional[Path], typer.Option("--file", "-f", help="Fingerprint this file's text.")] = None,
     signed: Annotated[bool, typer.Option("--signed", help="Print the signed int64 that SQLite stores.")] = False,
     format_: FormatOption = None,
     as_json: JsonOption = False,
+    encoding: FileEncodingOption = "utf-8",
+    errors: FileErrorsOption = "strict",
 ) -> None:
     """Print a text's fingerprint (16 hex digits), with the index's settings if the index exists.
 
     The table format prints the bare value; the others a record with the hex and the signed forms.
+    A text of - reads stdin, as --file - does.
     """
     format_ = output.choose_format(format_, as_json)
+    if text == STDIN and file is None:
+        text, file = None, Path(STDIN)  # as -f -, and as near -
     if (text is None) == (file is None):
         raise InvalidInput("give a text or --file (one of them)")
     settings = FingerprintSettings()
@@ -729,10 +832,13 @@ def hash_command(
         with SimhashIndex(db) as index:
             settings = index.settings
     if file is not None:
-        document = read_one(str(file), settings)
-        streamed = isinstance(document, FingerprintedDocument)
-        fingerprint = document.fingerprint if streamed else simhash(document.text, settings)
+        document = read_one(str(file), settings, encoding=encoding, errors=errors)
+        if isinstance(document, FingerprintedDocument):  # streamed
+            fingerprint = document.fingerprint
+        else:
+            fingerprint = simhash(document.text, settings)
     else:
+        assert text is not None  # one of them, checked above
         fingerprint = simhash(text, settings)
     if fingerprint is None:
         raise InvalidInput("the text has no features (no letters or digits)")
@@ -768,9 +874,14 @@ def stats(db: DbOption = Path(DEFAULT_DB), format_: FormatOption = None, as_json
         return
     if s.clusters is not None:
         c = s.clusters
-        rows["clusters"] = f"k={c['k']}, representative {c['representative']}, {c['documents']:,} documents, {c['at']}"
+        clusters = f"{candidates_text(c)}, representative {c['representative']}, {c['documents']:,} documents, "
+        clusters += c["at"]
+        if c.get("below"):
+            clusters += (f"; {c['below']:,} members below the Jaccard line to their representative (joined "
+                         "through others: simq clusters shows the chains)")
         if c.get("stale"):
-            rows["clusters"] += " - STALE: documents changed since; run simq clusters again"
+            clusters += " - STALE: documents changed since; run simq clusters again"
+        rows["clusters"] = clusters
     output.render_one(rows, "table")
     if sizes:
         out.print(size_chart(size_bands(sizes)))
@@ -826,7 +937,11 @@ def sql_command(
     as_json: JsonOption = False,
     output_path: OutOption = None,
     param: Annotated[
-        Optional[list[str]], typer.Option("--param", "-p", help="NAME=VALUE for :NAME (whole numbers become integers).")
+        Optional[list[str]], typer.Option(
+            "--param", "-p",
+            help="NAME=VALUE for :NAME (whole numbers become integers); NAME:text=VALUE, NAME:int=, NAME:real= bind "
+            "that type.",
+        )
     ] = None,
     write: Annotated[bool, typer.Option("--write", help="Allow changes (default: read-only).")] = False,
 ) -> None:
@@ -851,6 +966,21 @@ def sql_command(
                 output.render(records, "table", handle, columns=result.columns, fold=result.columns, cell=_sql_cell)
             else:
                 output.render(records, format_, handle, columns=result.columns)
+
+
+@app.command("extension", rich_help_panel=SQL_PANEL)
+@friendly_errors
+def extension_command() -> None:
+    """Print the path of the loadable SQLite extension: our functions and simhash_near in any SQLite host.
+
+    sqlite3 corpus.db ".load $(simq extension)" "SELECT key, distance FROM simhash_near('some text', 7)"
+
+    Exit code 1, saying what was missing, where the install could not build it (a C compiler and
+    SQLite's sqlite3ext.h are needed: Debian's libsqlite3-dev). See docs/sql.md.
+    """
+    from ..native.extension import loadable_path
+
+    print(loadable_path())
 
 
 def _sql_cell(value) -> Text:
@@ -1039,8 +1169,23 @@ def _explanation_json(e: Explanation) -> dict:
         "a": e.a.name, "b": e.b.name,
         "fingerprints": [None if s.fingerprint is None else to_hex(s.fingerprint) for s in (e.a, e.b)],
         "distance": e.distance, "similarity": e.similarity, "estimated_jaccard": e.estimated_jaccard,
-        "exact_jaccard": e.exact_jaccard, "shared": feats(e.shared), "only_a": feats(e.only_a),
+        "exact_jaccard": e.exact_jaccard, **_verdict_json(e.verdict), "shared": feats(e.shared),
+        "only_a": feats(e.only_a),
         "only_b": feats(e.only_b), "diff": e.diff, "notes": e.notes,
+    }
+
+
+def _verdict_json(verdict) -> dict:
+    """The check's verdict as the fields every JSON row has: jaccard, checked, checked_by, certainty, and
+    duplicate (the verdict itself)."""
+    if verdict is None:
+        return {"jaccard": None, "checked": False, "checked_by": None, "certainty": None, "duplicate": False}
+    return {
+        "jaccard": None if verdict.jaccard is None else round(verdict.jaccard, 4),
+        "checked": verdict.jaccard is not None,
+        "checked_by": verdict.checked_by,
+        "certainty": None if verdict.certainty is None else round(verdict.certainty, 4),
+        "duplicate": verdict.keeps,
     }
 
 
@@ -1052,7 +1197,7 @@ def _print_explanation(e: Explanation) -> None:
         "fingerprints": " / ".join("-" if s.fingerprint is None else to_hex(s.fingerprint) for s in (e.a, e.b)),
         "distance": "-" if e.distance is None else f"{e.distance} of 64 bits",
         "similarity (1 - d/64)": num(e.similarity),
-        "estimated 5-shingle Jaccard": num(e.estimated_jaccard),
+        "5-shingle Jaccard estimated from the sketches": num(e.estimated_jaccard),
         "exact 5-shingle Jaccard": num(e.exact_jaccard),
         "features": e.settings.describe(),
         **dict(verdicts(e)),
@@ -1095,34 +1240,48 @@ def dupes(
     output_path: OutOption = None,
     check: CheckOption = True,
     threshold: ThresholdOption = DEFAULT_THRESHOLD,
+    uncertain: Annotated[
+        bool,
+        typer.Option(
+            "--uncertain",
+            help="List the pairs whose verdict is uncertain instead (an estimate short of certainty "
+            f"{CERTAIN}, the texts out of reach, or by distance alone), near-duplicates or not, to review them.",
+        ),
+    ] = False,
 ) -> None:
     """Every pair of near-duplicate documents, each once, checked by the Jaccard of their texts.
 
-    Exact where the texts can be read, else estimated from the stored sketches. Without --k the candidates come
+    Estimated from the stored sketches where that is sure, else exact where the texts can be read, else the
+    unsure estimate; every row says which and how sure. Without --k the candidates come
     from the sketches (any distance); with --k, or an index whose documents lack sketches, they are the
     pairs within distance k.
 
     The table shows the first 50 pairs, closest first; the other formats stream every pair.
     """
     format_ = output.choose_format(format_, as_json)
+    if uncertain and not check:
+        raise InvalidInput("--uncertain lists checked pairs: it cannot go with --no-check")
     streaming_here = format_ != "table" and output_path is None and out.is_terminal
     with SimhashIndex(db) as index, output.progress("share", hidden=streaming_here) as progress:
         _tell_sketch_upgrade(index)
         task = progress.add_task("pairs", total=None)
-        found = index.dupes(k, check=check, threshold=threshold, on_progress=_progress_to(progress, task))
+        found = index.dupes(
+            k, check=check, threshold=threshold, uncertain=uncertain, on_progress=_progress_to(progress, task)
+        )
         pairs, report = iter(found), found.report
         records = map(_pair_json, pairs)
-        columns = ["first", "second", "distance", "similarity", "jaccard", "checked", "checked_by"]
+        columns = ["first", "second", "distance", "similarity", "jaccard", "checked", "checked_by", "certainty",
+                   "duplicate"]
         if format_ == "table":
             shown = list(itertools.islice(records, SHOWN_ROWS))
             more = sum(1 for _ in records)
             progress.stop()
-            _dupes_table(shown, more, found.k, report, output_path)
+            _dupes_table(shown, more, found.k, report, output_path, uncertain)
             return
         with output.destination(output_path) as handle:
             output.render(records, format_, handle, columns=columns)
     if report is not None:
-        _print_check_summary(report, "pair", to_stderr=True)
+        _print_check_summary(report, "pair", to_stderr=True, hint=not uncertain)
 
 
 def _progress_to(progress, task):
@@ -1140,29 +1299,35 @@ def _pair_json(pair: DuplicatePair) -> dict:
         "jaccard": None if pair.jaccard is None else round(pair.jaccard, 4),
         "checked": pair.jaccard is not None,
         "checked_by": pair.checked_by,
+        "certainty": None if pair.certainty is None else round(pair.certainty, 4),
+        "duplicate": pair.keeps,
     }
 
 
 def _dupes_table(
-    shown: list[dict], more: int, k: int, report: Optional[CheckSummary], output_path: Optional[Path]
+    shown: list[dict], more: int, k: int, report: Optional[CheckSummary], output_path: Optional[Path],
+    uncertain: bool = False,
 ) -> None:
     to_stderr = output_path is not None
     if not shown:
-        if report is not None and report.candidates:
+        if uncertain:
+            say("no uncertain verdict: every candidate was settled")
+        elif report is not None and report.candidates:
             say("no pair passed the check")
         elif report is not None and report.candidates_from == "sketch":
             say("no pairs: no two documents share a window of their sketches")
         else:
             say(f"no pairs within distance {k}")
     else:
-        columns = ["first", "second", "distance", "similarity"] + (["jaccard"] if report is not None else [])
+        checked = ["jaccard", "checked_by", "certainty"] + (["duplicate"] if uncertain else [])
+        columns = ["first", "second", "distance", "similarity"] + (checked if report is not None else [])
         shown.sort(key=lambda p: (p["distance"], p["first"], p["second"]))
         with output.destination(output_path) as handle:
             output.render(shown, "table", handle, columns=columns, fold=["first", "second"])
         if more:
             say(f"{_count(more, 'more pair')} not shown: use --format jsonl, csv or tsv", to_stderr=to_stderr)
     if report is not None:
-        _print_check_summary(report, "pair", to_stderr=to_stderr)
+        _print_check_summary(report, "pair", to_stderr=to_stderr, hint=not uncertain)
     elif shown:
         say(f"{_count(len(shown) + more, 'pair')} within distance {k}", to_stderr=to_stderr)
 
@@ -1196,25 +1361,30 @@ def clusters(
                 k, check=check, threshold=threshold, representative=representative,
                 on_progress=_progress_to(progress, task),
             )
-        by_sketch = report.check is not None and report.check.candidates_from == "sketch"
-        found_by = "with candidates from the sketches" if by_sketch else f"at k={report.k}"
+        found_by = "with " + candidates_text({"candidates": report.candidates, "k": report.k})
         found = index.cluster_list(min_size=min_size)
+        chained = report.chained or {}
         with output.destination(output_path) as handle:
             if format_ == "table":
                 biggest = heapq.nlargest(SHOWN_ROWS, found, key=lambda c: (c.size, -c.cluster))
-                _clusters_table(biggest, handle)
+                _clusters_table(biggest, handle, chained)
+                _print_chains(index, biggest, chained, report.check)
             elif format_ in ("csv", "tsv"):
                 members = (
-                    {"cluster": c.cluster, "size": c.size, "representative": c.representative, "key": key}
-                    for c in found for key in c.members
+                    {"cluster": c.cluster, "size": c.size, "representative": c.representative, "key": key,
+                     "below": key in below}
+                    for c in found for below in [{k for k, _ in chained.get(c.cluster, ())}] for key in c.members
                 )
-                output.render(members, format_, handle, columns=["cluster", "size", "representative", "key"])
+                output.render(members, format_, handle, columns=["cluster", "size", "representative", "key", "below"])
             else:
-                output.render(map(_cluster_json, found), format_, handle)
+                line = report.check.threshold if report.check is not None else None
+                output.render((_cluster_json(index, c, chained, line) for c in found), format_, handle)
     say(
         f"{db}: {_count(report.documents, 'document')} in {_count(report.clusters, 'cluster')} {found_by} "
         f"({report.clustered:,} in clusters of two or more, largest {report.largest:,}); "
-        f"keeping one of each would drop {report.duplicates:,}. "
+        f"keeping one of each would drop {report.duplicates:,}"
+        + (f"; {report.below:,} members are below the Jaccard line to their representative (joined through others)"
+           if report.below else "") + ". "
         + ("Written to the clusters table." if report.saved else "Not saved: the index is read-only here."),
         to_stderr=True,
     )
@@ -1222,11 +1392,20 @@ def clusters(
         _print_check_summary(report.check, "pair", suffix=" joined clusters", to_stderr=True)
 
 
-def _cluster_json(c: Cluster) -> dict:
-    return {"cluster": c.cluster, "size": c.size, "representative": c.representative, "members": list(c.members)}
+def _cluster_json(index: SimhashIndex, c: Cluster, chained: dict, threshold: Optional[float]) -> dict:
+    record = {"cluster": c.cluster, "size": c.size, "representative": c.representative, "members": list(c.members)}
+    if c.cluster in chained:
+        _, _, members = cluster_members(index, c.cluster, threshold=threshold)
+        record["below"] = [
+            {"key": m.key, **_verdict_json(m.verdict), "path": None if m.path is None else list(m.path)}
+            for m in members if m.below
+        ]
+    else:
+        record["below"] = []
+    return record
 
 
-def _clusters_table(biggest: list[Cluster], handle) -> None:
+def _clusters_table(biggest: list[Cluster], handle, chained: dict) -> None:
     if not biggest:
         say("no clusters of that size")
         return
@@ -1234,8 +1413,37 @@ def _clusters_table(biggest: list[Cluster], handle) -> None:
     for c in biggest:
         others = [m for m in c.members if m != c.representative]
         shown = ", ".join(map(printable, others[:3])) + (f", ... ({len(others) - 3} more)" if len(others) > 3 else "")
-        rows.append({"cluster": c.cluster, "size": c.size, "representative": c.representative, "other members": shown})
+        rows.append({"cluster": c.cluster, "size": c.size, "below": len(chained.get(c.cluster, ())),
+                     "representative": c.representative, "other members": shown})
     output.render(rows, "table", handle, fold=["representative", "other members"])
+
+
+CHAINS_SHOWN = 10
+
+
+def _print_chains(index: SimhashIndex, biggest: list[Cluster], chained: dict, check: Optional[CheckSummary]) -> None:
+    """The members of the shown clusters that are below the Jaccard line to their representative, with the
+    chain of near-duplicate pairs that joined them (the first CHAINS_SHOWN)."""
+    told = 0
+    threshold = check.threshold if check is not None else None
+    for c in biggest:
+        if c.cluster not in chained or told >= CHAINS_SHOWN:
+            continue
+        _, rep, members = cluster_members(index, c.cluster, threshold=threshold)
+        for m in members:
+            if not m.below or told >= CHAINS_SHOWN:
+                continue
+            told += 1
+            v = m.verdict
+            assert v is not None  # below: judged against the representative
+            how = "distance only" if v.jaccard is None else f"{v.checked_by} Jaccard {v.jaccard:.3f}"
+            via = " -> ".join(map(printable, m.path)) if m.path else "(cluster too large to search for the path)"
+            say(f"cluster {c.cluster}: {printable(m.key)} is below the line to {printable(rep)} ({how}); joined "
+                f"through {via}")
+    total = sum(len(chained.get(c.cluster, ())) for c in biggest)
+    if total > told:
+        say(f"{_count(total - told, 'more member')} below the line in these clusters: --format json lists them "
+            "with their paths")
 
 
 @app.command(rich_help_panel=DUPLICATES_PANEL)
@@ -1298,7 +1506,7 @@ def dedup(
             raise InvalidInput(f"{given} is also an input; write to another file")
     if dupes_file is not None and os.path.abspath(dupes_file) == os.path.abspath(out_path):
         raise InvalidInput("--dupes and --out name the same file")
-    requested = {"features": features, "ngram": ngram, "weights": weights, "hmm": hmm}
+    requested: dict[str, Any] = {"features": features, "ngram": ngram, "weights": weights, "hmm": hmm}
     with contextlib.ExitStack() as stack:
         index = stack.enter_context(SimhashIndex(against, **requested)) if against is not None else None
         chosen = {name: value for name, value in requested.items() if value is not None}
@@ -1311,8 +1519,12 @@ def dedup(
                 f"(within {fallback_k(deduplicator.k)})",
                 to_stderr=True,
             )
-        sink = sys.stdout.buffer if str(out_path) == "-" else stack.enter_context(open(out_path, "wb"))
-        side = stack.enter_context(open(dupes_file, "wb")) if dupes_file is not None else None
+        # The files are written beside their places and moved there at the end: a run that fails (every
+        # input skipped, an error) leaves an earlier output as it was.
+        outputs = [stack.enter_context(output.ReplacedOnSuccess(p)) for p in (out_path, dupes_file)
+                   if p is not None and str(p) != "-"]
+        sink = sys.stdout.buffer if str(out_path) == "-" else outputs[0].handle
+        side = outputs[-1].handle if dupes_file is not None else None
         total = sum(_size_of(p) for p, _ in paths) or None
         report = deduplicator.report
         with output.progress("bytes", hidden=str(out_path) == "-" and out.is_terminal) as progress:
@@ -1331,10 +1543,15 @@ def dedup(
                             description=f"{count:,} docs, {report.kept:,} kept, {report.dropped:,} dropped",
                         )
             except KeyboardInterrupt:
+                for written in outputs:
+                    written.commit()
                 raise fail(
                     f"interrupted after {report.read:,} documents; {out_path} holds the documents kept so far", 130
                 ) from None
         sink.flush()
+        if not (reader.skip_count and not report.read):  # else the files stay as they were (the error below)
+            for written in outputs:
+                written.commit()
     _print_reader_notes(reader)
     for skip in reader.skipped[:SHOWN_SKIPS]:
         warn("skipped", skip.where, ": ", skip.reason)
@@ -1349,9 +1566,12 @@ def dedup(
         to_stderr=True,
     )
     if reader.skip_count and not report.read:
-        raise fail(f"nothing read: {_count(reader.skip_count, 'input was', 'inputs were')} skipped (see above)")
+        unchanged = [str(p) for p in (out_path, dupes_file) if p is not None and str(p) != "-"]
+        raise fail(f"nothing read: {_count(reader.skip_count, 'input was', 'inputs were')} skipped (see above)"
+                   + (f"; {' and '.join(unchanged)} left as they were" if unchanged else ""))
     if any(skip.named for skip in reader.skipped):
-        raise typer.Exit(1)
+        raise fail(f"{_count(reader.skip_count, 'input was', 'inputs were')} skipped (see above); the rest was "
+                   "filtered")
 
 
 def _dedup_rule(deduplicator: Deduplicator) -> str:
@@ -1455,7 +1675,7 @@ def spark_dedup(
         spark_job = importlib.import_module("simhash_sqlite.spark")  # pyspark only now: the base install has none
     except ImportError as exc:
         raise InvalidInput(str(exc)) from None
-    requested = {"features": features, "ngram": ngram, "weights": weights, "hmm": hmm}
+    requested: dict[str, Any] = {"features": features, "ngram": ngram, "weights": weights, "hmm": hmm}
     settings = FingerprintSettings(**{name: v for name, v in requested.items() if v is not None})
     settings_given = {}
     for item in conf or []:
@@ -1499,4 +1719,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

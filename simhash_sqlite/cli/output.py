@@ -16,7 +16,9 @@ import contextlib
 import csv
 import json
 import os
+import stat
 import sys
+import tempfile
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, TextIO
 
@@ -37,7 +39,7 @@ from rich.progress import (
 from rich.table import Column, Table
 from rich.text import Text
 
-from ..errors import InvalidInput
+from ..errors import InvalidArgument, InvalidInput
 
 FORMATS = ("table", "json", "jsonl", "csv", "tsv")
 PIPED_WIDTH = 1 << 20  # "no wrapping" when stdout is a pipe or a file: wider than any real row
@@ -111,21 +113,106 @@ def choose_format(format_: str | None, as_json: bool, default: str = "table", al
     """The format a command prints: --format, or json for --json (its short form), else the default."""
     allowed = tuple(allowed)
     if as_json and format_ not in (None, "json"):
-        raise InvalidInput(f"--json is --format json; it cannot go with --format {format_}")
+        raise InvalidArgument(f"--json is --format json; it cannot go with --format {format_}")
     chosen = "json" if as_json else (format_ or default)
     if chosen not in allowed:
-        raise InvalidInput(f"--format must be {', '.join(allowed[:-1])} or {allowed[-1]}, not {chosen!r}")
+        raise InvalidArgument(f"--format must be {', '.join(allowed[:-1])} or {allowed[-1]}, not {chosen!r}")
     return chosen
 
 
 @contextlib.contextmanager
 def destination(path: str | os.PathLike | None) -> Iterator[TextIO]:
-    """Where records go: the file named by -o/--out (written whole, UTF-8), or stdout for None or "-"."""
+    """Where records go: the file named by -o/--out (written whole, UTF-8, and moved into place only when
+    the command gets to the end: see ReplacedOnSuccess), or stdout for None or "-"."""
     if path is None or str(path) == "-":
         yield sys.stdout
         return
-    with open(path, "w", encoding="utf-8", newline="") as handle:
-        yield handle
+    with ReplacedOnSuccess(path, text=True) as replaced:
+        yield replaced.handle
+        replaced.commit()
+
+
+class ReplacedOnSuccess:
+    """An output file written beside its place and moved there (os.replace) only on commit(): a command
+    that fails, or is refused, leaves the file as it was (an earlier output, or none). A write that fails
+    (a full disk) names the file. Devices and pipes (-o /dev/null, a FIFO) are written in place, and a
+    symbolic link's target is replaced, not the link."""
+
+    def __init__(self, path: str | os.PathLike, *, text: bool = False) -> None:
+        self.path = os.path.realpath(os.fspath(path))
+        self.shown = os.fspath(path)
+        self.text = text
+        self.temporary: str | None = None
+        self.handle = None
+
+    def __enter__(self) -> ReplacedOnSuccess:
+        existing = os.stat(self.path) if os.path.exists(self.path) else None
+        mode = "w" if self.text else "wb"
+        options = {"encoding": "utf-8", "newline": ""} if self.text else {}
+        with self._named():
+            if existing is not None and not stat.S_ISREG(existing.st_mode):  # /dev/null, a FIFO: in place
+                self.handle = open(self.path, mode, **options)  # noqa: SIM115
+                return self
+            folder, name = os.path.split(self.path)
+            fd, self.temporary = tempfile.mkstemp(prefix=f".{name}.", suffix=".simq-tmp", dir=folder or ".")
+            if existing is not None:
+                os.chmod(fd, stat.S_IMODE(existing.st_mode))
+            else:  # as open() would make it: 0666 less the umask
+                umask = os.umask(0)
+                os.umask(umask)
+                os.chmod(fd, 0o666 & ~umask)
+            self.handle = _NamedWrites(os.fdopen(fd, mode, **options), self)
+        return self
+
+    def commit(self) -> None:
+        if self.handle is None:
+            return
+        handle, self.handle = self.handle, None
+        with self._named():
+            handle.close()
+            if self.temporary is not None:
+                os.replace(self.temporary, self.path)
+                self.temporary = None
+
+    def __exit__(self, *exc) -> None:
+        if self.handle is not None:
+            with contextlib.suppress(OSError):
+                self.handle.close()
+            self.handle = None
+        if self.temporary is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(self.temporary)
+            self.temporary = None
+
+    @contextlib.contextmanager
+    def _named(self) -> Iterator[None]:
+        """An OSError names the output file (a temporary file's name means nothing to the user)."""
+        try:
+            yield
+        except OSError as exc:
+            raise OSError(exc.errno, exc.strerror, self.shown) from None
+
+
+class _NamedWrites:
+    """A file whose write errors name the output they are for."""
+
+    def __init__(self, handle, owner: ReplacedOnSuccess) -> None:
+        self._handle, self._owner = handle, owner
+
+    def write(self, data):
+        with self._owner._named():
+            return self._handle.write(data)
+
+    def flush(self) -> None:
+        with self._owner._named():
+            self._handle.flush()
+
+    def close(self) -> None:
+        with self._owner._named():
+            self._handle.close()
+
+    def __getattr__(self, name):
+        return getattr(self._handle, name)
 
 
 def json_value(value: object) -> object:
@@ -228,11 +315,12 @@ def render(
         # a line end: a row with one is written with every field quoted
         quoted = csv.writer(handle, delimiter=delimiter, lineterminator="\n", quoting=csv.QUOTE_ALL)
         count = 0
+        header: list[str] = []
         for count, record in enumerate(records, 1):
             if count == 1:
-                columns = columns or list(record)
-                writer.writerow(columns)
-            row = [csv_cell(value) for value in _values(record, columns)]
+                header = columns or list(record)
+                writer.writerow(header)
+            row = [csv_cell(value) for value in _values(record, header)]
             (quoted if any(isinstance(v, str) and "\r" in v for v in row) else writer).writerow(row)
         if count == 0 and columns:
             writer.writerow(columns)

@@ -13,6 +13,7 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
+from .. import native
 from ..errors import InvalidInput
 from .features import batch_features, units, units_features
 from .settings import FingerprintSettings
@@ -23,6 +24,10 @@ BLOCK_BITS = 16
 BLOCK_MASK = (1 << BLOCK_BITS) - 1
 # Texts per vectorized pass, bounding its temporary arrays (a few tens of bytes per character).
 CHUNK_CHARACTERS = 128_000  # measured: larger chunks fall out of the CPU caches
+# A text longer than this many characters is fingerprinted and sketched piece by piece (pieces.py, _in_pieces):
+# the same fingerprint and sketch, bit for bit, in about one piece's memory instead of ~46 bytes a character
+# for the whole text's feature arrays (2.7 GB at 60 M characters).
+LONG_TEXT = 1 << 22
 # Row v: the 8 bits of byte value v, most significant first.
 _BYTE_BITS = np.unpackbits(np.arange(256, dtype=np.uint8)[:, None], axis=1).astype(np.float64)
 
@@ -41,7 +46,30 @@ def simhash(text: str, settings: FingerprintSettings = FingerprintSettings()) ->
 
 
 def simhash_many(texts: Sequence[str], settings: FingerprintSettings = FingerprintSettings()) -> list[int | None]:
-    """simhash() of each text, computed in vectorized chunks (much faster for many short texts)."""
+    """simhash() of each text: by the C core where it is built and supports the settings (character
+    n-grams), the texts it declines by the numpy reference; else by the reference alone."""
+    if any(len(text) > LONG_TEXT for text in texts):
+        from .pieces import simhash_pieces
+
+        return _long_texts_apart(texts, lambda short: (simhash_many(short, settings),),
+                                 lambda text: (simhash_pieces(_cut(text), settings),))[0]
+    lib = native.core()
+    if lib is None or not native.supports(settings) or not texts:
+        return reference_simhash_many(texts, settings)
+    values, _, status = native.batch(lib, texts, ngram=settings.ngram, weights=settings.weights)
+    assert values is not None
+    out = [v if s & native.HAS_FINGERPRINT else None for v, s in zip(values.tolist(), status.tolist())]
+    declined = np.flatnonzero(status & native.DECLINED).tolist()
+    if declined:
+        for i, value in zip(declined, reference_simhash_many([texts[i] for i in declined], settings)):
+            out[i] = value
+    return out
+
+
+def reference_simhash_many(
+    texts: Sequence[str], settings: FingerprintSettings = FingerprintSettings()
+) -> list[int | None]:
+    """simhash_many() by the numpy reference, in vectorized chunks (much faster for many short texts)."""
     out: list[int | None] = []
     for chunk in _chunks(texts):
         docs, hashes, weights = batch_features(chunk, settings)
@@ -56,13 +84,43 @@ def simhash_and_sketch_many(
     character 5-gram fingerprints (the default) both come from one pass over the shingle hashes.
     scheme: a sketch.SketchScheme (None: the default)."""
     # Imported here: sketch -> shingles -> pairs -> fingerprint would be circular at import time.
-    from .sketch import DEFAULT_SCHEME, SketchBatches, shares_features, sketch_many
+    from .sketch import DEFAULT_SCHEME, sketch_many
 
     settings = FingerprintSettings() if settings is None else settings
     scheme = DEFAULT_SCHEME if scheme is None else scheme
-    if not shares_features(settings):
+    if any(len(text) > LONG_TEXT for text in texts):
+        fingerprints, sketches = _long_texts_apart(
+            texts, lambda short: simhash_and_sketch_many(short, settings, scheme),
+            lambda text: _in_pieces(text, settings, scheme),
+        )
+        return fingerprints, sketches
+    lib = native.core()
+    if lib is None or not texts:
+        return reference_simhash_and_sketch_many(texts, settings, scheme)
+    if not native.supports(settings):  # jieba words: fingerprints by the reference, sketches by the core
         rows, present = sketch_many(texts, scheme)
-        return simhash_many(texts, settings), _blobs(rows, present)
+        return reference_simhash_many(texts, settings), _blobs(rows, present)
+    values, made, status = native.batch(lib, texts, ngram=settings.ngram, weights=settings.weights, scheme=scheme)
+    assert values is not None and made is not None
+    fingerprints = [v if s & native.HAS_FINGERPRINT else None for v, s in zip(values.tolist(), status.tolist())]
+    sketches = [row.tobytes() if s & native.HAS_SKETCH else None for row, s in zip(made, status.tolist())]
+    declined = np.flatnonzero(status & native.DECLINED).tolist()
+    if declined:
+        again = reference_simhash_and_sketch_many([texts[i] for i in declined], settings, scheme)
+        for i, fingerprint, blob in zip(declined, *again):
+            fingerprints[i], sketches[i] = fingerprint, blob
+    return fingerprints, sketches
+
+
+def reference_simhash_and_sketch_many(
+    texts: Sequence[str], settings: FingerprintSettings, scheme
+) -> tuple[list[int | None], list[bytes | None]]:
+    """simhash_and_sketch_many() by the numpy reference."""
+    from .sketch import SketchBatches, reference_sketch_many, shares_features
+
+    if not shares_features(settings):
+        rows, present = reference_sketch_many(texts, scheme)
+        return reference_simhash_many(texts, settings), _blobs(rows, present)
     fingerprints: list[int | None] = []
     # Binary and log weights leave each text's hashes distinct already: counted without a sort.
     batches = SketchBatches(len(texts), scheme, distinct=settings.weights != "count")
@@ -71,6 +129,42 @@ def simhash_and_sketch_many(
         fingerprints.extend(simhash_of_batch(docs, hashes, weights, len(chunk)))
         batches.add(docs, hashes, len(chunk))
     return fingerprints, _blobs(*batches.finish())
+
+
+def _long_texts_apart(texts: Sequence[str], many, one) -> tuple[list, ...]:
+    """many(the texts up to LONG_TEXT) and one(text) for each longer one, merged back in order: lists of
+    results, one list per thing computed (fingerprints; fingerprints and sketches)."""
+    short = [text for text in texts if len(text) <= LONG_TEXT]
+    computed = [iter(values) for values in many(short)] if short else None
+    out: list[list] = []
+    for text in texts:
+        values = one(text) if len(text) > LONG_TEXT else tuple(next(it) for it in computed)
+        if not out:
+            out = [[] for _ in values]
+        for column, value in zip(out, values):
+            column.append(value)
+    return tuple(out)
+
+
+def _in_pieces(text: str, settings: FingerprintSettings, scheme) -> tuple[int | None, bytes | None]:
+    """simhash_and_sketch_many([text]) of a long text, piece by piece. The sketch comes from the same pass
+    when the settings hash the sketch's shingles with distinct features (binary, log); else from a
+    second pass with binary weights, as sketch_many() makes it (its distinct-shingle count included)."""
+    import dataclasses
+
+    from .pieces import simhash_and_sketch_pieces, simhash_pieces
+    from .sketch import SKETCH_FEATURES, shares_features
+
+    if shares_features(settings) and settings.weights != "count":
+        return simhash_and_sketch_pieces(_cut(text), settings, scheme=scheme)
+    binary = dataclasses.replace(SKETCH_FEATURES, weights="binary")
+    return simhash_pieces(_cut(text), settings), simhash_and_sketch_pieces(_cut(text), binary, scheme=scheme)[1]
+
+
+def _cut(text: str) -> Iterator[str]:
+    """A text as chunks for pieces.py, which re-cuts them at safe places."""
+    step = 1 << 20
+    return (text[i : i + step] for i in range(0, len(text), step))
 
 
 def _blobs(rows: np.ndarray, present: np.ndarray) -> list[bytes | None]:
@@ -146,7 +240,8 @@ def from_hex(text: str) -> int:
 def blocks(fingerprint: int) -> tuple[int, int, int, int]:
     """The four 16-bit blocks, most significant first (b0 = bits 63..48)."""
     f = to_unsigned(fingerprint)
-    return tuple((f >> (BLOCK_BITS * (BLOCKS - 1 - i))) & BLOCK_MASK for i in range(BLOCKS))
+    b0, b1, b2, b3 = ((f >> (BLOCK_BITS * (BLOCKS - 1 - i))) & BLOCK_MASK for i in range(BLOCKS))
+    return b0, b1, b2, b3
 
 
 def similarity(distance: int) -> float:

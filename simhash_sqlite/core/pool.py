@@ -104,7 +104,9 @@ def _fingerprint_and_sketch_chunk(
 def _chunks(texts: list[str], parts: int) -> list[list[str]]:
     """Consecutive chunks of about equal total length, order kept."""
     target = sum(map(len, texts)) / parts
-    out, current, size = [], [], 0
+    out: list[list[str]] = []
+    current: list[str] = []
+    size = 0
     for text in texts:
         current.append(text)
         size += len(text)
@@ -124,6 +126,9 @@ class FingerprintJob:
     them in the pool before a worker starts them), so n cores need only n - 1 workers.
     """
 
+    chunks: list[list[str]]
+    futures: list[Future[list[Any]]] | None  # None: all of it computed by result(), in this process
+
     def __init__(
         self, texts: list[str], settings: FingerprintSettings, *, start_pool: bool = True,
         sketches: SketchScheme | None = None,
@@ -133,10 +138,11 @@ class FingerprintJob:
         sketches: a sketch scheme (an index's own), and result() gives (fingerprint, sketch) of each text
         (fingerprint.simhash_and_sketch_many); None: fingerprints only."""
         self.settings = settings
-        self.compute = _fingerprint_chunk
+        # fingerprints, or (fingerprint, sketch) tuples
+        self.compute: Callable[[list[str], FingerprintSettings], list[Any]] = _fingerprint_chunk
         if sketches is not None:
             self.compute = functools.partial(_fingerprint_and_sketch_chunk, scheme=sketches)
-        self.local: dict[int, list[int | None]] = {}  # chunks computed in this process
+        self.local: dict[int, list[Any]] = {}  # chunks computed in this process
         size = workers()
         if size < 2 or len(texts) < 2 or sum(map(len, texts)) < PARALLEL_MIN_CHARS:
             self.chunks, self.futures = [texts], None  # small: computed by result(), in this process
@@ -194,7 +200,9 @@ class _Slot:
     __slots__ = ("item", "future", "result")
 
     def __init__(self, item) -> None:
-        self.item, self.future, self.result = item, None, _PENDING
+        self.item = item
+        self.future: Future[Any] | None = None
+        self.result: Any = _PENDING
 
 
 def map_in_order(
@@ -220,7 +228,8 @@ def map_in_order(
     keep_freed_memory()
     items = iter(items)
     window: deque[_Slot] = deque()
-    pool = ready = None
+    pool: ProcessPoolExecutor | None = None
+    ready: Future[Any] | None = None  # done once a worker is ready
     read, exhausted = 0, False
     limit = QUEUED_PER_WORKER * (size - 1) + 2 if size >= 2 else 1  # one process: nothing to read ahead for
     try:
@@ -236,7 +245,7 @@ def map_in_order(
                 read += weight(item)
             if not window:
                 return
-            if pool is not None and ready.done():
+            if pool is not None and ready is not None and ready.done():
                 for slot in window:
                     if slot.future is None and slot.result is _PENDING and not (local and local(slot.item)):
                         slot.future = pool.submit(function, slot.item)

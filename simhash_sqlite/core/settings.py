@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass, fields
 
 import numpy as np
 
-from ..errors import InvalidInput, SettingsMismatch
+from ..errors import InvalidArgument, InvalidInput, SettingsMismatch
 
 # Bumped whenever the same settings would give different fingerprints.
 ALGORITHM_VERSION = 1
@@ -31,7 +31,7 @@ DEFAULT_THRESHOLD = 0.8
 def validate_k(k) -> int:
     """A Hamming radius as a plain int: a whole number from 0 to 64 (numpy integers too)."""
     if not isinstance(k, (int, np.integer)) or isinstance(k, bool) or not 0 <= k <= 64:
-        raise InvalidInput(f"k must be a whole number from 0 to 64, not {k!r}")
+        raise InvalidArgument(f"k must be a whole number from 0 to 64, not {k!r}")
     return int(k)
 
 
@@ -63,11 +63,13 @@ class FingerprintSettings:
 
     def __post_init__(self) -> None:
         if self.features not in FEATURE_KINDS:
-            raise InvalidInput(f"features must be one of {', '.join(FEATURE_KINDS)}, not {self.features!r}")
+            raise InvalidArgument(f"features must be one of {', '.join(FEATURE_KINDS)}, not {self.features!r}")
         if self.weights not in WEIGHT_KINDS:
-            raise InvalidInput(f"weights must be one of {', '.join(WEIGHT_KINDS)}, not {self.weights!r}")
-        if not isinstance(self.ngram, int) or not 1 <= self.ngram <= 16:
-            raise InvalidInput(f"ngram must be a whole number from 1 to 16, not {self.ngram!r}")
+            raise InvalidArgument(f"weights must be one of {', '.join(WEIGHT_KINDS)}, not {self.weights!r}")
+        if isinstance(self.ngram, bool) or not isinstance(self.ngram, int) or not 1 <= self.ngram <= 16:
+            raise InvalidArgument(f"ngram must be a whole number from 1 to 16, not {self.ngram!r}")
+        if not isinstance(self.hmm, bool):
+            raise InvalidArgument(f"hmm must be true or false, not {self.hmm!r}")
         if self.hash != HASH_SCHEME:
             raise InvalidInput(f"unknown feature hash {self.hash!r} (this version knows {HASH_SCHEME})")
         if self.version != ALGORITHM_VERSION:
@@ -81,7 +83,13 @@ class FingerprintSettings:
 
     @classmethod
     def from_json(cls, text: str) -> FingerprintSettings:
-        data = json.loads(text)
+        """The settings an index recorded; InvalidInput (naming what is wrong) for anything else."""
+        try:
+            data = json.loads(text)
+        except (ValueError, RecursionError) as exc:
+            raise InvalidInput(f"not JSON ({exc})") from None
+        if not isinstance(data, dict):
+            raise InvalidInput(f"not a JSON object: {text[:60]!r}")
         known = {f.name for f in fields(cls)}
         unknown = set(data) - known
         if unknown:
@@ -104,6 +112,7 @@ class FingerprintSettings:
             if value is not None and getattr(self, name) != value:
                 raise SettingsMismatch(
                     f"this index was built with {name}={getattr(self, name)!r}; you asked for {name}={value!r} "
-                    "(fingerprints with other settings would never match; use another --db)"
+                    "(fingerprints with other settings would never match; leave it out, or use another index file)",
+                    name, getattr(self, name), value,
                 )
         return self

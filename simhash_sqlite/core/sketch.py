@@ -33,6 +33,7 @@ from functools import cache, lru_cache
 
 import numpy as np
 
+from .. import native
 from .features import char_units, mix, units_features
 from .settings import FingerprintSettings
 from .shingles import TRUTH_NGRAM
@@ -42,6 +43,9 @@ _EMPTY = np.uint32(0xFFFFFFFF)  # the bin saw no shingle (a shingle whose 32-bit
 # Texts per vectorized pass: bounds the temporary arrays (about 40 bytes per character).
 CHUNK_CHARACTERS = 128_000
 SKETCH_VERSION = 2
+# A scheme is refused past this many bins (a sketch of 128 KiB at 16 bits): the default
+# has 944, and a tampered count would otherwise size every array made from it (a MemoryError at 2e9).
+MAX_BINS = 1 << 16
 # The distinct-shingle count's code: 0 = unknown, else 1 + round(SIZE_STEPS * log2(count)), at most 2**16 - 1
 # (counts up to about 2**32; every count below about 2,950 decodes exactly).
 SIZE_STEPS = 2048
@@ -62,6 +66,16 @@ class SketchScheme:
     size_bits: int = 0
 
     def __post_init__(self) -> None:
+        for name in ("bins", "bits", "ngram", "version", "size_bits"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ValueError(f"{name} must be a whole number, not {value!r}")
+        if not 1 <= self.version <= SKETCH_VERSION:
+            raise ValueError(f"version must be from 1 to {SKETCH_VERSION}, not {self.version}")
+        if not 1 <= self.ngram <= 16:
+            raise ValueError(f"ngram must be from 1 to 16, not {self.ngram}")
+        if not 1 <= self.bins <= MAX_BINS:
+            raise ValueError(f"bins must be from 1 to {MAX_BINS}, not {self.bins}")
         if self.bits not in (1, 2, 4, 8, 16):
             raise ValueError(f"bits must be 1, 2, 4, 8 or 16, not {self.bits}")
         if self.bins < 1 or self.bins * self.bits % 8:
@@ -86,7 +100,10 @@ class SketchScheme:
 
     @classmethod
     def from_json(cls, text: str) -> SketchScheme:
-        return cls(**json.loads(text))
+        data = json.loads(text)
+        if not isinstance(data, dict):
+            raise ValueError("not a JSON object")
+        return cls(**data)
 
     @classmethod
     def recorded(cls, text: str | None) -> SketchScheme:
@@ -96,7 +113,7 @@ class SketchScheme:
             return DEFAULT_SCHEME
         try:
             return cls.from_json(text)
-        except (TypeError, ValueError) as exc:
+        except (TypeError, ValueError, RecursionError) as exc:
             raise ValueError(f"{text}: {exc}") from None
 
     def describe(self) -> str:
@@ -504,7 +521,8 @@ class SketchBatches:
     def _densify_held(self) -> None:
         if self.held:
             rows, present = sketch_from_minima(self.minima[: self.held], self.scheme, self.sizes[: self.held])
-            self.rows.append(rows), self.present.append(present)
+            self.rows.append(rows)
+            self.present.append(present)
             self.made += self.held
             self.held = 0
 
@@ -515,8 +533,25 @@ class SketchBatches:
 
 
 def sketch_many(texts: Sequence[str], scheme: SketchScheme = DEFAULT_SCHEME) -> tuple[np.ndarray, np.ndarray]:
-    """sketch() of many texts, hashed in vectorized chunks and densified up to SKETCH_ROWS at once:
-    (rows, present) as sketch_hashes()."""
+    """sketch() of many texts: (rows, present) as sketch_hashes(). By the C core where it is built (the
+    texts it declines by the reference), else by the numpy reference."""
+    lib = native.core()
+    if lib is None or not texts:
+        return reference_sketch_many(texts, scheme)
+    _, rows, status = native.batch(lib, texts, scheme=scheme, fingerprints=False)
+    assert rows is not None
+    present = (status & native.HAS_SKETCH).astype(bool)
+    declined = np.flatnonzero(status & native.DECLINED)
+    if len(declined):
+        rows[declined], present[declined] = reference_sketch_many([texts[i] for i in declined.tolist()], scheme)
+    return rows, present
+
+
+def reference_sketch_many(
+    texts: Sequence[str], scheme: SketchScheme = DEFAULT_SCHEME
+) -> tuple[np.ndarray, np.ndarray]:
+    """sketch_many() by the numpy reference: hashed in vectorized chunks and densified up to SKETCH_ROWS
+    at once."""
     batches = SketchBatches(len(texts), scheme)  # repeats kept: counted by a sort
     chunk: list[np.ndarray] = []
     size = 0
@@ -533,7 +568,7 @@ def sketch_many(texts: Sequence[str], scheme: SketchScheme = DEFAULT_SCHEME) -> 
 
 def sketch(text: str, scheme: SketchScheme = DEFAULT_SCHEME) -> bytes | None:
     """The text's sketch (scheme.nbytes bytes), or None when it has no letter or digit (no fingerprint)."""
-    rows, present = sketch_units([char_units(text)], scheme)
+    rows, present = sketch_many([text], scheme)
     return rows[0].tobytes() if present[0] else None
 
 
@@ -596,6 +631,73 @@ def estimate_spread(jaccard: np.ndarray, scheme: SketchScheme) -> np.ndarray:
     return np.sqrt(np.clip(p * (1 - p), 0, None) / scheme.bins) / (1 - chance)
 
 
+# How sure an estimate is. The bins' estimate of a pair spreads by the binomial sqrt((1 - J**2) / bins)
+# only where both texts fill every bin; a short text fills few and densification copies them. The model
+# (docs/quality.md, "How sure an estimate is"): a bin agrees when both sketches take the same minimum of
+# the union from the intersection (share J), else by the coin of two unrelated bits. The F bins the union
+# fills are F of its u shingles, taken without replacement (variance J(1 - J)(1 - F/u) / F), and each of
+# the E = bins - F empty bins copies a filled one drawn at random (J(1 - J) E / bins**2 more). The coins
+# of the (1 - J) bins bins that disagree repeat where a pair of sources recurs: N + N**2 / P for N coin
+# bins over P = (1 - J) F F_small distinct pairs of sources. Where F = bins this is the binomial.
+# Generated pairs (bench/certainty.py) measured the spread 5-12% above the model at 20-6,000 shingles,
+# near the line: SPREAD_FACTOR covers that rather than fitting each size.
+SPREAD_FACTOR = 1.12
+# A size ratio this far below the threshold rules the pair out. The counts are the sketch's shingles (of
+# the normalized text: case folded, NFKC), the exact check's are of the text as written, so the bound
+# J <= min/max holds for the exact Jaccard only up to that difference: on the tuning set
+# (bench/certainty_texts.py) two pairs of ratio 0.798-0.799 had an exact Jaccard of 0.801 at a slack of 0.001.
+RATIO_SLACK = 0.01
+
+
+def pair_spread(jaccard, size_a, size_b, scheme: SketchScheme = DEFAULT_SCHEME) -> np.ndarray:
+    """The standard deviation of the bins' estimate for two texts of these distinct-shingle counts (NaN:
+    unknown, taken as long texts) at a true Jaccard `jaccard` (see the model above); for bins of more
+    than one bit, estimate_spread() times SPREAD_FACTOR."""
+    j = np.clip(np.asarray(jaccard, dtype=np.float64), 0.0, 1.0)
+    a = np.asarray(size_a, dtype=np.float64)
+    b = np.asarray(size_b, dtype=np.float64)
+    if scheme.bits != 1:
+        return SPREAD_FACTOR * estimate_spread(j, scheme) * np.ones(np.broadcast(j, a, b).shape)
+    m = float(scheme.bins)
+    unknown = np.isnan(a) | np.isnan(b)
+    a = np.where(unknown, 1e12, np.maximum(a, 1.0))
+    b = np.where(unknown, 1e12, np.maximum(b, 1.0))
+    union = (a + b) / (1 + j)
+    filled = m * -np.expm1(-union / m)
+    filled_small = m * -np.expm1(-np.minimum(a, b) / m)
+    sources = j * (1 - j) * (np.clip(1 - filled / union, 0.0, None) / filled + (m - filled) / m**2)
+    coins = (1 - j) * m
+    repeats = coins**2 / (np.maximum((1 - j) * filled, 1.0) * filled_small)
+    return SPREAD_FACTOR * np.sqrt(sources + (coins + repeats) / m**2)
+
+
+def _normal_cdf(z: np.ndarray) -> np.ndarray:
+    """Phi(z), vectorized (Abramowitz and Stegun 7.1.26 for erf: error below 1.5e-7)."""
+    x = np.abs(z) / np.sqrt(2.0)
+    t = 1.0 / (1.0 + 0.3275911 * x)
+    poly = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429))))
+    erf = 1.0 - poly * np.exp(-x * x)
+    return 0.5 * (1.0 + np.sign(z) * erf)
+
+
+def certainty(estimate, threshold: float, size_a, size_b, scheme: SketchScheme = DEFAULT_SCHEME) -> np.ndarray:
+    """How sure the verdict "estimate >= threshold" (or below) is: the probability that the true Jaccard
+    lies on the estimate's side of the threshold, Phi(|estimate - threshold| / spread), the spread
+    pair_spread() at the threshold for these sizes (a flat prior on J near the line). 1.0 where the
+    sizes alone rule the pair out (J <= min/max, below the threshold)."""
+    estimate = np.asarray(estimate, dtype=np.float64)
+    # At a threshold of 1 the spread vanishes (J = 1 is estimated without error): take it a bin below,
+    # so that only the exact check can say a pair is identical.
+    at = min(float(threshold), 1.0 - 1.0 / scheme.bins)
+    z = np.abs(estimate - threshold) / pair_spread(at, size_a, size_b, scheme)
+    sure = _normal_cdf(z)
+    a, b = np.asarray(size_a, dtype=np.float64), np.asarray(size_b, dtype=np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ratio = np.minimum(a, b) / np.maximum(a, b)
+    ruled_out = (ratio < threshold - RATIO_SLACK) & (estimate < threshold)  # NaN compares False
+    return np.where(ruled_out, 1.0, sure)
+
+
 def sharpened(estimate: np.ndarray, ratio: np.ndarray, scheme: SketchScheme) -> np.ndarray:
     """The estimate with the size ratio r = min(|A|, |B|) / max(|A|, |B|) of the two shingle sets (NaN:
     unknown, the estimate stays): J <= r always, and J = r where one set contains the other. So r where
@@ -617,7 +719,18 @@ def size_ratios(a: np.ndarray, b: np.ndarray, scheme: SketchScheme = DEFAULT_SCH
 
 def estimate_many(a: np.ndarray, b: np.ndarray, scheme: SketchScheme = DEFAULT_SCHEME) -> np.ndarray:
     """Estimated Jaccard of each pair of rows (uint8 arrays of shape (pairs, nbytes)): the bins' estimate,
-    sharpened by the texts' sizes where the scheme records them."""
+    sharpened by the texts' sizes where the scheme records them. By the C core where it is built (the
+    same doubles, bit for bit), else by the numpy reference."""
+    lib = native.core()
+    if lib is not None:
+        a, b = np.atleast_2d(a), np.atleast_2d(b)
+        if a.shape == b.shape and a.shape[1:] == (scheme.nbytes,) and a.dtype == b.dtype == np.uint8:
+            return native.estimate_many(lib, a, b, scheme)
+    return reference_estimate_many(a, b, scheme)
+
+
+def reference_estimate_many(a: np.ndarray, b: np.ndarray, scheme: SketchScheme = DEFAULT_SCHEME) -> np.ndarray:
+    """estimate_many() by numpy."""
     estimate = estimate_from_agreeing(agreeing_bins(a, b, scheme.bits, scheme.bin_bytes), scheme)
     if not scheme.size_bits:
         return estimate
@@ -637,6 +750,6 @@ def as_rows(blobs: Sequence[bytes | None], scheme: SketchScheme = DEFAULT_SCHEME
     present = np.fromiter((b is not None and len(b) == scheme.nbytes for b in blobs), dtype=bool, count=len(blobs))
     rows = np.zeros((len(blobs), scheme.nbytes), dtype=np.uint8)
     if present.any():
-        joined = b"".join(b for b, p in zip(blobs, present.tolist()) if p)
+        joined = b"".join(b for b in blobs if b is not None and len(b) == scheme.nbytes)  # as present says
         rows[present] = np.frombuffer(joined, dtype=np.uint8).reshape(-1, scheme.nbytes)
     return rows, present

@@ -17,13 +17,15 @@ from .pairs import near_pairs
 @dataclass(frozen=True)
 class DuplicatePair:
     """Two indexed documents within distance k; `first` was added before `second` (lower id).
-    `jaccard` and `checked_by` as in search.Match."""
+    `jaccard`, `checked_by`, `certainty` and `keeps` as in search.Match."""
 
     first: str
     second: str
     distance: int
     jaccard: float | None = None
     checked_by: str | None = None
+    certainty: float | None = None
+    keeps: bool = True  # the verdict: False only among DuplicateSearch(uncertain=True)'s pairs
 
     @property
     def similarity(self) -> float:

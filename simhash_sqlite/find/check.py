@@ -1,12 +1,20 @@
 """Near-duplicates checked: candidates kept only when the 5-shingle Jaccard of their texts reaches the
-threshold, measured exactly where the texts are at hand and estimated from the stored sketches where not.
+threshold, by one rule everywhere (judge(): dupes, clusters, near, explain, dedup's drops, the web
+pages, simhash_near), so a pair gets the same Jaccard, the same verdict and the same "checked_by"
+wherever it is shown.
 
 bench/quality.py: at k = CONFIRM_K the default fingerprints find 96% of the pairs with Jaccard >= 0.8,
 and the exact check removes every false one (F1 0.97-0.98 against 0.70-0.79 for the distance alone).
 A text is reachable when the index stores it (--store-text) or the indexed file is unchanged at its
-path. Without both texts, the pair is judged by the estimate from both documents' sketches (sketch.py,
-"estimated"); without a sketch too (an index made before sketches whose texts are gone, a bare
-fingerprint) by its distance alone, kept within min(k, RECOMMENDED_K) ("distance").
+path.
+
+The rule: an estimate from both sketches (sketch.py) that is sure (certainty >= CERTAIN; sketch.certainty:
+the probability that the true Jaccard is on the estimate's side of the threshold) decides without
+reading a text; an unsure one is settled by the exact Jaccard where both texts are reachable, and stays
+an unsure estimate where not ("estimated"); without a sketch (an index made before sketches whose texts are gone, a bare
+fingerprint) the distance decides, within min(k, RECOMMENDED_K) ("distance"). Each verdict says which
+and how sure it is (Verdict). So exact checks go only to the pairs near the line (bench/accuracy.py
+counts them).
 
 All pairs (dupes, clusters) take their candidates from the sketches' LSH tables (sketch_pairs.py) when
 every document has a sketch and no k is asked for: linear in the documents, and it finds the pairs of
@@ -21,12 +29,14 @@ import os
 import time
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 
 import numpy as np
 
-from ..core.settings import DEFAULT_THRESHOLD, candidate_k
+from ..core.settings import CONFIRM_K, DEFAULT_THRESHOLD, candidate_k
 from ..core.shingles import jaccard_of_sets, shingle_set
-from ..core.sketch import DEFAULT_SCHEME, SketchScheme, estimate_jaccard, estimate_many, sketch
+from ..core.sketch import DEFAULT_SCHEME, SketchScheme, certainty, estimate_many, sizes_of, sketch
+from ..errors import InvalidInput
 from ..store import texts
 from ..store.database import IndexFile
 from ..store.texts import text_of
@@ -35,7 +45,7 @@ from .pairs import Progress, near_pairs
 from .queries import Query
 from .search import Match, SearchResult
 from .sketch_pairs import sketch_pairs
-from .verdict import CheckSummary, validate_threshold
+from .verdict import CERTAIN, CheckSummary, Verdict, judge, sketch_verdict, validate_threshold
 
 # Shingle sets kept between pairs (8 bytes per distinct shingle, about one per character). Pairs of a
 # dupes chunk are visited in order of their first document, so most reuse is between neighbours.
@@ -101,31 +111,40 @@ def _cost(shingles: np.ndarray | None) -> int:
 def check_search(
     result: SearchResult, query: Query, shingles: ShingleCache, threshold: float, limit: int | None
 ) -> SearchResult:
-    """The search's candidates (within its plan's k), each kept iff it passes the check; closest first,
-    `limit` counting kept matches. The answer carries the CheckSummary."""
+    """The search's candidates (within its plan's k), each kept iff judge() keeps it; closest first,
+    `limit` counting kept matches. The answer carries the CheckSummary, and the uncertain verdicts (kept
+    or not) in `uncertain`."""
     report = CheckSummary(result.plan.k, threshold)
     if query.text is None and query.key is None:
         report.without_query_text = len(result.matches)
     started = time.perf_counter()
-    # The query's shingles and sketch, made at the first candidate (a query without any reads no
-    # text); None: no text to compare.
-    mine = my_sketch = None
-    made = False
-    kept = []
+    scheme = shingles.index.sketch_scheme
+    # The query's shingles and sketch, made when first needed (a query without any reads no text).
+    mine: list[np.ndarray | None] = []
+    my_sketch = _query_sketch(query, shingles) if result.matches else None
+    kept: list[Match] = []
+    uncertain: list[Match] = []
     for match in result.matches:
         if limit is not None and len(kept) >= limit:
             break
-        if not made:
-            mine, my_sketch, made = _query_shingles(query, shingles), _query_sketch(query, shingles), True
-        other = None if mine is None else shingles(match.key)  # no query text: no need to read theirs
-        estimate = None
-        if other is None and my_sketch is not None and (theirs := shingles.sketch(match.key)) is not None:
-            estimate = estimate_jaccard(my_sketch, theirs, shingles.index.sketch_scheme)
-        keep, similarity, kind = report.judge(match.distance, mine, other, estimate)
-        if keep:
-            kept.append(Match(match.key, match.fingerprint, match.distance, similarity, kind))
+
+        def texts(key=match.key):
+            if not mine:
+                mine.append(_query_shingles(query, shingles))
+            return mine[0], None if mine[0] is None else shingles(key)  # no query text: theirs not read
+
+        theirs = None if my_sketch is None else shingles.sketch(match.key)
+        verdict = report.count(
+            sketch_verdict(match.distance, my_sketch, theirs, texts, scheme, threshold, report.k)
+        )
+        found = Match(match.key, match.fingerprint, match.distance, verdict.jaccard, verdict.checked_by,
+                      verdict.certainty, verdict.keeps)
+        if verdict.keeps:
+            kept.append(found)
+        if verdict.uncertain:
+            uncertain.append(found)
     report.check_seconds = time.perf_counter() - started
-    return SearchResult(result.fingerprint, result.plan, result.candidates, kept, report)
+    return SearchResult(result.fingerprint, result.plan, result.candidates, kept, report, uncertain)
 
 
 def _query_shingles(query: Query, shingles: ShingleCache) -> np.ndarray | None:
@@ -147,13 +166,14 @@ def _query_sketch(query: Query, shingles: ShingleCache) -> bytes | None:
 class DuplicateSearch:
     """Every pair of near-duplicate documents, each once (first added first), streamed in chunks.
 
-    With check (the default) a pair is kept iff its Jaccard is >= threshold: exact where both texts
-    are reachable, else estimated from both sketches, else (no sketch either) iff within
-    min(k, RECOMMENDED_K); `report` counts as pairs come. Candidates: with k None and a sketch for
-    every document, the sketches' LSH tables (any distance, linear in the documents); otherwise the
-    pairs within k (None: candidate_k's default). Without check every pair within k is kept and
-    `report` is None. Memory: the fingerprints and sketches (136 bytes a document), one chunk of
-    candidates and the shingle cache (cache_bytes)."""
+    With check (the default) each candidate gets judge()'s verdict: a sure estimate from both sketches,
+    else the exact Jaccard where both texts are reachable, else the unsure estimate, else (no sketch)
+    the distance within min(k, RECOMMENDED_K); `report` counts as pairs come. Candidates: with k None
+    and a sketch for every document, the sketches' LSH tables (any distance, linear in the documents);
+    otherwise the pairs within k (None: candidate_k's default). Without check every pair within k is
+    kept and `report` is None. uncertain: yield the uncertain verdicts instead (Verdict.uncertain, kept
+    or not: DuplicatePair.keeps says which), for review. Memory: the fingerprints and sketches (136
+    bytes a document), one chunk of candidates and the shingle cache (cache_bytes)."""
 
     def __init__(
         self,
@@ -162,50 +182,60 @@ class DuplicateSearch:
         threshold: float = DEFAULT_THRESHOLD,
         *,
         check: bool = True,
+        uncertain: bool = False,
         cache_bytes: int = CACHE_BYTES,
         on_progress: Progress | None = None,
     ) -> None:
+        if uncertain and not check:
+            raise InvalidInput("only checked pairs have a certainty: uncertain needs the check")
         self.index, self.k = index, candidate_k(k, check)
         self.on_progress = on_progress  # (done, total) of the pair search, for a progress bar
         self.report = CheckSummary(self.k, validate_threshold(threshold)) if check else None
         self.cache_bytes = cache_bytes
+        self.uncertain = uncertain
         self.by_sketch = check and k is None  # LSH candidates, if every document turns out to have a sketch
 
     def __iter__(self) -> Iterator[DuplicatePair]:
-        for first, second, distance, similarity, kind, keys in self._chunks():
-            for a, b, d, j, how in zip(first.tolist(), second.tolist(), distance.tolist(), similarity.tolist(), kind):
-                if self.report is None:
+        for chunk in self._chunks():
+            keys = chunk.keys
+            if self.report is None:
+                for a, b, d in zip(chunk.first.tolist(), chunk.second.tolist(), chunk.distance.tolist()):
                     yield DuplicatePair(keys[a], keys[b], d)
-                else:
-                    yield DuplicatePair(keys[a], keys[b], d, None if math.isnan(j) else j, how)
+                continue
+            assert chunk.jaccard is not None and chunk.how is not None  # checked chunks carry their verdicts
+            assert chunk.certainty is not None and chunk.keep is not None
+            rows = zip(chunk.first.tolist(), chunk.second.tolist(), chunk.distance.tolist(), chunk.jaccard.tolist(),
+                       chunk.how, chunk.certainty.tolist(), chunk.keep.tolist())
+            for a, b, d, j, how, c, keep in rows:
+                yield DuplicatePair(keys[a], keys[b], d, None if math.isnan(j) else j, how,
+                                    None if math.isnan(c) else c, keep)
 
     def id_pairs(self) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         """The kept pairs as chunks of (first ids, second ids): what clustering needs."""
-        for first, second, *_ in self._chunks():
-            yield first, second
+        for chunk in self._chunks():
+            yield chunk.first, chunk.second
 
-    def _chunks(self) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[str], dict[int, str]]]:
-        """Per chunk of candidates: the kept pairs' ids (first added first), distances, Jaccard (NaN:
-        unchecked), how each was checked, and the keys of their ids."""
+    def _chunks(self) -> Iterator[_Chunk]:
+        """Per chunk of candidates, the pairs to yield (kept ones; with uncertain, the uncertain ones):
+        ids (first added first), distances, verdicts, and the keys of their ids."""
         conn, report = self.index.conn, self.report
         if report is not None:  # a second iteration searches again: count it afresh, in the same object
-            for counter in ("candidates", "checked", "rejected", "estimated", "estimate_rejected", "unchecked",
-                            "too_far", "without_query_text", "check_seconds"):
-                setattr(report, counter, 0)
+            report.restart()
         if report is None:
             stored = load_fingerprints(conn)
             for part in near_pairs(stored.values, self.k, on_progress=self.on_progress):
                 first, second = stored.ids[part.left], stored.ids[part.right]
                 keys = keys_of(conn, np.concatenate((first, second)))
-                yield first, second, part.distance, np.full(len(first), np.nan), [""] * len(first), keys
+                yield _Chunk(first, second, part.distance, keys)
             return
         scheme = self.index.sketch_scheme
         ids, values, rows, present = load_arrays(conn, scheme)
         unsketched = np.flatnonzero(~present)
         if self.by_sketch and present.any() and len(unsketched) * len(values) <= MIXED_BRUTE_PAIRS:
             report.k, report.candidates_from = ANY_DISTANCE, "sketch"
-            texts_possible = self.index.store_text or _any_file_key(conn)
-            low = max(0.0, report.threshold - EXACT_MARGIN) if texts_possible else report.threshold
+            # Below the threshold too where an unsure estimate may be settled by the texts, or is listed.
+            wider = self.uncertain or self.index.store_text or _any_file_key(conn)
+            low = max(0.0, report.threshold - EXACT_MARGIN) if wider else report.threshold
             sketched = np.flatnonzero(present)
             # Every document sketched (the usual case): the rows as they are, not a copy (1.2 GB at 10M).
             candidates = sketch_pairs(rows if len(sketched) == len(rows) else rows[sketched], low, scheme)
@@ -215,37 +245,140 @@ class DuplicateSearch:
             )
         else:
             parts = ((p.left, p.right, None) for p in near_pairs(values, self.k, on_progress=self.on_progress))
-        shingles = ShingleCache(self.index, self.cache_bytes)
-        for left, right, estimate in parts:
-            if len(left) == 0:
-                continue
+        check = PairCheck(self.index, report, self.cache_bytes)
+        for left, right, estimate in _batched(parts):
             order = np.lexsort((right, left))  # each document's pairs side by side: cache hits
-            left, right = left[order], right[order]
-            if estimate is None:  # pairs within k: estimates where both have a sketch
-                both = present[left] & present[right]
-                estimate = np.full(len(left), np.nan)
-                estimate[both] = estimate_many(rows[left[both]], rows[right[both]], scheme)
-            else:
-                estimate = estimate[order]
+            left, right, estimate = left[order], right[order], estimate[order]
             first, second = ids[left], ids[right]
             distance = np.bitwise_count(values[left] ^ values[right]).astype(np.int64)
             keys = keys_of(conn, np.concatenate((first, second)))
-            started = time.perf_counter()
-            keep = np.zeros(len(first), dtype=bool)
-            similarity = np.full(len(first), np.nan)
-            kinds = []
-            judged = zip(first.tolist(), second.tolist(), distance.tolist(), estimate.tolist())
-            for i, (a, b, d, e) in enumerate(judged):
-                sa = shingles(keys[a])
-                sb = None if sa is None else shingles(keys[b])
-                keep[i], j, kind = report.judge(d, sa, sb, None if math.isnan(e) else e)
-                kinds.append(kind)
-                if j is not None:
-                    similarity[i] = j
-            report.check_seconds += time.perf_counter() - started
-            if keep.any():
-                chosen = [kind for kind, kept in zip(kinds, keep.tolist()) if kept]
-                yield first[keep], second[keep], distance[keep], similarity[keep], chosen, keys
+            both = present[left] & present[right]
+            verdicts = check.judge(
+                [keys[i] for i in first.tolist()], [keys[i] for i in second.tolist()], distance,
+                rows[left], rows[right], both, estimate,
+            )
+            chosen = verdicts.uncertain if self.uncertain else verdicts.keep
+            if chosen.any():
+                yield _Chunk(first[chosen], second[chosen], distance[chosen], keys, verdicts.jaccard[chosen],
+                             [how for how, c in zip(verdicts.how, chosen.tolist()) if c],
+                             verdicts.certainty[chosen], verdicts.keep[chosen])
+
+
+@dataclass
+class _Chunk:
+    first: np.ndarray
+    second: np.ndarray
+    distance: np.ndarray
+    keys: dict[int, str]
+    jaccard: np.ndarray | None = None  # NaN: by distance
+    how: list[str] | None = None
+    certainty: np.ndarray | None = None  # NaN: unknown (by distance)
+    keep: np.ndarray | None = None
+
+
+@dataclass
+class Verdicts:
+    """judge()'s verdicts on many pairs, as arrays: keep, Jaccard (NaN: by distance), how each was
+    checked, certainty (NaN: unknown, by distance)."""
+
+    keep: np.ndarray
+    jaccard: np.ndarray
+    how: list[str]
+    certainty: np.ndarray
+
+    @property
+    def uncertain(self) -> np.ndarray:
+        return ~(self.certainty >= CERTAIN)  # NaN (by distance) is uncertain
+
+    def __getitem__(self, i: int) -> Verdict:
+        j, c = float(self.jaccard[i]), float(self.certainty[i])
+        return Verdict(bool(self.keep[i]), None if math.isnan(j) else j, self.how[i], None if math.isnan(c) else c)
+
+
+class PairCheck:
+    """judge() on pairs of stored documents, many at once: the sure estimates in one vectorized pass,
+    the others one by one (their texts read through a ShingleCache, the first side's first: a pair
+    whose first text is out of reach does not read the second). Counted in `report` when given."""
+
+    def __init__(self, index: IndexFile, report: CheckSummary | None = None, cache_bytes: int = CACHE_BYTES,
+                 threshold: float = DEFAULT_THRESHOLD) -> None:
+        self.index, self.scheme = index, index.sketch_scheme
+        self.report = report
+        self.threshold = report.threshold if report is not None else validate_threshold(threshold)
+        self.k = report.k if report is not None else CONFIRM_K
+        self.shingles = ShingleCache(index, cache_bytes)
+
+    def judge(
+        self, first: list[str], second: list[str], distance: np.ndarray, rows_a: np.ndarray, rows_b: np.ndarray,
+        both: np.ndarray, known: np.ndarray | None = None,
+    ) -> Verdicts:
+        """Verdicts of the pairs (first[i], second[i]); rows_a, rows_b: their sketch rows, both: which
+        pairs have two sketches; known: their estimates where already made (NaN: not yet), e.g. by
+        the sketches' LSH (sketch_pairs: the same estimate_many)."""
+        n = len(first)
+        estimate, sure = np.full(n, np.nan), np.full(n, np.nan)
+        if both.any():
+            a, b = rows_a[both], rows_b[both]
+            given = np.full(int(both.sum()), np.nan) if known is None else known[both]
+            missing = np.isnan(given)
+            if missing.any():
+                given[missing] = estimate_many(a[missing], b[missing], self.scheme)
+            estimate[both] = given
+            sure[both] = certainty(given, self.threshold, sizes_of(a, self.scheme), sizes_of(b, self.scheme),
+                                   self.scheme)
+        decided = sure >= CERTAIN
+        keep = decided & (estimate >= self.threshold)
+        jaccard = np.where(decided, estimate, np.nan)
+        certain = np.where(decided, sure, np.nan)
+        how = ["estimated"] * n
+        if self.report is not None:
+            self.report.count_sure(keep[decided])
+        started = time.perf_counter()
+        shingles = self.shingles
+        for i in np.flatnonzero(~decided).tolist():
+            def exact(a=first[i], b=second[i]) -> float | None:
+                sa = shingles(a)
+                sb = None if sa is None else shingles(b)
+                return None if sa is None or sb is None else jaccard_of_sets(sa, sb)
+
+            e = None if math.isnan(estimate[i]) else float(estimate[i])
+            verdict = judge(int(distance[i]), estimate=e, sure=None if e is None else float(sure[i]), exact=exact,
+                            threshold=self.threshold, k=self.k)
+            if self.report is not None:
+                self.report.count(verdict)
+            keep[i], how[i] = verdict.keeps, verdict.checked_by
+            jaccard[i] = np.nan if verdict.jaccard is None else verdict.jaccard
+            certain[i] = np.nan if verdict.certainty is None else verdict.certainty
+        if self.report is not None:
+            self.report.check_seconds += time.perf_counter() - started
+        return Verdicts(keep, jaccard, how, certain)
+
+
+# Candidates are judged this many at a time at least (the LSH yields many small chunks: copies of one
+# text, pairs of unsketched documents): the vectorized work and the key lookup are per batch.
+BATCH_PAIRS = 1 << 15
+
+
+def _batched(parts) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """(left, right, estimate or None) chunks joined into batches of at least BATCH_PAIRS pairs, as
+    (left, right, estimate) with NaN where no estimate came with the pair."""
+    pending: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+    count = 0
+    for left, right, estimate in parts:
+        if len(left) == 0:
+            continue
+        pending.append((left, right, np.full(len(left), np.nan) if estimate is None else estimate))
+        count += len(left)
+        if count >= BATCH_PAIRS:
+            yield _joined(pending)
+            pending, count = [], 0
+    if pending:
+        yield _joined(pending)
+
+
+def _joined(parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    lefts, rights, estimates = zip(*parts)
+    return np.concatenate(lefts), np.concatenate(rights), np.concatenate(estimates)
 
 
 def _chain(*iterables):
@@ -282,7 +415,8 @@ def load_arrays(conn, scheme: SketchScheme = DEFAULT_SCHEME) -> tuple[np.ndarray
         ids, values, present = [], [], np.zeros(count, dtype=bool)
         found = conn.execute("SELECT id, fingerprint, sketch FROM documents WHERE fingerprint IS NOT NULL ORDER BY id")
         for n, (i, f, s) in enumerate(found):
-            ids.append(i), values.append(f)
+            ids.append(i)
+            values.append(f)
             if s is not None and len(s) == nbytes:
                 buffer[n * nbytes : (n + 1) * nbytes] = s
                 present[n] = True

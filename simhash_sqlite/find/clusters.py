@@ -6,20 +6,20 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import apsw
 import numpy as np
 
 from ..core.settings import validate_k
-from ..errors import InvalidInput
+from ..errors import InvalidArgument, InvalidMetadata
 from ..store.database import read_only, write_transaction
+from ..store.meta import REPRESENTATIVE_RULES, clusters_record_problem
 from .arrays import load_fingerprints
 from .pairs import CHUNK, Progress, as_unsigned, distinct_pairs, fold
 from .verdict import CheckSummary
 
 # Which member represents (is kept for) a cluster. Ties always go to the lowest id.
-REPRESENTATIVE_RULES = ("first", "last", "longest", "shortest")
 # Union the pairs of distinct fingerprints this many at a time.
 UNION_BATCH = 4 * CHUNK
 INSERT_BATCH = 100_000
@@ -77,6 +77,9 @@ class ClusterReport:
     largest: int
     check: CheckSummary | None = None  # how the pairs were checked (None: distance alone)
     saved: bool = True  # written to the file; False: the index is read-only, kept in a TEMP table
+    candidates: str = "fingerprint"  # how the candidate pairs were made: "sketch" (LSH) or "fingerprint" (within k)
+    below: int | None = None  # members the check does not keep against their representative (chains.py)
+    chained: dict | None = field(default=None, repr=False)  # cluster -> [(key, Verdict)] of those members
 
     @property
     def duplicates(self) -> int:
@@ -138,16 +141,19 @@ def cluster_index(
     *,
     pairs: Iterable[tuple[np.ndarray, np.ndarray]] | None = None,
     threshold: float | None = None,
+    candidates: str = "fingerprint",
     on_progress: Progress | None = None,
 ) -> ClusterReport:
     """Cluster every indexed document and rewrite the clusters table (one transaction).
 
     pairs: the edges as chunks of (first ids, second ids), e.g. pairs within k that passed an exact
-    check (confirm.py; `threshold` is then recorded with k); None: every pair within k, whose search
-    reports to on_progress(done, total)."""
+    check (check.py; `threshold` is then recorded with k, and index.clusters adds how the candidates
+    were made: "sketch" for the sketches' LSH tables, "fingerprint" for the pairs within k); None: every
+    pair within k, whose search reports to on_progress(done, total)."""
     k = validate_k(k)
     if representative not in REPRESENTATIVE_RULES:
-        raise InvalidInput(f"representative must be one of {', '.join(REPRESENTATIVE_RULES)}, not {representative!r}")
+        rules = ", ".join(REPRESENTATIVE_RULES)
+        raise InvalidArgument(f"representative must be one of {rules}, not {representative!r}")
     with conn:  # one snapshot for the documents and the fingerprints
         rows = conn.execute("SELECT id, coalesce(length, 0) FROM documents ORDER BY id").fetchall()
         stored = load_fingerprints(conn)
@@ -176,7 +182,7 @@ def cluster_index(
             )
         info = {
             "k": k, "jaccard": threshold, "representative": representative, "documents": len(ids),
-            "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "candidates": candidates,
         }
         if saved:
             conn.execute(
@@ -193,19 +199,44 @@ def cluster_index(
         clustered=int((sizes > 1).sum()),
         largest=int(sizes.max()) if len(sizes) else 0,
         saved=saved,
+        candidates=candidates,
     )
 
 
+def record_chains(conn: apsw.Connection, candidates: str, below: int) -> None:
+    """Add to the last clustering run's record how its candidate pairs were made ("sketch" or
+    "fingerprint") and how many members are below the threshold to their representative
+    (chains.below_members)."""
+    with write_transaction(conn):
+        conn.execute(
+            "UPDATE simhash_meta SET value = json_set(value, '$.candidates', ?, '$.below', ?) WHERE key = 'clusters'",
+            (candidates, below),
+        )
+
+
+def candidates_text(info: dict) -> str:
+    """How a clustering run's candidate pairs were made, in words."""
+    if info.get("candidates") == "sketch":
+        return "candidates from the sketches' LSH tables, at any distance"
+    return f"candidates within distance k={info['k']}"
+
+
 def clustering_info(conn: apsw.Connection) -> dict | None:
-    """k, rule, document count and time of the last clustering run, or None if there was none."""
+    """k, rule, document count and time of the last clustering run, or None if there was none.
+    InvalidMetadata (naming the key) for a record simhash-sqlite did not write."""
     value = conn.execute("SELECT value FROM simhash_meta WHERE key = 'clusters'").get
-    return None if value is None else json.loads(value)
+    if value is None:
+        return None
+    problem = clusters_record_problem(value)
+    if problem is not None:
+        raise InvalidMetadata(conn.filename or "the index", "clusters", problem + "; simq clusters records it again")
+    return json.loads(value)
 
 
 def read_clusters(conn: apsw.Connection, min_size: int = 2) -> Iterator[Cluster]:
     """The clusters of at least min_size documents from the clusters table, in cluster id order, streamed."""
     if isinstance(min_size, bool) or not isinstance(min_size, int):
-        raise InvalidInput(f"min_size must be a whole number, not {min_size!r}")
+        raise InvalidArgument(f"min_size must be a whole number, not {min_size!r}")
     min_size = max(-1, min(min_size, 1 << 62))  # beyond any cluster's size (SQLite integers are 64-bit)
     rows = conn.execute(
         """SELECT c.cluster, c.size, r.key, d.key FROM clusters c
@@ -213,12 +244,13 @@ def read_clusters(conn: apsw.Connection, min_size: int = 2) -> Iterator[Cluster]
            WHERE c.size >= ? ORDER BY c.cluster, c.id""",
         (min_size,),
     )
-    current, members, head = None, [], None
+    head: tuple[int, int, str] | None = None  # (cluster, size, representative) of the cluster being read
+    members: list[str] = []
     for cluster, size, rep, key in rows:
-        if cluster != current:
-            if current is not None:
-                yield Cluster(current, head[0], head[1], tuple(members))
-            current, members, head = cluster, [], (size, rep)
+        if head is None or cluster != head[0]:
+            if head is not None:
+                yield Cluster(*head, tuple(members))
+            head, members = (cluster, size, rep), []
         members.append(key)
-    if current is not None:
-        yield Cluster(current, head[0], head[1], tuple(members))
+    if head is not None:
+        yield Cluster(*head, tuple(members))

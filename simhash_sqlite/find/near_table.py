@@ -6,11 +6,11 @@
         JOIN documents AS d USING (key);
     SELECT t.id, n.key FROM my_texts AS t, simhash_near(t.body, 3) AS n;   -- one search per row of t
 
-Columns: key, distance, similarity, fingerprint (the stored signed int64), jaccard and checked_by (the
-check's measure and kind, as in search.Match), and the hidden arguments query (a text, fingerprinted
-with the index's settings, or an integer fingerprint), k (0-64, default CONFIRM_K) and checked (1, the
-default, or 0 to turn the check off). Rows come
-closest first, exactly as SimhashIndex.near returns them with its default check: each search runs
+Columns: key, distance, similarity, fingerprint (the stored signed int64), jaccard, checked_by and
+certainty (the check's verdict, as in search.Match: the same as simq dupes and explain give the pair),
+and the hidden arguments query (a text, fingerprinted with the index's settings, or an integer
+fingerprint), k (0-64, default CONFIRM_K) and checked (1, the default, or 0 to turn the check off).
+Rows come closest first, exactly as SimhashIndex.near returns them with its default check: each search runs
 through it, so the table and `simq near` share one plan and one answer. A NULL query, or a text
 without features, gives no rows (in a join, one such row must not abort the whole query).
 """
@@ -37,10 +37,10 @@ class Searchable(Protocol):
              check: bool = True) -> list[Match]: ...
 
 NAME = "simhash_near"
-COLUMNS = ("key", "distance", "similarity", "fingerprint", "jaccard", "checked_by")
+COLUMNS = ("key", "distance", "similarity", "fingerprint", "jaccard", "checked_by", "certainty")
 SCHEMA = (
     "CREATE TABLE x(key TEXT, distance INTEGER, similarity REAL, fingerprint INTEGER, jaccard REAL, "
-    "checked_by TEXT, query HIDDEN, k HIDDEN, checked HIDDEN)"
+    "checked_by TEXT, certainty REAL, query HIDDEN, k HIDDEN, checked HIDDEN)"
 )
 QUERY, K, CHECK = len(COLUMNS), len(COLUMNS) + 1, len(COLUMNS) + 2
 ARGUMENTS = (QUERY, K, CHECK)  # in the order of simhash_near(query, k, checked)
@@ -51,7 +51,9 @@ USAGE = f"{NAME}() needs a query: SELECT * FROM {NAME}('some text', 3) (or an in
 def register_near_table(conn: apsw.Connection, index: Searchable) -> None:
     """Register simhash_near on the index's connection (eponymous only: nothing goes into the file)."""
     conn.create_module(
-        NAME, _Module(weakref.ref(index)), use_bestindex_object=True, eponymous_only=True, read_only=True
+        NAME,
+        _Module(weakref.ref(index)),  # type: ignore[arg-type]  # apsw's stub requires ShadowName, documented optional
+        use_bestindex_object=True, eponymous_only=True, read_only=True,
     )
 
 
@@ -161,7 +163,7 @@ class _Cursor:
             raise InvalidInput(f"{NAME}(): the index this connection belonged to is closed")
         self.arguments = (query, k, check)
         self.rows = [
-            (m.key, m.distance, m.similarity, to_signed(m.fingerprint), m.jaccard, m.checked_by)
+            (m.key, m.distance, m.similarity, to_signed(m.fingerprint), m.jaccard, m.checked_by, m.certainty)
             for m in search(index, query, k, check)
         ]
         self.position = 0

@@ -313,7 +313,7 @@ def near_pairs(fingerprints, k: int, *, chunk: int = CHUNK, on_progress: Progres
 def brute_force_pairs(fingerprints, k: int) -> set[tuple[int, int, int]]:
     """The reference: every (i, j, distance) with i < j by comparing all pairs (small inputs only)."""
     values = as_unsigned(fingerprints)
-    out = set()
+    out: set[tuple[int, int, int]] = set()
     for part in _brute(values, validate_k(k)):
         out.update(zip(part.left.tolist(), part.right.tolist(), part.distance.tolist()))
     return out

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..core.fingerprint import from_hex
-from ..errors import InvalidInput
+from ..errors import InvalidArgument, InvalidInput
 from ..store import texts
 
 
@@ -47,12 +47,24 @@ def guess_format(name: str) -> str:
     return "jsonl" if name == "-" or name.lower().endswith((".jsonl", ".ndjson")) else "paths"
 
 
-def parse_queries(lines: Iterable[str], fmt: str, *, encoding: str = "utf-8") -> Iterator[Query | FailedQuery]:
-    """One Query (or FailedQuery) per non-blank line, in order."""
+def parse_queries(
+    lines: Iterable[str | bytes], fmt: str, *, encoding: str = "utf-8"
+) -> Iterator[Query | FailedQuery]:
+    """One Query (or FailedQuery) per non-blank line, in order. Lines may be bytes (a file or stdin read
+    in binary): each is decoded as UTF-8 on its own, so one that is not answers with its error and the
+    lines after it are still read."""
     if fmt not in FORMATS:
-        raise InvalidInput(f"batch format must be one of {', '.join(FORMATS)}, not {fmt!r}")
+        raise InvalidArgument(f"batch format must be one of {', '.join(FORMATS)}, not {fmt!r}")
     parse = _jsonl_query if fmt == "jsonl" else lambda line, number: _path_query(line, number, encoding)
     for number, line in enumerate(lines, start=1):
+        if isinstance(line, bytes):
+            try:
+                line = line.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                if line.strip():
+                    yield FailedQuery(Query(id=number), f"line {number}: not UTF-8 (byte 0x{line[exc.start]:02x} at "
+                                     f"offset {exc.start})")
+                continue
         line = line.strip()
         if line:
             yield parse(line, number)

@@ -28,7 +28,7 @@ import numpy as np
 
 from ..core.fingerprint import BLOCK_BITS, BLOCKS, similarity, to_unsigned
 from ..core.settings import DEFAULT_THRESHOLD, candidate_k, validate_k
-from ..errors import InvalidInput
+from ..errors import InvalidArgument
 from .verdict import CheckSummary, validate_threshold
 
 BLOCK_VALUES = 1 << BLOCK_BITS
@@ -48,14 +48,16 @@ SCAN_SHARE = SCAN_LOAD_ROW_NS / PROBE_ROW_NS
 @dataclass(frozen=True)
 class Match:
     """A document found near a query. `checked_by` says how it was judged: "exact" (Jaccard of the
-    texts), "estimated" (Jaccard estimated from the stored sketches), "distance" (neither at hand:
-    kept by distance alone), or None (the check was turned off)."""
+    texts), "estimated" (Jaccard estimated from the stored sketches: sure, or no text at hand), "distance"
+    (neither at hand: kept by distance alone), or None (the check was turned off)."""
 
     key: str
     fingerprint: int  # unsigned
     distance: int
-    jaccard: float | None = None  # the Jaccard the check measured, when it measured one
+    jaccard: float | None = None  # the Jaccard the check measured or estimated (None: by distance)
     checked_by: str | None = None
+    certainty: float | None = None  # how sure the verdict is (check.Verdict); None: by distance, or unchecked
+    keeps: bool = True  # the verdict: a near-duplicate (only SearchResult.uncertain holds others)
 
     @property
     def similarity(self) -> float:
@@ -93,6 +95,7 @@ class SearchResult:
     candidates: int
     matches: list[Match] = field(default_factory=list)
     report: CheckSummary | None = None  # how the candidates were checked (None: not checked)
+    uncertain: list[Match] = field(default_factory=list)  # the uncertain verdicts, kept or not (Match.keeps)
 
 
 @dataclass(frozen=True)
@@ -115,7 +118,7 @@ class SearchOptions:
     ) -> SearchOptions:
         k = candidate_k(k, check)
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
-            raise InvalidInput(f"limit must be a whole number, not negative: {limit!r}")
+            raise InvalidArgument(f"limit must be a whole number, not negative: {limit!r}")
         return cls(k, limit, bool(check), validate_threshold(threshold), forced_plan(k, plan))
 
 
@@ -123,7 +126,7 @@ def probes_per_block(radius: int) -> int:
     return sum(comb(BLOCK_BITS, i) for i in range(radius + 1))
 
 
-def plan_for(k: int, rows: int | None = None, candidates: int | None = None, scan_loaded: bool = False) -> Plan:
+def plan_for(k: int, rows: int | None = None, candidates: float | None = None, scan_loaded: bool = False) -> Plan:
     """The cheaper exact plan for distance <= k.
 
     rows: documents in the index; candidates: the block hits the probes would read (None: assume
@@ -152,7 +155,7 @@ def forced_plan(k: int, choice: str | None) -> Plan | None:
         return Plan("scan", k, radius)
     if choice == "index":
         return Plan("blocks" if radius == 0 else "probes", k, radius)
-    raise InvalidInput(f"plan must be 'index' or 'scan' (or None to choose), not {choice!r}")
+    raise InvalidArgument(f"plan must be 'index' or 'scan' (or None to choose), not {choice!r}")
 
 
 def probe_cost_ns(probes: int, candidates: float) -> float:
@@ -201,7 +204,9 @@ def near_params(plan: Plan, fingerprint: int, limit: int | None = None, exclude:
     """Named parameters for near_sql(plan)."""
     from ..core.fingerprint import blocks, to_signed
 
-    params = {"q": to_signed(fingerprint), "k": plan.k, "limit": -1 if limit is None else limit, "exclude": exclude}
+    params: dict[str, object] = {
+        "q": to_signed(fingerprint), "k": plan.k, "limit": -1 if limit is None else limit, "exclude": exclude
+    }
     if plan.kind != "scan":
         for i, value in enumerate(blocks(fingerprint)):
             params[f"b{i}"] = value if plan.kind == "blocks" else apsw.carray(block_neighbours(value, plan.radius))
@@ -277,7 +282,7 @@ class Searcher:
     def rows(self) -> int:
         """Documents with a fingerprint: exact from the scan array or block counts when loaded,
         else an upper bound that costs one index seek (max(id))."""
-        if self.scan_loaded():
+        if self._scan is not None and self.scan_loaded():
             return len(self._scan[1])
         if self._counts is not None:
             return self._counted_rows
@@ -331,9 +336,10 @@ class Searcher:
             fps = self._scan_array()
         else:
             parts = _parts(fingerprint)
+            bindings: tuple[int, ...] | list[apsw.CArrayBinding] = parts
             if plan.kind == "probes":
-                parts = [apsw.carray(np.sort(block_neighbours(value, plan.radius))) for value in parts]
-            count, fps_text = self.conn.execute(CANDIDATES_SQL[plan.kind], parts).get
+                bindings = [apsw.carray(np.sort(block_neighbours(value, plan.radius))) for value in parts]
+            count, fps_text = self.conn.execute(CANDIDATES_SQL[plan.kind], bindings).get
             if not count:
                 return SearchResult(fingerprint, plan, 0, [])
             fps = np.fromstring(fps_text, dtype=np.int64, sep=",").view(np.uint64)

@@ -34,7 +34,7 @@ import numpy as np
 from ..core.fingerprint import to_hex
 from ..core.pool import FingerprintJob
 from ..core.settings import CONFIRM_K, DEFAULT_THRESHOLD, FingerprintSettings, candidate_k, validate_k
-from ..core.sketch import DEFAULT_SCHEME, SketchScheme, as_rows, estimate_many
+from ..core.sketch import DEFAULT_SCHEME, SketchScheme, as_rows, certainty, estimate_many, sizes_of
 from ..errors import SettingsMismatch
 from ..find.arrays import keys_of
 from ..find.block_tables import choose_tables
@@ -282,7 +282,9 @@ class KeptSketches:
                     qq, pp = q[lo : lo + ESTIMATE_CHUNK], position[lo : lo + ESTIMATE_CHUNK]
                     estimate = estimate_many(rows[qq], run.rows[pp], self.scheme)
                     keep = estimate >= self.threshold
-                    out_q.append(qq[keep]), out_label.append(run.labels[pp[keep]]), out_estimate.append(estimate[keep])
+                    out_q.append(qq[keep])
+                    out_label.append(run.labels[pp[keep]])
+                    out_estimate.append(estimate[keep])
         return np.concatenate(out_q), np.concatenate(out_label), np.concatenate(out_estimate)
 
 
@@ -299,6 +301,7 @@ class Decision:
     distance: int | None = None
     jaccard: float | None = None
     checked_by: str | None = None
+    certainty: float | None = None  # of the verdict on the pair (check.Verdict); None: by distance, or unchecked
 
     @property
     def kept(self) -> bool:
@@ -318,6 +321,7 @@ class Decision:
             "distance": self.distance,
             "jaccard": None if self.jaccard is None else round(self.jaccard, 4),
             "checked_by": self.checked_by,
+            "certainty": None if self.certainty is None else round(self.certainty, 4),
             "fingerprint": None if self.fingerprint is None else to_hex(self.fingerprint),
         }
         return json.dumps(record, ensure_ascii=False).encode("utf-8") + b"\n"
@@ -382,6 +386,7 @@ class Deduplicator:
         self.sketches = KeptSketches(self.cut) if self.by_sketch else None
         self.keys: list[str] = []  # label -> key of documents kept from the input
         self.kept_values = np.empty(1024, dtype=np.uint64)  # label -> fingerprint
+        self.kept_sizes = np.empty(1024)  # label -> distinct-shingle count its sketch records (NaN: none)
         self.kept_rows = np.empty((1024 if check and not self.by_sketch else 0, DEFAULT_SCHEME.nbytes), np.uint8)
         self.kept_sketched = np.empty(len(self.kept_rows), dtype=bool)
         self.report = DedupReport()
@@ -390,6 +395,7 @@ class Deduplicator:
         self.against_values = np.empty(0, dtype=np.uint64)
         self.against_rows = np.empty((0, DEFAULT_SCHEME.nbytes), dtype=np.uint8)
         self.against_sketched = np.empty(0, dtype=bool)
+        self.against_sizes = np.empty(0)
         if against is not None:
             self._load_against(against)
 
@@ -401,8 +407,9 @@ class Deduplicator:
             rows = np.zeros((len(ids), DEFAULT_SCHEME.nbytes), dtype=np.uint8)
         self.against_ids, self.against_values = ids, values
         self.against_rows, self.against_sketched = rows, present
+        self.against_sizes = sizes_of(rows, DEFAULT_SCHEME)
         labels = -1 - np.arange(len(ids), dtype=np.int64)  # below zero: -1 - label is the position in against_ids
-        if self.by_sketch:
+        if self.sketches is not None:  # self.by_sketch
             self.sketches.add(rows[present], labels[present])
             self.prints.add(values[~present], labels[~present])
         else:
@@ -425,11 +432,11 @@ class Deduplicator:
                 if pending is not None:
                     yield from self._decide(pending[0], self._fingerprints(*pending, started))
                 pending, batch = (batch, started), []
-        started = self._start(batch, pending is not None) if batch else None
+        last = self._start(batch, pending is not None) if batch else None
         if pending is not None:
-            yield from self._decide(pending[0], self._fingerprints(*pending, started))
-        if started is not None:
-            yield from self._decide(batch, self._fingerprints(batch, started, None))
+            yield from self._decide(pending[0], self._fingerprints(*pending, last))
+        if last is not None:
+            yield from self._decide(batch, self._fingerprints(batch, last, None))
 
     def _timed(self, entries: Iterable) -> Iterator:
         """The entries, their reading counted in fingerprint_seconds (the reader fingerprints JSONL)."""
@@ -471,7 +478,8 @@ class Deduplicator:
         return [fp for fp, _ in pairs], rows, present
 
     def _decide(
-        self, batch: list[tuple[Document, bytes | None]], computed: tuple[list[int | None], np.ndarray, np.ndarray]
+        self, batch: list[tuple[Document | FingerprintedDocument, bytes | None]],
+        computed: tuple[list[int | None], np.ndarray, np.ndarray],
     ) -> list[Decision]:
         """Keep or drop each document of the batch, in order; computed: _fingerprints() of its texts."""
         prints, rows, sketched = computed
@@ -486,7 +494,7 @@ class Deduplicator:
         earlier = self._pairs_within_batch(values, rows, sketched, codes)
         match: dict[int, tuple] = {}  # member -> its winning option
         kept_labels: dict[int, int] = {}  # kept member -> its label
-        new = []
+        new_members: list[int] = []
         for j in range(len(have)):
             mine = options.get(j, [])
             for rank, score, a, d, e, how in earlier.get(j, ()):
@@ -496,10 +504,11 @@ class Deduplicator:
                 match[j] = min(mine)
             else:
                 kept_labels[j] = self._keep(batch[have[j]][0].key, values[j], rows[j], sketched[j])
-                new.append(j)
-        new = np.array(new, dtype=np.int64)
+                new_members.append(j)
+        new = np.array(new_members, dtype=np.int64)
         labels = np.array([kept_labels[j] for j in new.tolist()], dtype=np.int64)
-        if self.by_sketch:
+        if self.sketches is not None:  # self.by_sketch
+            assert codes is not None  # made above whenever there are sketches
             kept = sketched[new]
             members = np.flatnonzero(sketched)
             self.sketches.add(
@@ -510,13 +519,18 @@ class Deduplicator:
         names = self._indexed_keys([option[2] for option in match.values() if option[2] < 0])
         self.report.search_seconds += time.perf_counter() - searching
         position = {i: j for j, i in enumerate(have)}
+        sizes = sizes_of(rows, DEFAULT_SCHEME) if self.check else None
         out = []
         for i, ((document, raw), fp) in enumerate(zip(batch, prints)):
-            j = position.get(i)
-            if j is not None and j in match:
-                rank, _, label, d, e, how = match[j]
+            member = position.get(i)
+            if member is not None and member in match:
+                rank, _, label, d, e, how = match[member]
                 key = names[label] if label < 0 else self.keys[label]
-                out.append(Decision(document, raw, fp, key, d, e, how))
+                sure = None
+                if how == "estimated" and sizes is not None:  # the verdict's certainty, as judge() gives it
+                    theirs = self.against_sizes[-1 - label] if label < 0 else self.kept_sizes[label]
+                    sure = float(certainty(e, self.threshold, sizes[member], theirs, DEFAULT_SCHEME))
+                out.append(Decision(document, raw, fp, key, d, e, how, sure))
                 self.report.dropped += 1
                 self.report.estimated += how == "estimated"
                 self.report.by_distance += how == "distance"
@@ -528,12 +542,14 @@ class Deduplicator:
         self.report.read += len(batch)
         return out
 
-    def _keep(self, key: str, value: np.uint64, row: np.ndarray | None, sketched: bool) -> int:
+    def _keep(self, key: str, value: np.uint64, row: np.ndarray, sketched: bool) -> int:
         label = len(self.keys)
         self.keys.append(key)
         if label == len(self.kept_values):  # grow by doubling: amortized constant
             self.kept_values = np.concatenate((self.kept_values, np.empty_like(self.kept_values)))
+            self.kept_sizes = np.concatenate((self.kept_sizes, np.empty_like(self.kept_sizes)))
         self.kept_values[label] = value
+        self.kept_sizes[label] = sizes_of(row, DEFAULT_SCHEME)[0] if self.check and sketched else np.nan
         if len(self.kept_rows):
             if label == len(self.kept_rows):
                 self.kept_rows = np.concatenate((self.kept_rows, np.empty_like(self.kept_rows)))
@@ -580,7 +596,7 @@ class Deduplicator:
         options: dict[int, list[tuple]] = {}
         if not len(values):
             return options
-        if self.by_sketch:
+        if self.sketches is not None:  # self.by_sketch
             q, label, estimate = self.sketches.matches(rows[sketched], codes)
             q = np.flatnonzero(sketched)[q]
             d = np.bitwise_count(values[q] ^ self._value_of(label)).astype(np.int64)
@@ -624,6 +640,7 @@ class Deduplicator:
     def _indexed_keys(self, labels: list[int]) -> dict[int, str]:
         if not labels:
             return {}
+        assert self.against is not None  # labels below zero are documents of the index deduplicated against
         ids = self.against_ids[[-1 - lab for lab in labels]]
         found = keys_of(self.against.conn, ids)
         return {lab: found[int(i)] for lab, i in zip(labels, ids)}

@@ -10,6 +10,7 @@ asked for (an index that stores them), never the lines (the reader has them).
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ..core.fingerprint import simhash_and_sketch_many, simhash_many
@@ -51,7 +52,8 @@ class ChunkRecords:
     hashes: list[bytes] = field(default_factory=list)  # content hashes (empty without rules.content_hashes)
     fingerprints: list[int | None] = field(default_factory=list)  # (empty without rules.settings)
     sketches: list[bytes | None] = field(default_factory=list)  # (empty without rules.sketches)
-    texts: list[str] | None = None  # with rules.keep_texts (None for a text fingerprinted in pieces)
+    # with rules.keep_texts (None for a text fingerprinted in pieces); without rules.settings, every text
+    texts: Sequence[str | None] | None = None
     failures: dict[int, str] = field(default_factory=dict)  # record -> why its text could not be fingerprinted
 
 
@@ -71,7 +73,10 @@ def parse_record(raw: bytes, rules: RecordRules) -> tuple[bool, str | None, str 
         return False, None, None, "not a JSON object"
     body = record.get(rules.text_field)
     if not isinstance(body, str):
-        return False, None, None, f"no text field {rules.text_field!r}"
+        what = "no text field" if body is None else "the text field"
+        return False, None, None, (
+            f"{what} {rules.text_field!r}{'' if body is None else ' is not a string'} (its fields: {_fields(record)})"
+        )
     key = record.get(rules.id_field)
     idless = key is None
     if idless:
@@ -83,9 +88,18 @@ def parse_record(raw: bytes, rules: RecordRules) -> tuple[bool, str | None, str 
         key = str(key)
         if "\x00" in key:
             return False, None, None, "the id contains a NUL character"
-    if (not idless and has_lone_surrogate(key)) or has_lone_surrogate(body):
+    if (key is not None and has_lone_surrogate(key)) or has_lone_surrogate(body):
         return idless, None, None, "the JSON holds an unpaired surrogate escape (\\ud800-\\udfff)"
     return idless, key, body, None
+
+
+def _fields(record: dict) -> str:
+    """The field names of a record, for a message: sorted, shortened, at most 10."""
+    if not record:
+        return "none"
+    names = sorted(str(name)[:40] for name in record)
+    shown = ", ".join(names[:10]) + (f" and {len(names) - 10} more" if len(names) > 10 else "")
+    return shown.encode("ascii", "backslashreplace").decode("ascii") if not shown.isprintable() else shown
 
 
 def has_lone_surrogate(text: str) -> bool:
@@ -113,6 +127,7 @@ def read_chunk(data: bytes, rules: RecordRules) -> ChunkRecords:
             if reason is not None:
                 out.skips.append((line, reason, idless))
             else:
+                assert text is not None  # parse_record gives a text or a reason
                 out.lines.append(line)
                 out.starts.append(position)
                 out.ends.append(end)
@@ -134,7 +149,10 @@ def read_chunk(data: bytes, rules: RecordRules) -> ChunkRecords:
     if streamed:  # rare: merge the texts fingerprinted in pieces back in their places
         merged_fps, merged_sketches, computed = [], [], iter(zip(fingerprints, sketches or [None] * len(whole)))
         for i, text in enumerate(texts):
-            fp, sk = _in_pieces(text, rules, out.failures, i) if i in streamed else next(computed)
+            if i in streamed:
+                fp, sk = _in_pieces(text, rules.settings, rules.scheme, out.failures, i)
+            else:
+                fp, sk = next(computed)
             merged_fps.append(fp)
             merged_sketches.append(sk)
         fingerprints, sketches = merged_fps, merged_sketches if rules.sketches else []
@@ -144,11 +162,13 @@ def read_chunk(data: bytes, rules: RecordRules) -> ChunkRecords:
     return out
 
 
-def _in_pieces(text: str, rules: RecordRules, failures: dict[int, str], i: int) -> tuple[int | None, bytes | None]:
+def _in_pieces(
+    text: str, settings: FingerprintSettings, scheme: SketchScheme, failures: dict[int, str], i: int
+) -> tuple[int | None, bytes | None]:
     """A long text fingerprinted in pieces, so that no feature array of the whole is made."""
     parts = (text[j : j + PIECE_CHARS] for j in range(0, len(text), PIECE_CHARS))
     try:
-        return simhash_and_sketch_pieces(parts, rules.settings, scheme=rules.scheme)
+        return simhash_and_sketch_pieces(parts, settings, scheme=scheme)
     except InvalidInput as exc:
         failures[i] = str(exc)
         return None, None

@@ -60,6 +60,7 @@ def near_in_shards(
             if settings is None:
                 settings = index.settings
                 if fingerprint is None:
+                    assert text is not None  # exactly one of them, checked above
                     fingerprint = simhash(text, settings)
                     if fingerprint is None:
                         raise InvalidInput("the query text has no features (no letters or digits) to search with")

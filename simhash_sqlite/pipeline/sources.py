@@ -34,7 +34,7 @@ from ..core.pieces import simhash_and_sketch_pieces
 from ..core.pool import map_in_order
 from ..core.settings import FingerprintSettings
 from ..core.sketch import DEFAULT_SCHEME, SketchScheme
-from ..errors import InvalidInput
+from ..errors import InvalidArgument, InvalidInput
 from ..index import SimhashIndex
 from ..store import texts
 from ..store.documents import Document, FingerprintedDocument
@@ -79,7 +79,7 @@ class Reader:
     met twice) are kept in a temporary SQLite file, not in a Python set.
 
     jsonl: read every input as JSONL; otherwise *.jsonl and *.ndjson files are, and stdin is when its
-    first line is a JSON object with a string text field (unless sniff_stdin is False).
+    first line is a JSON object (see _stdin_is_jsonl; unless sniff_stdin is False).
     keep_repeats: yield every record of a repeated id (a filter passes them on); add keeps the first.
     """
 
@@ -92,7 +92,8 @@ class Reader:
     id_field: str = "id"
     encoding: str = "utf-8"
     errors: str = "strict"
-    stream_over: int | None = None  # None: texts.READ_WHOLE_BYTES
+    # read when made (not at import), so that one setting moves the limit everywhere
+    stream_over: int = field(default_factory=lambda: texts.READ_WHOLE_BYTES)
     sketch_scheme: SketchScheme = DEFAULT_SCHEME  # of streamed texts' sketches: the index's (documents() sets it)
     skipped: list[Skipped] = field(default_factory=list)  # the first KEPT_SKIPS of them
     skip_count: int = 0
@@ -109,12 +110,10 @@ class Reader:
             "".encode(self.encoding)
             b"".decode(self.encoding, self.errors)
         except LookupError as exc:
-            raise InvalidInput(str(exc)) from None
+            raise InvalidArgument(str(exc)) from None
         if self.errors not in ERROR_POLICIES:
-            raise InvalidInput(f"errors must be one of {', '.join(ERROR_POLICIES)}, not {self.errors!r}")
+            raise InvalidArgument(f"errors must be one of {', '.join(ERROR_POLICIES)}, not {self.errors!r}")
         self._seen: apsw.Connection | None = None
-        if self.stream_over is None:  # read when made, so that one setting moves the limit everywhere
-            self.stream_over = texts.READ_WHOLE_BYTES
         if self.stdin_key is not None and (not self.stdin_key or "\x00" in self.stdin_key):
             raise InvalidInput("the key for stdin must be a non-empty text without NUL characters")
 
@@ -182,6 +181,12 @@ class Reader:
         filter can pass records through byte for byte. settings: JSONL records come fingerprinted
         (and sketched, with sketches) on every core, as FingerprintedDocuments without texts or
         content hashes; text files stay Documents."""
+        # A text file or stdin over stream_over is refused here with the real reason: a filter writes each
+        # kept text into its output whole (a JSONL record passes through as its line, whatever its size).
+        self._whole_only = (
+            "a filter writes each kept text whole into its JSONL output; give it as one JSONL record "
+            '({"id": ..., "text": ...}), which is read in pieces, or index it with simq add'
+        )
         for jsonl, group in itertools.groupby(paths, lambda given: self._jsonl_file(given[0])):
             if jsonl:
                 yield from self._jsonl_files([path for path, _ in group], settings, for_index=False, sketches=sketches)
@@ -204,24 +209,26 @@ class Reader:
         return _Rewound(sys.stdin.buffer)
 
     def _stdin_is_jsonl(self, stream: _Rewound) -> bool:
-        """--jsonl, or (unless told otherwise) a first line that is a JSON object with the text field."""
+        """--jsonl, or (unless told otherwise) a first line that is a JSON object: with the text field, or
+        without it when the next line is a JSON object too, or there is none (JSONL whose first record
+        lacks the field: its records are read, and those without the field skipped naming the fields they
+        have). A JSON object followed by other text stays one text."""
         if self.jsonl:
             return True
         if not self.sniff_stdin:
             return False
-        head = stream.peek_line(SNIFF_BYTES)
-        if not head.lstrip().startswith(b"{"):
+        head = stream.peek_line(SNIFF_BYTES, lines=2)
+        first, _, second = head.partition(b"\n")
+        record = _json_object(first, self.encoding, self.errors)
+        if record is None:
             return False
-        try:
-            record = json.loads(head.decode(self.encoding, self.errors))
-        except (UnicodeDecodeError, ValueError, RecursionError):
+        if isinstance(record.get(self.text_field), str):
+            why = f"its first line is a JSON object with a {self.text_field!r} field"
+        elif not second.strip() or _json_object(second, self.encoding, self.errors) is not None:
+            why = "its first lines are JSON objects"
+        else:
             return False
-        if not isinstance(record, dict) or not isinstance(record.get(self.text_field), str):
-            return False
-        self.notes.append(
-            f"stdin read as JSONL: its first line is a JSON object with a {self.text_field!r} field "
-            "(--no-jsonl reads it as one text)"
-        )
+        self.notes.append(f"stdin read as JSONL: {why} (--no-jsonl reads it as one text)")
         return True
 
     def _stdin_text(
@@ -229,13 +236,15 @@ class Reader:
     ) -> Document | FingerprintedDocument | None:
         """stdin as one text, keyed by stdin_key or by its content (see the module's docstring)."""
         head = stream.read(self.stream_over + 1)
+        document: Document | FingerprintedDocument | None
         if len(head) <= self.stream_over:
             self.bytes_read += len(head)
             document = self._decoded(self.stdin_key or STDIN_NAME, head, True)
         else:
             stream.push_back(head)
             before = stream.consumed
-            document = self._streamed(self.stdin_key, stream, None, True, settings, store_text, where=STDIN_NAME)
+            key = self.stdin_key or STDIN_NAME  # without stdin_key, replaced below by one made from the content
+            document = self._streamed(key, stream, None, True, settings, store_text, where=STDIN_NAME)
             self.bytes_read += stream.consumed - before
         if document is None or self.stdin_key is not None:
             return document
@@ -249,18 +258,21 @@ class Reader:
     ) -> Document | FingerprintedDocument | None:
         key = path
         if os.path.islink(path) and not os.path.exists(path):
-            return self._skip(path, "broken symbolic link", named)
+            self._skip(path, "broken symbolic link", named)
+            return None
         try:
             info = os.stat(path)
             self.bytes_read += info.st_size
             if not stat.S_ISREG(info.st_mode):
-                return self._skip(path, "not a regular file (a device, socket or pipe)", named)
+                self._skip(path, "not a regular file (a device, socket or pipe)", named)
+                return None
             with open(path, "rb") as handle:
                 if info.st_size <= self.stream_over:
                     return self._decoded(key, handle.read(), named)
                 return self._streamed(key, handle, info.st_size, named, settings, store_text)
         except OSError as exc:
-            return self._skip(path, exc.strerror or str(exc), named)
+            self._skip(path, exc.strerror or str(exc), named)
+            return None
 
     def _binary(self, head: bytes) -> bool:
         """NUL bytes near the start mean binary, except in UTF-16/32, where they are part of the text."""
@@ -270,29 +282,34 @@ class Reader:
 
     def _decoded(self, key: str, raw: bytes, named: bool) -> Document | None:
         if self._binary(raw[:BINARY_SNIFF_BYTES]):
-            return self._skip(key, "binary file (NUL bytes)", named)
+            self._skip(key, "binary file (NUL bytes)", named)
+            return None
         try:
             return Document(key, raw.decode(self.encoding, self.errors))
         except UnicodeDecodeError as exc:
-            return self._skip(key, self._not_decodable(raw[exc.start], exc.start), named)
+            self._skip(key, self._not_decodable(raw[exc.start], exc.start), named)
+            return None
 
     def _not_decodable(self, byte: int, offset: int) -> str:
         return f"not {self.encoding} (byte 0x{byte:02x} at offset {offset}); try --encoding or --errors replace"
 
     def _streamed(
-        self, key: str | None, handle, size: int | None, named: bool, settings: FingerprintSettings | None,
+        self, key: str, handle, size: int | None, named: bool, settings: FingerprintSettings | None,
         store_text: bool, where: str | None = None,
     ) -> FingerprintedDocument | None:
         """A large file (or stdin), read in 1 MiB chunks: fingerprint, content hash and length in one
-        pass. key None: the caller keys it (by its content hash)."""
+        pass. where: how a skip names it (default: the key)."""
         where = where or key
         mib = size_text(size) if size is not None else f"over {size_text(self.stream_over)}"
         if settings is None or store_text:
-            why = "texts are stored in this index" if store_text else "no index settings to fingerprint it with"
-            return self._skip(where, f"too large to read whole ({mib}) and {why}", named)
+            why = ("texts are stored in this index" if store_text
+                   else getattr(self, "_whole_only", None) or "no index settings to fingerprint it with")
+            self._skip(where, f"too large to read whole ({mib}) and {why}", named)
+            return None
         head = handle.read(BINARY_SNIFF_BYTES)
         if self._binary(head):
-            return self._skip(where, "binary file (NUL bytes)", named)
+            self._skip(where, "binary file (NUL bytes)", named)
+            return None
         decoder = codecs.getincrementaldecoder(self.encoding)(self.errors)
         digest = hashlib.blake2b(digest_size=16)
         length = 0
@@ -319,9 +336,11 @@ class Reader:
         try:
             fingerprint, sketch = simhash_and_sketch_pieces(chunks(), settings, scheme=self.sketch_scheme)
         except _DecodeFailed as exc:
-            return self._skip(where, self._not_decodable(*exc.args), named)
+            self._skip(where, self._not_decodable(*exc.args), named)
+            return None
         except InvalidInput as exc:
-            return self._skip(where, str(exc), named)
+            self._skip(where, str(exc), named)
+            return None
         return FingerprintedDocument(key, fingerprint, length, digest.digest(), sketch)
 
     def _jsonl_files(
@@ -350,6 +369,7 @@ class Reader:
             scheme=self.sketch_scheme if for_index else DEFAULT_SCHEME,
         )
         tasks = ((chunk, rules) for chunk in self._line_chunks(inputs))
+        done: Iterator[tuple[tuple[_LineChunk, RecordRules], ChunkRecords]]
         if settings is None:  # the texts themselves are wanted: nothing to gain from copying them back
             done = ((task, _chunk_records(task)) for task in tasks)
         else:
@@ -383,8 +403,10 @@ class Reader:
                 self._skip(where, records.failures[i], True)
                 continue
             raw = chunk.data[records.starts[i] : records.ends[i]]
+            text = records.texts[i] if records.texts is not None else None
             if rules.settings is None:
-                yield Document(key, records.texts[i]), raw
+                assert text is not None, "without settings read_chunk returns every text"
+                yield Document(key, text), raw
                 continue
             yield FingerprintedDocument(
                 key,
@@ -392,7 +414,7 @@ class Reader:
                 records.lengths[i],
                 records.hashes[i] if records.hashes else b"",
                 records.sketches[i] if records.sketches else None,
-                records.texts[i] if records.texts is not None else None,
+                text,
             ), raw
         while skip is not None:
             self._skipped_line(f"{path}:{chunk.first_line + skip[0]}", skip)
@@ -480,10 +502,13 @@ def size_text(count: int) -> str:
     return f"{count:,} bytes"
 
 
-def read_one(path: str, settings: FingerprintSettings) -> Document | FingerprintedDocument:
+def read_one(
+    path: str, settings: FingerprintSettings, *, encoding: str = "utf-8", errors: str = "strict"
+) -> Document | FingerprintedDocument:
     """The one text of a file, or of stdin (-), to search for or fingerprint: a Document, or for a text
-    over READ_WHOLE_BYTES a FingerprintedDocument (fingerprinted in pieces, its text not kept)."""
-    reader = Reader(sniff_stdin=False, stdin_key=STDIN_NAME)
+    over READ_WHOLE_BYTES a FingerprintedDocument (fingerprinted in pieces, its text not kept).
+    encoding, errors: as Reader's (simq add's --encoding and --errors)."""
+    reader = Reader(sniff_stdin=False, stdin_key=STDIN_NAME, encoding=encoding, errors=errors)
     documents = list(reader.documents(reader.expand([path]), settings))
     if reader.skipped:
         raise InvalidInput(f"{reader.skipped[0].where}: {reader.skipped[0].reason}")
@@ -502,6 +527,17 @@ def path_key(path: str) -> str:
     return relative
 
 
+def _json_object(line: bytes, encoding: str, errors: str) -> dict | None:
+    """A line that is a JSON object, parsed; None for anything else."""
+    if not line.lstrip().startswith(b"{"):
+        return None
+    try:
+        record = json.loads(line.decode(encoding, errors))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        return None
+    return record if isinstance(record, dict) else None
+
+
 class _Rewound:
     """A binary stream whose first bytes can be looked at, or read and given back, before reading on."""
 
@@ -509,14 +545,14 @@ class _Rewound:
         self.stream, self.buffer = stream, b""
         self.consumed = 0  # bytes read from it (less those given back)
 
-    def peek_line(self, limit: int) -> bytes:
-        """The first line (up to limit bytes), left to be read again."""
-        while b"\n" not in self.buffer and len(self.buffer) < limit:
+    def peek_line(self, limit: int, lines: int = 1) -> bytes:
+        """The first line (up to limit bytes), left to be read again; lines=2: the first two lines."""
+        while self.buffer.count(b"\n") < lines and len(self.buffer) < limit:
             more = self.stream.read1(READ_BYTES) if hasattr(self.stream, "read1") else self.stream.read(READ_BYTES)
             if not more:
                 break
             self.buffer += more
-        return self.buffer[:limit].split(b"\n", 1)[0]
+        return b"\n".join(self.buffer[:limit].split(b"\n", lines)[:lines])
 
     def push_back(self, data: bytes) -> None:
         self.buffer = data + self.buffer

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import apsw
 
-from ..errors import InvalidInput
+from ..errors import InvalidArgument, InvalidInput
 from ..index import SimhashIndex
 from .guard import SCHEMA_LOCKED, WOULD_CREATE, guard_schema
 
@@ -24,14 +24,31 @@ class ResultSet:
     rows: list[tuple] = field(default_factory=list)
 
 
+PARAM_TYPES = {"text": str, "int": int, "real": float}
+
+
 def parse_params(pairs: list[str]) -> dict[str, object]:
-    """NAME=VALUE pairs for :NAME parameters; a whole number becomes an integer, anything else text."""
-    params = {}
+    """NAME=VALUE pairs for :NAME parameters; a whole number becomes an integer, anything else text.
+    NAME:TYPE=VALUE binds the type asked for: text (k:text=007 is the string '007'), int or real."""
+    params: dict[str, object] = {}
     for pair in pairs:
         name, sep, value = pair.partition("=")
+        name, colon, kind = name.partition(":")
         if not sep or not re.fullmatch(r"[A-Za-z_]\w*", name):
-            raise InvalidInput(f"a parameter is NAME=VALUE (used as :NAME in the SQL), not {pair!r}")
-        params[name] = int(value) if re.fullmatch(r"-?\d{1,18}", value) else value
+            raise InvalidArgument(
+                f"a parameter is NAME=VALUE or NAME:TYPE=VALUE (used as :NAME in the SQL), not {pair!r}"
+            )
+        if not colon:
+            params[name] = int(value) if re.fullmatch(r"-?\d{1,18}", value) else value
+            continue
+        if kind not in PARAM_TYPES:
+            raise InvalidArgument(f"the type in {pair!r} must be text, int or real")
+        try:
+            params[name] = PARAM_TYPES[kind](value.strip() if kind != "text" else value)
+        except ValueError:
+            raise InvalidArgument(f"{pair!r}: {value!r} is not {'an' if kind == 'int' else 'a'} {kind}") from None
+        if kind == "int" and not -(1 << 63) <= params[name] < 1 << 63:
+            raise InvalidArgument(f"{pair!r}: SQLite integers are 64-bit")
     return params
 
 

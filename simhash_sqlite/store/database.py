@@ -8,7 +8,7 @@ import time
 import urllib.parse
 import weakref
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
@@ -17,7 +17,7 @@ from typing import Protocol
 import apsw
 
 from ..core.sketch import SketchScheme
-from ..errors import DamagedIndex, ForeignSchema, IndexNotFound, NotAnIndex, SchemaTooNew
+from ..errors import DamagedIndex, DiskFull, ForeignSchema, IndexNotFound, NotAnIndex, SchemaTooNew
 
 # "SIMH" in ASCII: PRAGMA application_id marks a SQLite file as ours.
 APPLICATION_ID = 0x53494D48
@@ -80,6 +80,11 @@ def connect(path: str | os.PathLike, *, create: bool, readonly: bool = False) ->
     exists = os.path.exists(path) and os.path.getsize(path) > 0
     if not exists and not create:
         raise IndexNotFound(f"no index at {path} (create one with: simq add --db {path} FILES)")
+    with disk_errors(path):
+        return _connect(path, create=create, readonly=readonly)
+
+
+def _connect(path: str, *, create: bool, readonly: bool) -> apsw.Connection:
     if readonly:
         conn = open_readonly(path)
     else:
@@ -105,6 +110,66 @@ def connect(path: str | os.PathLike, *, create: bool, readonly: bool = False) ->
         conn.close()
         raise
     return conn
+
+
+SIDE_FILES = ("-wal", "-shm")
+# A -shm file in use is at least 32 KiB (one region of the WAL index); a shorter one is one that SQLite
+# created and could not grow, which no connection can be using.
+SHM_REGION = 32768
+
+
+@contextmanager
+def disk_errors(path: str) -> Iterator[None]:
+    """Opening an index on a full disk: SQLite cannot grow the -shm (or -wal) file and says "disk I/O
+    error". Say what is full and which file, and take away the side files this open left that no
+    connection can be using (an empty -wal, a -shm shorter than one region), so nothing is changed."""
+    before = {end for end in SIDE_FILES if os.path.lexists(path + end)}
+    try:
+        yield
+    except (apsw.IOError, apsw.FullError) as exc:
+        _tidy_side_files(path, before)
+        raise DiskFull(disk_message(path, exc)) from None
+
+
+def _tidy_side_files(path: str, before: set[str]) -> None:
+    wal, shm = path + "-wal", path + "-shm"
+    try:
+        unused = (
+            "-wal" not in before and "-shm" not in before
+            and (not os.path.exists(wal) or os.path.getsize(wal) == 0)
+            and (not os.path.exists(shm) or os.path.getsize(shm) < SHM_REGION)
+        )
+        if unused:
+            for side in (wal, shm):
+                with suppress(FileNotFoundError):
+                    os.unlink(side)
+    except OSError:
+        pass
+
+
+def free_bytes(path: str) -> int | None:
+    """Bytes free to this user on the file system holding path (None: unknown)."""
+    try:
+        info = os.statvfs(os.path.dirname(os.path.abspath(path)) or ".")
+    except OSError:
+        return None
+    return info.f_bavail * info.f_frsize
+
+
+def disk_message(path: str, exc: BaseException) -> str:
+    """What a full disk (or an I/O error) on an index file means for the user, naming the file."""
+    free = free_bytes(path)
+    if isinstance(exc, apsw.FullError) or (free is not None and free < FULL_BELOW):
+        return (
+            f"the disk holding {path} is full ({free if free is not None else 0:,} bytes free): SQLite could not "
+            f"grow {path} or its -wal/-shm files; nothing was written after the last commit; free some space and "
+            "run the command again"
+        )
+    return f"SQLite could not read or write {path} or its -wal/-shm files ({exc}); nothing was written"
+
+
+# Less free space than this is a full disk for the messages (SQLite grows files by pages, the -shm by 32 KiB).
+FULL_BELOW = 1 << 20
 
 
 def read_only(conn: apsw.Connection) -> bool:

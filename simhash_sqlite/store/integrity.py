@@ -15,8 +15,9 @@ import apsw
 
 from ..core.fingerprint import simhash, to_signed
 from ..core.settings import FingerprintSettings
-from ..errors import IndexNotFound, InvalidInput, NotAnIndex, SchemaTooNew, SimhashError
-from .database import check_messages, check_ours, open_readonly, recovery_hint, schema_problems
+from ..errors import IndexNotFound, NotAnIndex, SchemaTooNew, SimhashError
+from .database import check_messages, check_ours, disk_errors, open_readonly, recovery_hint, schema_problems
+from .meta import clusters_record_problem, meta_problems
 
 SHOWN = 5  # offending keys listed per failed check
 SKETCH_SCHEMA = 3  # the migration that added documents.sketch
@@ -59,6 +60,11 @@ def integrity_check(
     path = os.fspath(path)
     if not os.path.isfile(path):
         raise IndexNotFound(f"no index at {path}")
+    with disk_errors(os.fspath(path)):
+        return _check_index(os.fspath(path), rehash, on_progress)
+
+
+def _check_index(path: str, rehash: bool, on_progress) -> IntegrityReport:
     report = IntegrityReport(path)
     try:
         conn = open_readonly(path)
@@ -91,6 +97,7 @@ def integrity_check(
         _step(report, "texts", lambda: _check_texts(conn, report, store_text))
         if version >= SKETCH_SCHEMA:
             _step(report, "sketches", lambda: _check_sketches(conn, report))
+        _step(report, "clusters", lambda: _check_clusters(conn, report))
         if rehash:
             _step(report, "rehash", lambda: _rehash(conn, report, store_text, fp_settings, on_progress))
         return report
@@ -130,17 +137,16 @@ def _integrity(conn: apsw.Connection) -> list[str]:
 def _check_settings(conn: apsw.Connection, report: IntegrityReport) -> tuple[bool | None, FingerprintSettings | None]:
     meta = dict(conn.execute("SELECT key, value FROM simhash_meta"))
     problems, detail, store_text, settings = [], "", None, None
+    invalid = dict(meta_problems(meta))
+    problems = [f"simhash_meta {key!r} cannot be read: {problem}" for key, problem in invalid.items()]
     if "fingerprint" not in meta:
         problems.append("the fingerprint settings are missing from simhash_meta")
-    else:
-        try:
-            settings = FingerprintSettings.from_json(meta["fingerprint"])
-            detail = settings.describe()
-        except (InvalidInput, ValueError, TypeError) as exc:
-            problems.append(f"the fingerprint settings cannot be read: {exc}")
-    if meta.get("store_text") not in ("0", "1"):
-        problems.append(f"store_text must be 0 or 1, not {meta.get('store_text')!r}")
-    else:
+    elif "fingerprint" not in invalid:
+        settings = FingerprintSettings.from_json(meta["fingerprint"])
+        detail = settings.describe()
+    if "store_text" not in meta:
+        problems.append("simhash_meta 'store_text' is missing")
+    elif "store_text" not in invalid:
         store_text = meta["store_text"] == "1"
     report.add("settings", problems, detail)
     return store_text, settings
@@ -201,6 +207,47 @@ def _recorded_scheme(conn: apsw.Connection):
     from ..core.sketch import SketchScheme
 
     return SketchScheme.recorded(dict(conn.execute("SELECT key, value FROM simhash_meta")).get("sketch"))
+
+
+def _check_clusters(conn: apsw.Connection, report: IntegrityReport) -> None:
+    """The last clustering run's record, and its table against the documents: every row's document and
+    representative exist, and every document has a row unless the record says documents changed since (a
+    row of a deleted document is removed with it; one left means the documents were changed behind simq's
+    back, and the clusters describe documents that are gone)."""
+    record = conn.execute("SELECT value FROM simhash_meta WHERE key = 'clusters'").get
+    if record is None:
+        rows = conn.execute("SELECT count(*) FROM clusters").get
+        report.add("clusters", [f"{rows:,} rows but no record of the run that wrote them"] if rows else [],
+                   "none yet (simq clusters makes them)")
+        return
+    problem = clusters_record_problem(record)
+    if problem is not None:
+        report.add("clusters", [f"simhash_meta 'clusters' cannot be read: {problem}; simq clusters records it again"],
+                   "")
+        return
+    info = json.loads(record)
+    gone = list(conn.execute(
+        "SELECT DISTINCT c.id FROM clusters c WHERE NOT EXISTS (SELECT 1 FROM documents d WHERE d.id = c.id) "
+        "UNION SELECT DISTINCT c.representative FROM clusters c "
+        "WHERE NOT EXISTS (SELECT 1 FROM documents d WHERE d.id = c.representative) LIMIT 1000"
+    ))
+    problems = []
+    if gone:
+        problems.append(
+            f"rows for {len(gone):,}{'+' if len(gone) == 1000 else ''} document id(s) that no longer exist "
+            f"(e.g. {', '.join(str(row[0]) for row in gone[:SHOWN])}): the documents were deleted behind simq's "
+            "back; run simq clusters again"
+        )
+    missing = conn.execute(
+        "SELECT count(*) FROM documents d WHERE NOT EXISTS (SELECT 1 FROM clusters c WHERE c.id = d.id)"
+    ).get
+    if missing and not info.get("stale"):
+        problems.append(
+            f"{missing:,} document(s) in no cluster though the record says none changed since: documents were "
+            "added behind simq's back; run simq clusters again"
+        )
+    stale = " (documents changed since: run simq clusters again)" if info.get("stale") else ""
+    report.add("clusters", problems, f"k={info['k']}, {info['documents']:,} documents at {info['at']}{stale}")
 
 
 def _check_sketches(conn: apsw.Connection, report: IntegrityReport) -> None:

@@ -4,10 +4,12 @@ fingerprints computed on the worker pool while the previous batch is written."""
 from __future__ import annotations
 
 import os
+import weakref
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from itertools import islice
+from typing import cast
 
 import apsw
 import numpy as np
@@ -16,7 +18,7 @@ from ..core.fingerprint import blocks, to_signed
 from ..core.pool import FingerprintJob
 from ..core.settings import SHORT_TEXT, FingerprintSettings
 from ..core.sketch import SketchScheme
-from ..errors import InvalidInput
+from ..errors import InvalidArgument, InvalidInput
 from .database import write_transaction
 from .documents import AddReport, Document, FingerprintedDocument, length_of
 from .texts import content_hash
@@ -41,9 +43,12 @@ BULK_CACHE_MIB = 3072
 # again from the file or the WAL. SQLite allocates it only as pages are read.
 ADD_CACHE_MIB = 64
 MAX_ADD_CACHE_MIB = 1024
-# While adding, the WAL is folded back into the file every this many pages (256 MiB of 4 KiB pages)
-# instead of SQLite's 1000: a block-index leaf that many consecutive batches change is then copied into
-# the file once, not once per batch (issue 16). Folded in at the end of the add.
+# While adding, the WAL is folded back into the file every this many pages (256 MiB of 4 KiB pages) at
+# most, instead of SQLite's 1000: a block-index leaf that many consecutive batches change is then copied
+# into the file once, not once per batch (issue 16). The interval scales with the file (as many pages as it
+# has, asked again at each transaction), so the WAL of an add stays about the index's size (never below
+# SQLite's 4 MiB): it had grown to 256 MiB whatever the index (docs/scale.md, the disk an add needs).
+# Folded in at the end of the add.
 BULK_CHECKPOINT_PAGES = 65_536
 
 
@@ -66,6 +71,8 @@ class _PreparedBatch:
     updated: int
     unchanged: int
     no_features: list[str] = field(default_factory=list)  # keys written with no fingerprint (once written)
+    new_keys: set[str] = field(default_factory=set)  # the keys counted as added
+    data_version: int = 0  # the file's PRAGMA data_version when the stored content hashes were read
 
 
 class _Commits:
@@ -87,9 +94,14 @@ class _Commits:
             self.limit = self.size or self.writer.transaction_size()
             if self.size is None:
                 conn.pragma("cache_size", -self.writer._add_cache_mib() * 1024)
+            rescale_checkpoint(conn)
             self.open = ExitStack()
             self.open.enter_context(write_transaction(conn))
             self.writer.clusters_now_stale()
+        if rows and self.writer.conn.pragma("data_version") != prepared.data_version:
+            # Another process committed since this batch was compared with the index (two adds of the same
+            # input): compare again inside the write lock, so the counts say what this add really wrote.
+            rows = self.writer._compared_again(prepared, rows)
         if rows:
             self.writer.conn.executemany(_UPSERT, rows)
         _merge_counts(self.written, _batch_counts(prepared))
@@ -145,7 +157,7 @@ MAX_BATCH_SIZE = 100_000_000  # far past any useful batch, and below what islice
 
 def validate_batch_size(batch_size) -> None:
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or not 1 <= batch_size <= MAX_BATCH_SIZE:
-        raise InvalidInput(f"batch_size must be a whole number from 1 to {MAX_BATCH_SIZE:,}, not {batch_size!r}")
+        raise InvalidArgument(f"batch_size must be a whole number from 1 to {MAX_BATCH_SIZE:,}, not {batch_size!r}")
 
 
 def _check_keys(keys: Iterable[str]) -> None:
@@ -201,6 +213,18 @@ def _checked_int(fp) -> int:
     return int(fp)
 
 
+# The wal_autocheckpoint a connection had before its add (_bulk_writes), while the add runs.
+_user_checkpoint: weakref.WeakKeyDictionary[apsw.Connection, int] = weakref.WeakKeyDictionary()
+
+
+def rescale_checkpoint(conn: apsw.Connection) -> None:
+    """During an add: checkpoint every as many pages as the file has, at least the connection's own
+    setting (SQLite's 1000) and at most BULK_CHECKPOINT_PAGES; 0 or less (checkpoints off) stays."""
+    pages = _user_checkpoint.get(conn)
+    if pages is not None and pages > 0:
+        conn.pragma("wal_autocheckpoint", max(pages, min(BULK_CHECKPOINT_PAGES, conn.pragma("page_count"))))
+
+
 @contextmanager
 def _bulk_writes(conn: apsw.Connection, cache_mib: int) -> Iterator[None]:
     """Settings of this connection for the duration of an add: a page cache of cache_mib MiB and
@@ -209,10 +233,12 @@ def _bulk_writes(conn: apsw.Connection, cache_mib: int) -> Iterator[None]:
     never waits for readers, and one still reading keeps its pages for the next checkpoint)."""
     cache, pages = conn.pragma("cache_size"), conn.pragma("wal_autocheckpoint")
     conn.pragma("cache_size", -cache_mib * 1024)
-    conn.pragma("wal_autocheckpoint", max(pages, BULK_CHECKPOINT_PAGES) if pages > 0 else pages)
+    _user_checkpoint[conn] = pages
+    rescale_checkpoint(conn)
     try:
         yield
     finally:
+        _user_checkpoint.pop(conn, None)
         conn.pragma("cache_size", cache)
         conn.pragma("wal_autocheckpoint", pages)
     wal = conn.filename + "-wal"
@@ -283,13 +309,13 @@ class Writer:
 
         pending: the batch before, not yet written; its keys count as stored with their new content.
         """
+        data_version = self.conn.pragma("data_version")  # before the read: a commit after it is seen as one
         known = self._content_hashes({doc.key for doc in batch})
         if pending is not None:
             known.update((key, pending.digests[key]) for key in {doc.key for doc in batch} & pending.digests.keys())
-        changed, added, updated, unchanged = [], 0, 0, 0
+        changed, added, updated, unchanged, new_keys = [], 0, 0, 0, set()
         for doc in batch:
-            prepared = isinstance(doc, FingerprintedDocument)
-            digest = doc.content_hash if prepared else content_hash(doc.text)
+            digest = doc.content_hash if isinstance(doc, FingerprintedDocument) else content_hash(doc.text)
             if known.get(doc.key) == digest:
                 unchanged += 1
                 continue
@@ -297,13 +323,41 @@ class Writer:
                 updated += 1
             else:
                 added += 1
+                new_keys.add(doc.key)
             known[doc.key] = digest
             changed.append((doc, digest))
         # Streamed files come fingerprinted; the rest in one vectorized call (all cores if large).
         plain = [doc.text for doc, _ in changed if not isinstance(doc, FingerprintedDocument)]
         digests = {doc.key: digest for doc, digest in changed}
         fingerprints = FingerprintJob(plain, self.settings, start_pool=pending is not None, sketches=self.sketch_scheme)
-        return _PreparedBatch(batch, changed, digests, fingerprints, added, updated, unchanged)
+        return _PreparedBatch(
+            batch, changed, digests, fingerprints, added, updated, unchanged,
+            new_keys=new_keys, data_version=data_version,
+        )
+
+    def _compared_again(self, prepared: _PreparedBatch, rows: list[tuple]) -> list[tuple]:
+        """The rows of a prepared batch still to write, its counts corrected, compared with the index as it
+        is now (in the open transaction): a row another process wrote meanwhile with the same content is
+        unchanged, one it added is updated, one it removed is added."""
+        now = self._content_hashes({row[0] for row in rows})
+        kept = []
+        for row in rows:
+            key, digest, was_new = row[0], row[7], row[0] in prepared.new_keys
+            if key in now and now[key] == digest:
+                prepared.unchanged += 1
+                if was_new:
+                    prepared.added -= 1
+                else:
+                    prepared.updated -= 1
+                if key in prepared.no_features:
+                    prepared.no_features.remove(key)
+                continue
+            if was_new and key in now:
+                prepared.added, prepared.updated = prepared.added - 1, prepared.updated + 1
+            elif not was_new and key not in now:
+                prepared.added, prepared.updated = prepared.added + 1, prepared.updated - 1
+            kept.append(row)
+        return kept
 
     def _batch_rows(self, prepared: _PreparedBatch, after: _PreparedBatch | None = None) -> list[tuple]:
         """The rows to upsert for a prepared batch. after: the batch prepared next, whose fingerprints
@@ -311,8 +365,12 @@ class Writer:
         computed = iter(prepared.fingerprints.result(after.fingerprints if after is not None else None))
         rows = []
         for doc, digest in prepared.changed:
-            streamed = isinstance(doc, FingerprintedDocument)
-            fingerprint, sketch = (doc.fingerprint, doc.sketch) if streamed else next(computed)
+            if isinstance(doc, FingerprintedDocument):  # streamed
+                fingerprint, sketch = doc.fingerprint, doc.sketch
+            else:
+                fingerprint, sketch = next(computed)
+            signed: int | None
+            parts: tuple[int | None, ...]
             if fingerprint is None:
                 prepared.no_features.append(doc.key)
                 signed, parts = None, (None,) * 4
@@ -365,7 +423,8 @@ class Writer:
                 rebuild_indexes = self.conn.execute("SELECT NOT EXISTS (SELECT 1 FROM documents)").get
             if rebuild_indexes:
                 with write_transaction(self.conn):
-                    definitions = self.conn.execute(_SECONDARY_INDEXES).fetchall()
+                    # (name, sql) of each index: text columns of sqlite_schema
+                    definitions = cast(list[tuple[str, str]], self.conn.execute(_SECONDARY_INDEXES).fetchall())
                     for name, _sql in definitions:
                         self.conn.execute(f'DROP INDEX "{name}"')
                     while batch := list(islice(iterator, batch_size)):

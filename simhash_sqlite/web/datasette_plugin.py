@@ -14,6 +14,7 @@ import base64
 import contextlib
 import email.parser
 import email.policy
+import email.utils
 import re
 import threading
 import urllib.parse
@@ -21,11 +22,12 @@ from concurrent.futures import ThreadPoolExecutor
 from importlib import resources
 
 from datasette import hookimpl
-from datasette.utils import tilde_decode
-from datasette.utils.asgi import NotFound, Response
+from datasette.utils import await_me_maybe, tilde_decode
+from datasette.utils.asgi import Base400, NotFound, Response
 from jinja2 import ChoiceLoader, FileSystemLoader
 
 from ..analysis.calibrate import calibrate
+from ..cli.output import printable
 from ..core.settings import CONFIRM_K, DEFAULT_THRESHOLD, RECOMMENDED_K
 from ..errors import IndexNotFound, InvalidInput, NotAnIndex, SimhashError
 from ..index import SimhashIndex
@@ -42,12 +44,29 @@ PREFIX = "/-/simhash"
 _SEARCH_PATH = re.compile(r"^/[^/]+" + re.escape(PREFIX) + r"/search$")
 
 
+# Every index the worker threads opened, and every Datasette started, so that simq serve can close their
+# connections when it stops (the last connection to close removes the -wal and -shm files).
+_everything: list = []
+_everything_lock = threading.Lock()
+
+
 def _index(path: str) -> SimhashIndex:
     """This thread's read-only SimhashIndex on the file (one per thread: see SimhashIndex)."""
     indexes = _opened.__dict__.setdefault("indexes", {})
     if path not in indexes:
         indexes[path] = SimhashIndex(path, readonly=True)
+        with _everything_lock:
+            _everything.append(indexes[path])
     return indexes[path]
+
+
+def close_connections() -> None:
+    """Close the connections of the pages' indexes and of Datasette's databases (after the server stopped)."""
+    with _everything_lock:
+        opened, _everything[:] = list(_everything), []
+    for thing in opened:
+        with contextlib.suppress(Exception):
+            thing.close() if isinstance(thing, SimhashIndex) else [db.close() for db in thing.databases.values()]
 
 
 async def _run(path: str, work, *args, **kwargs):
@@ -64,6 +83,8 @@ def startup(datasette):
     """Have each worker thread open the served indexes and read the fingerprints a search scans, in the
     background, so that the first search answers as fast as the next ones (BENCHMARKS.md, Web view)."""
     paths = [db.path for db in datasette.databases.values() if _is_index(db)]
+    with _everything_lock:
+        _everything.append(datasette)
     everyone = threading.Barrier(WORKERS)  # each thread takes exactly one of the tasks
 
     def warm() -> None:
@@ -92,6 +113,37 @@ def prepare_connection(conn, database, datasette):
 def prepare_jinja2_environment(env, datasette):
     templates = str(resources.files("simhash_sqlite.web") / "templates")
     env.loader = ChoiceLoader([env.loader, FileSystemLoader(templates)])
+    # Keys as the CLI shows them: control, bidi and other invisible characters escaped (\u202e, \r), so
+    # that no key can reorder or hide what the page shows (HTML escaping is Jinja's, as before).
+    env.filters["printable"] = printable
+
+
+@hookimpl(hookwrapper=True)
+def handle_exception(datasette, request, exception):
+    """A 4xx (an unmatched page of ours: NotFound) answers without Datasette's rich traceback print:
+    Datasette 0.65 calls rich's print_exception outside an except block, which rich 15 refuses with an
+    error of its own, so every 404 became a 500 with a traceback in the log. Datasette's own handler
+    still renders the page; only its console print is left out, for client errors."""
+    outcome = yield
+    if not isinstance(exception, Base400):
+        return
+    outcome.force_result([_without_rich(response) for response in outcome.get_result()])
+
+
+def _without_rich(response):
+    if not callable(response):
+        return response
+
+    async def quiet():
+        from datasette import handle_exception as default
+
+        rich, default.rich = getattr(default, "rich", None), None
+        try:
+            return await await_me_maybe(response)
+        finally:
+            default.rich = rich
+
+    return quiet
 
 
 def _is_index(db) -> bool:
@@ -234,7 +286,7 @@ async def search_view(request, datasette):
         return await _render(datasette, request, "simhash_search.html", {**context, "error": error}, status=400)
     context["query_text"] = text
     return await _guarded(datasette, request, name, "simhash_search.html", context, search, text, key=key, k=k,
-                          check=confirm, threshold=threshold, limit=limit)
+                          check=confirm, threshold=threshold, limit=limit, uncertain=form.get("uncertain") == "1")
 
 
 async def clusters_view(request, datasette):
@@ -325,10 +377,13 @@ async def _posted_form(request) -> dict[str, str | bytes]:
     message = email.parser.BytesParser(policy=email.policy.HTTP).parsebytes(header + body)
     form: dict[str, str | bytes] = {}
     for part in message.iter_parts():
-        field = part.get_param("name", header="content-disposition")
-        if not field:
+        name = part.get_param("name", header="content-disposition")
+        if not name:
             continue
-        payload = part.get_payload(decode=True) or b""
+        field = email.utils.collapse_rfc2231_value(name)  # (a str already under the HTTP policy)
+        payload = part.get_payload(decode=True)
+        if not isinstance(payload, bytes):  # None for a part that is itself multipart
+            payload = b""
         if part.get_filename() is not None or field == "file":
             form[field] = payload
         else:

@@ -11,16 +11,16 @@ import difflib
 import os
 import re
 from dataclasses import dataclass, field
+from typing import cast
 
 from ..analysis.explain import Explanation, explain, verdicts
-from ..core.fingerprint import hamming, to_hex, to_unsigned
+from ..core.fingerprint import to_hex
 from ..core.settings import DEFAULT_THRESHOLD
-from ..core.shingles import jaccard_of_sets, shingle_set
 from ..errors import InvalidInput
-from ..find.clusters import clustering_info
+from ..find.chains import MemberVerdict, cluster_members
+from ..find.clusters import candidates_text, clustering_info
 from ..find.verdict import CheckSummary
 from ..index import SimhashIndex
-from ..store.texts import stored_text
 from .plots import SizeBand, cluster_sizes, size_bands
 
 # An uploaded file or pasted text larger than this is refused (the page holds it in memory).
@@ -67,9 +67,11 @@ class SearchRow:
     key: str
     distance: int
     similarity: float
-    jaccard: float | None  # the Jaccard the check measured; None when judged by distance alone
+    jaccard: float | None  # the Jaccard the check measured or estimated; None when judged by distance alone
     check: str  # how it was judged, in words (CHECKS)
     fingerprint: str  # hex
+    certainty: float | None = None  # how sure the verdict is; None: by distance, or unchecked
+    keeps: bool = True  # the verdict (the uncertain filter lists both kinds)
 
 
 @dataclass(frozen=True)
@@ -80,6 +82,7 @@ class SearchAnswer:
     plan: str
     candidates: int  # rows the plan read
     report: CheckSummary | None  # None: not checked
+    uncertain: bool = False  # the rows are the uncertain verdicts, kept or not
 
 
 def search(
@@ -91,16 +94,19 @@ def search(
     check: bool = True,
     threshold: float = DEFAULT_THRESHOLD,
     limit: int | None = None,
+    uncertain: bool = False,
 ) -> SearchAnswer:
-    """The answer of `simq near` (a text or --key), with its defaults: index.search()."""
-    result = index.search(text, key=key, k=k, limit=limit, check=check, threshold=threshold)
+    """The answer of `simq near` (a text or --key), with its defaults: index.search(). uncertain: the
+    candidates whose verdict is uncertain instead (kept or not), to review."""
+    result = index.search(text, key=key, k=k, limit=None if uncertain else limit, check=check, threshold=threshold)
+    matches = result.uncertain if uncertain else result.matches
     rows = [
         SearchRow(m.key, m.distance, m.similarity, m.jaccard, CHECKS.get(m.checked_by, str(m.checked_by)),
-                  to_hex(m.fingerprint))
-        for m in result.matches
+                  to_hex(m.fingerprint), m.certainty, m.keeps)
+        for m in matches
     ]
     return SearchAnswer(rows, result.plan.k, to_hex(result.fingerprint), result.plan.describe(), result.candidates,
-                        result.report)
+                        result.report, uncertain)
 
 
 # -- clusters ------------------------------------------------------------------------------------
@@ -123,6 +129,11 @@ class ClustersPage:
     pages: int
 
     @property
+    def made_with(self) -> str:
+        """How the clustering run's candidate pairs were made, in words."""
+        return "" if self.info is None else candidates_text(self.info)
+
+    @property
     def most_documents(self) -> int:
         """The most documents in one band of clusters of two or more: the bars' full length."""
         return max((band.documents for band in self.bands if band.low > 1), default=1)
@@ -135,20 +146,12 @@ def clusters_page(index: SimhashIndex, page: int = 1, per_page: int = CLUSTERS_P
     total = conn.execute("SELECT count(*) FROM clusters WHERE id = cluster AND size > 1").get
     pages = max(1, -(-total // per_page))
     page = min(max(1, page), pages)
-    rows = conn.execute(
+    rows = cast(list[tuple[int, int, str]], conn.execute(
         """SELECT c.cluster, c.size, r.key FROM clusters c JOIN documents r ON r.id = c.representative
            WHERE c.id = c.cluster AND c.size > 1 ORDER BY c.size DESC, c.cluster LIMIT ? OFFSET ?""",
         (per_page, (page - 1) * per_page),
-    ).fetchall()
+    ).fetchall())
     return ClustersPage(info, total, [ClusterRow(*row) for row in rows], size_bands(cluster_sizes(conn)), page, pages)
-
-
-@dataclass(frozen=True)
-class Member:
-    key: str
-    distance: int | None  # to the representative; None without fingerprints
-    jaccard: float | None  # exact, against the representative; None when a text is out of reach
-    representative: bool
 
 
 @dataclass(frozen=True)
@@ -156,30 +159,19 @@ class ClusterView:
     cluster: int
     size: int
     representative: str
-    members: list[Member]  # the first MEMBERS_SHOWN, in the order added
+    members: list[MemberVerdict]  # the first MEMBERS_SHOWN, in the order added, with their verdicts
     info: dict | None
+
+    @property
+    def below(self) -> list[MemberVerdict]:
+        """Members the check does not keep against the representative: joined through others."""
+        return [m for m in self.members if m.below]
 
 
 def cluster_view(index: SimhashIndex, cluster: int, shown: int = MEMBERS_SHOWN) -> ClusterView:
-    """One cluster's members with their distance and exact Jaccard to the representative."""
-    rows = index.conn.execute(
-        """SELECT d.key, d.fingerprint, c.size, r.key, r.fingerprint FROM clusters c
-           JOIN documents d ON d.id = c.id JOIN documents r ON r.id = c.representative
-           WHERE c.cluster = ? ORDER BY c.id LIMIT ?""",
-        (cluster, shown),
-    ).fetchall()
-    if not rows:
-        raise InvalidInput(f"no cluster {cluster} in this index (run simq clusters to make them)")
-    size, rep, rep_fp = rows[0][2], rows[0][3], rows[0][4]
-    rep_text = stored_text(index, rep)
-    rep_shingles = None if rep_text is None else shingle_set(rep_text)
-    members = []
-    for key, fp, *_ in rows:
-        distance = None if fp is None or rep_fp is None else hamming(to_unsigned(fp), to_unsigned(rep_fp))
-        jaccard = None
-        if rep_shingles is not None and key != rep and (text := stored_text(index, key)) is not None:
-            jaccard = jaccard_of_sets(rep_shingles, shingle_set(text))
-        members.append(Member(key, distance, 1.0 if key == rep and rep_text is not None else jaccard, key == rep))
+    """One cluster's members with their distance and verdict against the representative (check.judge,
+    as simq dupes and explain give it), and the chain of kept pairs that joined those below it."""
+    size, rep, members = cluster_members(index, cluster, shown)
     return ClusterView(cluster, size, rep, members, clustering_info(index.conn))
 
 
@@ -212,9 +204,9 @@ def pair_view(index: SimhashIndex, a: str, b: str) -> PairView:
             raise InvalidInput(f"{key!r} is not a key in this index")
     e = explain(index, a, b)
     missing = [(side.name, missing_text_reason(index, side.name)) for side in (e.a, e.b) if side.text is None]
-    if missing:
-        return PairView(e, verdicts(e), missing=missing)
     ta, tb = e.a.text, e.b.text
+    if ta is None or tb is None:  # (missing)
+        return PairView(e, verdicts(e), missing=missing)
     cut = len(ta) > SHOWN_CHARS or len(tb) > SHOWN_CHARS
     left, right = side_by_side(ta[:SHOWN_CHARS], tb[:SHOWN_CHARS])
     return PairView(e, verdicts(e), left, right, cut)

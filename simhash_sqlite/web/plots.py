@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 import os
 from dataclasses import dataclass
+from typing import cast
 
 import apsw
 import numpy as np
@@ -61,7 +62,7 @@ def distance_distribution(
     size = BITS + 1
     similar, dissimilar = [0] * size, [0] * size
     for row in calibration.rows:
-        if row.pairs:
+        if row.share_similar is not None:  # (row.pairs > 0)
             near = round(row.share_similar * row.pairs)
             similar[row.distance], dissimilar[row.distance] = near, row.pairs - near
     distances = random_pair_distances(index.conn, random_pairs, seed)
@@ -199,9 +200,9 @@ class SizeBand:
 def cluster_sizes(conn: apsw.Connection) -> list[tuple[int, int]]:
     """(size, number of clusters of that size) from the clusters table, smallest first; empty when
     clusters were never made."""
-    return conn.execute(
+    return cast(list[tuple[int, int]], conn.execute(
         "SELECT size, count(*) FROM clusters WHERE id = cluster GROUP BY size ORDER BY size"
-    ).fetchall()
+    ).fetchall())
 
 
 def size_bands(sizes: list[tuple[int, int]]) -> list[SizeBand]:

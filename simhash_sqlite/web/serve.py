@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import socket
 import threading
 import time
 import webbrowser
 from collections.abc import Callable
 from pathlib import Path
+
+import apsw
 
 from ..errors import InvalidInput, MissingExtra
 from ..index import SimhashIndex
@@ -25,17 +29,24 @@ def clusters_url(path: str | os.PathLike, host: str, port: int) -> str:
     return f"http://{host}:{port}/{tilde_encode(Path(path).stem)}/-/simhash/clusters"
 
 
-def check_servable(path: str | os.PathLike) -> None:
-    """Refuse what Datasette could not serve read-only and consistent: a file that is not an index, and
-    one whose WAL holds commits not yet in the file (Datasette opens it immutable, without the WAL)."""
+def check_servable(path: str | os.PathLike) -> bool:
+    """Refuse what Datasette could not serve read-only and consistent: a file that is not an index. Returns
+    whether it can be served live (read-only connections through its WAL, which see what simq add and
+    simq clusters write while the server runs): the file and its folder can be written, for the -shm
+    file. Otherwise it is served immutable, as it is now, and refused while its WAL holds commits not yet
+    in the file (an immutable reader would not see them)."""
     with SimhashIndex(path, readonly=True):
         pass
+    folder = os.path.dirname(os.path.abspath(path))
+    if os.access(path, os.R_OK | os.W_OK) and os.access(folder, os.W_OK | os.X_OK):
+        return True
     wal = f"{os.fspath(path)}-wal"
     if os.path.exists(wal) and os.path.getsize(wal) > 0:
         raise InvalidInput(
             f"{wal} holds changes not yet written into {path}: a writer (simq add, rm, clusters) is running or "
             "was stopped; wait for it to finish, or run simq integrity --db on the index once, then serve it"
         )
+    return False
 
 
 def _port_free(host: str, port: int) -> None:
@@ -71,8 +82,9 @@ def serve(
     open_browser: bool = False,
     on_ready: Callable[[], None] | None = None,
 ) -> None:
-    """Run Datasette on the index until interrupted: the file opened immutable (no writes through
-    Datasette, nor by SQLite), our SQL functions on its connections, our pages under /DB/-/simhash/.
+    """Run Datasette on the index until interrupted: the file opened read-only (live through its WAL where
+    the folder can be written, else immutable: check_servable), our SQL functions on its connections, our
+    pages under /DB/-/simhash/; then no -wal or -shm file is left behind.
     on_ready: called once the checks have passed, as the server starts."""
     try:
         import click
@@ -80,7 +92,7 @@ def serve(
         from datasette.plugins import pm
     except ImportError:
         raise MissingExtra("simq serve needs Datasette: pip install 'simhash-sqlite[web]'") from None
-    check_servable(path)
+    live = check_servable(path)
     _port_free(host, port)
     from . import datasette_plugin
 
@@ -90,8 +102,44 @@ def serve(
         on_ready()
     if open_browser:
         _open_when_ready(clusters_url(path, host, port), host, port)
-    args = ["serve", "--immutable", os.fspath(path), "--host", host, "--port", str(port)]
+    # Live: Datasette's connections are read-only (mode=ro) through the WAL, so its pages (the tables, the
+    # SQL box) answer from the file as it is while simq add or simq clusters write it; immutable ones
+    # kept what they had read and called the rest "malformed".
+    args = ["serve", os.fspath(path)] if live else ["serve", "--immutable", os.fspath(path)]
+    # uvicorn stops on SIGTERM, then raises it again once its own handler is gone: with the default
+    # handler the process would end there, before the -wal and -shm files are folded away.
+    previous = signal.signal(signal.SIGTERM, _stop) if threading.current_thread() is threading.main_thread() else None
     try:
-        cli.main(args=args, prog_name="simq serve", standalone_mode=False)
+        cli.main(args=[*args, "--host", host, "--port", str(port)], prog_name="simq serve", standalone_mode=False)
     except click.ClickException as exc:
         raise InvalidInput(f"datasette: {exc.format_message()}") from None
+    except _Stopped:
+        pass
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+        datasette_plugin.close_connections()
+        if live:
+            fold_wal(os.fspath(path))
+
+
+class _Stopped(Exception):
+    """SIGTERM after the server has shut down."""
+
+
+def _stop(signum, frame) -> None:
+    raise _Stopped()
+
+
+def fold_wal(path: str) -> None:
+    """After the server: the -wal and -shm files its readers used are removed, as the last connection to
+    close does when it can write (a read-only one cannot): a connection of ours, opened and closed last."""
+    if not any(os.path.exists(path + end) for end in ("-wal", "-shm")):
+        return
+    with contextlib.suppress(apsw.Error, OSError):
+        conn = apsw.Connection(path, flags=apsw.SQLITE_OPEN_READWRITE)
+        try:
+            conn.set_busy_timeout(2000)
+            conn.execute("SELECT count(*) FROM sqlite_schema").get
+        finally:
+            conn.close()

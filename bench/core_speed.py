@@ -1,0 +1,149 @@
+"""Fingerprint + sketch speed of one process: the numpy reference against the C core, side by side.
+
+For each data set: MB/s (UTF-8 bytes of text per CPU-second of this process, which a busy shared
+machine disturbs far less than wall time) of fingerprint.simhash_and_sketch_many (the
+default settings and sketch scheme, what `simq add` computes) with SIMHASH_SQLITE_CORE=python and with
+the core, plus the core's raw batch call (no Python lists around it); medians of --repeats runs taken
+in turns, their ratio, and a check that both gave the same bytes. Prints the CPU flags that choose the
+kernels, the kernels the core runs, and the load average before and after.
+
+    python bench/core_speed.py DATA.jsonl [MORE.jsonl ...] [--field text] [--limit-mb 20] [--repeats 5]
+    python bench/core_speed.py            # generated English-like and Chinese-like text instead
+
+A JSONL file is read whole (its --field of every line, up to --limit-mb of text).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import statistics
+import sys
+import time
+from pathlib import Path
+
+from simhash_sqlite import native
+from simhash_sqlite.core.fingerprint import simhash_and_sketch_many
+from simhash_sqlite.core.settings import FingerprintSettings
+from simhash_sqlite.core.sketch import DEFAULT_SCHEME
+
+
+def read_jsonl(path: Path, field: str, limit_mb: float) -> list[str]:
+    texts, size = [], 0
+    with path.open(encoding="utf-8") as f:
+        for line in f:
+            text = json.loads(line).get(field)
+            if isinstance(text, str):
+                texts.append(text)
+                size += len(text.encode("utf-8", "surrogatepass"))
+                if size >= limit_mb * 1e6:
+                    break
+    return texts
+
+
+def generated(kind: str, mb: float, seed: int = 1) -> list[str]:
+    """Pages of 150-6,000 characters: English-like words, or Chinese-like runs of common Han characters."""
+    rng = random.Random(seed)
+    words = ["".join(rng.choice("etaoinshrdlcumwfgypbvkjxqz") for _ in range(rng.randint(1, 9))) for _ in range(5000)]
+    han = [chr(c) for c in range(0x4E00, 0x4E00 + 3000)]
+    texts, size = [], 0
+    while size < mb * 1e6:
+        n = rng.randint(150, 6000)
+        if kind == "en":
+            out, length = [], 0
+            while length < n:
+                out.append(rng.choice(words))
+                length += len(out[-1]) + 1
+            text = " ".join(out)[:n]
+        else:
+            text = "".join(rng.choice(han) if rng.random() < 0.92 else rng.choice("，。、 ") for _ in range(n))
+        texts.append(text)
+        size += len(text.encode("utf-8"))
+    return texts
+
+
+def cpu_flags() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("flags"):
+                flags = set(line.split(":", 1)[1].split())
+                wanted = ["sse4_2", "popcnt", "avx", "avx2", "bmi2", "fma", "avx512f", "avx512dq", "avx512bw",
+                          "avx512vl", "avx512_vpopcntdq"]  # fmt: skip
+                return " ".join(f for f in wanted if f in flags)
+    except OSError:
+        pass
+    return "unknown"
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "unknown"
+
+
+def timed(function) -> tuple[float, object]:
+    """CPU seconds of this process (a busy shared machine stretches wall time, far less CPU time)."""
+    start = time.process_time()
+    result = function()
+    return time.process_time() - start, result
+
+
+def run(name: str, texts: list[str], repeats: int) -> dict:
+    mb = sum(len(t.encode("utf-8", "surrogatepass")) for t in texts) / 1e6
+    settings = FingerprintSettings()
+    lib = native.core()
+    times: dict[str, list[float]] = {"reference": [], "core": [], "core batch only": []}
+    results = {}
+    for _ in range(repeats):  # in turns, so a change of load hits all alike
+        os.environ[native.SWITCH] = "python"
+        seconds, results["reference"] = timed(lambda: simhash_and_sketch_many(texts, settings, DEFAULT_SCHEME))
+        times["reference"].append(seconds)
+        os.environ[native.SWITCH] = "auto"
+        if lib is not None:
+            seconds, results["core"] = timed(lambda: simhash_and_sketch_many(texts, settings, DEFAULT_SCHEME))
+            times["core"].append(seconds)
+            seconds, raw = timed(lambda: native.batch(lib, texts, scheme=DEFAULT_SCHEME))
+            times["core batch only"].append(seconds)
+    row = {"data": name, "texts": len(texts), "MB": round(mb, 2)}
+    for key, values in times.items():
+        if values:
+            row[f"{key} MB/s"] = round(mb / statistics.median(values), 1)
+    if lib is not None:
+        row["ratio core/reference"] = round(statistics.median(times["reference"]) / statistics.median(times["core"]), 2)
+        row["identical"] = results["core"] == results["reference"]
+        row["declined"] = int((raw[2] & native.DECLINED != 0).sum())
+    return row
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("data", nargs="*", type=Path, help="JSONL files (default: generated text)")
+    parser.add_argument("--field", default="text")
+    parser.add_argument("--limit-mb", type=float, default=20.0)
+    parser.add_argument("--generated-mb", type=float, default=4.0)
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args()
+    sets = [(p.name, read_jsonl(p, args.field, args.limit_mb)) for p in args.data] or [
+        ("generated English", generated("en", args.generated_mb)),
+        ("generated Chinese", generated("zh", args.generated_mb)),
+    ]
+    print(f"cpu: {cpu_model()}; flags: {cpu_flags()}; cores: {os.cpu_count()}")
+    print(f"core: {native.describe()}")
+    print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    for name, texts in sets:
+        if not texts:
+            print(f"error: no text in {name}", file=sys.stderr)
+            return 1
+        print(json.dumps(run(name, texts, args.repeats), ensure_ascii=False))
+    print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

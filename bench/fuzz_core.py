@@ -1,0 +1,158 @@
+"""Differential fuzzing of the C core through its Python face, for a bounded time.
+
+Random texts (every plane, combining marks, compatibility forms, multi-character folds, surrogates,
+controls, mutations of the previous texts, long runs) in random batches, with random settings and
+schemes; random sketch rows for the estimate. Every entry point is compared with the numpy reference:
+simhash_many, simhash_and_sketch_many, sketch_many, estimate_many, and the raw batch (no fallback)
+where the core did not decline. A difference is written to --failures (JSON lines) and counted.
+
+    python bench/fuzz_core.py --seconds 300 [--seed 1] [--failures fuzz_failures.jsonl]
+
+The memory-safety half is bench/native_sanitize.sh (the C harness under ASan and UBSan).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import time
+
+import numpy as np
+
+from simhash_sqlite import native
+from simhash_sqlite.core.fingerprint import (
+    reference_simhash_and_sketch_many,
+    reference_simhash_many,
+    simhash_and_sketch_many,
+    simhash_many,
+)
+from simhash_sqlite.core.settings import FingerprintSettings
+from simhash_sqlite.core.sketch import (
+    DEFAULT_SCHEME,
+    SCHEME_V1,
+    SketchScheme,
+    estimate_many,
+    reference_estimate_many,
+    reference_sketch_many,
+    sketch_many,
+)
+
+RANGES = [(0x20, 0x7E), (0, 0x20), (0x7F, 0xA0), (0x300, 0x36F), (0x4E00, 0x9FFF), (0xFF00, 0xFFEF), (0x3000, 0x303F),
+          (0xAC00, 0xD7A3), (0x1100, 0x11FF), (0x1F300, 0x1FAFF), (0xD800, 0xDFFF), (0x80, 0x24F), (0x2000, 0x206F),
+          (0xFB00, 0xFDFF), (0x1D400, 0x1D7FF), (0x0590, 0x08FF), (0x0900, 0x0DFF), (0, 0x10FFFF)]  # fmt: skip
+SPECIAL = "ßİŉﬁﬀ…\u00a0\u2028\x85\x1c\u3000ＡＺａｚ０\ufdfa\u212a\u2126ǅ\u0345\u1e9eΣς"
+SCHEMES = [DEFAULT_SCHEME, SCHEME_V1, SketchScheme(bins=240, bits=2), SketchScheme(bins=30, bits=16, size_bits=16),
+           SketchScheme(bins=120, bits=4, size_bits=16), SketchScheme(bins=3, bits=8),
+           SketchScheme(bins=8, bits=1)]  # fmt: skip
+
+
+def random_text(rng: random.Random, previous: list[str]) -> str:
+    kind = rng.random()
+    if previous and kind < 0.2:  # a mutation of an earlier text
+        text = list(rng.choice(previous))
+        for _ in range(rng.randrange(1, 4)):
+            at = rng.randrange(len(text) + 1)
+            text[at:at] = rng.choice(SPECIAL + "abc 中")
+        return "".join(text)
+    length = rng.choice([0, 1, 2, 4, 5, 6, 12, 40, 200, 3000])
+    out = []
+    for _ in range(length):
+        if rng.random() < 0.15:
+            out.append(rng.choice(SPECIAL))
+        else:
+            lo, hi = rng.choice(RANGES)
+            out.append(chr(rng.randint(lo, hi)))
+    return "".join(out)
+
+
+def outcome(function, *args):
+    try:
+        return function(*args)
+    except Exception as exc:  # noqa: BLE001 - compared with what the reference raises
+        return type(exc).__name__
+
+
+def same(a, b) -> bool:
+    if isinstance(a, tuple) and isinstance(b, tuple):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and a.tobytes() == b.tobytes()
+    return a == b
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=300)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--failures", default="fuzz_failures.jsonl")
+    args = parser.parse_args()
+    lib = native.core()
+    if lib is None:
+        print(f"the C core is not in use: {native.describe()}", file=sys.stderr)
+        return 2
+    rng = random.Random(args.seed)
+    previous: list[str] = []
+    counts = {"batches": 0, "texts": 0, "declined": 0, "estimates": 0, "failures": 0}
+    start = time.monotonic()
+    with open(args.failures, "w", encoding="utf-8") as failures:
+
+        def fail(what: str, **data) -> None:
+            counts["failures"] += 1
+            failures.write(json.dumps({"what": what, **data}, default=repr) + "\n")
+            failures.flush()
+
+        while time.monotonic() - start < args.seconds:
+            batch = [random_text(rng, previous) for _ in range(rng.randrange(1, 10))]
+            previous = (previous + batch)[-50:]
+            settings = FingerprintSettings(ngram=rng.choice([1, 2, 3, 4, 5, 5, 5, 8, 16]),
+                                           weights=rng.choice(["binary", "count", "log"]))  # fmt: skip
+            scheme = rng.choice(SCHEMES)
+            checks = [
+                ("simhash_many", simhash_many, reference_simhash_many, (batch, settings)),
+                ("simhash_and_sketch_many", simhash_and_sketch_many, reference_simhash_and_sketch_many,
+                 (batch, settings, scheme)),
+                ("sketch_many", sketch_many, reference_sketch_many, (batch, scheme)),
+            ]  # fmt: skip
+            for name, mine, reference, call in checks:
+                got, expected = outcome(mine, *call), outcome(reference, *call)
+                if not same(got, expected):
+                    fail(name, texts=batch, settings=settings, scheme=scheme)
+            values, rows, status = native.batch(
+                lib, batch, ngram=settings.ngram, weights=settings.weights, scheme=scheme
+            )
+            whole = outcome(reference_simhash_and_sketch_many, batch, settings, scheme)
+            for i, code in enumerate(status.tolist()):
+                if code & native.DECLINED:
+                    counts["declined"] += 1
+                    continue
+                # (where one text of the batch makes the reference raise, each text on its own)
+                alone = whole if not isinstance(whole, str) else None
+                expected = (alone[0][i], alone[1][i]) if alone else None
+                if expected is None:
+                    one = outcome(reference_simhash_and_sketch_many, [batch[i]], settings, scheme)
+                    if isinstance(one, str):
+                        fail("raw core computed what the reference refuses", text=batch[i], error=one)
+                        continue
+                    expected = (one[0][0], one[1][0])
+                fingerprint = int(values[i]) if code & native.HAS_FINGERPRINT else None
+                blob = rows[i].tobytes() if code & native.HAS_SKETCH else None
+                if (fingerprint, blob) != expected:
+                    fail("raw core", text=batch[i], settings=settings, scheme=scheme)
+            pairs = rng.randrange(1, 20)
+            raw = np.frombuffer(rng.randbytes(2 * pairs * scheme.nbytes), dtype=np.uint8).reshape(2 * pairs, -1)
+            a, b = raw[:pairs], raw[pairs:].copy()
+            if rng.random() < 0.5:
+                b[:, : scheme.bin_bytes] = a[:, : scheme.bin_bytes]
+            if not same(estimate_many(a, b, scheme), reference_estimate_many(a, b, scheme)):
+                fail("estimate_many", a=a.tobytes().hex(), b=b.tobytes().hex(), scheme=scheme)
+            counts["batches"] += 1
+            counts["texts"] += len(batch)
+            counts["estimates"] += pairs
+    print(json.dumps({**counts, "seconds": round(time.monotonic() - start), "core": native.describe()}))
+    return 1 if counts["failures"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,142 @@
+"""Build hook: compile the C parts of simhash_sqlite/native with the system C compiler, when there is one.
+
+Every C part is one entry of TARGETS: a shared library made from its sources, optionally needing a
+system header (found by compiling a one-line test). A target that cannot be built (no compiler,
+`CC=/bin/false`, a missing header, a compile error) is skipped with a warning and recorded with the
+reason in simhash_sqlite/native/_build.json, which the package reads (`simq --version` says "not
+built: ..."); the install still succeeds and the package runs on its numpy path. With nothing built the
+wheel stays pure Python; with something built it is tagged for this platform.
+
+Environment: CC (default cc), CFLAGS (added after ours), SIMHASH_SQLITE_NO_NATIVE=1 (build nothing).
+See simhash_sqlite/native/BUILD.md.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+import sysconfig
+import tempfile
+from pathlib import Path
+from typing import NamedTuple
+
+from hatchling.builders.hooks.plugin.interface import BuildHookInterface
+
+NATIVE = Path("simhash_sqlite") / "native"
+
+
+class Target(NamedTuple):
+    """A shared library `name` + the platform's suffix, from `sources` (relative to the project root).
+    (A NamedTuple, not a dataclass: hatchling loads this file without registering it as a module.)"""
+
+    name: str
+    sources: tuple[str, ...]
+    headers: tuple[str, ...] = ()  # system headers it needs (skipped, with the reason, without them)
+    libraries: tuple[str, ...] = ("m",)
+    flags: tuple[str, ...] = ()
+
+
+TARGETS = [
+    Target("_simhash_core", (str(NATIVE / "simhash_core.c"),)),
+    # The loadable SQLite extension, the core compiled in. Named simhash so that SQLite derives its entry
+    # point (sqlite3_simhash_init) from the file name: `.load .../simhash` needs no entry point.
+    Target("simhash", (str(NATIVE / "sqlite_extension.c"), str(NATIVE / "simhash_core.c")), headers=("sqlite3ext.h",)),
+]
+
+# Portable x86-64 (or whatever the compiler's default target is): no -march. No contraction of a*b+c
+# into an FMA, so floating point rounds as numpy's does; hidden symbols but the API's.
+CFLAGS = ["-O3", "-std=c99", "-fPIC", "-shared", "-ffp-contract=off", "-fvisibility=hidden", "-fno-math-errno"]
+
+
+def library_suffix() -> str:
+    if sys.platform == "darwin":
+        return ".dylib"
+    if sys.platform == "win32":
+        return ".dll"
+    return ".so"
+
+
+def compiler() -> list[str]:
+    return shlex.split(os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc") or ["cc"]
+
+
+def _run(command: list[str], cwd: Path) -> str | None:
+    """None when the command succeeds, else why not (one line)."""
+    try:
+        done = subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=300)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"{command[0]}: {exc}"
+    if done.returncode:
+        lines = (done.stderr or done.stdout).strip().splitlines()
+        return f"{' '.join(command[:1])} failed ({done.returncode}): {lines[-1] if lines else 'no message'}"
+    return None
+
+
+def generate_tables(root: Path, out_dir: Path) -> str | None:
+    """The Unicode tables from this interpreter's unicodedata (the one the package will run on)."""
+    script = root / NATIVE / "gen_unicode_tables.py"
+    return _run([sys.executable, str(script), str(out_dir / "_unicode_tables.h")], root)
+
+
+def has_header(header: str, work: Path) -> str | None:
+    test = work / "header_test.c"
+    test.write_text(f"#include <{header}>\nint main(void) {{ return 0; }}\n")
+    why = _run([*compiler(), "-fsyntax-only", str(test)], work)
+    return None if why is None else f"{header} not found ({why})"
+
+
+def build(root: Path, out_dir: Path, targets: list[Target] = TARGETS) -> dict[str, dict]:
+    """Compile the targets into out_dir: {name: {"built": bool, "file": name, "reason": str}}."""
+    report: dict[str, dict] = {}
+    if os.environ.get("SIMHASH_SQLITE_NO_NATIVE") == "1":
+        return {t.name: {"built": False, "reason": "SIMHASH_SQLITE_NO_NATIVE=1 at install"} for t in targets}
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        why_tables = generate_tables(root, work)
+        for target in targets:
+            file = target.name + library_suffix()
+            why = why_tables
+            for header in target.headers:
+                why = why or has_header(header, work)
+            if why is None:
+                extra = shlex.split(os.environ.get("CFLAGS", ""))
+                command = [
+                    *compiler(), *CFLAGS, *target.flags, *extra, f"-I{work}", f"-I{root / NATIVE}",
+                    "-o", str(out_dir / file), *(str(root / s) for s in target.sources),
+                    *(f"-l{lib}" for lib in target.libraries),
+                ]  # fmt: skip
+                why = _run(command, root)
+            report[target.name] = {"built": why is None, "file": file, "reason": why or ""}
+    return report
+
+
+class NativeBuildHook(BuildHookInterface):
+    PLUGIN_NAME = "custom"
+
+    def initialize(self, version: str, build_data: dict) -> None:
+        if self.target_name != "wheel":
+            return
+        root = Path(self.root)
+        editable = version == "editable"
+        # An editable install runs from the source tree: the libraries go there (ignored by git).
+        out_dir = root / NATIVE if editable else Path(tempfile.mkdtemp(prefix="simhash-native-"))
+        if editable:  # never a stale library from an earlier build
+            for target in TARGETS:
+                (root / NATIVE / (target.name + library_suffix())).unlink(missing_ok=True)
+        report = build(root, out_dir)
+        info = out_dir / "_build.json"
+        info.write_text(json.dumps(report, indent=1, sort_keys=True) + "\n")
+        for name, result in report.items():
+            if not result["built"]:
+                self.app.display_warning(f"simhash-sqlite: {name} not built: {result['reason']}")
+        if not editable:
+            build_data["force_include"][str(info)] = str(NATIVE / "_build.json")
+            for result in report.values():
+                if result["built"]:
+                    build_data["force_include"][str(out_dir / result["file"])] = str(NATIVE / result["file"])
+        if any(r["built"] for r in report.values()):
+            build_data["pure_python"] = False
+            build_data["infer_tag"] = True

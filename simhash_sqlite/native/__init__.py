@@ -1,0 +1,264 @@
+"""The C core (simhash_core.c) from Python, through ctypes: the package's fast path.
+
+ctypes over a plain shared library, not a CPython extension: the library needs no Python.h (the same
+file builds on any interpreter and is the one the SQLite extension compiles in), and a ctypes call
+releases the GIL while the C code runs, so threads fingerprint in parallel. One call handles a batch of
+texts (one UTF-8 buffer and offsets), so the per-call cost of ctypes (a few microseconds) is shared.
+
+The core computes only what it can compute exactly (simhash_core.h): character n-gram fingerprints of
+any weights and the sketches of every scheme. A text it declines (a lone surrogate, a character that
+needs full NFKC or case-folds to several characters, a rounding too near a tie) comes back flagged,
+and the caller computes it with the numpy reference; so does every setting it does not support
+(features="words").
+
+The switch: SIMHASH_SQLITE_CORE=python forces the numpy reference everywhere; =native makes an
+unavailable core an error instead of a quiet fallback (for tests and benches); unset or "auto" uses the
+core when it is built and its Unicode tables are this Python's. describe() says which core runs and,
+if not the native one, why not (`simq --version`).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import sys
+import threading
+import unicodedata
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import SimhashError
+
+ABI_VERSION = 1  # simhash_core.h SHC_ABI_VERSION
+SWITCH = "SIMHASH_SQLITE_CORE"
+HERE = Path(__file__).resolve().parent
+
+HAS_FINGERPRINT, HAS_SKETCH, DECLINED = 0x01, 0x02, 0x80
+WEIGHTS = {"binary": 0, "count": 1, "log": 2}
+# Bytes of text per C call: bounds the batch buffers; many texts per call share its overhead.
+BATCH_BYTES = 1 << 22
+
+
+class NativeUnavailable(SimhashError, RuntimeError):
+    """SIMHASH_SQLITE_CORE=native, but the core cannot be used, or the switch has another value (the
+    message says why; the CLI prints it as one error line)."""
+
+
+class _Scheme(ctypes.Structure):
+    _fields_ = [("bins", ctypes.c_int32), ("bits", ctypes.c_int32), ("size_bits", ctypes.c_int32)]
+
+
+def library_suffix() -> str:
+    return {"darwin": ".dylib", "win32": ".dll"}.get(sys.platform, ".so")
+
+
+def library_path(name: str = "_simhash_core") -> Path:
+    """Where the build puts the library `name` (it may be absent)."""
+    return HERE / (name + library_suffix())
+
+
+def build_report() -> dict:
+    """What the install's build recorded (hatch_build.py): {target: {"built", "file", "reason"}}; {} if none."""
+    try:
+        return json.loads((HERE / "_build.json").read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+@dataclass(frozen=True)
+class _Loaded:
+    lib: ctypes.CDLL | None
+    why_not: str  # "" when lib is usable
+    kernel: str = ""
+    unidata: str = ""
+
+
+@lru_cache(maxsize=None)
+def _load(path: str) -> _Loaded:
+    file = Path(path)
+    if not file.exists():
+        reason = build_report().get("_simhash_core", {}).get("reason")
+        return _Loaded(None, f"not built ({reason})" if reason else "not built")
+    try:
+        lib = ctypes.CDLL(str(file))
+    except OSError as exc:
+        return _Loaded(None, f"cannot load {file.name}: {exc}")
+    try:
+        lib.shc_abi_version.restype = ctypes.c_int
+        if lib.shc_abi_version() != ABI_VERSION:
+            return _Loaded(None, f"{file.name} is of another version (ABI {lib.shc_abi_version()}, want {ABI_VERSION})")
+        lib.shc_unidata_version.restype = ctypes.c_char_p
+        lib.shc_kernel.restype = ctypes.c_char_p
+        unidata = lib.shc_unidata_version().decode()
+        kernel = lib.shc_kernel().decode()
+    except AttributeError as exc:
+        return _Loaded(None, f"{file.name} lacks a function: {exc}")
+    if unidata != unicodedata.unidata_version:
+        # Tables of another Unicode version would fold some characters differently: never silently.
+        return _Loaded(
+            None, f"built with Unicode {unidata}, this Python has {unicodedata.unidata_version} (reinstall the package)"
+        )
+    p, u8, i64, u64, f64 = ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int64, ctypes.c_uint64, ctypes.c_double
+    lib.shc_work_new.restype = p
+    lib.shc_work_free.argtypes = [p]
+    lib.shc_batch.restype = ctypes.c_int
+    lib.shc_batch.argtypes = [p, p, p, ctypes.c_size_t, ctypes.c_int32, ctypes.c_int32, p, p, p, p]
+    lib.shc_estimate_many.restype = ctypes.c_int
+    lib.shc_estimate_many.argtypes = [p, p, ctypes.c_size_t, p, p]
+    lib.shc_sketch_bytes.restype = ctypes.c_size_t
+    lib.shc_sketch_bytes.argtypes = [p]
+    lib.shc_hamming.restype = ctypes.c_int
+    lib.shc_hamming.argtypes = [u64, u64]
+    del u8, i64, f64
+    return _Loaded(lib, "", kernel, unidata)
+
+
+def _loaded() -> _Loaded:
+    return _load(str(library_path()))
+
+
+def mode() -> str:
+    """The switch's value: "python", "native" or "auto"."""
+    value = os.environ.get(SWITCH, "auto").strip().lower() or "auto"
+    if value not in ("python", "native", "auto"):
+        raise NativeUnavailable(f"{SWITCH} must be python, native or auto, not {value!r}")
+    return value
+
+
+def core() -> ctypes.CDLL | None:
+    """The loaded core, or None where the reference must run (the switch, or the core is unavailable)."""
+    wanted = mode()
+    if wanted == "python":
+        return None
+    loaded = _loaded()
+    if loaded.lib is None and wanted == "native":
+        raise NativeUnavailable(f"{SWITCH}=native, but the C core is {loaded.why_not}")
+    return loaded.lib
+
+
+def describe() -> str:
+    """Which core runs, for `simq --version`: "native (portable kernels, Unicode 15.0.0)" or
+    "python (numpy reference: ...why...)"."""
+    wanted = os.environ.get(SWITCH, "auto").strip().lower() or "auto"
+    if wanted not in ("python", "native", "auto"):
+        return f"none: {SWITCH} must be python, native or auto, not {wanted!r}"
+    if wanted == "python":
+        return f"python (numpy reference: {SWITCH}=python)"
+    loaded = _loaded()
+    if loaded.lib is None:
+        return f"python (numpy reference: the C core is {loaded.why_not})"
+    return f"native (C core, {loaded.kernel} kernels, Unicode {loaded.unidata})"
+
+
+class _Scratch:
+    """One shc_work (the core's scratch memory: its buffers grow to the largest text and stay), freed
+    when its thread ends (the thread's local attributes go) or when dropped after a huge text."""
+
+    def __init__(self, lib: ctypes.CDLL) -> None:
+        self.lib = lib
+        self.pointer = lib.shc_work_new()
+        if not self.pointer:
+            raise MemoryError("the C core could not allocate its scratch memory")
+
+    def __del__(self) -> None:
+        if getattr(self, "pointer", None):
+            self.lib.shc_work_free(self.pointer)
+            self.pointer = None
+
+
+_local = threading.local()
+# After a text of more bytes than this, the thread's scratch memory (some 30 bytes per byte of the
+# largest text) is given back rather than kept for the next call.
+KEEP_SCRATCH_BYTES = 1 << 24
+
+
+def _scratch(lib: ctypes.CDLL) -> _Scratch:
+    scratch = getattr(_local, "scratch", None)
+    if scratch is None or scratch.lib is not lib:
+        scratch = _local.scratch = _Scratch(lib)
+    return scratch
+
+
+def scheme_struct(scheme) -> _Scheme:
+    return _Scheme(scheme.bins, scheme.bits, scheme.size_bits)
+
+
+def supports(settings) -> bool:
+    """Whether the core computes fingerprints of these FingerprintSettings (character n-grams)."""
+    return settings.features == "chars" and settings.weights in WEIGHTS and 1 <= settings.ngram <= 16
+
+
+def encode(texts) -> tuple[bytes, np.ndarray]:
+    """The texts as one UTF-8 buffer (lone surrogates kept as 'surrogatepass' writes them, which the core
+    declines) and the n + 1 offsets of their starts and the end."""
+    parts = [t.encode("utf-8", "surrogatepass") for t in texts]
+    offsets = np.zeros(len(parts) + 1, dtype=np.int64)
+    np.cumsum(np.fromiter(map(len, parts), dtype=np.int64, count=len(parts)), out=offsets[1:])
+    return b"".join(parts), offsets
+
+
+def batch(
+    lib: ctypes.CDLL, texts, *, ngram: int = 5, weights: str = "binary", scheme=None, fingerprints: bool = True
+) -> tuple[np.ndarray | None, np.ndarray | None, np.ndarray]:
+    """The core over the texts: (fingerprints uint64 or None, sketch rows (n, nbytes) uint8 or None,
+    status uint8). Declined texts have status & DECLINED: the caller computes them with the reference."""
+    if not isinstance(texts, list):
+        texts = list(texts)
+    n = len(texts)
+    fps = np.zeros(n, dtype=np.uint64) if fingerprints else None
+    rows = None
+    c_scheme = None
+    if scheme is not None:
+        c_scheme = scheme_struct(scheme)
+        nbytes = lib.shc_sketch_bytes(ctypes.byref(c_scheme))
+        if not nbytes:
+            raise ValueError(f"the C core does not support the sketch scheme {scheme}")
+        rows = np.zeros((n, nbytes), dtype=np.uint8)
+    status = np.zeros(n, dtype=np.uint8)
+    scratch = _scratch(lib)
+    work = scratch.pointer
+    largest = 0
+    start = 0
+    while start < n:
+        # a run of texts of about BATCH_BYTES (one text at least)
+        end, size = start, 0
+        while end < n and (end == start or size < BATCH_BYTES):
+            size += len(texts[end])
+            end += 1
+        buf, offsets = encode(texts[start:end])
+        largest = max(largest, int(np.diff(offsets).max()))
+        code = lib.shc_batch(
+            work, buf, offsets.ctypes.data, end - start, ngram, WEIGHTS[weights],
+            ctypes.byref(c_scheme) if c_scheme is not None else None,
+            fps[start:].ctypes.data if fps is not None else None,
+            rows[start:].ctypes.data if rows is not None else None,
+            status[start:].ctypes.data,
+        )  # fmt: skip
+        if code:
+            raise ValueError(f"the C core refused the batch (error {code})")
+        start = end
+    if largest > KEEP_SCRATCH_BYTES:
+        _local.scratch = None
+    return fps, rows, status
+
+
+def estimate_many(lib: ctypes.CDLL, a: np.ndarray, b: np.ndarray, scheme) -> np.ndarray:
+    """sketch.estimate_many in C: a and b (pairs, nbytes) uint8 rows."""
+    a = np.ascontiguousarray(a, dtype=np.uint8)
+    b = np.ascontiguousarray(b, dtype=np.uint8)
+    out = np.empty(len(a), dtype=np.float64)
+    c_scheme = scheme_struct(scheme)
+    if a.shape != b.shape or a.ndim != 2 or a.shape[1] != lib.shc_sketch_bytes(ctypes.byref(c_scheme)):
+        raise ValueError(f"sketch rows of shapes {a.shape} and {b.shape} do not fit the scheme {scheme}")
+    code = lib.shc_estimate_many(a.ctypes.data, b.ctypes.data, len(a), ctypes.byref(c_scheme), out.ctypes.data)
+    if code:
+        raise ValueError(f"the C core refused the estimate (error {code})")
+    return out
+
+
+# The loadable SQLite extension (sqlite_extension.c): its path and a loader, as sqlite_vec's.
+from .extension import ExtensionMissing, load, loadable_path  # noqa: E402, F401

@@ -1,0 +1,1123 @@
+/* simhash_core: see simhash_core.h for the contract and docs/native.md for the design.
+ *
+ * Every step restates a piece of the Python reference; the comments name it. Floating point is used
+ * only where the reference uses it (log weights, size codes, the estimate), with the same operations in
+ * the same order, compiled without contraction (-ffp-contract=off), and a rounding that lands too near
+ * a tie to be sure of is declined rather than guessed.
+ */
+#include "simhash_core.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "_unicode_tables.h" /* generated at build time: gen_unicode_tables.py */
+
+#define SHC_SPACE (1u << 17)
+#define SHC_ALNUM (1u << 18)
+#define SHC_MULTI (1u << 19)
+#define SHC_UNSAFE (1u << 20)
+#define SHC_MAPPED (1u << 28)
+#define SHC_EXPANDS (1u << 29)
+#define SHC_AFTER (1u << 30)
+#define SHC_DECOMP (1u << 31)
+#define SHC_DELTA_MASK ((1u << 17) - 1)
+
+static const uint64_t SEED = 0x9E3779B97F4A7C15ull; /* features.SEED */
+static const uint64_t M1 = 0xBF58476D1CE4E5B9ull;
+static const uint64_t M2 = 0x94D049BB133111EBull;
+static const uint64_t PROBE_ATTEMPT = 0x632BE59BD9B4E019ull; /* sketch._probe */
+static const uint32_t FIELD_MULTIPLIER = 0x9E3779B1u;          /* sketch.sketch_from_minima */
+static const uint32_t EMPTY_BIN = 0xFFFFFFFFu;                 /* sketch._EMPTY */
+#define SKETCH_NGRAM 5                                         /* shingles.TRUTH_NGRAM */
+#define SIZE_STEPS 2048.0                                      /* sketch.SIZE_STEPS */
+#define WEIGHT_SCALE 1000.0                                    /* features.WEIGHT_SCALE */
+#define CONTAINMENT_SDS 2.0                                    /* sketch.CONTAINMENT_SDS */
+#define MAX_BINS 65536
+/* Kernels chosen at run time: the hot function is compiled for the baseline and for x86-64-v3 (AVX2)
+ * and v4 (AVX-512), and the loader picks the best this CPU runs (GCC's target_clones, an ifunc), so a
+ * portable build never faults on an older x86-64 and still uses the wide vectors where they are. */
+#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 12 && defined(__x86_64__) && defined(__linux__) && \
+    !defined(SHC_NO_CLONES)
+#define SHC_CLONES __attribute__((target_clones("default", "arch=x86-64-v3", "arch=x86-64-v4")))
+#define SHC_HAVE_CLONES 1
+#else
+#define SHC_CLONES
+#endif
+#if defined(__GNUC__)
+#define SHC_INLINE static inline __attribute__((always_inline))
+#else
+#define SHC_INLINE static inline
+#endif
+
+/* A rounding whose argument lies within this of a tie (x.5) is declined: numpy's log/log2 may be
+ * another implementation than this libm's (SIMD kernels), a few ulps apart (an ulp of 65536 is 1.5e-11,
+ * so this is over 60 ulps); no count below 2**20 comes this near (tests/test_native.py checks). */
+#define TIE_MARGIN 1e-9
+
+/* ---------------------------------------------------------------- small pieces */
+
+SHC_INLINE uint64_t mix64(uint64_t h) /* features.mix: the splitmix64 finalizer */
+{
+    h ^= h >> 30;
+    h *= M1;
+    h ^= h >> 27;
+    h *= M2;
+    h ^= h >> 31;
+    return h;
+}
+
+SHC_INLINE uint32_t unicode_record(uint32_t cp)
+{
+    return shc_stage2[((uint32_t)shc_stage1[cp >> 8] << 8) | (cp & 0xFF)];
+}
+
+SHC_INLINE uint32_t record_fold(uint32_t cp, uint32_t rec)
+{
+    uint32_t delta = rec & SHC_DELTA_MASK;
+    int32_t signed_delta = (delta & (1u << 16)) ? (int32_t)delta - (int32_t)(1u << 17) : (int32_t)delta;
+    return (uint32_t)((int32_t)cp + signed_delta);
+}
+
+SHC_INLINE unsigned record_class(uint32_t rec) { return (rec >> 21) & 0x7F; }
+
+/* Is the rounding of x (round half to even, as numpy.rint) certain whatever libm computed x with? */
+static inline int near_tie(double x)
+{
+    double f = x - floor(x);
+    return fabs(f - 0.5) < TIE_MARGIN;
+}
+
+int shc_abi_version(void) { return SHC_ABI_VERSION; }
+const char *shc_unidata_version(void) { return SHC_UNIDATA_VERSION; }
+const char *shc_kernel(void)
+{
+#ifdef SHC_HAVE_CLONES
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("x86-64-v4"))
+        return "avx512";
+    if (__builtin_cpu_supports("x86-64-v3"))
+        return "avx2";
+#endif
+    return "portable";
+}
+
+int shc_hamming(uint64_t a, uint64_t b)
+{
+    uint64_t x = a ^ b;
+    int n = 0;
+    while (x) { /* portable; compilers turn this into popcnt where the target has it */
+        x &= x - 1;
+        n++;
+    }
+    return n;
+}
+
+void shc_blocks(uint64_t fingerprint, uint16_t out[4])
+{
+    for (int i = 0; i < 4; i++)
+        out[i] = (uint16_t)(fingerprint >> (16 * (3 - i)));
+}
+
+int shc_check_settings(int32_t ngram, int32_t weights)
+{
+    if (ngram < 1 || ngram > 16)
+        return SHC_ERR_ARGUMENT;
+    if (weights != SHC_WEIGHTS_BINARY && weights != SHC_WEIGHTS_COUNT && weights != SHC_WEIGHTS_LOG)
+        return SHC_ERR_ARGUMENT;
+    return 0;
+}
+
+int shc_check_scheme(const shc_scheme *s)
+{
+    if (!s)
+        return SHC_ERR_ARGUMENT;
+    if (s->bits != 1 && s->bits != 2 && s->bits != 4 && s->bits != 8 && s->bits != 16)
+        return SHC_ERR_ARGUMENT;
+    if (s->bins < 1 || s->bins > MAX_BINS || ((int64_t)s->bins * s->bits) % 8)
+        return SHC_ERR_ARGUMENT;
+    if (s->size_bits != 0 && s->size_bits != 16)
+        return SHC_ERR_ARGUMENT;
+    return 0;
+}
+
+size_t shc_sketch_bytes(const shc_scheme *s)
+{
+    if (shc_check_scheme(s))
+        return 0;
+    return (size_t)s->bins * (size_t)s->bits / 8 + (size_t)s->size_bits / 8;
+}
+
+/* ---------------------------------------------------------------- scratch memory */
+
+struct shc_work {
+    uint32_t *units; /* the text's code points, then its units (normalised, folded) */
+    size_t units_cap;
+    uint32_t *spare; /* the text after NFKC, where that changes it (then swapped with units) */
+    size_t spare_cap;
+    uint64_t *hashes; /* n-gram hashes; then the distinct ones (log weights) */
+    size_t hashes_cap;
+    uint64_t *slots;  /* open-addressing set of hashes (0: empty; the key 0 is kept apart, in has_zero) */
+    uint32_t *counts; /* a count per slot, for log weights */
+    size_t set_cap;   /* a power of two */
+    size_t set_used;  /* slots cleared before the next use: the first set_used */
+    int has_zero;
+    int use_counts;
+    uint32_t zero_count;
+    uint32_t *minima; /* sketch bin minima, MAX_BINS */
+    uint32_t *fields;
+    uint8_t *occupied;
+    uint16_t *probe_table; /* the first PROBE_CACHED attempts of every bin, for probe_bins bins */
+    int32_t probe_bins;
+};
+#define PROBE_CACHED 32
+
+shc_work *shc_work_new(void)
+{
+    shc_work *w = calloc(1, sizeof *w);
+    if (!w)
+        return NULL;
+    w->minima = malloc(sizeof(uint32_t) * MAX_BINS);
+    w->fields = malloc(sizeof(uint32_t) * MAX_BINS);
+    w->occupied = malloc(MAX_BINS);
+    if (!w->minima || !w->fields || !w->occupied) {
+        shc_work_free(w);
+        return NULL;
+    }
+    return w;
+}
+
+void shc_work_free(shc_work *w)
+{
+    if (!w)
+        return;
+    free(w->units);
+    free(w->spare);
+    free(w->hashes);
+    free(w->slots);
+    free(w->counts);
+    free(w->minima);
+    free(w->fields);
+    free(w->occupied);
+    free(w->probe_table);
+    free(w);
+}
+
+static int reserve(void **p, size_t *cap, size_t need, size_t item)
+{
+    if (need <= *cap)
+        return 0;
+    size_t n = *cap ? *cap : 1024;
+    while (n < need) {
+        if (n > ((size_t)-1 / 2) / item)
+            return -1;
+        n *= 2;
+    }
+    void *q = realloc(*p, n * item);
+    if (!q)
+        return -1;
+    *p = q;
+    *cap = n;
+    return 0;
+}
+
+/* A set of at least 2 * items slots, emptied (with counts where asked). */
+static int set_reset(shc_work *w, size_t items, int with_counts)
+{
+    size_t need = 64;
+    while (need < 2 * items) {
+        if (need > ((size_t)-1 / 4) / sizeof(uint64_t))
+            return -1;
+        need *= 2;
+    }
+    if (need > w->set_cap || (with_counts && !w->counts)) {
+        size_t cap = need > w->set_cap ? need : w->set_cap;
+        free(w->slots);
+        free(w->counts);
+        w->counts = NULL;
+        w->slots = calloc(cap, sizeof(uint64_t));
+        if (with_counts)
+            w->counts = malloc(cap * sizeof(uint32_t));
+        if (!w->slots || (with_counts && !w->counts)) {
+            free(w->slots);
+            free(w->counts);
+            w->slots = NULL, w->counts = NULL;
+            w->set_cap = 0;
+            return -1;
+        }
+        w->set_cap = cap;
+    } else {
+        memset(w->slots, 0, need * sizeof(uint64_t)); /* only the part this text uses */
+    }
+    w->set_used = need;
+    w->use_counts = with_counts;
+    w->has_zero = 0;
+    w->zero_count = 0;
+    return 0;
+}
+
+/* Insert key (a hash, or its low 32 bits: random either way, so its low bits pick the slot); returns
+ * its count's address (log weights; NULL without counts), and whether it is new through *fresh. */
+SHC_INLINE uint32_t *set_insert(shc_work *w, uint64_t key, int *fresh)
+{
+    if (key == 0) {
+        *fresh = !w->has_zero;
+        w->has_zero = 1;
+        return &w->zero_count;
+    }
+    size_t mask = w->set_used - 1;
+    size_t i = (size_t)key & mask;
+    for (;;) {
+        uint64_t k = w->slots[i];
+        if (k == 0) {
+            w->slots[i] = key;
+            *fresh = 1;
+            if (!w->use_counts)
+                return NULL;
+            w->counts[i] = 0;
+            return &w->counts[i];
+        }
+        if (k == key) {
+            *fresh = 0;
+            return w->use_counts ? &w->counts[i] : NULL;
+        }
+        i = (i + 1) & mask;
+    }
+}
+
+/* Fetch the slot of a key inserted a few steps later (a large text's set does not fit the caches). */
+#define SET_PREFETCH_DISTANCE 32
+SHC_INLINE void set_prefetch(const shc_work *w, uint64_t key)
+{
+#if defined(__GNUC__)
+    __builtin_prefetch(&w->slots[(size_t)key & (w->set_used - 1)], 1);
+#else
+    (void)w, (void)key;
+#endif
+}
+
+/* ---------------------------------------------------------------- text to units (features.char_units) */
+
+/* Strict UTF-8 to code points. 0, or SHC_DECLINED | why. */
+static int decode_utf8(const unsigned char *s, size_t len, uint32_t *out, size_t *count)
+{
+    size_t i = 0, n = 0;
+    while (i < len) {
+        unsigned c = s[i];
+        if (c < 0x80) {
+            out[n++] = c;
+            i++;
+            continue;
+        }
+        uint32_t cp;
+        size_t extra;
+        if (c >= 0xC2 && c <= 0xDF) {
+            cp = c & 0x1F;
+            extra = 1;
+        } else if (c >= 0xE0 && c <= 0xEF) {
+            cp = c & 0x0F;
+            extra = 2;
+        } else if (c >= 0xF0 && c <= 0xF4) {
+            cp = c & 0x07;
+            extra = 3;
+        } else {
+            return SHC_DECLINED | SHC_WHY_UTF8;
+        }
+        if (len - i <= extra)
+            return SHC_DECLINED | SHC_WHY_UTF8; /* truncated */
+        for (size_t k = 1; k <= extra; k++) {
+            unsigned t = s[i + k];
+            if ((t & 0xC0) != 0x80)
+                return SHC_DECLINED | SHC_WHY_UTF8;
+            cp = (cp << 6) | (t & 0x3F);
+        }
+        if ((extra == 2 && cp < 0x800) || (extra == 3 && (cp < 0x10000 || cp > 0x10FFFF)))
+            return SHC_DECLINED | SHC_WHY_UTF8; /* overlong or beyond Unicode */
+        if (cp >= 0xD800 && cp <= 0xDFFF)
+            return SHC_DECLINED | SHC_WHY_SURROGATE;
+        out[n++] = cp;
+        i += extra + 1;
+    }
+    *count = n;
+    return 0;
+}
+
+/* Certainly NFKC-normalized (unicodedata.is_normalized would say True): every code point one that NFKC
+ * leaves alone and that composes with nothing before it, the combining classes in canonical order. */
+static int surely_nfkc(const uint32_t *cp, size_t n)
+{
+    unsigned previous = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t rec = unicode_record(cp[i]);
+        unsigned cls = record_class(rec);
+        if (rec & SHC_UNSAFE)
+            return 0;
+        if (cls && previous > cls)
+            return 0;
+        previous = cls;
+    }
+    return 1;
+}
+
+/* NFKC(cp) where NFKC changes cp: its replacement and length, else NULL. */
+static const uint32_t *nfkc_of(uint32_t cp, size_t *len)
+{
+    size_t lo = 0, hi = SHC_NFKC_COUNT;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (shc_nfkc_cp[mid] < cp)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo == SHC_NFKC_COUNT || shc_nfkc_cp[lo] != cp)
+        return NULL;
+    *len = shc_nfkc_at[lo + 1] - shc_nfkc_at[lo];
+    return shc_nfkc_data + shc_nfkc_at[lo];
+}
+
+/* The case fold of cp where it is several characters: them and their count, else NULL. */
+static const uint32_t *fold_of(uint32_t cp, size_t *len)
+{
+    size_t lo = 0, hi = SHC_FOLD_COUNT;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (shc_fold_cp[mid] < cp)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo == SHC_FOLD_COUNT || shc_fold_cp[lo] != cp)
+        return NULL;
+    *len = shc_fold_at[lo + 1] - shc_fold_at[lo];
+    return shc_fold_data + shc_fold_at[lo];
+}
+
+/* features.char_units over w->units[0..*n) (the decoded code points): the normalized, case-folded code
+ * points with whitespace runs folded to one space and none at either end, left in w->units. *n becomes
+ * the count of units, 0 for a text without a letter or digit. 0, or SHC_DECLINED | why.
+ *
+ * normalize() leaves a normalized text alone and otherwise makes NFKC of it (the full-width fold it
+ * tries first is NFKC of those characters). Replacing every character NFKC changes by NFKC of it
+ * leaves NFKD, hence NFKC, of the text as it was; where the result is certainly normalized it IS
+ * NFKC of the text (and, for a text that was normalized already, the text itself). */
+static int normalize_units(shc_work *w, size_t *n)
+{
+    size_t count = *n;
+    uint32_t *u = w->units;
+    if (!surely_nfkc(u, count)) {
+        size_t total = 0, len;
+        for (size_t i = 0; i < count; i++)
+            total += (unicode_record(u[i]) & (SHC_UNSAFE | SHC_MAPPED)) && nfkc_of(u[i], &len) ? len : 1;
+        if (reserve((void **)&w->spare, &w->spare_cap, total + 1, sizeof(uint32_t)))
+            return SHC_DECLINED | SHC_WHY_MEMORY;
+        uint32_t *v = w->spare;
+        size_t k = 0;
+        for (size_t i = 0; i < count; i++) {
+            const uint32_t *r = (unicode_record(u[i]) & (SHC_UNSAFE | SHC_MAPPED)) ? nfkc_of(u[i], &len) : NULL;
+            if (r) {
+                memcpy(v + k, r, len * sizeof(uint32_t));
+                k += len;
+            } else {
+                v[k++] = u[i];
+            }
+        }
+        if (!surely_nfkc(v, k))
+            return SHC_DECLINED | SHC_WHY_NORMALIZE;
+        /* the buffers change places: the units are now in w->units */
+        w->spare = w->units, w->units = v;
+        size_t cap = w->spare_cap;
+        w->spare_cap = w->units_cap, w->units_cap = cap;
+        u = v;
+        count = k;
+    }
+    /* str.casefold, then " ".join(text.split()): per character (casefold has no context). Several
+     * characters of a fold (sharp s to ss) need room: then the units are written to the spare buffer. */
+    size_t total = 0, len;
+    for (size_t i = 0; i < count; i++)
+        total += (unicode_record(u[i]) & SHC_MULTI) && fold_of(u[i], &len) ? len : 1;
+    uint32_t *d = u;
+    if (total > count) {
+        if (reserve((void **)&w->spare, &w->spare_cap, total + 1, sizeof(uint32_t)))
+            return SHC_DECLINED | SHC_WHY_MEMORY;
+        d = w->spare;
+    }
+    size_t out = 0;
+    int alnum = 0, space_before = 1; /* (a space at the start goes) */
+    for (size_t i = 0; i < count; i++) {
+        uint32_t cp = u[i];
+        uint32_t rec = unicode_record(cp);
+        if (rec & SHC_MULTI) {
+            const uint32_t *f = fold_of(cp, &len);
+            if (!f)
+                return SHC_DECLINED | SHC_WHY_FOLD; /* (the tables say otherwise: never) */
+            for (size_t k = 0; k < len; k++) { /* each folds to itself (gen_unicode_tables.py) */
+                uint32_t r = unicode_record(f[k]);
+                if (r & SHC_SPACE) {
+                    if (!space_before)
+                        d[out++] = 0x20;
+                    space_before = 1;
+                    continue;
+                }
+                space_before = 0;
+                if (r & SHC_ALNUM)
+                    alnum = 1;
+                d[out++] = f[k];
+            }
+            continue;
+        }
+        if (rec & SHC_SPACE) {
+            if (!space_before)
+                d[out++] = 0x20;
+            space_before = 1;
+            continue;
+        }
+        space_before = 0;
+        if (rec & SHC_ALNUM)
+            alnum = 1;
+        d[out++] = record_fold(cp, rec);
+    }
+    if (out && d[out - 1] == 0x20)
+        out--;
+    if (d != u) { /* the buffers change places: the units are now in w->units */
+        w->spare = w->units, w->units = d;
+        size_t cap = w->spare_cap;
+        w->spare_cap = w->units_cap, w->units_cap = cap;
+    }
+    *n = alnum ? out : 0;
+    return 0;
+}
+
+/* Whether (first, second) compose to a primary composite (second an AFTER character). */
+static int composes(uint32_t first, uint32_t second)
+{
+    uint64_t key = ((uint64_t)first << 21) | second;
+    size_t lo = 0, hi = SHC_PAIR_COUNT;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (shc_pairs[mid] < key)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < SHC_PAIR_COUNT && shc_pairs[lo] == key;
+}
+
+/* The common case in one pass: decode, NFKC (characters NFKC maps to one plain character are taken as
+ * that character: MAPPED records), case fold, whitespace, in w->units. Returns 0 (*n units, 0 for a text
+ * without a letter or digit), 1 where the text needs the general path (a character NFKC changes
+ * otherwise, a multi-character fold, marks out of order), or SHC_DECLINED | why. */
+#define NEEDS_GENERAL_PATH 1
+SHC_INLINE int fast_units(shc_work *w, const unsigned char *s, size_t len, size_t *n)
+{
+    uint32_t *d = w->units;
+    size_t i = 0, out = 0;
+    int alnum = 0, space_before = 1;
+    unsigned previous = 0;
+    /* the last starter (combining class 0), as NFKC has it: none yet (0), starter_cp with its record
+     * (1), or one that NFKC replaced (2: not known here) */
+    int starter = 0;
+    uint32_t starter_cp = 0, starter_rec = 0;
+    while (i < len) {
+        uint32_t cp = s[i];
+        if (cp < 0x80) {
+            i++;
+        } else {
+            size_t extra;
+            if (cp >= 0xC2 && cp <= 0xDF) {
+                cp &= 0x1F;
+                extra = 1;
+            } else if (cp >= 0xE0 && cp <= 0xEF) {
+                cp &= 0x0F;
+                extra = 2;
+            } else if (cp >= 0xF0 && cp <= 0xF4) {
+                cp &= 0x07;
+                extra = 3;
+            } else {
+                return SHC_DECLINED | SHC_WHY_UTF8;
+            }
+            if (len - i <= extra)
+                return SHC_DECLINED | SHC_WHY_UTF8;
+            for (size_t k = 1; k <= extra; k++) {
+                unsigned t = s[i + k];
+                if ((t & 0xC0) != 0x80)
+                    return SHC_DECLINED | SHC_WHY_UTF8;
+                cp = (cp << 6) | (t & 0x3F);
+            }
+            if ((extra == 2 && cp < 0x800) || (extra == 3 && (cp < 0x10000 || cp > 0x10FFFF)))
+                return SHC_DECLINED | SHC_WHY_UTF8;
+            if (cp >= 0xD800 && cp <= 0xDFFF)
+                return SHC_DECLINED | SHC_WHY_SURROGATE;
+            i += extra + 1;
+        }
+        uint32_t rec = unicode_record(cp);
+        if ((rec & (SHC_AFTER | SHC_MULTI)) == SHC_AFTER) {
+            /* A character that composes with some starters (a vowel sign, an accent): it changes
+             * nothing where there is no starter before it, where a character between blocks it (class
+             * 0, or not below its own: in canonical order, the one just before), or after a starter
+             * with no decomposition with which it forms no composite. Else the general path (which
+             * declines). */
+            unsigned mine = record_class(rec);
+            int blocked = previous != 0 && (mine == 0 || previous >= mine);
+            int plain = starter == 0 || blocked ||
+                        (starter == 1 && !(starter_rec & SHC_DECOMP) && !composes(starter_cp, cp));
+            if (!plain)
+                return NEEDS_GENERAL_PATH;
+            rec &= ~SHC_UNSAFE;
+        }
+        if (rec & (SHC_UNSAFE | SHC_MULTI)) {
+            /* NFKC to several plain starters (an ellipsis): them, where there is room for them and
+             * for a unit per byte still to read */
+            size_t n_exp = 0;
+            const uint32_t *exp = (rec & SHC_EXPANDS) ? nfkc_of(cp, &n_exp) : NULL;
+            if (!exp || out + n_exp + (len - i) > w->units_cap)
+                return NEEDS_GENERAL_PATH;
+            for (size_t k = 0; k < n_exp; k++) {
+                uint32_t r = unicode_record(exp[k]);
+                if (r & SHC_SPACE) {
+                    if (!space_before)
+                        d[out++] = 0x20;
+                    space_before = 1;
+                    continue;
+                }
+                space_before = 0;
+                alnum |= (r & SHC_ALNUM) != 0;
+                d[out++] = record_fold(exp[k], r);
+            }
+            previous = 0; /* (class 0) */
+            starter = 2;
+            continue;
+        }
+        unsigned cls = record_class(rec);
+        if (cls && previous > cls)
+            return NEEDS_GENERAL_PATH;
+        previous = cls;
+        if (cls == 0) {
+            starter = (rec & SHC_MAPPED) ? 2 : 1;
+            starter_cp = cp, starter_rec = rec;
+        }
+        if (rec & SHC_SPACE) {
+            if (!space_before)
+                d[out++] = 0x20;
+            space_before = 1;
+            continue;
+        }
+        space_before = 0;
+        alnum |= (rec & SHC_ALNUM) != 0;
+        d[out++] = record_fold(cp, rec);
+    }
+    if (out && d[out - 1] == 0x20)
+        out--;
+    *n = alnum ? out : 0;
+    return 0;
+}
+
+/* ---------------------------------------------------------------- n-gram hashes (features.ngram_hashes) */
+
+/* The hashes of every n-gram of the units; fewer than n units make one shorter n-gram. Returns their count. */
+SHC_INLINE size_t ngram_hashes(const uint32_t *u, size_t m, int n, uint64_t *out)
+{
+    if (m == 0)
+        return 0;
+    if (m < (size_t)n)
+        n = (int)m;
+    size_t count = m - (size_t)n + 1;
+    if (n == 5) {
+        for (size_t i = 0; i < count; i++) {
+            uint64_t h = mix64(SEED ^ u[i]);
+            h = mix64(h ^ u[i + 1]);
+            h = mix64(h ^ u[i + 2]);
+            h = mix64(h ^ u[i + 3]);
+            out[i] = mix64(h ^ u[i + 4]);
+        }
+        return count;
+    }
+    for (size_t i = 0; i < count; i++) {
+        uint64_t h = mix64(SEED ^ u[i]);
+        for (int j = 1; j < n; j++)
+            h = mix64(h ^ u[i + j]);
+        out[i] = h;
+    }
+    return count;
+}
+
+/* ---------------------------------------------------------------- bit sums (fingerprint.simhash_of_batch) */
+
+typedef struct {
+    uint64_t lanes[8]; /* lanes[k] byte L counts bit 8L+k, for up to 255 additions */
+    unsigned pending;
+    int64_t ones[64];
+    int64_t total;
+} bitsum;
+
+static void bitsum_init(bitsum *b) { memset(b, 0, sizeof *b); }
+
+static void bitsum_flush(bitsum *b)
+{
+    for (int k = 0; k < 8; k++) {
+        uint64_t v = b->lanes[k];
+        for (int lane = 0; lane < 8; lane++)
+            b->ones[8 * lane + k] += (int64_t)((v >> (8 * lane)) & 0xFF);
+        b->lanes[k] = 0;
+    }
+    b->pending = 0;
+}
+
+SHC_INLINE void bitsum_add1(bitsum *b, uint64_t h)
+{
+    const uint64_t low = 0x0101010101010101ull;
+    for (int k = 0; k < 8; k++)
+        b->lanes[k] += (h >> k) & low;
+    b->total++;
+    if (++b->pending == 255)
+        bitsum_flush(b);
+}
+
+static inline void bitsum_add_weighted(bitsum *b, uint64_t h, int64_t weight)
+{
+    for (int i = 0; i < 64; i++)
+        if ((h >> i) & 1)
+            b->ones[i] += weight;
+    b->total += weight;
+}
+
+/* Bit i is 1 iff its votes (+w where the hash has it, -w where not) sum to more than 0. */
+static uint64_t bitsum_fingerprint(bitsum *b)
+{
+    bitsum_flush(b);
+    uint64_t f = 0;
+    for (int i = 0; i < 64; i++)
+        if (2 * b->ones[i] - b->total > 0)
+            f |= 1ull << i;
+    return f;
+}
+
+/* round(1000 * (1 + ln count)) as numpy.rint; -1 where too near a tie to be certain. */
+static int64_t log_weight(uint32_t count)
+{
+    double x = WEIGHT_SCALE * (1.0 + log((double)count));
+    if (near_tie(x))
+        return -1;
+    return (int64_t)rint(x);
+}
+
+/* ---------------------------------------------------------------- sketches (sketch.py) */
+
+static inline uint32_t probe(uint32_t bins, uint64_t j, uint64_t attempt) /* sketch._probe */
+{
+    uint64_t h = mix64((j * 0x9E3779B97F4A7C15ull) ^ (attempt * PROBE_ATTEMPT));
+    return (uint32_t)(((h >> 32) * (uint64_t)bins) >> 32);
+}
+
+SHC_INLINE uint32_t bin_of(uint64_t h, uint32_t bins) /* sketch.add_to_minima's slot */
+{
+    return (uint32_t)(((h >> 32) * (uint64_t)bins) >> 32);
+}
+
+static void sketch_begin(shc_work *w, const shc_scheme *s)
+{
+    for (int32_t i = 0; i < s->bins; i++)
+        w->minima[i] = EMPTY_BIN;
+}
+
+SHC_INLINE void sketch_add(shc_work *w, uint32_t bins, uint64_t h)
+{
+    uint32_t slot = bin_of(h, bins);
+    uint32_t v = (uint32_t)h;
+    if (v < w->minima[slot])
+        w->minima[slot] = v;
+}
+
+static void ensure_probe_table(shc_work *w, int32_t bins)
+{
+    if (w->probe_bins == bins)
+        return;
+    uint16_t *t = realloc(w->probe_table, sizeof(uint16_t) * (size_t)bins * PROBE_CACHED);
+    if (!t) {
+        w->probe_bins = 0;
+        return; /* probes are computed instead */
+    }
+    w->probe_table = t;
+    for (int32_t j = 0; j < bins; j++)
+        for (int a = 1; a <= PROBE_CACHED; a++)
+            t[(size_t)j * PROBE_CACHED + (size_t)(a - 1)] = (uint16_t)probe((uint32_t)bins, (uint64_t)j, (uint64_t)a);
+    w->probe_bins = bins;
+}
+
+/* 1 + rint(2048 log2 size), at most 0xFFFF (sketch.size_codes); -1 where too near a tie. */
+static int32_t size_code(uint64_t size)
+{
+    if (size < 1)
+        return 0;
+    double x = SIZE_STEPS * log2((double)size);
+    if (near_tie(x))
+        return -1;
+    double code = 1.0 + rint(x);
+    return code > 65535.0 ? 65535 : (int32_t)code;
+}
+
+/* The sketch bytes from the minima (sketch.sketch_from_minima); returns whether any bin was filled.
+ * size: the distinct-shingle count (for size_bits 16). -1 where the size code is too near a tie. */
+static int sketch_finish(shc_work *w, const shc_scheme *s, uint64_t size, uint8_t *out)
+{
+    uint32_t bins = (uint32_t)s->bins;
+    uint32_t shift = 32u - (uint32_t)s->bits;
+    uint32_t filled = 0, last = 0;
+    size_t nbytes = shc_sketch_bytes(s);
+    size_t bin_bytes = (size_t)s->bins * (size_t)s->bits / 8;
+    for (uint32_t i = 0; i < bins; i++) {
+        uint32_t m = w->minima[i];
+        w->occupied[i] = m != EMPTY_BIN;
+        if (m != EMPTY_BIN) {
+            filled++;
+            last = i;
+        }
+        w->fields[i] = (uint32_t)(m * FIELD_MULTIPLIER) >> shift;
+    }
+    memset(out, 0, nbytes);
+    if (filled == 0)
+        return 0;
+    int32_t code = 0;
+    if (s->size_bits) {
+        code = size_code(size);
+        if (code < 0)
+            return -1;
+    }
+    if (filled == 1) {
+        uint32_t v = w->fields[last];
+        for (uint32_t i = 0; i < bins; i++)
+            w->fields[i] = v;
+    } else if (filled < bins) {
+        /* Optimal densification: an empty bin takes the field of the first filled bin its probe
+         * sequence hits (reads only from bins filled from the start, so the order does not matter). */
+        ensure_probe_table(w, s->bins);
+        const uint16_t *table = w->probe_bins == s->bins ? w->probe_table : NULL;
+        for (uint32_t j = 0; j < bins; j++) {
+            if (w->occupied[j])
+                continue;
+            uint64_t a = 1;
+            uint32_t t = 0;
+            int found = 0;
+            if (table) {
+                const uint16_t *row = table + (size_t)j * PROBE_CACHED;
+                for (; a <= PROBE_CACHED; a++) {
+                    t = row[a - 1];
+                    if (w->occupied[t]) {
+                        found = 1;
+                        break;
+                    }
+                }
+            }
+            while (!found) {
+                t = probe(bins, j, a);
+                if (w->occupied[t])
+                    found = 1;
+                else
+                    a++;
+            }
+            w->fields[j] = w->fields[t];
+        }
+    }
+    if (s->bits == 16) {
+        for (uint32_t i = 0; i < bins; i++) {
+            out[2 * i] = (uint8_t)w->fields[i];
+            out[2 * i + 1] = (uint8_t)(w->fields[i] >> 8);
+        }
+    } else {
+        uint32_t b = (uint32_t)s->bits;
+        for (uint32_t i = 0; i < bins; i++) {
+            size_t bit = (size_t)i * b;
+            out[bit >> 3] |= (uint8_t)(w->fields[i] << (bit & 7));
+        }
+    }
+    if (s->size_bits) {
+        out[bin_bytes] = (uint8_t)code;
+        out[bin_bytes + 1] = (uint8_t)(code >> 8);
+    }
+    return 1;
+}
+
+/* ---------------------------------------------------------------- one text */
+
+SHC_CLONES static int one_text(shc_work *w, const unsigned char *text, size_t len, int32_t ngram, int32_t weights,
+                    const shc_scheme *scheme, uint64_t *fingerprint, uint8_t *sketch, size_t nbytes)
+{
+    if (fingerprint)
+        *fingerprint = 0;
+    if (sketch)
+        memset(sketch, 0, nbytes);
+    if (reserve((void **)&w->units, &w->units_cap, len + 1, sizeof(uint32_t)))
+        return SHC_DECLINED | SHC_WHY_MEMORY;
+    size_t m = 0;
+    int r = fast_units(w, text, len, &m);
+    if (r == NEEDS_GENERAL_PATH) {
+        r = decode_utf8(text, len, w->units, &m);
+        if (r)
+            return r;
+        r = normalize_units(w, &m);
+    }
+    if (r)
+        return r;
+    if (m == 0)
+        return SHC_NO_FEATURES;
+    if (reserve((void **)&w->hashes, &w->hashes_cap, m + 1, sizeof(uint64_t)))
+        return SHC_DECLINED | SHC_WHY_MEMORY;
+    int status = 0;
+    int want_fp = fingerprint != NULL;
+    int want_sketch = sketch != NULL;
+    /* The sketch shares the fingerprint's hashes when they are character 5-grams (fingerprint.
+     * simhash_and_sketch_many); its size then counts distinct 64-bit hashes where the weights made them
+     * distinct (binary, log), else distinct low 32 bits (sketch.distinct_counts). */
+    int shared = want_sketch && ngram == SKETCH_NGRAM;
+    int size_low32 = !shared || weights == SHC_WEIGHTS_COUNT || !want_fp;
+    uint64_t distinct64 = 0;
+    if (want_fp || shared) {
+        int n = want_fp ? ngram : SKETCH_NGRAM;
+        size_t count = ngram_hashes(w->units, m, n, w->hashes);
+        if (set_reset(w, count, want_fp && weights == SHC_WEIGHTS_LOG))
+            return SHC_DECLINED | SHC_WHY_MEMORY;
+        bitsum sums;
+        bitsum_init(&sums);
+        if (shared)
+            sketch_begin(w, scheme);
+        uint32_t bins = shared ? (uint32_t)scheme->bins : 0;
+        if (!want_fp || weights == SHC_WEIGHTS_COUNT) {
+            for (size_t i = 0; i < count; i++) {
+                uint64_t h = w->hashes[i];
+                if (want_fp)
+                    bitsum_add1(&sums, h);
+                if (shared)
+                    sketch_add(w, bins, h);
+            }
+        } else if (weights == SHC_WEIGHTS_BINARY) {
+            for (size_t i = 0; i < count; i++) {
+                uint64_t h = w->hashes[i];
+                int fresh;
+                if (i + SET_PREFETCH_DISTANCE < count)
+                    set_prefetch(w, w->hashes[i + SET_PREFETCH_DISTANCE]);
+                set_insert(w, h, &fresh);
+                if (fresh) {
+                    bitsum_add1(&sums, h);
+                    distinct64++;
+                    if (shared)
+                        sketch_add(w, bins, h);
+                }
+            }
+        } else { /* log: counts first, then each distinct hash once with its weight */
+            size_t distinct = 0;
+            for (size_t i = 0; i < count; i++) {
+                uint64_t h = w->hashes[i];
+                int fresh;
+                if (i + SET_PREFETCH_DISTANCE < count)
+                    set_prefetch(w, w->hashes[i + SET_PREFETCH_DISTANCE]);
+                uint32_t *slot = set_insert(w, h, &fresh);
+                if (fresh) {
+                    w->hashes[distinct++] = h; /* (i >= distinct: no hash is lost) */
+                    if (shared)
+                        sketch_add(w, bins, h);
+                }
+                (*slot)++;
+            }
+            for (size_t i = 0; i < distinct; i++) {
+                int fresh;
+                uint32_t *slot = set_insert(w, w->hashes[i], &fresh);
+                int64_t weight = log_weight(*slot);
+                if (weight < 0)
+                    return SHC_DECLINED | SHC_WHY_ROUNDING;
+                bitsum_add_weighted(&sums, w->hashes[i], weight);
+            }
+            distinct64 = distinct;
+        }
+        if (want_fp) {
+            *fingerprint = bitsum_fingerprint(&sums);
+            status |= SHC_HAS_FINGERPRINT;
+        }
+        if (shared && size_low32 && scheme->size_bits) {
+            /* distinct low 32 bits of all shingle hashes (the hashes array holds them unless log
+             * weights compacted it: then the distinct 64-bit hashes, whose low 32 bits are as many) */
+            size_t k = weights == SHC_WEIGHTS_LOG && want_fp ? (size_t)distinct64 : count;
+            if (set_reset(w, k, 0))
+                return SHC_DECLINED | SHC_WHY_MEMORY;
+            distinct64 = 0;
+            for (size_t i = 0; i < k; i++) {
+                int fresh;
+                if (i + SET_PREFETCH_DISTANCE < k)
+                    set_prefetch(w, w->hashes[i + SET_PREFETCH_DISTANCE] & 0xFFFFFFFFull);
+                set_insert(w, w->hashes[i] & 0xFFFFFFFFull, &fresh);
+                distinct64 += (uint64_t)fresh;
+            }
+        }
+    }
+    if (want_sketch && !shared) { /* sketch.sketch_many: its own 5-gram pass, sizes by low 32 bits */
+        size_t count = ngram_hashes(w->units, m, SKETCH_NGRAM, w->hashes);
+        sketch_begin(w, scheme);
+        uint32_t bins = (uint32_t)scheme->bins;
+        for (size_t i = 0; i < count; i++)
+            sketch_add(w, bins, w->hashes[i]);
+        distinct64 = 0;
+        if (scheme->size_bits) {
+            if (set_reset(w, count, 0))
+                return SHC_DECLINED | SHC_WHY_MEMORY;
+            for (size_t i = 0; i < count; i++) {
+                int fresh;
+                if (i + SET_PREFETCH_DISTANCE < count)
+                    set_prefetch(w, w->hashes[i + SET_PREFETCH_DISTANCE] & 0xFFFFFFFFull);
+                set_insert(w, w->hashes[i] & 0xFFFFFFFFull, &fresh);
+                distinct64 += (uint64_t)fresh;
+            }
+        }
+    }
+    if (want_sketch) {
+        int present = sketch_finish(w, scheme, distinct64, sketch);
+        if (present < 0) {
+            if (fingerprint)
+                *fingerprint = 0;
+            memset(sketch, 0, nbytes);
+            return SHC_DECLINED | SHC_WHY_ROUNDING;
+        }
+        if (present)
+            status |= SHC_HAS_SKETCH;
+    }
+    return status;
+}
+
+int shc_text(shc_work *w, const char *text, size_t len, int32_t ngram, int32_t weights, const shc_scheme *scheme,
+             uint64_t *fingerprint, uint8_t *sketch, uint8_t *status)
+{
+    if (!w || !status || (!text && len) || (fingerprint && shc_check_settings(ngram, weights)))
+        return SHC_ERR_ARGUMENT;
+    size_t nbytes = 0;
+    if (sketch) {
+        nbytes = shc_sketch_bytes(scheme);
+        if (!nbytes)
+            return SHC_ERR_ARGUMENT;
+    }
+    int r = one_text(w, (const unsigned char *)(text ? text : ""), len, ngram, weights, scheme, fingerprint, sketch,
+                     nbytes);
+    if (r & SHC_DECLINED) {
+        if (fingerprint)
+            *fingerprint = 0;
+        if (sketch)
+            memset(sketch, 0, nbytes);
+    }
+    *status = (uint8_t)r;
+    return 0;
+}
+
+int shc_batch(shc_work *w, const char *buf, const int64_t *offsets, size_t n, int32_t ngram, int32_t weights,
+              const shc_scheme *scheme, uint64_t *fingerprints, uint8_t *sketches, uint8_t *status)
+{
+    if (!w || !status || (n && (!offsets || !buf)))
+        return SHC_ERR_ARGUMENT;
+    if (fingerprints && shc_check_settings(ngram, weights))
+        return SHC_ERR_ARGUMENT;
+    size_t nbytes = 0;
+    if (sketches) {
+        nbytes = shc_sketch_bytes(scheme);
+        if (!nbytes)
+            return SHC_ERR_ARGUMENT;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (offsets[i] < 0 || offsets[i + 1] < offsets[i])
+            return SHC_ERR_ARGUMENT;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t *fp = fingerprints ? fingerprints + i : NULL;
+        uint8_t *sk = sketches ? sketches + i * nbytes : NULL;
+        int r = one_text(w, (const unsigned char *)buf + offsets[i], (size_t)(offsets[i + 1] - offsets[i]), ngram,
+                         weights, scheme, fp, sk, nbytes);
+        if (r & SHC_DECLINED) {
+            if (fp)
+                *fp = 0;
+            if (sk)
+                memset(sk, 0, nbytes);
+        }
+        status[i] = (uint8_t)r;
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------- the estimate (sketch.estimate_many) */
+
+/* sketch.sizes_of: rint(2 ** ((code - 1) / 2048)), NaN for code 0. */
+static double size_of_code(unsigned code)
+{
+    if (code == 0)
+        return NAN;
+    return rint(pow(2.0, ((double)code - 1.0) / SIZE_STEPS));
+}
+
+static int64_t agreeing_bins(const uint8_t *a, const uint8_t *b, const shc_scheme *s)
+{
+    size_t bin_bytes = (size_t)s->bins * (size_t)s->bits / 8;
+    int64_t agree = 0;
+    if (s->bits == 16) {
+        for (size_t i = 0; i < bin_bytes; i += 2)
+            agree += (a[i] == b[i] && a[i + 1] == b[i + 1]);
+        return agree;
+    }
+    unsigned bits = (unsigned)s->bits, mask = (1u << bits) - 1;
+    for (size_t i = 0; i < bin_bytes; i++) {
+        unsigned x = (unsigned)(a[i] ^ b[i]);
+        for (unsigned shift = 0; shift < 8; shift += bits)
+            agree += ((x >> shift) & mask) == 0;
+    }
+    return agree;
+}
+
+static double estimate_pair(const uint8_t *a, const uint8_t *b, const shc_scheme *s)
+{
+    double chance = pow(2.0, -(double)s->bits); /* exact: a power of two */
+    double share = (double)agreeing_bins(a, b, s) / (double)s->bins;
+    double e = (share - chance) / (1.0 - chance);
+    e = e < 0.0 ? 0.0 : (e > 1.0 ? 1.0 : e); /* np.clip */
+    if (!s->size_bits)
+        return e;
+    size_t at = (size_t)s->bins * (size_t)s->bits / 8;
+    double x = size_of_code((unsigned)a[at] | ((unsigned)a[at + 1] << 8));
+    double y = size_of_code((unsigned)b[at] | ((unsigned)b[at + 1] << 8));
+    if (isnan(x) || isnan(y))
+        return e; /* sharpened(): an unknown ratio leaves the estimate */
+    double r = (x < y ? x : y) / (x > y ? x : y);
+    /* estimate_spread(r) */
+    double p = r + (1.0 - r) * chance;
+    double v = p * (1.0 - p);
+    v = v < 0.0 ? 0.0 : v;
+    double spread = sqrt(v / (double)s->bins) / (1.0 - chance);
+    int contained = fabs(e - r) <= CONTAINMENT_SDS * spread + 1e-12;
+    if (contained)
+        return r;
+    return e < r ? e : r;
+}
+
+int shc_estimate_many(const uint8_t *a, const uint8_t *b, size_t n, const shc_scheme *s, double *out)
+{
+    size_t nbytes = shc_sketch_bytes(s);
+    if (!nbytes || (n && (!a || !b || !out)))
+        return SHC_ERR_ARGUMENT;
+    for (size_t i = 0; i < n; i++)
+        out[i] = estimate_pair(a + i * nbytes, b + i * nbytes, s);
+    return 0;
+}
+
+int shc_estimate(const uint8_t *a, size_t a_len, const uint8_t *b, size_t b_len, const shc_scheme *s, double *out)
+{
+    size_t nbytes = shc_sketch_bytes(s);
+    if (!nbytes || !a || !b || !out || a_len != nbytes || b_len != nbytes)
+        return SHC_ERR_ARGUMENT;
+    *out = estimate_pair(a, b, s);
+    return 0;
+}
+
+int shc_sketch_size(const uint8_t *sketch, size_t len, const shc_scheme *s, double *out)
+{
+    size_t nbytes = shc_sketch_bytes(s);
+    if (!nbytes || !sketch || !out || len != nbytes)
+        return SHC_ERR_ARGUMENT;
+    if (!s->size_bits) {
+        *out = NAN;
+        return 0;
+    }
+    size_t at = (size_t)s->bins * (size_t)s->bits / 8;
+    *out = size_of_code((unsigned)sketch[at] | ((unsigned)sketch[at + 1] << 8));
+    return 0;
+}

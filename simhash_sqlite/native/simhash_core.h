@@ -1,0 +1,129 @@
+/* simhash_core: the fingerprint and sketch core of simhash-sqlite in plain C (C99, libc and libm only).
+ *
+ * It computes exactly what the Python reference (simhash_sqlite core: features.char_units, fingerprint.py,
+ * sketch.py) computes for character n-gram fingerprints: the same 64-bit fingerprints, the same sketch
+ * bytes, the same Jaccard estimates (bit-identical doubles). What it cannot compute exactly it DECLINES,
+ * per text, with a status the caller acts on (the Python face computes such a text with the reference;
+ * another host reports an error or NULL). It never declines silently and never guesses.
+ *
+ * Text is UTF-8. A text is declined (SHC_DECLINED | reason) when it holds invalid UTF-8, an encoded
+ * surrogate (Python's 'surrogatepass' encoding of a lone surrogate), or a sequence whose NFKC the core
+ * cannot be sure of without a full normalisation (a combining mark that composes with the letter before
+ * it, or follows a letter with a canonical decomposition, marks out of canonical order, conjoining
+ * jamo; see docs/native.md). Compatibility characters (full-width forms,
+ * no-break space, ligatures, ...) and multi-character case folds (sharp s) are computed. The Unicode
+ * tables are generated at build time from the build interpreter's unicodedata; shc_unidata_version()
+ * says which Unicode version.
+ *
+ * Thread safety: every function is reentrant; a shc_work holds one thread's scratch memory (one per
+ * thread, never shared at the same time). Nothing here reads past the lengths it is given.
+ *
+ * Building: see simhash_sqlite/native/BUILD.md (one list of targets in hatch_build.py; the SQLite
+ * extension compiles simhash_core.c into itself).
+ */
+#ifndef SIMHASH_CORE_H
+#define SIMHASH_CORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(_WIN32)
+#define SHC_API __declspec(dllexport)
+#elif defined(__GNUC__)
+#define SHC_API __attribute__((visibility("default")))
+#else
+#define SHC_API
+#endif
+
+/* Bumped when a signature or a meaning below changes (the Python face checks it at load). */
+#define SHC_ABI_VERSION 1
+
+/* Feature weights, as FingerprintSettings.weights names them. */
+#define SHC_WEIGHTS_BINARY 0
+#define SHC_WEIGHTS_COUNT 1
+#define SHC_WEIGHTS_LOG 2
+
+/* Per-text status (one byte per text in the batch calls). */
+#define SHC_NO_FEATURES 0x00   /* no letter or digit: fingerprint None and sketch None (outputs zeroed) */
+#define SHC_HAS_FINGERPRINT 0x01 /* the fingerprint output is valid */
+#define SHC_HAS_SKETCH 0x02      /* the sketch output is valid (else zero bytes: the reference's None) */
+#define SHC_DECLINED 0x80        /* not computed: the low bits say why (outputs zeroed) */
+#define SHC_WHY_UTF8 1           /*   invalid UTF-8 (overlong, truncated, beyond U+10FFFF, ...) */
+#define SHC_WHY_SURROGATE 2      /*   an encoded surrogate (U+D800..U+DFFF) */
+#define SHC_WHY_NORMALIZE 3      /*   may need full NFKC (beyond the full-width fold) */
+#define SHC_WHY_FOLD 4           /*   (reserved: multi-character case folds are computed now) */
+#define SHC_WHY_ROUNDING 5       /*   a log weight or size code too near a rounding tie to be sure */
+#define SHC_WHY_MEMORY 6         /*   out of memory for this text */
+
+/* Call-level errors (negative returns). */
+#define SHC_ERR_ARGUMENT (-1) /* a setting or scheme not supported, a NULL where data is needed, bad offsets */
+#define SHC_ERR_MEMORY (-2)
+
+/* A sketch scheme (sketch.SketchScheme): bins 1..65536, bits 1/2/4/8/16 with bins*bits % 8 == 0,
+ * size_bits 0 (version 1) or 16 (version 2). Its ngram and version fields do not change the bytes
+ * (the reference always sketches character 5-grams), so they are not here. */
+typedef struct shc_scheme {
+    int32_t bins;
+    int32_t bits;
+    int32_t size_bits;
+} shc_scheme;
+
+SHC_API int shc_abi_version(void);
+/* The Unicode version of the tables (unicodedata.unidata_version of the interpreter that built them). */
+SHC_API const char *shc_unidata_version(void);
+/* "portable", "avx2" or "avx512": the kernels this CPU runs. */
+SHC_API const char *shc_kernel(void);
+
+/* 0 when the core computes fingerprints of character `ngram`-grams (1..16) with these weights, else
+ * SHC_ERR_ARGUMENT (features="words" is never supported: the caller must not ask). */
+SHC_API int shc_check_settings(int32_t ngram, int32_t weights);
+/* 0 when the scheme is supported, else SHC_ERR_ARGUMENT. */
+SHC_API int shc_check_scheme(const shc_scheme *scheme);
+/* Bytes of one sketch of the scheme (bins*bits/8 + size_bits/8), or 0 when it is not supported. */
+SHC_API size_t shc_sketch_bytes(const shc_scheme *scheme);
+
+/* Scratch memory of one thread; grows to the largest text seen, reused across calls. */
+typedef struct shc_work shc_work;
+SHC_API shc_work *shc_work_new(void);
+SHC_API void shc_work_free(shc_work *work);
+
+/* Fingerprints and/or sketches of n texts. Text i is the UTF-8 bytes buf[offsets[i] .. offsets[i+1]),
+ * offsets nondecreasing, n + 1 of them (offsets[0] need not be 0). Outputs (each may be NULL to skip it):
+ *   fingerprints: n uint64 (the unsigned fingerprint; 0 where there is none),
+ *   sketches: n * shc_sketch_bytes(scheme) bytes (zeros where there is none); needs scheme,
+ *   status: n bytes (SHC_* above); required.
+ * With sketches, the fingerprint's ngram/weights do not change the sketch (always 5-grams, as the
+ * reference). Returns 0, or a negative SHC_ERR_* (nothing written is meaningful then). */
+SHC_API int shc_batch(shc_work *work, const char *buf, const int64_t *offsets, size_t n, int32_t ngram,
+                      int32_t weights, const shc_scheme *scheme, uint64_t *fingerprints, uint8_t *sketches,
+                      uint8_t *status);
+
+/* One text: *status as above; returns 0 or a negative SHC_ERR_*. fingerprint/sketch may be NULL. */
+SHC_API int shc_text(shc_work *work, const char *text, size_t len, int32_t ngram, int32_t weights,
+                     const shc_scheme *scheme, uint64_t *fingerprint, uint8_t *sketch, uint8_t *status);
+
+/* Bits that differ (fingerprint.hamming). */
+SHC_API int shc_hamming(uint64_t a, uint64_t b);
+/* The four 16-bit blocks, most significant first (fingerprint.blocks: b0 = bits 63..48). */
+SHC_API void shc_blocks(uint64_t fingerprint, uint16_t out[4]);
+
+/* Estimated Jaccard of n pairs of sketches (sketch.estimate_many): rows a[i], b[i] of
+ * shc_sketch_bytes(scheme) bytes each, laid end to end. out: n doubles, bit-identical to numpy's.
+ * Returns 0 or SHC_ERR_ARGUMENT. */
+SHC_API int shc_estimate_many(const uint8_t *a, const uint8_t *b, size_t n, const shc_scheme *scheme, double *out);
+/* One pair with its byte lengths checked: SHC_ERR_ARGUMENT (nothing written) unless both are
+ * shc_sketch_bytes(scheme) long. */
+SHC_API int shc_estimate(const uint8_t *a, size_t a_len, const uint8_t *b, size_t b_len, const shc_scheme *scheme,
+                         double *out);
+/* The distinct-shingle count a version 2 sketch records (sketch.sizes_of); NaN where unknown (code 0)
+ * or where the scheme records none. Returns 0 or SHC_ERR_ARGUMENT (length checked as above). */
+SHC_API int shc_sketch_size(const uint8_t *sketch, size_t len, const shc_scheme *scheme, double *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

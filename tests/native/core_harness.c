@@ -1,0 +1,257 @@
+/* A C harness for simhash_core.c, meant to run under AddressSanitizer and UndefinedBehaviorSanitizer
+ * (bench/native_sanitize.sh builds and runs it). Fixed hostile cases, then random ones for a bounded
+ * time: random bytes, mutated UTF-8 of every length class, every scheme (and bad ones), estimates of
+ * random rows of every length. It checks what must hold whatever the input:
+ *   - a status is 0, a combination of HAS_FINGERPRINT/HAS_SKETCH, or DECLINED with a known reason;
+ *   - outputs of a declined or featureless text are zeros;
+ *   - a text gives the same result alone (shc_text) as inside a batch (shc_batch), and twice;
+ *   - bad arguments give SHC_ERR_ARGUMENT and write nothing out of bounds.
+ * Usage: core_harness [seconds] [seed]. Exit 0 when every check held. */
+#include "simhash_core.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static uint64_t rng_state = 0x853c49e6748fea9bull;
+static uint64_t rnd(void)
+{
+    uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static long failures = 0;
+#define CHECK(cond, ...)                                                                                             \
+    do {                                                                                                             \
+        if (!(cond)) {                                                                                               \
+            failures++;                                                                                              \
+            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                                    \
+            fprintf(stderr, __VA_ARGS__);                                                                            \
+            fputc('\n', stderr);                                                                                     \
+        }                                                                                                            \
+    } while (0)
+
+static const shc_scheme SCHEMES[] = {{944, 1, 16}, {960, 1, 0}, {240, 2, 0}, {120, 4, 16}, {60, 8, 0},
+                                     {30, 16, 16}, {3, 8, 0},   {8, 1, 0},   {1, 8, 16},   {65536, 1, 16}};
+#define NSCHEMES (sizeof SCHEMES / sizeof SCHEMES[0])
+
+static int status_ok(uint8_t s)
+{
+    if (s & SHC_DECLINED)
+        return (s & 0x7F) >= SHC_WHY_UTF8 && (s & 0x7F) <= SHC_WHY_MEMORY;
+    return (s & ~(SHC_HAS_FINGERPRINT | SHC_HAS_SKETCH)) == 0;
+}
+
+static int all_zero(const uint8_t *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (p[i])
+            return 0;
+    return 1;
+}
+
+/* Random text: raw bytes, or UTF-8 of code points drawn from interesting ranges, sometimes mutated. */
+static size_t make_text(unsigned char *buf, size_t cap)
+{
+    size_t len = 0, want;
+    uint64_t r = rnd();
+    switch (r % 5) {
+    case 0: want = 0; break;
+    case 1: want = rnd() % 8; break;
+    case 2: want = rnd() % 64; break;
+    case 3: want = rnd() % 2048; break;
+    default: want = rnd() % cap; break;
+    }
+    if (want > cap)
+        want = cap;
+    if ((r >> 8) % 4 == 0) { /* raw bytes */
+        for (; len < want; len++)
+            buf[len] = (unsigned char)rnd();
+        return len;
+    }
+    static const uint32_t ranges[][2] = {{0x20, 0x7E},       {0, 0x20},         {0x300, 0x36F},   {0x4E00, 0x9FFF},
+                                         {0xFF00, 0xFFEF},   {0x3000, 0x303F},  {0xAC00, 0xD7A3}, {0x1100, 0x11FF},
+                                         {0x1F300, 0x1FAFF}, {0xD800, 0xDFFF},  {0x80, 0x24F},    {0x2000, 0x206F},
+                                         {0xFB00, 0xFDFF},   {0x1D400, 0x1D7FF}, {0, 0x10FFFF}};
+    size_t nranges = sizeof ranges / sizeof ranges[0];
+    while (len + 4 <= want) {
+        const uint32_t *rg = ranges[rnd() % nranges];
+        uint32_t cp = rg[0] + (uint32_t)(rnd() % (rg[1] - rg[0] + 1));
+        if (cp < 0x80) {
+            buf[len++] = (unsigned char)cp;
+        } else if (cp < 0x800) {
+            buf[len++] = (unsigned char)(0xC0 | (cp >> 6));
+            buf[len++] = (unsigned char)(0x80 | (cp & 0x3F));
+        } else if (cp < 0x10000) {
+            buf[len++] = (unsigned char)(0xE0 | (cp >> 12));
+            buf[len++] = (unsigned char)(0x80 | ((cp >> 6) & 0x3F));
+            buf[len++] = (unsigned char)(0x80 | (cp & 0x3F));
+        } else {
+            buf[len++] = (unsigned char)(0xF0 | (cp >> 18));
+            buf[len++] = (unsigned char)(0x80 | ((cp >> 12) & 0x3F));
+            buf[len++] = (unsigned char)(0x80 | ((cp >> 6) & 0x3F));
+            buf[len++] = (unsigned char)(0x80 | (cp & 0x3F));
+        }
+    }
+    if (len && (r >> 16) % 6 == 0) /* mutate a byte */
+        buf[rnd() % len] ^= (unsigned char)(1u << (rnd() % 8));
+    if (len && (r >> 24) % 6 == 0) /* truncate */
+        len -= rnd() % (len < 4 ? len : 4);
+    return len;
+}
+
+static void check_texts(shc_work *w, shc_work *w2, const unsigned char *buf, const int64_t *offsets, size_t n,
+                        int32_t ngram, int32_t weights, const shc_scheme *s)
+{
+    size_t nbytes = shc_sketch_bytes(s);
+    uint64_t *fps = malloc(sizeof(uint64_t) * (n ? n : 1));
+    uint8_t *sk = malloc(nbytes * (n ? n : 1));
+    uint8_t *st = malloc(n ? n : 1);
+    uint8_t *one = malloc(nbytes);
+    int r = shc_batch(w, (const char *)buf, offsets, n, ngram, weights, s, fps, sk, st);
+    CHECK(r == 0, "shc_batch returned %d", r);
+    for (size_t i = 0; r == 0 && i < n; i++) {
+        CHECK(status_ok(st[i]), "bad status %u", st[i]);
+        if (!(st[i] & SHC_HAS_FINGERPRINT))
+            CHECK(fps[i] == 0, "fingerprint without HAS_FINGERPRINT");
+        if (!(st[i] & SHC_HAS_SKETCH))
+            CHECK(all_zero(sk + i * nbytes, nbytes), "sketch bytes without HAS_SKETCH");
+        if ((st[i] & SHC_HAS_SKETCH) && !(st[i] & SHC_DECLINED))
+            CHECK(st[i] & SHC_HAS_FINGERPRINT, "a sketch without a fingerprint");
+        uint64_t fp = 1;
+        uint8_t s1 = 0xFF;
+        int r1 = shc_text(w2, (const char *)buf + offsets[i], (size_t)(offsets[i + 1] - offsets[i]), ngram, weights,
+                          s, &fp, one, &s1);
+        CHECK(r1 == 0 && s1 == st[i] && fp == fps[i] && memcmp(one, sk + i * nbytes, nbytes) == 0,
+              "text %zu alone differs from the batch (status %u vs %u)", i, s1, st[i]);
+    }
+    /* fingerprints only, sketches only: the same values */
+    uint64_t *fps2 = malloc(sizeof(uint64_t) * (n ? n : 1));
+    uint8_t *st2 = malloc(n ? n : 1);
+    r = shc_batch(w2, (const char *)buf, offsets, n, ngram, weights, NULL, fps2, NULL, st2);
+    CHECK(r == 0, "fingerprints only: %d", r);
+    for (size_t i = 0; r == 0 && i < n; i++)
+        if (!(st[i] & SHC_DECLINED) && !(st2[i] & SHC_DECLINED))
+            CHECK(fps2[i] == fps[i], "fingerprint alone differs");
+    free(fps2);
+    free(st2);
+    free(fps);
+    free(sk);
+    free(st);
+    free(one);
+}
+
+static void check_estimates(const shc_scheme *s)
+{
+    size_t nbytes = shc_sketch_bytes(s);
+    size_t n = 1 + rnd() % 16;
+    uint8_t *a = malloc(nbytes * n), *b = malloc(nbytes * n);
+    double *out = malloc(sizeof(double) * n);
+    for (size_t i = 0; i < nbytes * n; i++) {
+        a[i] = (uint8_t)rnd();
+        b[i] = rnd() % 3 ? a[i] : (uint8_t)rnd();
+    }
+    CHECK(shc_estimate_many(a, b, n, s, out) == 0, "estimate_many failed");
+    for (size_t i = 0; i < n; i++) {
+        CHECK(out[i] >= 0.0 && out[i] <= 1.0, "estimate %g out of [0, 1]", out[i]);
+        double one;
+        CHECK(shc_estimate(a + i * nbytes, nbytes, b + i * nbytes, nbytes, s, &one) == 0 && one == out[i],
+              "one estimate differs");
+        double size;
+        CHECK(shc_sketch_size(a + i * nbytes, nbytes, s, &size) == 0, "sketch_size failed");
+        CHECK(isnan(size) || size >= 1.0, "size %g", size);
+    }
+    double x;
+    CHECK(shc_estimate(a, nbytes - 1, b, nbytes, s, &x) == SHC_ERR_ARGUMENT, "short sketch accepted");
+    CHECK(shc_estimate(a, nbytes, b, nbytes + 1, s, &x) == SHC_ERR_ARGUMENT, "long sketch accepted");
+    CHECK(shc_sketch_size(a, 0, s, &x) == SHC_ERR_ARGUMENT, "empty sketch accepted");
+    free(a);
+    free(b);
+    free(out);
+}
+
+static void fixed_cases(shc_work *w)
+{
+    shc_scheme bad[] = {{0, 1, 0}, {7, 1, 0}, {8, 3, 0}, {8, 1, 8}, {65537, 8, 0}, {-8, 1, 0}, {8, 32, 0}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        CHECK(shc_check_scheme(&bad[i]) == SHC_ERR_ARGUMENT, "bad scheme %zu accepted", i);
+        CHECK(shc_sketch_bytes(&bad[i]) == 0, "bad scheme %zu has bytes", i);
+        uint8_t st, sk[16];
+        uint64_t fp;
+        CHECK(shc_text(w, "abc", 3, 5, 0, &bad[i], &fp, sk, &st) == SHC_ERR_ARGUMENT, "bad scheme used");
+        double e;
+        CHECK(shc_estimate(sk, 1, sk, 1, &bad[i], &e) == SHC_ERR_ARGUMENT, "estimate with a bad scheme");
+    }
+    CHECK(shc_check_scheme(NULL) == SHC_ERR_ARGUMENT, "NULL scheme");
+    uint8_t st;
+    uint64_t fp;
+    CHECK(shc_text(w, "abc", 3, 0, 0, NULL, &fp, NULL, &st) == SHC_ERR_ARGUMENT, "ngram 0");
+    CHECK(shc_text(w, "abc", 3, 17, 0, NULL, &fp, NULL, &st) == SHC_ERR_ARGUMENT, "ngram 17");
+    CHECK(shc_text(w, "abc", 3, 5, 3, NULL, &fp, NULL, &st) == SHC_ERR_ARGUMENT, "weights 3");
+    CHECK(shc_text(w, NULL, 3, 5, 0, NULL, &fp, NULL, &st) == SHC_ERR_ARGUMENT, "NULL text with a length");
+    CHECK(shc_text(w, NULL, 0, 5, 0, NULL, &fp, NULL, &st) == 0 && st == 0, "NULL empty text");
+    CHECK(shc_text(w, "abc", 3, 5, 0, NULL, &fp, NULL, NULL) == SHC_ERR_ARGUMENT, "NULL status");
+    CHECK(shc_text(NULL, "abc", 3, 5, 0, NULL, &fp, NULL, &st) == SHC_ERR_ARGUMENT, "NULL work");
+    int64_t back[] = {0, 3, 1};
+    uint8_t sts[2];
+    CHECK(shc_batch(w, "abc", back, 2, 5, 0, NULL, NULL, NULL, sts) == SHC_ERR_ARGUMENT, "offsets backwards");
+    int64_t neg[] = {-1, 2};
+    CHECK(shc_batch(w, "abc", neg, 1, 5, 0, NULL, NULL, NULL, sts) == SHC_ERR_ARGUMENT, "negative offset");
+    CHECK(shc_batch(w, NULL, NULL, 0, 5, 0, NULL, NULL, NULL, sts) == 0, "empty batch");
+    CHECK(shc_hamming(0, ~0ull) == 64 && shc_hamming(5, 5) == 0, "hamming");
+    uint16_t blocks[4];
+    shc_blocks(0x0123456789ABCDEFull, blocks);
+    CHECK(blocks[0] == 0x0123 && blocks[3] == 0xCDEF, "blocks");
+    /* a huge text of one repeated character, and one of many distinct shingles */
+    size_t big = 1 << 22;
+    char *t = malloc(big);
+    memset(t, 'a', big);
+    uint8_t sk[120];
+    shc_scheme s = {944, 1, 16};
+    CHECK(shc_text(w, t, big, 5, 2, &s, &fp, sk, &st) == 0 && st == 3, "huge repeated text");
+    for (size_t i = 0; i < big; i++)
+        t[i] = (char)('a' + rnd() % 26);
+    CHECK(shc_text(w, t, big, 5, 1, &s, &fp, sk, &st) == 0 && st == 3, "huge random text");
+    free(t);
+}
+
+int main(int argc, char **argv)
+{
+    double seconds = argc > 1 ? atof(argv[1]) : 10.0;
+    if (argc > 2)
+        rng_state = strtoull(argv[2], NULL, 10);
+    shc_work *w = shc_work_new(), *w2 = shc_work_new();
+    if (!w || !w2)
+        return 2;
+    fixed_cases(w);
+    size_t cap = 1 << 16;
+    unsigned char *buf = malloc(cap * 8);
+    int64_t offsets[9];
+    clock_t start = clock();
+    long rounds = 0, texts = 0;
+    while ((double)(clock() - start) / CLOCKS_PER_SEC < seconds) {
+        size_t n = rnd() % 9;
+        offsets[0] = (int64_t)(rnd() % 3); /* offsets need not start at 0 */
+        for (size_t i = 0; i < offsets[0]; i++)
+            buf[i] = 'x';
+        for (size_t i = 0; i < n; i++)
+            offsets[i + 1] = offsets[i] + (int64_t)make_text(buf + offsets[i], cap);
+        const shc_scheme *s = &SCHEMES[rnd() % NSCHEMES];
+        int32_t ngram = 1 + (int32_t)(rnd() % 16), weights = (int32_t)(rnd() % 3);
+        if (rnd() % 2)
+            ngram = 5;
+        check_texts(w, w2, buf, offsets, n, ngram, weights, s);
+        check_estimates(s);
+        rounds++;
+        texts += (long)n;
+    }
+    shc_work_free(w);
+    shc_work_free(w2);
+    free(buf);
+    printf("%ld rounds, %ld texts, %ld failures, kernel %s\n", rounds, texts, failures, shc_kernel());
+    return failures ? 1 : 0;
+}

@@ -1,0 +1,432 @@
+"""The C core (simhash_sqlite/native) against the numpy reference: bit-identical fingerprints, sketches and
+estimates on the golden files and on generated text of every kind; texts it declines are computed by
+the reference; the switch; and the package without the library."""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+from golden_sketches import GOLDEN as GOLDEN_SKETCHES
+from golden_sketches import golden_texts
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from simhash_sqlite import native
+from simhash_sqlite.core.fingerprint import (
+    reference_simhash_and_sketch_many,
+    reference_simhash_many,
+    simhash_and_sketch_many,
+    simhash_many,
+    to_hex,
+)
+from simhash_sqlite.core.settings import FingerprintSettings
+from simhash_sqlite.core.sketch import (
+    DEFAULT_SCHEME,
+    SCHEME_V1,
+    SketchScheme,
+    estimate_many,
+    reference_estimate_many,
+    reference_sketch_many,
+    sketch_many,
+)
+
+LIB = native._loaded().lib
+needs_core = pytest.mark.skipif(
+    LIB is None or os.environ.get(native.SWITCH, "").lower() == "python",
+    reason=f"the C core is not in use: {native.describe()}",
+)
+
+SCHEMES = [DEFAULT_SCHEME, SCHEME_V1, SketchScheme(bins=240, bits=2), SketchScheme(bins=30, bits=16, size_bits=16),
+           SketchScheme(bins=120, bits=4, size_bits=16), SketchScheme(bins=3, bits=8)]  # fmt: skip
+SETTINGS = [FingerprintSettings(ngram=n, weights=w) for n in (1, 2, 3, 5, 7, 16) for w in ("binary", "count", "log")]
+
+# Characters that stress each step: controls and Python's odd whitespace (\x1c-\x1f, U+0085 are
+# str.isspace), combining marks (some compose with what precedes them), full-width forms and the
+# ideographic space, compatibility characters (ellipsis, no-break space, ligatures, U+FDFA expands to
+# 18 characters, mathematical letters beyond the BMP), multi-character case folds (sharp s, dotted I,
+# ligatures), Hangul jamo that compose, emoji, lone surrogates, noncharacters and private use.
+SPECIAL = (
+    list("\x00\x01\x07\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f \x7f\x85\xa0\u1680\u2000\u2028\u2029\u202f\u3000")
+    + [chr(c) for c in (0x300, 0x301, 0x308, 0x316, 0x323, 0x345, 0x5B0, 0x93C, 0x9BE, 0x9C7, 0x3099, 0x309A)]
+    + [chr(c) for c in (0xFF01, 0xFF21, 0xFF41, 0xFF5E, 0xFF5F, 0xFF61, 0xFFE5)]
+    + list("\u2026\u00bd\u2122\u2160\u212a\u2126\ufb01\ufb00\ufdfa\u3300\u00b2\u1d2c\u33ff")
+    + ["\U0001d400", "\U0001d7ce", "\U0001f130", "\u0130", "\u00df", "\u1e9e", "\u0149", "\u1f80", "\ufb06"]
+    + list("\u1100\u1161\u11a8\uac00\u3131\u314f")
+    + ["\U0001f600", "\U0001f44d\U0001f3fd", "\u200d", "\ufe0f", "\U0001f1fa\U0001f1f8"]
+    + ["\ud800", "\udfff", "\ud83d"]
+    + ["\ufffe", "\uffff", "\U0010ffff", "\ue000", "\U000e0001"]
+    + list("aAzZ09_-.,!?éÉçΣσςДдאب中文字近似重复ｱ")
+)
+any_character = st.characters(min_codepoint=0, max_codepoint=0x10FFFF)  # every plane (no surrogates)
+characters = st.one_of(st.sampled_from(SPECIAL), any_character, st.sampled_from(list("abc de 中文 ")))
+texts = st.lists(characters, max_size=60).map("".join)
+batches = st.lists(texts, min_size=1, max_size=12)
+
+
+def _outcome(function, *args):
+    """What a call gives, or the type of what it raises (the reference raises on some lone surrogates)."""
+    try:
+        return function(*args)
+    except Exception as exc:  # noqa: BLE001 - compared, not hidden
+        return type(exc).__name__
+
+
+def _raw(texts_, **kwargs):
+    """The core alone: (fingerprints, rows, status) with no fallback."""
+    return native.batch(LIB, texts_, **kwargs)
+
+
+@needs_core
+def test_golden_fingerprints_bit_identical():
+    rows = [json.loads(line) for line in (Path(__file__).parent / "golden" / "fingerprints.jsonl").open()]
+    checked = 0
+    for row in rows:
+        settings_ = FingerprintSettings(**row["settings"])
+        if not native.supports(settings_):
+            continue
+        values, _, status = _raw([row["text"]], ngram=settings_.ngram, weights=settings_.weights)
+        assert not status[0] & native.DECLINED, row
+        got = to_hex(int(values[0])) if status[0] & native.HAS_FINGERPRINT else None
+        assert got == row["simhash"], row
+        checked += 1
+    assert checked >= 39
+
+
+@needs_core
+def test_golden_sketches_bit_identical():
+    texts_ = golden_texts()
+    rows = [json.loads(line) for line in GOLDEN_SKETCHES.open()]
+    by_scheme: dict[tuple[int, int], list[dict]] = {}
+    for row in rows:
+        by_scheme.setdefault((row["bins"], row["bits"]), []).append(row)
+    declined = 0
+    for (bins, bits), expected in by_scheme.items():
+        chosen = texts_ if (bins, bits) == (960, 1) else texts_[::4]
+        _, made, status = _raw(chosen, scheme=SketchScheme(bins=bins, bits=bits), fingerprints=False)
+        for row, made_row, code in zip(expected, made, status.tolist()):
+            if code & native.DECLINED:
+                declined += 1
+                continue
+            assert (made_row.tobytes().hex() if code & native.HAS_SKETCH else None) == row["sketch"]
+        # and through the package's function, declined texts included
+        rows_, present = sketch_many(chosen, SketchScheme(bins=bins, bits=bits))
+        assert [r.tobytes().hex() if p else None for r, p in zip(rows_, present)] == [e["sketch"] for e in expected]
+    assert declined == 0
+
+
+@needs_core
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(batches, st.sampled_from(SETTINGS), st.sampled_from(SCHEMES))
+def test_fingerprints_and_sketches_equal_the_reference(batch, settings_, scheme):
+    expected = _outcome(reference_simhash_and_sketch_many, batch, settings_, scheme)
+    assert _outcome(simhash_and_sketch_many, batch, settings_, scheme) == expected
+    if isinstance(expected, str):
+        return
+    # the core alone, where it did not decline
+    values, rows, status = _raw(batch, ngram=settings_.ngram, weights=settings_.weights, scheme=scheme)
+    for i, code in enumerate(status.tolist()):
+        if code & native.DECLINED:
+            continue
+        assert (int(values[i]) if code & native.HAS_FINGERPRINT else None) == expected[0][i]
+        assert (rows[i].tobytes() if code & native.HAS_SKETCH else None) == expected[1][i]
+
+
+@needs_core
+@settings(max_examples=150, deadline=None)
+@given(batches, st.sampled_from(SETTINGS))
+def test_fingerprints_alone_equal_the_reference(batch, settings_):
+    assert _outcome(simhash_many, batch, settings_) == _outcome(reference_simhash_many, batch, settings_)
+
+
+@needs_core
+@settings(max_examples=150, deadline=None)
+@given(batches, st.sampled_from(SCHEMES))
+def test_sketches_alone_equal_the_reference(batch, scheme):
+    expected = _outcome(reference_sketch_many, batch, scheme)
+    got = _outcome(sketch_many, batch, scheme)
+    if isinstance(expected, str):
+        assert got == expected
+    else:
+        assert np.array_equal(got[0], expected[0]) and np.array_equal(got[1], expected[1])
+
+
+@needs_core
+def test_what_it_declines_and_what_it_computes():
+    both, normalize, surrogate = native.HAS_FINGERPRINT | native.HAS_SKETCH, native.DECLINED | 3, native.DECLINED | 2
+    cases = {
+        "": 0,  # no features
+        "!!! ...": 0,
+        "x": both,
+        "ＡＢＣ　ａｂｃ Straße … ﬁnal \u00a0 \U0001d400 \ufdfa": both,  # compatibility forms, multi-character folds
+        "a\u0316\u0305b": both,  # marks that compose with nothing, in canonical order
+        "\u0301abc": both,  # a mark that composes with some letters, with none before it
+        "x\u0301 \u0995\u09be \u091c\u093c": both,  # ... after letters it does not compose with
+        "e\u0301t": normalize,  # it does compose with e (to \u00e9): full NFKC needed
+        "\u00e9\u0323": normalize,  # a mark after a letter with a decomposition
+        "a\u0301\u0316b": normalize,  # marks out of canonical order
+        "ab\ud800cd": surrogate,
+    }
+    _, _, status = _raw(list(cases), scheme=DEFAULT_SCHEME)
+    assert dict(zip(cases, status.tolist())) == cases
+    # each of them, through the package, is what the reference makes
+    for text in cases:
+        assert _outcome(simhash_and_sketch_many, [text], FingerprintSettings(), DEFAULT_SCHEME) == _outcome(
+            reference_simhash_and_sketch_many, [text], FingerprintSettings(), DEFAULT_SCHEME
+        )
+
+
+@needs_core
+def test_invalid_utf8_and_bad_offsets_from_c():
+    """The C API on bytes Python would never pass: declined per text, or an error for the call."""
+    work = native._scratch(LIB).pointer
+    scheme = native.scheme_struct(DEFAULT_SCHEME)
+    bad = [b"\xff", b"\xc0\x80", b"\xe0\x80\x80", b"\xed\xa0\x80", b"\xf4\x90\x80\x80", b"abc\xe4\xb8", b"\x80"]
+    buf = b"".join(bad)
+    offsets = np.cumsum([0] + [len(b) for b in bad]).astype(np.int64)
+    fps = np.ones(len(bad), dtype=np.uint64)
+    status = np.zeros(len(bad), dtype=np.uint8)
+    rows = np.ones((len(bad), DEFAULT_SCHEME.nbytes), dtype=np.uint8)
+    code = LIB.shc_batch(work, buf, offsets.ctypes.data, len(bad), 5, 0, ctypes.byref(scheme), fps.ctypes.data,
+                         rows.ctypes.data, status.ctypes.data)  # fmt: skip
+    assert code == 0
+    assert status.tolist() == [native.DECLINED | 1] * 3 + [native.DECLINED | 2] + [native.DECLINED | 1] * 3
+    assert not fps.any() and not rows.any()  # outputs of a declined text are zeros
+    backwards = np.array([0, 3, 1], dtype=np.int64)
+    assert LIB.shc_batch(work, b"abc", backwards.ctypes.data, 2, 5, 0, None, fps.ctypes.data, None,
+                         status.ctypes.data) == -1  # fmt: skip
+    assert LIB.shc_batch(work, b"abc", offsets.ctypes.data, 1, 0, 0, None, fps.ctypes.data, None,
+                         status.ctypes.data) == -1  # ngram 0  # fmt: skip
+    bad_scheme = native._Scheme(7, 1, 0)  # 7 one-bit bins do not fill a byte
+    assert LIB.shc_sketch_bytes(ctypes.byref(bad_scheme)) == 0
+
+
+@needs_core
+@settings(max_examples=200, deadline=None)
+@given(st.data(), st.sampled_from(SCHEMES))
+def test_estimates_equal_the_reference(data, scheme):
+    pairs = data.draw(st.integers(1, 20))
+    raw = data.draw(st.binary(min_size=2 * pairs * scheme.nbytes, max_size=2 * pairs * scheme.nbytes))
+    rows = np.frombuffer(raw, dtype=np.uint8).reshape(2 * pairs, scheme.nbytes)
+    if data.draw(st.booleans()):  # near-duplicates: few bins differ, so the size rule matters
+        rows = rows.copy()
+        rows[pairs:, : scheme.bin_bytes] = rows[:pairs, : scheme.bin_bytes]
+    a, b = rows[:pairs], rows[pairs:]
+    assert estimate_many(a, b, scheme).tobytes() == reference_estimate_many(a, b, scheme).tobytes()
+
+
+@needs_core
+def test_every_size_code_decodes_as_numpy_does():
+    """A pair with equal bins and sizes 1 and 2**((code-1)/2048) estimates 1/size: every code's size."""
+    codes = np.arange(65536, dtype="<u2")
+    a = np.zeros((len(codes), DEFAULT_SCHEME.nbytes), dtype=np.uint8)
+    b = a.copy()
+    a[:, DEFAULT_SCHEME.bin_bytes :] = codes.view(np.uint8).reshape(-1, 2)
+    b[:, DEFAULT_SCHEME.bin_bytes :] = np.array([1], dtype="<u2").view(np.uint8)
+    assert native.estimate_many(LIB, a, b, DEFAULT_SCHEME).tobytes() == reference_estimate_many(a, b).tobytes()
+
+
+@needs_core
+def test_log_weights_and_size_codes_of_repeats():
+    """Log weights round(1000 (1 + ln c)) and the size code of many repeats and many distinct shingles."""
+    texts_ = ["ab " * c for c in (1, 2, 3, 7, 100, 1000, 4097)] + [" ".join(map(str, range(c))) for c in (10, 3000)]
+    for weights in ("log", "count", "binary"):
+        settings_ = FingerprintSettings(weights=weights)
+        values, rows, status = _raw(texts_, weights=weights, scheme=DEFAULT_SCHEME)
+        assert not (status & native.DECLINED).any()
+        expected = reference_simhash_and_sketch_many(texts_, settings_, DEFAULT_SCHEME)
+        assert [int(v) for v in values] == expected[0]
+        assert [r.tobytes() for r in rows] == expected[1]
+
+
+def test_no_tie_within_the_margin_for_real_counts():
+    """The core declines a rounding within 1e-9 of a tie (over 60 ulps: a log of another libm or SIMD
+    kernel is a few ulps off at most); no count below 2**20 is that near, so nothing real is declined."""
+    counts = np.arange(1, 1 << 20, dtype=np.float64)
+    for x in (1000.0 * (1.0 + np.log(counts)), 2048.0 * np.log2(counts)):
+        assert np.abs(x - np.floor(x) - 0.5).min() > 1e-9
+
+
+@needs_core
+@pytest.mark.slow
+def test_a_huge_text():
+    rng = np.random.default_rng(7)
+    words = np.array(["near", "duplicate", "texts", "中文", "字", "Straße", "ＡＢＣ", "…", "x1"])
+    text = " ".join(rng.choice(words, 600_000).tolist())
+    for settings_ in (FingerprintSettings(), FingerprintSettings(weights="log", ngram=3)):
+        _, _, status = _raw([text], ngram=settings_.ngram, weights=settings_.weights, scheme=DEFAULT_SCHEME)
+        assert not status[0] & native.DECLINED
+        assert simhash_and_sketch_many([text], settings_) == reference_simhash_and_sketch_many(
+            [text], settings_, DEFAULT_SCHEME
+        )
+
+
+@needs_core
+def test_threads_share_nothing():
+    """Each thread has its own scratch memory: results under concurrency are the single-thread ones."""
+    texts_ = golden_texts()
+    expected = simhash_and_sketch_many(texts_)
+    results, errors = [], []
+
+    def work():
+        try:
+            for _ in range(3):
+                results.append(simhash_and_sketch_many(texts_))
+        except Exception as exc:  # noqa: BLE001
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors and len(results) == 12 and all(r == expected for r in results)
+
+
+@needs_core
+def test_the_switch(monkeypatch):
+    monkeypatch.setenv(native.SWITCH, "python")
+    assert native.core() is None and native.describe().startswith("python (numpy reference")
+    monkeypatch.setenv(native.SWITCH, "native")
+    assert native.core() is LIB and native.describe().startswith("native (C core")
+    monkeypatch.setenv(native.SWITCH, "fast")
+    with pytest.raises(native.NativeUnavailable, match="must be python, native or auto"):
+        native.core()
+
+
+def _package_copy(tmp_path: Path) -> Path:
+    """The package's source copied without the compiled library: as an install without a compiler."""
+    source = Path(native.__file__).resolve().parents[1]
+    target = tmp_path / "site"
+    shutil.copytree(
+        source,
+        target / "simhash_sqlite",
+        ignore=shutil.ignore_patterns("*.so", "*.dylib", "*.dll", "_build.json", "__pycache__"),
+    )
+    if not (target / "simhash_sqlite" / "migrations").exists():  # a source checkout keeps them beside the package
+        shutil.copytree(source.parent / "migrations", target / "simhash_sqlite" / "migrations")
+    return target
+
+
+@pytest.mark.parametrize("how", ["no library", "switch"])
+def test_the_package_without_the_core(tmp_path, how):
+    """Without the library (a copy of the package that lacks it) or with the switch, the package runs on
+    the numpy path: the same fingerprints, an index made and searched through the CLI, and --version
+    says why."""
+    env = {k: v for k, v in os.environ.items() if k != native.SWITCH}
+    if how == "no library":
+        env["PYTHONPATH"] = str(_package_copy(tmp_path))
+    else:
+        env[native.SWITCH] = "python"
+    text = "Near-duplicate detection finds texts that are almost the same, ＡＢＣ Straße."
+    (tmp_path / "a.txt").write_text(text, encoding="utf-8")
+    script = (
+        "import json, sys, simhash_sqlite.native as n; from simhash_sqlite.core.fingerprint import simhash; "
+        "print(json.dumps([n.__file__, n.core() is None, n.describe(), simhash(sys.argv[1])]))"
+    )
+    run = subprocess.run([sys.executable, "-c", script, text], env=env, cwd=tmp_path, capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    where, absent, describe, fingerprint = json.loads(run.stdout)
+    assert absent and fingerprint == reference_simhash_many([text])[0]
+    if how == "no library":
+        assert where.startswith(str(tmp_path)) and "not built" in describe
+    else:
+        assert "SIMHASH_SQLITE_CORE=python" in describe
+    cli = [sys.executable, "-m", "simhash_sqlite"]
+    version = subprocess.run([*cli, "--version"], env=env, cwd=tmp_path, capture_output=True, text=True)
+    assert "core: python (numpy reference" in version.stdout
+    add = subprocess.run([*cli, "add", "--db", "x.db", "a.txt"], env=env, cwd=tmp_path, capture_output=True)
+    assert add.returncode == 0, add.stderr
+    near = subprocess.run([*cli, "near", "--db", "x.db", "--file", "a.txt"], env=env, cwd=tmp_path,
+                          capture_output=True, text=True)  # fmt: skip
+    assert near.returncode == 0 and "a.txt" in near.stdout
+
+
+@needs_core
+def test_version_names_the_native_core():
+    version = subprocess.run([sys.executable, "-m", "simhash_sqlite", "--version"], capture_output=True, text=True,
+                             env={k: v for k, v in os.environ.items() if k != native.SWITCH})  # fmt: skip
+    assert "core: native (C core" in version.stdout
+
+
+def _wheel(tmp_path: Path, env_extra: dict) -> Path:
+    """`pip wheel .` of this checkout (its build hook compiles the core when it can)."""
+    root = Path(__file__).resolve().parents[1]
+    if not (root / "hatch_build.py").exists():
+        pytest.skip("not a source checkout")
+    out = tmp_path / "wheel"
+    env = {**os.environ, **env_extra}
+    run = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(out), str(root)],
+        env=env, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    if run.returncode and "hatchling" in run.stderr and "No matching distribution" in run.stderr:
+        pytest.skip("the build backend (hatchling) cannot be fetched here")
+    assert run.returncode == 0, run.stderr
+    (wheel,) = out.glob("*.whl")
+    return wheel
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(sys.platform == "win32", reason="CC=/bin/false is a POSIX way to have no compiler")
+def test_install_without_a_compiler(tmp_path):
+    """`CC=/bin/false pip install .`: the build succeeds, the wheel is pure Python without the library and
+    records why, and the package runs from it on the numpy path."""
+    import zipfile
+
+    wheel = _wheel(tmp_path, {"CC": "/bin/false"})
+    assert wheel.name.endswith("-py3-none-any.whl")
+    site = tmp_path / "site"
+    with zipfile.ZipFile(wheel) as z:
+        names = z.namelist()
+        z.extractall(site)
+    assert not [n for n in names if n.endswith((".so", ".dylib", ".dll"))]
+    report = json.loads((site / "simhash_sqlite" / "native" / "_build.json").read_text())
+    assert report["_simhash_core"]["built"] is False and "/bin/false" in report["_simhash_core"]["reason"]
+    env = {**{k: v for k, v in os.environ.items() if k != native.SWITCH}, "PYTHONPATH": str(site)}
+    text = "Near-duplicate detection, ＡＢＣ Straße."
+    script = "import sys; from simhash_sqlite.core.fingerprint import simhash; print(simhash(sys.argv[1]))"
+    run = subprocess.run([sys.executable, "-c", script, text], env=env, cwd=tmp_path, capture_output=True, text=True)
+    assert run.returncode == 0 and int(run.stdout) == reference_simhash_many([text])[0], run.stderr
+    version = subprocess.run([sys.executable, "-m", "simhash_sqlite", "--version"], env=env, cwd=tmp_path,
+                             capture_output=True, text=True)  # fmt: skip
+    assert "core: python (numpy reference: the C core is not built (" in version.stdout
+
+
+@needs_core
+@pytest.mark.slow
+def test_install_with_a_compiler(tmp_path):
+    """`pip install .` with the system compiler: a platform wheel carrying the library, which loads."""
+    import zipfile
+
+    if shutil.which(os.environ.get("CC", "cc")) is None:
+        pytest.skip("no C compiler here")
+    wheel = _wheel(tmp_path, {})
+    assert not wheel.name.endswith("-none-any.whl")
+    site = tmp_path / "site"
+    with zipfile.ZipFile(wheel) as z:
+        z.extractall(site)
+    assert (site / "simhash_sqlite" / "native" / native.library_path().name).exists()
+    env = {**{k: v for k, v in os.environ.items() if k != native.SWITCH}, "PYTHONPATH": str(site)}
+    version = subprocess.run([sys.executable, "-m", "simhash_sqlite", "--version"], env=env, cwd=tmp_path,
+                             capture_output=True, text=True)  # fmt: skip
+    assert "core: native (C core" in version.stdout, version.stdout + version.stderr
+
+
+def test_a_wrong_switch_is_one_error_line(tmp_path):
+    env = {**os.environ, native.SWITCH: "fast"}
+    run = subprocess.run([sys.executable, "-m", "simhash_sqlite", "hash", "hello world"], env=env, cwd=tmp_path,
+                         capture_output=True, text=True)  # fmt: skip
+    assert run.returncode == 1 and "Traceback" not in run.stderr
+    assert run.stderr.strip() == "error: SIMHASH_SQLITE_CORE must be python, native or auto, not 'fast'"
+    version = subprocess.run([sys.executable, "-m", "simhash_sqlite", "--version"], env=env, cwd=tmp_path,
+                             capture_output=True, text=True)  # fmt: skip
+    assert "core: none: SIMHASH_SQLITE_CORE must be python, native or auto" in version.stdout
