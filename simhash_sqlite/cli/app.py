@@ -877,6 +877,8 @@ def stats(db: DbOption = Path(DEFAULT_DB), format_: FormatOption = None, as_json
         "schema version": s.schema_version,
         "created with": s.created_with,
         "size (bytes)": s.file_bytes,
+        "short texts": "checked from the stored texts" if s.store_text or s.short_texts is None
+        else s.short_texts.describe(),
     }
     if format_ != "table":
         sizes_json = [{"size": size, "clusters": count} for size, count in sizes]
@@ -1725,7 +1727,9 @@ def _dedup_rule(deduplicator: Deduplicator) -> str:
         return f"within k={deduplicator.k} (distance alone)"
     found = "sketch LSH candidates" if deduplicator.by_sketch else f"candidates within k={deduplicator.k}"
     rule = f"by {found} with estimated Jaccard >= {deduplicator.threshold:g}"
-    return rule + (f" ({report.by_distance:,} by distance alone)" if report.by_distance else "")
+    how = [f"{report.exact:,} of two short texts by their exact Jaccard"] if report.exact else []
+    how += [f"{report.by_distance:,} by distance alone"] if report.by_distance else []
+    return rule + (f" ({'; '.join(how)})" if how else "")
 
 
 @app.command("spark-dedup", rich_help_panel=DUPLICATES_PANEL)

@@ -18,6 +18,7 @@ import apsw
 
 from ..core.sketch import SketchScheme
 from ..errors import DamagedIndex, DiskFull, ForeignSchema, IndexNotFound, NotAnIndex, SchemaTooNew
+from .documents import ShortTexts
 
 # "SIMH" in ASCII: PRAGMA application_id marks a SQLite file as ours.
 APPLICATION_ID = 0x53494D48
@@ -43,6 +44,7 @@ class IndexFile(Protocol):
     conn: apsw.Connection
     sketch_scheme: SketchScheme
     store_text: bool
+    short_texts: ShortTexts
 
 
 @lru_cache(maxsize=None)
