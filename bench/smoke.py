@@ -37,6 +37,7 @@ class Smoke:
     args: str  # its small mode; {en}, {zh}: generated corpora, {tmp}: a scratch folder of its own
     needs: tuple[str, ...] = ()  # importable modules without which it is skipped
     programs: tuple[str, ...] = ()  # programs on PATH without which it is skipped
+    first: tuple[tuple[str, str], ...] = ()  # (script, args) run before it in the same folder: its data
 
 
 # One line a script. Keep each run to seconds: this is a check that the script still works and still
@@ -79,6 +80,13 @@ SMOKE = [
     Smoke("fuzz_core.py", "--seconds 5 --failures {tmp}/failures.jsonl"),
     Smoke("extension_near.py", "{tmp}/small.db --make 20000 --queries 50 --repeat 1", programs=("sqlite3",)),
     Smoke("fuzz_extension.py", "--seconds 10", programs=("cc",)),
+    Smoke("short_texts.py", "{tmp}/short.jsonl --jsonl {en} {zh} --per-language 40"),
+    Smoke("short_text_cost.py", "{tmp}/short.jsonl --cuts 0,352",
+          first=(("short_texts.py", "{tmp}/short.jsonl --jsonl {en} {zh} --per-language 40"),)),
+    Smoke("short_text_aims.py", "{tmp}/short.jsonl --repeats 1",
+          first=(("short_texts.py", "{tmp}/short.jsonl --jsonl {en} {zh} --per-language 40"),)),
+    Smoke("crawl_quality.py", "{tmp}/crawl1500.jsonl {tmp}/pairs1500-tree.jsonl",
+          first=(("dupes_scale.py", "{en} --sizes 1500 --baseline none --folder {tmp}"),)),
 ]
 
 
@@ -98,9 +106,14 @@ def run(smoke: Smoke, corpora: dict[str, Path], tmp: Path, timeout: float) -> tu
     if reason:
         return "skipped", 0.0, reason
     tmp.mkdir()
+    started = time.perf_counter()
+    for script, arguments in smoke.first:
+        made = subprocess.run([sys.executable, str(BENCH / script), *shlex.split(arguments.format(tmp=tmp, **corpora))],
+                              cwd=tmp, capture_output=True, text=True, timeout=timeout)
+        if made.returncode != 0:
+            return "FAILED", time.perf_counter() - started, f"its data ({script} {arguments}): {made.stderr[-2000:]}"
     args = shlex.split(smoke.args.format(tmp=tmp, **corpora))
     command = [sys.executable, str(BENCH / smoke.script), *args]
-    started = time.perf_counter()
     # A session of its own, so that a time-out ends what the script started too (a JVM, a server, a pool).
     process = subprocess.Popen(command, cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                start_new_session=True)
