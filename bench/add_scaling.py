@@ -34,10 +34,7 @@ import time
 from pathlib import Path
 
 import apsw
-from add_speed import baseline_tree, load, parallel_headroom, run_env
-
-ROOT = Path(__file__).resolve().parent.parent
-CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+from common import CORES, ROOT, baseline_tree, commit_of, load, parallel_headroom, print_machine, run_env
 
 # The CLI as the `simq` script runs it, writing its own CPU time and its workers' (reaped at exit) to a file.
 SCRIPT = """import atexit, json, os, resource, sys
@@ -48,7 +45,7 @@ def _usage():
         json.dump({"writer": me.ru_utime + me.ru_stime, "workers": children.ru_utime + children.ru_stime}, f)
 
 atexit.register(_usage)  # registered first, so it runs last: after the pool's shutdown reaped the workers
-from simhash_sqlite.cli.app import main
+from simhash_sqlite.cli import main
 if __name__ == "__main__":
     sys.exit(main())
 """
@@ -92,11 +89,6 @@ def index_digest(db: Path) -> str:
     return digest.hexdigest()
 
 
-def commit_of(ref: str) -> str:
-    done = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", ref], capture_output=True, text=True)
-    return done.stdout.strip() or ref
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("inputs", nargs="+", type=Path, help="JSONL files ({id, text} per line)")
@@ -110,6 +102,7 @@ def main() -> None:
     parser.add_argument("--this", default=None, help="measure this commit (extracted) instead of the checkout as it "
                         "is, so that editing the checkout meanwhile changes nothing")
     args = parser.parse_args()
+    print_machine()
     tmp = Path(tempfile.mkdtemp(prefix="add_scaling_", dir=args.tmp))
     trees = {"this tree": ROOT if args.this is None else baseline_tree(args.this, tmp, "this")}
     if args.baseline != "none":

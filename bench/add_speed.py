@@ -22,29 +22,40 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
-import tarfile
 import tempfile
 import time
-from io import BytesIO
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+import apsw
+from common import (
+    CORES,
+    ROOT,
+    SIMQ_SCRIPT,
+    Failures,
+    baseline_tree,
+    load,
+    median_rate,
+    parallel_headroom,
+    print_machine,
+    run_env,
+    side_by_side,
+)
 
-from simhash_sqlite.core.features import _HAN_RUN, _jieba, _rjieba, normalize  # noqa: E402
-from simhash_sqlite.core.settings import FingerprintSettings  # noqa: E402
+from simhash_sqlite import FingerprintSettings
+from simhash_sqlite.core.features import _HAN_RUN, _jieba, _rjieba, normalize
 
-CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 DEFAULT_BASELINE = "efb0194"  # main before issue 5's speed work
 
 # Run with a tree on PYTHONPATH: seconds to fingerprint the corpus in one process, start-up excluded.
 FINGERPRINT = """
 import json, sys, time
-from simhash_sqlite.core.fingerprint import simhash_many
-from simhash_sqlite.core.settings import FingerprintSettings
+from simhash_sqlite import FingerprintSettings
+try:
+    from simhash_sqlite.core.fingerprint import simhash_many
+except ImportError:  # a baseline tree from before the layers (2be3bd3)
+    from simhash_sqlite.fingerprint import simhash_many
 texts = [json.loads(line)["text"] for line in open(sys.argv[1], encoding="utf-8")]
 settings = FingerprintSettings.from_json(sys.argv[2])
 simhash_many(texts[:20], settings)  # lazy imports and tables, as any add pays once
@@ -52,73 +63,6 @@ start = time.perf_counter()
 simhash_many(texts, settings)
 print(time.perf_counter() - start)
 """
-
-# The `simq` console script: spawned pool workers import it too (as __mp_main__), as they do for users.
-SIMQ_SCRIPT = """import sys
-from simhash_sqlite.cli.app import main
-if __name__ == "__main__":
-    sys.exit(main())
-"""
-
-
-def median_rate(megabytes: float, runs: int, action) -> float:
-    times = []
-    for _ in range(runs):
-        t0 = time.perf_counter()
-        action()
-        times.append(time.perf_counter() - t0)
-    return megabytes / statistics.median(times)
-
-
-def side_by_side(megabytes: float, runs: int, trees: dict[str, Path], seconds) -> dict[str, float]:
-    """MB/s of each tree, runs alternating between them; seconds(tree) times one run."""
-    times: dict[str, list[float]] = {name: [] for name in trees}
-    for _ in range(runs):
-        for name, tree in trees.items():
-            times[name].append(seconds(tree))
-    return {name: megabytes / statistics.median(t) for name, t in times.items()}
-
-
-def run_env(tree: Path, **extra: str) -> dict[str, str]:
-    return dict(os.environ, PYTHONPATH=str(tree), **extra)
-
-
-def _spin(n: int) -> int:
-    total = 0
-    for i in range(n):
-        total += i
-    return total
-
-
-def parallel_headroom(processes: int) -> float:
-    """Speed-up of a pure CPU loop on `processes` processes vs one: what the machine gives right now
-    (other jobs share it), so the pool's figures can be read against it."""
-    import multiprocessing
-
-    n = 5_000_000
-    t0 = time.perf_counter()
-    for _ in range(processes):
-        _spin(n)
-    serial = time.perf_counter() - t0
-    with multiprocessing.get_context("spawn").Pool(processes) as pool:
-        pool.map(_spin, [1] * processes)  # start the workers first
-        t0 = time.perf_counter()
-        pool.map(_spin, [n] * processes)
-        return serial / (time.perf_counter() - t0)
-
-
-def baseline_tree(ref: str, tmp: Path, name: str = "baseline") -> Path:
-    """The baseline commit's files, extracted from git into tmp/name (no worktree left behind)."""
-    archive = subprocess.run(["git", "-C", str(ROOT), "archive", ref], check=True, capture_output=True).stdout
-    target = tmp / name
-    with tarfile.open(fileobj=BytesIO(archive)) as tar:
-        tar.extractall(target, filter="data")
-    return target
-
-
-def load() -> str:
-    return ", ".join(f"{x:.2f}" for x in os.getloadavg())
-
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -130,6 +74,7 @@ def main() -> None:
     parser.add_argument("--en", type=Path, help="English JSONL corpus ({id, text} per line)")
     parser.add_argument("--only-add", action="store_true", help="only the whole `simq add` rows (and the index size)")
     args = parser.parse_args()
+    print_machine()
     corpora = {lang: path for lang, path in (("zh", args.zh), ("en", args.en)) if path is not None}
     if not corpora:
         parser.error("give a corpus: --zh FILE and/or --en FILE")
@@ -141,6 +86,7 @@ def main() -> None:
     script.write_text(SIMQ_SCRIPT)
     started = f"{time.strftime('%H:%M', time.gmtime())} UTC, load average {load()}"
     rows: list[tuple[str, str, dict[str, float]]] = []
+    failures = Failures()
     sizes: dict[tuple, float] = {}  # (lang, label, tree) -> index bytes per document after the add
     for lang, path in corpora.items():
         path = str(path.resolve())  # the fingerprint subprocess runs in a temporary folder
@@ -184,6 +130,10 @@ def main() -> None:
                     subprocess.run([sys.executable, str(script), "add", "--db", str(db), str(jsonl), *extra], cwd=tmp,
                                    env=run_env(tree, SIMQ_WORKERS=str(n)), check=True, stdout=subprocess.DEVNULL)
                     seconds = time.perf_counter() - t0
+                    with apsw.Connection(str(db)) as conn:
+                        stored = conn.execute("SELECT count(*) FROM documents").get
+                    failures.expect(stored == len(texts) * args.copies,
+                                    f"{tree}: {stored} documents in the index, {len(texts) * args.copies} added")
                     size = sum(Path(f"{db}{x}").stat().st_size for x in ("", "-wal") if Path(f"{db}{x}").exists())
                     sizes[(lang, label, tree)] = size / (len(texts) * args.copies)
                     return seconds
@@ -217,6 +167,7 @@ def main() -> None:
             diff = f" {per[1] - per[0]:+,.0f} |" if len(per) > 1 and None not in per else ""
             print(f"| {lang} | {label} | {cells} |{diff}")
     subprocess.run(["rm", "-rf", str(tmp)], check=False)
+    failures.exit()
 
 
 if __name__ == "__main__":

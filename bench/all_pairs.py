@@ -29,17 +29,12 @@ by its own candidates).
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 import time
 import tracemalloc
-from pathlib import Path
 
 import numpy as np
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
+from common import Failures, median_seconds, print_machine
 from crawl import Crawl
 
 from simhash_sqlite.core.fingerprint import simhash_and_sketch_many
@@ -67,13 +62,11 @@ def codes_of(parts, n: int) -> np.ndarray:
     return np.unique(np.concatenate([p.left * n + p.right for p in parts] or [np.empty(0, np.int64)]))
 
 
-def timed(run, repeats: int) -> tuple[float, object]:
-    times, value = [], None
-    for _ in range(repeats):
-        started = time.perf_counter()
-        value = run()
-        times.append(time.perf_counter() - started)
-    return statistics.median(times), value
+def brute_force_codes(fps: np.ndarray, k: int) -> np.ndarray:
+    """Every pair within Hamming distance k, by comparing each fingerprint with all later ones."""
+    n = len(fps)
+    out = [i * n + i + 1 + np.flatnonzero(np.bitwise_count(fps[i + 1 :] ^ fps[i]) <= k) for i in range(n - 1)]
+    return np.concatenate(out).astype(np.int64) if out else np.empty(0, np.int64)
 
 
 def peak_mib(run) -> float:
@@ -158,6 +151,8 @@ def main() -> None:
     parser.add_argument("--minhash-max", type=int, default=20_000,
                         help="largest size for MinHashLSH [default: %(default)s]")
     parser.add_argument("--seed", type=int, default=11)
+    parser.add_argument("--exact-max", type=int, default=5_000,
+                        help="largest size whose k12 pairs are compared with a brute-force scan [default: %(default)s]")
     parser.add_argument("--minhash-only", type=int, help=argparse.SUPPRESS)  # the child of minhash_in_child
     parser.add_argument("--minhash-out", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -167,6 +162,8 @@ def main() -> None:
         np.save(args.minhash_out, codes)
         print(*figures)
         return
+    print_machine()
+    failures = Failures()
 
     def log(msg: str) -> None:
         print(msg, file=sys.stderr, flush=True)
@@ -180,15 +177,18 @@ def main() -> None:
         def lsh(rows=rows):
             return list(sketch_pairs(rows, THRESHOLD))
 
-        lsh_seconds, lsh_parts = timed(lsh, args.repeats)
+        lsh_seconds, lsh_parts = median_seconds(lsh, args.repeats)
         lsh_found = codes_of(lsh_parts, n)
         all_candidates = codes_of(list(sketch_pairs(rows, 0.0)), n)
         lsh_mib = peak_mib(lsh)
         log(f"[{n}] sketch LSH {lsh_seconds:.1f}s, {len(lsh_found)} pairs, {lsh_mib:.0f} MiB")
         k12_found, k12_seconds, k12_mib = None, None, None
         if n <= args.k12_max:
-            k12_seconds, k12_parts = timed(lambda fps=fps: list(near_pairs(fps, 12)), args.repeats)
+            k12_seconds, k12_parts = median_seconds(lambda fps=fps: list(near_pairs(fps, 12)), args.repeats)
             k12_found = codes_of(k12_parts, n)
+            if n <= args.exact_max:
+                failures.expect(np.array_equal(k12_found, brute_force_codes(fps, 12)),
+                                f"{n:,} pages: near_pairs(fps, 12) differs from the brute-force pairs")
             k12_mib = peak_mib(lambda fps=fps: list(near_pairs(fps, 12)))
             log(f"[{n}] k12 {k12_seconds:.1f}s, {len(k12_found)} candidates, {k12_mib:.0f} MiB")
         minhash = minhash_in_child(args.jsonl, args.seed, n) if n <= args.minhash_max else None
@@ -238,6 +238,7 @@ def main() -> None:
         print(f"| {r['n']:,} | sketch LSH + estimate (this) | 120 (sketch) | (in add) | {r['lsh_s']:.1f} | "
               f"{r['lsh_mib']:.0f} | "
               f"{r['lsh_p']:.4f} | {r['lsh_r']:.4f} | {f1:.4f} |")
+    failures.exit()
 
 
 if __name__ == "__main__":

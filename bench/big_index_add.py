@@ -27,9 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from add_speed import baseline_tree, load, run_env
-
-ROOT = Path(__file__).resolve().parent.parent
+from common import ROOT, baseline_tree, load, print_machine, run_env
 
 BUILD = """
 import sys, numpy as np
@@ -112,6 +110,7 @@ def main() -> None:
                         "tree's own default)")
     parser.add_argument("--work", type=Path, default=None, help="folder for the copies (default: --index's)")
     args = parser.parse_args()
+    print_machine()
     tmp = Path(tempfile.mkdtemp(prefix="big_index_add_"))
     trees = {"this tree": ROOT}
     if args.baseline != "none":

@@ -20,14 +20,12 @@ import json
 import os
 import resource
 import subprocess
-import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-SIMQ = [sys.executable, "-m", "simhash_sqlite"]
+from common import ROOT, SIMQ, Failures, print_machine
 
 
 def lines_of(paths: list[str]) -> list[bytes]:
@@ -104,9 +102,11 @@ def main() -> None:
     parser.add_argument("--every", type=float, default=10.0, help="seconds between RSS samples [default: %(default)s]")
     parser.add_argument("--rows", type=int, default=10, help="sample rows shown per command [default: %(default)s]")
     args = parser.parse_args()
+    print_machine()
     load = os.getloadavg()
     print(f"## Memory against input size ({', '.join(args.jsonl)} repeated to {args.gib:g} GiB; "
           f"started {time.strftime('%Y-%m-%d %H:%M', time.gmtime())} UTC, load {load[0]:.1f})\n")
+    failures = Failures()
     for command in args.commands.split(","):
         with tempfile.TemporaryDirectory() as folder:
             r = run(command, args.jsonl, args.gib, args.every, Path(folder))
@@ -114,6 +114,7 @@ def main() -> None:
               f"({r['bytes'] / 1e6 / r['seconds']:.1f} MB/s), largest process peak {r['peak'] / 2**20:.0f} MiB"
               + (f", index {r['index'] / 2**20:.0f} MiB" if r["index"] else "") + f", load {os.getloadavg()[0]:.1f}\n")
         print(f"It said: {r['said']}\n")
+        failures.expect(r["rc"] == 0, f"simq {command} - exited with {r['rc']}: {r['said']}")
         print("| GB written | seconds | RSS of the process tree MiB |")
         print("|---:|---:|---:|")
         samples = r["samples"]
@@ -121,6 +122,7 @@ def main() -> None:
         for b, s, rss in samples[::step] + ([samples[-1]] if samples and (len(samples) - 1) % step else []):
             print(f"| {b / 1e9:.2f} | {s:.0f} | {rss / 2**20:.0f} |")
         print()
+    failures.exit()
 
 
 if __name__ == "__main__":

@@ -24,10 +24,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from common import SIMQ, Failures, print_machine
+
 from simhash_sqlite.pipeline.sources import path_key
 
-SIMQ = [str(Path(sys.executable).with_name("simq"))] if Path(sys.executable).with_name("simq").exists() else [
-    sys.executable, "-m", "simhash_sqlite"]
 LINES = [
     "SimHash maps a text to sixty-four bits so that similar texts get similar fingerprints.",
     "The index keeps every fingerprint in one SQLite file with four block columns.",
@@ -99,11 +99,13 @@ def main() -> None:
     parser.add_argument("--jsonl-mib", type=int, default=100, help="size of the one-line JSONL case (MiB, <= 128)")
     parser.add_argument("--only", help=f"comma-separated cases to run, of {','.join(CASES)} (default: all)")
     args = parser.parse_args()
+    print_machine()
     chosen = CASES if args.only is None else args.only.split(",")
     unknown = set(chosen) - set(CASES)
     if unknown:
         parser.error(f"unknown cases: {', '.join(sorted(unknown))}")
     work = Path(tempfile.mkdtemp(prefix="big_text_"))
+    failures = Failures()
     try:
         lines = corpus_lines(args.corpus)
         text = work / "big.txt"
@@ -141,8 +143,10 @@ def main() -> None:
             print(f"| {name} | {seconds:.1f} | {rate} | {peak:,.0f} | {code} |", flush=True)
             if code != 0:
                 print(f"  ({tail})", flush=True)
+            failures.expect(code == 0, f"simq {name} exited with {code}: {tail}")
     finally:
         shutil.rmtree(work)
+    failures.exit()
 
 
 if __name__ == "__main__":

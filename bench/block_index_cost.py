@@ -24,20 +24,17 @@ segments' postings, before any merging of segments.
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import statistics
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
+from common import Failures, load, print_machine
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from simhash_sqlite import SimhashIndex  # noqa: E402
-from simhash_sqlite.store.database import ensure_sound, write_transaction  # noqa: E402
-from simhash_sqlite.store.writer import _UPSERT_FINGERPRINT, BULK_CACHE_MIB, _bulk_writes, _fingerprint_rows  # noqa: E402
+from simhash_sqlite import SimhashIndex
+from simhash_sqlite.store.database import ensure_sound, write_transaction
+from simhash_sqlite.store.writer import _UPSERT_FINGERPRINT, BULK_CACHE_MIB, _bulk_writes, _fingerprint_rows
 
 DROPPED = ("documents_b0", "documents_b1", "documents_b2", "documents_b3", "documents_content_hash")
 
@@ -54,8 +51,8 @@ def cpu_of(action) -> float:
     return time.process_time() - start
 
 
-def measure(base: Path, work: Path, rows: list[tuple]) -> dict[str, float]:
-    """CPU seconds of each way, on fresh copies of the base."""
+def measure(base: Path, work: Path, rows: list[tuple], expected: int, failures: Failures) -> dict[str, float]:
+    """CPU seconds of each way, on fresh copies of the base (each must end with `expected` documents)."""
     out = {}
     for name, drop in (("add_fingerprints (every index row by row)", ()), ("rows and keys only", DROPPED)):
         fresh_copy(base, work)
@@ -71,6 +68,8 @@ def measure(base: Path, work: Path, rows: list[tuple]) -> dict[str, float]:
                         index.conn.executemany(_UPSERT_FINGERPRINT, rows)
 
                 out[name] = cpu_of(upsert)
+            count = index.conn.execute("SELECT count(*) FROM documents").get
+            failures.expect(count == expected, f"{name}: {count:,} documents after the add, {expected:,} expected")
             if drop:  # the rows are in: now build each block's postings of the new rows by sort
                 first = index.conn.execute("SELECT min(id) FROM documents WHERE key LIKE 'new-%'").get
                 times = []
@@ -106,22 +105,32 @@ def measure(base: Path, work: Path, rows: list[tuple]) -> dict[str, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--index", type=Path, required=True, help="a large index (bench/big_index_add.py builds one)")
+    parser.add_argument("--index", type=Path, required=True,
+                        help="a large index (bench/big_index_add.py builds one; built here with --build when missing)")
+    parser.add_argument("--build", type=int, default=10_000_000,
+                        help="random fingerprints (seed 1, as big_index_add.py) when --index is missing")
     parser.add_argument("--add", type=int, default=1_000_000)
     parser.add_argument("--runs", type=int, default=2)
     parser.add_argument("--work", type=Path, default=None, help="folder for the copies (default: --index's)")
     args = parser.parse_args()
+    print_machine()
     work = (args.work or args.index.parent) / "block_index_cost_work.db"
+    if not args.index.exists():
+        fps = np.random.default_rng(1).integers(0, 2**64, args.build, dtype=np.uint64, endpoint=False).tolist()
+        with SimhashIndex(args.index, create=True) as index:
+            index.add_fingerprints((f"doc-{i:09d}", fp) for i, fp in enumerate(fps))
+            index.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     with SimhashIndex(args.index, readonly=True) as index:
         stored = len(index)
     new = np.random.default_rng(2).integers(0, 2**64, args.add, dtype=np.uint64, endpoint=False).tolist()
     rows = _fingerprint_rows([(f"new-{i:09d}", fp) for i, fp in enumerate(new)])
-    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    load_average = load()
     started = time.strftime("%Y-%m-%d %H:%M", time.gmtime())
-    runs = [measure(args.index, work, rows) for _ in range(args.runs)]
+    failures = Failures()
+    runs = [measure(args.index, work, rows, stored + args.add, failures) for _ in range(args.runs)]
     medians = {name: statistics.median(run[name] for run in runs) for name in runs[0]}
     print(f"## {args.add:,} fingerprints into an index of {stored:,} (CPU seconds, median of {args.runs} runs)\n")
-    print(f"Started {started} UTC, load average {load}.\n")
+    print(f"Started {started} UTC, load average {load_average}.\n")
     print("| way | CPU s | documents/s of CPU |")
     print("|---|---:|---:|")
     for name, seconds in medians.items():
@@ -130,6 +139,7 @@ def main() -> None:
     projected = medians["rows and keys only"] + medians["postings by sort, four blocks"]
     print(f"| projection: rows and keys + four segments' postings (no merging) | {projected:.2f} | "
           f"{args.add / projected:,.0f} |")
+    failures.exit()
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ same keys at the same time: upserts that must not duplicate). Each reader is a p
 library's near() and len() in a loop (reopening the index every 50 queries), beside a thread
 calling `simq near --json`. The run fails on any non-zero exit, any "locked" or traceback on
 stderr, a document count that goes down between two reads of one reader, and at the end unless
-the index passes simhash_sqlite.store.integrity.problems and holds exactly the keys of the files whose
+the index passes simhash_sqlite.checks.problems and holds exactly the keys of the files whose
 add succeeded.
 """
 
@@ -26,11 +26,9 @@ import time
 from pathlib import Path
 
 import apsw
+from common import SIMQ, print_machine
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from simhash_sqlite.store.integrity import problems  # noqa: E402
-
-SIMQ = [sys.executable, "-m", "simhash_sqlite"]
+from simhash_sqlite.store.integrity import problems
 
 
 def write_jsonl(path: Path, keys: list[str], rng: random.Random, vocabulary: list[str]) -> None:
@@ -143,11 +141,15 @@ def main() -> None:
     parser.add_argument("--docs-per-file", type=int, default=500)
     parser.add_argument("--reader-loop", nargs=3, metavar=("DB", "SECONDS", "NUMBER"), help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.reader_loop:
+    if args.reader_loop:  # the child reader process: its stdout is its JSON summary alone
         reader_loop(args.reader_loop[0], float(args.reader_loop[1]), int(args.reader_loop[2]))
         return
+    print_machine()
 
     run = Run(Path(tempfile.mkdtemp(prefix="concurrency_")), args.docs_per_file, seed=1)
+    # A writer or reader thread that dies is an error of the run, not a traceback beside a passing table.
+    threading.excepthook = lambda hook: run.errors.append(f"{hook.thread.name}: {hook.exc_type.__name__}: "
+                                                          f"{hook.exc_value}")
     started = time.monotonic()
     until = started + args.seconds
     threads = [threading.Thread(target=run.writer, args=(w, until)) for w in range(args.writers)]

@@ -1,5 +1,5 @@
 """The exact check at scale: time and peak memory of `simq dupes --k 12` (checked) against
-`simq dupes --no-confirm --k 12` (the same candidates, unchecked) on indexes of growing size.
+`simq dupes --no-check --k 12` (the same candidates, unchecked) on indexes of growing size.
 
     .venv/bin/python bench/confirm_scale.py                  # 25k, 50k, 100k documents
     .venv/bin/python bench/confirm_scale.py --sizes 10000 --repeats 1
@@ -26,7 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
-SIMQ = [sys.executable, "-m", "simhash_sqlite"]
+from common import SIMQ, Failures, print_machine, read_jsonl
 
 
 def make_jsonl(path: Path, documents: int, seed: int = 7) -> None:
@@ -56,36 +56,56 @@ def run(args: list[str]) -> tuple[float, int, str]:
     return seconds, usage.ru_maxrss // 1024, stderr
 
 
+def pairs_in(path: Path) -> dict[tuple[str, str], float]:
+    """{(first, second): jaccard (1.0 when not checked)} of a `simq dupes --format jsonl` output."""
+    pairs = {}
+    for record in read_jsonl(path):
+        jaccard = record.get("jaccard")
+        pairs[tuple(sorted((record["first"], record["second"])))] = 1.0 if jaccard is None else jaccard
+    return pairs
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", default="25000,50000,100000", help="documents per index [default: %(default)s]")
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
+    print_machine()
     rows = []
+    failures = Failures()
     with tempfile.TemporaryDirectory() as folder:
         for size in sorted(int(s) for s in args.sizes.split(",")):
             source, db = Path(folder) / f"{size}.jsonl", Path(folder) / f"{size}.db"
             make_jsonl(source, size)
             add_seconds, _, _ = run(["add", "--db", str(db), "--store-text", str(source)])
             plain, checked, peaks, summary = [], [], {}, ""
+            plain_out, checked_out = Path(folder) / "plain.jsonl", Path(folder) / "checked.jsonl"
             for _ in range(args.repeats):
-                seconds, peak, _ = run(["dupes", "--db", str(db), "--no-confirm", "--k", "12", "--format", "jsonl"])
+                seconds, peak, _ = run(["dupes", "--db", str(db), "--no-check", "--k", "12", "--format", "jsonl",
+                                        "--out", str(plain_out)])
                 plain.append(seconds)
                 peaks["plain"] = peak
-                seconds, peak, summary = run(["dupes", "--db", str(db), "--k", "12", "--format", "jsonl"])
+                seconds, peak, summary = run(["dupes", "--db", str(db), "--k", "12", "--format", "jsonl",
+                                              "--out", str(checked_out)])
                 checked.append(seconds)
                 peaks["checked"] = peak
+            # The check only removes candidates, and keeps exactly those whose Jaccard is >= 0.8.
+            candidates, kept = pairs_in(plain_out), pairs_in(checked_out)
+            failures.expect(kept.keys() <= candidates.keys(), f"{size:,}: the checked run kept a pair beyond k = 12")
+            failures.expect(all(score >= 0.8 for score in kept.values()),
+                            f"{size:,}: the checked run kept a pair under Jaccard 0.8")
             rows.append((size, os.path.getsize(source) / 1e6, add_seconds,
                          statistics.median(plain), statistics.median(checked),
                          peaks["plain"], peaks["checked"], summary.strip().splitlines()[0]))
             print(f"{size}: done", file=sys.stderr, flush=True)
     print(f"## `simq dupes` checked vs unchecked at k=12 "
           f"(median of {args.repeats}; load average {os.getloadavg()[0]:.2f})\n")
-    print("| documents | JSONL MB | add --store-text s | dupes --no-confirm --k 12 s | dupes (checked) s | ratio "
+    print("| documents | JSONL MB | add --store-text s | dupes --no-check --k 12 s | dupes (checked) s | ratio "
           "| peak RSS unchecked MiB | peak RSS checked MiB | summary of the checked run |")
     print("|---|---|---|---|---|---|---|---|---|")
     for size, mb, add_s, p, c, rp, rc, summary in rows:
         print(f"| {size:,} | {mb:.0f} | {add_s:.1f} | {p:.2f} | {c:.2f} | {c / p:.1f}x | {rp} | {rc} | {summary} |")
+    failures.exit()
 
 
 if __name__ == "__main__":

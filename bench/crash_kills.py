@@ -5,7 +5,7 @@
 
 Each round starts `simq add --progress-json --batch-size B data.jsonl` on the same index, kills it
 with SIGKILL after a random delay, then checks:
-  - the file passes simhash_sqlite.store.integrity.problems (PRAGMA integrity_check, blocks agree with
+  - the file passes simhash_sqlite.checks.problems (PRAGMA integrity_check, blocks agree with
     fingerprints, no duplicate keys, the schema is there);
   - every document of every batch a run reported committed (the progress lines come after COMMIT)
     is present with the right content hash;
@@ -28,10 +28,10 @@ import time
 from pathlib import Path
 
 import apsw
+from common import SIMQ, print_machine
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from simhash_sqlite.store.integrity import problems  # noqa: E402
-from simhash_sqlite.store.texts import content_hash  # noqa: E402
+from simhash_sqlite.store.integrity import problems
+from simhash_sqlite.store.texts import content_hash
 
 
 def make_input(path: Path, docs: int, seed: int) -> list[tuple[str, str]]:
@@ -56,7 +56,7 @@ def stored(db: Path) -> dict[str, bytes]:
 
 def run_add(db: Path, data: Path, batch: int, kill_after: float | None) -> tuple[int | None, int, float]:
     """(documents reported committed, return code, seconds). kill_after None: run to the end."""
-    command = [sys.executable, "-m", "simhash_sqlite", "add", "--db", str(db), "--batch-size", str(batch),
+    command = [*SIMQ, "add", "--db", str(db), "--batch-size", str(batch),
                "--progress-json", str(data)]
     with tempfile.TemporaryFile("w+") as log:
         start = time.monotonic()
@@ -102,6 +102,7 @@ def main() -> None:
     parser.add_argument("--max-delay", type=float, default=6.0, help="kill after uniform(0.05, this) seconds")
     parser.add_argument("--seed", type=int, default=7)
     args = parser.parse_args()
+    print_machine()
     rng = random.Random(args.seed)
 
     work = Path(tempfile.mkdtemp(prefix="crash_kills_"))

@@ -20,13 +20,10 @@ import json
 import math
 import random
 import re
-import sys
 from collections.abc import Iterator
 from functools import cached_property
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
+from common import print_machine
 from quality import _units, language, perturb
 
 KINDS = ("mirror", "boilerplate", "numbers", "edit2", "truncate", "rewrite40")
@@ -93,6 +90,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=11)
     parser.add_argument("--out", required=True, help="JSONL file to write")
     args = parser.parse_args()
+    print_machine()
     crawl = Crawl(args.jsonl, args.seed)
     with open(args.out, "w", encoding="utf-8") as out:
         for i, (text, family, kind) in enumerate(crawl.pages(args.n)):

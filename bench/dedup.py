@@ -17,7 +17,7 @@ order, written to one JSONL file (ids d000000... in input order). Truth: every p
 
 With --pages, throughput only, on the corpus files' own documents (whole pages, as a crawl has them).
 
-Methods: the new default (sketch LSH candidates, estimated Jaccard >= 0.8), the same with --no-confirm
+Methods: the new default (sketch LSH candidates, estimated Jaccard >= 0.8), the same with --no-check
 (distance <= RECOMMENDED_K), and, with --baseline-src (a checkout of an older commit, e.g. `git archive
 3ab780e | tar -x -C DIR`), that code's default (k = 3, distance). With --spark, `simq spark-dedup` on
 the same file (local[2]): its kept set, scored the same way and compared with the default's.
@@ -36,16 +36,20 @@ import time
 from pathlib import Path
 
 import numpy as np
-
-REPO = Path(__file__).resolve().parent.parent
+from common import ROOT, SIMQ, Failures, print_machine
 
 CHILD = r"""
 import io, json, statistics, sys, time
 sys.path.insert(0, sys.argv[1])
 path, kwargs, repeats = sys.argv[2], json.loads(sys.argv[3]), int(sys.argv[4])
-from simhash_sqlite.pipeline.dedup import Deduplicator, BATCH
-from simhash_sqlite.core.fingerprint import simhash_many
-from simhash_sqlite.pipeline.sources import Reader
+try:
+    from simhash_sqlite.pipeline.dedup import Deduplicator, BATCH
+    from simhash_sqlite.core.fingerprint import simhash_many
+    from simhash_sqlite.pipeline.sources import Reader
+except ImportError:  # a baseline tree from before the layers (2be3bd3)
+    from simhash_sqlite.dedup import Deduplicator, BATCH
+    from simhash_sqlite.fingerprint import simhash_many
+    from simhash_sqlite.sources import Reader
 
 def entries():
     reader = Reader(jsonl=True)
@@ -87,7 +91,6 @@ print(json.dumps({
 
 def build(paths: list[str], per_language: int, seed: int) -> tuple[list[str], list[str]]:
     """(texts in input order, their kinds), from bench/quality.py's machinery."""
-    sys.path.insert(0, str(REPO / "bench"))
     from quality import build_corpus, load_originals
 
     rng = random.Random(seed)
@@ -149,7 +152,7 @@ def run_spark(path: str, folder: str) -> tuple[dict[str, str | None], float]:
     out = os.path.join(folder, "spark-out")
     started = time.perf_counter()
     subprocess.run(
-        [str(Path(sys.executable).parent / "simq"), "spark-dedup", path, "--out", out, "--master", "local[2]",
+        [*SIMQ, "spark-dedup", path, "--out", out, "--master", "local[2]",
          "--overwrite"],
         check=True, capture_output=True,
     )
@@ -171,7 +174,7 @@ def pages_throughput(args) -> None:
                         page = {"id": f"p{count:06d}", "text": record["text"]}
                         out.write(json.dumps(page, ensure_ascii=False) + "\n")
                         count, characters = count + 1, characters + len(record["text"])
-        methods = {"checked (default)": (REPO, {}), "--no-confirm (k <= 9)": (REPO, {"check": False})}
+        methods = {"checked (default)": (ROOT, {}), "--no-check (k <= 9)": (ROOT, {"check": False})}
         if args.baseline_src:
             methods[f"baseline: {args.baseline_src.name} default (k = 3)"] = (args.baseline_src, {"k": 3})
         print(f"{count:,} pages, {characters / count:,.0f} characters on average; medians of {args.repeats} runs\n")
@@ -195,7 +198,7 @@ def main() -> None:
     parser.add_argument("--pages", action="store_true",
                         help="throughput only, on the corpus files' documents as they are (whole pages)")
     args = parser.parse_args()
-    sys.path.insert(0, str(REPO))
+    print_machine()
     if args.pages:
         pages_throughput(args)
         return
@@ -203,6 +206,7 @@ def main() -> None:
     texts, _ = build(args.corpus, args.originals, args.seed)
     pairs = truth(texts)
     results = {}
+    failures = Failures()
     with tempfile.TemporaryDirectory() as folder:
         path = os.path.join(folder, "docs.jsonl")
         ids = [f"d{i:06d}" for i in range(len(texts))]
@@ -210,7 +214,7 @@ def main() -> None:
             for key, text in zip(ids, texts):
                 handle.write(json.dumps({"id": key, "text": text}, ensure_ascii=False) + "\n")
         position = {key: i for i, key in enumerate(ids)}
-        methods = {"checked (default)": (REPO, {}), "--no-confirm (k <= 9)": (REPO, {"check": False})}
+        methods = {"checked (default)": (ROOT, {}), "--no-check (k <= 9)": (ROOT, {"check": False})}
         if args.baseline_src:
             methods[f"baseline: {args.baseline_src.name} default (k = 3)"] = (args.baseline_src, {"k": 3})
         for name, (src, kwargs) in methods.items():
@@ -224,6 +228,10 @@ def main() -> None:
                 "bytes_per_kept": None if got["kept_bytes"] is None else got["kept_bytes"] / max(1, int(kept.sum())),
             }
             results[name]["kept_ids"] = [key for key, k in zip(ids, got["kept"]) if k]
+            # every dropped document names a kept one before it as its original; every kept one names none
+            failures.expect(all((d is None) == bool(k) and (d is None or (d < i and kept[d]))
+                                for i, (k, d) in enumerate(zip(got["kept"], dup))),
+                            f"{name}: a verdict's duplicate_of is not a kept document before it")
         if args.spark:
             verdicts, seconds = run_spark(path, folder)
             kept = np.array([verdicts[key] is None for key in ids])
@@ -249,10 +257,12 @@ def main() -> None:
     if "spark-dedup (local[2])" in results:
         same = results["spark-dedup (local[2])"]["same_kept_as_dedup"]
         print(f"\nspark-dedup kept set equal to simq dedup's: {same}")
+        failures.expect(same, "spark-dedup kept another set than simq dedup")
     if args.json:
         for r in results.values():
             r.pop("kept_ids", None)
         args.json.write_text(json.dumps(results, indent=2))
+    failures.exit()
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ Columns: the pairs found; recall of planted pairs with J >= 0.8 and of those wit
 at J = 0.8 is kept half the time by an unbiased estimate: the candidates are what scale, the check's
 spread is bench/accuracy.py's subject); planted pairs found below 0.8 (false positives of the model);
 other pairs found (two unrelated random sketches: none expected). --candidate-recall runs `simq dupes
---jaccard 0.6` too (untimed): a planted pair at J >= 0.8 has an estimate >= 0.6 but for a chance of
+--threshold 0.6` too (untimed): a planted pair at J >= 0.8 has an estimate >= 0.6 but for a chance of
 about 1e-20, so the share of them it finds is the recall of the LSH candidates alone. "windows" is
 sketch_pairs.window_plan's width/step (tables) for n. Quality on real text is
 bench/accuracy.py's and bench/all_pairs.py's; this bench measures how time and memory grow.
@@ -34,14 +34,12 @@ import time
 from pathlib import Path
 
 import numpy as np
+from common import SIMQ, Failures, print_machine
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from simhash_sqlite import SimhashIndex  # noqa: E402
-from simhash_sqlite.core.fingerprint import blocks, to_signed  # noqa: E402
-from simhash_sqlite.core.sketch import DEFAULT_SCHEME  # noqa: E402
-from simhash_sqlite.find.sketch_pairs import _windows, window_plan  # noqa: E402
+from simhash_sqlite import SimhashIndex, to_signed
+from simhash_sqlite.core.fingerprint import blocks
+from simhash_sqlite.core.sketch import DEFAULT_SCHEME
+from simhash_sqlite.find.sketch_pairs import _windows, window_plan
 
 NBYTES = DEFAULT_SCHEME.nbytes
 BIN_BYTES = DEFAULT_SCHEME.bins * DEFAULT_SCHEME.bits // 8
@@ -91,8 +89,8 @@ def build(path: Path, rows: np.ndarray, fps: np.ndarray) -> float:
 
 def dupes(path: Path, out: Path, *options: str) -> tuple[float, int, str]:
     started = time.perf_counter()
-    proc = subprocess.Popen([str(ROOT / ".venv" / "bin" / "simq"), "dupes", "--db", str(path), "--format", "jsonl",
-                             "--out", str(out), *options], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen([*SIMQ, "dupes", "--db", str(path), "--format", "jsonl", "--out", str(out), *options],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     _, status, usage = os.wait4(proc.pid, 0)
     seconds = time.perf_counter() - started
     said = proc.stdout.read().decode(errors="replace").strip().splitlines()
@@ -124,8 +122,9 @@ def main() -> None:
     parser.add_argument("--folder", type=Path, required=True, help="where the index files go (kept for re-runs)")
     parser.add_argument("--seed", type=int, default=3)
     parser.add_argument("--candidate-recall", action="store_true",
-                        help="also run dupes --jaccard 0.6 (untimed): the recall of the candidates alone")
+                        help="also run dupes --threshold 0.6 (untimed): the recall of the candidates alone")
     args = parser.parse_args()
+    print_machine()
     args.folder.mkdir(parents=True, exist_ok=True)
     load = os.getloadavg()
     print(f"## Default `simq dupes` on model sketches (started {time.strftime('%Y-%m-%d %H:%M', time.gmtime())} UTC, "
@@ -134,6 +133,7 @@ def main() -> None:
           "recall J >= 0.8 | recall J >= 0.85 | planted < 0.8 kept | unrelated kept | candidate recall J >= 0.8 | "
           "load after |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    failures = Failures()
     for n in (int(s) for s in args.sizes.split(",")):
         path = args.folder / f"model-{n}.db"
         rows, fps, jaccard = model(n, args.seed)
@@ -146,15 +146,20 @@ def main() -> None:
         s = scored(out, n, jaccard)
         candidate_recall = "-"
         if args.candidate_recall:
-            _, _, said_low = dupes(path, out, "--jaccard", "0.6")
+            _, _, said_low = dupes(path, out, "--threshold", "0.6")
             candidate_recall = f"{scored(out, n, jaccard)['recall80']:.4f}"
-            print(f"    simq --jaccard 0.6 said: {said_low}", file=sys.stderr)
+            print(f"    simq --threshold 0.6 said: {said_low}", file=sys.stderr)
         width, step = window_plan(n, DEFAULT_SCHEME.bins * DEFAULT_SCHEME.bits)
         tables = len(_windows(DEFAULT_SCHEME.bins * DEFAULT_SCHEME.bits, width, step))
         print(f"| {n:,} | {width}/{step} ({tables}) | {built:.0f} | {path.stat().st_size / n:.0f} | {seconds:.1f} | "
               f"{peak / 2**20:,.0f} | {s['found']:,} | {s['recall80']:.4f} | {s['recall85']:.4f} | {s['below']:,} | "
               f"{s['other']:,} | {candidate_recall} | {os.getloadavg()[0]:.1f} |", flush=True)
         print(f"    simq said: {said}", file=sys.stderr)
+        # Unrelated random sketches agree on half their bits: none may pass the check, and the planted
+        # pairs well above the line must all be found (0.9999 at every published size).
+        failures.expect(s["other"] == 0, f"{n:,}: {s['other']} unrelated pairs kept")
+        failures.expect(s["recall85"] >= 0.99, f"{n:,}: recall at J >= 0.85 is {s['recall85']:.4f}")
+    failures.exit()
 
 
 if __name__ == "__main__":

@@ -25,10 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "bench"))
-
-from add_speed import SIMQ_SCRIPT, baseline_tree, load, run_env  # noqa: E402
+from common import ROOT, SIMQ_SCRIPT, Failures, baseline_tree, load, print_machine, run_env
 
 
 def child(tree: Path, script: Path, args: list[str], cwd: Path) -> tuple[float, float]:
@@ -54,6 +51,7 @@ def main() -> None:
     parser.add_argument("--folder", help="where the crawls and indexes go [default: a temporary folder]")
     parser.add_argument("--reuse", action="store_true", help="keep index files a run in the same --folder made")
     args = parser.parse_args()
+    print_machine()
     tmp = Path(args.folder or tempfile.mkdtemp(prefix="dupes_scale_"))
     tmp.mkdir(parents=True, exist_ok=True)
     script = tmp / "simq_script.py"
@@ -64,6 +62,7 @@ def main() -> None:
     log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
     started = f"{time.strftime('%H:%M', time.gmtime())} UTC, load average {load()}"
     rows = []
+    failures = Failures()
     for n in (int(s) for s in args.sizes.split(",")):
         crawl = tmp / f"crawl{n}.jsonl"
         if not crawl.exists():
@@ -90,7 +89,9 @@ def main() -> None:
                 times[name].append(seconds)
                 peaks[name].append(peak)
                 with open(out, encoding="utf-8") as lines:
-                    found[name] = {tuple(sorted((r["first"], r["second"]))) for r in map(json.loads, lines)}
+                    this_run = {tuple(sorted((r["first"], r["second"]))) for r in map(json.loads, lines)}
+                failures.expect(found.setdefault(name, this_run) == this_run,
+                                f"{n:,} pages, {name}: two runs of simq dupes found different pairs")
                 pairs[name] = len(found[name])
                 log(f"[{n}] {name}: dupes {seconds:.1f}s, {peak:.0f} MiB, {pairs[name]} pairs")
         for name in names:
@@ -105,6 +106,7 @@ def main() -> None:
     for n, name, add_s, per_doc, seconds, peak, count, same in rows:
         print(f"| {n:,} | {name} | {add_s:.0f} | {per_doc:,.0f} | **{seconds:.1f}** | {peak:.0f} | {count:,} "
               f"| {same} |")
+    failures.exit()
 
 
 if __name__ == "__main__":

@@ -26,13 +26,9 @@ from __future__ import annotations
 import argparse
 import random
 import sys
-from pathlib import Path
 
 import numpy as np
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
+from common import print_machine
 from quality import build_corpus, load_originals, truth_pairs
 
 from simhash_sqlite.core.features import char_units, mix, units_features
@@ -88,6 +84,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=5)
     parser.add_argument("--salts", type=int, default=8, help="draws of the hashing [default: %(default)s]")
     args = parser.parse_args()
+    print_machine()
     originals = load_originals(args.jsonl, args.originals, random.Random(args.seed))
     print(f"## The size rule ({', '.join(args.jsonl)}; {args.originals} originals, seed {args.seed}, "
           f"{args.salts} draws)\n")
@@ -103,7 +100,8 @@ def main() -> None:
         left = np.concatenate([p.left for p in parts])
         right = np.concatenate([p.right for p in parts])
         keys = left * n + right
-        assert np.isin(truth, keys).all(), "a true pair is not among the judged candidates"
+        if not np.isin(truth, keys).all():  # the rules below judge the candidates only: they must hold every true pair
+            sys.exit(f"error: {lang}: a true pair is not among the judged candidates")
         scores: dict[str, list[np.ndarray]] = {}
         for salt in range(args.salts):
             drawn = hashes if salt == 0 else mix(hashes ^ np.uint64(salt * 0x9E3779B97F4A7C15 % 2**64))

@@ -22,7 +22,8 @@ import tempfile
 import time
 from pathlib import Path
 
-SIMQ = [sys.executable, "-m", "simhash_sqlite"]
+from common import SIMQ, print_machine
+
 LINES = [
     "SimHash maps a text to sixty-four bits so that similar texts get similar fingerprints.",
     "The index keeps every fingerprint in one SQLite file with four block columns.",
@@ -95,6 +96,7 @@ def main() -> None:
     parser.add_argument("--text-mib", help="comma-separated text file sizes in MiB (default 30,64,256,1024)")
     parser.add_argument("--jsonl-docs", help="comma-separated JSONL document counts (default 3000,30000,300000)")
     args = parser.parse_args()
+    print_machine()
     sizes = [30 << 20, 64 << 20] if args.quick else [30 << 20, 64 << 20, 256 << 20, 1 << 30]
     counts = [3_000, 30_000] if args.quick else [3_000, 30_000, 300_000]
     if args.text_mib is not None:

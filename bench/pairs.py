@@ -16,10 +16,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
 import re
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -27,6 +25,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from common import SIMQ, Failures, median_seconds, print_machine
 
 from simhash_sqlite import simhash
 from simhash_sqlite.find.clusters import component_labels
@@ -116,15 +115,6 @@ def baseline(values: np.ndarray) -> tuple[int, np.ndarray]:
     return len(codes), codes
 
 
-def timed(fn, *args, repeat: int = 1):
-    times, result = [], None
-    for _ in range(repeat):
-        start = time.perf_counter()
-        result = fn(*args)
-        times.append(time.perf_counter() - start)
-    return statistics.median(times), result
-
-
 # -- end-to-end dedup of real documents ------------------------------------------------------------
 
 
@@ -168,10 +158,9 @@ def dedup_run(corpus: Path, count: int) -> list[tuple[str, str]]:
     with tempfile.TemporaryDirectory() as tmp:
         data, out = Path(tmp) / "docs.jsonl", Path(tmp) / "kept.jsonl"
         data.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf-8")
-        simq = Path(sys.executable).with_name("simq")
         start = time.perf_counter()
         done = subprocess.run(
-            [simq, "dedup", data, "--out", out, "--k", str(K)], capture_output=True, text=True, check=True
+            [*SIMQ, "dedup", data, "--out", out, "--k", str(K)], capture_output=True, text=True, check=True
         )
         wall = time.perf_counter() - start
         summary = done.stderr.strip().splitlines()[-1]
@@ -200,6 +189,7 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=1_000_000, help="fingerprints in the smaller sets [default: 1M]")
     parser.add_argument("--docs", type=int, help="documents for the dedup rows [default: 100k, 20k with --quick]")
     args = parser.parse_args()
+    print_machine()
     rng = np.random.default_rng(42)
     small = f"{args.size / 1e6:g}M" if args.size >= 1_000_000 else f"{args.size:,}"
     sets = [(f"{small} random, planted clusters", planted(args.size, rng), 5),
@@ -208,9 +198,10 @@ def main() -> None:
         sets.append(("10M random, planted clusters", planted(10_000_000, rng), 1))
         sets.append(("10M skewed", skewed(10_000_000, rng), 1))
     rows = []
+    failures = Failures()
     baseline_rate = 0.0  # seconds per candidate pair, from the first run
     for name, values, repeat in sets:
-        t_ours, (count, codes) = timed(ours, values, repeat=repeat)
+        t_ours, (count, codes) = median_seconds(lambda: ours(values), repeat)
         big = len(values) >= 10_000_000
         candidates = baseline_candidates(values)
         if (big and args.no_baseline_10m) or candidates > BASELINE_BUDGET:
@@ -218,10 +209,11 @@ def main() -> None:
             t_base = candidates * baseline_rate if baseline_rate else float("nan")
             same = f"not run: {candidates:.2g} candidate pairs, est."
         else:
-            t_base, (base_count, base_codes) = timed(baseline, values, repeat=1 if big else 3)
-            same = "same pairs" if np.array_equal(np.sort(codes), base_codes) else "DIFFERENT"
+            t_base, (base_count, base_codes) = median_seconds(lambda: baseline(values), 1 if big else 3)
+            same = "same pairs" if np.array_equal(np.sort(codes), base_codes) else "NO: different pairs"
+            failures.expect(same == "same pairs", f"{name}: other pairs than the numpy baseline's")
             baseline_rate = baseline_rate or t_base / max(candidates, 1)
-        t_clusters, labels = timed(component_labels, values, K)
+        t_clusters, labels = median_seconds(lambda: component_labels(values, K), 1)
         in_clusters = int((np.bincount(labels, minlength=len(values))[labels] > 1).sum())
         rows.append(
             (
@@ -237,12 +229,12 @@ def main() -> None:
     else:
         print("no --corpus: the dedup rows are left out", file=sys.stderr)
     width = [max(len(r[i]) for r in rows) for i in range(4)]
-    print(f"machine: {os.cpu_count()} cores, numpy {np.__version__}, "
-          f"medians of {sets[0][2]} runs on {small}, 1 run on 10M")
+    print(f"medians of {sets[0][2]} runs on {small}, 1 run on 10M")
     print(" | ".join(h.ljust(w) for h, w in zip(("what", "ours", "against", "notes"), width)))
     print("-+-".join("-" * w for w in width))
     for row in rows:
         print(" | ".join(c.ljust(w) for c, w in zip(row, width)))
+    failures.exit()
 
 
 if __name__ == "__main__":

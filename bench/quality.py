@@ -16,7 +16,7 @@ over all pairs in numpy: the same pairs an exact `dupes` returns), for k = 0..16
 The real pipeline, measured in the same run: the texts are added with their texts stored to an index
 file in a temporary folder (SimhashIndex(store_text=True), as `simq add --store-text`), and the pairs
 `simq dupes` returns at its defaults (candidates within CONFIRM_K checked by exact Jaccard >= 0.8,
-SimhashIndex.dupes, checked) are scored, next to `simq dupes --no-confirm` (distance <= RECOMMENDED_K) and
+SimhashIndex.dupes, checked) are scored, next to `simq dupes --no-check` (distance <= RECOMMENDED_K) and
 MinHashLSH; with the time of the plain pair search at CONFIRM_K and of the confirmed one (medians).
 """
 
@@ -36,14 +36,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from common import Failures, median_seconds, print_machine
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from simhash_sqlite.core.features import _HAN_RUN, _jieba, ngram_hashes, normalize, word_hash, words  # noqa: E402
-from simhash_sqlite.core.fingerprint import simhash_of_features  # noqa: E402
-from simhash_sqlite.core.settings import CONFIRM_K, RECOMMENDED_K, FingerprintSettings  # noqa: E402
-from simhash_sqlite.core.shingles import fold_space, shingle_set  # noqa: E402
-from simhash_sqlite.index import Document, SimhashIndex  # noqa: E402
+from simhash_sqlite import Document, FingerprintSettings, SimhashIndex
+from simhash_sqlite.core.features import _HAN_RUN, _jieba, ngram_hashes, normalize, word_hash, words
+from simhash_sqlite.core.fingerprint import simhash_of_features
+from simhash_sqlite.core.settings import CONFIRM_K, RECOMMENDED_K
+from simhash_sqlite.core.shingles import fold_space, shingle_set
 
 THRESHOLD = 0.8
 _d = FingerprintSettings()
@@ -391,18 +390,9 @@ def _pair_keys(pairs, n: int) -> np.ndarray:
     return np.array(sorted(out), dtype=np.int64)
 
 
-def _median_seconds(run, repeats: int) -> tuple[float, object]:
-    times, value = [], None
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        value = run()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times), value
-
-
 def pipeline(corpus: Corpus, truth: np.ndarray, pair_bucket, repeats: int, log, k: int = CONFIRM_K) -> dict:
     """The product's own path: an index file with stored texts, `dupes` confirmed at the defaults
-    (candidates within k, exact Jaccard >= 0.8) and `dupes --no-confirm`, scored on the truth
+    (candidates within k, exact Jaccard >= 0.8) and `dupes --no-check`, scored on the truth
     (overall and per length bucket), timed."""
     n = corpus.n
     with (
@@ -412,8 +402,8 @@ def pipeline(corpus: Corpus, truth: np.ndarray, pair_bucket, repeats: int, log, 
         t0 = time.perf_counter()
         index.add(Document(str(i), t) for i, t in enumerate(corpus.texts))
         add_seconds = time.perf_counter() - t0
-        plain_seconds, plain = _median_seconds(lambda: list(index.dupes(k, check=False)), repeats)
-        distance_seconds, distance = _median_seconds(lambda: list(index.dupes(RECOMMENDED_K, check=False)), repeats)
+        plain_seconds, plain = median_seconds(lambda: list(index.dupes(k, check=False)), repeats)
+        distance_seconds, distance = median_seconds(lambda: list(index.dupes(RECOMMENDED_K, check=False)), repeats)
         reports = []
 
         def confirmed():
@@ -422,7 +412,7 @@ def pipeline(corpus: Corpus, truth: np.ndarray, pair_bucket, repeats: int, log, 
             reports.append(checker.report)
             return pairs
 
-        confirmed_seconds, kept = _median_seconds(confirmed, repeats)
+        confirmed_seconds, kept = median_seconds(confirmed, repeats)
     report = reports[-1]
     out = {"k": k, "add_seconds": add_seconds, "candidates": len(plain), "repeats": repeats,
            "dupes_seconds": plain_seconds, "confirmed_seconds": confirmed_seconds,
@@ -600,7 +590,7 @@ def pipeline_report(results: dict) -> str:
     for lang, res in results.items():
         pl, mh = res["pipeline"], res["minhash"]
         confirmed_name = f"`simq dupes` (default: candidates within {pl['k']}, exact Jaccard >= {THRESHOLD})"
-        distance_name = f"`simq dupes --no-confirm` (distance <= {RECOMMENDED_K})"
+        distance_name = f"`simq dupes --no-check` (distance <= {RECOMMENDED_K})"
         rows = ((confirmed_name, pl["confirmed"]["found"], pl["confirmed"]["truth"]),
                 (distance_name, pl["distance"]["found"], pl["distance"]["truth"]),
                 ("datasketch MinHashLSH, 128 perm., threshold 0.8", mh.get("found", "-"), mh["truth"]))
@@ -609,7 +599,7 @@ def pipeline_report(results: dict) -> str:
     out.append(f"\n### Time of the check (median of {next(iter(results.values()))['pipeline']['repeats']} runs each)\n")
     k = next(iter(results.values()))["pipeline"]["k"]
     out.append(f"| lang | texts | candidates within {k} | checked, kept | rejected | unchecked "
-               f"| `dupes --no-confirm --k {k}` s | `dupes` (confirmed) s | ratio "
+               f"| `dupes --no-check --k {k}` s | `dupes` (confirmed) s | ratio "
                f"| of which reading texts + Jaccard s |")
     out.append("|---|---|---|---|---|---|---|---|---|---|")
     for lang, res in results.items():
@@ -798,6 +788,7 @@ def main() -> None:
                         help="timed runs of each pipeline step (median) [default: %(default)s]")
     parser.add_argument("--balance", action="store_true", help="only the bit balance on every section of the corpora")
     args = parser.parse_args()
+    print_machine()
     paths = args.jsonl
     if args.balance:
         print(f"## Bit balance and block buckets ({', '.join(paths)}; every section, seed {args.seed})\n")
@@ -821,6 +812,12 @@ def main() -> None:
     print(report(results, name, k, args.confirm_k))
     if args.json:
         Path(args.json).write_text(json.dumps(results, default=float))
+    failures = Failures()
+    for lang, result in results.items():
+        # Candidates checked by the exact Jaccard of their stored texts: no pair under the line is kept.
+        precision = result["pipeline"]["confirmed"]["truth"][0]
+        failures.expect(precision == 1.0, f"{lang}: the exactly checked `dupes` has precision {precision:.4f}, not 1")
+    failures.exit()
 
 
 if __name__ == "__main__":

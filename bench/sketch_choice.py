@@ -18,13 +18,9 @@ import argparse
 import random
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
+from common import print_machine
 from quality import build_corpus, load_originals, prf, truth_pairs
 
 from simhash_sqlite.core.shingles import jaccard_of_sets, shingle_set
@@ -64,6 +60,7 @@ def main() -> None:
     parser.add_argument("--sizes", default="32,64,96,120", help="sketch sizes in bytes [default: %(default)s]")
     parser.add_argument("--bits", default="1,2,4,8,16", help="bits per bin [default: %(default)s]")
     args = parser.parse_args()
+    print_machine()
     originals = load_originals(args.jsonl, args.originals, random.Random(args.seed))
     sizes = [int(x) for x in args.sizes.split(",")]
     bit_choices = [int(x) for x in args.bits.split(",")]

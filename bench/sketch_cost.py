@@ -11,15 +11,13 @@ ratio there is closer to 1 (bench/add_speed.py --only-add).
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
-import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from common import Failures, print_machine, read_texts
 
-from simhash_sqlite.core.fingerprint import simhash_and_sketch_many, simhash_many  # noqa: E402
+from simhash_sqlite.core.fingerprint import simhash_and_sketch_many, simhash_many
 
 
 def main() -> None:
@@ -27,12 +25,16 @@ def main() -> None:
     parser.add_argument("jsonl", nargs="+")
     parser.add_argument("--runs", type=int, default=7)
     args = parser.parse_args()
+    print_machine()
     print("| corpus | MB | fingerprints MB/s | fingerprints + sketches MB/s | ratio |")
     print("|---|---|---|---|---|")
+    failures = Failures()
     for path in args.jsonl:
-        texts = [json.loads(line)["text"] for line in open(path, encoding="utf-8")]
+        texts = read_texts([path])
         mb = sum(len(t.encode()) for t in texts) / 1e6
         simhash_and_sketch_many(texts[:20])  # lazy tables, once
+        failures.expect(simhash_and_sketch_many(texts)[0] == simhash_many(texts),
+                        f"{path}: the fingerprints made beside sketches differ from simhash_many's")
         plain, both = [], []
         for _ in range(args.runs):
             started = time.perf_counter()
@@ -43,6 +45,7 @@ def main() -> None:
             both.append(time.perf_counter() - started)
         a, b = mb / statistics.median(plain), mb / statistics.median(both)
         print(f"| {Path(path).name} | {mb:.1f} | {a:.2f} | {b:.2f} | {b / a:.2f}x |")
+    failures.exit()
 
 
 if __name__ == "__main__":

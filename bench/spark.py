@@ -1,6 +1,6 @@
 """Spark local mode against the single-machine path, on the same generated corpus.
 
-    python bench/spark.py CORPUS.jsonl... --docs 200000 2000000 [--cores 2] [--k 3] [--work bench/out/spark]
+    python bench/spark.py CORPUS.jsonl... --docs 200000 2000000 [--cores 2] [--k 3] [--work FOLDER]
 
 Documents are paragraphs (80+ characters) of the JSONL files given ({"id", "text"} per line; BENCHMARKS.md
 used the shared corpus's manpages_zh.jsonl and python_docs_en.jsonl) joined in ones to threes, and about a third of
@@ -14,7 +14,9 @@ there are real near-duplicate clusters. For each size:
                   force over all pairs checks the pairs too.
   spark           run_dedup in local[cores] (Parquet in, everything written), its phase timings.
 
-Both paths' fingerprints, distinct-fingerprint pairs and kept counts are compared. Results are
+Both paths' fingerprints and distinct-fingerprint pairs are compared, and Spark's kept documents with
+`simq dedup --no-check --k K` on the same JSONL (keep-first in input order, as spark-dedup; the numpy
+components' count of one per cluster is shown beside, not compared). The script exits 1 on a difference. Results are
 appended to WORK/results.jsonl as each step ends (a long run keeps what finished) and printed as
 a table: wall seconds and documents per second per core.
 """
@@ -28,15 +30,15 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
+from common import SIMQ, Failures, print_machine, read_jsonl
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from simhash_sqlite import FingerprintSettings, simhash  # noqa: E402
-from simhash_sqlite.find.block_tables import BlockTables  # noqa: E402
+from simhash_sqlite import simhash
+from simhash_sqlite.find.block_tables import BlockTables
 
 # -- the corpus --------------------------------------------------------------------------------------
 
@@ -153,9 +155,8 @@ def single_machine(docs, jsonl: Path, folder: Path, k: int, fp_sample: int, reco
         simhash(text)
     record("single", "simhash() loop", time.perf_counter() - started, len(sample), 1)
 
-    simq = Path(sys.executable).with_name("simq")
     started = time.perf_counter()
-    subprocess.run([str(simq), "add", "--db", str(db), str(jsonl)], check=True, capture_output=True)
+    subprocess.run([*SIMQ, "add", "--db", str(db), str(jsonl)], check=True, capture_output=True)
     record("single", "simq add (fingerprint + store)", time.perf_counter() - started, len(docs), 1)
 
     conn = apsw.Connection(str(db))
@@ -173,6 +174,12 @@ def single_machine(docs, jsonl: Path, folder: Path, k: int, fp_sample: int, reco
     kept = len(fps) - merged + sum(fp is None for fp in stored.values())
     record("single", "numpy components + kept", time.perf_counter() - started, len(docs), 1)
     result = {"stored": stored, "pairs": pairs, "kept": kept}
+    out = folder / "single_kept.jsonl"
+    started = time.perf_counter()
+    subprocess.run([*SIMQ, "dedup", str(jsonl), "--out", str(out), "--no-check", "--k", str(k)], check=True,
+                   capture_output=True)
+    record("single", f"simq dedup --no-check --k {k} (reference)", time.perf_counter() - started, len(docs), 1)
+    result["kept_dedup"] = sum(1 for _ in read_jsonl(out))
     if len(fps) <= 200_000:
         started = time.perf_counter()
         result["brute_force_pairs"] = brute_force_count(fps, k)
@@ -213,7 +220,8 @@ def compare(spark, single: dict, report, out: Path) -> dict:
         "pairs": len(spark_pairs),
         "brute_force_pairs": single.get("brute_force_pairs"),
         "kept_spark": report.kept,
-        "kept_single": single["kept"],
+        "kept_simq_dedup": single["kept_dedup"],
+        "components_single": single["kept"],
     }
 
 
@@ -224,10 +232,13 @@ def main() -> None:
     parser.add_argument("--cores", type=int, default=2)
     parser.add_argument("--k", type=int, default=3)
     parser.add_argument("--fp-sample", type=int, default=100_000, help="documents in the simhash() loop")
-    parser.add_argument("--work", type=Path, default=Path(__file__).parent / "out" / "spark")
+    parser.add_argument("--work", type=Path, default=None,
+                        help="folder for the inputs, outputs and results.jsonl [default: a new temporary one]")
     args = parser.parse_args()
+    print_machine()
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ["PYSPARK_PYTHON"] = sys.executable
+    args.work = args.work or Path(tempfile.mkdtemp(prefix="simq-spark-"))
     args.work.mkdir(parents=True, exist_ok=True)
     results = args.work / "results.jsonl"
 
@@ -236,7 +247,7 @@ def main() -> None:
     started = time.perf_counter()
     spark = session(f"local[{args.cores}]", **{"spark.driver.memory": "8g"})
     print(f"spark session: {time.perf_counter() - started:.1f} s (not counted below)", flush=True)
-    assert FingerprintSettings() == FingerprintSettings()  # both paths use the defaults
+    failures = Failures()
     for n in args.docs:
         rows = []
 
@@ -261,6 +272,12 @@ def main() -> None:
         with results.open("a") as handle:
             handle.write(json.dumps({"docs": n, "check": check}) + "\n")
         print(f"check: {json.dumps(check)}", flush=True)
+        failures.expect(check["fingerprints_differing"] == 0, f"{n:,}: Spark's fingerprints differ from simq add's")
+        failures.expect(check["pairs_equal"], f"{n:,}: Spark's pairs differ from the numpy join's")
+        failures.expect(check["kept_spark"] == check["kept_simq_dedup"],
+                        f"{n:,}: Spark kept {check['kept_spark']} documents, simq dedup {check['kept_simq_dedup']}")
+        failures.expect(check["brute_force_pairs"] in (None, check["pairs"]),
+                        f"{n:,}: {check['pairs']} pairs, the brute force found {check['brute_force_pairs']}")
         spark_job = next(r for r in rows if r["step"] == "whole job")
         single_job = sum(r["seconds"] for r in rows if r["path"] == "single" and "add" in r["step"] or
                          r["path"] == "single" and r["step"].startswith("numpy pairs") or
@@ -270,6 +287,7 @@ def main() -> None:
               f"(single / spark per core: {n / single_job / spark_job['docs_per_s_per_core']:.2f})",
               flush=True)
     spark.stop()
+    failures.exit()
 
 
 if __name__ == "__main__":

@@ -21,13 +21,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import tempfile
-import time
 from collections import Counter
 from pathlib import Path
 
 import numpy as np
+from common import Failures, median_seconds, print_machine
 
 from simhash_sqlite import Document, FingerprintSettings, SimhashIndex, simhash
 from simhash_sqlite.core.features import normalize, units_features, word_units, words
@@ -44,13 +43,8 @@ def char_grams(text: str, n: int = 5) -> list[str]:
     return [t[i : i + n] for i in range(max(len(t) - n + 1, 1))]
 
 
-def median_seconds(function, repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        function()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+def seconds_of(function, repeat: int) -> float:
+    return median_seconds(function, repeat)[0]
 
 
 def package_fingerprints(feature_lists: list[list[str]]) -> None:
@@ -77,7 +71,7 @@ def paragraphs(texts: list[str], limit: int = 30_000) -> list[str]:
     return out[:limit]
 
 
-def run(name: str, texts: list[str], repeat: int) -> list[dict]:
+def run(name: str, texts: list[str], repeat: int, failures: Failures) -> list[dict]:
     megabytes = sum(len(t.encode("utf-8")) for t in texts) / 1e6
     choices = [
         # Count weights on both sides, as the package is fed (feature, count) pairs.
@@ -88,17 +82,20 @@ def run(name: str, texts: list[str], repeat: int) -> list[dict]:
     for label, settings, tokenize in choices:
         words("预热")  # load jieba's dictionary outside the timings
         tokens = [tokenize(t) for t in texts]
-        t_tok = median_seconds(lambda: [tokenize(t) for t in texts], repeat)
+        t_tok = seconds_of(lambda: [tokenize(t) for t in texts], repeat)
         if settings.features == "chars":  # ours starts from the text: its n-gram hashing is counted
             ours = lambda: simhash_many(texts, settings)  # noqa: E731
         else:  # ours starts from the same jieba tokens the package gets
             ours = lambda: simhash_of_batch(  # noqa: E731
                 *units_features([word_units(w) for w in tokens], settings), len(tokens)
             )
-        one_by_one = median_seconds(lambda: [simhash(t, settings) for t in texts], repeat)
-        t_ours = median_seconds(ours, repeat)
-        t_pkg = median_seconds(lambda: package_fingerprints(tokens), repeat)
-        t_add = median_seconds(lambda: simq_add(texts, settings), max(1, repeat // 2))
+        one_by_one = seconds_of(lambda: [simhash(t, settings) for t in texts], repeat)
+        if settings.features == "chars":  # the batch and the one-text call give the same fingerprints
+            failures.expect(simhash_many(texts, settings) == [simhash(t, settings) for t in texts],
+                            f"{name}, {label}: simhash_many differs from simhash one text at a time")
+        t_ours = seconds_of(ours, repeat)
+        t_pkg = seconds_of(lambda: package_fingerprints(tokens), repeat)
+        t_add = seconds_of(lambda: simq_add(texts, settings), max(1, repeat // 2))
         rows.append(
             {
                 "corpus": name,
@@ -120,6 +117,7 @@ def main() -> None:
     parser.add_argument("corpora", nargs="+", type=Path, help="JSONL files with a 'text' field")
     parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args()
+    print_machine()
     corpora = args.corpora
     print(f"numpy {np.__version__}, {os.cpu_count()} cores, medians of {args.repeat} runs\n")
     header = (
@@ -131,14 +129,16 @@ def main() -> None:
     print("-" * len(header))
     runs = [(c.name, load(c)) for c in corpora]
     runs.append((f"{corpora[-1].stem} paragraphs", paragraphs(runs[-1][1])))
+    failures = Failures()
     for name, texts in runs:
-        for r in run(name, texts, args.repeat):
+        for r in run(name, texts, args.repeat, failures):
             print(
                 f"{r['corpus']:<27} {r['features']:<14} {r['docs']:>5} {r['MB']:>6.1f} {r['tokenize_s']:>10.2f} "
                 f"{r['ours_s']:>8.2f} {r['package_s']:>9.2f} {r['package_s'] / r['ours_s']:>12.1f} "
                 f"{r['one_by_one_s']:>11.2f} "
                 f"{r['add_s']:>10.2f} {r['docs'] / r['add_s']:>10.0f} {r['MB'] / r['add_s']:>8.2f}"
             )
+    failures.exit()
 
 
 if __name__ == "__main__":

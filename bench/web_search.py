@@ -27,17 +27,16 @@ import shutil
 import socket
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 import uuid
 from pathlib import Path
 
 import numpy as np
+from common import SIMQ, print_machine
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from simhash_sqlite import Document, SimhashIndex  # noqa: E402
-from simhash_sqlite.core.settings import CONFIRM_K  # noqa: E402
+from simhash_sqlite import Document, SimhashIndex
+from simhash_sqlite.core.settings import CONFIRM_K
 
 
 def free_port() -> int:
@@ -106,7 +105,7 @@ class Page:
 
 
 def serve(db: Path, port: int) -> subprocess.Popen:
-    command = [sys.executable, "-m", "simhash_sqlite", "serve", "--db", str(db), "--port", str(port)]
+    command = [*SIMQ, "serve", "--db", str(db), "--port", str(port)]
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
@@ -135,6 +134,7 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=60)
     parser.add_argument("--dir", help="where to build the index (default: a temporary folder, removed)")
     args = parser.parse_args()
+    print_machine()
 
     folder = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="simq-web-"))
     folder.mkdir(parents=True, exist_ok=True)

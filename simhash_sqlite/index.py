@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -11,6 +12,7 @@ from typing import Any, cast
 from .core.features import jieba_version
 from .core.fingerprint import BLOCKS, simhash, to_signed, to_unsigned
 from .core.settings import DEFAULT_THRESHOLD, FingerprintSettings
+from .core.short_texts import SHORT_TEXT_MOST, short_text_scheme
 from .core.sketch import DEFAULT_SCHEME, SketchScheme, sketch_many
 from .errors import IndexNotFound, InvalidInput, SettingsMismatch
 from .find.chains import below_members
@@ -19,9 +21,10 @@ from .find.clusters import Cluster, ClusterReport, cluster_index, clustering_inf
 from .find.near_table import register_near_table
 from .find.pairs import Progress
 from .find.queries import FailedQuery, Query
+from .find.review import HonouredPairs
 from .find.search import Match, Plan, Searcher, SearchOptions, SearchResult, near_sql, probe_cost_ns
 from .store.database import connect, retry_busy, write_transaction
-from .store.documents import AddReport, Document, FingerprintedDocument, StoredDocument
+from .store.documents import AddReport, Document, FingerprintedDocument, ShortTexts, StoredDocument
 from .store.functions import register_functions
 from .store.meta import validate_meta
 from .store.texts import text_of
@@ -40,6 +43,7 @@ class Stats:
     created_with: str
     file_bytes: int
     clusters: dict | None = None  # the last clusters() run: k, representative, documents, at, stale
+    short_texts: ShortTexts | None = None  # what the index keeps for checking short texts exactly
 
 
 class SimhashIndex:
@@ -83,6 +87,7 @@ class SimhashIndex:
             self.sketch_upgrade = self._sketch_older_documents()
             # The scheme its sketches were made with (an older index keeps version 1: no sizes).
             self.sketch_scheme = self._sketch_scheme()
+            self.short_texts = self._short_texts()
             register_functions(self.conn, self.settings)
             register_near_table(self.conn, self)
             self._writer = Writer(self.conn, self.path, self.settings, self.sketch_scheme, self.store_text)
@@ -101,6 +106,7 @@ class SimhashIndex:
             settings = FingerprintSettings(**{k: v for k, v in requested.items() if v is not None})
             rows = {
                 "sketch": DEFAULT_SCHEME.to_json(),
+                "short_texts": short_text_scheme(),
                 "fingerprint": settings.to_json(),
                 "store_text": "1" if store_text else "0",
                 "created_with": f"simhash-sqlite {__version__}",
@@ -158,6 +164,35 @@ class SimhashIndex:
                 (DEFAULT_SCHEME.to_json(),),
             )
         return sketched, out_of_reach
+
+    def _short_texts(self, counted: bool = False) -> ShortTexts:
+        """What the index keeps for short texts (counted: with how many documents have it or lack it, a
+        pass over the table). An index made before (no 'short_texts' in simhash_meta) opened for writing
+        has the column (migration 0005) and records from which document id on its documents have it;
+        those before it whose texts are not stored lack it."""
+        meta = self._meta()
+        column = any(row[1] == "short_text" for row in self.conn.execute("PRAGMA table_info(documents)"))
+        if "short_texts" not in meta and column and not self.conn.readonly("main"):
+            with write_transaction(self.conn):
+                start = self.conn.execute("SELECT coalesce(max(id), 0) + 1 FROM documents").get
+                self.conn.execute(
+                    "INSERT INTO simhash_meta (key, value) VALUES ('short_texts', json_set(?, '$.from_id', ?)) "
+                    "ON CONFLICT DO NOTHING", (short_text_scheme(), start),
+                )
+            meta = self._meta()
+        kept = "short_texts" in meta and column
+        if not counted or self.store_text:  # (an index that stores its texts checks them)
+            return ShortTexts(kept=kept or self.store_text, column=column)
+        start = json.loads(meta["short_texts"]).get("from_id", 0) if kept else None
+        might = f"fingerprint IS NOT NULL AND text IS NULL AND (length IS NULL OR length <= {SHORT_TEXT_MOST})"
+        if start is None:
+            lacking = self.conn.execute(f"SELECT count(*) FROM documents WHERE {might}").get
+        else:  # (a document updated since has it, or is too long to)
+            lacking = self.conn.execute(
+                f"SELECT count(*) FROM documents WHERE {might} AND short_text IS NULL AND id < ?", (start,)
+            ).get
+        stored = self.conn.execute("SELECT count(short_text) FROM documents").get if column else 0
+        return ShortTexts(kept=kept, column=column, lacking=lacking, stored=stored)
 
     def _sketch_scheme(self) -> SketchScheme:
         try:  # (a read-only index made before sketches records none: the default, it has no sketches)
@@ -298,6 +333,7 @@ class SimhashIndex:
             created_with=self._meta().get("created_with", "?"),
             file_bytes=size,
             clusters=clusters,
+            short_texts=self._short_texts(counted=True),
         )
 
     # -- searching ---------------------------------------------------------------------------
@@ -415,14 +451,17 @@ class SimhashIndex:
         threshold: float = DEFAULT_THRESHOLD,
         uncertain: bool = False,
         on_progress: Progress | None = None,
-    ) -> DuplicateSearch:
+    ) -> HonouredPairs:
         """Every pair of near-duplicate documents, each once (first added first), streamed in no
         particular order: the pairs within k, checked as in search() (same defaults). Iterate the
         result; its `report` counts how pairs were judged (None without check). With check and no k,
         the candidates come from the sketches (check.DuplicateSearch), at any distance. uncertain: the
         pairs whose verdict is uncertain instead, kept or not (DuplicatePair.keeps), to review.
-        on_progress(done, total): how far the pair search is, for a progress bar."""
-        return DuplicateSearch(self, k, threshold, check=check, uncertain=uncertain, on_progress=on_progress)
+        on_progress(done, total): how far the pair search is, for a progress bar. Pairs a person labelled
+        "not a duplicate" (simq serve --review) are left out."""
+        return HonouredPairs(
+            DuplicateSearch(self, k, threshold, check=check, uncertain=uncertain, on_progress=on_progress), self.conn
+        )
 
     def clusters(
         self,
@@ -435,10 +474,14 @@ class SimhashIndex:
     ) -> ClusterReport:
         """Group documents into connected components of the dupes() pairs and write them to the
         clusters table (cluster = lowest id; representative by rule: first, last, longest, shortest).
-        The report's `check` holds how the pairs were judged (None without check)."""
+        The report's `check` holds how the pairs were judged (None without check). Labels are honoured:
+        documents labelled "not a duplicate" of each other never share a cluster, and a member a person
+        chose to keep is its cluster's representative."""
         pairs = self.dupes(k, check=check, threshold=threshold, on_progress=on_progress)
-        if pairs.report is None:
+        if pairs.report is None and not pairs.apart_ids:
             return cluster_index(self.conn, pairs.k, representative, on_progress=on_progress)
+        if pairs.report is None:  # distance alone, with pairs kept apart: those within k are the edges
+            return cluster_index(self.conn, pairs.k, representative, pairs=pairs.id_pairs())
         report = cluster_index(
             self.conn, pairs.k, representative, pairs=pairs.id_pairs(), threshold=pairs.report.threshold
         )

@@ -53,12 +53,16 @@ import numpy as np
 from .core.features import jieba_version
 from .core.fingerprint import simhash, simhash_and_sketch_many, to_signed, to_unsigned
 from .core.settings import CONFIRM_K, DEFAULT_THRESHOLD, FingerprintSettings, candidate_k
+from .core.shingles import jaccard_of_sets
+from .core.short_texts import short_text_data, short_text_shingles
 from .core.sketch import DEFAULT_SCHEME, as_rows, estimate_many
 from .find.block_tables import BlockTables
+from .find.check import EXACT_MARGIN
 from .find.verdict import fallback_k, validate_threshold
-from .index import SimhashIndex
+from .index import FingerprintedDocument, SimhashIndex
 from .pipeline.dedup import drop_cut, window_codes
 from .pipeline.shards import SHARD_PATTERN, shard_of
+from .store.texts import content_hash
 from .version import __version__
 
 # What a failing Spark job raises (bad input data, a lost executor, no Java): the CLI shows one line.
@@ -147,13 +151,23 @@ def fingerprint_udf(settings: FingerprintSettings):
 
 def fingerprint_and_sketch_udf(settings: FingerprintSettings):
     """fingerprint.simhash_and_sketch_many as a vectorized UDF: text -> (signed int64 fingerprint,
-    sketch bytes), both null without letters or digits: one pass over the shingles, as `add` makes them."""
+    sketch bytes, short text's exact data, length, content hash), what `add` stores of a text: the
+    fingerprint, sketch and short text null without letters or digits (the short text also for a text
+    longer than core/short_texts.py keeps), one pass over the shingles."""
 
-    @pandas_udf("fingerprint long, sketch binary")  # type: ignore[call-overload]  # pyspark stub lacks the type-hint form
+    @pandas_udf(  # type: ignore[call-overload]  # pyspark stub lacks the type-hint form
+        "fingerprint long, sketch binary, short_text binary, length int, content_hash binary"
+    )
     def fingerprint_and_sketch(texts: pd.Series) -> pd.DataFrame:
-        prints, sketches = simhash_and_sketch_many(["" if t is None else t for t in texts], settings)
+        texts = ["" if t is None else t for t in texts]
+        prints, sketches = simhash_and_sketch_many(texts, settings)
         values = pd.Series([None if fp is None else to_signed(fp) for fp in prints], dtype="Int64")
-        return pd.DataFrame({"fingerprint": values, "sketch": pd.Series(sketches, dtype=object)})
+        short = [None if fp is None else short_text_data(t) for t, fp in zip(texts, prints)]
+        return pd.DataFrame({
+            "fingerprint": values, "sketch": pd.Series(sketches, dtype=object),
+            "short_text": pd.Series(short, dtype=object), "length": pd.Series([len(t) for t in texts], dtype="Int32"),
+            "content_hash": pd.Series([content_hash(t) for t in texts], dtype=object),
+        })
 
     return fingerprint_and_sketch
 
@@ -167,6 +181,18 @@ def window_codes_udf(sketches: pd.Series) -> pd.Series:
     27/4) outweigh the random candidates (79 * n / 2**25 a document) up to about 30M documents."""
     rows, _ = as_rows(list(sketches))
     return pd.Series(list(window_codes(rows).astype(np.int64)))
+
+
+@pandas_udf(DoubleType())  # type: ignore[call-overload]  # pyspark stub lacks the type-hint form
+def exact_udf(a: pd.Series, b: pd.Series) -> pd.Series:
+    """The exact Jaccard of two short texts from their stored exact data (core/short_texts.py), null where
+    either has none: as simq dedup and simq dupes check them."""
+    values = []
+    for x, y in zip(a, b):
+        sa = None if x is None else short_text_shingles(bytes(x))
+        sb = None if sa is None or y is None else short_text_shingles(bytes(y))
+        values.append(None if sa is None or sb is None else jaccard_of_sets(sa, sb))
+    return pd.Series(values, dtype="float64")
 
 
 @pandas_udf(DoubleType())  # type: ignore[call-overload]  # pyspark stub lacks the type-hint form
@@ -201,9 +227,13 @@ def fingerprints(
 
 
 def fingerprints_and_sketches(docs: DataFrame, settings: FingerprintSettings, text_col: str, *keep: str) -> DataFrame:
-    """docs' `keep` columns with fingerprint and sketch, made in one UDF."""
+    """docs' `keep` columns with fingerprint, sketch, short_text, length and content_hash, made in one UDF."""
     made = docs.select(*keep, fingerprint_and_sketch_udf(settings)(F.col(text_col)).alias("_made"))
-    return made.select(*keep, "_made.fingerprint", "_made.sketch")
+    return made.select(*keep, *(f"_made.{name}" for name in STORED_COLUMNS))
+
+
+# What `simq add` stores of a text besides its key, as the fingerprints output holds it.
+STORED_COLUMNS = ("fingerprint", "sketch", "short_text", "length", "content_hash")
 
 
 # -- pairs -----------------------------------------------------------------------------------------
@@ -334,35 +364,53 @@ def _only_row(aggregate: DataFrame) -> Row:
 # -- clusters and the kept set ---------------------------------------------------------------------
 
 
-def sketch_pairs(docs: DataFrame, threshold: float) -> DataFrame:
+def sketch_pairs(docs: DataFrame, threshold: float, exact_threshold: float | None = None) -> DataFrame:
     """(a, b, distance, jaccard, checked_by) with a < b for every pair of documents (columns node,
-    fingerprint, sketch) that shares an LSH window of their sketches and whose estimated Jaccard
-    reaches the threshold: the pairs simq dedup finds (and simq dupes up to 2**20 documents)."""
-    sketched = docs.where(F.col("sketch").isNotNull()).select("node", "fingerprint", "sketch")
+    fingerprint, sketch, short_text) that shares an LSH window of their sketches and whose estimated
+    Jaccard reaches the threshold, or, two short texts (exact_threshold given), whose estimate is within
+    EXACT_MARGIN of exact_threshold and whose exact Jaccard reaches it: the pairs simq dedup finds (and
+    simq dupes up to 2**20 documents)."""
+    short = "short_text" if "short_text" in docs.columns else F.lit(None).cast("binary").alias("short_text")
+    sketched = docs.where(F.col("sketch").isNotNull()).select("node", "fingerprint", "sketch", short)
     codes = sketched.select("node", F.explode(window_codes_udf("sketch")).alias("code"))
     x, y = codes.alias("x"), codes.alias("y")
     candidates = x.join(y, (F.col("x.code") == F.col("y.code")) & (F.col("x.node") < F.col("y.node"))).select(
         F.col("x.node").alias("a"), F.col("y.node").alias("b")
     ).distinct()
-    return _verified(candidates, sketched, threshold, None)
+    return _verified(candidates, sketched, threshold, None, exact_threshold, exact_threshold)
 
 
-def _verified(candidates: DataFrame, docs: DataFrame, threshold: float, fallback: int | None) -> DataFrame:
-    """Candidate pairs (a, b) kept when their estimate reaches the threshold ("estimated"), or, when
-    one has no sketch and fallback is a distance, when within it ("distance")."""
+def _verified(
+    candidates: DataFrame, docs: DataFrame, threshold: float, fallback: int | None,
+    exact_threshold: float | None = None, low_from: float | None = None,
+) -> DataFrame:
+    """Candidate pairs (a, b) of two short texts (both with short_text) kept when their exact Jaccard
+    reaches exact_threshold ("exact"; with low_from, only those whose estimate is within EXACT_MARGIN of
+    it are looked at, as the sketches' candidates are); the others when their estimate reaches the
+    threshold ("estimated"), or, when one has no sketch and fallback is a distance, when within it
+    ("distance"). Without exact_threshold, no pair is exact."""
     sa, sb = docs.alias("sa"), docs.alias("sb")
     joined = candidates.join(sa, F.col("a") == F.col("sa.node")).join(sb, F.col("b") == F.col("sb.node"))
     both = F.col("sa.sketch").isNotNull() & F.col("sb.sketch").isNotNull()
+    has_short = "short_text" in docs.columns and exact_threshold is not None
+    shorts = (F.col("sa.short_text").isNotNull() & F.col("sb.short_text").isNotNull()) if has_short else F.lit(False)
     distance = F.bit_count(F.col("sa.fingerprint").bitwiseXOR(F.col("sb.fingerprint"))).cast("int")
+    estimate = F.when(both, estimate_udf(F.col("sa.sketch"), F.col("sb.sketch")))
+    exact = exact_udf(F.col("sa.short_text"), F.col("sb.short_text")) if has_short else F.lit(None).cast("double")
     judged = joined.select(
-        "a", "b", distance.alias("distance"),
-        F.when(both, estimate_udf(F.col("sa.sketch"), F.col("sb.sketch"))).alias("jaccard"),
-        F.when(both, F.lit("estimated")).otherwise(F.lit("distance")).alias("checked_by"),
+        "a", "b", distance.alias("distance"), estimate.alias("_estimate"), shorts.alias("_short"),
+        F.when(shorts, exact).otherwise(estimate).alias("jaccard"),
+        F.when(shorts, F.lit("exact")).when(both, F.lit("estimated")).otherwise(F.lit("distance")).alias("checked_by"),
     )
     keep = (F.col("checked_by") == "estimated") & (F.col("jaccard") >= threshold)
+    if has_short and exact_threshold is not None:
+        exact_keep = (F.col("checked_by") == "exact") & (F.col("jaccard") >= exact_threshold)
+        if low_from is not None:
+            exact_keep = exact_keep & (F.col("_estimate") >= max(0.0, low_from - EXACT_MARGIN))
+        keep = keep | exact_keep
     if fallback is not None:
         keep = keep | ((F.col("checked_by") == "distance") & (F.col("distance") <= fallback))
-    return judged.where(keep)
+    return judged.where(keep).drop("_estimate", "_short")
 
 
 KEPT_SCHEMA = "node long, kept boolean, duplicate_of long, jaccard double, distance int, checked_by string"
@@ -400,12 +448,12 @@ def keep_first(
         rows = []
         for node in members["node"].tolist():
             options = [
-                ((0, -j, rank[other]) if how == "estimated" else (1, d, rank[other]), other, j, d, how)
+                ((0, -j, rank[other]) if how in ("exact", "estimated") else (1, d, rank[other]), other, j, d, how)
                 for other, d, j, how in near.get(node, ()) if other in kept
             ]
             if options:
                 _, other, j, d, how = min(options)
-                rows.append((node, False, other, None if how != "estimated" else j, d, how))
+                rows.append((node, False, other, None if how not in ("exact", "estimated") else j, d, how))
             else:
                 kept.add(node)
                 rows.append((node, True, None, None, None, None))
@@ -589,8 +637,8 @@ def run_dedup(
         if keep_by == text_col:
             located = located.withColumn(keep_by, F.col("_text"))
         made = fingerprints_and_sketches(located, settings, "_text", "id", "node", "_file", "_block", *extra)
-        fps = saved(made.select("id", "fingerprint", hex_of("fingerprint").alias("hex"), "sketch", "node",
-                                "_file", "_block", *extra), "fingerprints")
+        fps = saved(made.select("id", "fingerprint", hex_of("fingerprint").alias("hex"), "sketch", "short_text",
+                                "length", "content_hash", "node", "_file", "_block", *extra), "fingerprints")
         report.documents, featured = _only_row(fps.agg(F.count("*"), F.count("fingerprint")))
         report.without_features = report.documents - featured
 
@@ -604,7 +652,7 @@ def run_dedup(
     with _phase(report, "pairs"):
         nodes = todo.where(F.col("fingerprint").isNotNull())
         if by_sketch:
-            edges = sketch_pairs(nodes, cut)
+            edges = sketch_pairs(nodes, cut, threshold)
         else:
             distinct = distinct_fingerprints(nodes).persist(StorageLevel.MEMORY_AND_DISK)
             report.distinct_fingerprints = distinct.count()
@@ -614,7 +662,7 @@ def run_dedup(
             within = document_pairs(nodes.select(F.col("node").alias("id"), "fingerprint"), fp_pairs).select(
                 F.col("id_a").alias("a"), F.col("id_b").alias("b")
             )
-            edges = _verified(within, nodes, cut, fallback_k(k)) if check else within.join(
+            edges = _verified(within, nodes, cut, fallback_k(k), threshold) if check else within.join(
                 nodes.select(F.col("node").alias("a"), F.col("fingerprint").alias("fa")), "a"
             ).join(nodes.select(F.col("node").alias("b"), F.col("fingerprint").alias("fb")), "b").select(
                 "a", "b", F.bit_count(F.col("fa").bitwiseXOR(F.col("fb"))).cast("int").alias("distance"),
@@ -647,7 +695,8 @@ def run_dedup(
         with _phase(report, "sqlite_shards"):
             report.shards = write_shards(fps, os.path.join(out, "sqlite"), sqlite_shards, settings)
     report.seconds = time.perf_counter() - started
-    rule = {"check": "estimated" if check else "distance", "candidates": "sketch LSH" if by_sketch else f"within {k}",
+    rule = {"check": "exact for short texts, else estimated" if check else "distance",
+            "candidates": "sketch LSH" if by_sketch else f"within {k}",
             "threshold": threshold if check else None, "estimate_at_least": cut if check else None,
             "k": None if by_sketch else k}
     _write_manifest(out, report, settings, scheme, spark, input_path, id_col, text_col, keep_by, descending, against,
@@ -774,7 +823,10 @@ def _index_options(settings: FingerprintSettings) -> dict:
 
 def write_shards(fps: DataFrame, folder: str, shards: int, settings: FingerprintSettings) -> list[str]:
     """One index file per shard (shard-00000.db, ...), written in parallel by the executors, each with
-    SimhashIndex.add_fingerprints and the job's settings. A document goes to shard_of(str(id)).
+    SimhashIndex.add and the job's settings: what `simq add` stores of each text (fingerprint, sketch,
+    length, content hash, a short text's exact data; not the text), so every command checks a shard's
+    pairs as on any index. A document goes to shard_of(str(id)). fps without those columns (bare
+    fingerprints) are written with SimhashIndex.add_fingerprints.
     Documents without features are left out (they never match). The folder must be one every
     executor can write (local mode, or a shared filesystem on a cluster)."""
     if shards < 1:
@@ -792,14 +844,25 @@ def write_shards(fps: DataFrame, folder: str, shards: int, settings: Fingerprint
         with SimhashIndex(tmp, create=True, **options) as ix:
             if ix.settings != settings:
                 raise SimhashError(f"shard settings {ix.settings} differ from the job's {settings}")
-            written = ix.add_fingerprints((key, to_unsigned(fp)) for _, (key, fp) in rows)
+            if not stored:
+                written = ix.add_fingerprints((key, to_unsigned(fp)) for _, (key, fp) in rows)
+            else:
+                report = ix.add(
+                    FingerprintedDocument(key, to_unsigned(fp), length, bytes(digest),
+                                          None if sketch is None else bytes(sketch), None,
+                                          None if short is None else bytes(short))
+                    for _, (key, fp, sketch, short, length, digest) in rows
+                )
+                written = report.added + report.updated
         os.replace(tmp, path)
         yield index, written
 
+    stored = all(name in fps.columns for name in STORED_COLUMNS)
+    columns = STORED_COLUMNS if stored else ("fingerprint",)
     keyed = (
         fps.where(F.col("fingerprint").isNotNull())
-        .select(F.col("id").cast("string"), "fingerprint")
-        .rdd.map(lambda row: (shard_of(row[0], shards), (row[0], row[1])))
+        .select(F.col("id").cast("string"), *columns)
+        .rdd.map(lambda row: (shard_of(row[0], shards), tuple(row)))
         .partitionBy(shards, lambda shard: shard)
     )
     keyed.mapPartitionsWithIndex(write).collect()

@@ -13,7 +13,10 @@ from hypothesis import strategies as st
 from test_cli import assert_clean_error, simq
 
 from simhash_sqlite import Document, SimhashIndex, hamming, simhash
+from simhash_sqlite.core.shingles import jaccard
+from simhash_sqlite.core.short_texts import short_text_data
 from simhash_sqlite.core.sketch import DEFAULT_SCHEME, sharpened, sizes_of, sketch
+from simhash_sqlite.find.check import EXACT_MARGIN
 from simhash_sqlite.find.sketch_pairs import sketch_pairs
 from simhash_sqlite.pipeline.dedup import (
     BATCH,
@@ -95,32 +98,40 @@ def estimate(a: bytes, b: bytes) -> float:
 
 def brute_checked_keep_first(texts: list[str], k: int | None = None, t: float = 0.8 + DROP_MARGIN):
     """Keep-first with the check: a kept document is a duplicate's partner when it is a candidate (shares
-    a window, or with k: within k) and the estimate reaches t (the threshold 0.8 plus the margin a drop
-    asks for); the highest estimate wins, then the earliest."""
-    kept: list[tuple[int, int, np.ndarray]] = []
+    a window and the estimate reaches 0.8 - EXACT_MARGIN, or with k: within k) and, for two short texts
+    (core/short_texts.py), their exact Jaccard reaches 0.8, for others the estimate reaches t (the
+    threshold plus the margin a drop asks for); the highest Jaccard wins, then the earliest."""
+    kept: list[tuple[int, int, np.ndarray, bool]] = []
     out = []
     for i, body in enumerate(texts):
-        fp, blob = simhash(body), sketch(body)
+        fp, blob, short = simhash(body), sketch(body), short_text_data(body) is not None
         near = []
         if blob is not None:
             mine = bits_of(blob)
-            for j, f, theirs in kept:
-                candidate = shares_a_window(mine, bits_of(theirs)) if k is None else hamming(fp, f) <= k
-                if candidate and (e := estimate(blob, theirs)) >= t:
-                    near.append((-e, j, hamming(fp, f)))
+            for j, f, theirs, their_short in kept:
+                e = estimate(blob, theirs)
+                if k is None and not (shares_a_window(mine, bits_of(theirs)) and e >= 0.8 - EXACT_MARGIN):
+                    continue
+                if k is not None and hamming(fp, f) > k:
+                    continue
+                if short and their_short:
+                    if (x := jaccard(body, texts[j])) >= 0.8:
+                        near.append((-x, j, hamming(fp, f), "exact"))
+                elif e >= t:
+                    near.append((-e, j, hamming(fp, f), "estimated"))
         if near:
-            e, j, d = min(near)
-            out.append((False, j, d, -e))
+            e, j, d, how = min(near)
+            out.append((False, j, d, -e, how))
         else:
-            out.append((True, None, None, None))
+            out.append((True, None, None, None, None))
             if blob is not None:
-                kept.append((i, fp, blob))
+                kept.append((i, fp, blob, short))
     return out
 
 
 def near_copies(seed: int, originals: int = 40, copies: int = 150) -> list[str]:
     rng = random.Random(seed)
-    bodies = [text(rng) for _ in range(originals)]
+    bodies = [text(rng, 60 if n % 2 else 300) for n in range(originals)]  # short texts (exact) and longer
     texts = [edit(rng, rng.choice(bodies), rng.choice([0, 0, 1, 2, 3, 5, 8])) for _ in range(copies)]
     texts.insert(17, "")  # no features: kept, never a duplicate
     texts.insert(40, "!!! ...")
@@ -140,6 +151,7 @@ def test_checked_keep_first_equals_a_sequential_brute_force_across_batches():
     texts = near_copies(5)
     expected = brute_checked_keep_first(texts)
     assert 20 < sum(not kept for kept, *_ in expected) < len(texts) - 40  # both verdicts, many times
+    assert {row[4] for row in expected} == {None, "exact", "estimated"}  # short texts and longer ones
     for batch_size in (BATCH, 7, 1):  # decisions must not depend on where batches end
         got = decisions_of(texts, batch_size)
         assert [(d.kept, None if d.kept else int(d.duplicate_of), d.distance) for d in got] == [
@@ -147,7 +159,7 @@ def test_checked_keep_first_equals_a_sequential_brute_force_across_batches():
         ]
         for d, row in zip(got, expected):
             if not d.kept:
-                assert d.checked_by == "estimated" and d.jaccard == pytest.approx(row[3], abs=1e-9)
+                assert (d.checked_by, d.jaccard) == (row[4], pytest.approx(row[3], abs=1e-9))
     # Far copies (8 of 60 words changed) are not near-duplicates under the check, though within k = 12 or so.
     assert any(kept for (kept, *_), t in zip(expected, texts) if t.count("changed") >= 8)
 
@@ -221,7 +233,7 @@ def test_cli_dedup_passes_records_through_and_writes_a_side_file(runner, tmp_pat
     raw = data.read_text(encoding="utf-8").splitlines()
     bodies = [r["body"] for r in records]
     for options, expected in (
-        ([], brute_checked_keep_first(bodies)),  # the default: checked by the sketches' estimate
+        ([], brute_checked_keep_first(bodies)),  # the default: short texts, checked by their exact Jaccard
         (["--no-check", "--k", "3"], brute_keep_first(bodies, 3)),
     ):
         result = simq(runner, "dedup", data, "--out", out, "--dupes", side, "--text-field", "body", "--id-field", "url",
@@ -233,7 +245,7 @@ def test_cli_dedup_passes_records_through_and_writes_a_side_file(runner, tmp_pat
         assert [(d["key"], d["duplicate_of"], d["distance"]) for d in dropped] == [
             (f"u{i}", f"u{j}", dist) for i, (kept, j, dist, *_) in enumerate(expected) if not kept
         ]
-        assert {d["checked_by"] for d in dropped} == ({"estimated"} if not options else {None})
+        assert {d["checked_by"] for d in dropped} == ({"exact"} if not options else {None})
         assert all((d["jaccard"] >= 0.8) if not options else d["jaccard"] is None for d in dropped)
         assert f"{len(lines)} kept, {len(dropped)} dropped" in result.stderr
         # Running the filter on its own output drops nothing.
@@ -262,7 +274,8 @@ def test_cli_dedup_against_an_index_and_folders(runner, tmp_path):
         assert [r["id"] for r in kept] == [str(folder / "b.txt")] and kept[0]["text"] == (folder / "b.txt").read_text()
         dropped = [json.loads(line) for line in side.read_text().splitlines()]
         assert {d["duplicate_of"] for d in dropped} == {"old0", "old1"}
-        assert {d["checked_by"] for d in dropped} == ({None} if "--no-check" in options else {"estimated"})
+        # (short texts: the index keeps their exact data, so the check is exact)
+        assert {d["checked_by"] for d in dropped} == ({None} if "--no-check" in options else {"exact"})
         assert "no sketch" not in result.stderr
     assert integrity_ok(db) and len(SimhashIndex(db)) == 5  # --against only reads
     # An index made before sketches whose texts are gone: its documents are matched by distance, and it says so.
@@ -274,7 +287,7 @@ def test_cli_dedup_against_an_index_and_folders(runner, tmp_path):
     assert "1 of 5 documents have no sketch" in result.stderr and "judged by distance" in result.stderr
     dropped = {d["duplicate_of"]: d for d in map(json.loads, side.read_text().splitlines())}
     assert dropped["old1"]["checked_by"] == "distance" and dropped["old1"]["jaccard"] is None
-    assert dropped["old0"]["checked_by"] == "estimated" and dropped["old0"]["jaccard"] == 1.0
+    assert dropped["old0"]["checked_by"] == "exact" and dropped["old0"]["jaccard"] == 1.0
     assert_clean_error(simq(runner, "dedup", folder, "--out", out, "--against", db, "--features", "words"), "features")
     assert_clean_error(simq(runner, "dedup", folder, "--out", out, "--against", tmp_path / "none.db"), "no index")
     assert_clean_error(simq(runner, "dedup", out, "--out", out), "also an input")

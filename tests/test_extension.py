@@ -20,6 +20,7 @@ import apsw
 import pytest
 
 from simhash_sqlite import Document, SimhashIndex, simhash, to_signed
+from simhash_sqlite.core.short_texts import short_text_data
 from simhash_sqlite.native.extension import ENTRY_POINT, ExtensionMissing, load, loadable_path
 
 try:
@@ -86,6 +87,10 @@ def families(seed: int, count: int = 24) -> tuple[dict[str, str], list[str]]:
 def build(path: Path, stored: dict[str, str], store_text: bool) -> Path:
     with SimhashIndex(path, create=True, store_text=store_text) as index:
         index.add(Document(key, text) for key, text in stored.items())
+        # The extension does not read short texts' exact data (documents.short_text, deflated: it would need
+        # zlib), where simq checks two short texts exactly: compared here on the sketches alone. The
+        # difference is pinned by test_the_extension_estimates_short_texts_the_package_checks_exactly.
+        index.conn.execute("UPDATE documents SET short_text = NULL")
     return path
 
 
@@ -217,6 +222,21 @@ def test_errors_name_the_function_and_the_argument(corpus):
 
 
 # -- simhash_near --------------------------------------------------------------------------------------
+
+def test_the_extension_estimates_short_texts_the_package_checks_exactly(tmp_path):
+    """A known difference: without stored texts, simq checks two short texts by the exact data the index
+    keeps (core/short_texts.py); the extension judges them by their sketches."""
+    stored, _ = families(4)
+    path = tmp_path / "short.db"
+    with SimhashIndex(path, create=True) as index:
+        index.add(Document(key, text) for key, text in stored.items())
+        assert index.conn.execute("SELECT count(short_text) FROM documents").get > 0
+    conn = extension_connection(path)
+    # an indexed short text: itself and its family's copies are near it
+    query = next(text for text in stored.values() if short_text_data(text) is not None)
+    package = {row[0]: row[5] for row in package_near(path, query, 20, 1)}
+    extension = {row[0]: row[5] for row in conn.execute(NEAR, (query, 20, 1))}
+    assert "exact" in package.values() and "exact" not in extension.values()
 
 @pytest.mark.parametrize("which", ["sketches", "texts"])
 def test_simhash_near_gives_what_the_package_gives_in_apsw(corpus, which):

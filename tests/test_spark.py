@@ -134,7 +134,7 @@ def reference(corpus, tmp_path_factory):
     prio = {d["id"]: d["prio"] for d in corpus}
     clusters = reference_clusters(sorted(stored), pairs, prio)
     kept = reference_keep_first(sorted(stored), pairs, prio)
-    return {"fingerprints": stored, "pairs": pairs, "clusters": clusters, "kept": kept}
+    return {"fingerprints": stored, "pairs": pairs, "clusters": clusters, "kept": kept, "path": path}
 
 
 @pytest.fixture(scope="module")
@@ -230,6 +230,25 @@ def test_sqlite_shards_are_ordinary_indexes_searched_one_at_a_time(job, referenc
     result = simq(runner, "near", "--db", shard_db, "--key", query_key, "--k", 64, "--no-check", "--json")
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)
+
+
+@spark_test
+def test_sqlite_shards_hold_what_simq_add_stores_so_they_are_checked_as_any_index(job, reference, runner):
+    stored = "SELECT key, length, content_hash, sketch, short_text FROM documents WHERE fingerprint IS NOT NULL"
+    with SimhashIndex(reference["path"]) as index:
+        expected = {row[0]: row[1:] for row in index.conn.execute(stored)}
+    found = {}
+    kinds = set()
+    for path in shard_paths(job["out"] / "sqlite"):
+        with SimhashIndex(path) as index:
+            found.update({row[0]: row[1:] for row in index.conn.execute(stored)})
+        result = simq(runner, "dupes", "--db", path, "--format", "jsonl")
+        assert result.exit_code == 0, result.output
+        kinds |= {json.loads(line)["checked_by"] for line in result.stdout.splitlines()}
+        assert "hint" not in result.stderr
+    assert found == expected  # sketches, lengths, content hashes and short texts' exact data, as add makes them
+    assert any(row[3] is not None for row in found.values()) and all(row[2] is not None for row in found.values())
+    assert "exact" in kinds and kinds <= {"exact", "estimated"}  # never by distance alone
 
 
 @spark_test
@@ -428,7 +447,7 @@ def test_simq_spark_dedup_as_a_user_runs_it(where, request, tmp_path, corpus, re
     dropped = {r["key"]: r for r in map(json.loads, (tmp_path / "dropped.jsonl").read_text().splitlines())}
     clusters = pq.read_table(tmp_path / "out" / "clusters").to_pylist()
     assert {r["id"]: (r["duplicate_of"], r["checked_by"]) for r in clusters if not r["kept"]} == {
-        key: (r["duplicate_of"], "estimated") for key, r in dropped.items()
+        key: (r["duplicate_of"], r["checked_by"]) for key, r in dropped.items()
     }
 
 

@@ -39,6 +39,15 @@ from ..find.arrays import DuplicatePair
 from ..find.chains import cluster_members
 from ..find.clusters import REPRESENTATIVE_RULES, Cluster, candidates_text
 from ..find.queries import FailedQuery, guess_format, parse_queries
+from ..find.review import (
+    FEW_LABELS,
+    calibrate_labels,
+    check_decisions,
+    deletions,
+    population,
+    read_decisions,
+    write_decisions,
+)
 from ..find.search import Match, executed_sql, near_sql
 from ..find.verdict import CERTAIN, CheckSummary, fallback_k, validate_threshold
 from ..index import SimhashIndex
@@ -56,6 +65,7 @@ from ..web.plots import (
     distance_chart,
     distance_distribution,
     distance_png,
+    labels_png,
     require_matplotlib,
     size_bands,
     size_chart,
@@ -867,6 +877,8 @@ def stats(db: DbOption = Path(DEFAULT_DB), format_: FormatOption = None, as_json
         "schema version": s.schema_version,
         "created with": s.created_with,
         "size (bytes)": s.file_bytes,
+        "short texts": "checked from the stored texts" if s.store_text or s.short_texts is None
+        else s.short_texts.describe(),
     }
     if format_ != "table":
         sizes_json = [{"size": size, "clusters": count} for size, count in sizes]
@@ -894,18 +906,43 @@ def serve(
     port: Annotated[int, typer.Option(help="Port to listen on.")] = 8001,
     host: Annotated[str, typer.Option(help="Address to listen on; 127.0.0.1 is this machine only.")] = "127.0.0.1",
     open_browser: Annotated[bool, typer.Option("--open", help="Open the clusters page in a web browser.")] = False,
+    review: Annotated[
+        bool,
+        typer.Option("--review", help="Let the pages label pairs and choose what to keep, written into the index "
+                     "(nothing else is written; 127.0.0.1 only)."),
+    ] = False,
+    reviewer: Annotated[
+        Optional[str], typer.Option(help="With --review: the name recorded with each label. \\[default: your login]",
+                                    show_default=False)
+    ] = None,
 ) -> None:
-    """Review near-duplicates in a browser: Datasette on the index, read-only.
+    """Review near-duplicates in a browser: Datasette on the index, read-only unless --review.
 
-    Search, cluster and pair pages (needs the web extra: pip install 'simhash-sqlite\\[web]')."""
+    Search, cluster and pair pages (needs the web extra: pip install 'simhash-sqlite\\[web]'). With --review:
+    label pairs (a stratified sample to label with keys d, n, u, j), keep one member of each cluster,
+    calibrate from the labels and download the decisions."""
     from ..web.serve import clusters_url
     from ..web.serve import serve as serve_index
 
+    if reviewer is not None and not review:
+        raise InvalidInput("--reviewer goes with --review")
+    name = (reviewer or _login()) if review else None
+
     def ready() -> None:
         url = clusters_url(db, host, port)
-        say(f"serving {db} read-only; clusters page: {url} (Ctrl-C to stop)", to_stderr=True)
+        how = f"for review by {name} (labels and keepers are written into it)" if review else "read-only"
+        say(f"serving {db} {how}; clusters page: {url} (Ctrl-C to stop)", to_stderr=True)
 
-    serve_index(db, host=host, port=port, open_browser=open_browser, on_ready=ready)
+    serve_index(db, host=host, port=port, open_browser=open_browser, on_ready=ready, review=name)
+
+
+def _login() -> str:
+    import getpass
+
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return "reviewer"
 
 
 @app.command(rich_help_panel=SQL_PANEL)
@@ -1002,14 +1039,25 @@ def rm(
     from_file: Annotated[
         Optional[Path], typer.Option("--from", help="Remove the keys listed in a file, one a line (- for stdin).")
     ] = None,
+    decisions_file: Annotated[
+        Optional[Path],
+        typer.Option("--decisions", help="Remove the keys of a decisions list (simq decisions: JSONL or CSV; - for "
+                     "stdin); refused whole if a kept copy is missing or a chosen keeper is listed."),
+    ] = None,
 ) -> None:
-    """Remove documents by key, by GLOB pattern, or from a list of keys."""
+    """Remove documents by key, by GLOB pattern, from a list of keys, or from a decisions list."""
     listed = list(keys or [])
     if from_file is not None:
         listed += _key_lines(from_file)
-    if not listed and glob_pattern is None:
-        raise InvalidInput("give keys, --glob PATTERN or --from FILE")
+    decided = None
+    if decisions_file is not None:
+        decided = read_decisions("\n".join(_key_lines(decisions_file)), str(decisions_file))
+        listed += [key for key, _ in decided]
+    if not listed and glob_pattern is None and decided is None:
+        raise InvalidInput("give keys, --glob PATTERN, --from FILE or --decisions FILE")
     with SimhashIndex(db) as index:
+        if decided:
+            check_decisions(index.conn, decided)
         removed = index.remove(dict.fromkeys(listed))
         matched = index.remove_glob(glob_pattern) if glob_pattern is not None else []
     missing = len(dict.fromkeys(listed)) - removed
@@ -1080,6 +1128,11 @@ def calibrate_command(
     plot: Annotated[
         Optional[Path], typer.Option(help="Also draw the distance distribution as a PNG image here (needs matplotlib).")
     ] = None,
+    labels: Annotated[
+        bool,
+        typer.Option("--labels", help="Instead: precision, recall and F1 per Jaccard threshold estimated from the "
+                     "labels of simq serve --review, with the recommended threshold and its 90% interval."),
+    ] = False,
 ) -> None:
     """What each k means on this index: the Jaccard of sampled pairs at each distance, as a chart.
 
@@ -1090,6 +1143,9 @@ def calibrate_command(
     distance a record.
     """
     format_ = output.choose_format(format_, as_json)
+    if labels:
+        _calibrate_from_labels(db, format_, plot, seed)
+        return
     if plot is not None:
         require_matplotlib()  # before the sampling, which takes a while
     with SimhashIndex(db) as index, output.progress("docs") as progress:
@@ -1114,6 +1170,61 @@ def calibrate_command(
         out.print(distance_chart(distribution))
     else:
         output.render(rows, format_)
+
+
+def _calibrate_from_labels(db: Path, format_: str, plot: Path | None, seed: int) -> None:
+    if plot is not None:
+        require_matplotlib()
+    with SimhashIndex(db, readonly=True) as index, output.progress("share") as progress:
+        task = progress.add_task("pairs", total=None)
+        pop = population(index, on_progress=_progress_to(progress, task))
+        result = calibrate_labels(index, pop, seed=seed)
+    if plot is not None:
+        write_png(labels_png(result, DEFAULT_THRESHOLD), plot)
+        say(f"chart written to {plot}", to_stderr=True)
+    rows = [row.__dict__ for row in result.rows]
+    summary = {name: getattr(result, name) for name in (
+        "recommended", "interval", "precision", "recall", "f1", "precision_interval", "recall_interval", "labels",
+        "unsure", "outside", "population", "unscored", "borrowed")}
+    if format_ == "json":
+        output.render_one({**summary, "rows": rows}, "json")
+        return
+    if format_ != "table":
+        output.render(rows, format_)
+        return
+    if not result.labels:
+        say(f"no labels to calibrate from: label pairs with simq serve --review --db {db}")
+        return
+    table = Table("threshold", "precision", "recall", "F1", "pairs above",
+                  title=f"Estimated from {_count(result.labels, 'label')} over {result.population:,} candidate pairs")
+    for row in result.rows:
+        if round(row.threshold * 100) % 5 and row.threshold != result.recommended:
+            continue
+        style = "bold green" if row.threshold == result.recommended else None
+        table.add_row(f"{row.threshold:.2f}", *("-" if x is None else f"{x:.3f}" for x in (row.precision, row.recall,
+                      row.f1)), f"{row.above:,.0f}", style=style)
+    out.print(table)
+    if result.recommended is None:
+        say("no label says duplicate: no threshold to recommend")
+        return
+
+    def span(pair):
+        return "" if pair is None else f" ({pair[0]:.3f}-{pair[1]:.3f})"
+
+    interval = "" if result.interval is None else f" (90% interval {result.interval[0]:.2f}-{result.interval[1]:.2f})"
+    out.print(line("recommended Jaccard threshold: ", (f"{result.recommended:.2f}", "bold"), interval))
+    say(f"precision {result.precision:.3f}{span(result.precision_interval)}, recall {result.recall:.3f}"
+        f"{span(result.recall_interval)}, F1 {result.f1:.3f}; use it: simq dupes --threshold {result.recommended:.2f}")
+    if result.labels < FEW_LABELS:
+        say(f"only {_count(result.labels, 'label')}: the intervals understate the uncertainty; a few hundred labels "
+            "of the review sample make them trustworthy")
+    notes = [f"{result.unsure:,} unsure"] if result.unsure else []
+    if result.outside:
+        notes.append(f"{result.outside:,} below Jaccard 0.5 left out")
+    if result.unscored:
+        notes.append(f"{result.unscored:,} candidate pairs judged by distance only left out")
+    if notes:
+        say("; ".join(notes))
 
 
 def _print_calibration(result: Calibration) -> None:
@@ -1221,6 +1332,39 @@ def _print_explanation(e: Explanation) -> None:
         warn("note", note)
 
 
+@app.command(rich_help_panel=DUPLICATES_PANEL)
+@friendly_errors
+def decisions(
+    db: DbOption = Path(DEFAULT_DB),
+    output_path: OutOption = None,
+    format_: Annotated[
+        str, typer.Option("--format", help="jsonl (one object a line) or csv (with a header line).")
+    ] = "jsonl",
+) -> None:
+    """What to delete: each duplicate with the key kept in its place, for a deletion script or simq rm --decisions.
+
+    From the clusters of the last simq clusters, honouring the labels of simq serve --review: the kept member is
+    the one chosen, else the representative; a member labelled "not a duplicate" of it, and every chosen keeper,
+    stay. Each row: key, kept, jaccard, checked_by (exact, estimated, distance), distance, label.
+    """
+    if format_ not in ("jsonl", "csv"):
+        raise InvalidInput(f"--format is jsonl or csv, not {format_!r}")
+    with SimhashIndex(db, readonly=True) as index:
+        rows, note = deletions(index)
+    with output.destination(output_path) as handle:
+        written = write_decisions(rows, handle, format_)
+    extra = []
+    if note.kept_apart:
+        extra.append(f"{_count(note.kept_apart, 'member')} kept as labelled not a duplicate")
+    if note.keepers:
+        extra.append(f"{_count(note.keepers, 'more keeper')} kept")
+    say(f"{_count(written, 'document')} to delete from {_count(note.clusters, 'cluster')}"
+        + (f" ({', '.join(extra)})" if extra else ""), to_stderr=True)
+    if note.stale:
+        warn("note", f"labels or documents changed since the clusters were made: simq clusters --db {db} regroups "
+             "them (the list above already honours every label)")
+
+
 @app.command(rich_help_panel=INDEX_PANEL)
 @friendly_errors
 def vacuum(db: DbOption = Path(DEFAULT_DB)) -> None:
@@ -1282,6 +1426,8 @@ def dupes(
             output.render(records, format_, handle, columns=columns)
     if report is not None:
         _print_check_summary(report, "pair", to_stderr=True, hint=not uncertain)
+    if found.apart:
+        say(f"{_count(found.apart, 'pair')} labelled not a duplicate left out", to_stderr=True)
 
 
 def _progress_to(progress, task):
@@ -1581,7 +1727,9 @@ def _dedup_rule(deduplicator: Deduplicator) -> str:
         return f"within k={deduplicator.k} (distance alone)"
     found = "sketch LSH candidates" if deduplicator.by_sketch else f"candidates within k={deduplicator.k}"
     rule = f"by {found} with estimated Jaccard >= {deduplicator.threshold:g}"
-    return rule + (f" ({report.by_distance:,} by distance alone)" if report.by_distance else "")
+    how = [f"{report.exact:,} of two short texts by their exact Jaccard"] if report.exact else []
+    how += [f"{report.by_distance:,} by distance alone"] if report.by_distance else []
+    return rule + (f" ({'; '.join(how)})" if how else "")
 
 
 @app.command("spark-dedup", rich_help_panel=DUPLICATES_PANEL)

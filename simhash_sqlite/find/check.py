@@ -35,6 +35,7 @@ import numpy as np
 
 from ..core.settings import CONFIRM_K, DEFAULT_THRESHOLD, candidate_k
 from ..core.shingles import jaccard_of_sets, shingle_set
+from ..core.short_texts import short_text_data, short_text_shingles
 from ..core.sketch import DEFAULT_SCHEME, SketchScheme, certainty, estimate_many, sizes_of, sketch
 from ..errors import InvalidInput
 from ..store import texts
@@ -73,6 +74,21 @@ class ShingleCache:
         self.entries: OrderedDict[str, np.ndarray | None] = OrderedDict()
         self.bytes = 0
         self.sketches: OrderedDict[str, bytes | None] = OrderedDict()
+        short = "short_text" if index.short_texts.column else "NULL"
+        self._query = f"SELECT text, content_hash, {short} FROM documents WHERE key = ?"
+        self._short_query = f"SELECT {short} IS NOT NULL FROM documents WHERE key = ?"
+        self.shorts: OrderedDict[str, bool] = OrderedDict()
+
+    def short(self, key: str) -> bool:
+        """Whether the index keeps a short text's exact data for the key (core/short_texts.py)."""
+        if key in self.shorts:
+            self.shorts.move_to_end(key)
+            return self.shorts[key]
+        found = bool(self.index.short_texts.column and self.index.conn.execute(self._short_query, (key,)).get)
+        self.shorts[key] = found
+        if len(self.shorts) > SKETCHES_KEPT:
+            self.shorts.popitem(last=False)
+        return found
 
     def sketch(self, key: str) -> bytes | None:
         """The stored sketch of a key (None: none stored); the last SKETCHES_KEPT are kept."""
@@ -90,9 +106,10 @@ class ShingleCache:
         if key in self.entries:
             self.entries.move_to_end(key)
             return self.entries[key]
-        row = self.index.conn.execute("SELECT text, content_hash FROM documents WHERE key = ?", (key,)).get
-        text = None if row is None else text_of(key, *row)
-        shingles = None if text is None else shingle_set(text)
+        row = self.index.conn.execute(self._query, (key,)).get
+        text = None if row is None else text_of(key, row[0], row[1])
+        # Else a short text's exact data (core/short_texts.py), where the index keeps it.
+        shingles = shingle_set(text) if text is not None else None if row is None else short_text_shingles(row[2])
         self.entries[key] = shingles
         self.bytes += _cost(shingles)
         while self.bytes > self.max_bytes and len(self.entries) > 1:
@@ -122,6 +139,7 @@ def check_search(
     # The query's shingles and sketch, made when first needed (a query without any reads no text).
     mine: list[np.ndarray | None] = []
     my_sketch = _query_sketch(query, shingles) if result.matches else None
+    my_short = bool(result.matches) and _query_short(query, shingles)
     kept: list[Match] = []
     uncertain: list[Match] = []
     for match in result.matches:
@@ -134,8 +152,9 @@ def check_search(
             return mine[0], None if mine[0] is None else shingles(key)  # no query text: theirs not read
 
         theirs = None if my_sketch is None else shingles.sketch(match.key)
+        short = my_short and shingles.short(match.key)
         verdict = report.count(
-            sketch_verdict(match.distance, my_sketch, theirs, texts, scheme, threshold, report.k)
+            sketch_verdict(match.distance, my_sketch, theirs, texts, scheme, threshold, report.k, short)
         )
         found = Match(match.key, match.fingerprint, match.distance, verdict.jaccard, verdict.checked_by,
                       verdict.certainty, verdict.keeps)
@@ -145,6 +164,15 @@ def check_search(
             uncertain.append(found)
     report.check_seconds = time.perf_counter() - started
     return SearchResult(result.fingerprint, result.plan, result.candidates, kept, report, uncertain)
+
+
+def _query_short(query: Query, shingles: ShingleCache) -> bool:
+    """Whether the query is a short text as the index keeps them (core/short_texts.py): a pair of two
+    is checked exactly."""
+    if query.text is not None:
+        return shingles.index.short_texts.column and not shingles.index.store_text and short_text_data(
+            query.text) is not None
+    return query.key is not None and shingles.short(query.key)
 
 
 def _query_shingles(query: Query, shingles: ShingleCache) -> np.ndarray | None:
@@ -229,12 +257,13 @@ class DuplicateSearch:
                 yield _Chunk(first, second, part.distance, keys)
             return
         scheme = self.index.sketch_scheme
-        ids, values, rows, present = load_arrays(conn, scheme)
+        ids, values, rows, present, short = load_arrays_and_short(conn, scheme, self.index.short_texts.column)
         unsketched = np.flatnonzero(~present)
         if self.by_sketch and present.any() and len(unsketched) * len(values) <= MIXED_BRUTE_PAIRS:
             report.k, report.candidates_from = ANY_DISTANCE, "sketch"
-            # Below the threshold too where an unsure estimate may be settled by the texts, or is listed.
-            wider = self.uncertain or self.index.store_text or _any_file_key(conn)
+            # Below the threshold too where an unsure estimate may be settled by the texts (stored, files, or
+            # short texts' exact data, core/short_texts.py), or is listed.
+            wider = self.uncertain or self.index.store_text or short.any() or _any_file_key(conn)
             low = max(0.0, report.threshold - EXACT_MARGIN) if wider else report.threshold
             sketched = np.flatnonzero(present)
             # Every document sketched (the usual case): the rows as they are, not a copy (1.2 GB at 10M).
@@ -255,7 +284,7 @@ class DuplicateSearch:
             both = present[left] & present[right]
             verdicts = check.judge(
                 [keys[i] for i in first.tolist()], [keys[i] for i in second.tolist()], distance,
-                rows[left], rows[right], both, estimate,
+                rows[left], rows[right], both, estimate, short[left] & short[right],
             )
             chosen = verdicts.uncertain if self.uncertain else verdicts.keep
             if chosen.any():
@@ -310,12 +339,16 @@ class PairCheck:
 
     def judge(
         self, first: list[str], second: list[str], distance: np.ndarray, rows_a: np.ndarray, rows_b: np.ndarray,
-        both: np.ndarray, known: np.ndarray | None = None,
+        both: np.ndarray, known: np.ndarray | None = None, short: np.ndarray | None = None,
     ) -> Verdicts:
         """Verdicts of the pairs (first[i], second[i]); rows_a, rows_b: their sketch rows, both: which
         pairs have two sketches; known: their estimates where already made (NaN: not yet), e.g. by
-        the sketches' LSH (sketch_pairs: the same estimate_many)."""
+        the sketches' LSH (sketch_pairs: the same estimate_many); short: which pairs are two short
+        texts whose exact data the index keeps (None: looked up), checked exactly (judge())."""
         n = len(first)
+        if short is None:
+            shingles = self.shingles
+            short = np.array([shingles.short(a) and shingles.short(b) for a, b in zip(first, second)], dtype=bool)
         estimate, sure = np.full(n, np.nan), np.full(n, np.nan)
         if both.any():
             a, b = rows_a[both], rows_b[both]
@@ -326,7 +359,7 @@ class PairCheck:
             estimate[both] = given
             sure[both] = certainty(given, self.threshold, sizes_of(a, self.scheme), sizes_of(b, self.scheme),
                                    self.scheme)
-        decided = sure >= CERTAIN
+        decided = (sure >= CERTAIN) & ~short
         keep = decided & (estimate >= self.threshold)
         jaccard = np.where(decided, estimate, np.nan)
         certain = np.where(decided, sure, np.nan)
@@ -343,7 +376,7 @@ class PairCheck:
 
             e = None if math.isnan(estimate[i]) else float(estimate[i])
             verdict = judge(int(distance[i]), estimate=e, sure=None if e is None else float(sure[i]), exact=exact,
-                            threshold=self.threshold, k=self.k)
+                            threshold=self.threshold, k=self.k, short=bool(short[i]))
             if self.report is not None:
                 self.report.count(verdict)
             keep[i], how[i] = verdict.keeps, verdict.checked_by
@@ -407,21 +440,34 @@ def _pairs_of_unsketched(values: np.ndarray, unsketched: np.ndarray, k: int) -> 
 def load_arrays(conn, scheme: SketchScheme = DEFAULT_SCHEME) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(ids, unsigned fingerprints, sketch rows, which have a sketch) of every document with a
     fingerprint, in id order, read in one pass; scheme: the index's (IndexFile.sketch_scheme)."""
+    return load_arrays_and_short(conn, scheme, False)[:4]
+
+
+def load_arrays_and_short(
+    conn, scheme: SketchScheme, column: bool
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """load_arrays() and which documents keep a short text's exact data (column: whether documents has
+    short_text; without it, none)."""
     nbytes = scheme.nbytes
+    flag = "short_text IS NOT NULL" if column else "0"
     with conn:  # a savepoint: one snapshot
         count = conn.execute("SELECT count(*) FROM documents WHERE fingerprint IS NOT NULL").get
         # Sketches go straight into one buffer: a list of 10M blobs and its join would take 3x the memory.
         buffer = bytearray(count * nbytes)
-        ids, values, present = [], [], np.zeros(count, dtype=bool)
-        found = conn.execute("SELECT id, fingerprint, sketch FROM documents WHERE fingerprint IS NOT NULL ORDER BY id")
-        for n, (i, f, s) in enumerate(found):
+        ids, values, present, flags = [], [], np.zeros(count, dtype=bool), []
+        found = conn.execute(
+            f"SELECT id, fingerprint, sketch, {flag} FROM documents WHERE fingerprint IS NOT NULL ORDER BY id"
+        )
+        for n, (i, f, s, h) in enumerate(found):
             ids.append(i)
             values.append(f)
+            flags.append(h)
             if s is not None and len(s) == nbytes:
                 buffer[n * nbytes : (n + 1) * nbytes] = s
                 present[n] = True
     rows = np.frombuffer(buffer, dtype=np.uint8).reshape(count, nbytes)
-    return np.array(ids, dtype=np.int64), np.array(values, dtype=np.int64).view(np.uint64), rows, present
+    short = np.array(flags, dtype=bool) if count else np.zeros(0, dtype=bool)
+    return np.array(ids, dtype=np.int64), np.array(values, dtype=np.int64).view(np.uint64), rows, present, short
 
 
 def _any_file_key(conn) -> bool:

@@ -14,6 +14,7 @@ import numpy as np
 from ..core.settings import validate_k
 from ..errors import InvalidArgument, InvalidMetadata
 from ..store.database import read_only, write_transaction
+from ..store.labels import apart_ids, keeper_ids
 from ..store.meta import REPRESENTATIVE_RULES, clusters_record_problem
 from .arrays import load_fingerprints
 from .pairs import CHUNK, Progress, as_unsigned, distinct_pairs, fold
@@ -95,10 +96,14 @@ class Cluster:
     members: tuple[str, ...]  # keys, in id order (the order they were added)
 
 
-def _representatives(ids: np.ndarray, labels: np.ndarray, lengths: np.ndarray, rule: str) -> np.ndarray:
-    """For each document, the id of its cluster's representative under the rule."""
+def _representatives(
+    ids: np.ndarray, labels: np.ndarray, lengths: np.ndarray, rule: str, keepers: np.ndarray | None = None
+) -> np.ndarray:
+    """For each document, the id of its cluster's representative: a keeper (a member a person chose to
+    keep) if it has one, else by the rule."""
     primary = {"first": ids, "last": -ids, "longest": -lengths, "shortest": lengths}[rule]
-    order = np.lexsort((ids, primary, labels))  # by cluster, then the rule, then the lowest id
+    chosen_first = np.zeros(len(ids), dtype=bool) if keepers is None else ~keepers
+    order = np.lexsort((ids, primary, chosen_first, labels))  # by cluster, a keeper, the rule, the lowest id
     head = np.concatenate((np.ones(min(1, len(ids)), dtype=bool), labels[order][1:] != labels[order][:-1]))
     chosen = order[head]  # one document per cluster, clusters in ascending label order
     slot = np.cumsum(head) - 1  # the cluster number of each sorted position
@@ -107,15 +112,35 @@ def _representatives(ids: np.ndarray, labels: np.ndarray, lengths: np.ndarray, r
     return out
 
 
-def pair_components(ids: np.ndarray, pairs: Iterable[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
+def pair_components(
+    ids: np.ndarray, pairs: Iterable[tuple[np.ndarray, np.ndarray]], apart: Iterable[tuple[int, int]] = ()
+) -> np.ndarray:
     """For each of the ids (ascending), the lowest id of its connected component under the given
-    pairs of ids (chunks of (first ids, second ids))."""
+    pairs of ids (chunks of (first ids, second ids)).
+
+    apart: pairs of ids that must not end in one component (labelled "not a duplicate"). Pairs touching
+    them are joined last, one by one, and a join that would put two such documents together is skipped:
+    each of them may still join the rest, but never through a chain to the other."""
     parent = np.arange(len(ids), dtype=np.int64)
+    enemies: dict[int, set[int]] = {}
+    for x, y in apart:
+        px, py = _positions(ids, np.array([x, y], dtype=np.int64)).tolist()
+        if px >= 0 and py >= 0 and px != py:
+            enemies.setdefault(px, set()).add(py)
+            enemies.setdefault(py, set()).add(px)
+    guarded = np.zeros(len(ids), dtype=bool)
+    guarded[list(enemies)] = True
+    deferred: list[tuple[np.ndarray, np.ndarray]] = []
     pending, count = [], 0
     for first, second in pairs:
         a, b = _positions(ids, first), _positions(ids, second)
         known = (a >= 0) & (b >= 0)  # ids removed by another process since `ids` was read are ignored
-        pending.append((a[known], b[known]))
+        a, b = a[known], b[known]
+        if enemies:
+            touching = guarded[a] | guarded[b]
+            deferred.append((a[touching], b[touching]))
+            a, b = a[~touching], b[~touching]
+        pending.append((a, b))
         count += len(first)
         if count >= UNION_BATCH:
             _union(parent, np.concatenate([a for a, _ in pending]), np.concatenate([b for _, b in pending]))
@@ -123,7 +148,38 @@ def pair_components(ids: np.ndarray, pairs: Iterable[tuple[np.ndarray, np.ndarra
     if pending:
         _union(parent, np.concatenate([a for a, _ in pending]), np.concatenate([b for _, b in pending]))
     _compress(parent)
+    if deferred:
+        _join_apart(parent, deferred, enemies)
+        _compress(parent)
     return ids[parent]
+
+
+def _join_apart(
+    parent: np.ndarray, deferred: list[tuple[np.ndarray, np.ndarray]], enemies: dict[int, set[int]]
+) -> None:
+    """Join the pairs touching documents kept apart, in position order, unless the join would put two
+    documents that must stay apart in one component. Roots stay the lowest position of their component."""
+    a = np.concatenate([x for x, _ in deferred])
+    b = np.concatenate([y for _, y in deferred])
+    order = np.lexsort((b, a))
+    members: dict[int, set[int]] = {}  # root -> its guarded members (each guarded one is alone so far)
+
+    def root(x: int) -> int:
+        while parent[x] != x:
+            x = int(parent[x])
+        return x
+
+    for x, y in zip(a[order].tolist(), b[order].tolist()):
+        rx, ry = root(x), root(y)
+        if rx == ry:
+            continue
+        mx, my = members.get(rx, {x} if x in enemies else set()), members.get(ry, {y} if y in enemies else set())
+        if any(enemies[g] & my for g in mx):
+            continue
+        low, high = min(rx, ry), max(rx, ry)
+        parent[high] = low
+        members[low] = mx | my
+        members.pop(high, None)
 
 
 def _positions(ids: np.ndarray, wanted: np.ndarray) -> np.ndarray:
@@ -163,10 +219,11 @@ def cluster_index(
         labels = ids.copy()  # documents without features are clusters of one
         labels[np.searchsorted(ids, stored.ids)] = stored.ids[component_labels(stored.values, k, on_progress)]
     else:
-        labels = pair_components(ids, pairs)
+        labels = pair_components(ids, pairs, apart_ids(conn))
     slots = np.searchsorted(ids, labels)
     sizes = np.bincount(slots, minlength=len(ids))[slots]
-    reps = _representatives(ids, labels, lengths, representative)
+    keepers = np.isin(ids, np.array(keeper_ids(conn), dtype=np.int64))
+    reps = _representatives(ids, labels, lengths, representative, keepers)
     # A read-only index (another user's, a read-only folder) is clustered all the same: the result goes
     # to a TEMP table of this connection, which shadows the file's for read_clusters().
     saved = not read_only(conn)

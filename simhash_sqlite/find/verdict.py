@@ -65,12 +65,15 @@ def judge(
     exact: Callable[[], float | None] | None = None,
     threshold: float = DEFAULT_THRESHOLD,
     k: int = CONFIRM_K,
+    short: bool = False,
 ) -> Verdict:
     """The verdict on a candidate pair. estimate, sure: the sketches' estimate and its certainty (None:
     a sketch missing); exact: gives the exact Jaccard, or None where a text is out of reach, called only
-    when the estimate is missing or unsure. A sure estimate decides; else the exact Jaccard; else the
-    unsure estimate; else the distance, within min(k, RECOMMENDED_K)."""
-    if estimate is not None and sure is not None and sure >= CERTAIN:
+    when the estimate is missing or unsure, or (short) both are short texts whose exact data the index
+    keeps (core/short_texts.py: cheap, and a short text's estimate is the least sure). A sure estimate
+    decides; else the exact Jaccard; else the unsure estimate; else the distance, within min(k,
+    RECOMMENDED_K)."""
+    if estimate is not None and sure is not None and sure >= CERTAIN and not short:
         return Verdict(estimate >= threshold, estimate, "estimated", sure)
     measured = None if exact is None else exact()
     if measured is not None:
@@ -101,9 +104,10 @@ def sketch_verdict(
     scheme: SketchScheme,
     threshold: float = DEFAULT_THRESHOLD,
     k: int = CONFIRM_K,
+    short: bool = False,
 ) -> Verdict:
     """judge() of one pair from its two stored sketches (None: missing) and texts() (the two shingle
-    sets, None where out of reach; read only when the estimate is missing or unsure)."""
+    sets, None where out of reach; read only when the estimate is missing or unsure, or short)."""
     estimate = sure = None
     if sketch_a is not None and sketch_b is not None and len(sketch_a) == len(sketch_b) == scheme.nbytes:
         rows = np.frombuffer(sketch_a + sketch_b, dtype=np.uint8).reshape(2, -1)
@@ -114,7 +118,7 @@ def sketch_verdict(
         a, b = texts()
         return None if a is None or b is None else jaccard_of_sets(a, b)
 
-    return judge(distance, estimate=estimate, sure=sure, exact=exact, threshold=threshold, k=k)
+    return judge(distance, estimate=estimate, sure=sure, exact=exact, threshold=threshold, k=k, short=short)
 
 
 def keeps(distance: int, jaccard: float | None, k: int = CONFIRM_K, threshold: float = DEFAULT_THRESHOLD) -> bool:

@@ -26,24 +26,29 @@ from __future__ import annotations
 
 import json
 import time
+from collections import OrderedDict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
+import apsw
 import numpy as np
 
 from ..core.fingerprint import to_hex
 from ..core.pool import FingerprintJob
 from ..core.settings import CONFIRM_K, DEFAULT_THRESHOLD, FingerprintSettings, candidate_k, validate_k
+from ..core.shingles import jaccard_of_sets
+from ..core.short_texts import short_text_data, short_text_shingles
 from ..core.sketch import DEFAULT_SCHEME, SketchScheme, as_rows, certainty, estimate_many, sizes_of
 from ..errors import SettingsMismatch
 from ..find.arrays import keys_of
 from ..find.block_tables import choose_tables
-from ..find.check import load_arrays
+from ..find.check import EXACT_MARGIN, load_arrays_and_short
 from ..find.pairs import CHUNK, _groups, near_pairs, sorted_by, within_groups
 from ..find.sketch_pairs import WINDOW_BITS, WINDOW_STEP, sketch_pairs, window_keys
 from ..find.verdict import fallback_k, validate_threshold
 from ..index import SimhashIndex
 from ..store.documents import Document, FingerprintedDocument, length_of
+from ..store.labels import apart_keys, keeper_keys
 
 BATCH = 2000
 # A drop cannot be undone, and the estimate's standard deviation near 0.8 is about 0.02: a document is
@@ -292,7 +297,8 @@ class KeptSketches:
 class Decision:
     """What happened to one input document. duplicate_of is the key of the earlier kept document (or
     indexed one, with --against) it duplicates, None when kept; jaccard and checked_by say how that was
-    judged ("estimated": the sketches' estimate; "distance": by distance alone; None: check turned off)."""
+    judged ("exact": the exact Jaccard of two short texts; "estimated": the sketches' estimate; "distance":
+    by distance alone; None: check turned off)."""
 
     document: Document | FingerprintedDocument  # (a JSONL record fingerprinted by the reader: no text)
     raw: bytes | None  # the JSONL line it came from, passed through unchanged
@@ -336,6 +342,7 @@ class DedupReport:
     against: int = 0  # fingerprints loaded from the existing index
     against_unsketched: int = 0  # of those, without a sketch: judged by distance
     estimated: int = 0  # dropped by the sketches' estimate
+    exact: int = 0  # dropped by the exact Jaccard of two short texts (core/short_texts.py)
     by_distance: int = 0  # dropped by distance alone
     characters: int = 0
     fingerprint_seconds: float = 0.0  # reading the input, fingerprints and sketches
@@ -349,7 +356,9 @@ class DedupReport:
 
 # An option for a document: (rank, score, label, distance, jaccard, how); the smallest wins. Estimated
 # matches first, the highest estimate, then the earliest label; then distance ones, closest first.
-_ESTIMATED, _BY_DISTANCE = 0, 1
+_ESTIMATED, _BY_DISTANCE = 0, 1  # (an exact Jaccard ranks as an estimate does: the highest first)
+# Shingle sets of kept short texts held at once (most candidates are recent documents' near-copies).
+SHORT_SETS_KEPT = 50_000
 
 
 class Deduplicator:
@@ -383,7 +392,12 @@ class Deduplicator:
         # Fingerprint candidates: all kept documents (explicit k, or no check), or, with sketch LSH, only
         # indexed ones without a sketch, judged by distance within fallback_k.
         self.prints = KeptSet(fallback_k(CONFIRM_K) if self.by_sketch else self.k)
-        self.sketches = KeptSketches(self.cut) if self.by_sketch else None
+        # Two short texts are judged by their exact Jaccard (core/short_texts.py), so their candidates go
+        # down to EXACT_MARGIN below the threshold, as dupes' do; others need the estimate to reach cut.
+        self.low = max(0.0, self.threshold - EXACT_MARGIN)
+        self.sketches = KeptSketches(self.low) if self.by_sketch else None
+        self.kept_short: dict[int, bytes] = {}  # label -> a kept short text's exact data
+        self.short_sets: OrderedDict[int, np.ndarray | None] = OrderedDict()  # label -> its shingles (recent)
         self.keys: list[str] = []  # label -> key of documents kept from the input
         self.kept_values = np.empty(1024, dtype=np.uint64)  # label -> fingerprint
         self.kept_sizes = np.empty(1024)  # label -> distinct-shingle count its sketch records (NaN: none)
@@ -391,16 +405,24 @@ class Deduplicator:
         self.kept_sketched = np.empty(len(self.kept_rows), dtype=bool)
         self.report = DedupReport()
         self.against = against
+        self.against_short = np.zeros(0, dtype=bool)
         self.against_ids = np.empty(0, dtype=np.int64)
         self.against_values = np.empty(0, dtype=np.uint64)
         self.against_rows = np.empty((0, DEFAULT_SCHEME.nbytes), dtype=np.uint8)
         self.against_sketched = np.empty(0, dtype=bool)
         self.against_sizes = np.empty(0)
+        # The against index's labels: an input document is never dropped as the duplicate of a document
+        # it is labelled "not a duplicate" of, and a document chosen to keep is never dropped.
+        self.apart: dict[str, set[str]] = {}
+        self.keepers: set[str] = set()
+        self.apart_labels: dict[int, str] = {}  # label (below zero) of an indexed document in `apart` -> key
         if against is not None:
             self._load_against(against)
 
     def _load_against(self, index: SimhashIndex) -> None:
-        ids, values, rows, present = load_arrays(index.conn, index.sketch_scheme)
+        ids, values, rows, present, short = load_arrays_and_short(index.conn, index.sketch_scheme,
+                                                                  index.short_texts.column)
+        self.against_short = short & self.check
         if not self.check or index.sketch_scheme != DEFAULT_SCHEME or "sketch" not in index._meta():
             # No sketches, or of another scheme (an index made by an older version): by distance.
             present[:] = False
@@ -414,6 +436,13 @@ class Deduplicator:
             self.prints.add(values[~present], labels[~present])
         else:
             self.prints.add(values, labels)
+        self.apart, self.keepers = apart_keys(index.conn), keeper_keys(index.conn)
+        if self.apart:
+            found = index.conn.execute(
+                "SELECT id, key FROM documents WHERE key IN carray(?)", (apsw.carray(tuple(sorted(self.apart))),)
+            ).fetchall()
+            positions = np.searchsorted(ids, np.array([i for i, _ in found], dtype=np.int64))
+            self.apart_labels = {-1 - int(p): str(key) for p, (_, key) in zip(positions.tolist(), found)}
         self.report.against = len(ids)
         self.report.against_unsketched = int((~present).sum()) if self.check else 0
 
@@ -485,6 +514,9 @@ class Deduplicator:
         prints, rows, sketched = computed
         searching = time.perf_counter()
         have = [i for i, fp in enumerate(prints) if fp is not None]  # members: the batch's featured documents
+        # The members' short texts (exact data and shingles), where they are short.
+        self.batch_short = [self._short_of(batch[i][0]) for i in have] if self.check else [None] * len(have)
+        self.batch_sets = [None if data is None else short_text_shingles(data) for data in self.batch_short]
         values = np.array([prints[i] for i in have], dtype=np.uint64)
         rows, sketched = rows[have], sketched[have]
         # The sketched members' LSH codes, made once: searched in the kept runs, then those of the kept
@@ -500,10 +532,14 @@ class Deduplicator:
             for rank, score, a, d, e, how in earlier.get(j, ()):
                 if a in kept_labels:
                     mine.append((rank, score, kept_labels[a], d, e, how))
+            if mine and (self.apart or self.keepers):
+                mine = self._honoured(batch[have[j]][0].key, mine)
             if mine:
                 match[j] = min(mine)
             else:
                 kept_labels[j] = self._keep(batch[have[j]][0].key, values[j], rows[j], sketched[j])
+                if (data := self.batch_short[j]) is not None:
+                    self.kept_short[kept_labels[j]] = data
                 new_members.append(j)
         new = np.array(new_members, dtype=np.int64)
         labels = np.array([kept_labels[j] for j in new.tolist()], dtype=np.int64)
@@ -526,13 +562,14 @@ class Deduplicator:
             if member is not None and member in match:
                 rank, _, label, d, e, how = match[member]
                 key = names[label] if label < 0 else self.keys[label]
-                sure = None
+                sure = 1.0 if how == "exact" else None
                 if how == "estimated" and sizes is not None:  # the verdict's certainty, as judge() gives it
                     theirs = self.against_sizes[-1 - label] if label < 0 else self.kept_sizes[label]
                     sure = float(certainty(e, self.threshold, sizes[member], theirs, DEFAULT_SCHEME))
                 out.append(Decision(document, raw, fp, key, d, e, how, sure))
                 self.report.dropped += 1
                 self.report.estimated += how == "estimated"
+                self.report.exact += how == "exact"
                 self.report.by_distance += how == "distance"
             else:
                 out.append(Decision(document, raw, fp))
@@ -541,6 +578,16 @@ class Deduplicator:
             self.report.characters += length_of(document)
         self.report.read += len(batch)
         return out
+
+    def _honoured(self, key: str, options: list[tuple]) -> list[tuple]:
+        """The options that the against index's labels allow: none for a document chosen to keep, and
+        none naming a document it is labelled "not a duplicate" of."""
+        if key in self.keepers:
+            return []
+        apart = self.apart.get(key)
+        if not apart:
+            return options
+        return [o for o in options if (self.apart_labels.get(o[2]) if o[2] < 0 else self.keys[o[2]]) not in apart]
 
     def _keep(self, key: str, value: np.uint64, row: np.ndarray, sketched: bool) -> int:
         label = len(self.keys)
@@ -574,8 +621,11 @@ class Deduplicator:
             rows[~mine], present[~mine] = self.against_rows[theirs], self.against_sketched[theirs]
         return rows, present
 
-    def _judge(self, q, label, d, rows, sketched, other_rows, other_sketched) -> Iterator[tuple[int, tuple]]:
-        """Candidates within k: (query, option) for those kept by the check (or, without it, all)."""
+    def _judge(
+        self, q, label, d, rows, sketched, other_rows, other_sketched, members: bool = False
+    ) -> Iterator[tuple[int, tuple]]:
+        """Candidates within k: (query, option) for those kept by the check (or, without it, all).
+        members: the labels are batch members (earlier in the batch), not kept labels."""
         if not self.check:
             for j, a, dist in zip(q.tolist(), label.tolist(), d.tolist()):
                 yield j, (_BY_DISTANCE, dist, a, dist, None, None)
@@ -586,7 +636,11 @@ class Deduplicator:
             estimate[both] = estimate_many(rows[q[both]], other_rows[both])
         limit = fallback_k(self.k)
         for j, a, dist, e, est in zip(q.tolist(), label.tolist(), d.tolist(), estimate.tolist(), both.tolist()):
-            if est:
+            exact = self._exact(j, a, members)
+            if exact is not None:
+                if exact >= self.threshold:
+                    yield j, (_ESTIMATED, -exact, a, dist, exact, "exact")
+            elif est:
                 if e >= self.cut:
                     yield j, (_ESTIMATED, -e, a, dist, e, "estimated")
             elif dist <= limit:
@@ -601,7 +655,8 @@ class Deduplicator:
             q = np.flatnonzero(sketched)[q]
             d = np.bitwise_count(values[q] ^ self._value_of(label)).astype(np.int64)
             for j, a, dist, e in zip(q.tolist(), label.tolist(), d.tolist(), estimate.tolist()):
-                options.setdefault(j, []).append((_ESTIMATED, -e, a, dist, e, "estimated"))
+                if (option := self._by_sketch_option(j, a, dist, e, False)) is not None:
+                    options.setdefault(j, []).append(option)
             for q, label, d in self.prints.within(values):  # indexed documents without a sketch
                 for j, a, dist in zip(q.tolist(), label.tolist(), d.tolist()):
                     options.setdefault(j, []).append((_BY_DISTANCE, dist, a, dist, None, "distance"))
@@ -618,24 +673,66 @@ class Deduplicator:
         earlier: dict[int, list[tuple]] = {}
         if self.by_sketch:
             members = np.flatnonzero(sketched)
-            found = None if codes is None else pairs_of_codes(rows[members], codes, self.cut)
+            found = None if codes is None else pairs_of_codes(rows[members], codes, self.low)
             # Else sketch_pairs with the kept runs' windows (24/12 at any size, window_codes), whatever it
             # would pick for the batch's size.
             parts = [found] if found is not None else sketch_pairs(
-                rows[members], self.cut, width=WINDOW_BITS, step=WINDOW_STEP
+                rows[members], self.low, width=WINDOW_BITS, step=WINDOW_STEP
             )
             for part in parts:
                 a, b = members[part[0]], members[part[1]]
                 d = np.bitwise_count(values[a] ^ values[b]).astype(np.int64)
                 for x, y, dist, e in zip(a.tolist(), b.tolist(), d.tolist(), part[2].tolist()):
-                    earlier.setdefault(y, []).append((_ESTIMATED, -e, x, dist, e, "estimated"))
+                    if (option := self._by_sketch_option(y, x, dist, e, True)) is not None:
+                        earlier.setdefault(y, []).append(option)
             return earlier
         for part in near_pairs(values, self.k):
             a, b = part.left, part.right  # a < b: the option names the earlier member
             other_rows, other_sketched = (rows[a], sketched[a]) if self.check else (None, None)
-            for y, option in self._judge(b, a, part.distance, rows, sketched, other_rows, other_sketched):
+            for y, option in self._judge(b, a, part.distance, rows, sketched, other_rows, other_sketched, True):
                 earlier.setdefault(y, []).append(option)
         return earlier
+
+    # -- short texts: exact ----------------------------------------------------------------------------
+
+    def _short_of(self, document: Document | FingerprintedDocument) -> bytes | None:
+        if isinstance(document, FingerprintedDocument):
+            return document.short_text
+        return short_text_data(document.text)
+
+    def _by_sketch_option(self, j: int, a: int, dist: int, e: float, members: bool) -> tuple | None:
+        """The option of a candidate found by the sketches (estimate e >= self.low): by the exact Jaccard
+        where both are short texts, else by the estimate, which must reach the cut."""
+        exact = self._exact(j, a, members)
+        if exact is not None:
+            return (_ESTIMATED, -exact, a, dist, exact, "exact") if exact >= self.threshold else None
+        return (_ESTIMATED, -e, a, dist, e, "estimated") if e >= self.cut else None
+
+    def _exact(self, j: int, a: int, members: bool) -> float | None:
+        """The exact Jaccard of member j and `a` (a batch member if members, else a kept or indexed
+        label) where both are short texts, else None."""
+        mine = self.batch_sets[j]
+        if mine is None:
+            return None
+        theirs = self.batch_sets[a] if members else self._kept_set(a)
+        return None if theirs is None else jaccard_of_sets(mine, theirs)
+
+    def _kept_set(self, label: int) -> np.ndarray | None:
+        if label in self.short_sets:
+            self.short_sets.move_to_end(label)
+            return self.short_sets[label]
+        if label >= 0:
+            data = self.kept_short.get(label)
+        elif self.against is not None and self.against_short[-1 - label]:
+            data = self.against.conn.execute(
+                "SELECT short_text FROM documents WHERE id = ?", (int(self.against_ids[-1 - label]),)
+            ).get
+        else:
+            data = None
+        self.short_sets[label] = None if data is None else short_text_shingles(data)
+        if len(self.short_sets) > SHORT_SETS_KEPT:
+            self.short_sets.popitem(last=False)
+        return self.short_sets[label]
 
     def _indexed_keys(self, labels: list[int]) -> dict[int, str]:
         if not labels:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from ..core.fingerprint import simhash_and_sketch_many, simhash_many
 from ..core.pieces import PIECE_CHARS, simhash_and_sketch_pieces
 from ..core.settings import FingerprintSettings
+from ..core.short_texts import short_text_data
 from ..core.sketch import DEFAULT_SCHEME, SketchScheme
 from ..errors import InvalidInput
 from ..store.texts import content_hash
@@ -37,6 +38,7 @@ class RecordRules:
     keep_texts: bool = False  # return the texts too (an index that stores them)
     stream_over: int | None = None  # a longer text (characters) is fingerprinted in pieces, its text not kept
     scheme: SketchScheme = DEFAULT_SCHEME  # of the sketches: the index's (an older index keeps version 1)
+    short_texts: bool = False  # with the sketches, a short text's exact data (core/short_texts.py)
 
 
 @dataclass
@@ -52,6 +54,7 @@ class ChunkRecords:
     hashes: list[bytes] = field(default_factory=list)  # content hashes (empty without rules.content_hashes)
     fingerprints: list[int | None] = field(default_factory=list)  # (empty without rules.settings)
     sketches: list[bytes | None] = field(default_factory=list)  # (empty without rules.sketches)
+    short_texts: list[bytes | None] = field(default_factory=list)  # (empty without rules.short_texts)
     # with rules.keep_texts (None for a text fingerprinted in pieces); without rules.settings, every text
     texts: Sequence[str | None] | None = None
     failures: dict[int, str] = field(default_factory=dict)  # record -> why its text could not be fingerprinted
@@ -157,6 +160,11 @@ def read_chunk(data: bytes, rules: RecordRules) -> ChunkRecords:
             merged_sketches.append(sk)
         fingerprints, sketches = merged_fps, merged_sketches if rules.sketches else []
     out.fingerprints, out.sketches = fingerprints, sketches
+    if rules.short_texts:
+        out.short_texts = [
+            None if i in streamed or fp is None else short_text_data(text)
+            for i, (text, fp) in enumerate(zip(texts, fingerprints))
+        ]
     if rules.keep_texts:
         out.texts = [None if i in streamed else text for i, text in enumerate(texts)]
     return out

@@ -367,6 +367,7 @@ class Reader:
             stream_over=self.stream_over if settings is not None and for_index and not store_text else None,
             # An index's own scheme (an older index keeps version 1); dedup's sketches are the default's.
             scheme=self.sketch_scheme if for_index else DEFAULT_SCHEME,
+            short_texts=sketches and settings is not None and not store_text,
         )
         tasks = ((chunk, rules) for chunk in self._line_chunks(inputs))
         done: Iterator[tuple[tuple[_LineChunk, RecordRules], ChunkRecords]]
@@ -415,6 +416,7 @@ class Reader:
                 records.hashes[i] if records.hashes else b"",
                 records.sketches[i] if records.sketches else None,
                 text,
+                records.short_texts[i] if records.short_texts else None,
             ), raw
         while skip is not None:
             self._skipped_line(f"{path}:{chunk.first_line + skip[0]}", skip)

@@ -18,6 +18,7 @@ import apsw
 
 from ..core.sketch import SketchScheme
 from ..errors import DamagedIndex, DiskFull, ForeignSchema, IndexNotFound, NotAnIndex, SchemaTooNew
+from .documents import ShortTexts
 
 # "SIMH" in ASCII: PRAGMA application_id marks a SQLite file as ours.
 APPLICATION_ID = 0x53494D48
@@ -29,6 +30,10 @@ LOCK_WAIT_SECONDS = 120.0
 # 1M-document index, 190 MB, warm cache): a damaged file is refused rather than written into. On a
 # larger file the check stops there and the write goes on (simq integrity reads every page).
 QUICK_CHECK_SECONDS = 2.0
+# Migrations that only add tables of their own, which the code reads as empty when they are missing: a
+# file without them (made by an older version) is still read, read-only, without the upgrade it cannot
+# take. Written to, it is migrated as always.
+OPTIONAL_MIGRATIONS = frozenset({"labels"})
 
 
 class IndexFile(Protocol):
@@ -39,6 +44,7 @@ class IndexFile(Protocol):
     conn: apsw.Connection
     sketch_scheme: SketchScheme
     store_text: bool
+    short_texts: ShortTexts
 
 
 @lru_cache(maxsize=None)
@@ -103,7 +109,7 @@ def _connect(path: str, *, create: bool, readonly: bool) -> apsw.Connection:
             conn.pragma("journal_mode", "wal")
             if version < schema_version():
                 _migrate(conn, version)
-        elif version < schema_version():
+        elif not readable_without_upgrade(version):
             raise NotAnIndex(
                 f"{path} needs a schema upgrade, but it is read-only; open it once where it can be written"
             )
@@ -111,6 +117,16 @@ def _connect(path: str, *, create: bool, readonly: bool) -> apsw.Connection:
         conn.close()
         raise
     return conn
+
+
+def readable_without_upgrade(version: int) -> bool:
+    """A file at this schema version can be read by this code as it is: every later migration is optional."""
+    return all(name in OPTIONAL_MIGRATIONS for number, name, _ in migrations() if number > version)
+
+
+def has_table(conn: apsw.Connection, name: str) -> bool:
+    """The file has this table (an optional migration's table is missing from an older, read-only file)."""
+    return conn.execute("SELECT 1 FROM main.sqlite_schema WHERE type = 'table' AND name = ?", (name,)).get is not None
 
 
 SIDE_FILES = ("-wal", "-shm")

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..core.short_texts import SHORT_TEXT_BYTES, SHORT_TEXT_MOST
+
 
 @dataclass(frozen=True)
 class Document:
@@ -25,6 +27,7 @@ class FingerprintedDocument:
     content_hash: bytes
     sketch: bytes | None = None  # sketch.sketch() of the text, when the reader made one
     text: str | None = None  # the text, for an index that stores texts (never one streamed in pieces)
+    short_text: bytes | None = None  # short_texts.short_text_data() of a short text, when the reader made it
 
 
 @dataclass(frozen=True)
@@ -59,3 +62,26 @@ class AddReport:
 def length_of(doc: Document | FingerprintedDocument) -> int:
     """A document's length in characters, whether its text is at hand or it came fingerprinted."""
     return doc.length if isinstance(doc, FingerprintedDocument) else len(doc.text)
+
+
+@dataclass(frozen=True)
+class ShortTexts:
+    """Whether an index keeps the exact data of short texts (migration 0005, short_texts.py), and how many
+    documents lack it: added before (an index made before exact short texts) with texts not stored and
+    short enough that they might have had it. Their pairs are estimated from the sketches."""
+
+    kept: bool
+    column: bool = True  # documents.short_text exists (an older index opened read-only has none)
+    lacking: int | None = None  # (None: not counted)
+    stored: int | None = None  # documents holding it (None: not counted)
+
+    def describe(self) -> str:
+        stored, lacking, most = self.stored or 0, self.lacking or 0, SHORT_TEXT_MOST
+        exact = f"exact for short texts: {stored:,} documents keep their text deflated (<= {SHORT_TEXT_BYTES} bytes)"
+        if self.kept and not self.lacking:
+            return exact
+        told = (f"made before exact short texts: {lacking:,} document(s) of at most {most:,} characters whose "
+                "texts are not stored are checked by their sketches' estimate")
+        if not self.kept:
+            return told + " (opened for writing, e.g. by simq add, it keeps exact data for new documents)"
+        return f"{exact}; {told}"

@@ -17,10 +17,13 @@ from ..core.fingerprint import simhash, to_signed
 from ..core.settings import FingerprintSettings
 from ..errors import IndexNotFound, NotAnIndex, SchemaTooNew, SimhashError
 from .database import check_messages, check_ours, disk_errors, open_readonly, recovery_hint, schema_problems
+from .labels import label_problems
 from .meta import clusters_record_problem, meta_problems
 
 SHOWN = 5  # offending keys listed per failed check
 SKETCH_SCHEMA = 3  # the migration that added documents.sketch
+LABELS_SCHEMA = 4  # the migration that added the labels and keepers tables
+SHORT_TEXT_SCHEMA = 5  # the migration that added documents.short_text
 
 
 @dataclass(frozen=True)
@@ -97,7 +100,10 @@ def _check_index(path: str, rehash: bool, on_progress) -> IntegrityReport:
         _step(report, "texts", lambda: _check_texts(conn, report, store_text))
         if version >= SKETCH_SCHEMA:
             _step(report, "sketches", lambda: _check_sketches(conn, report))
+        _step(report, "short texts", lambda: _check_short_texts(conn, report, version, store_text))
         _step(report, "clusters", lambda: _check_clusters(conn, report))
+        if version >= LABELS_SCHEMA:
+            _step(report, "labels", lambda: report.add("labels", *label_problems(conn)))
         if rehash:
             _step(report, "rehash", lambda: _rehash(conn, report, store_text, fp_settings, on_progress))
         return report
@@ -268,6 +274,53 @@ def _check_sketches(conn: apsw.Connection, report: IntegrityReport) -> None:
     problems = [f"{len(wrong)} document(s) whose sketch is not {scheme.nbytes} bytes: {_keys(wrong)}"] if wrong else []
     detail = f"{scheme.describe()}; {missing:,} document(s) with a fingerprint but no sketch (checked by distance)"
     report.add("sketches", problems, detail)
+
+
+def _check_short_texts(conn: apsw.Connection, report: IntegrityReport, version: int, store_text: bool | None) -> None:
+    """A short text's exact data (core/short_texts.py) is NULL or a blob within the recorded cut that reads
+    back; none without a fingerprint. An index made before it is told so."""
+    from ..core.short_texts import SHORT_TEXT_MOST, short_text_of
+
+    if store_text:
+        fine = "texts stored: checked from them"
+    elif version < SHORT_TEXT_SCHEMA or "short_texts" not in dict(conn.execute("SELECT key, value FROM simhash_meta")):
+        report.add("short texts", [], "made before exact short texts: short texts without stored texts are checked "
+                                      "by their sketches' estimate (opened for writing, new documents get it)")
+        return
+    if version < SHORT_TEXT_SCHEMA:
+        report.add("short texts", [], fine)
+        return
+    meta = dict(conn.execute("SELECT key, value FROM simhash_meta"))
+    try:
+        limit = int(json.loads(meta.get("short_texts", "{}")).get("bytes", 1 << 30))
+    except (ValueError, TypeError, AttributeError):
+        report.add("short texts", [f"simhash_meta 'short_texts' cannot be read: {meta.get('short_texts')!r}"], "")
+        return
+    wrong, count = [], 0
+    found = conn.execute(
+        "SELECT key, short_text, fingerprint IS NULL FROM documents WHERE short_text IS NOT NULL "
+        "ORDER BY id"
+    )
+    for key, data, misplaced in found:
+        count += 1
+        try:
+            if misplaced or not isinstance(data, bytes) or len(data) > limit:
+                raise ValueError
+            short_text_of(data)
+        except ValueError:
+            wrong.append((key,))
+    problems = [f"{len(wrong)} document(s) whose short text cannot be read: {_keys(wrong)}"] if wrong else []
+    if not store_text:
+        fine = f"{count:,} document(s) keep exact data"
+        start = json.loads(meta["short_texts"]).get("from_id", 0)
+        lacking = conn.execute(
+            "SELECT count(*) FROM documents WHERE fingerprint IS NOT NULL AND text IS NULL AND short_text IS NULL "
+            "AND (length IS NULL OR length <= ?) AND id < ?", (SHORT_TEXT_MOST, start)
+        ).get
+        if lacking:
+            fine += (f"; made before exact short texts: {lacking:,} document(s) added before, of at most "
+                     f"{SHORT_TEXT_MOST:,} characters, are checked by their sketches' estimate")
+    report.add("short texts", problems, fine)
 
 
 def _rehash(

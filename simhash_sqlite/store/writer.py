@@ -17,6 +17,7 @@ import numpy as np
 from ..core.fingerprint import blocks, to_signed
 from ..core.pool import FingerprintJob
 from ..core.settings import SHORT_TEXT, FingerprintSettings
+from ..core.short_texts import short_text_data
 from ..core.sketch import SketchScheme
 from ..errors import InvalidArgument, InvalidInput
 from .database import write_transaction
@@ -168,12 +169,12 @@ def _check_keys(keys: Iterable[str]) -> None:
 
 
 _UPSERT = """
-INSERT INTO documents (key, fingerprint, b0, b1, b2, b3, length, content_hash, text, sketch)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+INSERT INTO documents (key, fingerprint, b0, b1, b2, b3, length, content_hash, text, sketch, short_text)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (key) DO UPDATE SET
     fingerprint = excluded.fingerprint, b0 = excluded.b0, b1 = excluded.b1, b2 = excluded.b2,
     b3 = excluded.b3, length = excluded.length, content_hash = excluded.content_hash,
-    text = excluded.text, added_at = excluded.added_at, sketch = excluded.sketch
+    text = excluded.text, added_at = excluded.added_at, sketch = excluded.sketch, short_text = excluded.short_text
 """
 
 
@@ -181,7 +182,8 @@ _UPSERT_FINGERPRINT = """
 INSERT INTO documents (key, fingerprint, b0, b1, b2, b3) VALUES (?, ?, ?, ?, ?, ?)
 ON CONFLICT (key) DO UPDATE SET
     fingerprint = excluded.fingerprint, b0 = excluded.b0, b1 = excluded.b1, b2 = excluded.b2,
-    b3 = excluded.b3, length = NULL, content_hash = NULL, text = NULL, added_at = excluded.added_at, sketch = NULL
+    b3 = excluded.b3, length = NULL, content_hash = NULL, text = NULL, added_at = excluded.added_at, sketch = NULL,
+    short_text = NULL
 """
 
 # The indexes a bulk load of an empty index drops and builds again (not the UNIQUE key index).
@@ -377,7 +379,13 @@ class Writer:
             else:
                 signed, parts = to_signed(fingerprint), blocks(fingerprint)
             text = doc.text if self.store_text else None
-            rows.append((doc.key, signed, *parts, length_of(doc), digest, text, sketch))
+            short: bytes | None = None
+            if not self.store_text and fingerprint is not None:
+                if isinstance(doc, FingerprintedDocument):
+                    short = doc.short_text
+                elif doc.text is not None:
+                    short = short_text_data(doc.text)
+            rows.append((doc.key, signed, *parts, length_of(doc), digest, text, sketch, short))
         return rows
 
     def transaction_size(self) -> int:

@@ -16,6 +16,7 @@ import email.parser
 import email.policy
 import email.utils
 import re
+import sys
 import threading
 import urllib.parse
 from concurrent.futures import ThreadPoolExecutor
@@ -32,6 +33,7 @@ from ..core.settings import CONFIRM_K, DEFAULT_THRESHOLD, RECOMMENDED_K
 from ..errors import IndexNotFound, InvalidInput, NotAnIndex, SimhashError
 from ..index import SimhashIndex
 from ..store.functions import prepare_sqlite3_connection
+from . import review as web_review
 from .pages import MAX_QUERY_BYTES, cluster_view, clusters_page, pair_view, query_text, search
 from .plots import distance_distribution, distance_png
 
@@ -198,6 +200,7 @@ def register_routes(datasette):
         (db + r"/clusters/(?P<cluster>\d{1,18})$", cluster_page_view),
         (db + r"/pair$", pair_page_view),
         (db + r"/calibrate$", calibrate_view),
+        *web_review.routes(db),
     ]
 
 
@@ -228,6 +231,7 @@ def _context(datasette, name: str, **more) -> dict:
         "clusters_table_url": datasette.urls.table(name, "clusters"),
         "quote": urllib.parse.quote,
         "urlencode": urllib.parse.urlencode,
+        **web_review.context(datasette, name, more.get("path") or ""),
         **more,
     }
 
@@ -389,3 +393,6 @@ async def _posted_form(request) -> dict[str, str | bytes]:
         else:
             form[field] = payload.decode("utf-8", "replace")
     return form
+
+
+web_review.install(sys.modules[__name__])  # the review pages render and run with this module's helpers

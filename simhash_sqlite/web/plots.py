@@ -177,6 +177,31 @@ def distance_png(dist: DistanceDistribution) -> bytes:
     return buffer.getvalue()
 
 
+def labels_png(calibration, threshold: float) -> bytes:
+    """Precision, recall and F1 by Jaccard threshold, estimated from the labels; the recommended
+    threshold and its interval marked."""
+    figure = require_matplotlib()(figsize=(8, 4.5), layout="constrained")
+    axes = figure.subplots()
+    ts = [row.threshold for row in calibration.rows]
+    for attribute, colour in (("precision", "#4a6fa5"), ("recall", "#2e8b57"), ("f1", "#8a5cb8")):
+        values = [getattr(row, attribute) for row in calibration.rows]
+        axes.plot(ts, [float("nan") if v is None else v for v in values], color=colour, label=attribute.upper()
+                  if attribute == "f1" else attribute)
+    if calibration.recommended is not None:
+        if calibration.interval is not None:
+            axes.axvspan(*calibration.interval, color="#ddd", label="90% interval")
+        axes.axvline(calibration.recommended, color="black", linestyle="--",
+                     label=f"recommended {calibration.recommended:.2f}")
+    axes.axvline(threshold, color="grey", linestyle=":", label=f"current {threshold:g}")
+    axes.set_xlabel("Jaccard threshold")
+    axes.set_ylim(0, 1.02)
+    axes.set_title(f"Estimated from {calibration.labels} labels ({calibration.population:,} candidate pairs)")
+    axes.legend(loc="lower left", fontsize="small")
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=100)
+    return buffer.getvalue()
+
+
 def write_png(data: bytes, path: str | os.PathLike) -> None:
     with open(path, "wb") as handle:
         handle.write(data)

@@ -16,9 +16,11 @@ import apsw
 
 from ..errors import InvalidInput, MissingExtra
 from ..index import SimhashIndex
+from ..store.labels import validate_reviewer
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8001
+LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
 READY_SECONDS = 30.0
 
 
@@ -81,20 +83,33 @@ def serve(
     port: int = DEFAULT_PORT,
     open_browser: bool = False,
     on_ready: Callable[[], None] | None = None,
+    review: str | None = None,
 ) -> None:
     """Run Datasette on the index until interrupted: the file opened read-only (live through its WAL where
     the folder can be written, else immutable: check_servable), our SQL functions on its connections, our
     pages under /DB/-/simhash/; then no -wal or -shm file is left behind.
-    on_ready: called once the checks have passed, as the server starts."""
+    on_ready: called once the checks have passed, as the server starts.
+
+    review: the reviewer's name, to let the review pages write labels and keepers into the index (an
+    older index gets their tables first; a read-only one is refused), on a connection of their own;
+    Datasette still writes nothing."""
     try:
         import click
         from datasette.cli import cli
         from datasette.plugins import pm
     except ImportError:
         raise MissingExtra("simq serve needs Datasette: pip install 'simhash-sqlite[web]'") from None
+    if review is not None:  # (folds a WAL left by an earlier review server into the file)
+        from . import review as web_review
+
+        if host not in LOCAL_HOSTS:
+            raise InvalidInput(f"simq serve --review listens on this machine only (127.0.0.1), not {host}")
+        web_review.enable(validate_reviewer(review))
+        web_review.prepare(os.fspath(path))
     live = check_servable(path)
     _port_free(host, port)
     from . import datasette_plugin
+    from . import review as web_review
 
     if not pm.is_registered(datasette_plugin) and pm.get_plugin("simhash_sqlite") is None:
         pm.register(datasette_plugin, name="simhash_sqlite")  # run from a source tree without entry points
@@ -119,6 +134,7 @@ def serve(
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
         datasette_plugin.close_connections()
+        web_review.close_connections()  # the review pages' own (labels are read with --review or not)
         if live:
             fold_wal(os.fspath(path))
 
