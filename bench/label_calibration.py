@@ -21,6 +21,7 @@ import argparse
 import gzip
 import random
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -102,6 +103,8 @@ def main() -> None:
     parser.add_argument("--method", choices=("isotonic", "logistic", "strata"), default="logistic")
     args = parser.parse_args()
     docs = corpus(args.folder, args.documents, 0)
+    if not docs:
+        sys.exit(f"error: no pieces of 800-3000 characters of text in {args.folder}")
     texts = {d.key: d.text for d in docs}
     with tempfile.TemporaryDirectory() as folder:
         started = time.perf_counter()
@@ -136,12 +139,18 @@ def main() -> None:
                   f"at 0.80: precision {full_truth(0.8)[0]:.3f}, recall {full_truth(0.8)[1]:.3f}")
             print("seed  recommended  [90% interval]   est P  true P  |dP|   est R  true R  |dR|")
             errors = []
+            failed = False
             for seed in range(args.seeds):
                 sample = draw_sample(pop, args.labels, TRUTH, seed=seed)
                 labels = [Label(s.first, s.second, "duplicate" if truth[(s.first, s.second)] else "not_duplicate",
                                 "simulated", "") for s in sample]
                 result = calibrate_labels(index, pop, labels=labels, bootstrap=args.bootstrap, seed=seed,
                                           method=args.method)
+                if result.recommended is None:  # no labelled duplicate in the sample: nothing to recommend
+                    print(f"{seed:4d}  no recommendation: the sample of {len(labels)} labels holds no duplicate")
+                    errors.append((1.0, 1.0))
+                    failed = True
+                    continue
                 tp, tr = full_truth(result.recommended)
                 dp, dr = abs(result.precision - tp), abs(result.recall - tr)
                 errors.append((dp, dr))
@@ -153,6 +162,8 @@ def main() -> None:
     print(f"method {args.method}, {args.labels} labels a sample")
     print(f"|precision error|: median {statistics.median(dps):.3f}, max {max(dps):.3f}; |recall error|: median "
           f"{statistics.median(drs):.3f}, max {max(drs):.3f}; both within 0.03 in {within} of {len(errors)} samples")
+    if failed:
+        sys.exit("error: a sample held no labelled duplicate, so nothing was recommended")
 
 
 if __name__ == "__main__":

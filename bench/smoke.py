@@ -34,7 +34,7 @@ from common import BENCH, print_machine, write_corpus
 @dataclass(frozen=True)
 class Smoke:
     script: str  # file in bench/
-    args: str  # its small mode; {en}, {zh}: generated corpora, {tmp}: a scratch folder of its own
+    args: str  # its small mode; {en}, {zh}: generated corpora, {docs}: the checkout's docs/, {tmp}: its own folder
     needs: tuple[str, ...] = ()  # importable modules without which it is skipped
     programs: tuple[str, ...] = ()  # programs on PATH without which it is skipped
     first: tuple[tuple[str, str], ...] = ()  # (script, args) run before it in the same folder: its data
@@ -85,6 +85,8 @@ SMOKE = [
           first=(("short_texts.py", "{tmp}/short.jsonl --jsonl {en} {zh} --per-language 40"),)),
     Smoke("short_text_aims.py", "{tmp}/short.jsonl --repeats 1",
           first=(("short_texts.py", "{tmp}/short.jsonl --jsonl {en} {zh} --per-language 40"),)),
+    Smoke("label_latency.py", "--documents 20000 --labels 20 --folder {tmp} --port 8797", ("datasette",)),
+    Smoke("label_calibration.py", "{docs} --documents 120 --labels 60 --seeds 2 --bootstrap 10"),
     Smoke("crawl_quality.py", "{tmp}/crawl1500.jsonl {tmp}/pairs1500-tree.jsonl",
           first=(("dupes_scale.py", "{en} --sizes 1500 --baseline none --folder {tmp}"),)),
 ]
@@ -159,6 +161,7 @@ def main() -> None:
         data = scratch / "data"
         data.mkdir(exist_ok=True)
         corpora = {lang: write_corpus(data / f"{lang}.jsonl", lang, documents=40, seed=3) for lang in ("en", "zh")}
+        corpora["docs"] = BENCH.parent / "docs"  # Markdown in paragraphs: real text for label_calibration.py
         for number, smoke in enumerate(chosen):
             folder = scratch / f"{number:02d}-{Path(smoke.script).stem}"
             status, seconds, detail = run(smoke, corpora, folder, args.timeout)
