@@ -266,14 +266,8 @@ class Writer:
         batch_size: int | None = None,
         on_batch: Callable[[AddReport], None] | None = None,
     ) -> AddReport:
-        """Add or update documents, in transactions of batch_size documents.
-
-        batch_size None: transactions of DEFAULT_BATCH_SIZE documents, larger into a large index
-        (transaction_size()), read DEFAULT_BATCH_SIZE at a time so that memory stays bounded.
-        on_batch(report) runs after each COMMIT, with the counts of every committed document.
-        An interrupted add leaves every committed transaction in place; running it again skips the
-        documents already there (same key, same content) and finishes the rest.
-        """
+        """SimhashIndex.add: documents read DEFAULT_BATCH_SIZE at a time, compared with the stored content
+        hashes, fingerprinted on the pool while the previous batch is written, committed in _Commits."""
         if batch_size is not None:
             validate_batch_size(batch_size)
         report = AddReport()
