@@ -41,7 +41,7 @@ def integrity_ok(path) -> bool:
 
 # The slow lane: whole files of processes, servers, browsers and Spark, and the tests that took over
 # about 5 s on the 2-core CI machine. `pytest -m "not slow"` is the fast lane for development (under two
-# minute); CI runs both. A new test that starts processes or servers belongs here.
+# minutes); CI runs both. A new test that starts processes or servers belongs here.
 SLOW_FILES = {
     "test_spark.py",
     "test_web_browser.py",
