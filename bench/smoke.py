@@ -38,6 +38,7 @@ class Smoke:
     needs: tuple[str, ...] = ()  # importable modules without which it is skipped
     programs: tuple[str, ...] = ()  # programs on PATH without which it is skipped
     first: tuple[tuple[str, str], ...] = ()  # (script, args) run before it in the same folder: its data
+    built: str | None = None  # a library of the checkout's own C build it needs (bench/common.py imports the checkout)
 
 
 # One line a script. Keep each run to seconds: this is a check that the script still works and still
@@ -77,8 +78,9 @@ SMOKE = [
     Smoke("exact_checks.py", "{zh} {en} --originals 30 --repeats 1"),
     Smoke("huge_line_memory.py", "--mb 2 --workers 1"),
     Smoke("core_speed.py", "--generated-mb 0.2 --repeats 1"),
-    Smoke("fuzz_core.py", "--seconds 5 --failures {tmp}/failures.jsonl"),
-    Smoke("extension_near.py", "{tmp}/small.db --make 20000 --queries 50 --repeat 1", programs=("sqlite3",)),
+    Smoke("fuzz_core.py", "--seconds 5 --failures {tmp}/failures.jsonl", built="_simhash_core.so"),
+    Smoke("extension_near.py", "{tmp}/small.db --make 20000 --queries 50 --repeat 1", programs=("sqlite3",),
+          built="simhash.so"),
     Smoke("fuzz_extension.py", "--seconds 10", programs=("cc",)),
     Smoke("short_texts.py", "{tmp}/short.jsonl --jsonl {en} {zh} --per-language 40"),
     Smoke("short_text_cost.py", "{tmp}/short.jsonl --cuts 0,352",
@@ -99,6 +101,8 @@ def missing(smoke: Smoke) -> str | None:
     """Why the script cannot run here, or None."""
     absent = [name for name in smoke.needs if importlib.util.find_spec(name) is None]
     absent += [name for name in smoke.programs if shutil.which(name) is None]
+    if smoke.built and not (BENCH.parent / "simhash_sqlite" / "native" / smoke.built).exists():
+        absent.append(f"the checkout's own C build (native/{smoke.built}: pip install -e . builds it in place)")
     return f"needs {', '.join(absent)}" if absent else None
 
 

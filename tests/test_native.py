@@ -351,9 +351,10 @@ def test_the_package_without_the_core(tmp_path, how):
 
 
 @needs_core
-def test_version_names_the_native_core():
+def test_version_names_the_native_core(tmp_path):
+    # From another folder: `python -m` puts the working folder first, and a checkout's package has no build
     version = subprocess.run([sys.executable, "-m", "simhash_sqlite", "--version"], capture_output=True, text=True,
-                             env={k: v for k, v in os.environ.items() if k != native.SWITCH})  # fmt: skip
+                             cwd=tmp_path, env={k: v for k, v in os.environ.items() if k != native.SWITCH})  # fmt: skip
     assert "core: native (C core" in version.stdout
 
 
