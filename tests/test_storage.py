@@ -2,13 +2,15 @@
 
 import os
 import sqlite3
+import threading
+import time
 
 import apsw
 import pytest
 
 import simhash_sqlite
 from simhash_sqlite import IndexNotFound, NotAnIndex, SchemaTooNew, SimhashIndex
-from simhash_sqlite.store.database import APPLICATION_ID, migrations, schema_version
+from simhash_sqlite.store.database import APPLICATION_ID, connect, migrations, schema_version
 
 
 def test_new_index_is_marked_and_migrated(db_path):
@@ -19,6 +21,30 @@ def test_new_index_is_marked_and_migrated(db_path):
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     settings = dict(conn.execute("SELECT key, value FROM simhash_meta"))
     assert '"features"' in settings["fingerprint"]
+    conn.close()
+
+
+def test_a_new_file_is_opened_while_another_connection_holds_its_write_lock(tmp_path):
+    """Two adds starting at once on a new file: the one that finds the other writing the file waits for it.
+
+    Turning the new file into WAL (PRAGMA journal_mode=wal) needs the write lock, which the pragma takes by
+    upgrading a read transaction: SQLite runs no busy handler for that, so it failed at once with "database
+    is locked" (simq: "the index is locked by another process for too long") instead of waiting.
+    """
+    path = str(tmp_path / "new.db")
+    creating = apsw.Connection(path)  # the other process, between its first write and its COMMIT
+    creating.execute("BEGIN IMMEDIATE")
+    started = time.monotonic()
+    released = threading.Timer(1.0, lambda: creating.execute("ROLLBACK"))
+    released.start()
+    try:
+        conn = connect(path, create=True)
+    finally:
+        released.join()
+        creating.close()
+    assert time.monotonic() - started >= 1.0  # it could only go on once the lock was let go
+    assert conn.pragma("journal_mode") == "wal"
+    assert (conn.pragma("application_id"), conn.pragma("user_version")) == (APPLICATION_ID, schema_version())
     conn.close()
 
 
