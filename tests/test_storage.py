@@ -48,6 +48,21 @@ def test_a_new_file_is_opened_while_another_connection_holds_its_write_lock(tmp_
     conn.close()
 
 
+def test_a_reader_of_a_file_whose_add_has_not_written_its_schema_is_told_so(tmp_path):
+    """What a reader meets while an add is creating the file (or after one killed before its schema): an
+    empty WAL database. Read-only it is not "a file that needs a schema upgrade"."""
+    path = tmp_path / "new.db"
+    conn = apsw.Connection(str(path))
+    conn.pragma("journal_mode", "wal")
+    conn.close()
+    before = path.read_bytes()
+    with pytest.raises(IndexNotFound, match="never finished"):
+        SimhashIndex(path, readonly=True)
+    assert path.read_bytes() == before
+    with pytest.raises(IndexNotFound, match="never finished"):  # as a reader that could write is told
+        SimhashIndex(path)
+
+
 def test_migrations_are_found_where_the_package_is_installed():
     assert migrations() and migrations()[0][0] == 1
     package_dir = os.path.dirname(simhash_sqlite.__file__)

@@ -109,6 +109,8 @@ def _connect(path: str, *, create: bool, readonly: bool) -> apsw.Connection:
             use_wal(conn)
             if version < schema_version():
                 _migrate(conn, version)
+        elif version == 0:  # no schema yet: its creating add has not written it (or was killed before)
+            raise IndexNotFound(f"the index {path} was never finished (run simq add --db {path} FILES)")
         elif not readable_without_upgrade(version):
             raise NotAnIndex(
                 f"{path} needs a schema upgrade, but it is read-only; open it once where it can be written"
