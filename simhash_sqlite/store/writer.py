@@ -20,7 +20,7 @@ from ..core.settings import SHORT_TEXT, FingerprintSettings
 from ..core.short_texts import short_text_data
 from ..core.sketch import SketchScheme
 from ..errors import InvalidArgument, InvalidInput
-from .database import write_transaction
+from .database import build_search_indexes, bulk_load, drop_search_indexes, write_transaction
 from .documents import AddReport, Document, FingerprintedDocument, length_of
 from .texts import content_hash
 
@@ -52,6 +52,14 @@ MAX_ADD_CACHE_MIB = 1024
 # Folded in at the end of the add.
 BULK_CHECKPOINT_PAGES = 65_536
 
+
+# A bulk load (store.database, "Indexes built by sort"): once an add has written more documents than the
+# index held when it began, and at least BULK_AFTER, it drops the search indexes and builds them by sorting
+# as it ends. Below that, row-by-row upkeep costs less than building them (and searches keep their indexes).
+BULK_AFTER = 100_000
+# Documents per transaction of a bulk load without a batch size: with the search indexes gone, a commit
+# writes the new table pages and the key index's changed leaves; larger transactions share the latter.
+BULK_TRANSACTION = 200_000
 
 # Run in every transaction that changes documents; a no-op until clusters() has run.
 _CLUSTERS_STALE = (
@@ -85,6 +93,10 @@ class _Commits:
         self.writer, self.report, self.size, self.on_batch = writer, report, size, on_batch
         self.open: ExitStack | None = None
         self.limit = 0
+        # Documents the index held when the add began (ids only grow: an upper bound, read in O(log n)).
+        self.stored = writer.conn.execute("SELECT coalesce(max(id), 0) FROM documents").get
+        self.rows = 0  # rows this add has written
+        self.bulk = False  # this add dropped the search indexes: it builds them in finish()
         # The counts of the batches written since the last COMMIT (not the batches: their texts go).
         self.written, self.documents = AddReport(), 0
 
@@ -92,7 +104,7 @@ class _Commits:
         rows = self.writer._batch_rows(prepared, after)
         if rows and self.open is None:
             conn = self.writer.conn
-            self.limit = self.size or self.writer.transaction_size()
+            self.limit = self.size or (BULK_TRANSACTION if self.bulk else self.writer.transaction_size())
             if self.size is None:
                 conn.pragma("cache_size", -self.writer._add_cache_mib() * 1024)
             rescale_checkpoint(conn)
@@ -104,6 +116,10 @@ class _Commits:
             # input): compare again inside the write lock, so the counts say what this add really wrote.
             rows = self.writer._compared_again(prepared, rows)
         if rows:
+            self.rows += len(rows)
+            if not self.bulk and self.rows > max(BULK_AFTER, self.stored) and bulk_load(self.writer.conn) is None:
+                drop_search_indexes(self.writer.conn)
+                self.bulk = True
             self.writer.conn.executemany(_UPSERT, rows)
         _merge_counts(self.written, _batch_counts(prepared))
         self.documents += len(prepared.batch)
@@ -128,6 +144,14 @@ class _Commits:
             open_, self.open = self.open, None
             self.written, self.documents = AddReport(), 0
             open_.__exit__(RuntimeError, RuntimeError("add failed"), None)
+
+    def finish(self) -> None:
+        """The end of the add, however it ends: a bulk load builds the search indexes it dropped (a
+        transaction of its own; if it rolled back the drop, they are there and nothing is built)."""
+        if self.bulk:
+            self.bulk = False
+            if bulk_load(self.writer.conn) is not None:
+                build_search_indexes(self.writer.conn)
 
 
 def _batch_counts(prepared: _PreparedBatch) -> AddReport:
@@ -295,7 +319,10 @@ class Writer:
                     pending = prepared
                 commits.commit()
             finally:
-                commits.roll_back()  # only after a failed write: nothing of the open transaction was reported
+                try:
+                    commits.roll_back()  # only after a failed write: nothing of the open transaction was reported
+                finally:
+                    commits.finish()
         return report
 
     def _prepare_batch(
