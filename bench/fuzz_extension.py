@@ -345,8 +345,9 @@ def main() -> int:
     started = time.monotonic()
     extension, host = build(work, args.coverage)
     dbs = databases(work, args.seed)
-    print(f"built {extension.name} and the host with sanitizers; {len(dbs)} databases; "
-          f"{time.monotonic() - started:.0f} s", flush=True)
+    how = "for gcov" if args.coverage else "with sanitizers"
+    print(f"built {extension.name} and the host {how}; {len(dbs)} databases; {time.monotonic() - started:.0f} s",
+          flush=True)
     rng = random.Random(args.seed)
     values = Values(rng, args.big)
     env = {**os.environ, "ASAN_OPTIONS": "detect_leaks=1:abort_on_error=0:halt_on_error=1",
