@@ -296,6 +296,9 @@ def hostile_blobs(good: bytes, rng: random.Random) -> dict[str, bytes]:
         "zip bomb of stored blocks": bytes((0,)) + b"\x00\x00\x00\xff\xff" * 200_000 + _raw_deflate(b"abcdefgh"),
         "unfolded whitespace": bytes((0,)) + _raw_deflate(b"  many   spaces\t\there \n and there  "),
         "nul characters": bytes((0,)) + _raw_deflate(b"a\x00b\x00c\x00d\x00e\x00f"),
+        "an empty stream": bytes((0,)) + _raw_deflate(b""),
+        "only whitespace": bytes((1,)) + _raw_deflate(_utf16(" \u3000\t ")),
+        "four characters": bytes((0,)) + _raw_deflate("abc\U0001F600".encode()),
     }
     for cut in (1, 2, 5, len(good) // 2, len(good) - 1):
         blobs[f"truncated to {cut}"] = good[:cut]
@@ -324,7 +327,8 @@ def test_damaged_and_hostile_short_text_data_is_judged_as_the_package_judges_it(
     readable = {name for name, blob in blobs.items() if short_text_shingles(blob) is not None}
     # what the package reads back: the clean, the trailing bytes (ignored, as zlib's unused_data) and the limit
     assert {"trailing bytes after the stream", "two streams", "at the limit", "unfolded whitespace",
-            "utf-16 surrogate pair", "nul characters"} <= readable
+            "utf-16 surrogate pair", "nul characters", "an empty stream", "only whitespace",
+            "four characters"} <= readable
     assert not {"zip bomb", "one byte past the limit", "empty", "header only", "encoding 2", "invalid utf-8",
                 "utf-8 encoded surrogate", "utf-16 of odd length", "utf-16 lone high surrogate"} & readable
     path = tmp_path / "hostile.db"
