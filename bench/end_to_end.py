@@ -170,14 +170,24 @@ def rensa_child(crawl: str, shingles: str, out: str) -> None:
     phases = {"start-up": cpu()}
     keys = []
     minhashes = {}
+    in_shingles = in_minhash = 0.0  # process_time() is cheap enough to call around each page
     with open(crawl, encoding="utf-8") as lines:
         for idx, line in enumerate(lines):
             record = json.loads(line)
             keys.append(str(record["id"]))
+            t0 = time.process_time()
+            shingled = tokens(record["text"])
+            t1 = time.process_time()
             m = RMinHash(num_perm=128, seed=42)
-            m.update(tokens(record["text"]))
+            m.update(shingled)
             minhashes[idx] = m
-    phases["read, shingles, MinHash"] = cpu()
+            t2 = time.process_time()
+            in_shingles += t1 - t0
+            in_minhash += t2 - t1
+    read = cpu()
+    phases["read and parse"] = read - in_shingles - in_minhash
+    phases["shingles (Python)"] = phases["read and parse"] + in_shingles
+    phases["RMinHash (Rust)"] = read
     lsh = RMinHashLSH(threshold=0.8, num_perm=128, num_bands=16)
     for doc_id, mh in minhashes.items():
         lsh.insert(doc_id, mh)
