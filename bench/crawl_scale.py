@@ -151,6 +151,9 @@ def main() -> None:
               f"| **{wall:.1f}** | {cpu:.1f} | {mb / cpu:.1f} | {add.rss_mib:.0f} / {dupes.rss_mib:.0f} "
               f"| {index_bytes / 1e6:,.1f} ({index_bytes / n:.0f}) | {pairs:,} | {hit:,} of {mirrors_n:,} | {growth} "
               f"| {loads} |")
+    n, _, add, dupes = rows[-1][:4]
+    print(f"\nAim: `simq add` + `simq dupes` of {n:,} pages in <= 6 minutes of wall time on the machine above: "
+          f"{add.wall + dupes.wall:.0f} s ({'met' if add.wall + dupes.wall <= 360 else 'not met'}).")
     failures.exit()
 
 
