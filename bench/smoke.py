@@ -89,6 +89,10 @@ SMOKE = [
           first=(("short_texts.py", "{tmp}/short.jsonl --jsonl {en} {zh} --per-language 40"),)),
     Smoke("label_latency.py", "--documents 20000 --labels 20 --folder {tmp} --port 8797", ("datasette",)),
     Smoke("label_calibration.py", "{docs} --documents 120 --labels 60 --seeds 2 --bootstrap 10"),
+    Smoke("threads_vs_pool.py", "{tmp}/crawl.jsonl --runs 1",
+          first=(("crawl.py", "{en} {zh} --n 600 --out {tmp}/crawl.jsonl"),)),
+    Smoke("workers_follow.py", "{tmp}/crawl.jsonl --runs 1 --busy 0.5 --baseline HEAD",
+          first=(("crawl.py", "{en} {zh} --n 600 --out {tmp}/crawl.jsonl"),)),
     Smoke("crawl_quality.py", "{tmp}/crawl1500.jsonl {tmp}/pairs1500-tree.jsonl",
           first=(("dupes_scale.py", "{en} --sizes 1500 --baseline none --folder {tmp}"),)),
 ]
