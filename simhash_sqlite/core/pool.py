@@ -10,10 +10,13 @@ this process and its workers used (they would be idle without us); that, less th
 needs, is how many workers get work. A run that starts while another job is busy stays in one process
 and takes workers when the job ends; a pool that is on gives way when another job starts. It used to be
 decided once from the 1-minute load average (a rule kept where there is no /proc/stat): a 10M-page
-add started at load 1.2 ran in one process for all of its 18 minutes, and on 2 cores our own busy
-process alone holds the load near 1, so a pool could never start mid-run.
+add started at a load above 1 ran in one process for all of its 18 minutes, and on 2 cores our own
+busy process alone holds the load near 1, so nothing could turn a pool on mid-run.
 
-Processes, not threads, though the C core releases the GIL: THREADS_VS_POOL is why.
+Processes, not threads, though the C core releases the GIL while it computes: in the chunks an add
+computes (JSON parsed, content hashes, fingerprints and sketches, short-text data) the C call is 42% of
+the CPU and the rest holds the GIL, so threads cannot bring the wall below 0.58 of one process's on any
+number of cores. bench/threads_vs_pool.py, 2 workers, 108 MB crawl, medians of 3: THREADS_FIGURES.
 """
 
 from __future__ import annotations
@@ -41,9 +44,6 @@ from .sketch import SketchScheme
 # Below this many characters in a batch the pool's overhead (pickling, waking workers) outweighs it.
 PARALLEL_MIN_CHARS = 500_000
 
-THREADS_VS_POOL = "(measured below: bench/threads_vs_pool.py)"
-
-
 def workers() -> int:
     """The most processes, the caller included: SIMQ_WORKERS if set, else every core (Room.spare
     says how many of them work now)."""
@@ -64,20 +64,25 @@ class CpuSample:
 
     total: int  # every CPU's ticks, idle or not
     idle: int  # ticks idle or waiting for I/O
+    nice: int  # ticks of niced processes (nice > 0), busy but yielding to ours
     cpus: int  # CPUs counted in total
     ours: Mapping[int, int]  # pid -> CPU ticks used so far, for this process and its workers
 
 
-def spare_workers(before: CpuSample, after: CpuSample, cores: int) -> int:
+def spare_workers(before: CpuSample, after: CpuSample, cores: int, niced: bool = False) -> int:
     """How many workers (0 to cores - 1) there is room for, from two samples: the CPUs idle between
     them, plus the CPUs we used (this process and its workers: idle without us), at most cores, less
     the one this process needs; a worker counts from half a CPU free. Our own share is added back
-    because a pool that is on fills the idle time itself: idle alone would turn it off at once."""
+    because a pool that is on fills the idle time itself: idle alone would turn it off at once. Unless
+    we run niced ourselves, niced processes' CPU counts as free too: the kernel gives it to a worker of
+    ours (a nice 19 job gets 1.5% of a CPU beside one), and a background job niced to stay out of the
+    way would otherwise keep the pool off for as long as it runs."""
     ticks_per_cpu = (after.total - before.total) / max(after.cpus, 1)
     if ticks_per_cpu <= 0:
         return 0
     ours = sum(ticks - before.ours.get(pid, 0) for pid, ticks in after.ours.items())
-    free = min((after.idle - before.idle + ours) / ticks_per_cpu, cores)
+    yielding = 0 if niced else after.nice - before.nice
+    free = min((after.idle - before.idle + yielding + ours) / ticks_per_cpu, cores)
     return max(0, min(cores - 1, int(free - 1 + 0.5)))
 
 
@@ -87,12 +92,12 @@ def read_sample(pids: Iterable[int] = ()) -> CpuSample | None:
     try:
         with open("/proc/stat", "rb") as stat:
             lines = stat.read().split(b"\n")
+        fields = [int(x) for x in lines[0].split()[1:9]]  # user nice system idle iowait irq softirq steal
         ours = {pid: _process_ticks(pid) for pid in (os.getpid(), *pids)}
     except (OSError, ValueError, IndexError):
         return None
-    fields = [int(x) for x in lines[0].split()[1:9]]  # user nice system idle iowait irq softirq steal
     cpus = sum(1 for line in lines[1:] if line.startswith(b"cpu"))
-    return CpuSample(sum(fields), fields[3] + fields[4], cpus, {p: t for p, t in ours.items() if t >= 0})
+    return CpuSample(sum(fields), fields[3] + fields[4], fields[1], cpus, {p: t for p, t in ours.items() if t >= 0})
 
 
 def _process_ticks(pid: int) -> int:
@@ -132,12 +137,19 @@ class Room:
                 if sample is None or self.last is None:  # no /proc: the 1-minute load average, as it was
                     self.decided = size - 1 if not hasattr(os, "getloadavg") or os.getloadavg()[0] <= size - 1 else 0
                 else:
-                    self.decided = spare_workers(self.last, sample, size)
+                    self.decided = spare_workers(self.last, sample, size, niced=_niced())
                 self.last, self.at = sample, now
             return min(self.decided or 0, size - 1)
 
 
 ROOM = Room()
+
+
+def _niced() -> bool:
+    try:
+        return os.getpriority(os.PRIO_PROCESS, 0) > 0
+    except (AttributeError, OSError):
+        return False
 
 
 def _worker_pids() -> list[int]:
