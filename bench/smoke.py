@@ -50,6 +50,7 @@ SMOKE = [
     Smoke("all_pairs.py", "{en} {zh} --sizes 1500 --minhash-max 0"),
     Smoke("all_pairs.py", "{en} --sizes 600 --minhash-max 600", ("datasketch",)),
     Smoke("big_index_add.py", "--index {tmp}/b.db --base 20000 --add 3000 --runs 1 --baseline none"),
+    Smoke("bulk_add.py", "--add 3000 --into 500 --runs 1 --baseline none --queries 20"),
     Smoke("big_input.py", "{en} --gib 0.005 --every 0.2"),
     Smoke("big_text.py", "1 --jsonl-mib 1"),
     Smoke("block_index_cost.py", "--index {tmp}/b.db --build 20000 --add 3000 --runs 1"),

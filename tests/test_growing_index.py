@@ -2,7 +2,9 @@
 in another connection meanwhile and for the writer after, and a SIGKILLed bulk add keeps its committed
 batches and finishes when run again. Answers are compared with brute force over what is committed."""
 
+import contextlib
 import gc
+import hashlib
 import json
 import os
 import random
@@ -12,10 +14,17 @@ import sys
 import textwrap
 import weakref
 
+import apsw
 import numpy as np
+import pytest
 from test_index import MASK, brute_force
+from typer.testing import CliRunner
 
 from simhash_sqlite import Document, SimhashIndex
+from simhash_sqlite.cli import app
+from simhash_sqlite.index import FingerprintedDocument
+from simhash_sqlite.store import writer as writer_module
+from simhash_sqlite.store.database import search_indexes
 from simhash_sqlite.core.fingerprint import to_signed
 from simhash_sqlite.find.search import near_params
 from simhash_sqlite.store.integrity import problems
@@ -234,4 +243,141 @@ def test_adds_into_a_large_index_commit_more_documents_at_a_time_and_report_only
         assert len(index) == 250_000 + 4 * 6500
         stored = [index.get(f"text{i:05}") for i in (0, 2999, 3000, 6499)]
         assert all(doc is not None and doc.fingerprint is not None for doc in stored)
+    assert problems(path) == []
+
+
+def fingerprinted(items):
+    """FingerprintedDocuments as a JSONL add makes them (content hash of the key: distinct per key)."""
+    return [
+        FingerprintedDocument(key, fp, 50, hashlib.blake2b(f"{key} {fp}".encode(), digest_size=16).digest())
+        for key, fp in items
+    ]
+
+
+def search_index_names(path):
+    with contextlib.closing(apsw.Connection(str(path))) as conn:
+        return {name for (name,) in conn.execute("SELECT name FROM sqlite_schema WHERE type = 'index'")}
+
+
+SEARCH_INDEXES = {name for name, _sql in search_indexes()}
+
+
+def test_an_add_past_what_the_index_held_drops_the_search_indexes_stays_exact_and_builds_them_as_it_ends(
+    tmp_path, monkeypatch
+):
+    monkeypatch.setattr(writer_module, "BULK_AFTER", 600)
+    rng = random.Random(26)
+    centres = [rng.getrandbits(64) for _ in range(40)] + [0, MASK]
+    base = clustered(500, centres, rng, "old")
+    updates = [(key, fp ^ 0xFF00) for key, fp in rng.sample(base, 100)]
+    added = clustered(1400, centres + [rng.getrandbits(64) for _ in range(10)], rng, "new") + updates
+    queries = [flip for c in centres[:4] for flip in (c, c ^ 0b1011, c ^ (0xFF << 40))] + [0, MASK]
+    paths = {"bulk": tmp_path / "bulk.db", "rows": tmp_path / "rows.db"}
+    for path in paths.values():
+        with SimhashIndex(path, create=True) as index:
+            index.add(fingerprinted(base))
+    assert SEARCH_INDEXES <= search_index_names(paths["bulk"]) and len(SEARCH_INDEXES) == 5
+    committed = dict(base)
+    seen_dropped = []
+    reader = SimhashIndex(paths["bulk"], readonly=True)
+    try:
+
+        def items():
+            for i, item in enumerate(fingerprinted(added)):
+                # add() reads a batch ahead: as batch n begins, the batches up to n - 2 are committed
+                if i >= 2 * BATCH and i % BATCH == 0:
+                    committed.update(added[i - 2 * BATCH : i - BATCH])
+                    dropped = not SEARCH_INDEXES & search_index_names(paths["bulk"])
+                    seen_dropped.append(dropped)
+                    assert problems(paths["bulk"]) == []  # being built by a running loader: not a problem
+                    check_exact(reader, committed, queries)
+                yield item
+
+        with SimhashIndex(paths["bulk"]) as index:
+            report = index.add(items(), batch_size=BATCH)
+        assert (report.added, report.updated) == (1400, 100)
+    finally:
+        reader.close()
+    # Row by row up to 600 written documents (the first batch), without the indexes after, built at the end.
+    assert seen_dropped == [False, True]
+    assert SEARCH_INDEXES <= search_index_names(paths["bulk"])
+    assert problems(paths["bulk"]) == []
+    monkeypatch.setattr(writer_module, "BULK_AFTER", 10**9)
+    with SimhashIndex(paths["rows"]) as index:
+        index.add(fingerprinted(added), batch_size=BATCH)
+    columns = "key, fingerprint, b0, b1, b2, b3, length, content_hash, text, sketch, short_text"
+    tables = []
+    for path in paths.values():
+        with contextlib.closing(apsw.Connection(str(path))) as conn:
+            tables.append(conn.execute(f"SELECT {columns} FROM documents ORDER BY key").fetchall())
+            assert conn.execute("SELECT count(*) FROM simhash_meta WHERE key = 'bulk_load'").get == 0
+    assert tables[0] == tables[1]
+    committed.update(added)
+    with SimhashIndex(paths["bulk"], readonly=True) as index:
+        check_exact(index, committed, queries)
+
+
+KILLED_BULK_ADD = textwrap.dedent("""
+    import os, signal, sys
+    from simhash_sqlite import SimhashIndex
+    from simhash_sqlite.store import writer
+    from test_growing_index import fingerprinted
+    writer.BULK_AFTER = 300
+    path, items, kill_at = sys.argv[1], eval(sys.argv[2]), int(sys.argv[3])
+    def feed():
+        for i, document in enumerate(fingerprinted(items)):
+            if i == kill_at:
+                os.kill(os.getpid(), signal.SIGKILL)
+            yield document
+    with SimhashIndex(path) as index:
+        index.add(feed(), batch_size=100)
+""")
+
+
+def test_a_bulk_add_killed_before_it_built_the_indexes_leaves_an_exact_index_that_the_next_writer_mends(tmp_path):
+    rng = random.Random(8)
+    centres = [rng.getrandbits(64) for _ in range(30)]
+    base = clustered(200, centres, rng, "old")
+    new = clustered(900, centres, rng, "new")
+    path = tmp_path / "killed.db"
+    with SimhashIndex(path, create=True) as index:
+        index.add(fingerprinted(base))
+    environment = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [os.path.dirname(__file__),
+                                                                              os.environ.get("PYTHONPATH")]))}
+    done = subprocess.run([sys.executable, "-c", KILLED_BULK_ADD, str(path), repr(new), "750"], env=environment)
+    assert done.returncode == -signal.SIGKILL
+    assert not SEARCH_INDEXES & search_index_names(path)
+    found = problems(path)
+    assert len(found) == 1 and found[0].startswith("search indexes: missing: a bulk load that began"), found
+    committed = dict(base + new[:600])  # killed reading batch 7: batch 6 was read, not yet written
+    queries = [c ^ 0b101 for c in centres[:8]] + [c ^ (0xFFF << 30) for c in centres[:4]]
+    with SimhashIndex(path, readonly=True) as index:  # a reader neither refuses the file nor writes it
+        check_exact(index, committed, queries)
+    assert not SEARCH_INDEXES & search_index_names(path)
+    result = CliRunner().invoke(app, ["integrity", "--db", str(path)])
+    assert result.exit_code == 1 and "the next command that writes (simq add) builds them" in result.output
+    with SimhashIndex(path) as index:  # a writer builds them as it opens the file
+        assert SEARCH_INDEXES <= search_index_names(path)
+        check_exact(index, committed, queries)
+    assert problems(path) == []
+
+
+def test_a_bulk_add_that_fails_builds_the_indexes_it_dropped_and_keeps_its_committed_batches(tmp_path, monkeypatch):
+    monkeypatch.setattr(writer_module, "BULK_AFTER", 300)
+    rng = random.Random(9)
+    items = clustered(1000, [rng.getrandbits(64) for _ in range(20)], rng, "doc")
+    path = tmp_path / "failed.db"
+
+    def feed():
+        for i, document in enumerate(fingerprinted(items)):
+            if i == 650:
+                raise KeyboardInterrupt
+            yield document
+
+    with SimhashIndex(path, create=True) as index:
+        with pytest.raises(KeyboardInterrupt):
+            index.add(feed(), batch_size=100)
+        assert SEARCH_INDEXES <= search_index_names(path)
+        assert len(index) == 600  # six whole batches read before the interrupt (as with a smaller add)
+        check_exact(index, dict(items[:600]), [fp ^ 0b11 for _, fp in items[:10]])
     assert problems(path) == []

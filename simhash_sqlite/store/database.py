@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import socket
 import time
 import urllib.parse
 import weakref
@@ -109,6 +111,7 @@ def _connect(path: str, *, create: bool, readonly: bool) -> apsw.Connection:
             conn.pragma("journal_mode", "wal")
             if version < schema_version():
                 _migrate(conn, version)
+            finish_interrupted_load(conn)
         elif not readable_without_upgrade(version):
             raise NotAnIndex(
                 f"{path} needs a schema upgrade, but it is read-only; open it once where it can be written"
@@ -331,10 +334,101 @@ def schema_problems(conn: apsw.Connection, version: int) -> list[str]:
         else:
             problems.append(f'{kind} "{name}" was not created by simhash-sqlite')
     found_names = {(kind, name) for kind, name, _table, _sql in found}
+    # A bulk load builds these again by sorting once it ends (search_indexes_dropped says so): not missing.
+    building = {("index", name) for name, _ in search_indexes(version)} if bulk_load(conn) else set()
     for kind, name, _table, _sql in sorted(required, key=lambda o: (o[0], o[1])):
-        if (kind, name) not in found_names:
+        if (kind, name) not in found_names and (kind, name) not in building:
             problems.append(f'{kind} "{name}" is missing')
     return problems
+
+
+# Indexes built by sort. An add that writes more documents than the index held (store.writer) drops the
+# search indexes, the four block indexes and the content hash's, writes its rows without them, and builds
+# them again by sorting once it ends: at 10M documents their row-by-row upkeep was 89% of a load's time
+# (BENCHMARKS.md). While they are missing, simhash_meta holds this key, naming the loading process;
+# searches stay exact meanwhile (SQLite scans the table instead), and the indexes are built by the loader
+# as it ends, even on an error or Ctrl-C, or, when it was killed, by the next connection that can write.
+BULK_LOAD = "bulk_load"
+# The page cache (MiB) while the indexes are built: SQLite's sorter keeps this much in memory before it
+# spills sorted runs to temporary files.
+BUILD_CACHE_MIB = 1024
+
+
+def search_indexes(version: int | None = None) -> list[tuple[str, str]]:
+    """(name, sql) of the indexes on documents that a bulk load drops: all but the key's (UNIQUE), in
+    the form our migrations create them (never SQL read from a file)."""
+    required, _extras = expected_schema(schema_version() if version is None else version)
+    return sorted(
+        (name, sql) for kind, name, table, sql in required if kind == "index" and table == "documents" and sql
+    )
+
+
+def bulk_load(conn: apsw.Connection) -> dict | None:
+    """The record of a bulk load whose indexes are not built yet: {"pid", "host", "started"}; else None."""
+    try:
+        value = conn.execute("SELECT value FROM main.simhash_meta WHERE key = ?", (BULK_LOAD,)).get
+    except apsw.SQLError:  # no simhash_meta yet: a new file
+        return None
+    if value is None:
+        return None
+    try:
+        record = json.loads(value)
+    except ValueError:
+        return {}
+    return record if isinstance(record, dict) else {}
+
+
+def loader_running(record: dict) -> bool:
+    """The process a bulk load record names is still running on this machine (so it will build the
+    indexes itself). A record from another machine, or naming no process, counts as ended."""
+    pid = record.get("pid")
+    if record.get("host") != socket.gethostname() or isinstance(pid, bool) or not isinstance(pid, int) or pid < 1:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # PermissionError: another user's process
+        return True
+    return True
+
+
+def drop_search_indexes(conn: apsw.Connection) -> None:
+    """In a write transaction: drop the search indexes and record the bulk load (this process)."""
+    for name, _sql in search_indexes():
+        conn.execute(f'DROP INDEX IF EXISTS "{name}"')
+    started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    record = {"pid": os.getpid(), "host": socket.gethostname(), "started": started}
+    conn.execute(
+        "INSERT INTO simhash_meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+        (BULK_LOAD, json.dumps(record)),
+    )
+
+
+def build_search_indexes(conn: apsw.Connection) -> None:
+    """Build the missing search indexes by sorting, in one transaction, and end the bulk load record.
+    Another loader may have built them first: each is built only where it is missing."""
+    cache, threads = conn.pragma("cache_size"), conn.pragma("threads")
+    conn.pragma("cache_size", -BUILD_CACHE_MIB * 1024)
+    conn.pragma("threads", min(4, os.cpu_count() or 1))  # SQLite's sorter merges on helper threads
+    try:
+        with write_transaction(conn):
+            present = {name for (name,) in conn.execute("SELECT name FROM main.sqlite_schema WHERE type = 'index'")}
+            for name, sql in search_indexes():
+                if name not in present:
+                    conn.execute(sql)
+            conn.execute("DELETE FROM simhash_meta WHERE key = ?", (BULK_LOAD,))
+    finally:
+        conn.pragma("cache_size", cache)
+        conn.pragma("threads", threads)
+
+
+def finish_interrupted_load(conn: apsw.Connection) -> None:
+    """A writable connection to a file whose bulk load was killed before it built the search indexes
+    builds them now (a running loader builds its own)."""
+    record = bulk_load(conn)
+    if record is not None and not loader_running(record):
+        build_search_indexes(conn)
 
 
 def verify_schema(conn: apsw.Connection, path: str, version: int) -> None:

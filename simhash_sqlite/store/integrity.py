@@ -16,7 +16,16 @@ import apsw
 from ..core.fingerprint import simhash, to_signed
 from ..core.settings import FingerprintSettings
 from ..errors import IndexNotFound, NotAnIndex, SchemaTooNew, SimhashError
-from .database import check_messages, check_ours, disk_errors, open_readonly, recovery_hint, schema_problems
+from .database import (
+    bulk_load,
+    check_messages,
+    check_ours,
+    disk_errors,
+    loader_running,
+    open_readonly,
+    recovery_hint,
+    schema_problems,
+)
 from .labels import label_problems
 from .meta import clusters_record_problem, meta_problems
 
@@ -94,6 +103,7 @@ def _check_index(path: str, rehash: bool, on_progress) -> IntegrityReport:
             return report
         # On a damaged file a check that reads a damaged page fails with SQLite's error, and says so.
         store_text, fp_settings = _step(report, "settings", lambda: _check_settings(conn, report), (None, None))
+        _step(report, "search indexes", lambda: _check_search_indexes(conn, report))
         _step(report, "unique keys", lambda: _check_keys(conn, report))
         _step(report, "blocks match fingerprints", lambda: _check_blocks(conn, report))
         _step(report, "content hashes", lambda: _check_content_hashes(conn, report))
@@ -161,6 +171,22 @@ def _check_settings(conn: apsw.Connection, report: IntegrityReport) -> tuple[boo
 def _keys(rows) -> str:
     keys = [str(row[0]) for row in rows]
     return ", ".join(keys[:SHOWN]) + (f" and {len(keys) - SHOWN} more" if len(keys) > SHOWN else "")
+
+
+def _check_search_indexes(conn: apsw.Connection, report: IntegrityReport) -> None:
+    """The block and content hash indexes: present, or being built by a running bulk load. A load that was
+    killed left them missing: searches stay exact but scan, until a command that writes builds them."""
+    record = bulk_load(conn)
+    if record is None:
+        report.add("search indexes", [], "present")
+    elif loader_running(record):
+        building = f"being built by a bulk load (process {record.get('pid')}, since {record.get('started')})"
+        report.add("search indexes", [], building)
+    else:
+        report.add("search indexes", [
+            f"missing: a bulk load that began {record.get('started')} was stopped before it built them; searches "
+            f"are exact but scan the table; the next command that writes (simq add) builds them"
+        ], "")
 
 
 def _check_keys(conn: apsw.Connection, report: IntegrityReport) -> None:

@@ -14,13 +14,13 @@ from typing import cast
 import apsw
 import numpy as np
 
-from ..core.fingerprint import blocks, to_signed
+from ..core.fingerprint import to_signed
 from ..core.pool import FingerprintJob
 from ..core.settings import SHORT_TEXT, FingerprintSettings
 from ..core.short_texts import short_text_data
 from ..core.sketch import SketchScheme
 from ..errors import InvalidArgument, InvalidInput
-from .database import write_transaction
+from .database import build_search_indexes, bulk_load, drop_search_indexes, write_transaction
 from .documents import AddReport, Document, FingerprintedDocument, length_of
 from .texts import content_hash
 
@@ -52,6 +52,14 @@ MAX_ADD_CACHE_MIB = 1024
 # Folded in at the end of the add.
 BULK_CHECKPOINT_PAGES = 65_536
 
+
+# A bulk load (store.database, "Indexes built by sort"): once an add has written more documents than the
+# index held when it began, and at least BULK_AFTER, it drops the search indexes and builds them by sorting
+# as it ends. Below that, row-by-row upkeep costs less than building them (and searches keep their indexes).
+BULK_AFTER = 100_000
+# Documents per transaction of a bulk load without a batch size: with the search indexes gone, a commit
+# writes the new table pages and the key index's changed leaves; larger transactions share the latter.
+BULK_TRANSACTION = 200_000
 
 # Run in every transaction that changes documents; a no-op until clusters() has run.
 _CLUSTERS_STALE = (
@@ -85,6 +93,10 @@ class _Commits:
         self.writer, self.report, self.size, self.on_batch = writer, report, size, on_batch
         self.open: ExitStack | None = None
         self.limit = 0
+        # Documents the index held when the add began (ids only grow: an upper bound, read in O(log n)).
+        self.stored = writer.conn.execute("SELECT coalesce(max(id), 0) FROM documents").get
+        self.rows = 0  # rows this add has written
+        self.bulk = False  # this add dropped the search indexes: it builds them in finish()
         # The counts of the batches written since the last COMMIT (not the batches: their texts go).
         self.written, self.documents = AddReport(), 0
 
@@ -92,7 +104,7 @@ class _Commits:
         rows = self.writer._batch_rows(prepared, after)
         if rows and self.open is None:
             conn = self.writer.conn
-            self.limit = self.size or self.writer.transaction_size()
+            self.limit = self.size or (BULK_TRANSACTION if self.bulk else self.writer.transaction_size())
             if self.size is None:
                 conn.pragma("cache_size", -self.writer._add_cache_mib() * 1024)
             rescale_checkpoint(conn)
@@ -104,6 +116,10 @@ class _Commits:
             # input): compare again inside the write lock, so the counts say what this add really wrote.
             rows = self.writer._compared_again(prepared, rows)
         if rows:
+            self.rows += len(rows)
+            if not self.bulk and self.rows > max(BULK_AFTER, self.stored) and bulk_load(self.writer.conn) is None:
+                drop_search_indexes(self.writer.conn)
+                self.bulk = True
             self.writer.conn.executemany(_UPSERT, rows)
         _merge_counts(self.written, _batch_counts(prepared))
         self.documents += len(prepared.batch)
@@ -128,6 +144,14 @@ class _Commits:
             open_, self.open = self.open, None
             self.written, self.documents = AddReport(), 0
             open_.__exit__(RuntimeError, RuntimeError("add failed"), None)
+
+    def finish(self) -> None:
+        """The end of the add, however it ends: a bulk load builds the search indexes it dropped (a
+        transaction of its own; if it rolled back the drop, they are there and nothing is built)."""
+        if self.bulk:
+            self.bulk = False
+            if bulk_load(self.writer.conn) is not None:
+                build_search_indexes(self.writer.conn)
 
 
 def _batch_counts(prepared: _PreparedBatch) -> AddReport:
@@ -193,10 +217,13 @@ _SECONDARY_INDEXES = (
 
 
 def _fingerprint_rows(batch: list[tuple[str, int]]) -> list[tuple]:
-    """(key, signed, b0, b1, b2, b3) rows, computed with numpy: per-item Python arithmetic is the
-    larger part of a load's time otherwise."""
-    keys = [key for key, _ in batch]
-    fingerprints = [fp for _, fp in batch]
+    """(key, signed, b0, b1, b2, b3) rows."""
+    return list(zip([key for key, _ in batch], *_signed_blocks([fp for _, fp in batch])))
+
+
+def _signed_blocks(fingerprints: list) -> list[list[int]]:
+    """[signed, b0, b1, b2, b3] columns of unsigned fingerprints, computed with numpy: per-item Python
+    arithmetic was a sixth of a bulk load's CPU."""
     if not all(type(fp) is int for fp in fingerprints):  # numpy would truncate floats and take bools
         fingerprints = [_checked_int(fp) for fp in fingerprints]
     try:
@@ -206,7 +233,7 @@ def _fingerprint_rows(batch: list[tuple[str, int]]) -> list[tuple]:
             to_signed(fp)  # raises InvalidInput naming the value out of range
         raise
     parts = [((unsigned >> np.uint64(shift)) & np.uint64(0xFFFF)).tolist() for shift in (48, 32, 16, 0)]
-    return list(zip(keys, unsigned.view(np.int64).tolist(), *parts))
+    return [unsigned.view(np.int64).tolist(), *parts]
 
 
 def _checked_int(fp) -> int:
@@ -295,7 +322,10 @@ class Writer:
                     pending = prepared
                 commits.commit()
             finally:
-                commits.roll_back()  # only after a failed write: nothing of the open transaction was reported
+                try:
+                    commits.roll_back()  # only after a failed write: nothing of the open transaction was reported
+                finally:
+                    commits.finish()
         return report
 
     def _prepare_batch(
@@ -359,19 +389,18 @@ class Writer:
         """The rows to upsert for a prepared batch. after: the batch prepared next, whose fingerprints
         this process works on while the workers finish this one's."""
         computed = iter(prepared.fingerprints.result(after.fingerprints if after is not None else None))
+        made = [
+            (doc.fingerprint, doc.sketch) if isinstance(doc, FingerprintedDocument) else next(computed)
+            for doc, _ in prepared.changed
+        ]
+        columns = iter(zip(*_signed_blocks([fp for fp, _ in made if fp is not None])))
         rows = []
-        for doc, digest in prepared.changed:
-            if isinstance(doc, FingerprintedDocument):  # streamed
-                fingerprint, sketch = doc.fingerprint, doc.sketch
-            else:
-                fingerprint, sketch = next(computed)
-            signed: int | None
-            parts: tuple[int | None, ...]
+        for (doc, digest), (fingerprint, sketch) in zip(prepared.changed, made):
             if fingerprint is None:
                 prepared.no_features.append(doc.key)
-                signed, parts = None, (None,) * 4
+                fingerprint_columns: tuple[int | None, ...] = (None,) * 5
             else:
-                signed, parts = to_signed(fingerprint), blocks(fingerprint)
+                fingerprint_columns = next(columns)
             text = doc.text if self.store_text else None
             short: bytes | None = None
             if not self.store_text and fingerprint is not None:
@@ -379,7 +408,7 @@ class Writer:
                     short = doc.short_text
                 elif doc.text is not None:
                     short = short_text_data(doc.text)
-            rows.append((doc.key, signed, *parts, length_of(doc), digest, text, sketch, short))
+            rows.append((doc.key, *fingerprint_columns, length_of(doc), digest, text, sketch, short))
         return rows
 
     def transaction_size(self) -> int:
