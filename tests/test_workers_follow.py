@@ -18,8 +18,8 @@ from simhash_sqlite.core.pool import CpuSample, spare_workers
 PID = os.getpid()
 
 
-def _sample(total, idle, ours, cpus=2, nice=0):
-    return CpuSample(total, idle, nice, cpus, ours)
+def _sample(total, idle, ours, cpus=2):
+    return CpuSample(total, idle, cpus, ours)
 
 
 def test_spare_workers_counts_what_is_idle_and_what_we_used():
@@ -47,9 +47,6 @@ def test_spare_workers_counts_what_is_idle_and_what_we_used():
     assert spare_workers(many, _sample(17600, 9500, {PID: 200}, cpus=16), 4) == 3
     assert spare_workers(many, _sample(17600, 8600, {PID: 200}, cpus=16), 16) == 6  # 6 idle + ours 1, less ours 1
     assert spare_workers(start, start, 2) == 0
-    # a niced job on the other CPU yields it to a worker of ours, unless we run niced too
-    assert spare_workers(start, _sample(1200, 500, {PID: 400}, nice=100), 2) == 1
-    assert spare_workers(start, _sample(1200, 500, {PID: 400}, nice=100), 2, niced=True) == 0
     assert spare_workers(start, _sample(1200, 600, {PID: 400}), 1) == 0
 
 
@@ -87,7 +84,7 @@ class Machine:
         if self.flip:
             self.others = self.cores - 1 if self.others == 0 else 0
         self.idle += round(100 * max(0, self.cores - 1 - self.others))
-        return CpuSample(self.total, self.idle, 0, self.cores, {PID: self.ours})
+        return CpuSample(self.total, self.idle, self.cores, {PID: self.ours})
 
 
 def _decided_by(monkeypatch, machine):
@@ -145,7 +142,7 @@ parallel.POOL_AFTER_BYTES, parallel.DECIDE_EVERY, parallel.FIRST_WINDOW = 1, 0, 
 ticks = [0]
 def busy(pids=()):
     ticks[0] += 100
-    return CpuSample(2 * ticks[0], 0, 0, 2, {os.getpid(): ticks[0]})
+    return CpuSample(2 * ticks[0], 0, 2, {os.getpid(): ticks[0]})
 parallel.ROOM = parallel.Room(busy)
 assert [r for _, r in parallel.map_in_order(len, iter([bytes(1000)] * 30))] == [1000] * 30
 print(parallel._pool.cache_info().currsize)

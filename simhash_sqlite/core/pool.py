@@ -64,25 +64,23 @@ class CpuSample:
 
     total: int  # every CPU's ticks, idle or not
     idle: int  # ticks idle or waiting for I/O
-    nice: int  # ticks of niced processes (nice > 0), busy but yielding to ours
     cpus: int  # CPUs counted in total
     ours: Mapping[int, int]  # pid -> CPU ticks used so far, for this process and its workers
 
 
-def spare_workers(before: CpuSample, after: CpuSample, cores: int, niced: bool = False) -> int:
+def spare_workers(before: CpuSample, after: CpuSample, cores: int) -> int:
     """How many workers (0 to cores - 1) there is room for, from two samples: the CPUs idle between
     them, plus the CPUs we used (this process and its workers: idle without us), at most cores, less
     the one this process needs; a worker counts from half a CPU free. Our own share is added back
-    because a pool that is on fills the idle time itself: idle alone would turn it off at once. Unless
-    we run niced ourselves, niced processes' CPU counts as free too: the kernel gives it to a worker of
-    ours (a nice 19 job gets 1.5% of a CPU beside one), and a background job niced to stay out of the
-    way would otherwise keep the pool off for as long as it runs."""
+    because a pool that is on fills the idle time itself: idle alone would turn it off at once.
+    Everything else is busy, niced processes too: with autogroup scheduling (the default of many Linux
+    systems) a nice value counts only within its session (here a nice 19 job kept 0.6-0.95 of a CPU
+    beside a nice 0 add)."""
     ticks_per_cpu = (after.total - before.total) / max(after.cpus, 1)
     if ticks_per_cpu <= 0:
         return 0
     ours = sum(ticks - before.ours.get(pid, 0) for pid, ticks in after.ours.items())
-    yielding = 0 if niced else after.nice - before.nice
-    free = min((after.idle - before.idle + yielding + ours) / ticks_per_cpu, cores)
+    free = min((after.idle - before.idle + ours) / ticks_per_cpu, cores)
     return max(0, min(cores - 1, int(free - 1 + 0.5)))
 
 
@@ -97,7 +95,7 @@ def read_sample(pids: Iterable[int] = ()) -> CpuSample | None:
     except (OSError, ValueError, IndexError):
         return None
     cpus = sum(1 for line in lines[1:] if line.startswith(b"cpu"))
-    return CpuSample(sum(fields), fields[3] + fields[4], fields[1], cpus, {p: t for p, t in ours.items() if t >= 0})
+    return CpuSample(sum(fields), fields[3] + fields[4], cpus, {p: t for p, t in ours.items() if t >= 0})
 
 
 def _process_ticks(pid: int) -> int:
@@ -137,19 +135,12 @@ class Room:
                 if sample is None or self.last is None:  # no /proc: the 1-minute load average, as it was
                     self.decided = size - 1 if not hasattr(os, "getloadavg") or os.getloadavg()[0] <= size - 1 else 0
                 else:
-                    self.decided = spare_workers(self.last, sample, size, niced=_niced())
+                    self.decided = spare_workers(self.last, sample, size)
                 self.last, self.at = sample, now
             return min(self.decided or 0, size - 1)
 
 
 ROOM = Room()
-
-
-def _niced() -> bool:
-    try:
-        return os.getpriority(os.PRIO_PROCESS, 0) > 0
-    except (AttributeError, OSError):
-        return False
 
 
 def _worker_pids() -> list[int]:
