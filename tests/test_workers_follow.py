@@ -190,3 +190,19 @@ def test_an_add_gives_the_same_index_with_the_pool_on_off_some_and_switched_mid_
     assert parallel.ROOM.spare(4) == 1
     assert add("some") == off
     assert len(off) > 1500
+
+
+def test_without_proc_stat_the_load_average_decides_once(monkeypatch):
+    # Elsewhere (no /proc/stat) the old rule: no workers at a load above cores - 1, decided once, since
+    # the load average would soon count our own workers.
+    monkeypatch.delenv("SIMQ_WORKERS", raising=False)
+    monkeypatch.setattr(parallel, "DECIDE_EVERY", 0)
+    monkeypatch.setattr(parallel, "FIRST_WINDOW", 0)
+    for load, first in ((5.0, 0), (0.2, 3)):
+        room = parallel.Room(lambda pids: None)
+        monkeypatch.setattr(os, "getloadavg", lambda load=load: (load, load, load))
+        assert room.spare(4) == first
+        monkeypatch.setattr(os, "getloadavg", lambda: (0.2 if first == 0 else 5.0,) * 3)
+        assert room.spare(4) == first
+    monkeypatch.setenv("SIMQ_WORKERS", "3")
+    assert parallel.Room(lambda pids: None).spare(3) == 2  # SIMQ_WORKERS fixes it

@@ -117,7 +117,8 @@ FIRST_WINDOW = 0.1  # the first decision needs a window this long (10 ticks a CP
 
 class Room:
     """How many workers get work now, re-decided every DECIDE_EVERY seconds (spare_workers of this
-    decision's sample and the last one's). Shared by everything in the process that uses the pool."""
+    decision's sample and the last one's; the first window begins at import). Shared by everything in
+    the process that uses the pool."""
 
     def __init__(self, read: Callable[[Iterable[int]], CpuSample | None] = read_sample) -> None:
         self.read = read
@@ -135,8 +136,11 @@ class Room:
             due = DECIDE_EVERY if self.decided is not None else FIRST_WINDOW
             if now - self.at >= due:
                 sample = self.read(_worker_pids())
-                if sample is None or self.last is None:  # no /proc: the 1-minute load average, as it was
-                    self.decided = size - 1 if not hasattr(os, "getloadavg") or os.getloadavg()[0] <= size - 1 else 0
+                if sample is None or self.last is None:
+                    # No /proc: the old rule, once (the load average would soon count our own workers).
+                    if self.decided is None:
+                        busy = hasattr(os, "getloadavg") and os.getloadavg()[0] > size - 1
+                        self.decided = 0 if busy else size - 1
                 else:
                     self.decided = spare_workers(self.last, sample, size)
                 self.last, self.at = sample, now
