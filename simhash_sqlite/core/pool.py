@@ -47,6 +47,7 @@ from .sketch import SketchScheme
 # Below this many characters in a batch the pool's overhead (pickling, waking workers) outweighs it.
 PARALLEL_MIN_CHARS = 500_000
 
+
 def workers() -> int:
     """The most processes, the caller included: SIMQ_WORKERS if set, else every core (Room.spare
     says how many of them work now)."""
