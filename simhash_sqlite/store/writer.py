@@ -9,7 +9,6 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from itertools import islice
-from typing import cast
 
 import apsw
 import numpy as np
@@ -20,7 +19,7 @@ from ..core.settings import SHORT_TEXT, FingerprintSettings
 from ..core.short_texts import short_text_data
 from ..core.sketch import SketchScheme
 from ..errors import InvalidArgument, InvalidInput
-from .database import build_search_indexes, bulk_load, drop_search_indexes, write_transaction
+from .database import build_search_indexes, bulk_load, drop_search_indexes, search_indexes, write_transaction
 from .documents import AddReport, Document, FingerprintedDocument, length_of
 from .texts import content_hash
 
@@ -209,12 +208,6 @@ ON CONFLICT (key) DO UPDATE SET
     b3 = excluded.b3, length = NULL, content_hash = NULL, text = NULL, added_at = excluded.added_at, sketch = NULL,
     short_text = NULL
 """
-
-# The indexes a bulk load of an empty index drops and builds again (not the UNIQUE key index).
-_SECONDARY_INDEXES = (
-    "SELECT name, sql FROM sqlite_schema WHERE type = 'index' AND tbl_name = 'documents' AND sql IS NOT NULL"
-)
-
 
 def _fingerprint_rows(batch: list[tuple[str, int]]) -> list[tuple]:
     """(key, signed, b0, b1, b2, b3) rows."""
@@ -454,14 +447,12 @@ class Writer:
                 rebuild_indexes = self.conn.execute("SELECT NOT EXISTS (SELECT 1 FROM documents)").get
             if rebuild_indexes:
                 with write_transaction(self.conn):
-                    # (name, sql) of each index: text columns of sqlite_schema
-                    definitions = cast(list[tuple[str, str]], self.conn.execute(_SECONDARY_INDEXES).fetchall())
-                    for name, _sql in definitions:
-                        self.conn.execute(f'DROP INDEX "{name}"')
+                    for name, _sql in search_indexes():
+                        self.conn.execute(f'DROP INDEX IF EXISTS "{name}"')
                     while batch := list(islice(iterator, batch_size)):
                         self.conn.executemany(_UPSERT_FINGERPRINT, _fingerprint_rows(batch))
                         written += len(batch)
-                    for _name, sql in definitions:
+                    for _name, sql in search_indexes():
                         self.conn.execute(sql)
                     self.clusters_now_stale()
                 return written
