@@ -10,13 +10,16 @@ two rules run alternately (old, new, old, ...) so both meet the same load. The o
 checkout's package (with its built C core) with core/pool.py taken from --baseline, so the rule is the
 only difference. Reported per rule, medians of --runs: wall and CPU seconds of the add (its workers
 included: the CPU the kernel reports for the process and the children it waited for) and CPU / wall,
-the processes it kept busy on average; the load average before each run. Without SIMQ_WORKERS: each
-rule decides. Exit 1 if the two rules' indexes differ.
+the processes it kept busy on average; over the add's wall time, the CPUs idle and those other jobs
+used (not the add, not the spinner: /proc/stat), which say whether there was room for a worker at
+all; the load average before each run. Without SIMQ_WORKERS: each rule decides. Exit 1 if the two
+rules' indexes differ.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import shutil
 import statistics
@@ -47,23 +50,44 @@ def rule_tree(ref: str, tmp: Path) -> Path:
     return tree
 
 
-def one_add(tree: Path, crawl: str, db: Path, busy: float, tmp: Path) -> tuple[float, float]:
-    """(wall, CPU seconds) of a `simq add` started alongside a process busy for `busy` seconds."""
+def cpu_ticks() -> tuple[int, int]:
+    """(all CPUs' ticks, idle ones) from /proc/stat; (0, 0) where there is none."""
+    try:
+        with open("/proc/stat") as stat:
+            fields = [int(x) for x in stat.readline().split()[1:9]]
+    except (OSError, ValueError):
+        return 0, 0
+    return sum(fields), fields[3] + fields[4]
+
+
+def one_add(tree: Path, crawl: str, db: Path, busy: float, tmp: Path) -> tuple[float, float, float, float]:
+    """(wall, CPU seconds, idle CPUs, CPUs other jobs used) of a `simq add` started alongside a process
+    busy for `busy` seconds; the last two are means over the add's wall time (nan without /proc/stat)."""
     for suffix in ("", "-wal", "-shm"):
         Path(f"{db}{suffix}").unlink(missing_ok=True)
     env = {k: v for k, v in os.environ.items() if k != "SIMQ_WORKERS"}
     env["PYTHONPATH"] = str(tree)
+    total0, idle0 = cpu_ticks()
     spinner = subprocess.Popen([sys.executable, "-c", SPIN, str(busy)])
     started = time.perf_counter()
     add = subprocess.Popen([sys.executable, str(tmp / "simq_script.py"), "add", "--db", str(db), crawl], cwd=tmp,
                            env=env, stdout=subprocess.DEVNULL)
     _, status, usage = os.wait4(add.pid, 0)
     wall = time.perf_counter() - started
+    total1, idle1 = cpu_ticks()
     add.returncode = os.waitstatus_to_exitcode(status)
-    spinner.wait()
+    _, _, spun = os.wait4(spinner.pid, 0)
+    spinner.returncode = 0
     if add.returncode != 0:
         sys.exit(f"error: simq add exited {add.returncode} (tree {tree})")
-    return wall, usage.ru_utime + usage.ru_stime
+    cpu = usage.ru_utime + usage.ru_stime
+    if total1 <= total0:
+        return wall, cpu, math.nan, math.nan
+    ticks = os.sysconf("SC_CLK_TCK")
+    cpus = (total1 - total0) / ticks / wall  # the CPUs the ticks came from
+    idle = (idle1 - idle0) / ticks / wall
+    others = cpus - idle - (cpu + spun.ru_utime + spun.ru_stime) / wall
+    return wall, cpu, idle, max(others, 0.0)
 
 
 def rows(db: Path) -> list[tuple]:
@@ -89,24 +113,23 @@ def main() -> None:
     try:
         (tmp / "simq_script.py").write_text(SIMQ_SCRIPT)
         trees = {f"old rule ({commit_of(args.baseline)})": rule_tree(args.baseline, tmp), "new rule": ROOT}
-        results: dict[str, list[tuple[float, float, str]]] = {name: [] for name in trees}
+        results: dict[str, list[tuple[float, float, float, float, str]]] = {name: [] for name in trees}
         for i in range(args.runs):
             for name, tree in trees.items():
                 before = load()
-                wall, cpu = one_add(tree, crawl, tmp / f"{name.split()[0]}.db", args.busy, tmp)
-                results[name].append((wall, cpu, before))
+                wall, cpu, idle, others = one_add(tree, crawl, tmp / f"{name.split()[0]}.db", args.busy, tmp)
+                results[name].append((wall, cpu, idle, others, before))
                 print(f"  run {i + 1} {name:22} wall {wall:6.2f} s  cpu {cpu:6.2f} s  cpu/wall {cpu / wall:4.2f}"
-                      f"  load before {before}", flush=True)
+                      f"  idle CPUs {idle:4.2f}  other jobs' CPUs {others:4.2f}  load before {before}", flush=True)
         failures = Failures()
         failures.expect(rows(tmp / "old.db") == rows(tmp / "new.db"), "the two rules' indexes hold the same rows")
         print(f"\nmedians of {args.runs} (interleaved):")
-        print("| rule | wall s | CPU s | CPU / wall |")
-        print("|---|---|---|---|")
+        print("| rule | wall s | CPU s | CPU / wall | idle CPUs | other jobs' CPUs |")
+        print("|---|---|---|---|---|---|")
         for name, runs in results.items():
-            wall = statistics.median(r[0] for r in runs)
-            cpu = statistics.median(r[1] for r in runs)
+            wall, cpu, idle, others = (statistics.median(r[k] for r in runs) for k in range(4))
             ratio = statistics.median(r[1] / r[0] for r in runs)
-            print(f"| {name} | {wall:.2f} | {cpu:.2f} | {ratio:.2f} |")
+            print(f"| {name} | {wall:.2f} | {cpu:.2f} | {ratio:.2f} | {idle:.2f} | {others:.2f} |")
         old, new = (statistics.median(r[0] for r in runs) for runs in results.values())
         print(f"\nnew rule's wall over the old one's: {new / old:.2f}x")
         failures.exit()
