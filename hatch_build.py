@@ -7,7 +7,12 @@ reason in simhash_sqlite/native/_build.json, which the package reads (`simq --ve
 built: ..."); the install still succeeds and the package runs on its numpy path. With nothing built the
 wheel stays pure Python; with something built it is tagged for this platform.
 
-Environment: CC (default cc), CFLAGS (added after ours), SIMHASH_SQLITE_NO_NATIVE=1 (build nothing).
+A target may also have optional parts (Option): a system header and library it uses where they are there
+(the extension reads short texts' exact data with zlib). Without one the target is still built, without
+that part, and _build.json says which part is missing and why under "without".
+
+Environment: CC (default cc), CFLAGS (added after ours), SIMHASH_SQLITE_NO_NATIVE=1 (build nothing),
+SIMHASH_SQLITE_NO_ZLIB=1 (build the extension without zlib, as where zlib.h is missing).
 See simhash_sqlite/native/BUILD.md.
 """
 
@@ -28,6 +33,17 @@ from hatchling.builders.hooks.plugin.interface import BuildHookInterface
 NATIVE = Path("simhash_sqlite") / "native"
 
 
+class Option(NamedTuple):
+    """An optional part of a target: compiled with -D`define` and linked with -l`library` where `header`
+    compiles; else left out, and _build.json's "without" says so: {name: why, and what that changes}."""
+
+    name: str
+    header: str
+    define: str
+    library: str
+    lacking: str  # what the target does without it
+
+
 class Target(NamedTuple):
     """A shared library `name` + the platform's suffix, from `sources` (relative to the project root).
     (A NamedTuple, not a dataclass: hatchling loads this file without registering it as a module.)"""
@@ -37,13 +53,23 @@ class Target(NamedTuple):
     headers: tuple[str, ...] = ()  # system headers it needs (skipped, with the reason, without them)
     libraries: tuple[str, ...] = ("m",)
     flags: tuple[str, ...] = ()
+    options: tuple[Option, ...] = ()
 
+
+ZLIB = Option(
+    "zlib", "zlib.h", "SIMHASH_HAVE_ZLIB", "z",
+    "simhash_near estimates pairs of two short texts from their sketches (checked_by 'estimated') where "
+    "simq checks them exactly from the index's short_text data (core/short_texts.py)",
+)
 
 TARGETS = [
     Target("_simhash_core", (str(NATIVE / "simhash_core.c"),)),
     # The loadable SQLite extension, the core compiled in. Named simhash so that SQLite derives its entry
     # point (sqlite3_simhash_init) from the file name: `.load .../simhash` needs no entry point.
-    Target("simhash", (str(NATIVE / "sqlite_extension.c"), str(NATIVE / "simhash_core.c")), headers=("sqlite3ext.h",)),
+    # zlib, where its header is there (Debian's zlib1g-dev), reads short texts' exact data (deflated): libz.so.1
+    # is on every Linux; the Python package needs nothing more.
+    Target("simhash", (str(NATIVE / "sqlite_extension.c"), str(NATIVE / "simhash_core.c")), headers=("sqlite3ext.h",),
+           options=(ZLIB,)),
 ]
 
 # Portable x86-64 (or whatever the compiler's default target is): no -march. No contraction of a*b+c
@@ -88,8 +114,26 @@ def has_header(header: str, work: Path) -> str | None:
     return None if why is None else f"{header} not found ({why})"
 
 
+def _compile(root: Path, work: Path, out: Path, target: Target, options: list[Option]) -> str | None:
+    extra = shlex.split(os.environ.get("CFLAGS", ""))
+    command = [
+        *compiler(), *CFLAGS, *target.flags, *(f"-D{o.define}" for o in options), *extra, f"-I{work}",
+        f"-I{root / NATIVE}", "-o", str(out), *(str(root / s) for s in target.sources),
+        *(f"-l{lib}" for lib in target.libraries), *(f"-l{o.library}" for o in options),
+    ]  # fmt: skip
+    return _run(command, root)
+
+
+def option_missing(option: Option, work: Path) -> str | None:
+    """Why an optional part is left out (None: it is built in)."""
+    if os.environ.get(f"SIMHASH_SQLITE_NO_{option.name.upper()}") == "1":
+        return f"SIMHASH_SQLITE_NO_{option.name.upper()}=1 at install"
+    return has_header(option.header, work)
+
+
 def build(root: Path, out_dir: Path, targets: list[Target] = TARGETS) -> dict[str, dict]:
-    """Compile the targets into out_dir: {name: {"built": bool, "file": name, "reason": str}}."""
+    """Compile the targets into out_dir: {name: {"built": bool, "file": name, "reason": str, "without":
+    {option: why it is left out: what the target then does}}}."""
     report: dict[str, dict] = {}
     if os.environ.get("SIMHASH_SQLITE_NO_NATIVE") == "1":
         return {t.name: {"built": False, "reason": "SIMHASH_SQLITE_NO_NATIVE=1 at install"} for t in targets}
@@ -101,15 +145,21 @@ def build(root: Path, out_dir: Path, targets: list[Target] = TARGETS) -> dict[st
             why = why_tables
             for header in target.headers:
                 why = why or has_header(header, work)
+            without: dict[str, str] = {}
+            options: list[Option] = []
             if why is None:
-                extra = shlex.split(os.environ.get("CFLAGS", ""))
-                command = [
-                    *compiler(), *CFLAGS, *target.flags, *extra, f"-I{work}", f"-I{root / NATIVE}",
-                    "-o", str(out_dir / file), *(str(root / s) for s in target.sources),
-                    *(f"-l{lib}" for lib in target.libraries),
-                ]  # fmt: skip
-                why = _run(command, root)
-            report[target.name] = {"built": why is None, "file": file, "reason": why or ""}
+                for option in target.options:
+                    missing = option_missing(option, work)
+                    if missing is None:
+                        options.append(option)
+                    else:
+                        without[option.name] = f"{missing}: {option.lacking}"
+                why = _compile(root, work, out_dir / file, target, options)
+                if why is not None and options:  # (a header without its library, say): try without them
+                    for option in options:
+                        without[option.name] = f"building with it failed ({why}): {option.lacking}"
+                    why = _compile(root, work, out_dir / file, target, [])
+            report[target.name] = {"built": why is None, "file": file, "reason": why or "", "without": without}
     return report
 
 
@@ -132,6 +182,8 @@ class NativeBuildHook(BuildHookInterface):
         for name, result in report.items():
             if not result["built"]:
                 self.app.display_warning(f"simhash-sqlite: {name} not built: {result['reason']}")
+            for part, why in result.get("without", {}).items():
+                self.app.display_warning(f"simhash-sqlite: {name} built without {part}: {why}")
         if not editable:
             build_data["force_include"][str(info)] = str(NATIVE / "_build.json")
             for result in report.values():

@@ -3,19 +3,24 @@
     .venv/bin/python bench/fuzz_extension.py --seconds 300
     .venv/bin/python bench/fuzz_extension.py --seconds 60 --seed 7 --keep out/   # keep the failing batch
 
-Builds simhash_sqlite/native/sqlite_extension.c (with the core) with -fsanitize=address,undefined and no
-recovery, and bench/extension_host.c, a small C host linked with the system's libsqlite3 (the stock
-sqlite3 shell is not instrumented). Then, until the time is up, batches of random statements run in the
-host against a fresh copy of one of several databases: a real index (texts stored or not), one whose
-sketches are random blobs of any length, tampered simhash_meta settings, missing tables, a `documents` of
-the wrong shape and types. Statements call every function with random arguments (every SQL type, 0 to 3
-of them, edge integers, invalid UTF-8, huge texts, blobs of any length), simhash_near with random
+Builds simhash_sqlite/native/sqlite_extension.c (with the core, and zlib: short texts' exact data) with
+-fsanitize=address,undefined and no recovery, and bench/extension_host.c, a small C host linked with the
+system's libsqlite3 (the stock sqlite3 shell is not instrumented). Then, until the time is up, batches of
+random statements run in the host against a fresh copy of one of several databases: a real index (texts
+stored or not), one whose sketches are random blobs of any length, tampered simhash_meta settings,
+missing tables, a `documents` of the wrong shape and types, one whose short texts' exact data
+(documents.short_text, core/short_texts.py) is hostile: truncated, bit-flipped, of other encodings, not
+deflate, zip bombs to the read limit and far past it, streams padded with empty stored blocks, valid
+deflate of invalid UTF-8 / UTF-16. Statements call every function with random arguments (every SQL type,
+0 to 3 of them, edge integers, invalid UTF-8, huge texts, blobs of any length), simhash_near with random
 arguments, hidden columns, joins and orders, and now and then change the file under it (simhash_meta
-rewritten with random JSON, sketches replaced, tables dropped), so the settings cache is exercised too.
+rewritten with random JSON, sketches and short texts' data replaced, store_text flipped, tables dropped),
+so the settings cache is exercised too; most queries are short texts, so the exact check of short pairs
+(inflate, decode, Jaccard) runs on every candidate that keeps data.
 
 An SQL error is the expected answer to bad input; a sanitizer report, a crash or a leak (LeakSanitizer at
 the host's exit) stops the run, prints the report and keeps the batch that caused it. Needs a C compiler,
-libsqlite3-dev and the compiler's sanitizer runtimes.
+libsqlite3-dev, zlib.h (zlib1g-dev) and the compiler's sanitizer runtimes.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import zlib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -37,18 +43,29 @@ SANITIZE = ["-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-fno-o
 FUNCTIONS = ("simhash", "hamming", "simhash_similarity", "simhash_block", "simhash_hex", "simhash_from_hex")
 
 
-def build(work: Path) -> tuple[Path, Path]:
+# --coverage: the same run without sanitizers, the extension built for gcov, and the lines each function of
+# sqlite_extension.c ran printed at the end (how much of the short-text check the statements reach).
+COVERAGE = ["--coverage", "-O0", "-g"]
+COVERED = ("short_text_codes", "is_short_text", "shingles_of_codes", "utf8_codes", "near_rows", "near_filter",
+           "read_settings")
+
+
+def build(work: Path, coverage: bool = False) -> tuple[Path, Path]:
     cc = os.environ.get("CC", "cc")
     tables = work / "_unicode_tables.h"
     subprocess.run([sys.executable, str(NATIVE / "gen_unicode_tables.py"), str(tables)], check=True)
     extension = work / "simhash.so"
+    flags = COVERAGE if coverage else SANITIZE
     subprocess.run(
-        [cc, *SANITIZE, "-std=c99", "-fPIC", "-shared", "-ffp-contract=off", f"-I{work}", f"-I{NATIVE}", "-o",
-         str(extension), str(NATIVE / "sqlite_extension.c"), str(NATIVE / "simhash_core.c"), "-lm"],
+        [cc, *flags, "-std=c99", "-fPIC", "-shared", "-ffp-contract=off", "-DSIMHASH_HAVE_ZLIB", f"-I{work}",
+         f"-I{NATIVE}", "-o", str(extension), str(NATIVE / "sqlite_extension.c"), str(NATIVE / "simhash_core.c"),
+         "-lm", "-lz"],
         check=True,
     )
     host = work / "host"
-    subprocess.run([cc, *SANITIZE, "-o", str(host), str(ROOT / "bench" / "extension_host.c"), "-lsqlite3"], check=True)
+    host_flags = ["-O1", "-g"] if coverage else SANITIZE
+    subprocess.run([cc, *host_flags, "-o", str(host), str(ROOT / "bench" / "extension_host.c"), "-lsqlite3"],
+                   check=True)
     return extension, host
 
 
@@ -91,6 +108,9 @@ def databases(work: Path, seed: int) -> list[Path]:
     variant("meta_words", "UPDATE simhash_meta SET value = '{\"features\": \"words\"}' WHERE key = 'fingerprint'")
     variant("meta_bad", "UPDATE simhash_meta SET value = '{\"ngram\": ' WHERE key = 'fingerprint'",
             "INSERT OR REPLACE INTO simhash_meta VALUES ('sketch', '{\"bins\": 70000, \"bits\": 16}')")
+    rng_blobs = random.Random(seed + 1)
+    variant("short_blobs", *(f"UPDATE documents SET short_text = {short_blob(rng_blobs)} WHERE id = {i}"
+                             for i in range(1, len(texts) + 1) if i % 4))
     variant("no_meta", "DROP TABLE simhash_meta")
     variant("no_documents", "DROP TABLE clusters", "DROP TABLE documents")
     variant("loose_documents", "DROP TABLE clusters", "ALTER TABLE documents RENAME TO old",
@@ -104,6 +124,57 @@ def databases(work: Path, seed: int) -> list[Path]:
     apsw.Connection(str(empty)).close()
     made.append(empty)
     return made
+
+
+def _deflated(data: bytes) -> bytes:
+    packer = zlib.compressobj(9, zlib.DEFLATED, -15)
+    return packer.compress(data) + packer.flush()
+
+
+def short_blob(rng: random.Random) -> str:
+    """A documents.short_text value as an SQL literal: now and then a valid stored form, mostly a damaged or
+    hostile one (core/short_texts.py's format: an encoding byte, then a raw deflate stream)."""
+    kind = rng.randrange(14)
+    text = "".join(rng.choice("abc de fgh 近似重复的网页 \U0001F600\t\n") for _ in range(rng.randint(0, 300)))
+    encoding = rng.choice([0, 1])
+    plain = text.encode("utf-16-le" if encoding else "utf-8")
+    if kind == 0:
+        blob = bytes((encoding,)) + _deflated(plain)  # valid
+    elif kind == 1:
+        blob = bytes((encoding,)) + _deflated(plain)[: rng.randint(0, 40)]  # truncated
+    elif kind == 2:  # bits flipped
+        flipped = bytearray(bytes((encoding,)) + _deflated(plain))
+        for _ in range(rng.randint(1, 4)):
+            flipped[rng.randrange(len(flipped))] ^= 1 << rng.randrange(8)
+        blob = bytes(flipped)
+    elif kind == 3:
+        blob = bytes((rng.choice([2, 3, 127, 255]),)) + _deflated(plain)  # another encoding
+    elif kind == 4:
+        blob = rng.randbytes(rng.choice([0, 1, 2, 5, 100, 352, 3000]))  # noise
+    elif kind == 5:  # a zip bomb at the read limit, one byte past it, or far past it
+        size = rng.choice([2047, 2048, 2049, 4096, 1 << 20, 16 << 20])
+        blob = bytes((rng.choice([0, 1]),)) + _deflated(rng.choice([b"a", b"\x00", b"ab"]) * (size // 2 + size % 2))
+    elif kind == 6:  # empty stored blocks before the stream: long, still valid
+        blob = bytes((0,)) + b"\x00\x00\x00\xff\xff" * rng.choice([1, 1000, 100_000]) + _deflated(b"abc defgh")
+    elif kind == 7:  # valid deflate of bytes that are no text: invalid UTF-8, odd UTF-16, lone surrogates
+        payload = rng.choice([rng.randbytes(rng.randint(0, 200)), b"\xed\xa0\x80abcde", "ab\ud800cd".encode(
+            "utf-16-le", "surrogatepass"), b"abc", b"\x00" * 9])
+        blob = bytes((rng.choice([0, 1]),)) + _deflated(payload)
+    elif kind == 8:  # trailing bytes after the stream's end
+        blob = bytes((encoding,)) + _deflated(plain) + rng.randbytes(rng.randint(1, 50))
+    elif kind == 9:
+        return rng.choice(["NULL", "zeroblob(0)", "x'00'", "x'01'", "zeroblob(400)", "randomblob(352)"])
+    elif kind == 10:  # a whole document's data, cut at any byte
+        return f"substr(short_text, 1, {rng.randint(0, 400)})"
+    elif kind == 11:  # level-0 (stored) and level-1 streams of the text
+        packer = zlib.compressobj(rng.choice([0, 1]), zlib.DEFLATED, -15)
+        blob = bytes((encoding,)) + packer.compress(plain) + packer.flush()
+    elif kind == 12:  # one stream after another, or a stream of two blocks with a sync flush between
+        packer = zlib.compressobj(9, zlib.DEFLATED, -15)
+        blob = bytes((encoding,)) + packer.compress(plain) + packer.flush(zlib.Z_SYNC_FLUSH) + packer.flush()
+    else:
+        blob = bytes((encoding,)) + _deflated(plain) * 2
+    return f"x'{blob.hex()}'"
 
 
 class Values:
@@ -173,6 +244,7 @@ class Values:
             return "NULL"
         return self.rng.choice(["(SELECT fingerprint FROM documents ORDER BY random() LIMIT 1)",
                                 "(SELECT text FROM documents ORDER BY random() LIMIT 1)",
+                                "(SELECT short_text FROM documents ORDER BY random() LIMIT 1)",
                                 "(SELECT sketch FROM documents ORDER BY random() LIMIT 1)",
                                 "simhash_from_hex('59e111d408338701')"])
 
@@ -231,6 +303,9 @@ def statement(rng: random.Random, values: Values) -> str:
         f"INSERT OR REPLACE INTO simhash_meta (key, value) VALUES ('sketch', '{random_json(rng)}')",
         f"UPDATE documents SET sketch = {values.blob()} WHERE id % {rng.randint(1, 9)} = 0",
         f"UPDATE documents SET text = {values.small_text()} WHERE id % {rng.randint(1, 9)} = 0",
+        f"UPDATE documents SET short_text = {short_blob(rng)} WHERE id % {rng.randint(1, 9)} = 0",
+        f"UPDATE documents SET short_text = {short_blob(rng)} WHERE id % {rng.randint(1, 9)} = 0",
+        f"INSERT OR REPLACE INTO simhash_meta (key, value) VALUES ('store_text', '{rng.choice(['0', '1', 'x'])}')",
         "DELETE FROM simhash_meta WHERE key = 'sketch'",
         "INSERT OR REPLACE INTO simhash_meta (key, value) VALUES ('fingerprint', '{\"ngram\": 5}')",
         "INSERT OR REPLACE INTO simhash_meta (key, value) "
@@ -238,6 +313,21 @@ def statement(rng: random.Random, values: Values) -> str:
         "DROP TABLE IF EXISTS clusters",
         "BEGIN", "COMMIT", "ROLLBACK",
     ])
+
+
+def coverage(work: Path) -> dict[str, str]:
+    """gcov's "Lines executed" of COVERED functions and of the whole of sqlite_extension.c."""
+    (data,) = work.glob("*sqlite_extension.gcda")
+    run = subprocess.run(["gcov", "-f", "-n", data.name], cwd=work, capture_output=True, text=True, check=True)
+    found, name = {}, None
+    for line in run.stdout.splitlines():
+        if line.startswith(("Function '", "File '")):
+            name = line.split("'")[1]
+        elif line.startswith("Lines executed:") and name is not None:
+            if name in COVERED or name.endswith("sqlite_extension.c"):
+                found[Path(name).name] = line.split(":", 1)[1]
+            name = None
+    return found
 
 
 def main() -> int:
@@ -248,13 +338,16 @@ def main() -> int:
     parser.add_argument("--batch-seconds", type=float, default=120, help="a batch running longer is skipped")
     parser.add_argument("--big", type=int, default=500_000, help="bytes of zeroblob behind the largest texts")
     parser.add_argument("--keep", type=Path, help="folder for the failing batch (default: the work folder)")
+    parser.add_argument("--coverage", action="store_true",
+                        help="no sanitizers: build for gcov and print the lines each function ran (needs gcov)")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="fuzz-extension-"))
     started = time.monotonic()
-    extension, host = build(work)
+    extension, host = build(work, args.coverage)
     dbs = databases(work, args.seed)
-    print(f"built {extension.name} and the host with sanitizers; {len(dbs)} databases; "
-          f"{time.monotonic() - started:.0f} s", flush=True)
+    how = "for gcov" if args.coverage else "with sanitizers"
+    print(f"built {extension.name} and the host {how}; {len(dbs)} databases; {time.monotonic() - started:.0f} s",
+          flush=True)
     rng = random.Random(args.seed)
     values = Values(rng, args.big)
     env = {**os.environ, "ASAN_OPTIONS": "detect_leaks=1:abort_on_error=0:halt_on_error=1",
@@ -290,7 +383,10 @@ def main() -> int:
         by_db[db.name] = by_db.get(db.name, 0) + int(parts[1])
     elapsed = time.monotonic() - started
     print(json.dumps({"seconds": round(elapsed), "seed": args.seed, **totals, "statements_by_database": by_db}))
-    print("nothing found: no sanitizer report, crash or leak")
+    if args.coverage:
+        print(json.dumps(coverage(work)))
+    else:
+        print("nothing found: no sanitizer report, crash or leak")
     shutil.rmtree(work, ignore_errors=True)
     return 0
 

@@ -83,6 +83,8 @@ SMOKE = [
     Smoke("extension_near.py", "{tmp}/small.db --make 20000 --queries 50 --repeat 1", programs=("sqlite3",),
           built="simhash.so"),
     Smoke("fuzz_extension.py", "--seconds 10", programs=("cc",)),
+    Smoke("extension_short_texts.py", "--documents 400 --queries 30 --repeat 1", programs=("cc",),
+          built="simhash.so"),
     Smoke("short_texts.py", "{tmp}/short.jsonl --jsonl {en} {zh} --per-language 40"),
     Smoke("short_text_cost.py", "{tmp}/short.jsonl --cuts 0,352",
           first=(("short_texts.py", "{tmp}/short.jsonl --jsonl {en} {zh} --per-language 40"),)),

@@ -87,10 +87,6 @@ def families(seed: int, count: int = 24) -> tuple[dict[str, str], list[str]]:
 def build(path: Path, stored: dict[str, str], store_text: bool) -> Path:
     with SimhashIndex(path, create=True, store_text=store_text) as index:
         index.add(Document(key, text) for key, text in stored.items())
-        # The extension does not read short texts' exact data (documents.short_text, deflated: it would need
-        # zlib), where simq checks two short texts exactly: compared here on the sketches alone. The
-        # difference is pinned by test_the_extension_estimates_short_texts_the_package_checks_exactly.
-        index.conn.execute("UPDATE documents SET short_text = NULL")
     return path
 
 
@@ -223,9 +219,13 @@ def test_errors_name_the_function_and_the_argument(corpus):
 
 # -- simhash_near --------------------------------------------------------------------------------------
 
-def test_the_extension_estimates_short_texts_the_package_checks_exactly(tmp_path):
-    """A known difference: without stored texts, simq checks two short texts by the exact data the index
-    keeps (core/short_texts.py); the extension judges them by their sketches."""
+def test_the_extension_checks_short_texts_exactly_as_the_package_does(tmp_path):
+    """Without stored texts, simq checks two short texts by the exact data the index keeps
+    (core/short_texts.py); the extension reads it too (zlib), and gives the same verdicts.
+    tests/test_extension_short_texts.py compares every pair of a short-text index, and the build without
+    zlib."""
+    if b"inflateInit2_" not in Path(EXTENSION).read_bytes():
+        pytest.skip("the extension was built without zlib")
     stored, _ = families(4)
     path = tmp_path / "short.db"
     with SimhashIndex(path, create=True) as index:
@@ -234,9 +234,9 @@ def test_the_extension_estimates_short_texts_the_package_checks_exactly(tmp_path
     conn = extension_connection(path)
     # an indexed short text: itself and its family's copies are near it
     query = next(text for text in stored.values() if short_text_data(text) is not None)
-    package = {row[0]: row[5] for row in package_near(path, query, 20, 1)}
-    extension = {row[0]: row[5] for row in conn.execute(NEAR, (query, 20, 1))}
-    assert "exact" in package.values() and "exact" not in extension.values()
+    package = package_near(path, query, 20, 1)
+    assert rows_of(conn.execute(NEAR, (query, 20, 1))) == package and "exact" in {row[5] for row in package}
+
 
 @pytest.mark.parametrize("which", ["sketches", "texts"])
 def test_simhash_near_gives_what_the_package_gives_in_apsw(corpus, which):
@@ -252,8 +252,9 @@ def test_simhash_near_gives_what_the_package_gives_in_apsw(corpus, which):
             kinds |= {row[5] for row in got}
             if checked:
                 dropped += len(package_near(path, query, k, 0)) - len(got)
-    # Without texts every sketched candidate is estimated; with them the unsure estimates are measured.
-    assert kinds == ({"estimated", None} if which == "sketches" else {"exact", "estimated", None})
+    # With texts the unsure estimates are measured; without them, only pairs of short texts are (from the
+    # exact data the index keeps), and the rest is estimated.
+    assert kinds == {"exact", "estimated", None}
     assert dropped > 0  # the check dropped candidates: it was tested, not only passed through
 
 
@@ -610,4 +611,4 @@ def test_the_node_example_in_sql_md_runs(demo, request):
     env = {**os.environ, "NODE_PATH": str(folder / "node_modules"), "SIMHASH_EXTENSION": EXTENSION}
     run = subprocess.run(["node", "example.js"], capture_output=True, text=True, env=env, timeout=300)
     assert run.returncode == 0, run.stderr
-    assert "examples/sqlite_intro_edited.txt" in run.stdout and "estimated" in run.stdout
+    assert "examples/sqlite_intro_edited.txt" in run.stdout and "exact" in run.stdout

@@ -22,11 +22,11 @@ from typer.testing import CliRunner
 
 from simhash_sqlite import Document, SimhashIndex
 from simhash_sqlite.cli import app
+from simhash_sqlite.core.fingerprint import to_signed
+from simhash_sqlite.find.search import near_params
 from simhash_sqlite.index import FingerprintedDocument
 from simhash_sqlite.store import writer as writer_module
 from simhash_sqlite.store.database import search_indexes
-from simhash_sqlite.core.fingerprint import to_signed
-from simhash_sqlite.find.search import near_params
 from simhash_sqlite.store.integrity import problems
 from simhash_sqlite.store.writer import ADD_CACHE_MIB, BULK_CHECKPOINT_PAGES
 

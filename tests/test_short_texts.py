@@ -16,6 +16,8 @@ from simhash_sqlite.core.shingles import fold_space, jaccard, shingle_set
 from simhash_sqlite.core.short_texts import (
     SHORT_TEXT_BYTES,
     SHORT_TEXT_MOST,
+    SHORT_TEXT_READ_MOST,
+    encoded,
     short_text_data,
     short_text_of,
     short_text_shingles,
@@ -85,6 +87,28 @@ def test_damaged_data_is_no_exact_data():
         assert short_text_shingles(bad) is None
         with pytest.raises(ValueError):
             short_text_of(bad)
+
+
+def test_no_stored_form_inflates_past_the_read_limit_and_readers_refuse_what_does():
+    """The worst text within SHORT_TEXT_MOST UTF-8 bytes for UTF-16 (astral characters, ASCII just below the
+    switch to UTF-16) inflates within SHORT_TEXT_READ_MOST; a stream inflating one byte more is refused,
+    and so is one that does not end. Bytes after a stream's end are ignored (zlib's unused_data)."""
+    import zlib
+
+    worst = "\U0001F600" * 170 + "a" * 339  # 1,019 UTF-8 bytes, 1,358 in UTF-16: the most UTF-16 takes
+    data = encoded(worst)
+    assert data[0] == 1 and len(zlib.decompress(data[1:], -15)) == 1358 <= SHORT_TEXT_READ_MOST
+    assert short_text_of(data) == worst
+
+    def raw(payload: bytes) -> bytes:
+        packer = zlib.compressobj(9, zlib.DEFLATED, -15)
+        return bytes((0,)) + packer.compress(payload) + packer.flush()
+
+    assert short_text_of(raw(b"a" * SHORT_TEXT_READ_MOST)) == "a" * SHORT_TEXT_READ_MOST
+    for bad in (raw(b"a" * (SHORT_TEXT_READ_MOST + 1)), raw(b"a" * (1 << 20)), raw(b"abc")[:-1]):
+        with pytest.raises(ValueError, match="does not end within"):
+            short_text_of(bad)
+    assert short_text_of(raw(b"abc def") + b"\xff trailing") == "abc def"
 
 
 def test_dupes_without_stored_texts_checks_short_pairs_exactly(tmp_path):

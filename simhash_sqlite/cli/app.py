@@ -1013,11 +1013,14 @@ def extension_command() -> None:
     sqlite3 corpus.db ".load $(simq extension)" "SELECT key, distance FROM simhash_near('some text', 7)"
 
     Exit code 1, saying what was missing, where the install could not build it (a C compiler and
-    SQLite's sqlite3ext.h are needed: Debian's libsqlite3-dev). See docs/sql.md.
+    SQLite's sqlite3ext.h are needed: Debian's libsqlite3-dev). A part it was built without
+    (zlib: short texts' exact data) is noted on stderr. See docs/sql.md.
     """
-    from ..native.extension import loadable_path
+    from ..native.extension import built_without, loadable_path
 
     print(loadable_path())
+    for part, why in built_without().items():
+        print(f"note: the extension was built without {part} ({why})", file=sys.stderr)
 
 
 def _sql_cell(value) -> Text:

@@ -15,7 +15,9 @@ grew 67 (bench/dupes_scale.py at 200k pages).
 Format (SHORT_TEXT_FORMAT 1): one byte naming the encoding of the folded text, 0 for UTF-8 and 1 for
 UTF-16-LE (taken where UTF-8 needs more than 2 bytes a character: Chinese deflates 8% smaller so), then
 its raw deflate stream (level 9). A text of more than SHORT_TEXT_MOST characters or UTF-8 bytes is not
-tried.
+tried, so no stored form inflates to more than SHORT_TEXT_READ_MOST bytes: a reader (this module, the
+loadable extension's sqlite_extension.c) refuses one that does, or whose stream does not end; bytes after
+the stream's end are ignored.
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ SHORT_TEXT_BYTES = 352
 # than 744 UTF-8 bytes deflated to SHORT_TEXT_BYTES.
 SHORT_TEXT_MOST = 1024
 SHORT_TEXT_FORMAT = 1
+# UTF-16 takes at most 2 bytes a UTF-8 byte: the most a stored form of a text within SHORT_TEXT_MOST inflates to.
+SHORT_TEXT_READ_MOST = 2 * SHORT_TEXT_MOST
 _ENCODINGS = ("utf-8", "utf-16-le")
 
 
@@ -73,9 +77,9 @@ def short_text_of(data: bytes) -> str:
         raise ValueError("not a stored short text")
     try:
         unpacker = zlib.decompressobj(-15)
-        raw = unpacker.decompress(data[1:], 1 << 20)
-        if not unpacker.eof or unpacker.unconsumed_tail:
-            raise ValueError("a stored short text that does not end")
+        raw = unpacker.decompress(data[1:], SHORT_TEXT_READ_MOST + 1)
+        if not unpacker.eof or unpacker.unconsumed_tail or len(raw) > SHORT_TEXT_READ_MOST:
+            raise ValueError(f"a stored short text that does not end within {SHORT_TEXT_READ_MOST} bytes")
         return raw.decode(_ENCODINGS[data[0]], "surrogatepass")
     except (zlib.error, UnicodeDecodeError) as exc:
         raise ValueError(f"a damaged stored short text: {exc}") from None

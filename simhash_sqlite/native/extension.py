@@ -34,6 +34,26 @@ def _suffix() -> str:
     return {"darwin": ".dylib", "win32": ".dll"}.get(sys.platform, ".so")
 
 
+def _build_record() -> dict | None:
+    """The build's record of the extension (hatch_build.py's _build.json), None without one."""
+    import json
+
+    try:
+        report = json.loads((HERE / "_build.json").read_text())
+    except (OSError, ValueError):
+        return None
+    entry = report.get(NAME) if isinstance(report, dict) else None
+    return entry if isinstance(entry, dict) else {}
+
+
+def built_without() -> dict[str, str]:
+    """The optional parts the install built the extension without, each with why and what it then does
+    differently: {"zlib": "zlib.h not found (...): simhash_near estimates pairs of two short texts ..."}.
+    Empty where it has them all (or was not built)."""
+    without = (_build_record() or {}).get("without")
+    return {str(k): str(v) for k, v in without.items()} if isinstance(without, dict) else {}
+
+
 def _build_reason() -> str:
     """Why the install did not build the extension, from the build's record (hatch_build.py)."""
     import json

@@ -10,9 +10,12 @@
  * same functions with the same names, arguments, flags and results as the apsw side
  * (simhash_sqlite/store/functions.py), and simhash_near(query, k, checked) as an eponymous, read-only
  * table-valued function giving what SimhashIndex.near gives (find/near_table.py), with one difference
- * a host imposes: a candidate's text is at hand only when the index stores it (--store-text); files at
- * a key's path are never read from inside someone else's process, so without a stored text a candidate
- * is judged by the stored sketches, as `simq near` judges it when its file is gone.
+ * a host imposes: a candidate's text is at hand only when the index stores it (--store-text) or keeps
+ * it as a short text (documents.short_text, core/short_texts.py: deflated, read with zlib where the
+ * build had it, SIMHASH_HAVE_ZLIB); files at a key's path are never read from inside someone else's
+ * process, so without either a candidate is judged by the stored sketches, as `simq near` judges it
+ * when its file is gone. Built without zlib, pairs of two short texts are judged by their sketches too
+ * (simq extension says so).
  *
  * Fingerprints and sketches come from the C core (simhash_core.c, compiled into this file's library),
  * bit-identical to the Python reference; a setting the core does not compute (features "words": jieba)
@@ -156,41 +159,64 @@ static int cmp_u64(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
-/* core/shingles.shingle_set: sorted distinct hashes of the text's 5-character shingles, whitespace runs
- * folded to one space and the ends stripped. Returns the count (>= 0), -1 for a text that is not
- * valid UTF-8 (out of reach: judged as a missing text) or -2 on out of memory. *out: sqlite3_malloc'd. */
-static int64_t shingle_set(const unsigned char *text, size_t n, uint64_t **out) {
+/* core/shingles.shingle_set of a text as code points: sorted distinct hashes of its 5-character shingles,
+ * whitespace runs folded to one space and the ends stripped (fold_space; a text of fewer characters is
+ * one shingle). The codes are folded in place. Returns the count (>= 0) or -2 on out of memory. *out:
+ * sqlite3_malloc'd (NULL for an empty set). */
+static int64_t shingles_of_codes(uint32_t *codes, size_t n, uint64_t **out) {
     *out = NULL;
-    uint32_t *codes = sqlite3_malloc64((n + 1) * sizeof(uint32_t));
-    if (!codes) return -2;
-    size_t count = 0, i = 0;
+    size_t count = 0;
     int pending_space = 0;
-    while (i < n) {
-        int32_t c = utf8_next(text, n, &i);
-        if (c < 0) { sqlite3_free(codes); return -1; }
-        if (is_py_space(c)) { pending_space = 1; continue; }
+    for (size_t i = 0; i < n; i++) {
+        uint32_t c = codes[i];
+        if (is_py_space((int32_t)c)) { pending_space = 1; continue; }
         if (pending_space && count) codes[count++] = 0x20;
         pending_space = 0;
-        codes[count++] = (uint32_t)c;
+        codes[count++] = c;
     }
-    if (count == 0) { sqlite3_free(codes); return 0; }
+    if (count == 0) return 0;
     size_t gram = TRUTH_NGRAM, grams;
     if (count < gram) { gram = count; grams = 1; }
     else grams = count - gram + 1;
     uint64_t *h = sqlite3_malloc64(grams * sizeof(uint64_t));
-    if (!h) { sqlite3_free(codes); return -2; }
+    if (!h) return -2;
     for (size_t s = 0; s < grams; s++) {
         uint64_t v = splitmix_mix(0x9E3779B97F4A7C15ULL ^ codes[s]);
         for (size_t j = 1; j < gram; j++) v = splitmix_mix(v ^ codes[s + j]);
         h[s] = v;
     }
-    sqlite3_free(codes);
     qsort(h, grams, sizeof(uint64_t), cmp_u64);
     size_t distinct = 0;
     for (size_t s = 0; s < grams; s++)
         if (distinct == 0 || h[s] != h[distinct - 1]) h[distinct++] = h[s];
     *out = h;
     return (int64_t)distinct;
+}
+
+/* The code points of UTF-8 text: their count (>= 0), -1 for text that is not valid UTF-8 or holds an
+ * encoded surrogate, -2 on out of memory. *out: sqlite3_malloc'd. */
+static int64_t utf8_codes(const unsigned char *text, size_t n, uint32_t **out) {
+    *out = sqlite3_malloc64((n + 1) * sizeof(uint32_t));
+    if (!*out) return -2;
+    size_t count = 0, i = 0;
+    while (i < n) {
+        int32_t c = utf8_next(text, n, &i);
+        if (c < 0) { sqlite3_free(*out); *out = NULL; return -1; }
+        (*out)[count++] = (uint32_t)c;
+    }
+    return (int64_t)count;
+}
+
+/* core/shingles.shingle_set of UTF-8 text. Returns the count (>= 0), -1 for a text that is not valid
+ * UTF-8 (out of reach: judged as a missing text) or -2 on out of memory. *out: sqlite3_malloc'd. */
+static int64_t shingle_set(const unsigned char *text, size_t n, uint64_t **out) {
+    *out = NULL;
+    uint32_t *codes;
+    int64_t count = utf8_codes(text, n, &codes);
+    if (count < 0) return count;
+    int64_t found = shingles_of_codes(codes, (size_t)count, out);
+    sqlite3_free(codes);
+    return found;
 }
 
 /* core/shingles.jaccard_of_sets of two sorted distinct arrays. */
@@ -214,6 +240,169 @@ static int64_t utf8_characters(const unsigned char *s, size_t n) {
 }
 
 /* ---------------------------------------------------------------------------------------------- */
+/* Short texts' exact data (core/short_texts.py), read where the build had zlib */
+
+/* core/short_texts.py: a text whose stored form (below) takes at most SHORT_TEXT_BYTES is kept; texts of
+ * more than SHORT_TEXT_MOST characters, or UTF-8 bytes once folded, are not tried; no stored form
+ * inflates to more than SHORT_TEXT_READ_MOST bytes (anything longer was not written by us). */
+#define SHORT_TEXT_BYTES 352
+#define SHORT_TEXT_MOST 1024
+#define SHORT_TEXT_READ_MOST 2048
+
+#ifdef SIMHASH_HAVE_ZLIB
+#include <zlib.h>
+
+static voidpf zlib_alloc(voidpf opaque, uInt items, uInt size) {
+    (void)opaque;
+    return sqlite3_malloc64((sqlite3_uint64)items * size);
+}
+
+static void zlib_free(voidpf opaque, voidpf address) {
+    (void)opaque;
+    sqlite3_free(address);
+}
+
+/* short_texts.short_text_of: the folded text back from its stored form, as code points. Format 1: one
+ * byte naming the encoding (0 UTF-8, 1 UTF-16-LE), then a raw deflate stream that must end within
+ * SHORT_TEXT_READ_MOST bytes of output (bytes after its end are ignored, as zlib's unused_data). The
+ * text is then what Python decodes with "surrogatepass" and shingle_set can encode: a lone surrogate, bad
+ * UTF-8 or an odd UTF-16 length is unreadable. Returns the count (>= 0), -1 for data that cannot be read
+ * (the pair is then judged as if the text were out of reach, as the package judges it), -2 on out of
+ * memory. *out: sqlite3_malloc'd. */
+static int64_t short_text_codes(const unsigned char *data, size_t n, uint32_t **out) {
+    *out = NULL;
+    if (n < 1 || data[0] > 1) return -1;
+    unsigned char raw[SHORT_TEXT_READ_MOST + 1];
+    z_stream z;
+    memset(&z, 0, sizeof z);
+    z.zalloc = zlib_alloc;
+    z.zfree = zlib_free;
+    int rc = inflateInit2(&z, -15);
+    if (rc == Z_MEM_ERROR) return -2;
+    if (rc != Z_OK) return -1;
+    z.next_out = raw;
+    z.avail_out = sizeof raw;
+    const unsigned char *next = data + 1;
+    size_t left = n - 1;
+    rc = Z_OK;
+    while (rc == Z_OK) { /* input in pieces a uInt can count */
+        if (z.avail_in == 0) {
+            if (left == 0) break;
+            uInt piece = left > (1u << 30) ? (1u << 30) : (uInt)left;
+            z.next_in = (Bytef *)next;
+            z.avail_in = piece;
+            next += piece;
+            left -= piece;
+        }
+        rc = inflate(&z, Z_NO_FLUSH);
+        if (rc == Z_BUF_ERROR && z.avail_out > 0 && z.avail_in == 0) rc = Z_OK; /* wants more input */
+        if (z.avail_out == 0 && rc != Z_STREAM_END) rc = Z_BUF_ERROR;         /* past the limit */
+    }
+    size_t length = sizeof raw - z.avail_out;
+    inflateEnd(&z);
+    if (rc == Z_MEM_ERROR) return -2;
+    if (rc != Z_STREAM_END || length > SHORT_TEXT_READ_MOST) return -1;
+    if (data[0] == 0) return utf8_codes(raw, length, out);
+    if (length % 2) return -1;
+    uint32_t *codes = sqlite3_malloc64((length / 2 + 1) * sizeof(uint32_t));
+    if (!codes) return -2;
+    size_t count = 0;
+    for (size_t i = 0; i < length; i += 2) {
+        uint32_t unit = raw[i] | (uint32_t)raw[i + 1] << 8;
+        if (unit >= 0xD800 && unit <= 0xDBFF && i + 3 < length) {
+            uint32_t low = raw[i + 2] | (uint32_t)raw[i + 3] << 8;
+            if (low >= 0xDC00 && low <= 0xDFFF) {
+                codes[count++] = 0x10000 + ((unit - 0xD800) << 10) + (low - 0xDC00);
+                i += 2;
+                continue;
+            }
+        }
+        if (unit >= 0xD800 && unit <= 0xDFFF) { sqlite3_free(codes); return -1; } /* a lone surrogate */
+        codes[count++] = unit;
+    }
+    *out = codes;
+    return (int64_t)count;
+}
+
+/* short_texts.short_text_data(text) is not None for a valid UTF-8 text: whether the index would keep
+ * its exact data (two such texts are checked exactly). Deflated as Python's zlib.compressobj(9,
+ * DEFLATED, -15) does, with the same zlib. Returns 1 or 0, or -2 on out of memory. */
+static int is_short_text(const unsigned char *text, size_t n) {
+    if (utf8_characters(text, n) > SHORT_TEXT_MOST) return 0;
+    uint32_t *codes;
+    int64_t count = utf8_codes(text, n, &codes);
+    if (count == -2) return -2;
+    if (count < 0) return 0;
+    /* fold_space, then the folded text's UTF-8 length and characters */
+    size_t folded = 0, utf8 = 0;
+    int pending_space = 0;
+    for (int64_t i = 0; i < count; i++) {
+        uint32_t c = codes[i];
+        if (is_py_space((int32_t)c)) { pending_space = 1; continue; }
+        if (pending_space && folded) { codes[folded++] = 0x20; utf8++; }
+        pending_space = 0;
+        codes[folded++] = c;
+        utf8 += c < 0x80 ? 1 : c < 0x800 ? 2 : c < 0x10000 ? 3 : 4;
+    }
+    if (folded == 0 || utf8 > SHORT_TEXT_MOST) { sqlite3_free(codes); return 0; }
+    unsigned char plain[2 * SHORT_TEXT_MOST]; /* UTF-16 takes at most 2 bytes a UTF-8 byte */
+    size_t length = 0;
+    if (utf8 > 2 * folded) { /* mostly characters of 3 bytes in UTF-8: UTF-16-LE */
+        for (size_t i = 0; i < folded; i++) {
+            uint32_t c = codes[i];
+            if (c >= 0x10000) {
+                uint32_t high = 0xD800 + ((c - 0x10000) >> 10), low = 0xDC00 + ((c - 0x10000) & 0x3FF);
+                plain[length++] = (unsigned char)high;
+                plain[length++] = (unsigned char)(high >> 8);
+                plain[length++] = (unsigned char)low;
+                plain[length++] = (unsigned char)(low >> 8);
+            } else {
+                plain[length++] = (unsigned char)c;
+                plain[length++] = (unsigned char)(c >> 8);
+            }
+        }
+    } else {
+        for (size_t i = 0; i < folded; i++) {
+            uint32_t c = codes[i];
+            if (c < 0x80) plain[length++] = (unsigned char)c;
+            else if (c < 0x800) {
+                plain[length++] = (unsigned char)(0xC0 | c >> 6);
+                plain[length++] = (unsigned char)(0x80 | (c & 0x3F));
+            } else if (c < 0x10000) {
+                plain[length++] = (unsigned char)(0xE0 | c >> 12);
+                plain[length++] = (unsigned char)(0x80 | ((c >> 6) & 0x3F));
+                plain[length++] = (unsigned char)(0x80 | (c & 0x3F));
+            } else {
+                plain[length++] = (unsigned char)(0xF0 | c >> 18);
+                plain[length++] = (unsigned char)(0x80 | ((c >> 12) & 0x3F));
+                plain[length++] = (unsigned char)(0x80 | ((c >> 6) & 0x3F));
+                plain[length++] = (unsigned char)(0x80 | (c & 0x3F));
+            }
+        }
+    }
+    sqlite3_free(codes);
+    z_stream z;
+    memset(&z, 0, sizeof z);
+    z.zalloc = zlib_alloc;
+    z.zfree = zlib_free;
+    int rc = deflateInit2(&z, 9, Z_DEFLATED, -15, 8, Z_DEFAULT_STRATEGY);
+    if (rc != Z_OK) return rc == Z_MEM_ERROR ? -2 : 0;
+    unsigned char packed[SHORT_TEXT_BYTES]; /* the stored form takes one byte more than the stream */
+    z.next_in = plain;
+    z.avail_in = (uInt)length;
+    z.next_out = packed;
+    z.avail_out = sizeof packed;
+    /* As Python: compress() (no flush), then flush() (finish). Output past the buffer: not short. */
+    rc = deflate(&z, Z_NO_FLUSH);
+    if (rc == Z_OK || rc == Z_BUF_ERROR) rc = z.avail_out ? deflate(&z, Z_FINISH) : Z_BUF_ERROR;
+    size_t packed_length = sizeof packed - z.avail_out;
+    deflateEnd(&z);
+    if (rc == Z_MEM_ERROR) return -2;
+    return rc == Z_STREAM_END && 1 + packed_length <= SHORT_TEXT_BYTES;
+}
+#endif
+
+/* ---------------------------------------------------------------------------------------------- */
 /* The index's settings (simhash_meta), read once per change of the file */
 
 typedef struct ext_settings {
@@ -224,6 +413,9 @@ typedef struct ext_settings {
     char *scheme_error;
     shc_scheme scheme;
     size_t sketch_bytes;
+    /* short texts (core/short_texts.py): documents.short_text exists, and simhash_meta's store_text is '1'
+     * (an index that stores its texts keeps no short text data, and a query is then never short) */
+    int short_column, store_text;
 } ext_settings;
 
 typedef struct ext_conn {
@@ -365,8 +557,19 @@ static int read_settings(sqlite3 *db, ext_settings *s) {
     s->scheme.bits = 1;
     s->scheme.size_bits = 16;
     sqlite3_stmt *st = NULL;
-    int rc = sqlite3_prepare_v2(db, "SELECT key, value FROM main.simhash_meta WHERE key IN ('fingerprint', 'sketch')",
+    /* IndexFile.short_texts.column: the column of migration 0005 (an older index opened read-only lacks it) */
+    int rc = sqlite3_prepare_v2(db, "SELECT 1 FROM pragma_table_info('documents', 'main') WHERE name = 'short_text'",
                                 -1, &st, NULL);
+    if (rc == SQLITE_NOMEM) { sqlite3_finalize(st); return SQLITE_NOMEM; }
+    if (rc == SQLITE_OK) {
+        rc = sqlite3_step(st);
+        if (rc == SQLITE_NOMEM) { sqlite3_finalize(st); return SQLITE_NOMEM; }
+        s->short_column = rc == SQLITE_ROW;
+    }
+    sqlite3_finalize(st);
+    st = NULL;
+    rc = sqlite3_prepare_v2(db, "SELECT key, value FROM main.simhash_meta WHERE key IN ('fingerprint', 'sketch', "
+                                "'store_text')", -1, &st, NULL);
     if (rc != SQLITE_OK) {
         const char *msg = sqlite3_errmsg(db);
         if (rc == SQLITE_ERROR && !strncmp(msg, "no such table", 13)) {
@@ -382,6 +585,11 @@ static int read_settings(sqlite3 *db, ext_settings *s) {
     }
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         const char *key = (const char *)sqlite3_column_text(st, 0);
+        if (key && !strcmp(key, "store_text")) { /* SimhashIndex: meta.get("store_text") == "1" */
+            const char *value = (const char *)sqlite3_column_text(st, 1);
+            s->store_text = sqlite3_column_type(st, 1) == SQLITE_TEXT && value && !strcmp(value, "1");
+            continue;
+        }
         int is_fp = key && !strcmp(key, "fingerprint");
         char **error = is_fp ? &s->fp_error : &s->scheme_error;
         if (sqlite3_column_type(st, 1) != SQLITE_TEXT) {
@@ -696,7 +904,7 @@ static double certainty(double estimate, double threshold, double size_a, double
     "checked_by TEXT, certainty REAL, query HIDDEN, k HIDDEN, checked HIDDEN)"
 #define NEAR_USAGE NEAR_NAME "() needs a query: SELECT * FROM " NEAR_NAME "('some text', 3) (or an integer fingerprint)"
 
-enum { ST_BLOCK0, ST_BLOCK1, ST_BLOCK2, ST_BLOCK3, ST_SCAN, ST_ROWS, ST_MAXID, ST_COUNT };
+enum { ST_BLOCK0, ST_BLOCK1, ST_BLOCK2, ST_BLOCK3, ST_SCAN, ST_ROWS, ST_MAXID, ST_ROWS_SHORT, ST_COUNT };
 static const char *const NEAR_SQL[ST_COUNT] = {
     "SELECT fingerprint FROM main.documents WHERE b0 = ?1",
     "SELECT fingerprint FROM main.documents WHERE b1 = ?1",
@@ -706,6 +914,8 @@ static const char *const NEAR_SQL[ST_COUNT] = {
     /* find/search.KEYS_BY_FINGERPRINT_SQL, with what the check needs */
     "SELECT key, sketch, text FROM main.documents WHERE b0 = ((?1 >> 48) & 65535) AND fingerprint = ?1",
     "SELECT coalesce(max(id), 0) FROM main.documents",
+    /* ST_ROWS where documents has short_text (migration 0005) */
+    "SELECT key, sketch, text, short_text FROM main.documents WHERE b0 = ((?1 >> 48) & 65535) AND fingerprint = ?1",
 };
 
 typedef struct near_vtab {
@@ -975,6 +1185,9 @@ typedef struct candidate {
     uint8_t *sketch;     /* NULL: none of the scheme's size */
     unsigned char *text; /* NULL: no stored text */
     size_t text_len;
+    int short_text;      /* documents.short_text IS NOT NULL (core/short_texts.py) */
+    unsigned char *short_data; /* its bytes where it is a blob (NULL: none, or not a blob) */
+    size_t short_len;
 } candidate;
 
 static int candidate_order(const void *x, const void *y) {
@@ -991,6 +1204,7 @@ static void candidates_free(candidate *list, size_t count) {
         sqlite3_free(list[i].key);
         sqlite3_free(list[i].sketch);
         sqlite3_free(list[i].text);
+        sqlite3_free(list[i].short_data);
     }
     sqlite3_free(list);
 }
@@ -1007,9 +1221,9 @@ static void *copy_bytes(const void *data, size_t n) {
 /* The rows of the matching fingerprints (find/search.KEYS_BY_FINGERPRINT_SQL), with sketch and text when
  * the check needs them. */
 static int near_rows(near_vtab *v, const u64s *found, uint64_t q, size_t sketch_bytes, int need_text,
-                     candidate **out, size_t *out_count) {
+                     int short_column, candidate **out, size_t *out_count) {
     sqlite3_stmt *st;
-    int rc = statement(v, ST_ROWS, &st);
+    int rc = statement(v, short_column ? ST_ROWS_SHORT : ST_ROWS, &st);
     if (rc != SQLITE_OK) return rc;
     candidate *list = NULL;
     size_t count = 0, capacity = 0;
@@ -1044,6 +1258,15 @@ static int near_rows(near_vtab *v, const u64s *found, uint64_t q, size_t sketch_
                     size_t len = (size_t)sqlite3_column_bytes(st, 2);
                     if (text && !(c->text = copy_bytes(text, len))) { rc = SQLITE_NOMEM; break; }
                     c->text_len = len;
+                }
+                if (short_column && sqlite3_column_type(st, 3) != SQLITE_NULL) {
+                    c->short_text = 1;
+                    if (sqlite3_column_type(st, 3) == SQLITE_BLOB && sqlite3_column_bytes(st, 3) > 0) {
+                        const void *blob = sqlite3_column_blob(st, 3);
+                        size_t len = (size_t)sqlite3_column_bytes(st, 3);
+                        if (!blob || !(c->short_data = copy_bytes(blob, len))) { rc = SQLITE_NOMEM; break; }
+                        c->short_len = len;
+                    }
                 }
             }
         }
@@ -1136,15 +1359,24 @@ static int near_filter(sqlite3_vtab_cursor *base, int idx_num, const char *idx_s
     candidate *list = NULL;
     size_t count = 0;
     if (rc == SQLITE_OK)
-        rc = near_rows(v, &found, q, my_sketch ? s->sketch_bytes : 0, checked && query_text, &list, &count);
+        rc = near_rows(v, &found, q, my_sketch ? s->sketch_bytes : 0, checked && query_text,
+                       checked && query_text && s->short_column, &list, &count);
     sqlite3_free(found.items);
     if (rc != SQLITE_OK) { sqlite3_free(my_sketch); return rc; }
     if (count > 1) qsort(list, count, sizeof *list, candidate_order);
     cur->rows = sqlite3_malloc64((count ? count : 1) * sizeof(near_row));
     if (!cur->rows) { candidates_free(list, count); sqlite3_free(my_sketch); return SQLITE_NOMEM; }
-    /* The check (find/check.check_search, find/verdict.judge): a sure estimate from both sketches decides;
-     * else the exact Jaccard where both texts are at hand; else the unsure estimate; else the distance,
-     * within min(k, RECOMMENDED_K). */
+    /* The check (find/check.check_search, find/verdict.judge): a sure estimate from both sketches decides,
+     * unless both are short texts whose exact data the index keeps; else the exact Jaccard where both texts
+     * are at hand (a stored text, or a short text's exact data); else the unsure estimate; else the
+     * distance, within min(k, RECOMMENDED_K). */
+    int query_short = 0; /* check._query_short: the query is a short text as the index keeps them */
+#ifdef SIMHASH_HAVE_ZLIB
+    if (checked && query_text && s->short_column && !s->store_text) {
+        query_short = is_short_text(query_text, query_len);
+        if (query_short == -2) { candidates_free(list, count); sqlite3_free(my_sketch); return SQLITE_NOMEM; }
+    }
+#endif
     uint64_t *mine = NULL;
     int64_t mine_count = -1; /* -1: the query's shingles are out of reach */
     int mine_made = 0;
@@ -1167,7 +1399,13 @@ static int near_filter(sqlite3_vtab_cursor *base, int idx_num, const char *idx_s
             }
             int64_t theirs_count = -1;
             uint64_t *theirs = NULL;
-            if (!(has_estimate && sure >= CERTAIN) && c->text) {
+            int short_pair = query_short && c->short_text;
+#ifdef SIMHASH_HAVE_ZLIB
+            int reachable = c->text || c->short_text;
+#else
+            int reachable = c->text != NULL; /* a short text's exact data needs zlib: estimated, as before */
+#endif
+            if (!(has_estimate && sure >= CERTAIN && !short_pair) && reachable) {
                 if (!mine_made) { /* made at the first candidate that needs it */
                     mine_made = 1;
                     if (query_text && utf8_characters(query_text, query_len) <= READ_WHOLE) {
@@ -1175,12 +1413,22 @@ static int near_filter(sqlite3_vtab_cursor *base, int idx_num, const char *idx_s
                         if (mine_count == -2) { rc = SQLITE_NOMEM; break; }
                     }
                 }
-                if (mine_count >= 0 && utf8_characters(c->text, c->text_len) <= READ_WHOLE) {
+                /* check.ShingleCache: the stored text (read whole up to READ_WHOLE), else the exact data */
+                if (mine_count >= 0 && c->text && utf8_characters(c->text, c->text_len) <= READ_WHOLE) {
                     theirs_count = shingle_set(c->text, c->text_len, &theirs);
                     if (theirs_count == -2) { rc = SQLITE_NOMEM; break; }
                 }
+#ifdef SIMHASH_HAVE_ZLIB
+                else if (mine_count >= 0 && c->short_text) {
+                    uint32_t *codes = NULL;
+                    int64_t n = short_text_codes(c->short_data, c->short_data ? c->short_len : 0, &codes);
+                    if (n >= 0) theirs_count = shingles_of_codes(codes, (size_t)n, &theirs);
+                    sqlite3_free(codes);
+                    if (n == -2 || theirs_count == -2) { rc = SQLITE_NOMEM; break; }
+                }
+#endif
             }
-            if (has_estimate && sure >= CERTAIN) {
+            if (has_estimate && sure >= CERTAIN && !short_pair) {
                 keep = estimate >= THRESHOLD;
                 jaccard = estimate;
                 how = 2;
