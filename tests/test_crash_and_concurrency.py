@@ -163,6 +163,58 @@ def test_writer_processes_and_readers_at_once(tmp_path):
     assert problems(db) == []
 
 
+# A worker of the test below: opens a new file each round once the test says go, and says how it went.
+_OPENER = (
+    "import os, sys\n"
+    "from simhash_sqlite.store.database import connect\n"
+    "folder, rounds = sys.argv[1], int(sys.argv[2])\n"
+    "connect(os.path.join(folder, f'warm-{os.getpid()}.db'), create=True).close()  # the first open reads more\n"
+    "for round_ in range(rounds):\n"
+    "    print('ready', flush=True)\n"
+    "    sys.stdin.buffer.read(1)\n"
+    "    try:\n"
+    "        connect(os.path.join(folder, f'{round_}.db'), create=True).close()\n"
+    "        print('ok', flush=True)\n"
+    "    except Exception as exc:\n"
+    "        print(f'{type(exc).__name__}: {exc}', flush=True)\n"
+)
+
+
+def test_processes_opening_a_new_file_at_the_same_moment_all_open_it(tmp_path):
+    """Four processes open the same new file at once, 100 times (each a new file): every open succeeds and
+    the file is a migrated WAL index. One of them used to fail now and then with "database is locked"
+    when turning the file into WAL while another held the write lock (two adds starting together)."""
+    from simhash_sqlite.store.database import APPLICATION_ID, schema_version
+
+    rounds = 100
+    openers = [
+        subprocess.Popen([sys.executable, "-c", _OPENER, str(tmp_path), str(rounds)], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        for _ in range(4)
+    ]
+    outcomes = []
+    try:
+        for _ in range(rounds):
+            for opener in openers:  # all are waiting for the go
+                assert opener.stdout.readline() == b"ready\n", opener.stderr.read().decode()
+            for opener in openers:
+                opener.stdin.write(b"g")
+                opener.stdin.flush()
+            outcomes += [opener.stdout.readline().decode().strip() for opener in openers]
+    finally:
+        for opener in openers:
+            opener.stdin.close()
+            opener.wait(timeout=60)
+    assert [opener.returncode for opener in openers] == [0] * 4
+    failed = [outcome for outcome in outcomes if outcome != "ok"]
+    assert not failed, f"{len(failed)} of {len(outcomes)} opens failed: {sorted(set(failed))}"
+    for round_ in range(rounds):
+        conn = apsw.Connection(str(tmp_path / f"{round_}.db"))
+        assert conn.pragma("journal_mode") == "wal"
+        assert (conn.pragma("application_id"), conn.pragma("user_version")) == (APPLICATION_ID, schema_version())
+        conn.close()
+
+
 def test_a_thread_pool_with_one_index_per_thread(db_path):
     """The documented rule: a SimhashIndex (one connection) per thread, never shared."""
     SimhashIndex(db_path, create=True).close()

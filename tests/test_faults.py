@@ -312,9 +312,6 @@ def test_a_failed_dedup_leaves_its_output_files_as_they_were(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=False, reason="open bug: two adds starting at once on a NEW file fail now and then with "
-                   "'the index is locked by another process for too long' (2 of 10 tries at 21:28 UTC, 2026-11-25); "
-                   "when both finish, the counts are right")
 def test_two_concurrent_adds_report_what_each_wrote(tmp_path):
     n = 12_000
     with open(tmp_path / "in.jsonl", "w", encoding="utf-8") as handle:

@@ -2,13 +2,15 @@
 
 import os
 import sqlite3
+import threading
+import time
 
 import apsw
 import pytest
 
 import simhash_sqlite
 from simhash_sqlite import IndexNotFound, NotAnIndex, SchemaTooNew, SimhashIndex
-from simhash_sqlite.store.database import APPLICATION_ID, migrations, schema_version
+from simhash_sqlite.store.database import APPLICATION_ID, connect, migrations, schema_version
 
 
 def test_new_index_is_marked_and_migrated(db_path):
@@ -20,6 +22,45 @@ def test_new_index_is_marked_and_migrated(db_path):
     settings = dict(conn.execute("SELECT key, value FROM simhash_meta"))
     assert '"features"' in settings["fingerprint"]
     conn.close()
+
+
+def test_a_new_file_is_opened_while_another_connection_holds_its_write_lock(tmp_path):
+    """Two adds starting at once on a new file: the one that finds the other writing the file waits for it.
+
+    Turning the new file into WAL (PRAGMA journal_mode=wal) needs the write lock, which the pragma takes by
+    upgrading a read transaction: SQLite runs no busy handler for that, so it failed at once with "database
+    is locked" (simq: "the index is locked by another process for too long") instead of waiting.
+    """
+    path = str(tmp_path / "new.db")
+    creating = apsw.Connection(path)  # the other process, between its first write and its COMMIT
+    creating.execute("BEGIN IMMEDIATE")
+    started = time.monotonic()
+    released = threading.Timer(1.0, lambda: creating.execute("ROLLBACK"))
+    released.start()
+    try:
+        conn = connect(path, create=True)
+    finally:
+        released.join()
+        creating.close()
+    assert time.monotonic() - started >= 1.0  # it could only go on once the lock was let go
+    assert conn.pragma("journal_mode") == "wal"
+    assert (conn.pragma("application_id"), conn.pragma("user_version")) == (APPLICATION_ID, schema_version())
+    conn.close()
+
+
+def test_a_reader_of_a_file_whose_add_has_not_written_its_schema_is_told_so(tmp_path):
+    """What a reader meets while an add is creating the file (or after one killed before its schema): an
+    empty WAL database. Read-only it is not "a file that needs a schema upgrade"."""
+    path = tmp_path / "new.db"
+    conn = apsw.Connection(str(path))
+    conn.pragma("journal_mode", "wal")
+    conn.close()
+    before = path.read_bytes()
+    with pytest.raises(IndexNotFound, match="never finished"):
+        SimhashIndex(path, readonly=True)
+    assert path.read_bytes() == before
+    with pytest.raises(IndexNotFound, match="never finished"):  # as a reader that could write is told
+        SimhashIndex(path)
 
 
 def test_migrations_are_found_where_the_package_is_installed():

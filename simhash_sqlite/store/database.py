@@ -108,10 +108,12 @@ def _connect(path: str, *, create: bool, readonly: bool) -> apsw.Connection:
             version = check_ours(conn, path)
             verify_schema(conn, path, version)
         if not read_only(conn):
-            conn.pragma("journal_mode", "wal")
+            use_wal(conn)
             if version < schema_version():
                 _migrate(conn, version)
             finish_interrupted_load(conn)
+        elif version == 0:  # no schema yet: its creating add has not written it (or was killed before)
+            raise IndexNotFound(f"the index {path} was never finished (run simq add --db {path} FILES)")
         elif not readable_without_upgrade(version):
             raise NotAnIndex(
                 f"{path} needs a schema upgrade, but it is read-only; open it once where it can be written"
@@ -120,6 +122,20 @@ def _connect(path: str, *, create: bool, readonly: bool) -> apsw.Connection:
         conn.close()
         raise
     return conn
+
+
+def use_wal(conn: apsw.Connection, *, wait: float = LOCK_WAIT_SECONDS) -> None:
+    """PRAGMA journal_mode=wal, asked again while another connection holds the write lock.
+
+    A new file starts in rollback-journal mode; turning it into WAL writes its header, and the pragma
+    takes the write lock by upgrading a read transaction of its own. SQLite never runs the busy handler
+    for such an upgrade (two readers each waiting for the other to finish would wait forever), so while
+    another process writes the file (most often: creates it, when two adds start at once) the pragma
+    fails with SQLITE_BUSY at once, whatever the busy timeout. Having failed, it changed nothing and let
+    its read lock go: it is asked again until `wait` seconds have passed, as BEGIN IMMEDIATE is in
+    write_transaction(). A file already in WAL mode takes no lock here.
+    """
+    retry_busy(conn, "PRAGMA journal_mode=wal", deadline=time.monotonic() + wait)
 
 
 def readable_without_upgrade(version: int) -> bool:
