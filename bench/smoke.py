@@ -98,6 +98,10 @@ SMOKE = [
           first=(("crawl.py", "{en} {zh} --n 600 --out {tmp}/crawl.jsonl"),)),
     Smoke("crawl_scale.py", "{tmp}/crawl.jsonl --sizes 300,600",
           first=(("crawl.py", "{en} {zh} --n 600 --out {tmp}/crawl.jsonl"),)),
+    Smoke("threads_vs_pool.py", "{tmp}/crawl.jsonl --runs 1",
+          first=(("crawl.py", "{en} {zh} --n 600 --out {tmp}/crawl.jsonl"),)),
+    Smoke("workers_follow.py", "{tmp}/crawl.jsonl --runs 1 --busy 0.5 --baseline HEAD",
+          first=(("crawl.py", "{en} {zh} --n 600 --out {tmp}/crawl.jsonl"),)),
     Smoke("crawl_quality.py", "{tmp}/crawl1500.jsonl {tmp}/pairs1500-tree.jsonl",
           first=(("dupes_scale.py", "{en} --sizes 1500 --baseline none --folder {tmp}"),)),
 ]

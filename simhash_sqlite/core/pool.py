@@ -1,9 +1,26 @@
-"""Fingerprints of many texts on every core: a process pool for large adds.
+"""Fingerprints of many texts on every core: a process pool for large adds, as many workers as are free.
 
 Fingerprints are pure functions of (text, settings), so workers give exactly what one process
 gives. Small batches stay in the calling process, where starting workers would cost more than it
-saves. SIMQ_WORKERS sets the number of processes, the caller included (1: never use a pool); the default
-is every core when the machine is not already busy.
+saves. SIMQ_WORKERS sets the number of processes, the caller included (1: never use a pool).
+
+Without it, the number of workers follows the machine while a long run goes (Room): every
+DECIDE_EVERY seconds, two samples of /proc/stat say how many CPUs were idle in between, plus those
+this process and its workers used (they would be idle without us); that, less the CPU this process
+needs, is how many workers get work. A run that starts while another job is busy stays in one process
+and takes workers when the job ends; a pool that is on gives way when another job starts. It used to be
+decided once from the 1-minute load average (a rule kept where there is no /proc/stat): a 10M-page
+add started at a load above 1 ran in one process for all of its 18 minutes, and on 2 cores our own
+busy process alone holds the load near 1, so nothing could turn a pool on mid-run.
+
+Processes, not threads, though the C core releases the GIL while it computes: in the chunks an add
+computes (JSON parsed, content hashes, fingerprints and sketches, short-text data) the C call is 42% of
+the CPU and the rest holds the GIL, so threads cannot bring the wall below 0.58 of one process's, on
+any number of cores; processes have no such bound. bench/threads_vs_pool.py (a 108 MB crawl, 2
+workers, medians of 3 interleaved, 2 cores at load 6.6-6.8): one process 5.98 s wall, 2.89 CPU-s; the
+process pool 6.44 s, 3.29 CPU-s; threads 6.10 s, 2.95 CPU-s; over four runs (load 4.5-7) threads' wall
+was 0.95-1.17x the pool's. Threads cost less CPU (no worker to start, nothing pickled) but were never
+clearly faster, so the pool stays (threads: map_in_order(threads=True), for the bench).
 """
 
 from __future__ import annotations
@@ -15,9 +32,12 @@ import multiprocessing
 import os
 import signal
 import sys
+import threading
+import time
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import Future, ProcessPoolExecutor
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
@@ -30,19 +50,115 @@ PARALLEL_MIN_CHARS = 500_000
 
 
 def workers() -> int:
-    """SIMQ_WORKERS if set; else every core, unless the cores are already busy.
+    """The most processes, the caller included: SIMQ_WORKERS if set, else every core (Room.spare
+    says how many of them work now)."""
+    fixed = _fixed_workers()
+    if fixed is not None:
+        return fixed
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
-    On a loaded machine a second process gains nothing and its start-up costs seconds
-    (bench/add_speed.py: a pure CPU loop gained 1.12x from 2 processes at load 10 on 2 cores, and
-    the pool made simq add slower), so with a 1-minute load average above cores - 1 we stay serial.
-    """
+
+def _fixed_workers() -> int | None:
     value = os.environ.get("SIMQ_WORKERS", "")
-    if value.strip().isdigit() and int(value) >= 1:
-        return int(value)
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    if hasattr(os, "getloadavg") and os.getloadavg()[0] > cores - 1:
-        return 1
-    return cores
+    return int(value) if value.strip().isdigit() and int(value) >= 1 else None
+
+
+@dataclass(frozen=True)
+class CpuSample:
+    """What /proc/stat and /proc/PID/stat say at one moment, in clock ticks."""
+
+    total: int  # every CPU's ticks, idle or not
+    idle: int  # ticks idle or waiting for I/O
+    cpus: int  # CPUs counted in total
+    ours: Mapping[int, int]  # pid -> CPU ticks used so far, for this process and its workers
+
+
+def spare_workers(before: CpuSample, after: CpuSample, cores: int) -> int:
+    """How many workers (0 to cores - 1) there is room for, from two samples: the CPUs idle between
+    them, plus the CPUs we used (this process and its workers: idle without us), at most cores, less
+    the one this process needs; a worker counts from half a CPU free. Our own share is added back
+    because a pool that is on fills the idle time itself: idle alone would turn it off at once.
+    Everything else is busy, niced processes too: with autogroup scheduling (the default of many Linux
+    systems) a nice value counts only within its session (here a nice 19 job kept 0.6-0.95 of a CPU
+    beside a nice 0 add)."""
+    ticks_per_cpu = (after.total - before.total) / max(after.cpus, 1)
+    if ticks_per_cpu <= 0:
+        return 0
+    ours = sum(ticks - before.ours.get(pid, 0) for pid, ticks in after.ours.items())
+    free = min((after.idle - before.idle + ours) / ticks_per_cpu, cores)
+    return max(0, min(cores - 1, int(free - 1 + 0.5)))
+
+
+def read_sample(pids: Iterable[int] = ()) -> CpuSample | None:
+    """This moment's CpuSample, for this process and the worker pids; None where there is no /proc
+    (not Linux)."""
+    try:
+        with open("/proc/stat", "rb") as stat:
+            lines = stat.read().split(b"\n")
+        fields = [int(x) for x in lines[0].split()[1:9]]  # user nice system idle iowait irq softirq steal
+        ours = {pid: _process_ticks(pid) for pid in (os.getpid(), *pids)}
+    except (OSError, ValueError, IndexError):
+        return None
+    cpus = sum(1 for line in lines[1:] if line.startswith(b"cpu"))
+    return CpuSample(sum(fields), fields[3] + fields[4], cpus, {p: t for p, t in ours.items() if t >= 0})
+
+
+def _process_ticks(pid: int) -> int:
+    """utime + stime of a process (all its threads), in clock ticks; -1 if it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            fields = stat.read().rsplit(b")", 1)[1].split()  # after the command name, which may hold spaces
+    except OSError:
+        return -1
+    return int(fields[11]) + int(fields[12])
+
+
+DECIDE_EVERY = 2.0  # seconds between decisions: long enough for a fair sample, short against a long run
+FIRST_WINDOW = 0.1  # the first decision needs a window this long (10 ticks a CPU); serial until then
+
+
+class Room:
+    """How many workers get work now, re-decided every DECIDE_EVERY seconds (spare_workers of this
+    decision's sample and the last one's; the first window begins at import). Shared by everything in
+    the process that uses the pool."""
+
+    def __init__(self, read: Callable[[Iterable[int]], CpuSample | None] = read_sample) -> None:
+        self.read = read
+        self.lock = threading.Lock()
+        self.last = read(())
+        self.at = time.monotonic()
+        self.decided: int | None = None
+
+    def spare(self, size: int) -> int:
+        """Workers to give work to now, of at most size - 1 (size: workers())."""
+        if size < 2 or _fixed_workers() is not None:
+            return size - 1
+        now = time.monotonic()
+        with self.lock:
+            due = DECIDE_EVERY if self.decided is not None else FIRST_WINDOW
+            if now - self.at >= due:
+                sample = self.read(_worker_pids())
+                if sample is None or self.last is None:
+                    # No /proc: the old rule, once (the load average would soon count our own workers).
+                    if self.decided is None:
+                        busy = hasattr(os, "getloadavg") and os.getloadavg()[0] > size - 1
+                        self.decided = 0 if busy else size - 1
+                else:
+                    self.decided = spare_workers(self.last, sample, size)
+                self.last, self.at = sample, now
+            return min(self.decided or 0, size - 1)
+
+
+ROOM = Room()
+
+
+def _worker_pids() -> list[int]:
+    if _pool.cache_info().currsize == 0:
+        return []
+    return [pid for executor in _started for pid in getattr(executor, "_processes", None) or {}]
+
+
+_started: list[Executor] = []
 
 
 def keep_freed_memory() -> None:
@@ -76,12 +192,18 @@ def _start_worker(parent: int) -> None:
 
 
 @lru_cache(maxsize=None)
-def _pool(size: int) -> tuple[ProcessPoolExecutor, Future]:
-    """The pool, and a future that is done once a worker is ready (imports made, tables built)."""
-    # spawn, not fork: the parent may hold open SQLite connections and threads.
-    pool = ProcessPoolExecutor(
-        size, mp_context=multiprocessing.get_context("spawn"), initializer=_start_worker, initargs=(os.getpid(),)
-    )
+def _pool(size: int, threads: bool = False) -> tuple[Executor, Future]:
+    """The pool, and a future that is done once a worker is ready (imports made, tables built).
+    threads: a thread pool instead (bench/threads_vs_pool.py compares them)."""
+    pool: Executor
+    if threads:
+        pool = ThreadPoolExecutor(size)
+    else:
+        # spawn, not fork: the parent may hold open SQLite connections and threads.
+        pool = ProcessPoolExecutor(
+            size, mp_context=multiprocessing.get_context("spawn"), initializer=_start_worker, initargs=(os.getpid(),)
+        )
+    _started.append(pool)
     atexit.register(pool.shutdown, cancel_futures=True)
     return pool, pool.submit(_warm_up)
 
@@ -144,8 +266,9 @@ class FingerprintJob:
             self.compute = functools.partial(_fingerprint_and_sketch_chunk, scheme=sketches)
         self.local: dict[int, list[Any]] = {}  # chunks computed in this process
         size = workers()
-        if size < 2 or len(texts) < 2 or sum(map(len, texts)) < PARALLEL_MIN_CHARS:
-            self.chunks, self.futures = [texts], None  # small: computed by result(), in this process
+        spare = ROOM.spare(size)  # decided again for each batch
+        if spare < 1 or len(texts) < 2 or sum(map(len, texts)) < PARALLEL_MIN_CHARS:
+            self.chunks, self.futures = [texts], None  # small, or no CPU free: computed by result(), here
             return
         if not start_pool and _pool.cache_info().currsize == 0:
             self.chunks, self.futures = [texts], None
@@ -157,8 +280,13 @@ class FingerprintJob:
             # process would wait for the start: this batch stays here; later ones go to the pool.
             self.chunks, self.futures = [texts], None
             return
-        self.chunks = _chunks(texts, size * 4)  # a few chunks per process evens out uneven texts
-        self.futures = [pool.submit(self.compute, chunk, settings) for chunk in self.chunks]
+        if spare == size - 1:
+            self.chunks = _chunks(texts, size * 4)  # a few chunks per process evens out uneven texts
+            self.futures = [pool.submit(self.compute, chunk, settings) for chunk in self.chunks]
+        else:  # fewer workers than the pool has: one chunk each (else every worker would take some), one here
+            self.chunks = _chunks(texts, spare + 1)
+            self.futures = [pool.submit(self.compute, chunk, settings) for chunk in self.chunks[:-1]]
+            self.futures.append(Future())  # never submitted: result() computes it here
 
     def result(self, meanwhile: FingerprintJob | None = None) -> list:
         """The fingerprints in order. meanwhile: a batch started after this one; while the workers
@@ -211,6 +339,7 @@ def map_in_order(
     *,
     weight: Callable[[Any], int] = len,
     local: Callable[[Any], bool] | None = None,
+    threads: bool = False,
 ) -> Iterator:
     """(item, function(item)) for each item, in order, computed by the pool's workers and by this process.
 
@@ -221,16 +350,19 @@ def map_in_order(
     handed out that no worker has started (cancelled in the pool). So n processes need n - 1 workers,
     and a caller busy with its own work (writing to SQLite) leaves more to the workers.
 
-    The pool starts only once an item is read past the first POOL_AFTER_BYTES (by weight), and until
-    a worker is ready everything is done here. local(item) True: always done here (an item
-    too large to be worth copying to a worker)."""
+    Items are handed out only while ROOM says workers have CPU free (decided again every few seconds):
+    with all of them, the whole window ahead; with fewer, one item per worker that may work (the pool
+    would start more at once); with none, this process computes everything. The pool starts only once
+    an item is read past the first POOL_AFTER_BYTES (by weight) while a worker has room, and until a
+    worker is ready everything is done here. local(item) True: always done here (an item too large to
+    be worth copying to a worker). threads: a thread pool (bench/threads_vs_pool.py)."""
     size = workers()
     keep_freed_memory()
     items = iter(items)
     window: deque[_Slot] = deque()
-    pool: ProcessPoolExecutor | None = None
+    pool: Executor | None = None
     ready: Future[Any] | None = None  # done once a worker is ready
-    read, exhausted = 0, False
+    read, exhausted, beyond = 0, False, False
     limit = QUEUED_PER_WORKER * (size - 1) + 2 if size >= 2 else 1  # one process: nothing to read ahead for
     try:
         while True:
@@ -239,16 +371,16 @@ def map_in_order(
                 if item is _PENDING:
                     exhausted = True
                     break
-                if pool is None and size >= 2 and read >= POOL_AFTER_BYTES:
-                    pool, ready = _pool(size - 1)  # there is more than POOL_AFTER_BYTES to do
+                beyond = beyond or read >= POOL_AFTER_BYTES  # there is more than POOL_AFTER_BYTES to do
                 window.append(_Slot(item))
                 read += weight(item)
             if not window:
                 return
-            if pool is not None and ready is not None and ready.done():
-                for slot in window:
-                    if slot.future is None and slot.result is _PENDING and not (local and local(slot.item)):
-                        slot.future = pool.submit(function, slot.item)
+            spare = ROOM.spare(size)
+            if pool is None and spare >= 1 and beyond:
+                pool, ready = _pool(size - 1, threads=True) if threads else _pool(size - 1)  # one cache key each
+            if pool is not None and ready is not None and ready.done() and spare >= 1:
+                _hand_out(pool, window, function, local, len(window) if spare == size - 1 else spare)
             head = window[0]
             if head.result is _PENDING and head.future is not None and not head.future.done():
                 if _take_one(window, function):
@@ -262,6 +394,20 @@ def map_in_order(
         for slot in window:  # the caller stopped early (an error, Ctrl-C): drop the work not started
             if slot.future is not None:
                 slot.future.cancel()
+
+
+def _hand_out(
+    pool: Executor, window: deque[_Slot], function: Callable[[Any], Any], local: Callable[[Any], bool] | None,
+    most: int,
+) -> None:
+    """Submit the window's items not yet handed out, in order, until most are in the pool unfinished."""
+    busy = sum(1 for slot in window if slot.future is not None and not slot.future.done())
+    for slot in window:
+        if busy >= most:
+            return
+        if slot.future is None and slot.result is _PENDING and not (local and local(slot.item)):
+            slot.future = pool.submit(function, slot.item)
+            busy += 1
 
 
 def _take_one(window: deque[_Slot], function: Callable[[Any], Any]) -> bool:
