@@ -622,6 +622,19 @@ def test_keys_with_bidi_controls_and_carriage_returns_are_escaped_on_the_pages(t
     assert not (tmp_path / "keys.db-wal").exists() and not (tmp_path / "keys.db-shm").exists()
 
 
+@web_extra
+def test_the_server_refuses_sql_that_is_no_select_with_a_400_and_no_traceback(indexed, tmp_path):
+    """Datasette answers ?sql= that is not a SELECT with a 400 and printed a rich traceback of it to the log
+    (found by test_fuzz_the_server, now and then)."""
+    db = tmp_path / "f.db"
+    shutil.copy(indexed, db)
+    with serving(db, tmp_path) as base:
+        answers = [get(f"{base}/f?" + urllib.parse.urlencode({"sql": sql})) for sql in ("x", "update documents", ";")]
+        assert get(f"{base}/f?" + urllib.parse.urlencode({"sql": "select count(*) from documents"}))[0] == 200
+    assert [status for status, _ in answers] == [400, 400, 400]
+    assert "Traceback" not in server_logs(tmp_path)
+
+
 # -- the fuzz suite: every case above, varied --------------------------------------------------------
 
 FUZZ = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

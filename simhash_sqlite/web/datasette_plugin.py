@@ -25,6 +25,7 @@ from importlib import resources
 from datasette import hookimpl
 from datasette.utils import await_me_maybe, tilde_decode
 from datasette.utils.asgi import Base400, NotFound, Response
+from datasette.views.base import DatasetteError
 from jinja2 import ChoiceLoader, FileSystemLoader
 
 from ..analysis.calibrate import calibrate
@@ -122,12 +123,13 @@ def prepare_jinja2_environment(env, datasette):
 
 @hookimpl(hookwrapper=True)
 def handle_exception(datasette, request, exception):
-    """A 4xx (an unmatched page of ours: NotFound) answers without Datasette's rich traceback print:
-    Datasette 0.65 calls rich's print_exception outside an except block, which rich 15 refuses with an
+    """A 4xx (an unmatched page of ours: NotFound; SQL Datasette refuses) answers without Datasette's rich
+    traceback print: Datasette 0.65 calls rich's print_exception outside an except block, which rich 15 refuses with an
     error of its own, so every 404 became a 500 with a traceback in the log. Datasette's own handler
     still renders the page; only its console print is left out, for client errors."""
     outcome = yield
-    if not isinstance(exception, Base400):
+    client_error = isinstance(exception, DatasetteError) and exception.status < 500  # ?sql= that is no SELECT
+    if not (isinstance(exception, Base400) or client_error):
         return
     outcome.force_result([_without_rich(response) for response in outcome.get_result()])
 
