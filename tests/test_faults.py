@@ -801,3 +801,28 @@ def test_fuzz_replays_through_the_console_script_within_the_memory_bound(fuzz_in
     ):
         assert_clean(run(*args, cwd=tmp_path, stdin=stdin), code)
         assert files_of(tmp_path) == before, args
+
+
+def test_an_empty_new_index_goes_only_while_no_other_process_has_it_open(tmp_path):
+    """An add that skipped every input removes the file it made, but not one a second add (creating the same
+    file at the same moment) has open: that add's documents would go with it."""
+    from simhash_sqlite import Document, SimhashIndex
+    from simhash_sqlite.cli.app import _remove_index_file
+
+    paths = [tmp_path / f"{name}.db" for name in ("alone", "shared", "filled")]
+    for path in paths:
+        SimhashIndex(path, create=True).close()
+    with SimhashIndex(paths[2]) as index:
+        index.add([Document("a", TEXT)])
+    other = SimhashIndex(paths[1], readonly=True)  # another process's connection, having read the file
+    try:
+        assert len(other) == 0
+        for path in paths:
+            _remove_index_file(path)
+        assert not paths[0].exists() and not Path(f"{paths[0]}-wal").exists()
+        assert paths[1].exists() and len(other) == 0
+    finally:
+        other.close()
+    assert paths[2].exists()
+    with SimhashIndex(paths[2], readonly=True) as index:
+        assert len(index) == 1

@@ -476,13 +476,26 @@ def add(
 
 
 def _remove_index_file(db: Path) -> None:
-    """Remove an index file that holds no document (and its -wal, -shm), unless it has some by now."""
-    with contextlib.suppress(SimhashError, apsw.Error, OSError), SimhashIndex(db, readonly=True) as index:
-        if index.conn.execute("SELECT count(*) FROM documents").get:
+    """Remove an index file that holds no document (and its -wal, -shm), unless it has some by now or
+    another process has it open (a second add creating the same file at the same moment). The check and
+    the removal hold the file's exclusive lock, which SQLite grants in WAL mode only while no other
+    connection has the file open."""
+    try:
+        conn = apsw.Connection(str(db), flags=apsw.SQLITE_OPEN_READWRITE)
+    except apsw.Error:
+        return
+    try:
+        conn.pragma("locking_mode", "exclusive")
+        conn.execute("BEGIN EXCLUSIVE")  # no busy timeout: another connection means the file stays
+        if conn.execute("SELECT count(*) FROM documents").get:
             return
-    for end in ("-wal", "-shm", ""):
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(f"{db}{end}")
+        for end in ("-wal", "-shm", ""):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(f"{db}{end}")
+    except (apsw.Error, OSError):
+        return
+    finally:
+        conn.close()
 
 
 def _reader(jsonl: Optional[bool], text_field: str, id_field: str, encoding: str, errors: str, **more) -> Reader:
