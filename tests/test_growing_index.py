@@ -63,6 +63,13 @@ def check_exact(index, stored, queries):
             assert sorted((distance, key) for key, distance in rows) == want[q], (k, "simhash_near")
 
 
+def old_and_new(seed, old, new):
+    """(centres, old items, new items near the same 30 centres) for a killed add."""
+    rng = random.Random(seed)
+    centres = [rng.getrandbits(64) for _ in range(30)]
+    return centres, clustered(old, centres, rng, "old"), clustered(new, centres, rng, "new")
+
+
 def brute_pairs(stored, k):
     """Every pair within k, by numpy XOR and popcount of each fingerprint against those after it."""
     keys = list(stored)
@@ -129,10 +136,7 @@ KILLED_ADD = textwrap.dedent("""
 
 
 def test_a_sigkilled_bulk_add_keeps_its_committed_batches_and_finishes_when_run_again(tmp_path):
-    rng = random.Random(7)
-    centres = [rng.getrandbits(64) for _ in range(30)]
-    base = clustered(800, centres, rng, "old")
-    new = clustered(1000, centres, rng, "new")
+    centres, base, new = old_and_new(7, 800, 1000)
     path = tmp_path / "killed.db"
     with SimhashIndex(path, create=True) as index:
         index.add_fingerprints(base)
@@ -335,10 +339,7 @@ KILLED_BULK_ADD = textwrap.dedent("""
 
 
 def test_a_bulk_add_killed_before_it_built_the_indexes_leaves_an_exact_index_that_the_next_writer_mends(tmp_path):
-    rng = random.Random(8)
-    centres = [rng.getrandbits(64) for _ in range(30)]
-    base = clustered(200, centres, rng, "old")
-    new = clustered(900, centres, rng, "new")
+    centres, base, new = old_and_new(8, 200, 900)
     path = tmp_path / "killed.db"
     with SimhashIndex(path, create=True) as index:
         index.add(fingerprinted(base))
