@@ -16,11 +16,11 @@ busy process alone holds the load near 1, so nothing could turn a pool on mid-ru
 Processes, not threads, though the C core releases the GIL while it computes: in the chunks an add
 computes (JSON parsed, content hashes, fingerprints and sketches, short-text data) the C call is 42% of
 the CPU and the rest holds the GIL, so threads cannot bring the wall below 0.58 of one process's, on
-any number of cores; processes have no such bound. bench/threads_vs_pool.py (a 108 MB crawl, 2
-workers, medians of 3 interleaved, 2 cores at load 6.6-6.8): one process 5.98 s wall, 2.89 CPU-s; the
-process pool 6.44 s, 3.29 CPU-s; threads 6.10 s, 2.95 CPU-s; over four runs (load 4.5-7) threads' wall
-was 0.95-1.17x the pool's. Threads cost less CPU (no worker to start, nothing pickled) but were never
-clearly faster, so the pool stays (threads: map_in_order(threads=True), for the bench).
+any number of cores; processes have no such bound. bench/threads_vs_pool.py (a 216 MB crawl, 2
+workers, medians of 3 interleaved, 2 quiet cores): one process 5.43 s wall, 5.42 CPU-s; the process
+pool 3.16 s, 5.90 CPU-s; threads 3.63 s, 5.78 CPU-s (1.15x the pool's wall; 0.95-1.17x over four runs
+at load 4.5-7). Threads cost less CPU (no worker to start, nothing pickled) but were never faster, so
+the pool stays (threads: map_in_order(threads=True), for the bench).
 """
 
 from __future__ import annotations
