@@ -277,14 +277,19 @@ def _curve(scores: np.ndarray, dup: np.ndarray, weight: np.ndarray, ts: list[flo
     rows = []
     for t in ts:
         above = scores >= t - 1e-12
-        w_above, tp = weight[above].sum(), wd[above].sum()
-        precision = tp / w_above if w_above > 0 else None
-        recall = tp / total_dup if total_dup > 0 else None
-        f1 = None
-        if precision is not None and recall is not None:
-            f1 = 0.0 if precision + recall == 0 else 2 * precision * recall / (precision + recall)
-        rows.append(ThresholdRow(t, precision, recall, f1, float(w_above)))
+        rows.append(_threshold_row(t, wd[above].sum(), weight[above].sum(), total_dup))
     return rows
+
+
+def _threshold_row(t: float, duplicates: float, above: float, total: float) -> ThresholdRow:
+    """Precision, recall and F1 at threshold t from the (estimated) duplicates among the pairs at or above
+    it, those pairs, and the duplicates in all."""
+    precision = duplicates / above if above > 0 else None
+    recall = duplicates / total if total > 0 else None
+    f1 = None
+    if precision is not None and recall is not None:
+        f1 = 0.0 if precision + recall == 0 else 2 * precision * recall / (precision + recall)
+    return ThresholdRow(t, precision, recall, f1, float(above))
 
 
 def _best(rows: list[ThresholdRow]) -> int | None:
@@ -351,13 +356,7 @@ def _curve_model(
     rows = []
     for t in ts:
         above = int(np.searchsorted(-ranked, -(t - 1e-12), side="right"))
-        tp = float(cumulative[above - 1]) if above else 0.0
-        precision = tp / above if above else None
-        recall = tp / total if total > 0 else None
-        f1 = None
-        if precision is not None and recall is not None:
-            f1 = 0.0 if precision + recall == 0 else 2 * precision * recall / (precision + recall)
-        rows.append(ThresholdRow(t, precision, recall, f1, float(above)))
+        rows.append(_threshold_row(t, float(cumulative[above - 1]) if above else 0.0, above, total))
     return rows
 
 
