@@ -142,6 +142,17 @@ def main(out_path: str) -> None:
         for i in range(0, 256, 8):
             lines.append("    " + ", ".join(f"0x{v:08x}u" for v in block[i : i + 8]) + ",")
     lines.append("};")
+    # ASCII as the core's branch-free ASCII loop reads it: the unit (whitespace already a space), bit 8
+    # SPACE, bit 9 ALNUM. It relies on ASCII needing nothing else (no NFKC change, class 0, no composition).
+    ascii_units = []
+    for c in range(128):
+        if records[c] & ~(mask | SPACE | ALNUM):
+            raise SystemExit(f"U+{c:04X} needs more than the ASCII loop does")
+        unit = c + ((records[c] & mask) ^ (1 << (DELTA_BITS - 1))) - (1 << (DELTA_BITS - 1))
+        ascii_units.append(unit | (0x100 if records[c] & SPACE else 0) | (0x200 if records[c] & ALNUM else 0))
+    lines.append("static const uint16_t shc_ascii[128] = {")
+    lines.extend("    " + ", ".join(f"0x{v:03x}" for v in ascii_units[i : i + 16]) + "," for i in range(0, 128, 16))
+    lines.append("};")
     changed = [c for c in range(LIMIT) if not 0xD800 <= c <= 0xDFFF and unicodedata.normalize("NFKC", chr(c)) != chr(c)]
     data: list[int] = []
     starts = []

@@ -296,6 +296,34 @@ SHC_INLINE void set_prefetch(const shc_work *w, uint64_t key)
 #endif
 }
 
+/* Compacts h[0..n) to its distinct values, first occurrences in order, at its front; returns their
+ * count. Into the emptied set (set_reset), with no branch on whether a value is new: the slot is
+ * written either way and the output advances by (slot was empty). */
+SHC_INLINE size_t set_distinct(shc_work *w, uint64_t *h, size_t n)
+{
+    uint64_t *slots = w->slots;
+    size_t mask = w->set_used - 1, d = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t key = h[i];
+        if (i + SET_PREFETCH_DISTANCE < n)
+            set_prefetch(w, h[i + SET_PREFETCH_DISTANCE]); /* (not yet overwritten: d <= i) */
+        if (key == 0) { /* (the empty slot's mark: kept apart) */
+            h[d] = 0;
+            d += !w->has_zero;
+            w->has_zero = 1;
+            continue;
+        }
+        size_t j = (size_t)key & mask;
+        uint64_t k;
+        while ((k = slots[j]) != 0 && k != key)
+            j = (j + 1) & mask;
+        slots[j] = key;
+        h[d] = key;
+        d += k == 0;
+    }
+    return d;
+}
+
 /* ---------------------------------------------------------------- text to units (features.char_units) */
 
 /* Strict UTF-8 to code points. 0, or SHC_DECLINED | why. */
@@ -503,16 +531,28 @@ static int composes(uint32_t first, uint32_t second)
     return lo < SHC_PAIR_COUNT && shc_pairs[lo] == key;
 }
 
+#define NEEDS_GENERAL_PATH 1
+/* Flags that send a character past the common case below: a starter that is just itself (class 0,
+ * NFKC leaves it alone and it composes with nothing before it, one fold, not whitespace). */
+#define SHC_NOT_PLAIN (SHC_SPACE | SHC_MULTI | SHC_UNSAFE | SHC_MAPPED | SHC_EXPANDS | SHC_AFTER | (0x7Fu << 21))
+
+/* 8 bytes as one word, for the all-ASCII test (memcpy: no alignment or aliasing assumed). */
+SHC_INLINE uint64_t load64(const unsigned char *p)
+{
+    uint64_t v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
 /* The common case in one pass: decode, NFKC (characters NFKC maps to one plain character are taken as
  * that character: MAPPED records), case fold, whitespace, in w->units. Returns 0 (*n units, 0 for a text
  * without a letter or digit), 1 where the text needs the general path (a character NFKC changes
  * otherwise, a multi-character fold, marks out of order), or SHC_DECLINED | why. */
-#define NEEDS_GENERAL_PATH 1
 SHC_INLINE int fast_units(shc_work *w, const unsigned char *s, size_t len, size_t *n)
 {
     uint32_t *d = w->units;
     size_t i = 0, out = 0;
-    int alnum = 0, space_before = 1;
+    unsigned alnum = 0, space_before = 1;
     unsigned previous = 0;
     /* the last starter (combining class 0), as NFKC has it: none yet (0), starter_cp with its record
      * (1), or one that NFKC replaced (2: not known here) */
@@ -521,36 +561,69 @@ SHC_INLINE int fast_units(shc_work *w, const unsigned char *s, size_t len, size_
     while (i < len) {
         uint32_t cp = s[i];
         if (cp < 0x80) {
-            i++;
-        } else {
-            size_t extra;
-            if (cp >= 0xC2 && cp <= 0xDF) {
-                cp &= 0x1F;
-                extra = 1;
-            } else if (cp >= 0xE0 && cp <= 0xEF) {
-                cp &= 0x0F;
-                extra = 2;
-            } else if (cp >= 0xF0 && cp <= 0xF4) {
-                cp &= 0x07;
-                extra = 3;
-            } else {
-                return SHC_DECLINED | SHC_WHY_UTF8;
+            /* A run of ASCII without a branch per byte (shc_ascii: the unit, SPACE and ALNUM bits): a
+             * whitespace character is written as a space, and the write is undone (out not advanced)
+             * after another one. Eight bytes at a time while they are all ASCII. */
+#define SHC_ASCII_STEP(c)                                                                                            \
+    do {                                                                                                             \
+        unsigned t_ = shc_ascii[(c)];                                                                                \
+        unsigned sp_ = (t_ >> 8) & 1;                                                                                \
+        d[out] = t_ & 0xFF;                                                                                          \
+        out += 1 - (sp_ & space_before);                                                                             \
+        space_before = sp_;                                                                                          \
+        alnum |= t_ >> 9;                                                                                                \
+    } while (0)
+            while (len - i >= 8 && !(load64(s + i) & 0x8080808080808080ull)) {
+                for (int k = 0; k < 8; k++)
+                    SHC_ASCII_STEP(s[i + k]);
+                i += 8;
             }
-            if (len - i <= extra)
-                return SHC_DECLINED | SHC_WHY_UTF8;
-            for (size_t k = 1; k <= extra; k++) {
-                unsigned t = s[i + k];
-                if ((t & 0xC0) != 0x80)
-                    return SHC_DECLINED | SHC_WHY_UTF8;
-                cp = (cp << 6) | (t & 0x3F);
+            while (i < len && s[i] < 0x80) {
+                SHC_ASCII_STEP(s[i]);
+                i++;
             }
-            if ((extra == 2 && cp < 0x800) || (extra == 3 && (cp < 0x10000 || cp > 0x10FFFF)))
-                return SHC_DECLINED | SHC_WHY_UTF8;
-            if (cp >= 0xD800 && cp <= 0xDFFF)
-                return SHC_DECLINED | SHC_WHY_SURROGATE;
-            i += extra + 1;
+#undef SHC_ASCII_STEP
+            previous = 0;
+            starter = 1;
+            starter_cp = s[i - 1], starter_rec = unicode_record(starter_cp);
+            continue;
         }
+        size_t extra;
+        if (cp >= 0xC2 && cp <= 0xDF) {
+            cp &= 0x1F;
+            extra = 1;
+        } else if (cp >= 0xE0 && cp <= 0xEF) {
+            cp &= 0x0F;
+            extra = 2;
+        } else if (cp >= 0xF0 && cp <= 0xF4) {
+            cp &= 0x07;
+            extra = 3;
+        } else {
+            return SHC_DECLINED | SHC_WHY_UTF8;
+        }
+        if (len - i <= extra)
+            return SHC_DECLINED | SHC_WHY_UTF8;
+        for (size_t k = 1; k <= extra; k++) {
+            unsigned t = s[i + k];
+            if ((t & 0xC0) != 0x80)
+                return SHC_DECLINED | SHC_WHY_UTF8;
+            cp = (cp << 6) | (t & 0x3F);
+        }
+        if ((extra == 2 && cp < 0x800) || (extra == 3 && (cp < 0x10000 || cp > 0x10FFFF)))
+            return SHC_DECLINED | SHC_WHY_UTF8;
+        if (cp >= 0xD800 && cp <= 0xDFFF)
+            return SHC_DECLINED | SHC_WHY_SURROGATE;
+        i += extra + 1;
         uint32_t rec = unicode_record(cp);
+        if (!(rec & SHC_NOT_PLAIN)) { /* most letters, CJK ideographs */
+            previous = 0;
+            starter = 1;
+            starter_cp = cp, starter_rec = rec;
+            space_before = 0;
+            alnum |= (rec & SHC_ALNUM) != 0;
+            d[out++] = record_fold(cp, rec);
+            continue;
+        }
         if ((rec & (SHC_AFTER | SHC_MULTI)) == SHC_AFTER) {
             /* A character that composes with some starters (a vowel sign, an accent): it changes
              * nothing where there is no starter before it, where a character between blocks it (class
@@ -645,7 +718,7 @@ SHC_INLINE size_t ngram_hashes(const uint32_t *u, size_t m, int n, uint64_t *out
 
 typedef struct {
     uint64_t lanes[8]; /* lanes[k] byte L counts bit 8L+k, for up to 255 additions */
-    unsigned pending;
+    unsigned pending;  /* the most any byte of lanes has grown since the last flush */
     int64_t ones[64];
     int64_t total;
 } bitsum;
@@ -663,14 +736,87 @@ static void bitsum_flush(bitsum *b)
     b->pending = 0;
 }
 
-SHC_INLINE void bitsum_add1(bitsum *b, uint64_t h)
+/* Bits of h, each counted 2**shift times (shift 0..2); the total is the caller's. */
+SHC_INLINE void bitsum_add_bits(bitsum *b, uint64_t h, unsigned shift)
 {
     const uint64_t low = 0x0101010101010101ull;
-    for (int k = 0; k < 8; k++)
-        b->lanes[k] += (h >> k) & low;
-    b->total++;
-    if (++b->pending == 255)
+    if (b->pending + (1u << shift) > 255)
         bitsum_flush(b);
+    for (int k = 0; k < 8; k++)
+        b->lanes[k] += ((h >> k) & low) << shift;
+    b->pending += 1u << shift;
+}
+
+/* Vectors of 4 words for the carry-save sums below: GCC's vector extensions give SSE2 pairs on the
+ * baseline and one AVX2/AVX-512 register in those kernels from the same code; elsewhere one word. */
+#if defined(__GNUC__)
+typedef uint64_t vec4 __attribute__((vector_size(32)));
+#define VEC_WORDS 4
+#else
+typedef uint64_t vec4;
+#define VEC_WORDS 1
+#endif
+#define CSA(high, low, a, b, c)                                                                                      \
+    do {                                                                                                             \
+        vec4 u_ = (a) ^ (b);                                                                                         \
+        high = ((a) & (b)) | (u_ & (c));                                                                             \
+        low = u_ ^ (c);                                                                                              \
+    } while (0)
+
+/* Eights counted in bytes (byte L of word j of eights[k] counts bit 8L+k), each times 8, into ones. */
+static void bitsum_add_eights(bitsum *b, const vec4 eights[8])
+{
+    for (int k = 0; k < 8; k++) {
+        uint64_t words[VEC_WORDS];
+        memcpy(words, &eights[k], sizeof words);
+        for (int j = 0; j < VEC_WORDS; j++)
+            for (int lane = 0; lane < 8; lane++)
+                b->ones[8 * lane + k] += 8 * (int64_t)((words[j] >> (8 * lane)) & 0xFF);
+    }
+}
+
+/* Adds the bits of h[0..n) (fingerprint.simhash_of_batch's sums, weight 1 each). Bit-sliced (Harley
+ * and Seal's carry-save adders): a block of 8 vectors costs 7 adders of 5 logic operations, and only
+ * its eights go to byte counters; the ones, twos and fours left over are added at the end. */
+SHC_INLINE void bitsum_add_all(bitsum *b, const uint64_t *h, size_t n)
+{
+    const size_t block = 8 * VEC_WORDS;
+    size_t i = 0;
+    b->total += (int64_t)n;
+    if (n >= 4 * block) { /* (a short text pays less for the word at a time below) */
+        const uint64_t low = 0x0101010101010101ull;
+        vec4 ones = {0}, twos = {0}, fours = {0}, eights[8];
+        memset(eights, 0, sizeof eights);
+        unsigned pending = 0;
+        for (; i + block <= n; i += block) {
+            vec4 v[8], twos_a, twos_b, fours_a, fours_b, eight;
+            memcpy(v, h + i, sizeof v);
+            CSA(twos_a, ones, ones, v[0], v[1]);
+            CSA(twos_b, ones, ones, v[2], v[3]);
+            CSA(fours_a, twos, twos, twos_a, twos_b);
+            CSA(twos_a, ones, ones, v[4], v[5]);
+            CSA(twos_b, ones, ones, v[6], v[7]);
+            CSA(fours_b, twos, twos, twos_a, twos_b);
+            CSA(eight, fours, fours, fours_a, fours_b);
+            for (int k = 0; k < 8; k++)
+                eights[k] += (eight >> k) & low;
+            if (++pending == 255) {
+                bitsum_add_eights(b, eights);
+                memset(eights, 0, sizeof eights);
+                pending = 0;
+            }
+        }
+        bitsum_add_eights(b, eights);
+        uint64_t words[3][VEC_WORDS];
+        memcpy(words[0], &ones, sizeof words[0]);
+        memcpy(words[1], &twos, sizeof words[1]);
+        memcpy(words[2], &fours, sizeof words[2]);
+        for (unsigned shift = 0; shift < 3; shift++)
+            for (int j = 0; j < VEC_WORDS; j++)
+                bitsum_add_bits(b, words[shift][j], shift);
+    }
+    for (; i < n; i++)
+        bitsum_add_bits(b, h[i], 0);
 }
 
 static inline void bitsum_add_weighted(bitsum *b, uint64_t h, int64_t weight)
@@ -726,6 +872,15 @@ SHC_INLINE void sketch_add(shc_work *w, uint32_t bins, uint64_t h)
     uint32_t v = (uint32_t)h;
     if (v < w->minima[slot])
         w->minima[slot] = v;
+}
+
+SHC_INLINE void sketch_add_all(shc_work *w, uint32_t bins, const uint64_t *h, size_t n)
+{
+    uint32_t *minima = w->minima;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t slot = bin_of(h[i], bins), v = (uint32_t)h[i], m = minima[slot];
+        minima[slot] = v < m ? v : m;
+    }
 }
 
 static void ensure_probe_table(shc_work *w, int32_t bins)
@@ -874,7 +1029,7 @@ SHC_CLONES static int one_text(shc_work *w, const unsigned char *text, size_t le
     if (want_fp || shared) {
         int n = want_fp ? ngram : SKETCH_NGRAM;
         size_t count = ngram_hashes(w->units, m, n, w->hashes);
-        if (set_reset(w, count, want_fp && weights == SHC_WEIGHTS_LOG))
+        if (want_fp && weights != SHC_WEIGHTS_COUNT && set_reset(w, count, weights == SHC_WEIGHTS_LOG))
             return SHC_DECLINED | SHC_WHY_MEMORY;
         bitsum sums;
         bitsum_init(&sums);
@@ -882,27 +1037,16 @@ SHC_CLONES static int one_text(shc_work *w, const unsigned char *text, size_t le
             sketch_begin(w, scheme);
         uint32_t bins = shared ? (uint32_t)scheme->bins : 0;
         if (!want_fp || weights == SHC_WEIGHTS_COUNT) {
-            for (size_t i = 0; i < count; i++) {
-                uint64_t h = w->hashes[i];
-                if (want_fp)
-                    bitsum_add1(&sums, h);
-                if (shared)
-                    sketch_add(w, bins, h);
-            }
+            if (want_fp)
+                bitsum_add_all(&sums, w->hashes, count);
+            if (shared)
+                sketch_add_all(w, bins, w->hashes, count);
         } else if (weights == SHC_WEIGHTS_BINARY) {
-            for (size_t i = 0; i < count; i++) {
-                uint64_t h = w->hashes[i];
-                int fresh;
-                if (i + SET_PREFETCH_DISTANCE < count)
-                    set_prefetch(w, w->hashes[i + SET_PREFETCH_DISTANCE]);
-                set_insert(w, h, &fresh);
-                if (fresh) {
-                    bitsum_add1(&sums, h);
-                    distinct64++;
-                    if (shared)
-                        sketch_add(w, bins, h);
-                }
-            }
+            size_t distinct = set_distinct(w, w->hashes, count);
+            bitsum_add_all(&sums, w->hashes, distinct);
+            if (shared)
+                sketch_add_all(w, bins, w->hashes, distinct);
+            distinct64 = distinct;
         } else { /* log: counts first, then each distinct hash once with its weight */
             size_t distinct = 0;
             for (size_t i = 0; i < count; i++) {
@@ -952,8 +1096,7 @@ SHC_CLONES static int one_text(shc_work *w, const unsigned char *text, size_t le
         size_t count = ngram_hashes(w->units, m, SKETCH_NGRAM, w->hashes);
         sketch_begin(w, scheme);
         uint32_t bins = (uint32_t)scheme->bins;
-        for (size_t i = 0; i < count; i++)
-            sketch_add(w, bins, w->hashes[i]);
+        sketch_add_all(w, bins, w->hashes, count);
         distinct64 = 0;
         if (scheme->size_bits) {
             if (set_reset(w, count, 0))
