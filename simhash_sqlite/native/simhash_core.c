@@ -314,9 +314,13 @@ SHC_INLINE size_t set_distinct(shc_work *w, uint64_t *h, size_t n)
             continue;
         }
         size_t j = (size_t)key & mask;
-        uint64_t k;
-        while ((k = slots[j]) != 0 && k != key)
+        uint64_t k = slots[j];
+        /* on while the slot holds another key; one test for (empty or equal), which compilers
+         * otherwise split into two branches whose choice (new or repeated) is unpredictable */
+        while ((k < (k ^ key) ? k : k ^ key) != 0) {
             j = (j + 1) & mask;
+            k = slots[j];
+        }
         slots[j] = key;
         h[d] = key;
         d += k == 0;
@@ -913,23 +917,18 @@ static int32_t size_code(uint64_t size)
 
 /* The sketch bytes from the minima (sketch.sketch_from_minima); returns whether any bin was filled.
  * size: the distinct-shingle count (for size_bits 16). -1 where the size code is too near a tie. */
-static int sketch_finish(shc_work *w, const shc_scheme *s, uint64_t size, uint8_t *out)
+SHC_INLINE int sketch_finish(shc_work *w, const shc_scheme *s, uint64_t size, uint8_t *out)
 {
-    uint32_t bins = (uint32_t)s->bins;
-    uint32_t shift = 32u - (uint32_t)s->bits;
-    uint32_t filled = 0, last = 0;
-    size_t nbytes = shc_sketch_bytes(s);
-    size_t bin_bytes = (size_t)s->bins * (size_t)s->bits / 8;
-    for (uint32_t i = 0; i < bins; i++) {
-        uint32_t m = w->minima[i];
-        w->occupied[i] = m != EMPTY_BIN;
-        if (m != EMPTY_BIN) {
-            filled++;
-            last = i;
-        }
-        w->fields[i] = (uint32_t)(m * FIELD_MULTIPLIER) >> shift;
+    const uint32_t bins = (uint32_t)s->bins, bits = (uint32_t)s->bits, shift = 32u - bits;
+    uint32_t *minima = w->minima, *fields = w->fields;
+    uint8_t *occupied = w->occupied;
+    uint32_t filled = 0;
+    for (uint32_t i = 0; i < bins; i++) { /* (no branch: a vector loop) */
+        uint32_t m = minima[i];
+        occupied[i] = m != EMPTY_BIN;
+        filled += m != EMPTY_BIN;
+        fields[i] = (uint32_t)(m * FIELD_MULTIPLIER) >> shift;
     }
-    memset(out, 0, nbytes);
     if (filled == 0)
         return 0;
     int32_t code = 0;
@@ -939,25 +938,42 @@ static int sketch_finish(shc_work *w, const shc_scheme *s, uint64_t size, uint8_
             return -1;
     }
     if (filled == 1) {
-        uint32_t v = w->fields[last];
+        uint32_t last = 0;
+        while (!occupied[last])
+            last++;
+        uint32_t v = fields[last];
         for (uint32_t i = 0; i < bins; i++)
-            w->fields[i] = v;
+            fields[i] = v;
     } else if (filled < bins) {
         /* Optimal densification: an empty bin takes the field of the first filled bin its probe
-         * sequence hits (reads only from bins filled from the start, so the order does not matter). */
+         * sequence hits (reads only from bins filled from the start, so the order does not matter).
+         * The empty bins are listed first (in the minima's array, read by now), so the loop below
+         * runs once per empty bin instead of testing every bin. */
+        uint32_t *empty = minima, n_empty = 0;
+        for (uint32_t i = 0; i < bins; i++) {
+            empty[n_empty] = i;
+            n_empty += !occupied[i];
+        }
         ensure_probe_table(w, s->bins);
         const uint16_t *table = w->probe_bins == s->bins ? w->probe_table : NULL;
-        for (uint32_t j = 0; j < bins; j++) {
-            if (w->occupied[j])
-                continue;
+        for (uint32_t e = 0; e < n_empty; e++) {
+            uint32_t j = empty[e], t = 0;
             uint64_t a = 1;
-            uint32_t t = 0;
             int found = 0;
             if (table) {
+                /* the first four probes without a branch each (most empty bins stop there) */
                 const uint16_t *row = table + (size_t)j * PROBE_CACHED;
-                for (; a <= PROBE_CACHED; a++) {
+                uint32_t t0 = row[0], t1 = row[1], t2 = row[2], t3 = row[3];
+                if (occupied[t0] | occupied[t1] | occupied[t2] | occupied[t3]) {
+                    t = occupied[t2] ? t2 : t3;
+                    t = occupied[t1] ? t1 : t;
+                    t = occupied[t0] ? t0 : t;
+                    fields[j] = fields[t];
+                    continue;
+                }
+                for (a = 5; a <= PROBE_CACHED; a++) {
                     t = row[a - 1];
-                    if (w->occupied[t]) {
+                    if (occupied[t]) {
                         found = 1;
                         break;
                     }
@@ -965,24 +981,32 @@ static int sketch_finish(shc_work *w, const shc_scheme *s, uint64_t size, uint8_
             }
             while (!found) {
                 t = probe(bins, j, a);
-                if (w->occupied[t])
+                if (occupied[t])
                     found = 1;
                 else
                     a++;
             }
-            w->fields[j] = w->fields[t];
+            fields[j] = fields[t];
         }
     }
-    if (s->bits == 16) {
+    size_t bin_bytes = (size_t)bins * bits / 8;
+    if (bits == 16) {
         for (uint32_t i = 0; i < bins; i++) {
-            out[2 * i] = (uint8_t)w->fields[i];
-            out[2 * i + 1] = (uint8_t)(w->fields[i] >> 8);
+            out[2 * i] = (uint8_t)fields[i];
+            out[2 * i + 1] = (uint8_t)(fields[i] >> 8);
         }
-    } else {
-        uint32_t b = (uint32_t)s->bits;
-        for (uint32_t i = 0; i < bins; i++) {
-            size_t bit = (size_t)i * b;
-            out[bit >> 3] |= (uint8_t)(w->fields[i] << (bit & 7));
+    } else if (bits == 1) { /* (the default scheme's: a loop of its own, which vectorizes) */
+        for (size_t j = 0; j < bin_bytes; j++) {
+            const uint32_t *f = fields + 8 * j;
+            out[j] = (uint8_t)(f[0] | f[1] << 1 | f[2] << 2 | f[3] << 3 | f[4] << 4 | f[5] << 5 | f[6] << 6 | f[7] << 7);
+        }
+    } else { /* 2, 4 or 8 bits: 8 / bits fields a byte, the first in the low bits */
+        uint32_t per = 8 / bits;
+        for (size_t j = 0; j < bin_bytes; j++) {
+            uint32_t v = 0;
+            for (uint32_t k = 0; k < per; k++)
+                v |= fields[j * per + k] << (k * bits);
+            out[j] = (uint8_t)v;
         }
     }
     if (s->size_bits) {
