@@ -269,6 +269,58 @@ def test_a_huge_text():
         )
 
 
+def _long_texts() -> list[str]:
+    """Texts long enough for every path of the kernels: the ASCII loop 8 bytes at a time and its ends,
+    whitespace runs, the carry-save bit sums (from 128 distinct n-grams), sets of both sizes (past 8,192
+    n-grams), many repeats, CJK with ASCII between, and special characters that send a text down the
+    general path or decline it."""
+    rng = np.random.default_rng(26)
+    words = ["near", "Duplicate", "texts", "the", "of", "and", "SQLite", "x1", "9", "a", "straße", "café"]
+    han = [chr(c) for c in range(0x4E00, 0x4E00 + 400)]
+    special = [c for c in SPECIAL if not any(0xD800 <= ord(x) <= 0xDFFF for x in c)]  # (the reference raises)
+    spaces = [" ", " ", " ", "  ", "\n", "\t ", "\x1c", " \n\n   "]
+    out = []
+    for length in (0, 1, 4, 7, 8, 9, 15, 16, 17, 130, 131, 300, 1_000, 3_000, 9_000, 20_000):
+        out.append(" ".join(rng.choice(words, length // 5 + 1).tolist())[:length])
+        out.append("".join(rng.choice(words).upper() + rng.choice(spaces) for _ in range(length // 5 + 1))[:length])
+        out.append("".join(rng.choice(han) if rng.random() < 0.8 else rng.choice(["，", "。", " ", "ab", "Z"])
+                           for _ in range(length)))  # fmt: skip
+        out.append("".join(rng.choice(special) if rng.random() < 0.02 else chr(rng.integers(0x61, 0x7B))
+                           for _ in range(length)))  # fmt: skip
+    out.append("abcde " * 5_000)  # one n-gram cycle: nearly all repeats
+    out.append("".join(chr(rng.integers(0x20, 0x7F)) for _ in range(40_000)))  # distinct: the set at its largest
+    return out
+
+
+@needs_core
+@pytest.mark.parametrize("kernel", ["portable", "avx2", "avx512"])
+def test_every_kernel_equals_the_reference_on_long_texts(kernel):
+    """Each kernel this CPU runs (the core picks the best; the others run on older CPUs), bit-identical."""
+    try:
+        native.use_kernels(LIB, kernel)
+    except ValueError:
+        pytest.skip(f"this CPU does not run the {kernel} kernels")
+    try:
+        assert native.kernels(LIB) == kernel
+        texts_ = _long_texts()
+        settings_list = [FingerprintSettings(), FingerprintSettings(weights="count"),
+                         FingerprintSettings(weights="log"), FingerprintSettings(ngram=3)]  # fmt: skip
+        for settings_ in settings_list:
+            for scheme in (DEFAULT_SCHEME, SCHEME_V1, SketchScheme(bins=240, bits=2), SketchScheme(bins=30, bits=16)):
+                expected = reference_simhash_and_sketch_many(texts_, settings_, scheme)
+                values, rows, status = _raw(texts_, ngram=settings_.ngram, weights=settings_.weights, scheme=scheme)
+                computed = 0
+                for i, code in enumerate(status.tolist()):
+                    if code & native.DECLINED:
+                        continue
+                    computed += 1
+                    assert (int(values[i]) if code & native.HAS_FINGERPRINT else None) == expected[0][i], (i, settings_)
+                    assert (rows[i].tobytes() if code & native.HAS_SKETCH else None) == expected[1][i], (i, scheme)
+                assert computed >= len(texts_) * 3 // 4
+    finally:
+        native.use_kernels(LIB, "")
+
+
 @needs_core
 def test_threads_share_nothing():
     """Each thread has its own scratch memory: results under concurrency are the single-thread ones."""

@@ -33,8 +33,11 @@ import numpy as np
 
 from ..errors import SimhashError
 
-ABI_VERSION = 1  # simhash_core.h SHC_ABI_VERSION
+ABI_VERSION = 2  # simhash_core.h SHC_ABI_VERSION
 SWITCH = "SIMHASH_SQLITE_CORE"
+# Which kernels the core runs: unset for the best this CPU runs; "portable", "avx2" or "avx512" for tests
+# and benches (an error where this CPU or build cannot run them: use_kernels).
+KERNELS = "SIMHASH_SQLITE_KERNELS"
 HERE = Path(__file__).resolve().parent
 
 HAS_FINGERPRINT, HAS_SKETCH, DECLINED = 0x01, 0x02, 0x80
@@ -73,7 +76,6 @@ def build_report() -> dict:
 class _Loaded:
     lib: ctypes.CDLL | None
     why_not: str  # "" when lib is usable
-    kernel: str = ""
     unidata: str = ""
 
 
@@ -93,8 +95,9 @@ def _load(path: str) -> _Loaded:
             return _Loaded(None, f"{file.name} is of another version (ABI {lib.shc_abi_version()}, want {ABI_VERSION})")
         lib.shc_unidata_version.restype = ctypes.c_char_p
         lib.shc_kernel.restype = ctypes.c_char_p
+        lib.shc_set_kernel.restype = ctypes.c_int
+        lib.shc_set_kernel.argtypes = [ctypes.c_char_p]
         unidata = lib.shc_unidata_version().decode()
-        kernel = lib.shc_kernel().decode()
     except AttributeError as exc:
         return _Loaded(None, f"{file.name} lacks a function: {exc}")
     if unidata != unicodedata.unidata_version:
@@ -102,6 +105,9 @@ def _load(path: str) -> _Loaded:
         return _Loaded(
             None, f"built with Unicode {unidata}, this Python has {unicodedata.unidata_version} (reinstall the package)"
         )
+    wanted = os.environ.get(KERNELS, "").strip().lower()
+    if lib.shc_set_kernel(wanted.encode()):
+        return _Loaded(None, f"{KERNELS}={wanted}: not kernels this CPU runs (portable, avx2, avx512: up to its best)")
     p, u8, i64, u64, f64 = ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int64, ctypes.c_uint64, ctypes.c_double
     lib.shc_work_new.restype = p
     lib.shc_work_free.argtypes = [p]
@@ -114,7 +120,19 @@ def _load(path: str) -> _Loaded:
     lib.shc_hamming.restype = ctypes.c_int
     lib.shc_hamming.argtypes = [u64, u64]
     del u8, i64, f64
-    return _Loaded(lib, "", kernel, unidata)
+    return _Loaded(lib, "", unidata)
+
+
+def use_kernels(lib: ctypes.CDLL, name: str = "") -> None:
+    """Run the named kernels ("portable", "avx2", "avx512"; "" for the best this CPU runs) in this process
+    from now on, for tests and benches (all give the same results). ValueError where this CPU cannot."""
+    if lib.shc_set_kernel(name.encode()):
+        raise ValueError(f"the C core cannot run {name!r} kernels here (it runs up to the best of this CPU)")
+
+
+def kernels(lib: ctypes.CDLL) -> str:
+    """The kernels the core runs now."""
+    return lib.shc_kernel().decode()
 
 
 def _loaded() -> _Loaded:
@@ -151,7 +169,7 @@ def describe() -> str:
     loaded = _loaded()
     if loaded.lib is None:
         return f"python (numpy reference: the C core is {loaded.why_not})"
-    return f"native (C core, {loaded.kernel} kernels, Unicode {loaded.unidata})"
+    return f"native (C core, {kernels(loaded.lib)} kernels, Unicode {loaded.unidata})"
 
 
 class _Scratch:

@@ -34,15 +34,13 @@ static const uint32_t EMPTY_BIN = 0xFFFFFFFFu;                 /* sketch._EMPTY 
 #define WEIGHT_SCALE 1000.0                                    /* features.WEIGHT_SCALE */
 #define CONTAINMENT_SDS 2.0                                    /* sketch.CONTAINMENT_SDS */
 #define MAX_BINS 65536
-/* Kernels chosen at run time: the hot function is compiled for the baseline and for x86-64-v3 (AVX2)
- * and v4 (AVX-512), and the loader picks the best this CPU runs (GCC's target_clones, an ifunc), so a
- * portable build never faults on an older x86-64 and still uses the wide vectors where they are. */
+/* Kernels chosen at run time: the per-text function is compiled for the baseline and for x86-64-v3
+ * (AVX2) and v4 (AVX-512), and the first call picks the best this CPU runs (shc_set_kernel may pick
+ * another it runs, for tests and benches), so a portable build never faults on an older x86-64 and
+ * still uses the wide vectors where they are. SHC_NO_KERNELS builds the baseline alone. */
 #if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 12 && defined(__x86_64__) && defined(__linux__) && \
-    !defined(SHC_NO_CLONES)
-#define SHC_CLONES __attribute__((target_clones("default", "arch=x86-64-v3", "arch=x86-64-v4")))
-#define SHC_HAVE_CLONES 1
-#else
-#define SHC_CLONES
+    !defined(SHC_NO_KERNELS)
+#define SHC_HAVE_KERNELS 1
 #endif
 #if defined(__GNUC__)
 #define SHC_INLINE static inline __attribute__((always_inline))
@@ -90,16 +88,55 @@ static inline int near_tie(double x)
 
 int shc_abi_version(void) { return SHC_ABI_VERSION; }
 const char *shc_unidata_version(void) { return SHC_UNIDATA_VERSION; }
-const char *shc_kernel(void)
+/* The kernels, in order: each runs where the CPU runs the one after it (best_kernel). */
+enum { KERNEL_PORTABLE, KERNEL_AVX2, KERNEL_AVX512, KERNEL_COUNT };
+static const char *const KERNEL_NAMES[KERNEL_COUNT] = {"portable", "avx2", "avx512"};
+
+static int best_kernel(void)
 {
-#ifdef SHC_HAVE_CLONES
+#ifdef SHC_HAVE_KERNELS
     __builtin_cpu_init();
     if (__builtin_cpu_supports("x86-64-v4"))
-        return "avx512";
+        return KERNEL_AVX512;
     if (__builtin_cpu_supports("x86-64-v3"))
-        return "avx2";
+        return KERNEL_AVX2;
 #endif
-    return "portable";
+    return KERNEL_PORTABLE;
+}
+
+/* The kernel in use: -1 until the first call picks one (threads racing there pick the same). */
+#ifdef SHC_HAVE_KERNELS
+static int kernel_in_use = -1;
+static int current_kernel(void)
+{
+    int k = __atomic_load_n(&kernel_in_use, __ATOMIC_RELAXED);
+    if (k < 0) {
+        k = best_kernel();
+        __atomic_store_n(&kernel_in_use, k, __ATOMIC_RELAXED);
+    }
+    return k;
+}
+#else
+static int current_kernel(void) { return KERNEL_PORTABLE; }
+#endif
+
+const char *shc_kernel(void) { return KERNEL_NAMES[current_kernel()]; }
+
+int shc_set_kernel(const char *name)
+{
+    int k = best_kernel();
+    if (name && *name) {
+        int wanted = 0;
+        while (wanted < KERNEL_COUNT && strcmp(name, KERNEL_NAMES[wanted]) != 0)
+            wanted++;
+        if (wanted > k) /* unknown, or more than this CPU (or build) runs */
+            return SHC_ERR_ARGUMENT;
+        k = wanted;
+    }
+#ifdef SHC_HAVE_KERNELS
+    __atomic_store_n(&kernel_in_use, k, __ATOMIC_RELAXED);
+#endif
+    return 0;
 }
 
 int shc_hamming(uint64_t a, uint64_t b)
@@ -169,6 +206,7 @@ struct shc_work {
     uint8_t *occupied;
     uint16_t *probe_table; /* the first PROBE_CACHED attempts of every bin, for probe_bins bins */
     int32_t probe_bins;
+    uint64_t *pairs; /* ascii_pairs */
 };
 #define PROBE_CACHED 32
 
@@ -200,6 +238,7 @@ void shc_work_free(shc_work *w)
     free(w->fields);
     free(w->occupied);
     free(w->probe_table);
+    free(w->pairs);
     free(w);
 }
 
@@ -578,7 +617,7 @@ SHC_INLINE int fast_units(shc_work *w, const unsigned char *s, size_t len, size_
         d[out] = t_ & 0xFF;                                                                                          \
         out += 1 - (sp_ & space_before);                                                                             \
         space_before = sp_;                                                                                          \
-        alnum |= t_ >> 9;                                                                                                \
+        alnum |= t_ >> 9;                                                                                            \
     } while (0)
             while (len - i >= 8 && !(load64(s + i) & 0x8080808080808080ull)) {
                 for (int k = 0; k < 8; k++)
@@ -694,14 +733,40 @@ SHC_INLINE int fast_units(shc_work *w, const unsigned char *s, size_t len, size_
 
 /* ---------------------------------------------------------------- n-gram hashes (features.ngram_hashes) */
 
-/* The hashes of every n-gram of the units; fewer than n units make one shorter n-gram. Returns their count. */
-SHC_INLINE size_t ngram_hashes(const uint32_t *u, size_t m, int n, uint64_t *out)
+/* mix64(mix64(SEED ^ a) ^ b) for ASCII a and b, at [a << 7 | b]: the first two of the five rounds of
+ * an n-gram's hash, which in English text come from a few hundred pairs (made on first use, 128 KB;
+ * NULL where memory is short, and then they are computed). */
+static const uint64_t *ascii_pairs(shc_work *w)
+{
+    if (!w->pairs && (w->pairs = malloc(sizeof(uint64_t) << 14)) != NULL)
+        for (uint32_t a = 0; a < 128; a++)
+            for (uint32_t b = 0; b < 128; b++)
+                w->pairs[a << 7 | b] = mix64(mix64(SEED ^ a) ^ b);
+    return w->pairs;
+}
+
+/* The hashes of every n-gram of the units; fewer than n units make one shorter n-gram. Returns their
+ * count. pairs: ascii_pairs, or NULL (the AVX-512 kernel: its 5-gram loop is one vector loop). */
+SHC_INLINE size_t ngram_hashes(const uint32_t *u, size_t m, int n, uint64_t *out, const uint64_t *pairs)
 {
     if (m == 0)
         return 0;
     if (m < (size_t)n)
         n = (int)m;
     size_t count = m - (size_t)n + 1;
+    if (n == 5 && pairs) {
+        for (size_t i = 0; i < count; i++) {
+            uint64_t h;
+            if ((u[i] | u[i + 1]) < 128)
+                h = pairs[u[i] << 7 | u[i + 1]];
+            else
+                h = mix64(mix64(SEED ^ u[i]) ^ u[i + 1]);
+            h = mix64(h ^ u[i + 2]);
+            h = mix64(h ^ u[i + 3]);
+            out[i] = mix64(h ^ u[i + 4]);
+        }
+        return count;
+    }
     if (n == 5) {
         for (size_t i = 0; i < count; i++) {
             uint64_t h = mix64(SEED ^ u[i]);
@@ -1001,7 +1066,8 @@ SHC_INLINE int sketch_finish(shc_work *w, const shc_scheme *s, uint64_t size, ui
     } else if (bits == 1) { /* (the default scheme's: a loop of its own, which vectorizes) */
         for (size_t j = 0; j < bin_bytes; j++) {
             const uint32_t *f = fields + 8 * j;
-            out[j] = (uint8_t)(f[0] | f[1] << 1 | f[2] << 2 | f[3] << 3 | f[4] << 4 | f[5] << 5 | f[6] << 6 | f[7] << 7);
+            out[j] = (uint8_t)(f[0] | f[1] << 1 | f[2] << 2 | f[3] << 3 | f[4] << 4 | f[5] << 5 | f[6] << 6 |
+                               f[7] << 7);
         }
     } else { /* 2, 4 or 8 bits: 8 / bits fields a byte, the first in the low bits */
         uint32_t per = 8 / bits;
@@ -1021,9 +1087,14 @@ SHC_INLINE int sketch_finish(shc_work *w, const shc_scheme *s, uint64_t size, ui
 
 /* ---------------------------------------------------------------- one text */
 
-SHC_CLONES static int one_text(shc_work *w, const unsigned char *text, size_t len, int32_t ngram, int32_t weights,
-                    const shc_scheme *scheme, uint64_t *fingerprint, uint8_t *sketch, size_t nbytes)
+/* One text; kernel is a constant in each of the compiled copies below. */
+SHC_INLINE int one_text_body(shc_work *w, const unsigned char *text, size_t len, int32_t ngram, int32_t weights,
+                             const shc_scheme *scheme, uint64_t *fingerprint, uint8_t *sketch, size_t nbytes,
+                             int kernel)
 {
+    /* Kernels without a 64-bit vector multiply take the first two rounds of an ASCII n-gram's hash
+     * from a table; the AVX-512 loop hashes 8 n-grams at once (and NULL: the table is not there). */
+    const uint64_t *pairs = kernel == KERNEL_AVX512 ? NULL : ascii_pairs(w);
     if (fingerprint)
         *fingerprint = 0;
     if (sketch)
@@ -1055,7 +1126,7 @@ SHC_CLONES static int one_text(shc_work *w, const unsigned char *text, size_t le
     uint64_t distinct64 = 0;
     if (want_fp || shared) {
         int n = want_fp ? ngram : SKETCH_NGRAM;
-        size_t count = ngram_hashes(w->units, m, n, w->hashes);
+        size_t count = ngram_hashes(w->units, m, n, w->hashes, pairs);
         if (want_fp && weights != SHC_WEIGHTS_COUNT && set_reset(w, count, weights == SHC_WEIGHTS_LOG))
             return SHC_DECLINED | SHC_WHY_MEMORY;
         bitsum sums;
@@ -1120,7 +1191,7 @@ SHC_CLONES static int one_text(shc_work *w, const unsigned char *text, size_t le
         }
     }
     if (want_sketch && !shared) { /* sketch.sketch_many: its own 5-gram pass, sizes by low 32 bits */
-        size_t count = ngram_hashes(w->units, m, SKETCH_NGRAM, w->hashes);
+        size_t count = ngram_hashes(w->units, m, SKETCH_NGRAM, w->hashes, pairs);
         sketch_begin(w, scheme);
         uint32_t bins = (uint32_t)scheme->bins;
         sketch_add_all(w, bins, w->hashes, count);
@@ -1151,6 +1222,27 @@ SHC_CLONES static int one_text(shc_work *w, const unsigned char *text, size_t le
     return status;
 }
 
+typedef int (*one_text_fn)(shc_work *, const unsigned char *, size_t, int32_t, int32_t, const shc_scheme *,
+                           uint64_t *, uint8_t *, size_t);
+#define ONE_TEXT_PARAMS                                                                                              \
+    shc_work *w, const unsigned char *text, size_t len, int32_t ngram, int32_t weights, const shc_scheme *scheme,    \
+        uint64_t *fingerprint, uint8_t *sketch, size_t nbytes
+#define ONE_TEXT_ARGS w, text, len, ngram, weights, scheme, fingerprint, sketch, nbytes
+static int one_text_portable(ONE_TEXT_PARAMS) { return one_text_body(ONE_TEXT_ARGS, KERNEL_PORTABLE); }
+#ifdef SHC_HAVE_KERNELS
+__attribute__((target("arch=x86-64-v3"))) static int one_text_avx2(ONE_TEXT_PARAMS)
+{
+    return one_text_body(ONE_TEXT_ARGS, KERNEL_AVX2);
+}
+__attribute__((target("arch=x86-64-v4"))) static int one_text_avx512(ONE_TEXT_PARAMS)
+{
+    return one_text_body(ONE_TEXT_ARGS, KERNEL_AVX512);
+}
+static const one_text_fn ONE_TEXT[KERNEL_COUNT] = {one_text_portable, one_text_avx2, one_text_avx512};
+#else
+static const one_text_fn ONE_TEXT[KERNEL_COUNT] = {one_text_portable, one_text_portable, one_text_portable};
+#endif
+
 int shc_text(shc_work *w, const char *text, size_t len, int32_t ngram, int32_t weights, const shc_scheme *scheme,
              uint64_t *fingerprint, uint8_t *sketch, uint8_t *status)
 {
@@ -1162,8 +1254,8 @@ int shc_text(shc_work *w, const char *text, size_t len, int32_t ngram, int32_t w
         if (!nbytes)
             return SHC_ERR_ARGUMENT;
     }
-    int r = one_text(w, (const unsigned char *)(text ? text : ""), len, ngram, weights, scheme, fingerprint, sketch,
-                     nbytes);
+    int r = ONE_TEXT[current_kernel()](w, (const unsigned char *)(text ? text : ""), len, ngram, weights, scheme,
+                                       fingerprint, sketch, nbytes);
     if (r & SHC_DECLINED) {
         if (fingerprint)
             *fingerprint = 0;
@@ -1190,6 +1282,7 @@ int shc_batch(shc_work *w, const char *buf, const int64_t *offsets, size_t n, in
     for (size_t i = 0; i < n; i++)
         if (offsets[i] < 0 || offsets[i + 1] < offsets[i])
             return SHC_ERR_ARGUMENT;
+    one_text_fn one_text = ONE_TEXT[current_kernel()];
     for (size_t i = 0; i < n; i++) {
         uint64_t *fp = fingerprints ? fingerprints + i : NULL;
         uint8_t *sk = sketches ? sketches + i * nbytes : NULL;

@@ -40,7 +40,7 @@ extern "C" {
 #endif
 
 /* Bumped when a signature or a meaning below changes (the Python face checks it at load). */
-#define SHC_ABI_VERSION 1
+#define SHC_ABI_VERSION 2
 
 /* Feature weights, as FingerprintSettings.weights names them. */
 #define SHC_WEIGHTS_BINARY 0
@@ -75,8 +75,12 @@ typedef struct shc_scheme {
 SHC_API int shc_abi_version(void);
 /* The Unicode version of the tables (unicodedata.unidata_version of the interpreter that built them). */
 SHC_API const char *shc_unidata_version(void);
-/* "portable", "avx2" or "avx512": the kernels this CPU runs. */
+/* "portable", "avx2" or "avx512": the kernels in use (by default the best this CPU runs). */
 SHC_API const char *shc_kernel(void);
+/* Use the named kernels ("portable", "avx2", "avx512"; NULL or "" for the best) for every later call
+ * in this process, for tests and benches: all give the same results. SHC_ERR_ARGUMENT (nothing
+ * changed) for a name this CPU or build cannot run. */
+SHC_API int shc_set_kernel(const char *name);
 
 /* 0 when the core computes fingerprints of character `ngram`-grams (1..16) with these weights, else
  * SHC_ERR_ARGUMENT (features="words" is never supported: the caller must not ask). */

@@ -4,7 +4,8 @@
  * random rows of every length. It checks what must hold whatever the input:
  *   - a status is 0, a combination of HAS_FINGERPRINT/HAS_SKETCH, or DECLINED with a known reason;
  *   - outputs of a declined or featureless text are zeros;
- *   - a text gives the same result alone (shc_text) as inside a batch (shc_batch), and twice;
+ *   - a text gives the same result alone (shc_text) as inside a batch (shc_batch), and twice, each time
+ *     with kernels drawn from those this CPU runs (so the kernels are checked against each other);
  *   - bad arguments give SHC_ERR_ARGUMENT and write nothing out of bounds.
  * Usage: core_harness [seconds] [seed]. Exit 0 when every check held. */
 #include "simhash_core.h"
@@ -104,9 +105,20 @@ static size_t make_text(unsigned char *buf, size_t cap)
     return len;
 }
 
+/* The kernels this CPU runs (main fills it). */
+static const char *kernels[3];
+static size_t n_kernels;
+
+static void pick_kernel(void)
+{
+    const char *name = kernels[rnd() % n_kernels];
+    CHECK(shc_set_kernel(name) == 0 && strcmp(shc_kernel(), name) == 0, "kernel %s refused", name);
+}
+
 static void check_texts(shc_work *w, shc_work *w2, const unsigned char *buf, const int64_t *offsets, size_t n,
                         int32_t ngram, int32_t weights, const shc_scheme *s)
 {
+    pick_kernel();
     size_t nbytes = shc_sketch_bytes(s);
     uint64_t *fps = malloc(sizeof(uint64_t) * (n ? n : 1));
     uint8_t *sk = malloc(nbytes * (n ? n : 1));
@@ -114,6 +126,7 @@ static void check_texts(shc_work *w, shc_work *w2, const unsigned char *buf, con
     uint8_t *one = malloc(nbytes);
     int r = shc_batch(w, (const char *)buf, offsets, n, ngram, weights, s, fps, sk, st);
     CHECK(r == 0, "shc_batch returned %d", r);
+    pick_kernel();
     for (size_t i = 0; r == 0 && i < n; i++) {
         CHECK(status_ok(st[i]), "bad status %u", st[i]);
         if (!(st[i] & SHC_HAS_FINGERPRINT))
@@ -227,6 +240,13 @@ int main(int argc, char **argv)
     shc_work *w = shc_work_new(), *w2 = shc_work_new();
     if (!w || !w2)
         return 2;
+    static const char *const names[] = {"portable", "avx2", "avx512"};
+    for (size_t i = 0; i < 3; i++)
+        if (shc_set_kernel(names[i]) == 0)
+            kernels[n_kernels++] = names[i];
+    CHECK(n_kernels >= 1 && strcmp(kernels[0], "portable") == 0, "no portable kernels");
+    CHECK(shc_set_kernel("avx9") == SHC_ERR_ARGUMENT, "unknown kernels accepted");
+    CHECK(shc_set_kernel(NULL) == 0 && strcmp(shc_kernel(), kernels[n_kernels - 1]) == 0, "not the best kernels");
     fixed_cases(w);
     size_t cap = 1 << 16;
     unsigned char *buf = malloc(cap * 8);
@@ -252,6 +272,9 @@ int main(int argc, char **argv)
     shc_work_free(w);
     shc_work_free(w2);
     free(buf);
-    printf("%ld rounds, %ld texts, %ld failures, kernel %s\n", rounds, texts, failures, shc_kernel());
+    printf("%ld rounds, %ld texts, %ld failures, kernels", rounds, texts, failures);
+    for (size_t i = 0; i < n_kernels; i++)
+        printf(" %s", kernels[i]);
+    printf("\n");
     return failures ? 1 : 0;
 }
