@@ -5,10 +5,12 @@ machine disturbs far less than wall time) of fingerprint.simhash_and_sketch_many
 default settings and sketch scheme, what `simq add` computes) with SIMHASH_SQLITE_CORE=python and with
 the core, plus the core's raw batch call (no Python lists around it); medians of --repeats runs taken
 in turns, their ratio, and a check that both gave the same bytes. Prints the CPU flags that choose the
-kernels, the kernels the core runs, and the load average before and after.
+kernels, the kernels the core runs, and the load average before and after. --kernels all times each
+kernel this CPU runs (portable, avx2, avx512: the core's shc_set_kernel) in the same turns.
 
     python bench/core_speed.py DATA.jsonl [MORE.jsonl ...] [--field text] [--limit-mb 20] [--repeats 5]
     python bench/core_speed.py            # generated English-like and Chinese-like text instead
+    python bench/core_speed.py --kernels all
 
 A JSONL file is read whole (its --field of every line, up to --limit-mb of text).
 """
@@ -94,29 +96,34 @@ def timed(function) -> tuple[float, object]:
     return time.process_time() - start, result
 
 
-def run(name: str, texts: list[str], repeats: int) -> dict:
+def run(name: str, texts: list[str], repeats: int, kernels: list[str]) -> dict:
     mb = sum(len(t.encode("utf-8", "surrogatepass")) for t in texts) / 1e6
     settings = FingerprintSettings()
     lib = native.core()
-    times: dict[str, list[float]] = {"reference": [], "core": [], "core batch only": []}
+    times: dict[str, list[float]] = {"reference": []}
     results = {}
     for _ in range(repeats):  # in turns, so a change of load hits all alike
         os.environ[native.SWITCH] = "python"
         seconds, results["reference"] = timed(lambda: simhash_and_sketch_many(texts, settings, DEFAULT_SCHEME))
         times["reference"].append(seconds)
         os.environ[native.SWITCH] = "auto"
-        if lib is not None:
-            seconds, results["core"] = timed(lambda: simhash_and_sketch_many(texts, settings, DEFAULT_SCHEME))
-            times["core"].append(seconds)
+        for kernel in kernels if lib is not None else []:
+            native.use_kernels(lib, kernel)
+            label = f"core ({native.kernels(lib)})"
+            seconds, results[label] = timed(lambda: simhash_and_sketch_many(texts, settings, DEFAULT_SCHEME))
+            times.setdefault(label, []).append(seconds)
             seconds, raw = timed(lambda: native.batch(lib, texts, scheme=DEFAULT_SCHEME))
-            times["core batch only"].append(seconds)
+            times.setdefault(f"{label} batch only", []).append(seconds)
+        if lib is not None:
+            native.use_kernels(lib, "")
     row = {"data": name, "texts": len(texts), "MB": round(mb, 2)}
     for key, values in times.items():
-        if values:
-            row[f"{key} MB/s"] = round(mb / statistics.median(values), 1)
+        row[f"{key} MB/s"] = round(mb / statistics.median(values), 1)
     if lib is not None:
-        row["ratio core/reference"] = round(statistics.median(times["reference"]) / statistics.median(times["core"]), 2)
-        row["identical"] = results["core"] == results["reference"]
+        cores = [key for key in results if key != "reference"]
+        best = statistics.median(times[cores[-1]])
+        row["ratio core/reference"] = round(statistics.median(times["reference"]) / best, 2)
+        row["identical"] = all(results[key] == results["reference"] for key in cores)
         row["declined"] = int((raw[2] & native.DECLINED != 0).sum())
     return row
 
@@ -128,7 +135,21 @@ def main() -> int:
     parser.add_argument("--limit-mb", type=float, default=20.0)
     parser.add_argument("--generated-mb", type=float, default=4.0)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--kernels", default="best", help="best (the core's pick), all, portable, avx2 or avx512")
     args = parser.parse_args()
+    lib = native.core()
+    kernels = []  # those this CPU runs, of the ones asked for
+    for kernel in {"best": [""], "all": ["portable", "avx2", "avx512"]}.get(args.kernels, [args.kernels]):
+        try:
+            if lib is not None:
+                native.use_kernels(lib, kernel)
+                kernels.append(kernel)
+        except ValueError as exc:
+            if args.kernels != "all":
+                print(f"error: {exc}", file=sys.stderr)
+                return 1
+    if lib is not None:
+        native.use_kernels(lib, "")
     sets = [(p.name, read_jsonl(p, args.field, args.limit_mb)) for p in args.data] or [
         ("generated English", generated("en", args.generated_mb)),
         ("generated Chinese", generated("zh", args.generated_mb)),
@@ -140,7 +161,7 @@ def main() -> int:
         if not texts:
             print(f"error: no text in {name}", file=sys.stderr)
             return 1
-        print(json.dumps(run(name, texts, args.repeats), ensure_ascii=False))
+        print(json.dumps(run(name, texts, args.repeats, kernels), ensure_ascii=False))
     print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     return 0
 
