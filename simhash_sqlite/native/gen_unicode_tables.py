@@ -150,6 +150,12 @@ def main(out_path: str) -> None:
             raise SystemExit(f"U+{c:04X} needs more than the ASCII loop does")
         unit = c + ((records[c] & mask) ^ (1 << (DELTA_BITS - 1))) - (1 << (DELTA_BITS - 1))
         ascii_units.append(unit | (0x100 if records[c] & SPACE else 0) | (0x200 if records[c] & ALNUM else 0))
+        # ... and the core's 16-byte ASCII loop (ascii16) has these rules written out: they must agree
+        space = 9 <= c <= 13 or 0x1C <= c <= 0x20
+        plain = 0x20 if space else c + 0x20 if 0x41 <= c <= 0x5A else c
+        rule = plain | (0x100 if space else 0) | (0x200 if chr(plain).isascii() and chr(plain).isalnum() else 0)
+        if ascii_units[-1] != rule:
+            raise SystemExit(f"U+{c:04X} is not as ascii16 in simhash_core.c takes it")
     lines.append("static const uint16_t shc_ascii[128] = {")
     lines.extend("    " + ", ".join(f"0x{v:03x}" for v in ascii_units[i : i + 16]) + "," for i in range(0, 128, 16))
     lines.append("};")

@@ -590,6 +590,38 @@ SHC_INLINE uint64_t load64(const unsigned char *p)
     return v;
 }
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+/* The ASCII loop 16 bytes at once (SSE2, which every x86-64 has), where no whitespace character follows
+ * another (or the one before the block): then no write is undone. The rules of shc_ascii written out
+ * (gen_unicode_tables.py checks they agree): whitespace is 9-13, 0x1C-0x20 and becomes a space, A-Z
+ * fold to a-z, letters and digits are ALNUM. Returns 0, having written nothing, where the block has a
+ * non-ASCII byte or such a run. (Compares are signed: every byte is below 0x80 by then.) */
+SHC_INLINE int ascii16(const unsigned char *s, uint32_t *d, unsigned *space_before, unsigned *alnum)
+{
+    __m128i v = _mm_loadu_si128((const __m128i *)(const void *)s);
+    if (_mm_movemask_epi8(v))
+        return 0;
+#define SHC_IN(x, lo, hi)                                                                                            \
+    _mm_and_si128(_mm_cmpgt_epi8(x, _mm_set1_epi8((lo) - 1)), _mm_cmplt_epi8(x, _mm_set1_epi8((hi) + 1)))
+    __m128i space = _mm_or_si128(SHC_IN(v, 9, 13), SHC_IN(v, 0x1C, 0x20));
+    unsigned spaces = (unsigned)_mm_movemask_epi8(space);
+    if (spaces & ((spaces << 1) | *space_before))
+        return 0;
+    __m128i u = _mm_add_epi8(v, _mm_and_si128(SHC_IN(v, 'A', 'Z'), _mm_set1_epi8(0x20)));
+    u = _mm_or_si128(_mm_andnot_si128(space, u), _mm_and_si128(space, _mm_set1_epi8(0x20)));
+    *alnum |= _mm_movemask_epi8(_mm_or_si128(SHC_IN(u, 'a', 'z'), SHC_IN(u, '0', '9'))) != 0;
+#undef SHC_IN
+    __m128i zero = _mm_setzero_si128(), low = _mm_unpacklo_epi8(u, zero), high = _mm_unpackhi_epi8(u, zero);
+    _mm_storeu_si128((__m128i *)(void *)d, _mm_unpacklo_epi16(low, zero));
+    _mm_storeu_si128((__m128i *)(void *)(d + 4), _mm_unpackhi_epi16(low, zero));
+    _mm_storeu_si128((__m128i *)(void *)(d + 8), _mm_unpacklo_epi16(high, zero));
+    _mm_storeu_si128((__m128i *)(void *)(d + 12), _mm_unpackhi_epi16(high, zero));
+    *space_before = spaces >> 15;
+    return 1;
+}
+#endif
+
 /* The common case in one pass: decode, NFKC (characters NFKC maps to one plain character are taken as
  * that character: MAPPED records), case fold, whitespace, in w->units. Returns 0 (*n units, 0 for a text
  * without a letter or digit), 1 where the text needs the general path (a character NFKC changes
@@ -609,7 +641,7 @@ SHC_INLINE int fast_units(shc_work *w, const unsigned char *s, size_t len, size_
         if (cp < 0x80) {
             /* A run of ASCII without a branch per byte (shc_ascii: the unit, SPACE and ALNUM bits): a
              * whitespace character is written as a space, and the write is undone (out not advanced)
-             * after another one. Eight bytes at a time while they are all ASCII. */
+             * after another one. 16 bytes at a time where ascii16 can, else 8 while they are ASCII. */
 #define SHC_ASCII_STEP(c)                                                                                            \
     do {                                                                                                             \
         unsigned t_ = shc_ascii[(c)];                                                                                \
@@ -619,7 +651,13 @@ SHC_INLINE int fast_units(shc_work *w, const unsigned char *s, size_t len, size_
         space_before = sp_;                                                                                          \
         alnum |= t_ >> 9;                                                                                            \
     } while (0)
-            while (len - i >= 8 && !(load64(s + i) & 0x8080808080808080ull)) {
+            for (;;) {
+#if defined(__SSE2__)
+                while (len - i >= 16 && ascii16(s + i, d + out, &space_before, &alnum))
+                    i += 16, out += 16;
+#endif
+                if (len - i < 8 || (load64(s + i) & 0x8080808080808080ull))
+                    break;
                 for (int k = 0; k < 8; k++)
                     SHC_ASCII_STEP(s[i + k]);
                 i += 8;
