@@ -392,6 +392,8 @@ def test_install_without_a_compiler(tmp_path):
     assert not [n for n in names if n.endswith((".so", ".dylib", ".dll"))]
     report = json.loads((site / "simhash_sqlite" / "native" / "_build.json").read_text())
     assert report["_simhash_core"]["built"] is False and "/bin/false" in report["_simhash_core"]["reason"]
+    # The extension's reason names the compiler, not a missing header.
+    assert report["simhash"]["reason"].startswith("no working C compiler (/bin/false"), report["simhash"]
     env = {**{k: v for k, v in os.environ.items() if k != native.SWITCH}, "PYTHONPATH": str(site)}
     text = "Near-duplicate detection, ＡＢＣ Straße."
     script = "import sys; from simhash_sqlite.core.fingerprint import simhash; print(simhash(sys.argv[1]))"
