@@ -200,8 +200,11 @@ class _NamedWrites:
         self._handle, self._owner = handle, owner
 
     def write(self, data):
-        with self._owner._named():
+        # As _named() does, without a context manager made per write (one a kept record of simq dedup).
+        try:
             return self._handle.write(data)
+        except OSError as exc:
+            raise OSError(exc.errno, exc.strerror, self._owner.shown) from None
 
     def flush(self) -> None:
         with self._owner._named():
