@@ -14,13 +14,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simhash_sqlite import native
+from simhash_sqlite import Document, native
 from simhash_sqlite.core.fingerprint import simhash_and_sketch_many, simhash_many
 from simhash_sqlite.core.settings import FingerprintSettings
 from simhash_sqlite.core.shingles import fold_space
 from simhash_sqlite.core.short_texts import short_text_data
 from simhash_sqlite.core.sketch import DEFAULT_SCHEME
 from simhash_sqlite.pipeline import sources
+from simhash_sqlite.pipeline.dedup import Decision
 from simhash_sqlite.pipeline.jsonl import (
     RecordRules,
     _json_object,
@@ -206,3 +207,10 @@ def test_repeated_ids_within_and_across_chunks_name_their_first_place(tmp_path, 
         assert [doc.key for doc in documents] == expected_keys
         assert [(d.where, d.key, d.first) for d in reader.duplicates] == expected_duplicates
         assert reader.duplicate_count == len(expected_duplicates) and reader.keyed_by_line == 2
+
+
+@given(st.lists(st.sampled_from([b"a", b"{}", b"\n", b"\r", b" ", b"\xff"]), max_size=6).map(b"".join))
+@settings(max_examples=300, deadline=None)
+def test_a_kept_line_is_written_as_it_was_with_one_newline(raw):
+    decision = Decision(Document("k", "t"), raw, 1)
+    assert decision.output_line() == raw.rstrip(b"\r\n") + b"\n"

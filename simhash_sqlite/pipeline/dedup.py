@@ -315,8 +315,13 @@ class Decision:
 
     def output_line(self, text_field: str = "text", id_field: str = "id") -> bytes:
         """The record to write: the input line byte for byte, or a JSON object for a text file."""
-        if self.raw is not None:
-            return self.raw.rstrip(b"\r\n") + b"\n"
+        raw = self.raw
+        if raw is not None:
+            # A line that ends in one newline, without a carriage return before it (as JSONL lines do) is
+            # already what rstrip and the newline make: written as it is, not copied twice.
+            if raw[-1:] == b"\n" and raw[-2:-1] not in (b"\r", b"\n"):
+                return raw
+            return raw.rstrip(b"\r\n") + b"\n"
         record = {id_field: self.document.key, text_field: self.document.text}
         return json.dumps(record, ensure_ascii=False).encode("utf-8") + b"\n"
 
