@@ -5,6 +5,7 @@ replaced, on generated text (unpaired surrogates, emoji, NUL, every kind of whit
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import re
@@ -21,7 +22,7 @@ from simhash_sqlite.core.shingles import fold_space
 from simhash_sqlite.core.short_texts import short_text_data
 from simhash_sqlite.core.sketch import DEFAULT_SCHEME
 from simhash_sqlite.pipeline import sources
-from simhash_sqlite.pipeline.dedup import Decision
+from simhash_sqlite.pipeline.dedup import Decision, _kept
 from simhash_sqlite.pipeline.jsonl import (
     RecordRules,
     _json_object,
@@ -31,6 +32,7 @@ from simhash_sqlite.pipeline.jsonl import (
     utf8_of,
 )
 from simhash_sqlite.pipeline.sources import Reader
+from simhash_sqlite.store.documents import FingerprintedDocument, fingerprinted
 from simhash_sqlite.store.texts import content_hash
 
 # Pieces that make the cases meet: whitespace of every kind (ASCII, the separators \x1c-\x1f, NEL, NBSP,
@@ -191,10 +193,10 @@ def test_repeated_ids_within_and_across_chunks_name_their_first_place(tmp_path, 
     path = tmp_path / "d.jsonl"
     path.write_text("".join(json.dumps({"text": f"text {n}"} | ({} if key is None else {"id": key})) + "\n"
                             for n, key in enumerate(ids)))
-    for chunk_bytes, fingerprinted in [(40, None), (100, None), (1 << 20, None), (100, FingerprintSettings())]:
+    for chunk_bytes, index_settings in [(40, None), (100, None), (1 << 20, None), (100, FingerprintSettings())]:
         monkeypatch.setattr(sources, "CHUNK_BYTES", chunk_bytes)  # a line or a few a chunk, or all in one
         reader = Reader()
-        documents = list(reader.documents(reader.expand([str(path)]), fingerprinted))
+        documents = list(reader.documents(reader.expand([str(path)]), index_settings))
         first: dict[str, int] = {}
         expected_keys, expected_duplicates = [], []
         for number, key in enumerate(ids, 1):
@@ -214,3 +216,16 @@ def test_repeated_ids_within_and_across_chunks_name_their_first_place(tmp_path, 
 def test_a_kept_line_is_written_as_it_was_with_one_newline(raw):
     decision = Decision(Document("k", "t"), raw, 1)
     assert decision.output_line() == raw.rstrip(b"\r\n") + b"\n"
+
+
+def test_documents_and_decisions_made_without_init_are_the_dataclasses_own():
+    made = fingerprinted("k", 7, 3, b"h" * 16, b"s" * 120, None, b"\x00x")
+    built = FingerprintedDocument("k", 7, 3, b"h" * 16, b"s" * 120, None, b"\x00x")
+    assert made == built and vars(made) == vars(built) and hash(made) == hash(built) and repr(made) == repr(built)
+    kept = _kept(built, b"{}\n", 7)
+    assert kept == Decision(built, b"{}\n", 7) and vars(kept) == vars(Decision(built, b"{}\n", 7))
+    for cls in (FingerprintedDocument, Decision):  # a field, a check or slots added later must be seen here
+        assert list(vars(made if cls is FingerprintedDocument else kept)) == [f.name for f in dataclasses.fields(cls)]
+        assert not hasattr(cls, "__post_init__") and not hasattr(cls, "__slots__")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        made.key = "other"  # type: ignore[misc]

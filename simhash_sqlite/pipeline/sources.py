@@ -38,7 +38,7 @@ from ..core.sketch import DEFAULT_SCHEME, SketchScheme
 from ..errors import InvalidArgument, InvalidInput
 from ..index import SimhashIndex
 from ..store import texts
-from ..store.documents import Document, FingerprintedDocument
+from ..store.documents import Document, FingerprintedDocument, fingerprinted
 from ..store.texts import content_hash
 from .jsonl import ChunkRecords, RecordRules, read_chunk
 
@@ -419,9 +419,7 @@ class Reader:
                 assert text is not None, "without settings read_chunk returns every text"
                 yield Document(keys[i], text), raw
                 continue
-            yield FingerprintedDocument(
-                keys[i], fingerprints[i], lengths[i], hashes[i], sketches[i], texts[i], shorts[i]
-            ), raw
+            yield fingerprinted(keys[i], fingerprints[i], lengths[i], hashes[i], sketches[i], texts[i], shorts[i]), raw
         while skip is not None:
             self._skipped_line(f"{path}:{chunk.first_line + skip[0]}", skip)
             skip = next(skips, None)
