@@ -193,8 +193,10 @@ def test_repeated_ids_within_and_across_chunks_name_their_first_place(tmp_path, 
     path = tmp_path / "d.jsonl"
     path.write_text("".join(json.dumps({"text": f"text {n}"} | ({} if key is None else {"id": key})) + "\n"
                             for n, key in enumerate(ids)))
-    for chunk_bytes, index_settings in [(40, None), (100, None), (1 << 20, None), (100, FingerprintSettings())]:
+    cases = [(40, None, 8), (100, None, sources.SEEN_BITS), (1 << 20, None, 8), (100, FingerprintSettings(), 64)]
+    for chunk_bytes, index_settings, seen_bits in cases:
         monkeypatch.setattr(sources, "CHUNK_BYTES", chunk_bytes)  # a line or a few a chunk, or all in one
+        monkeypatch.setattr(sources, "SEEN_BITS", seen_bits)  # 8: every id may have been seen (all one bit)
         reader = Reader()
         documents = list(reader.documents(reader.expand([str(path)]), index_settings))
         first: dict[str, int] = {}
