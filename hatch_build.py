@@ -107,11 +107,20 @@ def generate_tables(root: Path, out_dir: Path) -> str | None:
     return _run([sys.executable, str(script), str(out_dir / "_unicode_tables.h")], root)
 
 
+def no_compiler(work: Path) -> str | None:
+    """Why the C compiler cannot compile an empty program (None: it can)."""
+    test = work / "compiler_test.c"
+    test.write_text("int main(void) { return 0; }\n")
+    why = _run([*compiler(), "-fsyntax-only", str(test)], work)
+    return None if why is None else f"no working C compiler ({why})"
+
+
 def has_header(header: str, work: Path) -> str | None:
     test = work / "header_test.c"
     test.write_text(f"#include <{header}>\nint main(void) {{ return 0; }}\n")
     why = _run([*compiler(), "-fsyntax-only", str(test)], work)
-    return None if why is None else f"{header} not found ({why})"
+    # A compiler that fails on any file says so, not that the header is missing.
+    return None if why is None else no_compiler(work) or f"{header} not found ({why})"
 
 
 def _compile(root: Path, work: Path, out: Path, target: Target, options: list[Option]) -> str | None:

@@ -3,8 +3,10 @@
 Random texts (every plane, combining marks, compatibility forms, multi-character folds, surrogates,
 controls, mutations of the previous texts, long runs) in random batches, with random settings and
 schemes; random sketch rows for the estimate. Every entry point is compared with the numpy reference:
-simhash_many, simhash_and_sketch_many, sketch_many, estimate_many, and the raw batch (no fallback)
-where the core did not decline. A difference is written to --failures (JSON lines) and counted.
+simhash_many, simhash_and_sketch_many, sketch_many, estimate_many, the raw batch (no fallback)
+where the core did not decline, and the LSH tables of sketch_pairs (random rows with near copies, random
+windows and thresholds, against the reference's deduplicated codes). A difference is written to
+--failures (JSON lines) and counted.
 
     python bench/fuzz_core.py --seconds 300 [--seed 1] [--failures fuzz_failures.jsonl]
 
@@ -38,6 +40,7 @@ from simhash_sqlite.core.sketch import (
     reference_sketch_many,
     sketch_many,
 )
+from simhash_sqlite.find.sketch_pairs import _estimated, _windows, _words, candidate_codes, table_pairs
 
 RANGES = [(0x20, 0x7E), (0, 0x20), (0x7F, 0xA0), (0x300, 0x36F), (0x4E00, 0x9FFF), (0xFF00, 0xFFEF), (0x3000, 0x303F),
           (0xAC00, 0xD7A3), (0x1100, 0x11FF), (0x1F300, 0x1FAFF), (0xD800, 0xDFFF), (0x80, 0x24F), (0x2000, 0x206F),
@@ -82,6 +85,33 @@ def same(a, b) -> bool:
     return a == b
 
 
+def _pairs(parts) -> dict[tuple[int, int], bytes]:
+    return {(a, b): np.float64(e).tobytes() for x, y, z in parts for a, b, e in zip(x.tolist(), y.tolist(), z.tolist())}
+
+
+def lsh_tables(lib, rng: random.Random, scheme: SketchScheme, fail) -> int:
+    """sketch_pairs' tables by the core against the reference on random rows, a third near copies."""
+    n = rng.randrange(2, 200)
+    rows = np.frombuffer(rng.randbytes(n * scheme.nbytes), dtype=np.uint8).reshape(n, -1).copy()
+    for i in range(n // 3):
+        rows[n - 1 - i] = rows[i]
+        flips = np.frombuffer(rng.randbytes(scheme.bin_bytes), dtype=np.uint8) & np.uint8(rng.choice([0, 1, 17, 255]))
+        rows[n - 1 - i, : scheme.bin_bytes] ^= flips
+    nbits = scheme.bins * scheme.bits
+    width, step = rng.randrange(1, min(28, nbits) + 1), rng.randrange(1, 13)
+    if not _windows(nbits, width, step):
+        return 0
+    rows = np.unique(rows, axis=0)  # the tables see distinct rows (sketch_pairs folds copies first)
+    words = _words(rows[:, : scheme.bin_bytes])
+    threshold = rng.choice([0.0, 0.3, 0.5, 0.7, 0.9, 1.0])
+    expected = _pairs(_estimated(candidate_codes(words, nbits, width, step), len(rows), len(rows), rows, None,
+                                 threshold, scheme))  # fmt: skip
+    found = _pairs(table_pairs(lib, rows, None, words, nbits, threshold, scheme, width, step, rng.choice([1, 2])))
+    if found != expected:
+        fail("lsh tables", rows=rows.tobytes().hex(), scheme=scheme, width=width, step=step, threshold=threshold)
+    return 1
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=300)
@@ -94,7 +124,7 @@ def main() -> int:
         return 2
     rng = random.Random(args.seed)
     previous: list[str] = []
-    counts = {"batches": 0, "texts": 0, "declined": 0, "estimates": 0, "failures": 0}
+    counts = {"batches": 0, "texts": 0, "declined": 0, "estimates": 0, "tables": 0, "failures": 0}
     start = time.monotonic()
     with open(args.failures, "w", encoding="utf-8") as failures:
 
@@ -147,6 +177,8 @@ def main() -> int:
                 b[:, : scheme.bin_bytes] = a[:, : scheme.bin_bytes]
             if not same(estimate_many(a, b, scheme), reference_estimate_many(a, b, scheme)):
                 fail("estimate_many", a=a.tobytes().hex(), b=b.tobytes().hex(), scheme=scheme)
+            if counts["batches"] % 10 == 0:
+                counts["tables"] += lsh_tables(lib, rng, scheme, fail)
             counts["batches"] += 1
             counts["texts"] += len(batch)
             counts["estimates"] += pairs

@@ -392,6 +392,8 @@ def test_install_without_a_compiler(tmp_path):
     assert not [n for n in names if n.endswith((".so", ".dylib", ".dll"))]
     report = json.loads((site / "simhash_sqlite" / "native" / "_build.json").read_text())
     assert report["_simhash_core"]["built"] is False and "/bin/false" in report["_simhash_core"]["reason"]
+    # The extension's reason names the compiler, not a missing header.
+    assert report["simhash"]["reason"].startswith("no working C compiler (/bin/false"), report["simhash"]
     env = {**{k: v for k, v in os.environ.items() if k != native.SWITCH}, "PYTHONPATH": str(site)}
     text = "Near-duplicate detection, ＡＢＣ Straße."
     script = "import sys; from simhash_sqlite.core.fingerprint import simhash; print(simhash(sys.argv[1]))"
@@ -431,3 +433,103 @@ def test_a_wrong_switch_is_one_error_line(tmp_path):
     version = subprocess.run([sys.executable, "-m", "simhash_sqlite", "--version"], env=env, cwd=tmp_path,
                              capture_output=True, text=True)  # fmt: skip
     assert "core: none: SIMHASH_SQLITE_CORE must be python, native or auto" in version.stdout
+
+
+def _lsh_rows(scheme: SketchScheme, n: int, seed: int) -> np.ndarray:
+    """Random sketches, a third of them near copies of others (each bit of the bins kept with probability
+    0.75-1, the size field kept), and some identical copies."""
+    rng = np.random.default_rng(seed)
+    rows = rng.integers(0, 256, (n, scheme.nbytes), dtype=np.uint8)
+    near = n // 3
+    keep = rng.uniform(0.75, 1.0, (near, 1))
+    flips = rng.random((near, scheme.bin_bytes * 8)) >= keep
+    rows[n - near :] = rows[:near]  # the size field too, where the scheme has one
+    rows[n - near :, : scheme.bin_bytes] ^= np.packbits(flips, axis=1, bitorder="little")
+    rows[rng.integers(0, n, n // 20)] = rows[rng.integers(0, n, n // 20)]
+    return rows
+
+
+def _pairs_of(parts) -> dict[tuple[int, int], bytes]:
+    out: dict[tuple[int, int], bytes] = {}
+    for a, b, estimate in parts:
+        for pair, e in zip(zip(a.tolist(), b.tolist()), estimate.tolist()):
+            assert pair[0] < pair[1] and pair not in out  # each pair once
+            out[pair] = np.float64(e).tobytes()
+    return out
+
+
+@needs_core
+@pytest.mark.parametrize("scheme", SCHEMES)
+@pytest.mark.parametrize("threads", [1, 2])
+def test_lsh_table_pairs_equal_the_reference(scheme, threads):
+    """sketch_pairs' tables by the core (each pair at its first agreeing window, estimated as it is found)
+    give the pairs and the estimates, bit for bit, that the reference's deduplicated codes give: narrow
+    windows put random rows in large groups, and the thresholds run from everything to near copies."""
+    from simhash_sqlite.find.sketch_pairs import _estimated, _windows, _words, candidate_codes, table_pairs
+
+    rows = _lsh_rows(scheme, 600, scheme.bins)
+    nbits = scheme.bins * scheme.bits
+    words = _words(rows[:, : scheme.bin_bytes])
+    for width, step in [(min(8, nbits), 3), (min(13, nbits), 5), (min(24, nbits), 12)]:
+        if not _windows(nbits, width, step):
+            continue
+        codes = candidate_codes(words, nbits, width, step)
+        for threshold in (0.0, 0.45, 0.8):
+            expected = _pairs_of(_estimated(codes, len(rows), len(rows), rows, None, threshold, scheme))
+            found = _pairs_of(table_pairs(LIB, rows, None, words, nbits, threshold, scheme, width, step, threads))
+            assert found == expected, (width, step, threshold)
+
+
+@needs_core
+def test_lsh_table_pairs_resume_where_the_output_was_full():
+    """A group of 300 rows sharing a key (44,850 pairs) written 7 pairs a call: the same pairs as at once."""
+    from simhash_sqlite.find.sketch_pairs import _words, window_keys
+
+    rng = np.random.default_rng(5)
+    rows = rng.integers(0, 256, (400, DEFAULT_SCHEME.nbytes), dtype=np.uint8)
+    rows[rng.permutation(400)[:300], :2] = 0  # the first 16 bits: one key for 300 rows
+    words = _words(rows[:, : DEFAULT_SCHEME.bin_bytes])
+    packed = np.sort((window_keys(words, 0, 16) << np.uint64(9)) | np.arange(400, dtype=np.uint64))
+    whole = native.window_pairs(LIB, rows, packed, 9, 16, 8, 0, 0.0, DEFAULT_SCHEME)
+    assert len(whole[0]) >= 300 * 299 // 2
+    pieces = native.window_pairs(LIB, rows, packed, 9, 16, 8, 0, 0.0, DEFAULT_SCHEME, chunk=7)
+    assert _pairs_of([whole]) == _pairs_of([pieces])
+    a, b, estimate = whole
+    assert estimate.tobytes() == reference_estimate_many(rows[a], rows[b]).tobytes()
+
+
+@needs_core
+@pytest.mark.parametrize("seed", range(4))
+def test_sketch_pairs_with_copies_equal_the_reference(monkeypatch, seed):
+    """Identical sketches are folded before the tables, so the core's tables see rows through `first`:
+    sketch_pairs gives the same pairs and estimates with the core as with SIMHASH_SQLITE_CORE=python."""
+    from simhash_sqlite.find.sketch_pairs import sketch_pairs
+
+    rows = _lsh_rows(DEFAULT_SCHEME, 500, seed)
+    found = {}
+    for core in ("native", "python"):
+        monkeypatch.setenv(native.SWITCH, core)
+        pairs: dict[tuple[int, int], bytes] = {}
+        for part in sketch_pairs(rows, 0.5, DEFAULT_SCHEME, width=10, step=4):
+            for a, b, e in zip(part.left.tolist(), part.right.tolist(), part.estimate.tolist()):
+                assert a < b and (a, b) not in pairs
+                pairs[(a, b)] = np.float64(e).tobytes()
+        found[core] = pairs
+    assert found["native"] == found["python"] and len(found["native"]) > 100
+
+
+@needs_core
+def test_lsh_table_pairs_refuse_what_lies_beyond_the_rows():
+    """A row past the rows given, words out of order, a window past the bins: an error from the core,
+    never a read out of bounds (bench/native_sanitize.sh runs the core's harness under ASan)."""
+    rows = np.zeros((4, DEFAULT_SCHEME.nbytes), dtype=np.uint8)
+    packed = np.array([0, 1, 2, 3], dtype=np.uint64)  # key 0, rows 0-3: one group
+    assert len(native.window_pairs(LIB, rows, packed, 3, 16, 8, 0, 0.0, DEFAULT_SCHEME)[0]) == 6
+    for bad_packed, table in [
+        (np.array([0, 1, 2, 7], dtype=np.uint64), 0),  # row 7 of 4
+        (np.array([0, 2, 1, 3], dtype=np.uint64), 0),  # not sorted
+        (np.array([0, 1, 1, 3], dtype=np.uint64), 0),  # a row twice
+        (packed, 200),  # the window past the 944 bins
+    ]:
+        with pytest.raises(ValueError, match="refused the LSH table"):
+            native.window_pairs(LIB, rows, bad_packed, 3, 16, 8, table, 0.0, DEFAULT_SCHEME)

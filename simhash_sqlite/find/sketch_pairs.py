@@ -34,12 +34,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from functools import cache
 from typing import NamedTuple
 
 import numpy as np
 
+from .. import native
 from ..core.features import mix
+from ..core.pool import workers
 from ..core.sketch import DEFAULT_SCHEME, SketchScheme, estimate_many
 from .pairs import _groups, fold, position_bits, within_groups
 
@@ -135,10 +138,7 @@ def candidate_codes(words: np.ndarray, nbits: int, width: int = WINDOW_BITS, ste
     pending_size = 0
     positions_word = np.arange(n, dtype=_U64)
     for start in _windows(nbits, width, step):
-        packed = window_keys(words, start, width)
-        packed <<= _U64(low)
-        packed |= positions_word
-        packed.sort()
+        packed = _packed_table(words, start, width, low, positions_word)
         starts, sizes = _groups(packed >> _U64(low))
         if not len(starts):
             continue
@@ -152,6 +152,53 @@ def candidate_codes(words: np.ndarray, nbits: int, width: int = WINDOW_BITS, ste
         if pending_size >= MERGE_PAIRS:
             runs, pending_size = [_merged(runs)], 0
     return _merged(runs)
+
+
+def _packed_table(words: np.ndarray, start: int, width: int, low: int, low_words: np.ndarray) -> np.ndarray:
+    """One table's (key << low | low_words) words, sorted."""
+    packed = window_keys(words, start, width)
+    packed <<= _U64(low)
+    packed |= low_words
+    packed.sort()
+    return packed
+
+
+def table_pairs(
+    lib, rows: np.ndarray, first: np.ndarray | None, words: np.ndarray, nbits: int, threshold: float,
+    scheme: SketchScheme, width: int = WINDOW_BITS, step: int = WINDOW_STEP, threads: int | None = None,
+) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """candidate_codes and their estimates by the C core, table by table: (a, b, estimate) of the
+    distinct positions a != b (words' columns; row first[a], or a where first is None) whose estimate is
+    >= threshold, each pair once. A pair is its first agreeing window's (shc_window_pairs), so no codes
+    are gathered and deduplicated (86M of them at 10M documents, nearly all chance agreements that the
+    estimate drops), and tables run on `threads` threads (None: pool.workers()): the sort, numpy's
+    operations and the C call release the GIL. The tables pack row numbers, not positions, so the core
+    reads rows[p] directly; rows map back to positions at the end."""
+    m = words.shape[1]
+    low = position_bits(len(rows))
+    if width + low > 64:
+        raise ValueError(f"{len(rows)} rows are too many for {width}-bit windows")
+    row_words = np.arange(m, dtype=_U64) if first is None else first.astype(_U64)
+    position_of = None
+    if first is not None:
+        position_of = np.empty(len(rows), dtype=np.int64)
+        position_of[first] = np.arange(m, dtype=np.int64)
+    starts = _windows(nbits, width, step)
+
+    def one(table: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        packed = _packed_table(words, starts[table], width, low, row_words)
+        a, b, estimate = native.window_pairs(lib, rows, packed, low, width, step, table, threshold, scheme)
+        return (a, b, estimate) if position_of is None else (position_of[a], position_of[b], estimate)
+
+    count = max(1, min(threads or workers(), len(starts)))
+    if count == 1:
+        yield from map(one, range(len(starts)))
+        return
+    executor = ThreadPoolExecutor(count, thread_name_prefix="lsh-table")
+    try:
+        yield from executor.map(one, range(len(starts)))
+    finally:
+        executor.shutdown(wait=True, cancel_futures=True)
 
 
 def _merged(runs: list[np.ndarray]) -> np.ndarray:
@@ -227,14 +274,13 @@ def sketch_pairs(
     nbits = scheme.bins * scheme.bits
     plan = window_plan(m, nbits)
     width, step = plan[0] if width is None else width, plan[1] if step is None else step
-    codes = candidate_codes(distinct_words, nbits, width, step)
+    lib = native.core()
+    if lib is not None and rows.dtype == np.uint8 and rows.ndim == 2 and rows.shape[1] == scheme.nbytes:
+        found = table_pairs(lib, rows, None if m == n else first, distinct_words, nbits, threshold, scheme, width, step)
+    else:
+        found = _estimated(candidate_codes(distinct_words, nbits, width, step), m, n, rows, first, threshold, scheme)
     del distinct_words
-    for lo in range(0, len(codes), ESTIMATE_CHUNK):
-        a, b = np.divmod(codes[lo : lo + ESTIMATE_CHUNK], m)
-        row_a, row_b = (a, b) if m == n else (first[a], first[b])
-        estimate = estimate_many(rows[row_a], rows[row_b], scheme)
-        keep = estimate >= threshold
-        a, b, estimate = a[keep], b[keep], estimate[keep]
+    for a, b, estimate in found:
         if not len(a):
             continue
         plain = (counts[a] == 1) & (counts[b] == 1)
@@ -244,3 +290,15 @@ def sketch_pairs(
             xs, ys = order[offsets[x] : offsets[x] + counts[x]], order[offsets[y] : offsets[y] + counts[y]]
             left, right = np.repeat(xs, len(ys)), np.tile(ys, len(xs))
             yield EstimatedPairs(np.minimum(left, right), np.maximum(left, right), np.full(len(left), e))
+
+
+def _estimated(
+    codes: np.ndarray, m: int, n: int, rows: np.ndarray, first: np.ndarray, threshold: float, scheme: SketchScheme
+) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """The reference: (a, b, estimate) of the candidate codes (a * m + b) whose estimate is >= threshold."""
+    for lo in range(0, len(codes), ESTIMATE_CHUNK):
+        a, b = np.divmod(codes[lo : lo + ESTIMATE_CHUNK], m)
+        row_a, row_b = (a, b) if m == n else (first[a], first[b])
+        estimate = estimate_many(rows[row_a], rows[row_b], scheme)
+        keep = estimate >= threshold
+        yield a[keep], b[keep], estimate[keep]

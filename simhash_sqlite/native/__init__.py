@@ -113,6 +113,11 @@ def _load(path: str) -> _Loaded:
     lib.shc_sketch_bytes.argtypes = [p]
     lib.shc_hamming.restype = ctypes.c_int
     lib.shc_hamming.argtypes = [u64, u64]
+    lib.shc_window_pairs.restype = ctypes.c_int
+    lib.shc_window_pairs.argtypes = [
+        p, ctypes.c_size_t, p, p, ctypes.c_size_t, ctypes.c_int32, ctypes.c_int32, ctypes.c_int32, ctypes.c_int32,
+        f64, p, p, p, p, ctypes.c_size_t, p,
+    ]  # fmt: skip
     del u8, i64, f64
     return _Loaded(lib, "", kernel, unidata)
 
@@ -252,6 +257,49 @@ def batch(
     if largest > KEEP_SCRATCH_BYTES:
         _local.scratch = None
     return fps, rows, status
+
+
+class _Cursor(ctypes.Structure):
+    _fields_ = [("i", ctypes.c_int64), ("j", ctypes.c_int64)]
+
+
+# Pairs one call of shc_window_pairs writes at most (24 bytes each).
+WINDOW_PAIRS_CHUNK = 1 << 18
+
+
+def window_pairs(
+    lib: ctypes.CDLL, rows: np.ndarray, packed: np.ndarray, position_bits: int, width: int, step: int, table: int,
+    threshold: float, scheme, chunk: int = WINDOW_PAIRS_CHUNK,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The pairs one LSH table of sketch_pairs contributes (simhash_core.h, shc_window_pairs): (left,
+    right, estimate) of the rows p < q sharing the table's key that agree on no earlier window and whose
+    estimate is >= threshold. rows: (n, nbytes) uint8 sketches; packed: the table's sorted
+    (key << position_bits | row) words."""
+    rows = np.ascontiguousarray(rows, dtype=np.uint8)
+    packed = np.ascontiguousarray(packed, dtype=np.uint64)
+    c_scheme = scheme_struct(scheme)
+    if rows.ndim != 2 or rows.shape[1] != lib.shc_sketch_bytes(ctypes.byref(c_scheme)):
+        raise ValueError(f"sketch rows of shape {rows.shape} do not fit the scheme {scheme}")
+    cursor, count = _Cursor(0, 0), ctypes.c_size_t(0)
+    parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+    while True:
+        left, right = np.empty(chunk, dtype=np.int64), np.empty(chunk, dtype=np.int64)
+        estimate = np.empty(chunk, dtype=np.float64)
+        code = lib.shc_window_pairs(
+            rows.ctypes.data, len(rows), ctypes.byref(c_scheme), packed.ctypes.data, len(packed), position_bits,
+            width, step, table, threshold, ctypes.byref(cursor), left.ctypes.data, right.ctypes.data,
+            estimate.ctypes.data, chunk, ctypes.byref(count),
+        )  # fmt: skip
+        if code < 0:
+            raise ValueError(f"the C core refused the LSH table (error {code})")
+        got = count.value
+        parts.append((left[:got].copy(), right[:got].copy(), estimate[:got].copy()) if got < chunk else
+                     (left, right, estimate))  # fmt: skip
+        if code == 0:
+            break
+    if len(parts) == 1:
+        return parts[0]
+    return tuple(np.concatenate(column) for column in zip(*parts))  # type: ignore[return-value]
 
 
 def estimate_many(lib: ctypes.CDLL, a: np.ndarray, b: np.ndarray, scheme) -> np.ndarray:

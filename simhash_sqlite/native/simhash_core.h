@@ -123,6 +123,26 @@ SHC_API int shc_estimate(const uint8_t *a, size_t a_len, const uint8_t *b, size_
  * or where the scheme records none. Returns 0 or SHC_ERR_ARGUMENT (length checked as above). */
 SHC_API int shc_sketch_size(const uint8_t *sketch, size_t len, const shc_scheme *scheme, double *out);
 
+/* Where shc_window_pairs stopped: the pair (packed[i], packed[j]) comes next. Start at {0, 0}. */
+typedef struct shc_window_cursor {
+    int64_t i;
+    int64_t j;
+} shc_window_cursor;
+
+/* The pairs of one LSH table of sketch_pairs, checked and deduplicated as they are found. packed: n words
+ * (key << position_bits | row), sorted ascending with no row twice, the key being bits
+ * [table * step, table * step + width) of the row's bins (bit i = bit i % 8 of byte i / 8); rows holds nrows
+ * sketches of shc_sketch_bytes(scheme) bytes end to end. Every pair of rows p < q of equal keys whose bits
+ * agree on no earlier window of the table list (table t' < table, starting at t' * step) and whose
+ * estimate (shc_estimate_many, bit for bit) is >= threshold is written to left, right, estimate (capacity
+ * entries at most; *count says how many). Returns 0 when the table is done, 1 when capacity was reached
+ * and pairs remain (call again with the same cursor and fresh outputs), SHC_ERR_ARGUMENT for arguments
+ * out of range or words out of order (a row beyond nrows is an error, never a read), SHC_ERR_MEMORY. */
+SHC_API int shc_window_pairs(const uint8_t *rows, size_t nrows, const shc_scheme *scheme, const uint64_t *packed,
+                             size_t n, int32_t position_bits, int32_t width, int32_t step, int32_t table,
+                             double threshold, shc_window_cursor *cursor, int64_t *left, int64_t *right,
+                             double *estimate, size_t capacity, size_t *count);
+
 #ifdef __cplusplus
 }
 #endif

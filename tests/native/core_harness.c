@@ -174,6 +174,57 @@ static void check_estimates(const shc_scheme *s)
     free(out);
 }
 
+/* shc_window_pairs on random rows and random sorted words, hostile positions and windows among them:
+ * never a read past the rows (ASan), every pair written is p < q with its estimate and >= the threshold,
+ * and resuming after a full output gives the same pairs as one call. */
+static int compare_u64(const void *x, const void *y)
+{
+    uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
+    return a < b ? -1 : a > b;
+}
+
+static void check_window_pairs(const shc_scheme *s)
+{
+    size_t nbytes = shc_sketch_bytes(s), nbits = (size_t)s->bins * (size_t)s->bits;
+    size_t nrows = 1 + rnd() % 40, n = rnd() % 60;
+    uint8_t *rows = malloc(nbytes * nrows);
+    uint64_t *packed = malloc(sizeof(uint64_t) * (n + 1));
+    for (size_t i = 0; i < nbytes * nrows; i++)
+        rows[i] = rnd() % 4 ? rows[i % nbytes] : (uint8_t)rnd(); /* rows much like the first */
+    int32_t bits = 1 + (int32_t)(rnd() % 8);
+    for (size_t i = 0; i < n; i++) /* rows now and then past nrows, repeated, or out of order */
+        packed[i] = ((rnd() % 4) << bits) | (rnd() % ((uint64_t)1 << bits));
+    if (rnd() % 4)
+        qsort(packed, n, sizeof(uint64_t), compare_u64);
+    int32_t width = 1 + (int32_t)(rnd() % 30), step = 1 + (int32_t)(rnd() % 9);
+    int32_t table = (int32_t)(rnd() % (nbits / (size_t)step + 2));
+    double threshold = (double)(rnd() % 12) / 10.0 - 0.1;
+    size_t cap = 1 + rnd() % 50, total = 0, count = 0;
+    int64_t left[64], right[64];
+    double est[64];
+    shc_window_cursor cursor = {0, 0};
+    int r;
+    do {
+        r = shc_window_pairs(rows, nrows, s, packed, n, bits, width, step, table, threshold, &cursor, left, right,
+                             est, cap, &count);
+        CHECK(r == 0 || r == 1 || r == SHC_ERR_ARGUMENT, "window_pairs returned %d", r);
+        CHECK(count <= cap, "window_pairs wrote %zu of %zu", count, cap);
+        for (size_t k = 0; r >= 0 && k < count; k++) {
+            CHECK(left[k] < right[k] && (size_t)right[k] < nrows, "pair %lld, %lld", (long long)left[k],
+                  (long long)right[k]);
+            double e;
+            if (left[k] < 0 || left[k] >= right[k] || (size_t)right[k] >= nrows)
+                continue; /* counted above; never read out of bounds here */
+            CHECK(shc_estimate(rows + left[k] * nbytes, nbytes, rows + right[k] * nbytes, nbytes, s, &e) == 0 &&
+                      e == est[k] && e >= threshold,
+                  "pair estimate %g", est[k]);
+        }
+        total += count;
+    } while (r == 1 && total < 100000);
+    free(rows);
+    free(packed);
+}
+
 static void fixed_cases(shc_work *w)
 {
     shc_scheme bad[] = {{0, 1, 0}, {7, 1, 0}, {8, 3, 0}, {8, 1, 8}, {65537, 8, 0}, {-8, 1, 0}, {8, 32, 0}};
@@ -246,6 +297,7 @@ int main(int argc, char **argv)
             ngram = 5;
         check_texts(w, w2, buf, offsets, n, ngram, weights, s);
         check_estimates(s);
+        check_window_pairs(s);
         rounds++;
         texts += (long)n;
     }
