@@ -1,6 +1,7 @@
 """End to end on a JSONL crawl, in CPU seconds: `simq add` + `simq dupes`, and `simq dedup`, as whole processes.
 
     .venv/bin/python bench/end_to_end.py CRAWL.jsonl [--runs 3] [--cores native,python] [--rensa]
+    .venv/bin/python bench/end_to_end.py CRAWL.jsonl --cores native --baseline ../main   # two trees side by side
 
 CRAWL.jsonl: bench/crawl.py's output ({"id", "text", "family", "kind"}; any JSONL of {"id", "text"}
 works, without the checks that need the families). Each run, for each core in turn
@@ -9,6 +10,11 @@ gain end to end is a ratio from one run), the venv's `simq` by path, at its defa
 
   - `simq add CRAWL --db X` into a fresh index, then `simq dupes --db X --format jsonl --out PAIRS`;
   - `simq dedup CRAWL -o OUT`.
+
+--baseline TREE runs another checkout's package too (a folder with simhash_sqlite/ and its C core built, e.g.
+the main worktree; its code on PYTHONPATH under this venv's `simq`), interleaved with this tree's for each
+core, and prints this tree's CPU against it: the gain of a change from one run. Both trees must give the
+same pairs and keep the same pages, and their indexes the same rows (a digest of every row but added_at).
 
 --rensa adds rensa (Rust MinHash; a baseline, not a dependency: `.venv/bin/pip install rensa`) as its
 README's "Deduplicating a dataset" example does it, in memory, in a child process: one RMinHash(num_perm=128,
@@ -50,7 +56,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from common import BENCH, SIMQ, Failures, load, print_machine
+from common import BENCH, ROOT, SIMQ, Failures, load, print_machine, run_env
 
 CORES = ("native", "python")
 RENSA_INSTALL = ".venv/bin/pip install rensa"
@@ -87,6 +93,23 @@ def added(step: Step) -> int:
     """The documents `simq add` says it added."""
     match = re.search(r"([\d,]+) added", step.stdout)
     return int(match.group(1).replace(",", "")) if match else -1
+
+
+def rows_digest(db: Path) -> str:
+    """A digest of every row of an index but its added_at, in id order: two trees must write the same."""
+    import hashlib
+
+    import apsw
+
+    digest = hashlib.sha256()
+    conn = apsw.Connection(str(db), flags=apsw.SQLITE_OPEN_READONLY)
+    try:
+        for row in conn.execute("SELECT key, fingerprint, b0, b1, b2, b3, length, content_hash, text, sketch, "
+                                "short_text FROM documents ORDER BY id"):
+            digest.update(repr(row).encode())
+    finally:
+        conn.close()
+    return digest.hexdigest()[:16]
 
 
 def read_pairs(path: Path) -> set[tuple[str, str]]:
@@ -284,10 +307,20 @@ def main() -> None:
     parser.add_argument("--rensa-shingles", choices=("chars5", "words"), default="chars5")
     parser.add_argument("--no-quality", action="store_true", help="skip precision and recall (exact Jaccard)")
     parser.add_argument("--folder", type=Path, help="where indexes and outputs go [default: a temporary folder]")
+    parser.add_argument("--baseline", type=Path, help="another checkout (C core built) to run side by side")
     args = parser.parse_args()
     cores = [c for c in args.cores.split(",") if c]
     if not cores or any(c not in CORES for c in cores):
         sys.exit(f"error: --cores takes {' and '.join(CORES)}, comma-separated")
+    if args.baseline is not None and not (args.baseline / "simhash_sqlite" / "__init__.py").is_file():
+        sys.exit(f"error: --baseline {args.baseline} is not a checkout of the package")
+    # What runs, in turn within each run: each core, with this tree's code, then (--baseline) the other's.
+    variants = [(core, run_env(ROOT, SIMHASH_SQLITE_CORE=core)) for core in cores]
+    if args.baseline is not None:
+        variants = [v for core in cores for v in ((core, run_env(ROOT, SIMHASH_SQLITE_CORE=core)),
+                                                 (f"{core}, baseline", run_env(args.baseline.resolve(),
+                                                                               SIMHASH_SQLITE_CORE=core)))]
+    names = [name for name, _ in variants]
     if not args.crawl.is_file():
         sys.exit(f"error: no crawl file {args.crawl}")
     if args.rensa:
@@ -307,18 +340,23 @@ def main() -> None:
     steps: dict[tuple[str, str], list[Step]] = defaultdict(list)
     pairs: dict[str, set[tuple[str, str]]] = {}
     kept: dict[str, list[str]] = {}
+    digests: dict[str, str] = {}
     rensa_removed: list[str] | None = None
     rensa_phases: list[dict[str, float]] = []
     try:
         for run in range(args.runs):
-            for core in cores:
-                env = dict(os.environ, SIMHASH_SQLITE_CORE=core)
-                db, found, out = folder / f"{core}.db", folder / f"pairs-{core}.jsonl", folder / f"kept-{core}.jsonl"
+            for core, env in variants:
+                tag = core.replace(", ", "-")
+                db, found, out = folder / f"{tag}.db", folder / f"pairs-{tag}.jsonl", folder / f"kept-{tag}.jsonl"
                 for suffix in ("", "-wal", "-shm"):
                     Path(f"{db}{suffix}").unlink(missing_ok=True)
                 add = run_step([*SIMQ, "add", str(args.crawl), "--db", str(db)], env)
                 failures.expect(added(add) == len(crawl.ids),
                                 f"{core}: simq add added {added(add)} of {len(crawl.ids)} pages")
+                if args.baseline is not None:
+                    this_digest = rows_digest(db)
+                    failures.expect(digests.setdefault(core, this_digest) == this_digest,
+                                    f"{core}, run {run + 1}: the index's rows differ from run 1's")
                 dupes = run_step([*SIMQ, "dupes", "--db", str(db), "--format", "jsonl", "--out", str(found)], env)
                 dedup = run_step([*SIMQ, "dedup", str(args.crawl), "-o", str(out)], env)
                 for name, step in (("add", add), ("dupes", dupes), ("dedup", dedup)):
@@ -346,12 +384,16 @@ def main() -> None:
         if args.folder is None:
             shutil.rmtree(folder, ignore_errors=True)
     finished = f"{time.strftime('%H:%M', time.gmtime())} UTC, load average {load()}"
-    first = cores[0]
-    for core in cores[1:]:
+    first = names[0]
+    for core in names[1:]:
         failures.expect(pairs[core] == pairs[first], f"simq dupes: {core} and {first} found other pairs "
                                                      f"({len(pairs[core] ^ pairs[first]):,} differ)")
         failures.expect(kept[core] == kept[first], f"simq dedup: {core} and {first} kept other pages")
-    dropped = {core: set(crawl.ids) - set(kept[core]) for core in cores}
+    for core in cores:
+        if f"{core}, baseline" in digests:
+            failures.expect(digests[core] == digests[f"{core}, baseline"],
+                            f"simq add ({core}): this tree's index rows differ from the baseline's")
+    dropped = {core: set(crawl.ids) - set(kept[core]) for core in names}
     missed = len(mirrors - pairs[first])
     failures.expect(missed == 0, f"simq dupes missed {missed} of {len(mirrors)} (original, mirror) pairs")
     mirror_pages = {b if crawl.kinds.get(b) == "mirror" else a for a, b in mirrors}
@@ -368,7 +410,7 @@ def main() -> None:
     print("| step | core | wall s | CPU s | MB per CPU-s | peak RSS MiB |")
     print("|---|---|---|---|---|---|")
     medians: dict[tuple[str, str], Step] = {}
-    for core in cores:
+    for core in names:
         runs = [steps[(name, core)] for name in ("add", "dupes", "dedup")]
         medians[("add", core)], medians[("dupes", core)], medians[("dedup", core)] = map(median_step, runs)
         medians[("add + dupes", core)] = median_step([Step(a.wall + d.wall, a.cpu + d.cpu, max(a.rss_mib, d.rss_mib))
@@ -384,6 +426,13 @@ def main() -> None:
         split = {name: statistics.median(p[name] for p in rensa_phases) for name in rensa_phases[0]}
         print("\nrensa's CPU by phase (its own getrusage, medians): "
               + ", ".join(f"{name} {seconds:.1f} s" for name, seconds in split.items()))
+    if args.baseline is not None:
+        print(f"\nThis tree against the baseline {args.baseline} (its CPU / this tree's, medians of runs interleaved): "
+              + "; ".join(f"{core}: " + ", ".join(
+                  f"{label(name)} {medians[(name, f'{core}, baseline')].cpu / medians[(name, core)].cpu:.2f}x"
+                  for name in ("add", "dupes", "add + dupes", "dedup")) for core in cores)
+              + (f"; the indexes' rows identical ({', '.join(f'{c} {digests[c]}' for c in cores)})"
+                 if all(digests.get(c) == digests.get(f"{c}, baseline") for c in cores) else ""))
     if len(cores) > 1:
         print(f"\nThe C core's gain end to end (CPU of {cores[1]} / {first}, medians of runs interleaved): "
               + ", ".join(f"{label(name)} {medians[(name, cores[1])].cpu / medians[(name, first)].cpu:.2f}x"

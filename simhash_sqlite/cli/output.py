@@ -132,6 +132,9 @@ def destination(path: str | os.PathLike | None) -> Iterator[TextIO]:
         replaced.commit()
 
 
+FILE_BUFFER_BYTES = 1 << 20
+
+
 class ReplacedOnSuccess:
     """An output file written beside its place and moved there (os.replace) only on commit(): a command
     that fails, or is refused, leaves the file as it was (an earlier output, or none). A write that fails
@@ -161,7 +164,9 @@ class ReplacedOnSuccess:
                 umask = os.umask(0)
                 os.umask(umask)
                 os.chmod(fd, 0o666 & ~umask)
-            self.handle = _NamedWrites(os.fdopen(fd, mode, **options), self)
+            # A file of its own: written in 1 MiB blocks (with the default 8 KiB, simq dedup made a system call
+            # every third record).
+            self.handle = _NamedWrites(os.fdopen(fd, mode, buffering=FILE_BUFFER_BYTES, **options), self)
         return self
 
     def commit(self) -> None:
@@ -200,8 +205,11 @@ class _NamedWrites:
         self._handle, self._owner = handle, owner
 
     def write(self, data):
-        with self._owner._named():
+        # As _named() does, without a context manager made per write (one a kept record of simq dedup).
+        try:
             return self._handle.write(data)
+        except OSError as exc:
+            raise OSError(exc.errno, exc.strerror, self._owner.shown) from None
 
     def flush(self) -> None:
         with self._owner._named():

@@ -45,9 +45,12 @@ def simhash(text: str, settings: FingerprintSettings = FingerprintSettings()) ->
     return simhash_many([text], settings)[0]
 
 
-def simhash_many(texts: Sequence[str], settings: FingerprintSettings = FingerprintSettings()) -> list[int | None]:
+def simhash_many(
+    texts: Sequence[str], settings: FingerprintSettings = FingerprintSettings(), *, utf8: list[bytes] | None = None
+) -> list[int | None]:
     """simhash() of each text: by the C core where it is built and supports the settings (character
-    n-grams), the texts it declines by the numpy reference; else by the reference alone."""
+    n-grams), the texts it declines by the numpy reference; else by the reference alone. utf8: each
+    text's UTF-8 ('surrogatepass'), where the caller has it, for the core's buffer (native.batch)."""
     if any(len(text) > LONG_TEXT for text in texts):
         from .pieces import simhash_pieces
 
@@ -56,7 +59,7 @@ def simhash_many(texts: Sequence[str], settings: FingerprintSettings = Fingerpri
     lib = native.core()
     if lib is None or not native.supports(settings) or not texts:
         return reference_simhash_many(texts, settings)
-    values, _, status = native.batch(lib, texts, ngram=settings.ngram, weights=settings.weights)
+    values, _, status = native.batch(lib, texts, ngram=settings.ngram, weights=settings.weights, utf8=utf8)
     assert values is not None
     out = [v if s & native.HAS_FINGERPRINT else None for v, s in zip(values.tolist(), status.tolist())]
     declined = np.flatnonzero(status & native.DECLINED).tolist()
@@ -78,11 +81,11 @@ def reference_simhash_many(
 
 
 def simhash_and_sketch_many(
-    texts: Sequence[str], settings: FingerprintSettings | None = None, scheme=None
+    texts: Sequence[str], settings: FingerprintSettings | None = None, scheme=None, *, utf8: list[bytes] | None = None
 ) -> tuple[list[int | None], list[bytes | None]]:
     """simhash_many() and each text's sketch (sketch.sketch(), None without a letter or digit). With
     character 5-gram fingerprints (the default) both come from one pass over the shingle hashes.
-    scheme: a sketch.SketchScheme (None: the default)."""
+    scheme: a sketch.SketchScheme (None: the default). utf8: as simhash_many's."""
     # Imported here: sketch -> shingles -> pairs -> fingerprint would be circular at import time.
     from .sketch import DEFAULT_SCHEME, sketch_many
 
@@ -100,10 +103,12 @@ def simhash_and_sketch_many(
     if not native.supports(settings):  # jieba words: fingerprints by the reference, sketches by the core
         rows, present = sketch_many(texts, scheme)
         return reference_simhash_many(texts, settings), _blobs(rows, present)
-    values, made, status = native.batch(lib, texts, ngram=settings.ngram, weights=settings.weights, scheme=scheme)
+    values, made, status = native.batch(
+        lib, texts, ngram=settings.ngram, weights=settings.weights, scheme=scheme, utf8=utf8
+    )
     assert values is not None and made is not None
     fingerprints = [v if s & native.HAS_FINGERPRINT else None for v, s in zip(values.tolist(), status.tolist())]
-    sketches = [row.tobytes() if s & native.HAS_SKETCH else None for row, s in zip(made, status.tolist())]
+    sketches = _blobs(made, status & native.HAS_SKETCH)
     declined = np.flatnonzero(status & native.DECLINED).tolist()
     if declined:
         again = reference_simhash_and_sketch_many([texts[i] for i in declined], settings, scheme)
@@ -168,7 +173,9 @@ def _cut(text: str) -> Iterator[str]:
 
 
 def _blobs(rows: np.ndarray, present: np.ndarray) -> list[bytes | None]:
-    return [row.tobytes() if there else None for row, there in zip(rows, present.tolist())]
+    """Each row's bytes where present (slices of one bytes object: a row at a time cost twice as much)."""
+    flat, width = rows.tobytes(), rows.shape[1] if rows.ndim == 2 else 0
+    return [flat[i * width : (i + 1) * width] if there else None for i, there in enumerate(present.tolist())]
 
 
 def _chunks(texts: Sequence[str]) -> Iterator[list[str]]:

@@ -747,9 +747,10 @@ def estimate_jaccard(a: bytes, b: bytes, scheme: SketchScheme = DEFAULT_SCHEME) 
 
 def as_rows(blobs: Sequence[bytes | None], scheme: SketchScheme = DEFAULT_SCHEME) -> tuple[np.ndarray, np.ndarray]:
     """Stored sketches (None where missing) as a (n, nbytes) uint8 array and a bool array of which exist."""
-    present = np.fromiter((b is not None and len(b) == scheme.nbytes for b in blobs), dtype=bool, count=len(blobs))
-    rows = np.zeros((len(blobs), scheme.nbytes), dtype=np.uint8)
+    nbytes = scheme.nbytes  # (a property: computed each time it is read)
+    present = np.fromiter((b is not None and len(b) == nbytes for b in blobs), dtype=bool, count=len(blobs))
+    rows = np.zeros((len(blobs), nbytes), dtype=np.uint8)
     if present.any():
-        joined = b"".join(b for b in blobs if b is not None and len(b) == scheme.nbytes)  # as present says
-        rows[present] = np.frombuffer(joined, dtype=np.uint8).reshape(-1, scheme.nbytes)
+        joined = b"".join(b for b in blobs if b is not None and len(b) == nbytes)  # as present says
+        rows[present] = np.frombuffer(joined, dtype=np.uint8).reshape(-1, nbytes)
     return rows, present

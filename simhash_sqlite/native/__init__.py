@@ -218,19 +218,27 @@ def supports(settings) -> bool:
 def encode(texts) -> tuple[bytes, np.ndarray]:
     """The texts as one UTF-8 buffer (lone surrogates kept as 'surrogatepass' writes them, which the core
     declines) and the n + 1 offsets of their starts and the end."""
-    parts = [t.encode("utf-8", "surrogatepass") for t in texts]
+    return encode_parts([t.encode("utf-8", "surrogatepass") for t in texts])
+
+
+def encode_parts(parts: list[bytes]) -> tuple[bytes, np.ndarray]:
+    """encode() of texts already in UTF-8 ('surrogatepass'), one bytes object each."""
     offsets = np.zeros(len(parts) + 1, dtype=np.int64)
     np.cumsum(np.fromiter(map(len, parts), dtype=np.int64, count=len(parts)), out=offsets[1:])
     return b"".join(parts), offsets
 
 
 def batch(
-    lib: ctypes.CDLL, texts, *, ngram: int = 5, weights: str = "binary", scheme=None, fingerprints: bool = True
+    lib: ctypes.CDLL, texts, *, ngram: int = 5, weights: str = "binary", scheme=None, fingerprints: bool = True,
+    utf8: list[bytes] | None = None,
 ) -> tuple[np.ndarray | None, np.ndarray | None, np.ndarray]:
     """The core over the texts: (fingerprints uint64 or None, sketch rows (n, nbytes) uint8 or None,
-    status uint8). Declined texts have status & DECLINED: the caller computes them with the reference."""
+    status uint8). Declined texts have status & DECLINED: the caller computes them with the reference.
+    utf8: the texts as encode() would write each, where the caller has them (not encoded again)."""
     if not isinstance(texts, list):
         texts = list(texts)
+    if utf8 is not None and len(utf8) != len(texts):
+        raise ValueError(f"{len(utf8)} encoded texts for {len(texts)} texts")
     n = len(texts)
     fps = np.zeros(n, dtype=np.uint64) if fingerprints else None
     rows = None
@@ -252,7 +260,7 @@ def batch(
         while end < n and (end == start or size < BATCH_BYTES):
             size += len(texts[end])
             end += 1
-        buf, offsets = encode(texts[start:end])
+        buf, offsets = encode(texts[start:end]) if utf8 is None else encode_parts(utf8[start:end])
         largest = max(largest, int(np.diff(offsets).max()))
         code = lib.shc_batch(
             work, buf, offsets.ctypes.data, end - start, ngram, WEIGHTS[weights],

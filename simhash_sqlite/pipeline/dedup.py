@@ -315,8 +315,13 @@ class Decision:
 
     def output_line(self, text_field: str = "text", id_field: str = "id") -> bytes:
         """The record to write: the input line byte for byte, or a JSON object for a text file."""
-        if self.raw is not None:
-            return self.raw.rstrip(b"\r\n") + b"\n"
+        raw = self.raw
+        if raw is not None:
+            # A line that ends in one newline, without a carriage return before it (as JSONL lines do) is
+            # already what rstrip and the newline make: written as it is, not copied twice.
+            if raw[-1:] == b"\n" and raw[-2:-1] not in (b"\r", b"\n"):
+                return raw
+            return raw.rstrip(b"\r\n") + b"\n"
         record = {id_field: self.document.key, text_field: self.document.text}
         return json.dumps(record, ensure_ascii=False).encode("utf-8") + b"\n"
 
@@ -331,6 +336,18 @@ class Decision:
             "fingerprint": None if self.fingerprint is None else to_hex(self.fingerprint),
         }
         return json.dumps(record, ensure_ascii=False).encode("utf-8") + b"\n"
+
+
+_new = object.__new__
+
+
+def _kept(document: Document | FingerprintedDocument, raw: bytes | None, fingerprint: int | None) -> Decision:
+    """Decision(document, raw, fingerprint), the same object, made without the frozen dataclass's __init__
+    (an object.__setattr__ a field: 4 times the cost, once a kept document)."""
+    decision = _new(Decision)
+    decision.__dict__.update(document=document, raw=raw, fingerprint=fingerprint, duplicate_of=None, distance=None,
+                             jaccard=None, checked_by=None, certainty=None)
+    return decision
 
 
 @dataclass
@@ -359,6 +376,7 @@ class DedupReport:
 _ESTIMATED, _BY_DISTANCE = 0, 1  # (an exact Jaccard ranks as an estimate does: the highest first)
 # Shingle sets of kept short texts held at once (most candidates are recent documents' near-copies).
 SHORT_SETS_KEPT = 50_000
+_UNMADE = object()  # a batch member's shingle set not made yet
 
 
 class Deduplicator:
@@ -516,12 +534,15 @@ class Deduplicator:
         have = [i for i, fp in enumerate(prints) if fp is not None]  # members: the batch's featured documents
         # The members' short texts (exact data and shingles), where they are short.
         self.batch_short = [self._short_of(batch[i][0]) for i in have] if self.check else [None] * len(have)
-        self.batch_sets = [None if data is None else short_text_shingles(data) for data in self.batch_short]
+        # Their shingle sets, made when a pair of two short texts needs them (most have no candidate).
+        self.batch_sets: list[np.ndarray | None | object] = [_UNMADE] * len(have)
         values = np.array([prints[i] for i in have], dtype=np.uint64)
         rows, sketched = rows[have], sketched[have]
         # The sketched members' LSH codes, made once: searched in the kept runs, then those of the kept
         # ones become the batch's new run.
         codes = sorted_codes(rows[sketched]) if self.by_sketch else None
+        # The members' distinct-shingle counts, as their sketches record them (for kept ones and certainties).
+        sizes = sizes_of(rows, DEFAULT_SCHEME) if self.check else None
         options = self._options_among_kept(values, rows, sketched, codes)
         earlier = self._pairs_within_batch(values, rows, sketched, codes)
         match: dict[int, tuple] = {}  # member -> its winning option
@@ -537,7 +558,8 @@ class Deduplicator:
             if mine:
                 match[j] = min(mine)
             else:
-                kept_labels[j] = self._keep(batch[have[j]][0].key, values[j], rows[j], sketched[j])
+                size = sizes[j] if sizes is not None and sketched[j] else np.nan
+                kept_labels[j] = self._keep(batch[have[j]][0].key, values[j], rows[j], sketched[j], size)
                 if (data := self.batch_short[j]) is not None:
                     self.kept_short[kept_labels[j]] = data
                 new_members.append(j)
@@ -555,7 +577,6 @@ class Deduplicator:
         names = self._indexed_keys([option[2] for option in match.values() if option[2] < 0])
         self.report.search_seconds += time.perf_counter() - searching
         position = {i: j for j, i in enumerate(have)}
-        sizes = sizes_of(rows, DEFAULT_SCHEME) if self.check else None
         out = []
         for i, ((document, raw), fp) in enumerate(zip(batch, prints)):
             member = position.get(i)
@@ -572,7 +593,7 @@ class Deduplicator:
                 self.report.exact += how == "exact"
                 self.report.by_distance += how == "distance"
             else:
-                out.append(Decision(document, raw, fp))
+                out.append(_kept(document, raw, fp))
                 self.report.kept += 1
                 self.report.without_features += fp is None
             self.report.characters += length_of(document)
@@ -589,14 +610,16 @@ class Deduplicator:
             return options
         return [o for o in options if (self.apart_labels.get(o[2]) if o[2] < 0 else self.keys[o[2]]) not in apart]
 
-    def _keep(self, key: str, value: np.uint64, row: np.ndarray, sketched: bool) -> int:
+    def _keep(self, key: str, value: np.uint64, row: np.ndarray, sketched: bool, size: float) -> int:
+        """Keep a member of the batch (size: the distinct-shingle count its sketch records, NaN: none or no
+        check); its label."""
         label = len(self.keys)
         self.keys.append(key)
         if label == len(self.kept_values):  # grow by doubling: amortized constant
             self.kept_values = np.concatenate((self.kept_values, np.empty_like(self.kept_values)))
             self.kept_sizes = np.concatenate((self.kept_sizes, np.empty_like(self.kept_sizes)))
         self.kept_values[label] = value
-        self.kept_sizes[label] = sizes_of(row, DEFAULT_SCHEME)[0] if self.check and sketched else np.nan
+        self.kept_sizes[label] = size
         if len(self.kept_rows):
             if label == len(self.kept_rows):
                 self.kept_rows = np.concatenate((self.kept_rows, np.empty_like(self.kept_rows)))
@@ -711,11 +734,19 @@ class Deduplicator:
     def _exact(self, j: int, a: int, members: bool) -> float | None:
         """The exact Jaccard of member j and `a` (a batch member if members, else a kept or indexed
         label) where both are short texts, else None."""
-        mine = self.batch_sets[j]
+        mine = self._batch_set(j)
         if mine is None:
             return None
-        theirs = self.batch_sets[a] if members else self._kept_set(a)
+        theirs = self._batch_set(a) if members else self._kept_set(a)
         return None if theirs is None else jaccard_of_sets(mine, theirs)
+
+    def _batch_set(self, member: int) -> np.ndarray | None:
+        """The shingle set of a batch member's short text (None: not a short text, or unreadable)."""
+        made = self.batch_sets[member]
+        if made is _UNMADE:
+            data = self.batch_short[member]
+            made = self.batch_sets[member] = None if data is None else short_text_shingles(data)
+        return made  # type: ignore[return-value]
 
     def _kept_set(self, label: int) -> np.ndarray | None:
         if label in self.short_sets:

@@ -29,6 +29,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 import apsw
+import numpy as np
 
 from ..core.pieces import simhash_and_sketch_pieces
 from ..core.pool import map_in_order
@@ -37,7 +38,7 @@ from ..core.sketch import DEFAULT_SCHEME, SketchScheme
 from ..errors import InvalidArgument, InvalidInput
 from ..index import SimhashIndex
 from ..store import texts
-from ..store.documents import Document, FingerprintedDocument
+from ..store.documents import Document, FingerprintedDocument, fingerprinted
 from ..store.texts import content_hash
 from .jsonl import ChunkRecords, RecordRules, read_chunk
 
@@ -53,6 +54,9 @@ KEPT_SKIPS = 1000  # the first skips are kept with their reasons; later ones are
 CHUNK_BYTES = 1 << 20  # JSONL is read, parsed and fingerprinted in chunks of about this many bytes (smaller: more
 # vectorized passes over partly filled arrays, 5-10% more CPU at 512 KiB)
 LOCAL_CHUNK_BYTES = 16 << 20  # a chunk this large (a very long line) is not copied to a worker
+# Bits of the set that says which ids cannot have been seen (Reader._note_keys): 4 MiB, whatever the input.
+# An id whose bit is clear is new without a look in the table; at 10M ids a quarter still need the look.
+SEEN_BITS = 1 << 25
 
 
 @dataclass(frozen=True)
@@ -114,6 +118,7 @@ class Reader:
         if self.errors not in ERROR_POLICIES:
             raise InvalidArgument(f"errors must be one of {', '.join(ERROR_POLICIES)}, not {self.errors!r}")
         self._seen: apsw.Connection | None = None
+        self._seen_bits: np.ndarray | None = None  # a bit set a hash of each id seen (_note_keys)
         if self.stdin_key is not None and (not self.stdin_key or "\x00" in self.stdin_key):
             raise InvalidInput("the key for stdin must be a non-empty text without NUL characters")
 
@@ -156,7 +161,7 @@ class Reader:
         for jsonl, group in itertools.groupby(paths, lambda given: self._jsonl_file(given[0])):
             if jsonl:  # consecutive JSONL files: one stream of chunks, so the pool never runs dry between them
                 files = [path for path, _ in group]
-                yield from (document for document, _ in self._jsonl_files(files, settings, store_text))
+                yield from (document for document, _ in self._jsonl_files(files, settings, store_text, lines=False))
                 continue
             for path, named in group:
                 if path != STDIN and _undecodable_name(path):
@@ -165,7 +170,7 @@ class Reader:
                 elif path == STDIN:
                     stream = self._stdin()
                     if self._stdin_is_jsonl(stream):
-                        records = self._records([(STDIN_NAME, stream)], settings, store_text)
+                        records = self._records([(STDIN_NAME, stream)], settings, store_text, lines=False)
                         yield from (document for document, _ in records)
                     elif (document := self._stdin_text(stream, settings, store_text)) is not None:
                         yield document
@@ -345,21 +350,22 @@ class Reader:
 
     def _jsonl_files(
         self, paths: list[str], settings: FingerprintSettings | None = None, store_text: bool = False,
-        for_index: bool = True, sketches: bool = True,
-    ) -> Iterator[tuple[Document | FingerprintedDocument, bytes]]:
+        for_index: bool = True, sketches: bool = True, lines: bool = True,
+    ) -> Iterator[tuple[Document | FingerprintedDocument, bytes | None]]:
         """One document per line with its raw line, the files one stream: memory does not grow with them."""
-        return self._records(_opened(paths), settings, store_text, for_index, sketches)
+        return self._records(_opened(paths), settings, store_text, for_index, sketches, lines)
 
     def _records(
         self, inputs: Iterable[tuple[str, object]], settings: FingerprintSettings | None = None,
-        store_text: bool = False, for_index: bool = True, sketches: bool = True,
-    ) -> Iterator[tuple[Document | FingerprintedDocument, bytes]]:
+        store_text: bool = False, for_index: bool = True, sketches: bool = True, lines: bool = True,
+    ) -> Iterator[tuple[Document | FingerprintedDocument, bytes | None]]:
         """The records of JSONL inputs ((name, binary stream, or why it could not be opened)) with
         their lines, in order. Without settings, Documents; with them, FingerprintedDocuments, parsed
         and fingerprinted a chunk of lines at a time on every core (jsonl_chunks.read_chunk in
         parallel.map_in_order). for_index: with content hashes, and a text over stream_over characters
         fingerprinted in pieces and not kept (unless store_text, which keeps the texts); else (dedup)
-        neither. sketches: with each fingerprint, the text's sketch."""
+        neither. sketches: with each fingerprint, the text's sketch. lines: False gives None for each
+        line (add does not need them: they are not copied out of their chunks)."""
         rules = RecordRules(
             text_field=self.text_field, id_field=self.id_field, encoding=self.encoding, errors=self.errors,
             require_id=self.require_id, max_record_bytes=MAX_RECORD_BYTES, settings=settings,
@@ -381,43 +387,43 @@ class Reader:
                 self._skip(chunk.path, chunk.error, True)
             for number in chunk.overlong:
                 self._skip(f"{chunk.path}:{number}", f"line longer than {MAX_RECORD_BYTES >> 20} MiB", True)
-            yield from self._chunk_documents(chunk, records, chunk.path, rules)
+            yield from self._chunk_documents(chunk, records, chunk.path, rules, lines)
 
     def _chunk_documents(
-        self, chunk: _LineChunk, records: ChunkRecords, path: str, rules: RecordRules
-    ) -> Iterator[tuple[Document | FingerprintedDocument, bytes]]:
+        self, chunk: _LineChunk, records: ChunkRecords, path: str, rules: RecordRules, lines: bool = True
+    ) -> Iterator[tuple[Document | FingerprintedDocument, bytes | None]]:
         """What a chunk's records and skipped lines mean in the whole input, in line order: places,
-        repeated ids (the first stays), records keyed by place."""
+        repeated ids (the first stays), records keyed by place. lines: with each record its line (else
+        None, and the line is not copied out of the chunk)."""
         skips = iter(records.skips)
         skip = next(skips, None)
         places = [f"{path}:{chunk.first_line + line}" for line in records.lines]
         keys = [self._keyed_by_line(where) if key is None else key for key, where in zip(records.keys, places)]
         first = self._note_keys(keys, places)
+        # The columns a record is made of, looked up once a chunk (absent ones: a list of the default).
+        count, data, failures, keep_repeats = len(keys), chunk.data, records.failures, self.keep_repeats
+        texts = records.texts if records.texts is not None else [None] * count
+        hashes = records.hashes or [b""] * count
+        sketches = records.sketches or [None] * count
+        shorts = records.short_texts or [None] * count
+        fingerprints, lengths, starts, ends = records.fingerprints, records.lengths, records.starts, records.ends
+        plain = rules.settings is None
         for i, line in enumerate(records.lines):
             while skip is not None and skip[0] < line:
                 self._skipped_line(f"{path}:{chunk.first_line + skip[0]}", skip)
                 skip = next(skips, None)
-            where, key = places[i], keys[i]
-            if not first[i] and not self.keep_repeats:
+            if not first[i] and not keep_repeats:
                 continue  # a repeated id: the first record stays (a second add is then a no-op)
-            if i in records.failures:
-                self._skip(where, records.failures[i], True)
+            if failures and i in failures:
+                self._skip(places[i], failures[i], True)
                 continue
-            raw = chunk.data[records.starts[i] : records.ends[i]]
-            text = records.texts[i] if records.texts is not None else None
-            if rules.settings is None:
+            raw = data[starts[i] : ends[i]] if lines else None
+            if plain:
+                text = texts[i]
                 assert text is not None, "without settings read_chunk returns every text"
-                yield Document(key, text), raw
+                yield Document(keys[i], text), raw
                 continue
-            yield FingerprintedDocument(
-                key,
-                records.fingerprints[i],
-                records.lengths[i],
-                records.hashes[i] if records.hashes else b"",
-                records.sketches[i] if records.sketches else None,
-                text,
-                records.short_texts[i] if records.short_texts else None,
-            ), raw
+            yield fingerprinted(keys[i], fingerprints[i], lengths[i], hashes[i], sketches[i], texts[i], shorts[i]), raw
         while skip is not None:
             self._skipped_line(f"{path}:{chunk.first_line + skip[0]}", skip)
             skip = next(skips, None)
@@ -468,30 +474,45 @@ class Reader:
             data = b"".join((*parts, block[: last + 1]))
             parts, held = [block[last + 1 :]], len(block) - last - 1
             yield _LineChunk(data, number, size, tuple(overlong), path)
-            number += data.count(b"\n")
+            number += int(np.count_nonzero(np.frombuffer(data, dtype=np.uint8) == 10))  # 10x data.count(b"\n")
             size, overlong = 0, []
         if held or size or overlong:
             yield _LineChunk(b"".join(parts), number, size, tuple(overlong), path)
 
     def _note_keys(self, keys: list[str], places: list[str]) -> list[bool]:
         """For each record of a chunk, True where its id is met first in this run; an id met again is
-        reported (the first record stays). One statement a chunk: one a record was a sixth of the CPU
-        of simq add's process."""
-        if self._seen is None:
-            self._seen = apsw.Connection("")  # a temporary file: memory does not grow with the ids
-            self._seen.execute("CREATE TABLE seen (key TEXT PRIMARY KEY, place TEXT) WITHOUT ROWID")
-        # Places are unique, so the rows inserted (ids met first) are known by the places returned.
-        inserted = {
-            place for (place,) in self._seen.executemany(
-                "INSERT INTO seen VALUES (?, ?) ON CONFLICT DO NOTHING RETURNING place", list(zip(keys, places))
-            )
-        }
-        first = [where in inserted for where in places]
-        for key, where, new in zip(keys, places, first):
-            if not new:
+        reported (the first record stays). Two statements a chunk, in one transaction: the ids that may
+        have been seen looked up, then the new ones inserted (an INSERT ... RETURNING a record took twice
+        the CPU: a tenth of the main process of simq add). An id may have been seen only if its bit in
+        _seen_bits (at its hash) is set: every id inserted sets its bit, so one whose bit is clear is new."""
+        seen, bits = self._seen, self._seen_bits
+        if seen is None or bits is None:
+            seen = self._seen = apsw.Connection("")  # a temporary file: memory does not grow with the ids
+            seen.execute("CREATE TABLE seen (key TEXT PRIMARY KEY, place TEXT) WITHOUT ROWID")
+            # Nothing to roll back in a table of this run's own (a failed add discards it): no journal.
+            seen.pragma("journal_mode", "off")
+            bits = self._seen_bits = np.zeros(SEEN_BITS >> 3, dtype=np.uint8)
+        slots = np.fromiter(map(hash, keys), dtype=np.int64, count=len(keys)) & (SEEN_BITS - 1)
+        byte, bit = slots >> 3, np.left_shift(1, slots & 7).astype(np.uint8)
+        maybe = {key for key, set_ in zip(keys, (bits[byte] & bit).tolist()) if set_}
+        np.bitwise_or.at(bits, byte, bit)
+        with seen:
+            known = dict(seen.execute("SELECT key, place FROM seen WHERE key IN carray(?)",
+                                      (apsw.carray(tuple(maybe)),))) if maybe else {}
+            new: dict[str, str] = {}  # key -> place, of the ids met first in this chunk
+            first = []
+            for key, where in zip(keys, places):
+                met = key in known or key in new
+                first.append(not met)
+                if not met:
+                    new[key] = where
+            if new:
+                seen.executemany("INSERT INTO seen VALUES (?, ?)", new.items())
+        for key, where, met_first in zip(keys, places, first):
+            if not met_first:
                 self.duplicate_count += 1
                 if len(self.duplicates) < KEPT_SKIPS:
-                    place = self._seen.execute("SELECT place FROM seen WHERE key = ?", (key,)).get
+                    place = known[key] if key in known else new[key]
                     self.duplicates.append(Duplicate(where, key, place))
         return first
 

@@ -83,6 +83,8 @@ class _PreparedBatch:
     no_features: list[str] = field(default_factory=list)  # keys written with no fingerprint (once written)
     new_keys: set[str] = field(default_factory=set)  # the keys counted as added
     data_version: int = 0  # the file's PRAGMA data_version when the stored content hashes were read
+    characters: int = 0  # of every document of the batch
+    lengths: list[int] | None = None  # of the changed documents, in order (None: ask length_of)
 
 
 class _Commits:
@@ -157,6 +159,7 @@ class _Commits:
 
 def _batch_counts(prepared: _PreparedBatch) -> AddReport:
     """A written batch's counts, without its documents."""
+    lengths = prepared.lengths  # of the changed documents
     return AddReport(
         added=prepared.added,
         updated=prepared.updated,
@@ -164,8 +167,9 @@ def _batch_counts(prepared: _PreparedBatch) -> AddReport:
         no_features=prepared.no_features[:KEPT_KEYS],
         without_features=len(prepared.no_features),
         batches=1,
-        characters=sum(length_of(doc) for doc in prepared.batch),
-        short=sum(length_of(doc) < SHORT_TEXT for doc, _ in prepared.changed),
+        characters=prepared.characters,
+        short=sum(1 for n in lengths if n < SHORT_TEXT) if lengths is not None else sum(
+            length_of(doc) < SHORT_TEXT for doc, _ in prepared.changed),
         last_key=prepared.batch[-1].key,
     )
 
@@ -331,29 +335,42 @@ class Writer:
         pending: the batch before, not yet written; its keys count as stored with their new content.
         """
         data_version = self.conn.pragma("data_version")  # before the read: a commit after it is seen as one
-        known = self._content_hashes({doc.key for doc in batch})
+        batch_keys = {doc.key for doc in batch}
+        known = self._content_hashes(batch_keys)
         if pending is not None:
-            known.update((key, pending.digests[key]) for key in {doc.key for doc in batch} & pending.digests.keys())
+            known.update((key, pending.digests[key]) for key in batch_keys & pending.digests.keys())
         changed, added, updated, unchanged, new_keys = [], 0, 0, 0, set()
+        lengths: list[int] | None = []  # of the changed documents (None: not all came fingerprinted)
+        characters, plain = 0, []
         for doc in batch:
-            digest = doc.content_hash if isinstance(doc, FingerprintedDocument) else content_hash(doc.text)
-            if known.get(doc.key) == digest:
+            if type(doc) is FingerprintedDocument:
+                digest, length = doc.content_hash, doc.length
+            else:
+                digest = doc.content_hash if isinstance(doc, FingerprintedDocument) else content_hash(doc.text)
+                length, lengths = length_of(doc), None
+            characters += length
+            key = doc.key
+            stored = known.get(key)
+            if stored == digest:
                 unchanged += 1
                 continue
-            if doc.key in known:
+            if stored is not None or key in known:
                 updated += 1
             else:
                 added += 1
-                new_keys.add(doc.key)
-            known[doc.key] = digest
+                new_keys.add(key)
+            known[key] = digest
             changed.append((doc, digest))
+            if lengths is not None:
+                lengths.append(length)
+            if not isinstance(doc, FingerprintedDocument):
+                plain.append(doc.text)
         # Streamed files come fingerprinted; the rest in one vectorized call (all cores if large).
-        plain = [doc.text for doc, _ in changed if not isinstance(doc, FingerprintedDocument)]
         digests = {doc.key: digest for doc, digest in changed}
         fingerprints = FingerprintJob(plain, self.settings, start_pool=pending is not None, sketches=self.sketch_scheme)
         return _PreparedBatch(
             batch, changed, digests, fingerprints, added, updated, unchanged,
-            new_keys=new_keys, data_version=data_version,
+            new_keys=new_keys, data_version=data_version, characters=characters, lengths=lengths,
         )
 
     def _compared_again(self, prepared: _PreparedBatch, rows: list[tuple]) -> list[tuple]:
@@ -389,21 +406,23 @@ class Writer:
             for doc, _ in prepared.changed
         ]
         columns = iter(zip(*_signed_blocks([fp for fp, _ in made if fp is not None])))
+        lengths = prepared.lengths if prepared.lengths is not None else [length_of(doc) for doc, _ in prepared.changed]
         rows = []
-        for (doc, digest), (fingerprint, sketch) in zip(prepared.changed, made):
+        store_text, no_features = self.store_text, (None,) * 5
+        for (doc, digest), (fingerprint, sketch), length in zip(prepared.changed, made, lengths):
             if fingerprint is None:
                 prepared.no_features.append(doc.key)
-                fingerprint_columns: tuple[int | None, ...] = (None,) * 5
+                fingerprint_columns: tuple[int | None, ...] = no_features
             else:
                 fingerprint_columns = next(columns)
-            text = doc.text if self.store_text else None
             short: bytes | None = None
-            if not self.store_text and fingerprint is not None:
+            if not store_text and fingerprint is not None:
                 if isinstance(doc, FingerprintedDocument):
                     short = doc.short_text
                 elif doc.text is not None:
                     short = short_text_data(doc.text)
-            rows.append((doc.key, *fingerprint_columns, length_of(doc), digest, text, sketch, short))
+            text = doc.text if store_text else None
+            rows.append((doc.key, *fingerprint_columns, length, digest, text, sketch, short))
         return rows
 
     def transaction_size(self) -> int:
