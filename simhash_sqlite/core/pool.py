@@ -14,13 +14,14 @@ add started at a load above 1 ran in one process for all of its 18 minutes, and 
 busy process alone holds the load near 1, so nothing could turn a pool on mid-run.
 
 Processes, not threads, though the C core releases the GIL while it computes: in the chunks an add
-computes (JSON parsed, content hashes, fingerprints and sketches, short-text data) the C call is 42% of
-the CPU and the rest holds the GIL, so threads cannot bring the wall below 0.58 of one process's, on
-any number of cores; processes have no such bound. bench/threads_vs_pool.py (a 216 MB crawl, 2
-workers, medians of 3 interleaved, 2 quiet cores): one process 5.43 s wall, 5.42 CPU-s; the process
-pool 3.16 s, 5.90 CPU-s; threads 3.63 s, 5.78 CPU-s (1.15x the pool's wall; 0.95-1.17x over four runs
-at load 4.5-7). Threads cost less CPU (no worker to start, nothing pickled) but were never faster, so
-the pool stays (threads: map_in_order(threads=True), for the bench).
+computes (JSON parsed, content hashes, fingerprints and sketches, short-text data) the C call is about a
+third of the CPU and the rest holds the GIL, so threads cannot bring the wall below about 0.68 of one
+process's, on any number of cores; processes have no such bound. bench/threads_vs_pool.py (a 216 MB
+crawl, 2 workers, medians of 3 interleaved, 2 quiet cores, 2026-11-26): one process 3.57 s wall, 3.56
+CPU-s; the process pool 2.12 s, 3.86 CPU-s; threads 2.41 s, 3.61 CPU-s (1.14x the pool's wall; 0.95-1.17x
+over four runs at load 4.5-7 before the core's new kernels). Threads cost less CPU (no worker to start,
+nothing pickled) but were never faster, so the pool stays (threads: map_in_order(threads=True), for the
+bench).
 """
 
 from __future__ import annotations
