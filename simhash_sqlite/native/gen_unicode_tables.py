@@ -152,8 +152,8 @@ def main(out_path: str) -> None:
         ascii_units.append(unit | (0x100 if records[c] & SPACE else 0) | (0x200 if records[c] & ALNUM else 0))
         # ... and the core's 16-byte ASCII loop (ascii16) has these rules written out: they must agree
         space = 9 <= c <= 13 or 0x1C <= c <= 0x20
-        plain = 0x20 if space else c + 0x20 if 0x41 <= c <= 0x5A else c
-        rule = plain | (0x100 if space else 0) | (0x200 if chr(plain).isascii() and chr(plain).isalnum() else 0)
+        folded = 0x20 if space else c + 0x20 if 0x41 <= c <= 0x5A else c
+        rule = folded | (0x100 if space else 0) | (0x200 if chr(folded).isascii() and chr(folded).isalnum() else 0)
         if ascii_units[-1] != rule:
             raise SystemExit(f"U+{c:04X} is not as ascii16 in simhash_core.c takes it")
     lines.append("static const uint16_t shc_ascii[128] = {")
