@@ -1424,12 +1424,21 @@ SHC_INLINE int64_t agreeing_bins(const uint8_t *a, const uint8_t *b, const shc_s
     return agree;
 }
 
-SHC_INLINE double estimate_pair(const uint8_t *a, const uint8_t *b, const shc_scheme *s)
+/* How often two unrelated bins agree: 2 ** -bits (ldexp: exact, as the reference's 2.0 ** -bits). */
+SHC_INLINE double chance_of(const shc_scheme *s) { return ldexp(1.0, -s->bits); }
+
+/* The bins' estimate (sketch.estimate_from_agreeing), before the size rule. */
+SHC_INLINE double bins_estimate(const uint8_t *a, const uint8_t *b, const shc_scheme *s)
 {
-    double chance = pow(2.0, -(double)s->bits); /* exact: a power of two */
+    double chance = chance_of(s);
     double share = (double)agreeing_bins(a, b, s) / (double)s->bins;
     double e = (share - chance) / (1.0 - chance);
-    e = e < 0.0 ? 0.0 : (e > 1.0 ? 1.0 : e); /* np.clip */
+    return e < 0.0 ? 0.0 : (e > 1.0 ? 1.0 : e); /* np.clip */
+}
+
+SHC_INLINE double estimate_pair(const uint8_t *a, const uint8_t *b, const shc_scheme *s)
+{
+    double chance = chance_of(s), e = bins_estimate(a, b, s);
     if (!s->size_bits)
         return e;
     size_t at = (size_t)s->bins * (size_t)s->bits / 8;
@@ -1500,8 +1509,7 @@ static double most_raise(const shc_scheme *s)
 {
     if (!s->size_bits)
         return 0.0;
-    double chance = pow(2.0, -(double)s->bits);
-    return CONTAINMENT_SDS * sqrt(0.25 / (double)s->bins) / (1.0 - chance) + 1e-9;
+    return CONTAINMENT_SDS * sqrt(0.25 / (double)s->bins) / (1.0 - chance_of(s)) + 1e-9;
 }
 
 #if defined(__GNUC__)
@@ -1530,7 +1538,7 @@ SHC_CLONES int shc_window_pairs(const uint8_t *rows, size_t nrows, const shc_sch
         return 0;
     int shift = position_bits;
     uint64_t mask = (UINT64_C(1) << shift) - 1;
-    double raise = most_raise(s), chance = pow(2.0, -(double)s->bits);
+    double raise = most_raise(s);
     /* The members of groups (entries that share their key with a neighbour) from the cursor on: a few
      * percent of the entries. Only they are visited, and their rows are fetched ahead of use: the rows
      * are read at random (1.2 GB at 10M documents), two cache misses a pair otherwise. */
@@ -1592,10 +1600,9 @@ SHC_CLONES int shc_window_pairs(const uint8_t *rows, size_t nrows, const shc_sch
                 goto done;
             }
             const uint8_t *b = rows + q * nbytes;
-            /* Most candidates are chance agreements on a window: the bins' estimate (as estimate_pair
-             * computes it, clipped below) rules them out before anything else is computed. */
-            double e = ((double)agreeing_bins(a, b, s) / (double)s->bins - chance) / (1.0 - chance);
-            if ((e < 0.0 ? 0.0 : e) + raise < threshold)
+            /* Most candidates are chance agreements on a window: the bins' estimate rules them out
+             * before anything else is computed (the size rule raises it by `raise` at most). */
+            if (bins_estimate(a, b, s) + raise < threshold)
                 continue;
             /* A pair whose bits agree on an earlier window was that table's: each pair once, no dedup. */
             if (table)
