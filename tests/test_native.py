@@ -321,6 +321,38 @@ def test_every_kernel_equals_the_reference_on_long_texts(kernel):
         native.use_kernels(LIB, "")
 
 
+def _runs_one_by_one(sizes: list[int], limit: int) -> list[tuple[int, int]]:
+    """native._runs as a plain loop over the items."""
+    runs, start = [], 0
+    while start < len(sizes):
+        end, total = start, 0
+        while end < len(sizes) and (end == start or total < limit):
+            total += sizes[end]
+            end += 1
+        runs.append((start, end))
+        start = end
+    return runs
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.integers(0, 50), max_size=40), st.integers(1, 120))
+def test_batch_runs_equal_a_plain_loop(sizes, limit):
+    assert native._runs(np.array(sizes, dtype=np.int64), limit) == _runs_one_by_one(sizes, limit)
+
+
+@needs_core
+@pytest.mark.parametrize("limit", [1, 7, 300, 1 << 19])
+def test_a_batch_in_many_calls_equals_one_call(monkeypatch, limit):
+    """However batch() splits the texts into calls (str or UTF-8 given), each text's results are the same."""
+    texts_ = golden_texts() + ["", "x", "中文字近似重复" * 50, "\ud800 lone"]
+    utf8 = [text.encode("utf-8", "surrogatepass") for text in texts_]
+    whole = _raw(texts_, scheme=DEFAULT_SCHEME)
+    monkeypatch.setattr(native, "BATCH_BYTES", limit)
+    for given_utf8 in (None, utf8):
+        split = _raw(texts_, scheme=DEFAULT_SCHEME, utf8=given_utf8)
+        assert all(np.array_equal(a, b) for a, b in zip(split, whole))
+
+
 @needs_core
 def test_threads_share_nothing():
     """Each thread has its own scratch memory: results under concurrency are the single-thread ones."""

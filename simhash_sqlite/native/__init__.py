@@ -42,8 +42,11 @@ HERE = Path(__file__).resolve().parent
 
 HAS_FINGERPRINT, HAS_SKETCH, DECLINED = 0x01, 0x02, 0x80
 WEIGHTS = {"binary": 0, "count": 1, "log": 2}
-# Bytes of text per C call: bounds the batch buffers; many texts per call share its overhead.
-BATCH_BYTES = 1 << 22
+# Bytes of text per C call (characters where texts come as str): bounds the batch buffer; many texts per
+# call share its overhead. Small enough that the allocator reuses the buffer from call to call: a larger
+# one (4 MiB) came from the kernel afresh on most calls, its page faults 4% of the English Python docs'
+# time through batch() (bench/core_speed.py), and it is read again while still in the cache.
+BATCH_BYTES = 1 << 19
 
 
 class NativeUnavailable(SimhashError, RuntimeError):
@@ -228,6 +231,19 @@ def encode_parts(parts: list[bytes]) -> tuple[bytes, np.ndarray]:
     return b"".join(parts), offsets
 
 
+def _runs(sizes: np.ndarray, limit: int) -> list[tuple[int, int]]:
+    """[start, end) runs of consecutive items, each ending at the first item that brings its sum of
+    sizes to limit or more (or at the last item): one item at least."""
+    ends = np.cumsum(sizes)
+    runs, start, n = [], 0, len(sizes)
+    while start < n:
+        before = int(ends[start - 1]) if start else 0
+        end = min(int(np.searchsorted(ends, before + limit, side="left")) + 1, n)
+        runs.append((start, end))
+        start = end
+    return runs
+
+
 def batch(
     lib: ctypes.CDLL, texts, *, ngram: int = 5, weights: str = "binary", scheme=None, fingerprints: bool = True,
     utf8: list[bytes] | None = None,
@@ -250,16 +266,11 @@ def batch(
             raise ValueError(f"the C core does not support the sketch scheme {scheme}")
         rows = np.zeros((n, nbytes), dtype=np.uint8)
     status = np.zeros(n, dtype=np.uint8)
-    scratch = _scratch(lib)
-    work = scratch.pointer
+    work = _scratch(lib).pointer
     largest = 0
-    start = 0
-    while start < n:
-        # a run of texts of about BATCH_BYTES (one text at least)
-        end, size = start, 0
-        while end < n and (end == start or size < BATCH_BYTES):
-            size += len(texts[end])
-            end += 1
+    # runs of texts of about BATCH_BYTES (characters where the texts are str: the bytes are not known yet)
+    sizes = np.fromiter(map(len, texts if utf8 is None else utf8), dtype=np.int64, count=n)
+    for start, end in _runs(sizes, BATCH_BYTES):
         buf, offsets = encode(texts[start:end]) if utf8 is None else encode_parts(utf8[start:end])
         largest = max(largest, int(np.diff(offsets).max()))
         code = lib.shc_batch(
@@ -271,7 +282,6 @@ def batch(
         )  # fmt: skip
         if code:
             raise ValueError(f"the C core refused the batch (error {code})")
-        start = end
     if largest > KEEP_SCRATCH_BYTES:
         _local.scratch = None
     return fps, rows, status
