@@ -348,30 +348,46 @@ SHC_INLINE void set_prefetch(const shc_work *w, uint64_t key)
  * written either way and the output advances by (slot was empty). */
 SHC_INLINE size_t set_distinct(shc_work *w, uint64_t *h, size_t n)
 {
+    /* (the mask and the zero key's flag held in locals: the stores into the uint64_t slots could
+     * otherwise alias w->set_used, reloaded on every step) */
     uint64_t *slots = w->slots;
-    size_t mask = w->set_used - 1, d = 0;
-    for (size_t i = 0; i < n; i++) {
-        uint64_t key = h[i];
-        if (i + SET_PREFETCH_DISTANCE < n)
-            set_prefetch(w, h[i + SET_PREFETCH_DISTANCE]); /* (not yet overwritten: d <= i) */
-        if (key == 0) { /* (the empty slot's mark: kept apart) */
-            h[d] = 0;
-            d += !w->has_zero;
-            w->has_zero = 1;
-            continue;
-        }
-        size_t j = (size_t)key & mask;
-        uint64_t k = slots[j];
-        /* on while the slot holds another key; one test for (empty or equal), which compilers
-         * otherwise split into two branches whose choice (new or repeated) is unpredictable */
-        while ((k < (k ^ key) ? k : k ^ key) != 0) {
-            j = (j + 1) & mask;
-            k = slots[j];
-        }
-        slots[j] = key;
-        h[d] = key;
-        d += k == 0;
+    const size_t mask = w->set_used - 1;
+    size_t d = 0, i = 0;
+    int has_zero = w->has_zero;
+#define SHC_DISTINCT_STEP                                                                                            \
+    do {                                                                                                             \
+        uint64_t key = h[i];                                                                                         \
+        if (key == 0) { /* (the empty slot's mark: kept apart) */                                                    \
+            h[d] = 0;                                                                                                \
+            d += !has_zero;                                                                                          \
+            has_zero = 1;                                                                                            \
+            break;                                                                                                   \
+        }                                                                                                            \
+        size_t j = (size_t)key & mask;                                                                               \
+        uint64_t k = slots[j];                                                                                       \
+        /* on while the slot holds another key; one test for (empty or equal), which compilers                     \
+         * otherwise split into two branches whose choice (new or repeated) is unpredictable */                      \
+        while ((k < (k ^ key) ? k : k ^ key) != 0) {                                                                 \
+            j = (j + 1) & mask;                                                                                      \
+            k = slots[j];                                                                                            \
+        }                                                                                                            \
+        slots[j] = key;                                                                                              \
+        h[d] = key;                                                                                                  \
+        d += k == 0;                                                                                                 \
+    } while (0)
+    /* the slot of a key a few steps later is fetched first (a large text's set does not fit the caches);
+     * its hash is read before this step may overwrite it (d <= i) */
+    size_t ahead = n > SET_PREFETCH_DISTANCE ? n - SET_PREFETCH_DISTANCE : 0;
+    for (; i < ahead; i++) {
+#if defined(__GNUC__)
+        __builtin_prefetch(&slots[(size_t)h[i + SET_PREFETCH_DISTANCE] & mask], 1);
+#endif
+        SHC_DISTINCT_STEP;
     }
+    for (; i < n; i++)
+        SHC_DISTINCT_STEP;
+#undef SHC_DISTINCT_STEP
+    w->has_zero = has_zero;
     return d;
 }
 
@@ -743,6 +759,37 @@ SHC_INLINE int fast_units(shc_work *w, const unsigned char *s, size_t len, size_
             if (!plain)
                 return NEEDS_GENERAL_PATH;
             rec &= ~SHC_UNSAFE;
+        }
+        if ((rec & (SHC_UNSAFE | SHC_MULTI)) == SHC_MULTI) {
+            /* A case fold to several characters (sharp s to ss, dotted capital I) of a character NFKC
+             * leaves alone and that composes with nothing before it: its class and starter as any
+             * character's below, then the fold's characters (each folds to itself: normalize_units),
+             * where there is room for them and for a unit per byte still to read. */
+            size_t n_fold = 0;
+            const uint32_t *f = fold_of(cp, &n_fold);
+            if (!f || out + n_fold + (len - i) > w->units_cap)
+                return NEEDS_GENERAL_PATH;
+            unsigned cls = record_class(rec);
+            if (cls && previous > cls)
+                return NEEDS_GENERAL_PATH;
+            previous = cls;
+            if (cls == 0) {
+                starter = 1;
+                starter_cp = cp, starter_rec = rec;
+            }
+            for (size_t k = 0; k < n_fold; k++) {
+                uint32_t r = unicode_record(f[k]);
+                if (r & SHC_SPACE) {
+                    if (!space_before)
+                        d[out++] = 0x20;
+                    space_before = 1;
+                    continue;
+                }
+                space_before = 0;
+                alnum |= (r & SHC_ALNUM) != 0;
+                d[out++] = f[k];
+            }
+            continue;
         }
         if (rec & (SHC_UNSAFE | SHC_MULTI)) {
             /* NFKC to several plain starters (an ellipsis): them, where there is room for them and
