@@ -46,7 +46,8 @@ needs_core = pytest.mark.skipif(
 )
 
 SCHEMES = [DEFAULT_SCHEME, SCHEME_V1, SketchScheme(bins=240, bits=2), SketchScheme(bins=30, bits=16, size_bits=16),
-           SketchScheme(bins=120, bits=4, size_bits=16), SketchScheme(bins=3, bits=8)]  # fmt: skip
+           SketchScheme(bins=120, bits=4, size_bits=16), SketchScheme(bins=3, bits=8),
+           SketchScheme(bins=1024, bits=1), SketchScheme(bins=1032, bits=1)]  # fmt: skip
 SETTINGS = [FingerprintSettings(ngram=n, weights=w) for n in (1, 2, 3, 5, 7, 16) for w in ("binary", "count", "log")]
 
 # Characters that stress each step: controls and Python's odd whitespace (\x1c-\x1f, U+0085 are
@@ -306,7 +307,8 @@ def test_every_kernel_equals_the_reference_on_long_texts(kernel):
         settings_list = [FingerprintSettings(), FingerprintSettings(weights="count"),
                          FingerprintSettings(weights="log"), FingerprintSettings(ngram=3)]  # fmt: skip
         for settings_ in settings_list:
-            for scheme in (DEFAULT_SCHEME, SCHEME_V1, SketchScheme(bins=240, bits=2), SketchScheme(bins=30, bits=16)):
+            for scheme in (DEFAULT_SCHEME, SCHEME_V1, SketchScheme(bins=240, bits=2), SketchScheme(bins=30, bits=16),
+                           SketchScheme(bins=1024, bits=1), SketchScheme(bins=1032, bits=1)):
                 expected = reference_simhash_and_sketch_many(texts_, settings_, scheme)
                 values, rows, status = _raw(texts_, ngram=settings_.ngram, weights=settings_.weights, scheme=scheme)
                 computed = 0

@@ -1041,8 +1041,9 @@ SHC_INLINE uint32_t bin_of(uint64_t h, uint32_t bins) /* sketch.add_to_minima's 
 
 static void sketch_begin(shc_work *w, const shc_scheme *s)
 {
-    for (int32_t i = 0; i < s->bins; i++)
-        w->minima[i] = EMPTY_BIN;
+    uint32_t *minima = w->minima, bins = (uint32_t)s->bins; /* (locals: the stores cannot change them) */
+    for (uint32_t i = 0; i < bins; i++)
+        minima[i] = EMPTY_BIN;
 }
 
 SHC_INLINE void sketch_add(shc_work *w, uint32_t bins, uint64_t h)
@@ -1090,9 +1091,75 @@ static int32_t size_code(uint64_t size)
     return code > 65535.0 ? 65535 : (int32_t)code;
 }
 
+#ifdef SHC_HAVE_KERNELS
+#include <immintrin.h>
+/* Densification (below) with AVX-512, for at most DENSIFY_WIDE_BINS bins: the filled bins as a bitmap of
+ * 64 words of 16 bits (two vectors that one permutation picks words from), so that the 32 cached probes
+ * of an empty bin are tested at once (word t >> 4, bit t & 15) and the first filled one found without a
+ * branch per probe; the probes past them are computed 8 at a time, tested the same way. The same first
+ * filled bin of the same probe sequence as the scalar loop: the same fields. */
+#define DENSIFY_WIDE_BINS 1024
+__attribute__((target("arch=x86-64-v4"))) static void densify_avx512(const uint8_t *occupied, uint32_t bins,
+                                                                      const uint16_t *table, uint32_t *fields)
+{
+    uint64_t words[16];
+    for (uint32_t k = 0; k < 16; k++) { /* 64 occupied bytes to 64 bits (none past the bins) */
+        uint32_t start = k * 64;
+        __mmask64 live = start >= bins ? 0 : bins - start >= 64 ? ~(__mmask64)0 : ((__mmask64)1 << (bins - start)) - 1;
+        __m512i bytes = _mm512_maskz_loadu_epi8(live, occupied + (start < bins ? start : 0));
+        words[k] = (uint64_t)_mm512_test_epi8_mask(bytes, bytes);
+    }
+    const __m512i low = _mm512_loadu_si512((const void *)words), high = _mm512_loadu_si512((const void *)(words + 8));
+    const __m512i fifteen = _mm512_set1_epi16(15), one = _mm512_set1_epi16(1);
+    const __m512i lanes = _mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, 0);
+    const __m512i attempt_mul = _mm512_set1_epi64((long long)PROBE_ATTEMPT);
+    const __m512i m1 = _mm512_set1_epi64((long long)M1), m2 = _mm512_set1_epi64((long long)M2);
+    const __m512i n_bins = _mm512_set1_epi64(bins);
+    for (uint32_t k = 0; k * 64 < bins; k++) {
+        uint32_t start = k * 64;
+        uint64_t empty = ~words[k];
+        if (bins - start < 64)
+            empty &= ((uint64_t)1 << (bins - start)) - 1;
+        for (; empty; empty &= empty - 1) { /* each empty bin j of these 64 */
+            uint32_t j = start + (uint32_t)__builtin_ctzll(empty);
+            const uint16_t *row = table + (size_t)j * PROBE_CACHED;
+            __m512i t = _mm512_loadu_si512((const void *)row); /* (PROBE_CACHED == 32 words) */
+            __m512i word = _mm512_permutex2var_epi16(low, _mm512_srli_epi16(t, 4), high);
+            __mmask32 hit = _mm512_test_epi16_mask(_mm512_srlv_epi16(word, _mm512_and_si512(t, fifteen)), one);
+            if (hit) {
+                fields[j] = fields[row[__builtin_ctz(hit)]];
+                continue;
+            }
+            const __m512i base = _mm512_set1_epi64((long long)(j * 0x9E3779B97F4A7C15ull));
+            for (uint64_t a = PROBE_CACHED + 1;; a += 8) { /* probe(bins, j, a .. a + 7) */
+                __m512i x = _mm512_add_epi64(_mm512_set1_epi64((long long)a), lanes);
+                x = _mm512_xor_si512(base, _mm512_mullo_epi64(x, attempt_mul));
+                x = _mm512_xor_si512(x, _mm512_srli_epi64(x, 30));
+                x = _mm512_mullo_epi64(x, m1);
+                x = _mm512_xor_si512(x, _mm512_srli_epi64(x, 27));
+                x = _mm512_mullo_epi64(x, m2);
+                x = _mm512_xor_si512(x, _mm512_srli_epi64(x, 31));
+                x = _mm512_srli_epi64(_mm512_mul_epu32(_mm512_srli_epi64(x, 32), n_bins), 32);
+                __m128i t8 = _mm512_cvtepi64_epi16(x); /* the 8 bins as words */
+                __m512i t8w = _mm512_zextsi128_si512(t8);
+                __m512i w8 = _mm512_permutex2var_epi16(low, _mm512_srli_epi16(t8w, 4), high);
+                __mmask32 hit8 = _mm512_test_epi16_mask(_mm512_srlv_epi16(w8, _mm512_and_si512(t8w, fifteen)), one);
+                hit8 &= 0xFF;
+                if (hit8) {
+                    uint16_t found[8];
+                    _mm_storeu_si128((__m128i *)(void *)found, t8);
+                    fields[j] = fields[found[__builtin_ctz(hit8)]];
+                    break;
+                }
+            }
+        }
+    }
+}
+#endif
+
 /* The sketch bytes from the minima (sketch.sketch_from_minima); returns whether any bin was filled.
  * size: the distinct-shingle count (for size_bits 16). -1 where the size code is too near a tie. */
-SHC_INLINE int sketch_finish(shc_work *w, const shc_scheme *s, uint64_t size, uint8_t *out)
+SHC_INLINE int sketch_finish(shc_work *w, const shc_scheme *s, uint64_t size, uint8_t *out, int kernel)
 {
     const uint32_t bins = (uint32_t)s->bins, bits = (uint32_t)s->bits, shift = 32u - bits;
     uint32_t *minima = w->minima, *fields = w->fields;
@@ -1124,13 +1191,20 @@ SHC_INLINE int sketch_finish(shc_work *w, const shc_scheme *s, uint64_t size, ui
          * sequence hits (reads only from bins filled from the start, so the order does not matter).
          * The empty bins are listed first (in the minima's array, read by now), so the loop below
          * runs once per empty bin instead of testing every bin. */
-        uint32_t *empty = minima, n_empty = 0;
-        for (uint32_t i = 0; i < bins; i++) {
-            empty[n_empty] = i;
-            n_empty += !occupied[i];
-        }
         ensure_probe_table(w, s->bins);
         const uint16_t *table = w->probe_bins == s->bins ? w->probe_table : NULL;
+        uint32_t *empty = minima, n_empty = 0;
+#ifdef SHC_HAVE_KERNELS
+        if (kernel == KERNEL_AVX512 && table && bins <= DENSIFY_WIDE_BINS)
+            densify_avx512(occupied, bins, table, fields);
+        else
+#else
+        (void)kernel;
+#endif
+            for (uint32_t i = 0; i < bins; i++) {
+                empty[n_empty] = i;
+                n_empty += !occupied[i];
+            }
         for (uint32_t e = 0; e < n_empty; e++) {
             uint32_t j = empty[e], t = 0;
             uint64_t a = 1;
@@ -1316,7 +1390,7 @@ SHC_INLINE int one_text_body(shc_work *w, const unsigned char *text, size_t len,
         }
     }
     if (want_sketch) {
-        int present = sketch_finish(w, scheme, distinct64, sketch);
+        int present = sketch_finish(w, scheme, distinct64, sketch, kernel);
         if (present < 0) {
             if (fingerprint)
                 *fingerprint = 0;
