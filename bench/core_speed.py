@@ -3,8 +3,11 @@
 For each data set: MB/s (UTF-8 bytes of text per CPU-second of this process, which a busy shared
 machine disturbs far less than wall time) of fingerprint.simhash_and_sketch_many (the
 default settings and sketch scheme, what `simq add` computes) with SIMHASH_SQLITE_CORE=python and with
-the core, plus the core's raw batch call (no Python lists around it); medians of --repeats runs taken
-in turns, their ratio, and a check that both gave the same bytes. Prints the CPU flags that choose the
+the core, the texts given as str (the core's column: each is encoded to UTF-8 on the way); the same
+call given each text's UTF-8 as well ("given UTF-8": what `simq add` does, whose JSONL reader has the
+bytes already, so nothing is encoded); and the core's raw batch call on the str texts (no Python lists
+around it: "batch only"). Medians of --repeats runs taken in turns, the ratio of the str column to
+the reference, and a check that every column gave the reference's bytes. Prints the CPU flags that choose the
 kernels, the kernels the core runs, and the load average before and after. --kernels all times each
 kernel this CPU runs (portable, avx2, avx512: the core's shc_set_kernel) in the same turns.
 
@@ -97,7 +100,8 @@ def timed(function) -> tuple[float, object]:
 
 
 def run(name: str, texts: list[str], repeats: int, kernels: list[str]) -> dict:
-    mb = sum(len(t.encode("utf-8", "surrogatepass")) for t in texts) / 1e6
+    utf8 = [t.encode("utf-8", "surrogatepass") for t in texts]  # (as the JSONL reader of `simq add` has them)
+    mb = sum(map(len, utf8)) / 1e6
     settings = FingerprintSettings()
     lib = native.core()
     times: dict[str, list[float]] = {"reference": []}
@@ -112,6 +116,11 @@ def run(name: str, texts: list[str], repeats: int, kernels: list[str]) -> dict:
             label = f"core ({native.kernels(lib)})"
             seconds, results[label] = timed(lambda: simhash_and_sketch_many(texts, settings, DEFAULT_SCHEME))
             times.setdefault(label, []).append(seconds)
+            given = f"{label} given UTF-8"
+            seconds, results[given] = timed(
+                lambda: simhash_and_sketch_many(texts, settings, DEFAULT_SCHEME, utf8=utf8)
+            )
+            times.setdefault(given, []).append(seconds)
             seconds, raw = timed(lambda: native.batch(lib, texts, scheme=DEFAULT_SCHEME))
             times.setdefault(f"{label} batch only", []).append(seconds)
         if lib is not None:
@@ -121,7 +130,7 @@ def run(name: str, texts: list[str], repeats: int, kernels: list[str]) -> dict:
         row[f"{key} MB/s"] = round(mb / statistics.median(values), 1)
     if lib is not None:
         cores = [key for key in results if key != "reference"]
-        best = statistics.median(times[cores[-1]])
+        best = statistics.median(times[[key for key in cores if not key.endswith("given UTF-8")][-1]])
         row["ratio core/reference"] = round(statistics.median(times["reference"]) / best, 2)
         row["identical"] = all(results[key] == results["reference"] for key in cores)
         row["declined"] = int((raw[2] & native.DECLINED != 0).sum())
