@@ -230,6 +230,23 @@ def baseline_tree(ref: str, tmp: Path, name: str = "baseline") -> Path:
     return target
 
 
+def console_script(tree: Path, path: Path) -> Path:
+    """The `simq` script pip writes from tree's pyproject.toml ([project.scripts]), at path, for a tree put
+    on PYTHONPATH: spawned pool workers import it (as __mp_main__), as they import an installed one."""
+    import tomllib
+
+    module, function = tomllib.loads((tree / "pyproject.toml").read_text())["project"]["scripts"]["simq"].split(":")
+    path.write_text(f"import sys\nfrom {module} import {function}\n"
+                    f"if __name__ == '__main__':\n    sys.exit({function}())\n")
+    return path
+
+
+def compiled(tree: Path) -> None:
+    """Write the bytecode of tree's package, as an install does: otherwise a child run under
+    PYTHONDONTWRITEBYTECODE compiles every module it imports, each run (0.1-0.2 CPU-s of a `simq add`)."""
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(tree / "simhash_sqlite")], check=True)
+
+
 def run_env(tree: Path, **extra: str) -> dict[str, str]:
     """The environment of a child process that imports `tree`'s package."""
     return dict(os.environ, PYTHONPATH=str(tree), **extra)

@@ -24,9 +24,12 @@ tokens), RMinHashLSH(threshold=0.8, num_perm=128, num_bands=16), every page inse
 loop: a page not yet removed queries the LSH, and a candidate not yet removed whose MinHash Jaccard is
 >= 0.85 is removed (the later of the two).
 
-Timed per step: wall seconds; CPU seconds of the process tree (user + sys of the process and of every
-process it waited for, from os.wait4: the pool's workers count); MB of input (the crawl file's bytes /
-1e6) per CPU-second; peak RSS (the largest single process of the tree). Medians of --runs.
+Each tree runs as installed: its package compiled to bytecode first (a run under PYTHONDONTWRITEBYTECODE
+would compile every module it imports, each time), through the `simq` script pip writes from its own
+pyproject.toml (spawned pool workers import that script). Timed per step: wall seconds; CPU seconds of
+the process tree (user + sys of the process and of every process it waited for, from os.wait4: the
+pool's workers count); MB of input (the crawl file's bytes / 1e6) per CPU-second; peak RSS (the largest
+single process of the tree). Medians of --runs.
 
 Quality, against exact 5-shingle Jaccard (core/shingles.py), when the crawl has families: the pairs of
 `simq dupes` (truth: every pair inside a family, and every reported pair, with J >= 0.8); and the pages
@@ -56,7 +59,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from common import BENCH, ROOT, SIMQ, Failures, load, print_machine, run_env
+from common import BENCH, ROOT, Failures, compiled, console_script, load, print_machine, run_env
 
 CORES = ("native", "python")
 RENSA_INSTALL = ".venv/bin/pip install rensa"
@@ -314,13 +317,18 @@ def main() -> None:
         sys.exit(f"error: --cores takes {' and '.join(CORES)}, comma-separated")
     if args.baseline is not None and not (args.baseline / "simhash_sqlite" / "__init__.py").is_file():
         sys.exit(f"error: --baseline {args.baseline} is not a checkout of the package")
-    # What runs, in turn within each run: each core, with this tree's code, then (--baseline) the other's.
-    variants = [(core, run_env(ROOT, SIMHASH_SQLITE_CORE=core)) for core in cores]
+    # What runs, in turn within each run: each core, with this tree's code, then (--baseline) the other's,
+    # each tree through the `simq` script pip writes from its own pyproject.toml.
+    scripts = Path(tempfile.mkdtemp(prefix="end_to_end_scripts_"))
+    this = (run_env(ROOT), [sys.executable, str(console_script(ROOT, scripts / "simq"))])
+    trees = [("", *this)]
     if args.baseline is not None:
-        variants = [v for core in cores for v in ((core, run_env(ROOT, SIMHASH_SQLITE_CORE=core)),
-                                                 (f"{core}, baseline", run_env(args.baseline.resolve(),
-                                                                               SIMHASH_SQLITE_CORE=core)))]
-    names = [name for name, _ in variants]
+        tree = args.baseline.resolve()
+        baseline_simq = console_script(tree, scripts / "simq-baseline")
+        trees.append((", baseline", run_env(tree), [sys.executable, str(baseline_simq)]))
+    variants = [(core + suffix, dict(env, SIMHASH_SQLITE_CORE=core), command) for core in cores
+                for suffix, env, command in trees]
+    names = [name for name, _, _ in variants]
     if not args.crawl.is_file():
         sys.exit(f"error: no crawl file {args.crawl}")
     if args.rensa:
@@ -329,6 +337,8 @@ def main() -> None:
         except ImportError:
             sys.exit(f"error: rensa is not installed; it is a baseline, not a dependency: {RENSA_INSTALL}")
     print_machine()
+    for tree in [ROOT] + ([args.baseline] if args.baseline is not None else []):
+        compiled(tree)
     crawl = Crawl.read(args.crawl)
     megabytes = args.crawl.stat().st_size / 1e6
     mirrors = crawl.mirror_pairs()
@@ -345,20 +355,20 @@ def main() -> None:
     rensa_phases: list[dict[str, float]] = []
     try:
         for run in range(args.runs):
-            for core, env in variants:
+            for core, env, simq in variants:
                 tag = core.replace(", ", "-")
                 db, found, out = folder / f"{tag}.db", folder / f"pairs-{tag}.jsonl", folder / f"kept-{tag}.jsonl"
                 for suffix in ("", "-wal", "-shm"):
                     Path(f"{db}{suffix}").unlink(missing_ok=True)
-                add = run_step([*SIMQ, "add", str(args.crawl), "--db", str(db)], env)
+                add = run_step([*simq, "add", str(args.crawl), "--db", str(db)], env)
                 failures.expect(added(add) == len(crawl.ids),
                                 f"{core}: simq add added {added(add)} of {len(crawl.ids)} pages")
                 if args.baseline is not None:
                     this_digest = rows_digest(db)
                     failures.expect(digests.setdefault(core, this_digest) == this_digest,
                                     f"{core}, run {run + 1}: the index's rows differ from run 1's")
-                dupes = run_step([*SIMQ, "dupes", "--db", str(db), "--format", "jsonl", "--out", str(found)], env)
-                dedup = run_step([*SIMQ, "dedup", str(args.crawl), "-o", str(out)], env)
+                dupes = run_step([*simq, "dupes", "--db", str(db), "--format", "jsonl", "--out", str(found)], env)
+                dedup = run_step([*simq, "dedup", str(args.crawl), "-o", str(out)], env)
                 for name, step in (("add", add), ("dupes", dupes), ("dedup", dedup)):
                     steps[(name, core)].append(step)
                 this_pairs, this_kept = read_pairs(found), read_ids(out)

@@ -5,7 +5,6 @@ DeprecationWarning naming the new path (CHANGELOG.md)."""
 from __future__ import annotations
 
 import importlib
-import importlib.abc
 import importlib.util
 import sys
 import warnings
@@ -21,7 +20,10 @@ MOVED = {
 }
 
 
-class _Alias(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+class _Alias:
+    """A meta path finder and loader (the import system's protocols; importlib.abc's base classes would
+    cost every process, pool workers too, 10 ms of imports)."""
+
     def find_spec(self, name, path=None, target=None):
         package, _, old = name.partition(".")
         if package != __package__ or old not in MOVED:

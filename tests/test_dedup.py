@@ -183,8 +183,21 @@ def test_keep_first_by_distance_alone_equals_a_sequential_brute_force():
 
 
 @settings(max_examples=40, deadline=None)
-@given(st.integers(0, 2**32 - 1), st.integers(1, 40), st.integers(1, 30), st.sampled_from([0.5, 0.8, 0.95]))
-def test_kept_sketches_find_every_near_duplicate_sharing_a_window(seed, kept_count, queries, threshold):
+@given(
+    st.integers(0, 2**32 - 1), st.integers(1, 40), st.integers(1, 30), st.sampled_from([0.5, 0.8, 0.95]),
+    st.sampled_from([(16, 30), (8, 14), (8, 9)]),
+)
+def test_kept_sketches_find_every_near_duplicate_sharing_a_window(seed, kept_count, queries, threshold, seen):
+    # seen: the bit map's first and largest sizes (SEEN_FIRST, SEEN_MOST): as shipped (these few codes keep
+    # it at its first size), one that grows with every few runs, one nearly full (it must only ever
+    # pass codes that are in no run, never drop one that is)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(dedup_module, "SEEN_FIRST", seen[0])
+        patch.setattr(dedup_module, "SEEN_MOST", seen[1])
+        kept_sketches_against_brute_force(seed, kept_count, queries, threshold)
+
+
+def kept_sketches_against_brute_force(seed, kept_count, queries, threshold):
     rng = np.random.default_rng(seed)
     kept = rng.integers(0, 256, (kept_count, DEFAULT_SCHEME.nbytes), dtype=np.uint8)
     # Queries: copies of kept rows with 0 to 150 of their 944 bits flipped and a count of the same, a

@@ -38,6 +38,7 @@ from simhash_sqlite import Document, SimhashIndex
 from simhash_sqlite.core.shingles import jaccard
 from simhash_sqlite.core.short_texts import (
     SHORT_TEXT_BYTES,
+    SHORT_TEXT_DEFLATED_MOST,
     SHORT_TEXT_READ_MOST,
     short_text_data,
     short_text_shingles,
@@ -222,6 +223,35 @@ def test_the_query_is_short_exactly_where_the_package_says_so(tmp_path):
         assert got == package_near(path, query, 64, 1)
         kinds[short] |= {row[5] for row in got}
     assert kinds[True] == {"exact"} and "estimated" in kinds[False]
+
+
+@needs_zlib
+def test_texts_of_more_bytes_to_deflate_than_the_cut_are_not_short_in_either(tmp_path):
+    """SHORT_TEXT_DEFLATED_MOST: a text of that many bytes to deflate (UTF-8, or UTF-16 where it is
+    chosen) is tried, and short where it deflates within SHORT_TEXT_BYTES; one byte more is not tried, in
+    the package and in the extension alike. Each query has a few hundred distinct shingles (a varied
+    head, a repeated tail that deflates well) and a copy stored one character shorter: a short query's
+    pair is checked exactly, a longer one's decided by its sure estimate."""
+    rng = random.Random(5)
+    cut = SHORT_TEXT_DEFLATED_MOST
+    head = " ".join(rng.choice(WORDS) for _ in range(60))
+    body = head + " " + "spam and eggs " * 60
+    body = next("x" * k + body for k in range(4) if " " not in ("x" * k + body)[cut - 1 : cut + 1])
+    english = body[: cut + 1]  # 768 characters and 769, neither ending in a space (folding would cut it)
+    emoji = [chr(0x1F600 + i) for i in range(80)]
+    astral = "".join(rng.choice(emoji) for _ in range(100)) + "\U0001F600" * 100  # 4 UTF-16 bytes each
+    queries = [(english[:cut], True), (english, False), (astral[: cut // 4], True), (astral[: cut // 4 + 1], False)]
+    assert all(not query.endswith(" ") for query, _ in queries)
+    texts = {f"copy/{i}": query[:-1] for i, (query, _) in enumerate(queries)}
+    path = build(tmp_path / "cut.db", texts)
+    conn = extension_connection(path)
+    kinds = {True: set(), False: set()}
+    for query, short in queries:
+        assert (short_text_data(query) is not None) == short
+        got = rows_of(conn.execute(NEAR, (query, 64, 1)))
+        assert got == package_near(path, query, 64, 1)
+        kinds[short] |= {row[5] for row in got}
+    assert kinds[True] == {"exact"} and kinds[False] == {"estimated"}
 
 
 # -- the C Jaccard against the Python one ------------------------------------------------------------

@@ -15,6 +15,7 @@ from simhash_sqlite import Document, SimhashIndex
 from simhash_sqlite.core.shingles import fold_space, jaccard, shingle_set
 from simhash_sqlite.core.short_texts import (
     SHORT_TEXT_BYTES,
+    SHORT_TEXT_DEFLATED_MOST,
     SHORT_TEXT_MOST,
     SHORT_TEXT_READ_MOST,
     encoded,
@@ -63,7 +64,10 @@ def brute_pairs(texts: dict[str, str], threshold: float = 0.8) -> dict[frozenset
 def test_stored_data_gives_back_the_folded_text(text):
     data = short_text_data(text)
     if data is None:
-        assert len(text) > SHORT_TEXT_MOST or len(fold_space(text).encode("utf-8")) > SHORT_TEXT_MOST
+        folded = fold_space(text)
+        plain = folded.encode("utf-16-le" if len(folded.encode()) > 2 * len(folded) else "utf-8")
+        assert len(text) > SHORT_TEXT_MOST or len(folded.encode()) > SHORT_TEXT_MOST or (
+            len(plain) > SHORT_TEXT_DEFLATED_MOST)
         return
     assert len(data) <= SHORT_TEXT_BYTES
     assert short_text_of(data) == fold_space(text)
@@ -78,7 +82,8 @@ def test_chinese_is_kept_in_the_smaller_encoding_and_long_texts_not_at_all():
     long_text = " ".join("".join(rng.choice("abcdefghij") for _ in range(6)) for _ in range(200))
     assert short_text_data(long_text) is None  # 1,400 characters: not tried
     assert short_text_data(long_text[:1000]) is None  # 1,000 characters of random words deflate to over 384 bytes
-    assert short_text_data("ab " * 300) is not None  # repetitive: 900 characters deflate to a few bytes
+    assert short_text_data("ab " * 250) is not None  # repetitive: 749 bytes deflate to a few
+    assert short_text_data("ab " * 300) is None  # and so would 899, but more than 768 bytes are not deflated
 
 
 def test_damaged_data_is_no_exact_data():
@@ -91,13 +96,16 @@ def test_damaged_data_is_no_exact_data():
 
 def test_no_stored_form_inflates_past_the_read_limit_and_readers_refuse_what_does():
     """The worst text within SHORT_TEXT_MOST UTF-8 bytes for UTF-16 (astral characters, ASCII just below the
-    switch to UTF-16) inflates within SHORT_TEXT_READ_MOST; a stream inflating one byte more is refused,
-    and so is one that does not end. Bytes after a stream's end are ignored (zlib's unused_data)."""
+    switch to UTF-16), which an index made before SHORT_TEXT_DEFLATED_MOST may hold, inflates within
+    SHORT_TEXT_READ_MOST; a stream inflating one byte more is refused, and so is one that does not end.
+    Bytes after a stream's end are ignored (zlib's unused_data)."""
     import zlib
 
     worst = "\U0001F600" * 170 + "a" * 339  # 1,019 UTF-8 bytes, 1,358 in UTF-16: the most UTF-16 takes
-    data = encoded(worst)
-    assert data[0] == 1 and len(zlib.decompress(data[1:], -15)) == 1358 <= SHORT_TEXT_READ_MOST
+    assert encoded(worst) is None  # more than SHORT_TEXT_DEFLATED_MOST bytes: no longer tried
+    packer = zlib.compressobj(9, zlib.DEFLATED, -15)
+    data = bytes((1,)) + packer.compress(worst.encode("utf-16-le", "surrogatepass")) + packer.flush()
+    assert len(zlib.decompress(data[1:], -15)) == 1358 <= SHORT_TEXT_READ_MOST
     assert short_text_of(data) == worst
 
     def raw(payload: bytes) -> bytes:

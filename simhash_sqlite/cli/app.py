@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import functools
+import gc
 import heapq
 import importlib
 import itertools
@@ -1880,6 +1881,9 @@ def _default_master() -> str | None:
 
 
 def main() -> None:
+    # A command runs once and exits: the ~100k objects its imports made stay to the end, so the collector
+    # need not walk them at each full collection (3% of the CPU of an add of a crawl).
+    gc.freeze()
     app()
 
 

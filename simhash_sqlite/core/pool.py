@@ -29,6 +29,7 @@ from __future__ import annotations
 import atexit
 import ctypes
 import functools
+import gc
 import multiprocessing
 import os
 import signal
@@ -190,6 +191,7 @@ def _start_worker(parent: int) -> None:
             pass
     if os.getppid() != parent:  # the parent died while this worker started
         os._exit(0)
+    gc.freeze()  # the imports' objects live as long as the worker: the collector need not walk them
 
 
 @lru_cache(maxsize=None)

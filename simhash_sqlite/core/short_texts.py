@@ -15,9 +15,10 @@ grew 67 (bench/dupes_scale.py at 200k pages).
 Format (SHORT_TEXT_FORMAT 1): one byte naming the encoding of the folded text, 0 for UTF-8 and 1 for
 UTF-16-LE (taken where UTF-8 needs more than 2 bytes a character: Chinese deflates 8% smaller so), then
 its raw deflate stream (level 9). A text of more than SHORT_TEXT_MOST characters or UTF-8 bytes is not
-tried, so no stored form inflates to more than SHORT_TEXT_READ_MOST bytes: a reader (this module, the
-loadable extension's sqlite_extension.c) refuses one that does, or whose stream does not end; bytes after
-the stream's end are ignored.
+tried, nor one whose folded text takes more than SHORT_TEXT_DEFLATED_MOST bytes in the encoding chosen, so
+no stored form inflates to more than SHORT_TEXT_READ_MOST bytes: a reader (this module, the loadable
+extension's sqlite_extension.c) refuses one that does, or whose stream does not end; bytes after the
+stream's end are ignored.
 """
 
 from __future__ import annotations
@@ -33,8 +34,15 @@ SHORT_TEXT_BYTES = 352
 # Longer texts (characters, or UTF-8 bytes once folded) are not tried: on the tuning set no text of more
 # than 744 UTF-8 bytes deflated to SHORT_TEXT_BYTES.
 SHORT_TEXT_MOST = 1024
+# Nor are texts of more bytes than this to deflate (of the folded text, in the encoding stored). Deflate is
+# most of the cost of the data (17 us a text of 750 bytes, as much as its fingerprint and sketch), and
+# deflate seldom makes short text three times smaller: no text of the tuning set of more than 744 bytes
+# took SHORT_TEXT_BYTES, nor of a crawl's 32k texts tried (bench/crawl.py) of more than 613; of that crawl's
+# deflating, a fifth was of texts of more than 768 bytes.
+SHORT_TEXT_DEFLATED_MOST = 768
 SHORT_TEXT_FORMAT = 1
-# UTF-16 takes at most 2 bytes a UTF-8 byte: the most a stored form of a text within SHORT_TEXT_MOST inflates to.
+# The most a stored form may inflate to: UTF-16 takes at most 2 bytes a UTF-8 byte, and indexes made before
+# SHORT_TEXT_DEFLATED_MOST hold texts of up to SHORT_TEXT_MOST UTF-8 bytes.
 SHORT_TEXT_READ_MOST = 2 * SHORT_TEXT_MOST
 _ENCODINGS = ("utf-8", "utf-16-le")
 
@@ -52,8 +60,8 @@ def _deflated(data: bytes) -> bytes:
 def short_text_data(text: str, limit: int = SHORT_TEXT_BYTES) -> bytes | None:
     """The stored form of a text whose exact check data takes at most `limit` bytes, else None: a longer
     text, one with nothing but whitespace, or one of more than SHORT_TEXT_MOST characters, or UTF-8 bytes
-    once folded (deflate seldom shrinks short text that much, and `add` then never folds or deflates
-    a long text)."""
+    once folded, or SHORT_TEXT_DEFLATED_MOST bytes to deflate (deflate seldom shrinks short text that
+    much, and `add` then never folds or deflates a long text)."""
     if len(text) > SHORT_TEXT_MOST:
         return None
     data = encoded(text)
@@ -61,14 +69,17 @@ def short_text_data(text: str, limit: int = SHORT_TEXT_BYTES) -> bytes | None:
 
 
 def encoded(text: str) -> bytes | None:
-    """The stored form of any text, however long (None: nothing but whitespace)."""
+    """The stored form of a text (None: nothing but whitespace, or too long to try)."""
     folded = fold_space(text)
     utf8 = folded.encode("utf-8", "surrogatepass")
     if not folded or len(utf8) > SHORT_TEXT_MOST:
         return None
+    form, plain = 0, utf8
     if len(utf8) > 2 * len(folded):  # mostly characters of 3 bytes in UTF-8 (Chinese): 2 in UTF-16
-        return bytes((1,)) + _deflated(folded.encode("utf-16-le", "surrogatepass"))
-    return bytes((0,)) + _deflated(utf8)
+        form, plain = 1, folded.encode("utf-16-le", "surrogatepass")
+    if len(plain) > SHORT_TEXT_DEFLATED_MOST:
+        return None
+    return bytes((form,)) + _deflated(plain)
 
 
 def short_text_of(data: bytes) -> str:

@@ -243,10 +243,12 @@ static int64_t utf8_characters(const unsigned char *s, size_t n) {
 /* Short texts' exact data (core/short_texts.py), read where the build had zlib */
 
 /* core/short_texts.py: a text whose stored form (below) takes at most SHORT_TEXT_BYTES is kept; texts of
- * more than SHORT_TEXT_MOST characters, or UTF-8 bytes once folded, are not tried; no stored form
- * inflates to more than SHORT_TEXT_READ_MOST bytes (anything longer was not written by us). */
+ * more than SHORT_TEXT_MOST characters, or UTF-8 bytes once folded, or SHORT_TEXT_DEFLATED_MOST bytes to
+ * deflate, are not tried; no stored form inflates to more than SHORT_TEXT_READ_MOST bytes (anything longer
+ * was not written by us). */
 #define SHORT_TEXT_BYTES 352
 #define SHORT_TEXT_MOST 1024
+#define SHORT_TEXT_DEFLATED_MOST 768
 #define SHORT_TEXT_READ_MOST 2048
 
 #ifdef SIMHASH_HAVE_ZLIB
@@ -381,6 +383,7 @@ static int is_short_text(const unsigned char *text, size_t n) {
         }
     }
     sqlite3_free(codes);
+    if (length > SHORT_TEXT_DEFLATED_MOST) return 0;
     z_stream z;
     memset(&z, 0, sizeof z);
     z.zalloc = zlib_alloc;

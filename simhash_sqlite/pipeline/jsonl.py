@@ -1,6 +1,6 @@
 """JSONL lines to records, a chunk of whole lines at a time: parse, validate, content-hash and fingerprint.
 
-read_chunk() is a pure function of (bytes, rules), so the pool's workers (parallel.map_in_order) give
+read_chunk() is a pure function of (bytes, rules), so the pool's workers (pool.map_in_order) give
 exactly what the reading process gives; sources.Reader cuts the input into chunks, hands them out and
 does what depends on the order of the whole input (a repeated id, the line numbers in messages).
 What comes back is small: keys, fingerprints, sketches, content hashes and lengths, the texts only when
@@ -58,6 +58,18 @@ class ChunkRecords:
     # with rules.keep_texts (None for a text fingerprinted in pieces); without rules.settings, every text
     texts: Sequence[str | None] | None = None
     failures: dict[int, str] = field(default_factory=dict)  # record -> why its text could not be fingerprinted
+
+
+@dataclass(frozen=True)
+class LineChunk:
+    """Whole JSONL lines, and where they are in the input (sources.Reader cuts them)."""
+
+    data: bytes
+    first_line: int  # the number of its first line
+    size: int  # bytes of input it stands for (with the overlong lines before it)
+    overlong: tuple[int, ...] = ()  # lines just before it, skipped as too long
+    path: str = ""  # the input's name in messages and path:line keys
+    error: str | None = None  # the input could not be opened: why
 
 
 def parse_record(raw: bytes, rules: RecordRules) -> tuple[bool, str | None, str | None, str | None]:
@@ -220,6 +232,12 @@ def read_chunk(data: bytes, rules: RecordRules) -> ChunkRecords:
     if rules.keep_texts:
         out.texts = [None if i in streamed else text for i, text in enumerate(texts)] if streamed else texts
     return out
+
+
+def read_line_chunk(task: tuple[LineChunk, RecordRules]) -> ChunkRecords:
+    """read_chunk() of a (chunk, rules) task: what the pool's workers run. Here, not in sources.py, so that
+    a worker imports this module and the core, not the index and the store."""
+    return read_chunk(task[0].data, task[1])
 
 
 def _in_pieces(

@@ -40,7 +40,7 @@ from ..index import SimhashIndex
 from ..store import texts
 from ..store.documents import Document, FingerprintedDocument, fingerprinted
 from ..store.texts import content_hash
-from .jsonl import ChunkRecords, RecordRules, read_chunk
+from .jsonl import ChunkRecords, LineChunk, RecordRules, read_line_chunk
 
 BINARY_SNIFF_BYTES = 8192
 JSONL_SUFFIXES = (".jsonl", ".ndjson")
@@ -361,8 +361,8 @@ class Reader:
     ) -> Iterator[tuple[Document | FingerprintedDocument, bytes | None]]:
         """The records of JSONL inputs ((name, binary stream, or why it could not be opened)) with
         their lines, in order. Without settings, Documents; with them, FingerprintedDocuments, parsed
-        and fingerprinted a chunk of lines at a time on every core (jsonl_chunks.read_chunk in
-        parallel.map_in_order). for_index: with content hashes, and a text over stream_over characters
+        and fingerprinted a chunk of lines at a time on every core (jsonl.read_chunk in
+        pool.map_in_order). for_index: with content hashes, and a text over stream_over characters
         fingerprinted in pieces and not kept (unless store_text, which keeps the texts); else (dedup)
         neither. sketches: with each fingerprint, the text's sketch. lines: False gives None for each
         line (add does not need them: they are not copied out of their chunks)."""
@@ -376,11 +376,11 @@ class Reader:
             short_texts=sketches and settings is not None and not store_text,
         )
         tasks = ((chunk, rules) for chunk in self._line_chunks(inputs))
-        done: Iterator[tuple[tuple[_LineChunk, RecordRules], ChunkRecords]]
+        done: Iterator[tuple[tuple[LineChunk, RecordRules], ChunkRecords]]
         if settings is None:  # the texts themselves are wanted: nothing to gain from copying them back
-            done = ((task, _chunk_records(task)) for task in tasks)
+            done = ((task, read_line_chunk(task)) for task in tasks)
         else:
-            done = map_in_order(_chunk_records, tasks, weight=_task_bytes, local=_task_local)
+            done = map_in_order(read_line_chunk, tasks, weight=_task_bytes, local=_task_local)
         for (chunk, _), records in done:
             self.bytes_read += chunk.size
             if chunk.error is not None:
@@ -390,7 +390,7 @@ class Reader:
             yield from self._chunk_documents(chunk, records, chunk.path, rules, lines)
 
     def _chunk_documents(
-        self, chunk: _LineChunk, records: ChunkRecords, path: str, rules: RecordRules, lines: bool = True
+        self, chunk: LineChunk, records: ChunkRecords, path: str, rules: RecordRules, lines: bool = True
     ) -> Iterator[tuple[Document | FingerprintedDocument, bytes | None]]:
         """What a chunk's records and skipped lines mean in the whole input, in line order: places,
         repeated ids (the first stays), records keyed by place. lines: with each record its line (else
@@ -438,16 +438,16 @@ class Reader:
         self.first_keyed_by_line = self.first_keyed_by_line or where
         return where
 
-    def _line_chunks(self, inputs: Iterable[tuple[str, object]]) -> Iterator[_LineChunk]:
+    def _line_chunks(self, inputs: Iterable[tuple[str, object]]) -> Iterator[LineChunk]:
         """Each input's whole lines in chunks of about CHUNK_BYTES (an input that could not be opened:
         an empty chunk with the reason)."""
         for path, handle in inputs:
             if isinstance(handle, str):
-                yield _LineChunk(b"", 1, 0, path=path, error=handle)
+                yield LineChunk(b"", 1, 0, path=path, error=handle)
             else:
                 yield from self._handle_chunks(handle, path)
 
-    def _handle_chunks(self, handle, path: str) -> Iterator[_LineChunk]:
+    def _handle_chunks(self, handle, path: str) -> Iterator[LineChunk]:
         """A stream's whole lines in chunks of about CHUNK_BYTES. A line longer than MAX_RECORD_BYTES is
         skipped here without being held (noted in the next chunk), so memory stays bounded."""
         read = handle.read  # whole chunks also from a pipe (read1 gives 64 KiB there: more passes, ~6% more CPU)
@@ -473,11 +473,11 @@ class Reader:
                 continue
             data = b"".join((*parts, block[: last + 1]))
             parts, held = [block[last + 1 :]], len(block) - last - 1
-            yield _LineChunk(data, number, size, tuple(overlong), path)
+            yield LineChunk(data, number, size, tuple(overlong), path)
             number += int(np.count_nonzero(np.frombuffer(data, dtype=np.uint8) == 10))  # 10x data.count(b"\n")
             size, overlong = 0, []
         if held or size or overlong:
-            yield _LineChunk(b"".join(parts), number, size, tuple(overlong), path)
+            yield LineChunk(b"".join(parts), number, size, tuple(overlong), path)
 
     def _note_keys(self, keys: list[str], places: list[str]) -> list[bool]:
         """For each record of a chunk, True where its id is met first in this run; an id met again is
@@ -599,18 +599,6 @@ class _Rewound:
         return data
 
 
-@dataclass(frozen=True)
-class _LineChunk:
-    """Whole JSONL lines, and where they are in the input."""
-
-    data: bytes
-    first_line: int  # the number of its first line
-    size: int  # bytes of input it stands for (with the overlong lines before it)
-    overlong: tuple[int, ...] = ()  # lines just before it, skipped as too long
-    path: str = ""  # the input's name in messages and path:line keys
-    error: str | None = None  # the input could not be opened: why
-
-
 def _opened(paths: Iterable[str]) -> Iterator[tuple[str, object]]:
     """(path, its binary stream, open until the next is asked for) or (path, why it could not be opened)."""
     for path in paths:
@@ -623,15 +611,11 @@ def _opened(paths: Iterable[str]) -> Iterator[tuple[str, object]]:
             yield path, handle
 
 
-def _chunk_records(task: tuple[_LineChunk, RecordRules]) -> ChunkRecords:
-    return read_chunk(task[0].data, task[1])
-
-
-def _task_bytes(task: tuple[_LineChunk, RecordRules]) -> int:
+def _task_bytes(task: tuple[LineChunk, RecordRules]) -> int:
     return len(task[0].data)
 
 
-def _task_local(task: tuple[_LineChunk, RecordRules]) -> bool:
+def _task_local(task: tuple[LineChunk, RecordRules]) -> bool:
     return len(task[0].data) > LOCAL_CHUNK_BYTES
 
 
