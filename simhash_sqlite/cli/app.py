@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import functools
-import gc
 import heapq
 import importlib
 import itertools
@@ -34,6 +33,7 @@ from ..analysis.calibrate import calibrate as calibrate_index
 from ..analysis.explain import Explanation, verdicts
 from ..analysis.explain import explain as explain_pair
 from ..core.fingerprint import from_hex, simhash, to_hex, to_signed
+from ..core.pool import calm_collector
 from ..core.settings import CONFIRM_K, DEFAULT_THRESHOLD, RECOMMENDED_K, SHORT_TEXT, FingerprintSettings, candidate_k
 from ..errors import InvalidArgument, InvalidInput, SettingsMismatch, SimhashError
 from ..find.arrays import DuplicatePair
@@ -1881,9 +1881,7 @@ def _default_master() -> str | None:
 
 
 def main() -> None:
-    # A command runs once and exits: the ~100k objects its imports made stay to the end, so the collector
-    # need not walk them at each full collection (3% of the CPU of an add of a crawl).
-    gc.freeze()
+    calm_collector()  # a command runs once and exits
     app()
 
 

@@ -177,6 +177,19 @@ def keep_freed_memory() -> None:
             pass
 
 
+# Young objects collected once this many have been made, not 700 (gc's default): the records of a chunk
+# come and go by the hundred thousand, and few are ever in a cycle.
+COLLECT_AFTER = 50_000
+
+
+def calm_collector() -> None:
+    """For a process that runs one long job (simq, a pool worker), once its imports are made: their objects
+    live to the end, so they are frozen (the collector no longer walks them at each full collection), and
+    young objects are collected less often. An add of a crawl: 3-4% less CPU."""
+    gc.freeze()
+    gc.set_threshold(COLLECT_AFTER, 20, 100)
+
+
 def _start_worker(parent: int) -> None:
     keep_freed_memory()
     # Ctrl-C reaches the whole process group: the parent handles it (committed batches stay) and
@@ -191,7 +204,7 @@ def _start_worker(parent: int) -> None:
             pass
     if os.getppid() != parent:  # the parent died while this worker started
         os._exit(0)
-    gc.freeze()  # the imports' objects live as long as the worker: the collector need not walk them
+    calm_collector()
 
 
 @lru_cache(maxsize=None)
