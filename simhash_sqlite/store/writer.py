@@ -55,8 +55,9 @@ BULK_CHECKPOINT_PAGES = 65_536
 # A bulk load (store.database, "Indexes built by sort"): once an add has written more documents than the
 # index held when it began, and at least BULK_AFTER, it drops the search indexes and builds them by sorting
 # as it ends. Below that the two cost about the same, and searches keep their indexes. Into an empty index
-# (bench/bulk_add.py's rows, one process): 30k documents 0.19 CPU-s against 0.33 row by row, 100k 0.68
-# against 1.89, 1M 20.0 against 46.5.
+# (bench/bulk_add.py's rows, one process, when the build had a 1 GiB sorter cache): 30k documents 0.19
+# CPU-s against 0.33 row by row, 100k 0.68 against 1.89, 1M 20.0 against 46.5. With today's 4 MiB
+# (store.database.BUILD_CACHE_MIB) the build of a 10M index took 19-21 s of wall against 65.
 BULK_AFTER = 20_000
 # Documents per transaction of a bulk load without a batch size: with the search indexes gone, a commit
 # writes the new table pages and the key index's changed leaves; larger transactions share the latter.
