@@ -620,6 +620,27 @@ SHC_INLINE uint64_t load64(const uint8_t *p) /* little-endian, any alignment */
 
 #if defined(__SSE2__)
 #include <emmintrin.h>
+/* Several code points that one character becomes (its case fold, or its NFKC expansion, then folded
+ * when fold is set) appended to the one-pass normalisation's units at out: a whitespace run as one
+ * space, as the loop writes single characters. The new out. */
+SHC_INLINE size_t append_units(uint32_t *d, size_t out, const uint32_t *units, size_t n, int fold,
+                               unsigned *space_before, unsigned *alnum)
+{
+    for (size_t k = 0; k < n; k++) {
+        uint32_t r = unicode_record(units[k]);
+        if (r & SHC_SPACE) {
+            if (!*space_before)
+                d[out++] = 0x20;
+            *space_before = 1;
+            continue;
+        }
+        *space_before = 0;
+        *alnum |= (r & SHC_ALNUM) != 0;
+        d[out++] = fold ? record_fold(units[k], r) : units[k];
+    }
+    return out;
+}
+
 /* The ASCII loop 16 bytes at once (SSE2, which every x86-64 has), where no whitespace character follows
  * another (or the one before the block): then no write is undone. The rules of shc_ascii written out
  * (gen_unicode_tables.py checks they agree): whitespace is 9-13, 0x1C-0x20 and becomes a space, A-Z
@@ -777,18 +798,7 @@ SHC_INLINE int fast_units(shc_work *w, const unsigned char *s, size_t len, size_
                 starter = 1;
                 starter_cp = cp, starter_rec = rec;
             }
-            for (size_t k = 0; k < n_fold; k++) {
-                uint32_t r = unicode_record(f[k]);
-                if (r & SHC_SPACE) {
-                    if (!space_before)
-                        d[out++] = 0x20;
-                    space_before = 1;
-                    continue;
-                }
-                space_before = 0;
-                alnum |= (r & SHC_ALNUM) != 0;
-                d[out++] = f[k];
-            }
+            out = append_units(d, out, f, n_fold, 0, &space_before, &alnum);
             continue;
         }
         if (rec & (SHC_UNSAFE | SHC_MULTI)) {
@@ -798,18 +808,7 @@ SHC_INLINE int fast_units(shc_work *w, const unsigned char *s, size_t len, size_
             const uint32_t *exp = (rec & SHC_EXPANDS) ? nfkc_of(cp, &n_exp) : NULL;
             if (!exp || out + n_exp + (len - i) > w->units_cap)
                 return NEEDS_GENERAL_PATH;
-            for (size_t k = 0; k < n_exp; k++) {
-                uint32_t r = unicode_record(exp[k]);
-                if (r & SHC_SPACE) {
-                    if (!space_before)
-                        d[out++] = 0x20;
-                    space_before = 1;
-                    continue;
-                }
-                space_before = 0;
-                alnum |= (r & SHC_ALNUM) != 0;
-                d[out++] = record_fold(exp[k], r);
-            }
+            out = append_units(d, out, exp, n_exp, 1, &space_before, &alnum);
             previous = 0; /* (class 0) */
             starter = 2;
             continue;
