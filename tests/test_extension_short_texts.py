@@ -199,6 +199,19 @@ def _text_of_stored_size(rng: random.Random, target: int, chinese: bool) -> str 
     return None
 
 
+def _verdicts_of_queries(path, queries: list[tuple[str, bool]]) -> dict[bool, set[str]]:
+    """Each (query, short) searched in the extension and the package, which must agree, and short as the
+    package says; the checked_by values of the short queries' matches and of the others'."""
+    conn = extension_connection(path)
+    kinds: dict[bool, set[str]] = {True: set(), False: set()}
+    for query, short in queries:
+        assert (short_text_data(query) is not None) == short
+        got = rows_of(conn.execute(NEAR, (query, 64, 1)))
+        assert got == package_near(path, query, 64, 1)
+        kinds[short] |= {row[5] for row in got}
+    return kinds
+
+
 @needs_zlib
 def test_the_query_is_short_exactly_where_the_package_says_so(tmp_path):
     """The query's stored form is deflated by the extension's zlib as Python's zlib deflates it: at
@@ -214,14 +227,7 @@ def test_the_query_is_short_exactly_where_the_package_says_so(tmp_path):
                 queries.append((query, target <= SHORT_TEXT_BYTES))
                 stored = query[:-3] if chinese else query.rsplit(" ", 1)[0]  # a copy, one unit shorter: short
                 texts[f"{'zh' if chinese else 'en'}/{target}/{n}"] = stored
-    path = build(tmp_path / "edge.db", texts)
-    conn = extension_connection(path)
-    kinds = {True: set(), False: set()}
-    for query, short in queries:
-        assert (short_text_data(query) is not None) == short
-        got = rows_of(conn.execute(NEAR, (query, 64, 1)))
-        assert got == package_near(path, query, 64, 1)
-        kinds[short] |= {row[5] for row in got}
+    kinds = _verdicts_of_queries(build(tmp_path / "edge.db", texts), queries)
     assert kinds[True] == {"exact"} and "estimated" in kinds[False]
 
 
@@ -243,14 +249,7 @@ def test_texts_of_more_bytes_to_deflate_than_the_cut_are_not_short_in_either(tmp
     queries = [(english[:cut], True), (english, False), (astral[: cut // 4], True), (astral[: cut // 4 + 1], False)]
     assert all(not query.endswith(" ") for query, _ in queries)
     texts = {f"copy/{i}": query[:-1] for i, (query, _) in enumerate(queries)}
-    path = build(tmp_path / "cut.db", texts)
-    conn = extension_connection(path)
-    kinds = {True: set(), False: set()}
-    for query, short in queries:
-        assert (short_text_data(query) is not None) == short
-        got = rows_of(conn.execute(NEAR, (query, 64, 1)))
-        assert got == package_near(path, query, 64, 1)
-        kinds[short] |= {row[5] for row in got}
+    kinds = _verdicts_of_queries(build(tmp_path / "cut.db", texts), queries)
     assert kinds[True] == {"exact"} and kinds[False] == {"estimated"}
 
 
