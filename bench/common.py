@@ -233,9 +233,12 @@ def baseline_tree(ref: str, tmp: Path, name: str = "baseline") -> Path:
 def console_script(tree: Path, path: Path) -> Path:
     """The `simq` script pip writes from tree's pyproject.toml ([project.scripts]), at path, for a tree put
     on PYTHONPATH: spawned pool workers import it (as __mp_main__), as they import an installed one."""
-    import tomllib
+    import re  # (tomllib is Python 3.11+; the package supports 3.10)
 
-    module, function = tomllib.loads((tree / "pyproject.toml").read_text())["project"]["scripts"]["simq"].split(":")
+    found = re.search(r'^simq\s*=\s*"([\w.]+):(\w+)"', (tree / "pyproject.toml").read_text(), re.MULTILINE)
+    if found is None:
+        raise SystemExit(f"error: {tree}/pyproject.toml names no simq entry point")
+    module, function = found.groups()
     path.write_text(f"import sys\nfrom {module} import {function}\n"
                     f"if __name__ == '__main__':\n    sys.exit({function}())\n")
     return path
