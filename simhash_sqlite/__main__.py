@@ -6,8 +6,17 @@ and the CLI's imports (typer, rich, apsw, every layer of the package) cost each 
 never uses.
 """
 
+import os
+
+# OpenBLAS starts a thread per core when numpy is imported, and those threads cost 0.07 CPU-s of a
+# process's 0.13 to import numpy, in simq and again in each pool worker (which inherits the environment).
+# simq never calls BLAS where it pays to spread (the numpy reference's 256 x 8 products, calibrate's 2 x 2
+# solve). Set before anything imports numpy; a value the user set stays.
+BLAS_THREADS = "OPENBLAS_NUM_THREADS"
+
 
 def main() -> None:
+    os.environ.setdefault(BLAS_THREADS, "1")
     from .cli.app import main as run
 
     run()

@@ -358,3 +358,24 @@ def test_an_add_killed_while_its_workers_run_leaves_no_workers_and_resumes_to_th
         return sorted(row[1:] for row in _index_rows(tmp_path / db))
 
     assert content("i.db") == content("serial.db")
+
+
+@pytest.mark.parametrize("given", [None, "3"])
+def test_simq_imports_no_numpy_before_it_gives_openblas_one_thread(given):
+    """simq's entry point (simhash_sqlite.__main__) sets OPENBLAS_NUM_THREADS=1 before numpy is imported
+    (OpenBLAS's thread per core cost each process, pool workers too, half of numpy's import), unless the
+    user set it; importing the package and its entry point imports no numpy, nor the CLI."""
+    script = (
+        "import atexit, os, sys\n"
+        "import simhash_sqlite.__main__ as entry\n"
+        "assert 'numpy' not in sys.modules and 'simhash_sqlite.cli.app' not in sys.modules, sorted(sys.modules)\n"
+        "atexit.register(lambda: print('threads', os.environ.get('OPENBLAS_NUM_THREADS')))\n"
+        "sys.argv = ['simq', '--version']\n"
+        "entry.main()\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    if given is not None:
+        env["OPENBLAS_NUM_THREADS"] = given
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1] == f"threads {given or 1}"
