@@ -46,6 +46,20 @@ class Stats:
     short_texts: ShortTexts | None = None  # what the index keeps for checking short texts exactly
 
 
+def _first_meta(settings: FingerprintSettings, store_text: bool) -> dict[str, str]:
+    """The simhash_meta rows a new index starts with: how its fingerprints, sketches and short texts are made."""
+    rows = {
+        "sketch": DEFAULT_SCHEME.to_json(),
+        "short_texts": short_text_scheme(),
+        "fingerprint": settings.to_json(),
+        "store_text": "1" if store_text else "0",
+        "created_with": f"simhash-sqlite {__version__}",
+    }
+    if settings.features == "words":
+        rows["jieba_version"] = jieba_version()
+    return rows
+
+
 class SimhashIndex:
     """An index file. Fingerprint settings are fixed when the file is created and recorded in it.
 
@@ -78,9 +92,11 @@ class SimhashIndex:
         self.path = os.fspath(path)
         # keyword arguments of FingerprintSettings (None: not asked for)
         requested: dict[str, Any] = {"features": features, "ngram": ngram, "weights": weights, "hmm": hmm}
+        first_meta = None
         if create:  # settings a new index could not record are refused before a file is made
-            FingerprintSettings(**{name: value for name, value in requested.items() if value is not None})
-        self.conn = connect(self.path, create=create, readonly=readonly)
+            chosen = FingerprintSettings(**{name: value for name, value in requested.items() if value is not None})
+            first_meta = _first_meta(chosen, bool(store_text))
+        self.conn = connect(self.path, create=create, readonly=readonly, first_meta=first_meta)
         try:
             self.settings, self.store_text = self._settings(requested, store_text, create)
             # (sketched, out of reach) when this open sketched an index made before sketches, else None.
@@ -102,20 +118,14 @@ class SimhashIndex:
             # Its creating add was killed before recording settings: only an add may choose them.
             raise IndexNotFound(f"the index {self.path} was never finished (run simq add --db {self.path} FILES)")
         if "fingerprint" not in meta:
-            # A new index: record its settings once (another process may be doing the same).
+            # A new index's settings are written with its schema (connect's first_meta); this is an index
+            # whose creating add, of a version before that, was killed in between: record them once
+            # (another process may be doing the same).
             settings = FingerprintSettings(**{k: v for k, v in requested.items() if v is not None})
-            rows = {
-                "sketch": DEFAULT_SCHEME.to_json(),
-                "short_texts": short_text_scheme(),
-                "fingerprint": settings.to_json(),
-                "store_text": "1" if store_text else "0",
-                "created_with": f"simhash-sqlite {__version__}",
-            }
-            if settings.features == "words":
-                rows["jieba_version"] = jieba_version()
             with write_transaction(self.conn):
                 self.conn.executemany(
-                    "INSERT INTO simhash_meta (key, value) VALUES (?, ?) ON CONFLICT DO NOTHING", rows.items()
+                    "INSERT INTO simhash_meta (key, value) VALUES (?, ?) ON CONFLICT DO NOTHING",
+                    _first_meta(settings, bool(store_text)).items(),
                 )
             meta = self._meta()
         validate_meta(meta, self.path)  # every recorded setting, before any is used

@@ -9,7 +9,7 @@ import apsw
 import pytest
 
 import simhash_sqlite
-from simhash_sqlite import IndexNotFound, NotAnIndex, SchemaTooNew, SimhashIndex
+from simhash_sqlite import FingerprintSettings, IndexNotFound, NotAnIndex, SchemaTooNew, SimhashIndex
 from simhash_sqlite.store.database import APPLICATION_ID, connect, migrations, schema_version
 
 
@@ -109,3 +109,32 @@ def test_an_index_from_a_newer_schema_is_refused(db_path):
 def test_a_directory_is_refused(tmp_path):
     with pytest.raises(NotAnIndex):
         SimhashIndex(tmp_path, create=True)
+
+
+def test_a_new_index_gets_its_schema_and_its_settings_in_one_transaction(tmp_path):
+    """An add killed while it creates an index leaves an empty file (the next add creates it) or a whole
+    index, never a schema without settings (which integrity reports and searches refuse as never
+    finished): the migrations and the first simhash_meta rows are one transaction."""
+    statements: list[str] = []
+
+    def trace(conn):
+        def record(cursor, sql, bindings):
+            statements.append(" ".join(sql.split()).upper())
+            return True
+
+        conn.exec_trace = record
+
+    apsw.connection_hooks.append(trace)
+    try:
+        SimhashIndex(tmp_path / "new.db", create=True).close()
+    finally:
+        apsw.connection_hooks.remove(trace)
+    first = next(i for i, sql in enumerate(statements) if sql.startswith("CREATE TABLE"))
+    begin = max(i for i, sql in enumerate(statements[:first]) if sql.startswith("BEGIN"))
+    end = next(i for i, sql in enumerate(statements) if i > first and sql.startswith(("COMMIT", "ROLLBACK")))
+    inside = statements[begin:end]
+    assert any(sql.startswith("INSERT INTO SIMHASH_META") for sql in inside)
+    assert sum(sql.startswith("CREATE TABLE") for sql in inside) == sum(
+        sql.startswith("CREATE TABLE") for sql in statements)  # every table in it, none after
+    with SimhashIndex(tmp_path / "new.db") as index:
+        assert index.settings == FingerprintSettings()

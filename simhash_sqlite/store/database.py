@@ -74,10 +74,15 @@ def schema_version() -> int:
     return migrations()[-1][0]
 
 
-def connect(path: str | os.PathLike, *, create: bool, readonly: bool = False) -> apsw.Connection:
+def connect(
+    path: str | os.PathLike, *, create: bool, readonly: bool = False, first_meta: dict[str, str] | None = None
+) -> apsw.Connection:
     """An apsw connection to a checked index file, migrated to the current schema.
 
     create: make the file (and its schema) when it does not exist; otherwise IndexNotFound.
+    first_meta: simhash_meta rows of a new index (its settings), written in the transaction that makes
+    its schema, so that a process killed while it creates the index leaves an empty file (which the next
+    add creates) or a whole index, never a schema without settings.
     A file that is not SQLite, not ours, from a newer schema, or carrying schema objects our
     migrations do not create (triggers, views, tables, indexes) is refused before anything is
     written or any of its SQL can run.
@@ -89,10 +94,10 @@ def connect(path: str | os.PathLike, *, create: bool, readonly: bool = False) ->
     if not exists and not create:
         raise IndexNotFound(f"no index at {path} (create one with: simq add --db {path} FILES)")
     with disk_errors(path):
-        return _connect(path, create=create, readonly=readonly)
+        return _connect(path, create=create, readonly=readonly, first_meta=first_meta)
 
 
-def _connect(path: str, *, create: bool, readonly: bool) -> apsw.Connection:
+def _connect(path: str, *, create: bool, readonly: bool, first_meta: dict[str, str] | None = None) -> apsw.Connection:
     if readonly:
         conn = open_readonly(path)
     else:
@@ -110,7 +115,7 @@ def _connect(path: str, *, create: bool, readonly: bool) -> apsw.Connection:
         if not read_only(conn):
             use_wal(conn)
             if version < schema_version():
-                _migrate(conn, version)
+                _migrate(conn, version, first_meta if create else None)
             finish_interrupted_load(conn)
         elif version == 0:  # no schema yet: its creating add has not written it (or was killed before)
             raise IndexNotFound(f"the index {path} was never finished (run simq add --db {path} FILES)")
@@ -468,8 +473,20 @@ def verify_schema(conn: apsw.Connection, path: str, version: int) -> None:
         )
 
 
-def _migrate(conn: apsw.Connection, current: int) -> None:
-    """Apply the migrations after `current`, each in its own transaction with its user_version."""
+def _migrate(conn: apsw.Connection, current: int, first_meta: dict[str, str] | None = None) -> None:
+    """Apply the migrations after `current`, each in its own transaction with its user_version; a new file
+    (current 0) with first_meta gets them all and those rows in one transaction (connect)."""
+    if current == 0 and first_meta:
+        with write_transaction(conn):
+            if conn.pragma("user_version") == 0:  # (another process may have made it while we waited)
+                for number, _name, sql in migrations():
+                    conn.execute(sql)
+                    conn.pragma("application_id", APPLICATION_ID)
+                    conn.pragma("user_version", number)
+                conn.executemany(
+                    "INSERT INTO simhash_meta (key, value) VALUES (?, ?) ON CONFLICT DO NOTHING", first_meta.items()
+                )
+        current = conn.pragma("user_version")
     for number, _name, sql in migrations():
         if number <= current:
             continue
