@@ -9,7 +9,6 @@ asked for (an index that stores them), never the lines (the reader has them).
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -20,6 +19,7 @@ from ..core.settings import FingerprintSettings
 from ..core.short_texts import SHORT_TEXT_MOST, short_text_data
 from ..core.sketch import DEFAULT_SCHEME, SketchScheme
 from ..errors import InvalidInput
+from ..store.texts import content_hash_of_utf8
 
 
 @dataclass(frozen=True)
@@ -193,8 +193,7 @@ def read_chunk(data: bytes, rules: RecordRules) -> ChunkRecords:
     view.release()
     out.lengths = [len(text) for text in texts]
     if rules.content_hashes:
-        blake2b = hashlib.blake2b  # store.texts.content_hash, of the bytes at hand
-        out.hashes = [blake2b(utf8, digest_size=16).digest() for utf8 in utf8s]
+        out.hashes = [content_hash_of_utf8(utf8) for utf8 in utf8s]  # of the bytes at hand
     if rules.settings is None:
         out.texts = texts
         return out

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import hashlib
 import os
+from typing import TYPE_CHECKING
 
-from .database import IndexFile
+if TYPE_CHECKING:  # (a pool worker imports content_hash_of_utf8 without the database layer)
+    from .database import IndexFile
 
 # Texts up to this size are read whole (by add, and here for a check); larger ones are fingerprinted
 # in pieces and never held whole, so a check cannot compare them: they are judged by distance alone.
@@ -15,7 +17,12 @@ READ_WHOLE_BYTES = 32 << 20
 
 def content_hash(text: str) -> bytes:
     """BLAKE2b-128 of the text: stored by add(), so a file still at its key's path can be proved unchanged."""
-    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+    return content_hash_of_utf8(text.encode("utf-8", "surrogatepass"))
+
+
+def content_hash_of_utf8(utf8: bytes) -> bytes:
+    """content_hash() of a text given as its UTF-8 ('surrogatepass'), where the caller has the bytes."""
+    return hashlib.blake2b(utf8, digest_size=16).digest()
 
 
 def stored_text(index: IndexFile, key: str) -> str | None:
