@@ -20,7 +20,7 @@ from ..core.short_texts import short_text_data
 from ..core.sketch import SketchScheme
 from ..errors import InvalidArgument, InvalidInput
 from .database import build_search_indexes, bulk_load, drop_search_indexes, search_indexes, write_transaction
-from .documents import AddReport, Document, FingerprintedDocument, length_of
+from .documents import AddReport, Document, FingerprintedDocument
 from .texts import content_hash
 
 DEFAULT_BATCH_SIZE = 1000
@@ -85,7 +85,7 @@ class _PreparedBatch:
     new_keys: set[str] = field(default_factory=set)  # the keys counted as added
     data_version: int = 0  # the file's PRAGMA data_version when the stored content hashes were read
     characters: int = 0  # of every document of the batch
-    lengths: list[int] | None = None  # of the changed documents, in order (None: ask length_of)
+    lengths: list[int] = field(default_factory=list)  # of the changed documents, in order
 
 
 class _Commits:
@@ -160,7 +160,6 @@ class _Commits:
 
 def _batch_counts(prepared: _PreparedBatch) -> AddReport:
     """A written batch's counts, without its documents."""
-    lengths = prepared.lengths  # of the changed documents
     return AddReport(
         added=prepared.added,
         updated=prepared.updated,
@@ -169,8 +168,7 @@ def _batch_counts(prepared: _PreparedBatch) -> AddReport:
         without_features=len(prepared.no_features),
         batches=1,
         characters=prepared.characters,
-        short=sum(1 for n in lengths if n < SHORT_TEXT) if lengths is not None else sum(
-            length_of(doc) < SHORT_TEXT for doc, _ in prepared.changed),
+        short=sum(1 for n in prepared.lengths if n < SHORT_TEXT),
         last_key=prepared.batch[-1].key,
     )
 
@@ -341,14 +339,13 @@ class Writer:
         if pending is not None:
             known.update((key, pending.digests[key]) for key in batch_keys & pending.digests.keys())
         changed, added, updated, unchanged, new_keys = [], 0, 0, 0, set()
-        lengths: list[int] | None = []  # of the changed documents (None: not all came fingerprinted)
+        lengths: list[int] = []  # of the changed documents
         characters, plain = 0, []
         for doc in batch:
-            if type(doc) is FingerprintedDocument:
+            if isinstance(doc, FingerprintedDocument):
                 digest, length = doc.content_hash, doc.length
             else:
-                digest = doc.content_hash if isinstance(doc, FingerprintedDocument) else content_hash(doc.text)
-                length, lengths = length_of(doc), None
+                digest, length = content_hash(doc.text), len(doc.text)
             characters += length
             key = doc.key
             stored = known.get(key)
@@ -362,8 +359,7 @@ class Writer:
                 new_keys.add(key)
             known[key] = digest
             changed.append((doc, digest))
-            if lengths is not None:
-                lengths.append(length)
+            lengths.append(length)
             if not isinstance(doc, FingerprintedDocument):
                 plain.append(doc.text)
         # Streamed files come fingerprinted; the rest in one vectorized call (all cores if large).
@@ -407,10 +403,9 @@ class Writer:
             for doc, _ in prepared.changed
         ]
         columns = iter(zip(*_signed_blocks([fp for fp, _ in made if fp is not None])))
-        lengths = prepared.lengths if prepared.lengths is not None else [length_of(doc) for doc, _ in prepared.changed]
         rows = []
         store_text, no_features = self.store_text, (None,) * 5
-        for (doc, digest), (fingerprint, sketch), length in zip(prepared.changed, made, lengths):
+        for (doc, digest), (fingerprint, sketch), length in zip(prepared.changed, made, prepared.lengths):
             if fingerprint is None:
                 prepared.no_features.append(doc.key)
                 fingerprint_columns: tuple[int | None, ...] = no_features
