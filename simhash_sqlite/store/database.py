@@ -480,9 +480,7 @@ def _migrate(conn: apsw.Connection, current: int, first_meta: dict[str, str] | N
         with write_transaction(conn):
             if conn.pragma("user_version") == 0:  # (another process may have made it while we waited)
                 for number, _name, sql in migrations():
-                    conn.execute(sql)
-                    conn.pragma("application_id", APPLICATION_ID)
-                    conn.pragma("user_version", number)
+                    _apply(conn, number, sql)
                 conn.executemany(
                     "INSERT INTO simhash_meta (key, value) VALUES (?, ?) ON CONFLICT DO NOTHING", first_meta.items()
                 )
@@ -494,9 +492,14 @@ def _migrate(conn: apsw.Connection, current: int, first_meta: dict[str, str] | N
             # Another process may have migrated while we waited for the write lock.
             if conn.pragma("user_version") >= number:
                 continue
-            conn.execute(sql)
-            conn.pragma("application_id", APPLICATION_ID)
-            conn.pragma("user_version", number)
+            _apply(conn, number, sql)
+
+
+def _apply(conn: apsw.Connection, number: int, sql: str) -> None:
+    """One migration, inside the caller's transaction, and the version it brings the file to."""
+    conn.execute(sql)
+    conn.pragma("application_id", APPLICATION_ID)
+    conn.pragma("user_version", number)
 
 
 @contextmanager
