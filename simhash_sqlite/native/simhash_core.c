@@ -144,16 +144,19 @@ int shc_set_kernel(const char *name)
     return 0;
 }
 
-int shc_hamming(uint64_t a, uint64_t b)
+SHC_INLINE int popcount64(uint64_t x)
 {
-    uint64_t x = a ^ b;
+#if defined(__GNUC__)
+    return __builtin_popcountll(x);
+#else
     int n = 0;
-    while (x) { /* portable; compilers turn this into popcnt where the target has it */
-        x &= x - 1;
+    for (; x; x &= x - 1)
         n++;
-    }
     return n;
+#endif
 }
+
+int shc_hamming(uint64_t a, uint64_t b) { return popcount64(a ^ b); }
 
 void shc_blocks(uint64_t fingerprint, uint16_t out[4])
 {
@@ -1487,18 +1490,6 @@ static double size_of_code(unsigned code)
     if (code == 0)
         return NAN;
     return rint(pow(2.0, ((double)code - 1.0) / SIZE_STEPS));
-}
-
-SHC_INLINE int popcount64(uint64_t x)
-{
-#if defined(__GNUC__)
-    return __builtin_popcountll(x);
-#else
-    int n = 0;
-    for (; x; x &= x - 1)
-        n++;
-    return n;
-#endif
 }
 
 /* a ^ b over the first `bytes` bytes as little-endian words (the last zero-padded): bit i of the bins is
