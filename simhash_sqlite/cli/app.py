@@ -1858,7 +1858,7 @@ def spark_dedup(
             against=None if against is None else str(against), sqlite_shards=sqlite_shards, overwrite=overwrite,
         )
     except spark_job.JOB_ERRORS as exc:
-        raise InvalidInput(f"the Spark job failed: {spark_job.first_line(exc)}") from None
+        raise InvalidInput(f"the Spark job failed: {spark_job.failure(exc)}") from None
     rows = {
         "documents": report.documents,
         "without features": report.without_features,
