@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "_unicode_tables.h" /* generated at build time: gen_unicode_tables.py */
+#include "utf8_step.h"
 
 #define SHC_SPACE (1u << 17)
 #define SHC_ALNUM (1u << 18)
@@ -396,45 +397,15 @@ SHC_INLINE size_t set_distinct(shc_work *w, uint64_t *h, size_t n)
 
 /* ---------------------------------------------------------------- text to units (features.char_units) */
 
-/* Strict UTF-8 to code points. 0, or SHC_DECLINED | why. */
+/* Strict UTF-8 to code points (utf8_step.h, the extension's decoder too). 0, or SHC_DECLINED | why. */
 static int decode_utf8(const unsigned char *s, size_t len, uint32_t *out, size_t *count)
 {
     size_t i = 0, n = 0;
     while (i < len) {
-        unsigned c = s[i];
-        if (c < 0x80) {
-            out[n++] = c;
-            i++;
-            continue;
-        }
-        uint32_t cp;
-        size_t extra;
-        if (c >= 0xC2 && c <= 0xDF) {
-            cp = c & 0x1F;
-            extra = 1;
-        } else if (c >= 0xE0 && c <= 0xEF) {
-            cp = c & 0x0F;
-            extra = 2;
-        } else if (c >= 0xF0 && c <= 0xF4) {
-            cp = c & 0x07;
-            extra = 3;
-        } else {
-            return SHC_DECLINED | SHC_WHY_UTF8;
-        }
-        if (len - i <= extra)
-            return SHC_DECLINED | SHC_WHY_UTF8; /* truncated */
-        for (size_t k = 1; k <= extra; k++) {
-            unsigned t = s[i + k];
-            if ((t & 0xC0) != 0x80)
-                return SHC_DECLINED | SHC_WHY_UTF8;
-            cp = (cp << 6) | (t & 0x3F);
-        }
-        if ((extra == 2 && cp < 0x800) || (extra == 3 && (cp < 0x10000 || cp > 0x10FFFF)))
-            return SHC_DECLINED | SHC_WHY_UTF8; /* overlong or beyond Unicode */
-        if (cp >= 0xD800 && cp <= 0xDFFF)
-            return SHC_DECLINED | SHC_WHY_SURROGATE;
-        out[n++] = cp;
-        i += extra + 1;
+        int32_t c = utf8_step(s, len, &i);
+        if (c < 0)
+            return SHC_DECLINED | (c == UTF8_SURROGATE ? SHC_WHY_SURROGATE : SHC_WHY_UTF8);
+        out[n++] = (uint32_t)c;
     }
     *count = n;
     return 0;

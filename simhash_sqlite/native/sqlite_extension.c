@@ -36,6 +36,7 @@ SQLITE_EXTENSION_INIT1
 #include <string.h>
 
 #include "simhash_core.h"
+#include "utf8_step.h" /* the core's UTF-8 decoding step */
 
 #ifndef SQLITE_DETERMINISTIC
 #define SQLITE_DETERMINISTIC 0x000000800
@@ -125,27 +126,6 @@ static uint64_t splitmix_mix(uint64_t h) {
     return h;
 }
 
-/* Decode one UTF-8 code point at s[*i] (n bytes in all); -1 for invalid UTF-8 or a surrogate. */
-static int32_t utf8_next(const unsigned char *s, size_t n, size_t *i) {
-    unsigned char c = s[*i];
-    if (c < 0x80) { (*i)++; return c; }
-    int len;
-    int32_t cp, min;
-    if ((c & 0xE0) == 0xC0) { len = 2; cp = c & 0x1F; min = 0x80; }
-    else if ((c & 0xF0) == 0xE0) { len = 3; cp = c & 0x0F; min = 0x800; }
-    else if ((c & 0xF8) == 0xF0) { len = 4; cp = c & 0x07; min = 0x10000; }
-    else return -1;
-    if (*i + (size_t)len > n) return -1;
-    for (int k = 1; k < len; k++) {
-        unsigned char d = s[*i + k];
-        if ((d & 0xC0) != 0x80) return -1;
-        cp = (cp << 6) | (d & 0x3F);
-    }
-    if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return -1;
-    *i += len;
-    return cp;
-}
-
 /* Python's str.isspace (the \s of core/shingles.fold_space and str.strip). */
 static int is_py_space(int32_t c) {
     if (c == 0x20 || (c >= 0x09 && c <= 0x0D) || (c >= 0x1C && c <= 0x1F)) return 1;
@@ -200,7 +180,7 @@ static int64_t utf8_codes(const unsigned char *text, size_t n, uint32_t **out) {
     if (!*out) return -2;
     size_t count = 0, i = 0;
     while (i < n) {
-        int32_t c = utf8_next(text, n, &i);
+        int32_t c = utf8_step(text, n, &i);
         if (c < 0) { sqlite3_free(*out); *out = NULL; return -1; }
         (*out)[count++] = (uint32_t)c;
     }
@@ -749,7 +729,7 @@ static void fn_from_hex(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     size_t start = 0, end = n;
     while (start < end) { /* leading whitespace */
         size_t i = start;
-        int32_t c = utf8_next(t, end, &i);
+        int32_t c = utf8_step(t, end, &i);
         if (c < 0 || !is_py_space(c)) break;
         start = i;
     }
@@ -757,7 +737,7 @@ static void fn_from_hex(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
         size_t back = end - 1;
         while (back > start && (t[back] & 0xC0) == 0x80 && end - back < 4) back--;
         size_t i = back;
-        int32_t c = utf8_next(t, end, &i);
+        int32_t c = utf8_step(t, end, &i);
         if (c < 0 || i != end || !is_py_space(c)) break;
         end = back;
     }
