@@ -644,33 +644,34 @@ SHC_INLINE size_t append_units(uint32_t *d, size_t out, const uint32_t *units, s
     return out;
 }
 
-/* The ASCII loop 16 bytes at once (SSE2, which every x86-64 has), where no whitespace character follows
- * another (or the one before the block): then no write is undone. The rules of shc_ascii written out
- * (gen_unicode_tables.py checks they agree): whitespace is 9-13, 0x1C-0x20 and becomes a space, A-Z
- * fold to a-z, letters and digits are ALNUM. Returns 0, having written nothing, where the block has a
- * non-ASCII byte or such a run. (Compares are signed: every byte is below 0x80 by then.) */
-SHC_INLINE int ascii16(const unsigned char *s, uint32_t *d, unsigned *space_before, unsigned *alnum)
+/* The ASCII loop 16 bytes at once (SSE2, which every x86-64 has), up to the first non-ASCII byte, where no
+ * whitespace character follows another (or the one before the block): then no write is undone. The rules of shc_ascii written out (gen_unicode_tables.py checks they agree): whitespace is
+ * 9-13, 0x1C-0x20 and becomes a space, A-Z fold to a-z, letters and digits are ALNUM. Returns how many
+ * bytes it took, 0 at such a run (their units are at d; it writes 16 all the same). (Compares are signed: a
+ * non-ASCII byte is below every bound, and neither whitespace nor a letter.) A short ASCII run between
+ * others (a space, an option name between Chinese words) takes one such step, not a step a byte. */
+SHC_INLINE unsigned ascii16(const unsigned char *s, uint32_t *d, unsigned *space_before, unsigned *alnum)
 {
     __m128i v = _mm_loadu_si128((const __m128i *)(const void *)s);
-    if (_mm_movemask_epi8(v))
-        return 0;
 #define SHC_IN(x, lo, hi)                                                                                            \
     _mm_and_si128(_mm_cmpgt_epi8(x, _mm_set1_epi8((lo) - 1)), _mm_cmplt_epi8(x, _mm_set1_epi8((hi) + 1)))
     __m128i space = _mm_or_si128(SHC_IN(v, 9, 13), SHC_IN(v, 0x1C, 0x20));
     unsigned spaces = (unsigned)_mm_movemask_epi8(space);
-    if (spaces & ((spaces << 1) | *space_before))
+    unsigned k = (unsigned)__builtin_ctz((unsigned)_mm_movemask_epi8(v) | 0x10000u);
+    if (k == 0 || (spaces & ((spaces << 1) | *space_before) & ((1u << k) - 1)))
         return 0;
     __m128i u = _mm_add_epi8(v, _mm_and_si128(SHC_IN(v, 'A', 'Z'), _mm_set1_epi8(0x20)));
     u = _mm_or_si128(_mm_andnot_si128(space, u), _mm_and_si128(space, _mm_set1_epi8(0x20)));
-    *alnum |= _mm_movemask_epi8(_mm_or_si128(SHC_IN(u, 'a', 'z'), SHC_IN(u, '0', '9'))) != 0;
+    unsigned letters = (unsigned)_mm_movemask_epi8(_mm_or_si128(SHC_IN(u, 'a', 'z'), SHC_IN(u, '0', '9')));
+    *alnum |= (letters & ((1u << k) - 1)) != 0;
 #undef SHC_IN
     __m128i zero = _mm_setzero_si128(), low = _mm_unpacklo_epi8(u, zero), high = _mm_unpackhi_epi8(u, zero);
     _mm_storeu_si128((__m128i *)(void *)d, _mm_unpacklo_epi16(low, zero));
     _mm_storeu_si128((__m128i *)(void *)(d + 4), _mm_unpackhi_epi16(low, zero));
     _mm_storeu_si128((__m128i *)(void *)(d + 8), _mm_unpacklo_epi16(high, zero));
     _mm_storeu_si128((__m128i *)(void *)(d + 12), _mm_unpackhi_epi16(high, zero));
-    *space_before = spaces >> 15;
-    return 1;
+    *space_before = (spaces >> (k - 1)) & 1;
+    return k;
 }
 #endif
 
@@ -687,13 +688,13 @@ SHC_INLINE int fast_units(shc_work *w, const unsigned char *s, size_t len, size_
     /* the last starter (combining class 0), as NFKC has it: none yet (0), starter_cp with its record
      * (1), or one that NFKC replaced (2: not known here) */
     int starter = 0;
-    uint32_t starter_cp = 0, starter_rec = 0;
+    uint32_t starter_cp = 0; /* (its record is looked up where it is needed, rarely) */
     while (i < len) {
         uint32_t cp = s[i];
         if (cp < 0x80) {
             /* A run of ASCII without a branch per byte (shc_ascii: the unit, SPACE and ALNUM bits): a
              * whitespace character is written as a space, and the write is undone (out not advanced)
-             * after another one. 16 bytes at a time where ascii16 can, else 8 while they are ASCII. */
+             * after another one. ascii16 where it can, else 8 bytes at a time while they are ASCII. */
 #define SHC_ASCII_STEP(c)                                                                                            \
     do {                                                                                                             \
         unsigned t_ = shc_ascii[(c)];                                                                                \
@@ -705,8 +706,15 @@ SHC_INLINE int fast_units(shc_work *w, const unsigned char *s, size_t len, size_
     } while (0)
             for (;;) {
 #if defined(__SSE2__)
-                while (len - i >= 16 && ascii16(s + i, d + out, &space_before, &alnum))
-                    i += 16, out += 16;
+                /* (i advances by a constant in this loop: the next block's load need not wait for
+                 * this one's count) */
+                unsigned k = 0;
+                while (len - i >= 16 && (k = ascii16(s + i, d + out, &space_before, &alnum)) == 16)
+                    i += 16, out += 16, k = 0;
+                if (k) { /* up to a non-ASCII byte */
+                    i += k, out += k;
+                    break;
+                } /* (else at a whitespace run, or near the end: the steps below take it) */
 #endif
                 if (len - i < 8 || (load64(s + i) & 0x8080808080808080ull))
                     break;
@@ -721,7 +729,7 @@ SHC_INLINE int fast_units(shc_work *w, const unsigned char *s, size_t len, size_
 #undef SHC_ASCII_STEP
             previous = 0;
             starter = 1;
-            starter_cp = s[i - 1], starter_rec = unicode_record(starter_cp);
+            starter_cp = s[i - 1];
             continue;
         }
         if ((cp & 0xF0) == 0xE0 && len - i >= 3) { /* three bytes (CJK): fewer tests, same verdicts */
@@ -764,7 +772,7 @@ SHC_INLINE int fast_units(shc_work *w, const unsigned char *s, size_t len, size_
         if (!(rec & SHC_NOT_PLAIN)) { /* most letters, CJK ideographs */
             previous = 0;
             starter = 1;
-            starter_cp = cp, starter_rec = rec;
+            starter_cp = cp;
             space_before = 0;
             alnum |= (rec & SHC_ALNUM) != 0;
             d[out++] = record_fold(cp, rec);
@@ -779,7 +787,7 @@ SHC_INLINE int fast_units(shc_work *w, const unsigned char *s, size_t len, size_
             unsigned mine = record_class(rec);
             int blocked = previous != 0 && (mine == 0 || previous >= mine);
             int plain = starter == 0 || blocked ||
-                        (starter == 1 && !(starter_rec & SHC_DECOMP) && !composes(starter_cp, cp));
+                        (starter == 1 && !(unicode_record(starter_cp) & SHC_DECOMP) && !composes(starter_cp, cp));
             if (!plain)
                 return NEEDS_GENERAL_PATH;
             rec &= ~SHC_UNSAFE;
@@ -799,7 +807,7 @@ SHC_INLINE int fast_units(shc_work *w, const unsigned char *s, size_t len, size_
             previous = cls;
             if (cls == 0) {
                 starter = 1;
-                starter_cp = cp, starter_rec = rec;
+                starter_cp = cp;
             }
             out = append_units(d, out, f, n_fold, 0, &space_before, &alnum);
             continue;
@@ -822,7 +830,7 @@ SHC_INLINE int fast_units(shc_work *w, const unsigned char *s, size_t len, size_
         previous = cls;
         if (cls == 0) {
             starter = (rec & SHC_MAPPED) ? 2 : 1;
-            starter_cp = cp, starter_rec = rec;
+            starter_cp = cp;
         }
         if (rec & SHC_SPACE) {
             if (!space_before)
