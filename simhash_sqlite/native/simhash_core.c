@@ -647,27 +647,37 @@ SHC_INLINE size_t append_units(uint32_t *d, size_t out, const uint32_t *units, s
     return out;
 }
 
-/* The ASCII loop 16 bytes at once (SSE2, which every x86-64 has), up to the first non-ASCII byte, where no
- * whitespace character follows another (or the one before the block): then no write is undone. The rules of shc_ascii written out (gen_unicode_tables.py checks they agree): whitespace is
- * 9-13, 0x1C-0x20 and becomes a space, A-Z fold to a-z, letters and digits are ALNUM. Returns how many
- * bytes it took, 0 at such a run (their units are at d; it writes 16 all the same). (Compares are signed: a
- * non-ASCII byte is below every bound, and neither whitespace nor a letter.) A short ASCII run between
- * others (a space, an option name between Chinese words) takes one such step, not a step a byte. */
-SHC_INLINE unsigned ascii16(const unsigned char *s, uint32_t *d, unsigned *space_before, unsigned *alnum)
+/* 16 bytes' units as the ASCII loop makes them (SSE2, which every x86-64 has): whitespace becomes a space,
+ * A-Z fold to a-z; the bits of the whitespace characters and of the letters and digits through *spaces and
+ * *letters. The rules of shc_ascii written out (gen_unicode_tables.py checks they agree): whitespace is
+ * 9-13, 0x1C-0x20, letters and digits are ALNUM. (Compares are signed: a non-ASCII byte is below every
+ * bound, and neither whitespace nor a letter.) */
+SHC_INLINE __m128i ascii16_units(__m128i v, unsigned *spaces, unsigned *letters)
 {
-    __m128i v = _mm_loadu_si128((const __m128i *)(const void *)s);
 #define SHC_IN(x, lo, hi)                                                                                            \
     _mm_and_si128(_mm_cmpgt_epi8(x, _mm_set1_epi8((lo) - 1)), _mm_cmplt_epi8(x, _mm_set1_epi8((hi) + 1)))
     __m128i space = _mm_or_si128(SHC_IN(v, 9, 13), SHC_IN(v, 0x1C, 0x20));
-    unsigned spaces = (unsigned)_mm_movemask_epi8(space);
+    __m128i u = _mm_add_epi8(v, _mm_and_si128(SHC_IN(v, 'A', 'Z'), _mm_set1_epi8(0x20)));
+    u = _mm_or_si128(_mm_andnot_si128(space, u), _mm_and_si128(space, _mm_set1_epi8(0x20)));
+    *spaces = (unsigned)_mm_movemask_epi8(space);
+    *letters = (unsigned)_mm_movemask_epi8(_mm_or_si128(SHC_IN(u, 'a', 'z'), SHC_IN(u, '0', '9')));
+#undef SHC_IN
+    return u;
+}
+
+/* The ASCII loop 16 bytes at once, up to the first non-ASCII byte, where no whitespace character follows
+ * another (or the one before the block): then no write is undone. Returns how many bytes it took, 0 at
+ * such a run (their units are at d; it writes 16 all the same). A short ASCII run between others (a
+ * space, an option name between Chinese words) takes one such step, not a step a byte. */
+SHC_INLINE unsigned ascii16(const unsigned char *s, uint32_t *d, unsigned *space_before, unsigned *alnum)
+{
+    __m128i v = _mm_loadu_si128((const __m128i *)(const void *)s);
+    unsigned spaces, letters;
+    __m128i u = ascii16_units(v, &spaces, &letters);
     unsigned k = (unsigned)__builtin_ctz((unsigned)_mm_movemask_epi8(v) | 0x10000u);
     if (k == 0 || (spaces & ((spaces << 1) | *space_before) & ((1u << k) - 1)))
         return 0;
-    __m128i u = _mm_add_epi8(v, _mm_and_si128(SHC_IN(v, 'A', 'Z'), _mm_set1_epi8(0x20)));
-    u = _mm_or_si128(_mm_andnot_si128(space, u), _mm_and_si128(space, _mm_set1_epi8(0x20)));
-    unsigned letters = (unsigned)_mm_movemask_epi8(_mm_or_si128(SHC_IN(u, 'a', 'z'), SHC_IN(u, '0', '9')));
     *alnum |= (letters & ((1u << k) - 1)) != 0;
-#undef SHC_IN
     __m128i zero = _mm_setzero_si128(), low = _mm_unpacklo_epi8(u, zero), high = _mm_unpackhi_epi8(u, zero);
     _mm_storeu_si128((__m128i *)(void *)d, _mm_unpacklo_epi16(low, zero));
     _mm_storeu_si128((__m128i *)(void *)(d + 4), _mm_unpackhi_epi16(low, zero));
@@ -676,13 +686,37 @@ SHC_INLINE unsigned ascii16(const unsigned char *s, uint32_t *d, unsigned *space
     *space_before = (spaces >> (k - 1)) & 1;
     return k;
 }
+
+#ifdef SHC_HAVE_KERNELS
+#include <immintrin.h>
+/* ascii16 with AVX-512, whitespace runs included: a whitespace character after another is left out of the
+ * units by one compress of the 16 (AVX-512F), so that indented and spaced-out text (man pages, code) stays
+ * on this path. Returns the bytes taken (up to the first non-ASCII one; 0 when s[0] is one) and through
+ * *written the units written at d (16 written all the same). */
+__attribute__((target("arch=x86-64-v4"))) static inline unsigned ascii16_wide(const unsigned char *s, uint32_t *d,
+                                                                               unsigned *space_before, unsigned *alnum,
+                                                                               unsigned *written)
+{
+    __m128i v = _mm_loadu_si128((const __m128i *)(const void *)s);
+    unsigned spaces, letters;
+    __m128i u = ascii16_units(v, &spaces, &letters);
+    unsigned k = (unsigned)__builtin_ctz((unsigned)_mm_movemask_epi8(v) | 0x10000u);
+    unsigned live = (1u << k) - 1;
+    unsigned keep = live & ~(spaces & ((spaces << 1) | *space_before));
+    _mm512_storeu_si512((void *)d, _mm512_maskz_compress_epi32((__mmask16)keep, _mm512_cvtepu8_epi32(u)));
+    *alnum |= (letters & live) != 0;
+    *space_before = k ? (spaces >> (k - 1)) & 1 : *space_before;
+    *written = (unsigned)__builtin_popcount(keep);
+    return k;
+}
+#endif
 #endif
 
 /* The common case in one pass: decode, NFKC (characters NFKC maps to one plain character are taken as
  * that character: MAPPED records), case fold, whitespace, in w->units. Returns 0 (*n units, 0 for a text
  * without a letter or digit), 1 where the text needs the general path (a character NFKC changes
  * otherwise, a multi-character fold, marks out of order), or SHC_DECLINED | why. */
-SHC_INLINE int fast_units(shc_work *w, const unsigned char *s, size_t len, size_t *n)
+SHC_INLINE int fast_units(shc_work *w, const unsigned char *s, size_t len, size_t *n, int kernel)
 {
     uint32_t *d = w->units;
     size_t i = 0, out = 0;
@@ -708,6 +742,18 @@ SHC_INLINE int fast_units(shc_work *w, const unsigned char *s, size_t len, size_
         alnum |= t_ >> 9;                                                                                            \
     } while (0)
             for (;;) {
+#ifdef SHC_HAVE_KERNELS
+                if (kernel == KERNEL_AVX512) { /* (i advances by a constant in the loop, as below) */
+                    unsigned k = 0, wrote = 0;
+                    while (len - i >= 16 && (k = ascii16_wide(s + i, d + out, &space_before, &alnum, &wrote)) == 16)
+                        i += 16, out += wrote, k = 0;
+                    i += k, out += wrote * (k != 0);
+                    if (len - i >= 16)
+                        break; /* (at a non-ASCII byte) */
+                } /* (else the last 15 bytes or fewer: the steps below take them) */
+#else
+                (void)kernel;
+#endif
 #if defined(__SSE2__)
                 /* (i advances by a constant in this loop: the next block's load need not wait for
                  * this one's count) */
@@ -1296,7 +1342,7 @@ SHC_INLINE int one_text_body(shc_work *w, const unsigned char *text, size_t len,
     if (reserve((void **)&w->units, &w->units_cap, len + 1, sizeof(uint32_t)))
         return SHC_DECLINED | SHC_WHY_MEMORY;
     size_t m = 0;
-    int r = fast_units(w, text, len, &m);
+    int r = fast_units(w, text, len, &m, kernel);
     if (r == NEEDS_GENERAL_PATH) {
         r = decode_utf8(text, len, w->units, &m);
         if (r)
