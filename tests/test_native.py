@@ -271,10 +271,10 @@ def test_a_huge_text():
 
 
 def _long_texts() -> list[str]:
-    """Texts long enough for every path of the kernels: the ASCII loop 8 bytes at a time and its ends,
-    whitespace runs (from every place of a 16-byte block), the carry-save bit sums (from 128 distinct n-grams), sets of both sizes (past 8,192
-    n-grams), many repeats, CJK with ASCII between, and special characters that send a text down the
-    general path or decline it."""
+    """Texts long enough for every path of the kernels: the ASCII loop 8 and 16 bytes at a time and its
+    ends, whitespace runs (from every place of a 16-byte block), the carry-save bit sums (from 128
+    distinct n-grams), sets of both sizes (past 8,192 n-grams), many repeats, CJK with ASCII between, and
+    special characters that send a text down the general path or decline it."""
     rng = np.random.default_rng(26)
     words = ["near", "Duplicate", "texts", "the", "of", "and", "SQLite", "x1", "9", "a", "straße", "café"]
     han = [chr(c) for c in range(0x4E00, 0x4E00 + 400)]
