@@ -113,6 +113,7 @@ def run(name: str, texts: list[str], repeats: int, kernels: list[str], against=N
     times: dict[str, list[float]] = {"reference": []}
     results = {}
     package_core = native.core
+    scratch: dict[str, object] = {}  # each library's scratch memory kept between its calls, as in one run
     for _ in range(repeats):  # in turns, so a change of load hits all alike
         os.environ[native.SWITCH] = "python"
         seconds, results["reference"] = timed(lambda: simhash_and_sketch_many(texts, settings, DEFAULT_SCHEME))
@@ -124,6 +125,7 @@ def run(name: str, texts: list[str], repeats: int, kernels: list[str], against=N
             for which, one in libs:
                 native.use_kernels(one, kernel)
                 native.core = lambda one=one: one  # (what simhash_and_sketch_many calls)
+                native._local.scratch = scratch.get(which)
                 try:
                     label = f"{which} ({native.kernels(one)})"
                     seconds, results[label] = timed(lambda: simhash_and_sketch_many(texts, settings, DEFAULT_SCHEME))
@@ -137,6 +139,7 @@ def run(name: str, texts: list[str], repeats: int, kernels: list[str], against=N
                     times.setdefault(f"{label} batch only", []).append(seconds)
                 finally:
                     native.core = package_core
+                    scratch[which] = getattr(native._local, "scratch", None)
         for _, one in libs:
             native.use_kernels(one, "")
     row = {"data": name, "texts": len(texts), "MB": round(mb, 2)}

@@ -351,8 +351,14 @@ SHC_INLINE void set_prefetch(const shc_work *w, uint64_t key)
 
 /* Compacts h[0..n) to its distinct values, first occurrences in order, at its front; returns their
  * count. Into the emptied set (set_reset), with no branch on whether a value is new: the slot is
- * written either way and the output advances by (slot was empty). */
-SHC_INLINE size_t set_distinct(shc_work *w, uint64_t *h, size_t n)
+ * written either way and the output advances by (slot was empty). A function of its own, called once a
+ * text (the same scalar code for every kernel): inlined into the large per-text body, its loop had its
+ * pointers spilled to the stack and reloaded at every step (4 more memory accesses a hash; with them the
+ * portable kernel's instructions on the Python docs grew by a tenth). */
+#if defined(__GNUC__)
+__attribute__((noinline))
+#endif
+static size_t set_distinct(shc_work *w, uint64_t *h, size_t n)
 {
     /* (the mask and the zero key's flag held in locals: the stores into the uint64_t slots could
      * otherwise alias w->set_used, reloaded on every step) */
