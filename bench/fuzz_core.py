@@ -6,7 +6,7 @@ schemes; random sketch rows for the estimate. Every entry point is compared with
 simhash_many, simhash_and_sketch_many, sketch_many, estimate_many, the raw batch (no fallback)
 where the core did not decline, and the LSH tables of sketch_pairs (random rows with near copies, random
 windows and thresholds, against the reference's deduplicated codes). A difference is written to
---failures (JSON lines) and counted.
+--failures (JSON lines, made at the first difference: a clean run writes no file) and counted.
 
     python bench/fuzz_core.py --seconds 300 [--seed 1] [--failures fuzz_failures.jsonl]
 
@@ -126,62 +126,66 @@ def main() -> int:
     previous: list[str] = []
     counts = {"batches": 0, "texts": 0, "declined": 0, "estimates": 0, "tables": 0, "failures": 0}
     start = time.monotonic()
-    with open(args.failures, "w", encoding="utf-8") as failures:
+    written: list = []  # the failures file, opened at the first failure: a clean run leaves none behind
 
-        def fail(what: str, **data) -> None:
-            counts["failures"] += 1
-            failures.write(json.dumps({"what": what, **data}, default=repr) + "\n")
-            failures.flush()
+    def fail(what: str, **data) -> None:
+        counts["failures"] += 1
+        if not written:
+            written.append(open(args.failures, "w", encoding="utf-8"))  # noqa: SIM115 (closed below)
+        written[0].write(json.dumps({"what": what, **data}, default=repr) + "\n")
+        written[0].flush()
 
-        while time.monotonic() - start < args.seconds:
-            batch = [random_text(rng, previous) for _ in range(rng.randrange(1, 10))]
-            previous = (previous + batch)[-50:]
-            settings = FingerprintSettings(ngram=rng.choice([1, 2, 3, 4, 5, 5, 5, 8, 16]),
-                                           weights=rng.choice(["binary", "count", "log"]))  # fmt: skip
-            scheme = rng.choice(SCHEMES)
-            checks = [
-                ("simhash_many", simhash_many, reference_simhash_many, (batch, settings)),
-                ("simhash_and_sketch_many", simhash_and_sketch_many, reference_simhash_and_sketch_many,
-                 (batch, settings, scheme)),
-                ("sketch_many", sketch_many, reference_sketch_many, (batch, scheme)),
-            ]  # fmt: skip
-            for name, mine, reference, call in checks:
-                got, expected = outcome(mine, *call), outcome(reference, *call)
-                if not same(got, expected):
-                    fail(name, texts=batch, settings=settings, scheme=scheme)
-            values, rows, status = native.batch(
-                lib, batch, ngram=settings.ngram, weights=settings.weights, scheme=scheme
-            )
-            whole = outcome(reference_simhash_and_sketch_many, batch, settings, scheme)
-            for i, code in enumerate(status.tolist()):
-                if code & native.DECLINED:
-                    counts["declined"] += 1
+    while time.monotonic() - start < args.seconds:
+        batch = [random_text(rng, previous) for _ in range(rng.randrange(1, 10))]
+        previous = (previous + batch)[-50:]
+        settings = FingerprintSettings(ngram=rng.choice([1, 2, 3, 4, 5, 5, 5, 8, 16]),
+                                       weights=rng.choice(["binary", "count", "log"]))  # fmt: skip
+        scheme = rng.choice(SCHEMES)
+        checks = [
+            ("simhash_many", simhash_many, reference_simhash_many, (batch, settings)),
+            ("simhash_and_sketch_many", simhash_and_sketch_many, reference_simhash_and_sketch_many,
+             (batch, settings, scheme)),
+            ("sketch_many", sketch_many, reference_sketch_many, (batch, scheme)),
+        ]  # fmt: skip
+        for name, mine, reference, call in checks:
+            got, expected = outcome(mine, *call), outcome(reference, *call)
+            if not same(got, expected):
+                fail(name, texts=batch, settings=settings, scheme=scheme)
+        values, rows, status = native.batch(
+            lib, batch, ngram=settings.ngram, weights=settings.weights, scheme=scheme
+        )
+        whole = outcome(reference_simhash_and_sketch_many, batch, settings, scheme)
+        for i, code in enumerate(status.tolist()):
+            if code & native.DECLINED:
+                counts["declined"] += 1
+                continue
+            # (where one text of the batch makes the reference raise, each text on its own)
+            alone = whole if not isinstance(whole, str) else None
+            expected = (alone[0][i], alone[1][i]) if alone else None
+            if expected is None:
+                one = outcome(reference_simhash_and_sketch_many, [batch[i]], settings, scheme)
+                if isinstance(one, str):
+                    fail("raw core computed what the reference refuses", text=batch[i], error=one)
                     continue
-                # (where one text of the batch makes the reference raise, each text on its own)
-                alone = whole if not isinstance(whole, str) else None
-                expected = (alone[0][i], alone[1][i]) if alone else None
-                if expected is None:
-                    one = outcome(reference_simhash_and_sketch_many, [batch[i]], settings, scheme)
-                    if isinstance(one, str):
-                        fail("raw core computed what the reference refuses", text=batch[i], error=one)
-                        continue
-                    expected = (one[0][0], one[1][0])
-                fingerprint = int(values[i]) if code & native.HAS_FINGERPRINT else None
-                blob = rows[i].tobytes() if code & native.HAS_SKETCH else None
-                if (fingerprint, blob) != expected:
-                    fail("raw core", text=batch[i], settings=settings, scheme=scheme)
-            pairs = rng.randrange(1, 20)
-            raw = np.frombuffer(rng.randbytes(2 * pairs * scheme.nbytes), dtype=np.uint8).reshape(2 * pairs, -1)
-            a, b = raw[:pairs], raw[pairs:].copy()
-            if rng.random() < 0.5:
-                b[:, : scheme.bin_bytes] = a[:, : scheme.bin_bytes]
-            if not same(estimate_many(a, b, scheme), reference_estimate_many(a, b, scheme)):
-                fail("estimate_many", a=a.tobytes().hex(), b=b.tobytes().hex(), scheme=scheme)
-            if counts["batches"] % 10 == 0:
-                counts["tables"] += lsh_tables(lib, rng, scheme, fail)
-            counts["batches"] += 1
-            counts["texts"] += len(batch)
-            counts["estimates"] += pairs
+                expected = (one[0][0], one[1][0])
+            fingerprint = int(values[i]) if code & native.HAS_FINGERPRINT else None
+            blob = rows[i].tobytes() if code & native.HAS_SKETCH else None
+            if (fingerprint, blob) != expected:
+                fail("raw core", text=batch[i], settings=settings, scheme=scheme)
+        pairs = rng.randrange(1, 20)
+        raw = np.frombuffer(rng.randbytes(2 * pairs * scheme.nbytes), dtype=np.uint8).reshape(2 * pairs, -1)
+        a, b = raw[:pairs], raw[pairs:].copy()
+        if rng.random() < 0.5:
+            b[:, : scheme.bin_bytes] = a[:, : scheme.bin_bytes]
+        if not same(estimate_many(a, b, scheme), reference_estimate_many(a, b, scheme)):
+            fail("estimate_many", a=a.tobytes().hex(), b=b.tobytes().hex(), scheme=scheme)
+        if counts["batches"] % 10 == 0:
+            counts["tables"] += lsh_tables(lib, rng, scheme, fail)
+        counts["batches"] += 1
+        counts["texts"] += len(batch)
+        counts["estimates"] += pairs
+    for handle in written:
+        handle.close()
     print(json.dumps({**counts, "seconds": round(time.monotonic() - start), "core": native.describe()}))
     return 1 if counts["failures"] else 0
 

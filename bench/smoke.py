@@ -25,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,6 +40,7 @@ class Smoke:
     programs: tuple[str, ...] = ()  # programs on PATH without which it is skipped
     first: tuple[tuple[str, str], ...] = ()  # (script, args) run before it in the same folder: its data
     built: str | None = None  # a library of the checkout's own C build it needs (bench/common.py imports the checkout)
+    long: bool = False  # takes tens of seconds (a JVM, a sanitizer build): started first, beside the others
 
 
 # One line a script. Keep each run to seconds: this is a check that the script still works and still
@@ -70,7 +72,7 @@ SMOKE = [
     Smoke("search.py", "--sizes 20000 --skewed 20000 --queries 20 --scan-queries 5 --check 20"),
     Smoke("sketch_choice.py", "{en} {zh} --originals 12"),
     Smoke("sketch_cost.py", "{en} {zh} --runs 1"),
-    Smoke("spark.py", "{en} --docs 500", ("pyspark",), ("java",)),
+    Smoke("spark.py", "{en} --docs 500", ("pyspark",), ("java",), long=True),
     Smoke("sql_surface.py", "--docs 3000 --queries 10"),
     Smoke("vs_simhash_package.py", "{en} --repeat 1", ("simhash",)),
     Smoke("web_search.py", "{en} --size 3000 --texts 10 --queries 3", ("datasette",)),
@@ -82,7 +84,7 @@ SMOKE = [
     Smoke("fuzz_core.py", "--seconds 5 --failures {tmp}/failures.jsonl", built="_simhash_core.so"),
     Smoke("extension_near.py", "{tmp}/small.db --make 20000 --queries 50 --repeat 1", programs=("sqlite3",),
           built="simhash.so"),
-    Smoke("fuzz_extension.py", "--seconds 10", programs=("cc",)),
+    Smoke("fuzz_extension.py", "--seconds 10", programs=("cc",), long=True),
     Smoke("extension_short_texts.py", "--documents 400 --queries 30 --repeat 1", programs=("cc",),
           built="simhash.so"),
     Smoke("short_texts.py", "{tmp}/short.jsonl --jsonl {en} {zh} --per-language 40"),
@@ -160,6 +162,8 @@ def main() -> None:
     parser.add_argument("--list", action="store_true", help="print the registry and stop")
     parser.add_argument("--timeout", type=float, default=300, help="seconds allowed to one script")
     parser.add_argument("--keep", type=Path, help="run in this folder and keep what the scripts wrote")
+    parser.add_argument("--jobs", type=int, default=min(os.cpu_count() or 1, 4),
+                        help="scripts run at once (default: the CPUs, at most 4)")
     args = parser.parse_args()
     chosen = [s for s in SMOKE if not args.only or any(word in s.script for word in args.only)]
     if args.list:
@@ -179,14 +183,20 @@ def main() -> None:
         data.mkdir(exist_ok=True)
         corpora = {lang: write_corpus(data / f"{lang}.jsonl", lang, documents=40, seed=3) for lang in ("en", "zh")}
         corpora["docs"] = BENCH.parent / "docs"  # Markdown in paragraphs: real text for label_calibration.py
-        for number, smoke in enumerate(chosen):
-            folder = scratch / f"{number:02d}-{Path(smoke.script).stem}"
-            status, seconds, detail = run(smoke, corpora, folder, args.timeout)
-            print(f"{status:8s} {seconds:6.1f} s  {smoke.script}" + (f"  ({detail})" if status == "skipped" else ""),
-                  flush=True)
-            if status == "FAILED":
-                print("    " + detail.replace("\n", "\n    "), flush=True)
-                failed.append(smoke.script)
+        # Each script in a folder of its own, so they run side by side (each is a process, or a few: the
+        # suite's wall time, not a measurement); the long ones start first. Reported in the registry's order.
+        numbered = list(enumerate(chosen))
+        with ThreadPoolExecutor(max(1, args.jobs)) as pool:
+            futures = {number: pool.submit(run, smoke, corpora, scratch / f"{number:02d}-{Path(smoke.script).stem}",
+                                           args.timeout)
+                       for number, smoke in sorted(numbered, key=lambda item: not item[1].long)}
+            for number, smoke in numbered:
+                status, seconds, detail = futures[number].result()
+                reason = f"  ({detail})" if status == "skipped" else ""
+                print(f"{status:8s} {seconds:6.1f} s  {smoke.script}{reason}", flush=True)
+                if status == "FAILED":
+                    print("    " + detail.replace("\n", "\n    "), flush=True)
+                    failed.append(smoke.script)
     finally:
         if args.keep is None:
             shutil.rmtree(scratch, ignore_errors=True)
