@@ -5,7 +5,8 @@ BATCH_BYTES each); every library given (a build of _simhash_core.so: this tree's
 side by side and runs them all, in turns, --turns times per kernel, with its own scratch memory kept
 between its passes. MB/s: UTF-8 bytes per CPU-second of this process, median of the turns; the ratio is
 against the first library; and whether every library gave the first one's fingerprints, sketches and
-statuses. The default settings and sketch scheme (what `simq add` computes).
+statuses (exit status 1 where they did not). The default settings and sketch scheme (what `simq add`
+computes).
 
     python bench/core_alone.py DATA.jsonl [MORE.jsonl ...] --libs OTHER/_simhash_core.so [--libs ...]
         [--kernels all] [--turns 15] [--field text] [--limit-mb 20]
@@ -84,6 +85,7 @@ def main() -> int:
     scheme = native.scheme_struct(DEFAULT_SCHEME)
     nbytes = libs[0][1].shc_sketch_bytes(ctypes.byref(scheme))
     print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    differ = 0
     for data in args.data:
         runs, size, n = read_runs(data, args.field, args.limit_mb)
         for kernel in kernels:
@@ -106,12 +108,15 @@ def main() -> int:
                 row[str(path)] = {"MB/s": round(size / 1e6 / statistics.median(values), 1),
                                   "ratio": round(first / statistics.median(values), 3)}  # fmt: skip
             row["identical"] = all(result == results[0] for result in results)
+            differ += not row["identical"]
             print(json.dumps(row))
     for _, lib, work in libs:
         native.use_kernels(lib, "")
         lib.shc_work_free(work)
     print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    return 0
+    if differ:
+        print(f"error: the libraries gave different results in {differ} runs", file=sys.stderr)
+    return 1 if differ else 0
 
 
 if __name__ == "__main__":
