@@ -353,8 +353,8 @@ SHC_INLINE void set_prefetch(const shc_work *w, uint64_t key)
  * count. Into the emptied set (set_reset), with no branch on whether a value is new: the slot is
  * written either way and the output advances by (slot was empty). A function of its own, called once a
  * text (the same scalar code for every kernel): inlined into the large per-text body, its loop had its
- * pointers spilled to the stack and reloaded at every step (4 more memory accesses a hash; with them the
- * portable kernel's instructions on the Python docs grew by a tenth). */
+ * pointers spilled to the stack and reloaded at every step (4 more memory accesses a hash, a sixth more
+ * instructions in the loop). */
 #if defined(__GNUC__)
 __attribute__((noinline))
 #endif
@@ -630,8 +630,6 @@ SHC_INLINE uint64_t load64(const uint8_t *p) /* little-endian, any alignment */
 #endif
 }
 
-#if defined(__SSE2__)
-#include <emmintrin.h>
 /* Several code points that one character becomes (its case fold, or its NFKC expansion, then folded
  * when fold is set) appended to the one-pass normalisation's units at out: a whitespace run as one
  * space, as the loop writes single characters. The new out. */
@@ -653,6 +651,8 @@ SHC_INLINE size_t append_units(uint32_t *d, size_t out, const uint32_t *units, s
     return out;
 }
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
 /* 16 bytes' units as the ASCII loop makes them (SSE2, which every x86-64 has): whitespace becomes a space,
  * A-Z fold to a-z; the bits of the whitespace characters and of the letters and digits through *spaces and
  * *letters. The rules of shc_ascii written out (gen_unicode_tables.py checks they agree): whitespace is
