@@ -148,10 +148,12 @@ def build(root: Path, out_dir: Path, targets: list[Target] = TARGETS) -> dict[st
         return {t.name: {"built": False, "reason": "SIMHASH_SQLITE_NO_NATIVE=1 at install"} for t in targets}
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        why_tables = generate_tables(root, work)
+        # Every target says the same first reason: no compiler (not "/bin/false failed" for one and a
+        # missing header for another), else tables that could not be made.
+        why_first = no_compiler(work) or generate_tables(root, work)
         for target in targets:
             file = target.name + library_suffix()
-            why = why_tables
+            why = why_first
             for header in target.headers:
                 why = why or has_header(header, work)
             without: dict[str, str] = {}

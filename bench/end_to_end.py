@@ -1,6 +1,6 @@
 """End to end on a JSONL crawl, in CPU seconds: `simq add` + `simq dupes`, and `simq dedup`, as whole processes.
 
-    .venv/bin/python bench/end_to_end.py CRAWL.jsonl [--runs 3] [--cores native,python] [--rensa]
+    .venv/bin/python bench/end_to_end.py CRAWL.jsonl [--runs 3] [--cores native,python] [--rensa] [--one-process]
     .venv/bin/python bench/end_to_end.py CRAWL.jsonl --cores native --baseline ../main   # two trees side by side
 
 CRAWL.jsonl: bench/crawl.py's output ({"id", "text", "family", "kind"}; any JSONL of {"id", "text"}
@@ -9,7 +9,9 @@ works, without the checks that need the families). Each run, for each core in tu
 gain end to end is a ratio from one run), the venv's `simq` by path, at its default settings:
 
   - `simq add CRAWL --db X` into a fresh index, then `simq dupes --db X --format jsonl --out PAIRS`;
-  - `simq dedup CRAWL -o OUT`.
+  - `simq dedup CRAWL -o OUT`;
+  - with --one-process, `simq dedup` again with SIMQ_WORKERS=1 (no pool worker: what the pool's worker
+    costs in CPU, and saves in wall time, on the same output).
 
 --baseline TREE runs another checkout's package too (a folder with simhash_sqlite/ and its C core built, e.g.
 the main worktree; its code on PYTHONPATH under this venv's `simq`), interleaved with this tree's for each
@@ -292,7 +294,9 @@ class Truth:
 
 
 def label(step: str) -> str:
-    """`simq add` + `simq dupes` for "add + dupes"."""
+    """`simq add` + `simq dupes` for "add + dupes"; "dedup1" is dedup in one process."""
+    if step == "dedup1":
+        return "`simq dedup`, one process (`SIMQ_WORKERS=1`)"
     return " + ".join(f"`simq {name}`" for name in step.split(" + "))
 
 
@@ -311,6 +315,8 @@ def main() -> None:
     parser.add_argument("--no-quality", action="store_true", help="skip precision and recall (exact Jaccard)")
     parser.add_argument("--folder", type=Path, help="where indexes and outputs go [default: a temporary folder]")
     parser.add_argument("--baseline", type=Path, help="another checkout (C core built) to run side by side")
+    parser.add_argument("--one-process", action="store_true",
+                        help="also simq dedup with SIMQ_WORKERS=1 (no pool worker), in the same turns")
     args = parser.parse_args()
     cores = [c for c in args.cores.split(",") if c]
     if not cores or any(c not in CORES for c in cores):
@@ -372,6 +378,10 @@ def main() -> None:
                 for name, step in (("add", add), ("dupes", dupes), ("dedup", dedup)):
                     steps[(name, core)].append(step)
                 this_pairs, this_kept = read_pairs(found), read_ids(out)
+                if args.one_process:  # the same output from one process: the pool's share of the CPU
+                    alone = run_step([*simq, "dedup", str(args.crawl), "-o", str(out)], dict(env, SIMQ_WORKERS="1"))
+                    steps[("dedup1", core)].append(alone)
+                    failures.expect(read_ids(out) == this_kept, f"{core}: simq dedup in one process kept other pages")
                 failures.expect(pairs.setdefault(core, this_pairs) == this_pairs,
                                 f"{core}, run {run + 1}: simq dupes found other pairs than run 1")
                 failures.expect(kept.setdefault(core, this_kept) == this_kept,
@@ -425,7 +435,9 @@ def main() -> None:
         medians[("add", core)], medians[("dupes", core)], medians[("dedup", core)] = map(median_step, runs)
         medians[("add + dupes", core)] = median_step([Step(a.wall + d.wall, a.cpu + d.cpu, max(a.rss_mib, d.rss_mib))
                                                       for a, d in zip(runs[0], runs[1])])
-        for name in ("add", "dupes", "add + dupes", "dedup"):
+        if args.one_process:
+            medians[("dedup1", core)] = median_step(steps[("dedup1", core)])
+        for name in ("add", "dupes", "add + dupes", "dedup") + (("dedup1",) if args.one_process else ()):
             m = medians[(name, core)]
             print(f"| {label(name)} | {core} | {m.wall:.1f} | {m.cpu:.1f} | **{megabytes / m.cpu:.1f}** "
                   f"| {m.rss_mib:.0f} |")
@@ -448,7 +460,9 @@ def main() -> None:
               + ", ".join(f"{label(name)} {medians[(name, cores[1])].cpu / medians[(name, first)].cpu:.2f}x"
                           for name in ("add", "dupes", "add + dupes", "dedup")))
     aims = [f"`simq add` {megabytes / medians[('add', first)].cpu:.1f} and `simq dedup` "
-            f"{megabytes / medians[('dedup', first)].cpu:.1f} MB per CPU-s ({first}; aim >= 50 each)"]
+            f"{megabytes / medians[('dedup', first)].cpu:.1f} MB per CPU-s ({first}; aim >= 50 each)"
+            + (f"; `simq dedup` in one process {megabytes / medians[('dedup1', first)].cpu:.1f}" if args.one_process
+               else "")]
     if args.rensa:
         ratio = medians[("rensa", "")].cpu / medians[("add + dupes", first)].cpu
         aims.append(f"rensa's CPU / `simq add` + `simq dupes` ({first}) = {ratio:.2f}x (aim >= 3)")

@@ -95,7 +95,7 @@ SMOKE = [
           first=(("short_texts.py", "{tmp}/short.jsonl --jsonl {en} {zh} --per-language 40"),)),
     Smoke("label_latency.py", "--documents 20000 --labels 20 --folder {tmp} --port 8797", ("datasette",)),
     Smoke("label_calibration.py", "{docs} --documents 120 --labels 60 --seeds 2 --bootstrap 10"),
-    Smoke("end_to_end.py", "{tmp}/crawl.jsonl --runs 2", built="_simhash_core.so",
+    Smoke("end_to_end.py", "{tmp}/crawl.jsonl --runs 2 --one-process", built="_simhash_core.so",
           first=(("crawl.py", "{en} {zh} --n 600 --out {tmp}/crawl.jsonl"),)),
     Smoke("end_to_end.py", "{tmp}/crawl.jsonl --runs 1 --cores native --rensa", ("rensa",), built="_simhash_core.so",
           first=(("crawl.py", "{en} {zh} --n 600 --out {tmp}/crawl.jsonl"),)),

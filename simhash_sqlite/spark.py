@@ -23,6 +23,7 @@ from __future__ import annotations
 import inspect
 import json
 import os
+import re
 import shutil
 import sys
 import time
@@ -92,7 +93,11 @@ def session(master: str | None = "local[*]", app_name: str = "simhash-sqlite", *
         raise SimhashError(
             f"could not start Spark (is Java 17 installed, with java on PATH or JAVA_HOME set?): {first_line(exc)}"
         ) from None
-    spark.sparkContext.setLogLevel("ERROR")
+    # A failed job reaches the caller as one exception, which simq turns into one error line (failure());
+    # Spark's own ERROR logs would print the same failure before it as pages of Java stack. A level given
+    # as spark.log.level is the user's.
+    if "spark.log.level" not in conf:
+        spark.sparkContext.setLogLevel("OFF")
     return spark
 
 
@@ -116,6 +121,38 @@ def first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
+def failure(exc: BaseException) -> str:
+    """Why a Spark job failed, in one line. A Py4JJavaError's own first line names only the JVM call that
+    failed ("An error occurred while calling o31.json."): the reason is in its Java exception's chain of
+    causes, the deepest with a Spark error class ("[MALFORMED_RECORD_IN_PARSING...] ...") and the root
+    cause beneath it; a Python worker's failure ends with its exception's last line."""
+    if "Traceback (most recent call last)" in str(exc):  # a Python worker's exception (PythonException)
+        return f"a Python worker failed: {str(exc).strip().splitlines()[-1].strip()}"
+    java = getattr(exc, "java_exception", None)
+    chain: list[tuple[str, str]] = []  # (class, message) of each exception in the chain of causes
+    try:
+        while java is not None and len(chain) < 20:
+            chain.append((str(java.getClass().getSimpleName()), str(java.getMessage() or "")))
+            java = java.getCause()
+    except Py4JError:  # the JVM is gone: what the Python side has
+        pass
+    if not chain:
+        return first_line(exc)
+    worker = [message for _, message in chain if "Traceback (most recent call last)" in message]
+    if worker:  # a Python worker's exception, inside a failed stage
+        return f"a Python worker failed: {worker[0].strip().splitlines()[-1].strip()}"
+    classed = [message for _, message in chain if message.lstrip().startswith("[")]
+    main = classed[-1] if classed else chain[0][1]
+    said = re.sub(r"^\s*\[[A-Z_.]+\]\s*", "", main.strip().splitlines()[0] if main.strip() else "")
+    root_name, root = chain[-1]
+    root = root.strip().splitlines()[0] if root.strip() else ""
+    if root and root not in said:
+        said = f"{said} ({root_name}: {root})" if said else f"{root_name}: {root}"
+    if "MALFORMED_RECORD" in main:
+        said += "; a line of the JSONL is not a JSON object (Spark reads JSONL strictly: simq dedup skips such lines)"
+    return said or first_line(exc)
+
+
 def read_documents(spark: SparkSession, path: str, fmt: str | None = None) -> DataFrame:
     """Parquet (a file or a folder) or JSONL (*.jsonl, *.json, *.ndjson), by suffix unless fmt says."""
     fmt = fmt or ("jsonl" if str(path).rstrip("/").endswith((".jsonl", ".json", ".ndjson")) else "parquet")
@@ -126,10 +163,15 @@ def read_documents(spark: SparkSession, path: str, fmt: str | None = None) -> Da
     return spark.read.parquet(str(path)) if fmt == "parquet" else spark.read.json(str(path), mode="FAILFAST")
 
 
-def _require_columns(df: DataFrame, *names: str | None) -> None:
-    missing = [n for n in names if n and n not in df.columns]
+def _require_columns(df: DataFrame, *names: str | None, text: str | None = None) -> None:
+    """The named columns exist, and text (the column of the texts) holds strings: a JSONL whose text fields
+    are all numbers reads as a bigint column, which would fail in the first UDF."""
+    missing = [n for n in (*names, text) if n and n not in df.columns]
     if missing:
         raise InvalidInput(f"no column {', '.join(map(repr, missing))} in the input (it has: {', '.join(df.columns)})")
+    kind = dict(df.dtypes).get(text) if text else "string"
+    if kind != "string":
+        raise InvalidInput(f"the text column {text!r} holds {kind} values, not strings")
 
 
 # -- fingerprints ----------------------------------------------------------------------------------
@@ -217,7 +259,7 @@ def fingerprints(
     keep_by: str | None = None,
 ) -> DataFrame:
     """(id, fingerprint[, keep_by]) for every document; fingerprint is null for a text without features."""
-    _require_columns(docs, id_col, text_col, keep_by)
+    _require_columns(docs, id_col, keep_by, text=text_col)
     extra = [F.col(keep_by)] if keep_by and keep_by not in (id_col, text_col) else []
     if keep_by == text_col:
         extra = [F.col(text_col).alias(keep_by)]
@@ -618,7 +660,7 @@ def run_dedup(
         if "sketch" not in existing.columns or previous.get("sketch") != json.loads(DEFAULT_SCHEME.to_json()):
             existing = existing.withColumn("sketch", F.lit(None).cast("binary"))
     docs = read_documents(spark, input_path, fmt)
-    _require_columns(docs, id_col, text_col, keep_by)
+    _require_columns(docs, id_col, keep_by, text=text_col)
     _prepare_out(out, overwrite)  # only once the input is known to be usable
     report = SparkDedupReport(out=out)
 

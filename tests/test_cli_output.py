@@ -118,7 +118,7 @@ def test_format_errors_and_exit_codes(runner, odd, tmp_path):
     result = simq(runner, "add", "--db", tmp_path / "b.db", tmp_path / "blob.bin")
     assert result.exit_code == 1 and "nothing added" in result.stderr and "1 input was skipped" in result.stderr
     result = simq(runner, "dedup", tmp_path / "blob.bin", "-o", tmp_path / "kept.jsonl")
-    assert result.exit_code == 1 and "nothing read" in result.stderr
+    assert result.exit_code == 1 and "nothing read" in result.stderr and "kept.jsonl left as it was" in result.stderr
     version = ok(simq(runner, "--version"))
     assert version.stdout.startswith("simq (simhash-sqlite) ")
 

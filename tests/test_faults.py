@@ -299,6 +299,7 @@ def test_a_failed_dedup_leaves_its_output_files_as_they_were(tmp_path):
     before = files_of(tmp_path)
     result = run("dedup", "in.jsonl", "-o", "keep.jsonl", "--dupes", "dropped.jsonl", cwd=tmp_path)
     assert_clean(result, 1, "nothing read")
+    assert "keep.jsonl and dropped.jsonl left as they were" in result.stderr
     assert "its fields: body, id" in result.stderr
     assert files_of(tmp_path) == before
     # and on success the files are replaced whole

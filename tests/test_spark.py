@@ -322,8 +322,27 @@ def test_bad_input_is_one_clean_line(spark, job, runner, tmp_path):
     assert_clean_error(simq(runner, "spark-dedup", source, "--out", tmp_path / "o4", "--k", 11), "at most k=10")
     broken = tmp_path / "broken.jsonl"
     broken.write_text('{"id": "a", "text": "fine"}\n{broken\n')
-    assert_clean_error(simq(runner, "spark-dedup", broken, "--out", tmp_path / "o5"), "the Spark job failed")
+    # The reason, from the Java exception's causes (not "An error occurred while calling o31.json.")
+    result = simq(runner, "spark-dedup", broken, "--out", tmp_path / "o5")
+    assert_clean_error(result, "the Spark job failed: Malformed records")
+    assert "a line of the JSONL is not a JSON object" in result.stderr and "calling o" not in result.stderr
     assert not (tmp_path / "o5").exists()
+    numbers = tmp_path / "numbers.jsonl"
+    numbers.write_text('{"id": "a", "text": 5}\n{"id": "b", "text": 7}\n')
+    result = simq(runner, "spark-dedup", numbers, "--out", tmp_path / "o6")
+    assert_clean_error(result, "the text column 'text' holds bigint values, not strings")
+    assert not (tmp_path / "o6").exists()
+
+
+@spark_test
+def test_a_python_workers_failure_is_named_by_its_last_line(spark):
+    from pyspark.sql import functions as F
+
+    from simhash_sqlite.spark import JOB_ERRORS, failure
+
+    with pytest.raises(JOB_ERRORS) as caught:
+        spark.range(1).select(F.udf(lambda x: 1 // (x - x), "long")("id")).collect()
+    assert failure(caught.value) == "a Python worker failed: ZeroDivisionError: integer division or modulo by zero"
 
 
 # -- as a user runs it: the venv's simq by path, a clean environment, local and a standalone cluster ----

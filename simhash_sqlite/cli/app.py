@@ -1732,7 +1732,8 @@ def dedup(
     if reader.skip_count and not report.read:
         unchanged = [str(p) for p in (out_path, dupes_file) if p is not None and str(p) != "-"]
         raise fail(f"nothing read: {_count(reader.skip_count, 'input was', 'inputs were')} skipped (see above)"
-                   + (f"; {' and '.join(unchanged)} left as they were" if unchanged else ""))
+                   + (f"; {' and '.join(unchanged)} left as {'they were' if len(unchanged) > 1 else 'it was'}"
+                      if unchanged else ""))
     if any(skip.named for skip in reader.skipped):
         raise fail(f"{_count(reader.skip_count, 'input was', 'inputs were')} skipped (see above); the rest was "
                    "filtered")
@@ -1858,7 +1859,7 @@ def spark_dedup(
             against=None if against is None else str(against), sqlite_shards=sqlite_shards, overwrite=overwrite,
         )
     except spark_job.JOB_ERRORS as exc:
-        raise InvalidInput(f"the Spark job failed: {spark_job.first_line(exc)}") from None
+        raise InvalidInput(f"the Spark job failed: {spark_job.failure(exc)}") from None
     rows = {
         "documents": report.documents,
         "without features": report.without_features,
