@@ -14,6 +14,10 @@ kernel this CPU runs (portable, avx2, avx512: the core's shc_set_kernel) in the 
     python bench/core_speed.py DATA.jsonl [MORE.jsonl ...] [--field text] [--limit-mb 20] [--repeats 5]
     python bench/core_speed.py            # generated English-like and Chinese-like text instead
     python bench/core_speed.py --kernels all
+    python bench/core_speed.py DATA.jsonl --kernels all --against OTHER/_simhash_core.so
+
+--against times another build of the core library (say main's, to measure a change) through the same
+Python code, in the same turns: the fair way to compare two trees on a busy machine.
 
 A JSONL file is read whole (its --field of every line, up to --limit-mb of text).
 """
@@ -99,38 +103,52 @@ def timed(function) -> tuple[float, object]:
     return time.process_time() - start, result
 
 
-def run(name: str, texts: list[str], repeats: int, kernels: list[str]) -> dict:
+def run(name: str, texts: list[str], repeats: int, kernels: list[str], against=None) -> dict:
     utf8 = [t.encode("utf-8", "surrogatepass") for t in texts]  # (as the JSONL reader of `simq add` has them)
     mb = sum(map(len, utf8)) / 1e6
     settings = FingerprintSettings()
     lib = native.core()
+    # the libraries timed: the package's core, and the one of --against through the same Python code
+    libs = [("core", lib)] + ([("against", against)] if against is not None and lib is not None else [])
     times: dict[str, list[float]] = {"reference": []}
     results = {}
+    package_core = native.core
+    scratch: dict[str, object] = {}  # each library's scratch memory kept between its calls, as in one run
     for _ in range(repeats):  # in turns, so a change of load hits all alike
         os.environ[native.SWITCH] = "python"
         seconds, results["reference"] = timed(lambda: simhash_and_sketch_many(texts, settings, DEFAULT_SCHEME))
         times["reference"].append(seconds)
         os.environ[native.SWITCH] = "auto"
+        if lib is not None:  # untimed: the first call after the reference's would pay for its memory's return
+            simhash_and_sketch_many(texts, settings, DEFAULT_SCHEME)
         for kernel in kernels if lib is not None else []:
-            native.use_kernels(lib, kernel)
-            label = f"core ({native.kernels(lib)})"
-            seconds, results[label] = timed(lambda: simhash_and_sketch_many(texts, settings, DEFAULT_SCHEME))
-            times.setdefault(label, []).append(seconds)
-            given = f"{label} given UTF-8"
-            seconds, results[given] = timed(
-                lambda: simhash_and_sketch_many(texts, settings, DEFAULT_SCHEME, utf8=utf8)
-            )
-            times.setdefault(given, []).append(seconds)
-            seconds, raw = timed(lambda: native.batch(lib, texts, scheme=DEFAULT_SCHEME))
-            times.setdefault(f"{label} batch only", []).append(seconds)
-        if lib is not None:
-            native.use_kernels(lib, "")
+            for which, one in libs:
+                native.use_kernels(one, kernel)
+                native.core = lambda one=one: one  # (what simhash_and_sketch_many calls)
+                native._local.scratch = scratch.get(which)
+                try:
+                    label = f"{which} ({native.kernels(one)})"
+                    seconds, results[label] = timed(lambda: simhash_and_sketch_many(texts, settings, DEFAULT_SCHEME))
+                    times.setdefault(label, []).append(seconds)
+                    given = f"{label} given UTF-8"
+                    seconds, results[given] = timed(
+                        lambda: simhash_and_sketch_many(texts, settings, DEFAULT_SCHEME, utf8=utf8)
+                    )
+                    times.setdefault(given, []).append(seconds)
+                    seconds, raw = timed(lambda: native.batch(one, texts, scheme=DEFAULT_SCHEME))
+                    times.setdefault(f"{label} batch only", []).append(seconds)
+                finally:
+                    native.core = package_core
+                    scratch[which] = getattr(native._local, "scratch", None)
+        for _, one in libs:
+            native.use_kernels(one, "")
     row = {"data": name, "texts": len(texts), "MB": round(mb, 2)}
     for key, values in times.items():
         row[f"{key} MB/s"] = round(mb / statistics.median(values), 1)
     if lib is not None:
         cores = [key for key in results if key != "reference"]
-        best = statistics.median(times[[key for key in cores if not key.endswith("given UTF-8")][-1]])
+        mine = [key for key in cores if key.startswith("core") and not key.endswith("given UTF-8")]
+        best = statistics.median(times[mine[-1]])
         row["ratio core/reference"] = round(statistics.median(times["reference"]) / best, 2)
         row["identical"] = all(results[key] == results["reference"] for key in cores)
         row["declined"] = int((raw[2] & native.DECLINED != 0).sum())
@@ -145,8 +163,19 @@ def main() -> int:
     parser.add_argument("--generated-mb", type=float, default=4.0)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--kernels", default="best", help="best (the core's pick), all, portable, avx2 or avx512")
+    parser.add_argument(
+        "--against", type=Path, help="another build of the core library (another tree's _simhash_core.so), timed "
+        "through the same Python code in the same turns: its columns are named 'against'",
+    )  # fmt: skip
     args = parser.parse_args()
     lib = native.core()
+    against = None
+    if args.against is not None:
+        loaded = native._load(str(args.against.resolve()))
+        if loaded.lib is None:
+            print(f"error: --against {args.against}: {loaded.why_not}", file=sys.stderr)
+            return 1
+        against = loaded.lib
     kernels = []  # those this CPU runs, of the ones asked for
     for kernel in {"best": [""], "all": ["portable", "avx2", "avx512"]}.get(args.kernels, [args.kernels]):
         try:
@@ -170,7 +199,7 @@ def main() -> int:
         if not texts:
             print(f"error: no text in {name}", file=sys.stderr)
             return 1
-        print(json.dumps(run(name, texts, args.repeats, kernels), ensure_ascii=False))
+        print(json.dumps(run(name, texts, args.repeats, kernels, against), ensure_ascii=False))
     print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     return 0
 

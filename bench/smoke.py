@@ -81,6 +81,7 @@ SMOKE = [
     Smoke("exact_checks.py", "{zh} {en} --originals 30 --repeats 1"),
     Smoke("huge_line_memory.py", "--mb 2 --workers 1"),
     Smoke("core_speed.py", "--generated-mb 0.2 --repeats 1"),
+    Smoke("core_alone.py", "{en} {zh} --turns 1 --kernels all --limit-mb 0.3", built="_simhash_core.so"),
     Smoke("fuzz_core.py", "--seconds 5 --failures {tmp}/failures.jsonl", built="_simhash_core.so"),
     Smoke("extension_near.py", "{tmp}/small.db --make 20000 --queries 50 --repeat 1", programs=("sqlite3",),
           built="simhash.so"),

@@ -271,10 +271,10 @@ def test_a_huge_text():
 
 
 def _long_texts() -> list[str]:
-    """Texts long enough for every path of the kernels: the ASCII loop 8 bytes at a time and its ends,
-    whitespace runs, the carry-save bit sums (from 128 distinct n-grams), sets of both sizes (past 8,192
-    n-grams), many repeats, CJK with ASCII between, and special characters that send a text down the
-    general path or decline it."""
+    """Texts long enough for every path of the kernels: the ASCII loop 8 and 16 bytes at a time and its
+    ends, whitespace runs (from every place of a 16-byte block), the carry-save bit sums (from 128
+    distinct n-grams), sets of both sizes (past 8,192 n-grams), many repeats, CJK with ASCII between, and
+    special characters that send a text down the general path or decline it."""
     rng = np.random.default_rng(26)
     words = ["near", "Duplicate", "texts", "the", "of", "and", "SQLite", "x1", "9", "a", "straße", "café"]
     han = [chr(c) for c in range(0x4E00, 0x4E00 + 400)]
@@ -288,6 +288,10 @@ def _long_texts() -> list[str]:
                            for _ in range(length)))  # fmt: skip
         out.append("".join(rng.choice(special) if rng.random() < 0.02 else chr(rng.integers(0x61, 0x7B))
                            for _ in range(length)))  # fmt: skip
+    # whitespace runs of every length from every place of a 16-byte block, some ended by a non-ASCII
+    # character, whitespace too (the 16-byte ASCII steps: where a block stops, and the whitespace before)
+    out.append("".join("x" * at + " \t\n\x1c"[run % 4] * run + "é\u3000Ж\xa0中"[(run + at) % 6 :][:1] + "Ab"
+                       for run in range(1, 24) for at in range(17)))  # fmt: skip
     out.append("abcde " * 5_000)  # one n-gram cycle: nearly all repeats
     out.append("".join(chr(rng.integers(0x20, 0x7F)) for _ in range(40_000)))  # distinct: the set at its largest
     return out

@@ -271,8 +271,11 @@ static int reserve(void **p, size_t *cap, size_t need, size_t item)
 
 /* A set of at least 4 * items slots (2 * items where that would pass SET_ROOMY_SLOTS), emptied (with
  * counts where asked). At most a quarter full, a probe rarely meets another key (each such meeting is
- * a mispredicted branch); a larger set would fall out of the caches instead. */
-#define SET_ROOMY_SLOTS (1u << 15)
+ * a mispredicted branch); a larger set would fall out of the caches instead. Up to 1 MB (a core's L2
+ * cache on current x86-64): with 256 KB, the n-grams of pages of 8,193-32,768 n-grams (a quarter of the
+ * Chinese man pages', a third of the Python docs') met another key twice as often (11% against 5% of
+ * them, Chinese), and the corpora ran 1-3% slower (docs/native.md, "Speed"). */
+#define SET_ROOMY_SLOTS (1u << 17)
 static int set_reset(shc_work *w, size_t items, int with_counts)
 {
     size_t need = 64, load = items <= SET_ROOMY_SLOTS / 4 ? 4 : 2;
@@ -349,8 +352,14 @@ SHC_INLINE void set_prefetch(const shc_work *w, uint64_t key)
 
 /* Compacts h[0..n) to its distinct values, first occurrences in order, at its front; returns their
  * count. Into the emptied set (set_reset), with no branch on whether a value is new: the slot is
- * written either way and the output advances by (slot was empty). */
-SHC_INLINE size_t set_distinct(shc_work *w, uint64_t *h, size_t n)
+ * written either way and the output advances by (slot was empty). A function of its own, called once a
+ * text (the same scalar code for every kernel): inlined into the large per-text body, its loop had its
+ * pointers spilled to the stack and reloaded at every step (4 more memory accesses a hash, a sixth more
+ * instructions in the loop). */
+#if defined(__GNUC__)
+__attribute__((noinline))
+#endif
+static size_t set_distinct(shc_work *w, uint64_t *h, size_t n)
 {
     /* (the mask and the zero key's flag held in locals: the stores into the uint64_t slots could
      * otherwise alias w->set_used, reloaded on every step) */
@@ -592,8 +601,6 @@ SHC_INLINE uint64_t load64(const uint8_t *p) /* little-endian, any alignment */
 #endif
 }
 
-#if defined(__SSE2__)
-#include <emmintrin.h>
 /* Several code points that one character becomes (its case fold, or its NFKC expansion, then folded
  * when fold is set) appended to the one-pass normalisation's units at out: a whitespace run as one
  * space, as the loop writes single characters. The new out. */
@@ -615,41 +622,78 @@ SHC_INLINE size_t append_units(uint32_t *d, size_t out, const uint32_t *units, s
     return out;
 }
 
-/* The ASCII loop 16 bytes at once (SSE2, which every x86-64 has), where no whitespace character follows
- * another (or the one before the block): then no write is undone. The rules of shc_ascii written out
- * (gen_unicode_tables.py checks they agree): whitespace is 9-13, 0x1C-0x20 and becomes a space, A-Z
- * fold to a-z, letters and digits are ALNUM. Returns 0, having written nothing, where the block has a
- * non-ASCII byte or such a run. (Compares are signed: every byte is below 0x80 by then.) */
-SHC_INLINE int ascii16(const unsigned char *s, uint32_t *d, unsigned *space_before, unsigned *alnum)
+#if defined(__SSE2__)
+#include <emmintrin.h>
+/* 16 bytes' units as the ASCII loop makes them (SSE2, which every x86-64 has): whitespace becomes a space,
+ * A-Z fold to a-z; the bits of the whitespace characters and of the letters and digits through *spaces and
+ * *letters. The rules of shc_ascii written out (gen_unicode_tables.py checks they agree): whitespace is
+ * 9-13, 0x1C-0x20, letters and digits are ALNUM. (Compares are signed: a non-ASCII byte is below every
+ * bound, and neither whitespace nor a letter.) */
+SHC_INLINE __m128i ascii16_units(__m128i v, unsigned *spaces, unsigned *letters)
 {
-    __m128i v = _mm_loadu_si128((const __m128i *)(const void *)s);
-    if (_mm_movemask_epi8(v))
-        return 0;
 #define SHC_IN(x, lo, hi)                                                                                            \
     _mm_and_si128(_mm_cmpgt_epi8(x, _mm_set1_epi8((lo) - 1)), _mm_cmplt_epi8(x, _mm_set1_epi8((hi) + 1)))
     __m128i space = _mm_or_si128(SHC_IN(v, 9, 13), SHC_IN(v, 0x1C, 0x20));
-    unsigned spaces = (unsigned)_mm_movemask_epi8(space);
-    if (spaces & ((spaces << 1) | *space_before))
-        return 0;
     __m128i u = _mm_add_epi8(v, _mm_and_si128(SHC_IN(v, 'A', 'Z'), _mm_set1_epi8(0x20)));
     u = _mm_or_si128(_mm_andnot_si128(space, u), _mm_and_si128(space, _mm_set1_epi8(0x20)));
-    *alnum |= _mm_movemask_epi8(_mm_or_si128(SHC_IN(u, 'a', 'z'), SHC_IN(u, '0', '9'))) != 0;
+    *spaces = (unsigned)_mm_movemask_epi8(space);
+    *letters = (unsigned)_mm_movemask_epi8(_mm_or_si128(SHC_IN(u, 'a', 'z'), SHC_IN(u, '0', '9')));
 #undef SHC_IN
+    return u;
+}
+
+/* The ASCII loop 16 bytes at once, up to the first non-ASCII byte, where no whitespace character follows
+ * another (or the one before the block): then no write is undone. Returns how many bytes it took, 0 at
+ * such a run (their units are at d; it writes 16 all the same). A short ASCII run between others (a
+ * space, an option name between Chinese words) takes one such step, not a step a byte. */
+SHC_INLINE unsigned ascii16(const unsigned char *s, uint32_t *d, unsigned *space_before, unsigned *alnum)
+{
+    __m128i v = _mm_loadu_si128((const __m128i *)(const void *)s);
+    unsigned spaces, letters;
+    __m128i u = ascii16_units(v, &spaces, &letters);
+    unsigned k = (unsigned)__builtin_ctz((unsigned)_mm_movemask_epi8(v) | 0x10000u);
+    if (k == 0 || (spaces & ((spaces << 1) | *space_before) & ((1u << k) - 1)))
+        return 0;
+    *alnum |= (letters & ((1u << k) - 1)) != 0;
     __m128i zero = _mm_setzero_si128(), low = _mm_unpacklo_epi8(u, zero), high = _mm_unpackhi_epi8(u, zero);
     _mm_storeu_si128((__m128i *)(void *)d, _mm_unpacklo_epi16(low, zero));
     _mm_storeu_si128((__m128i *)(void *)(d + 4), _mm_unpackhi_epi16(low, zero));
     _mm_storeu_si128((__m128i *)(void *)(d + 8), _mm_unpacklo_epi16(high, zero));
     _mm_storeu_si128((__m128i *)(void *)(d + 12), _mm_unpackhi_epi16(high, zero));
-    *space_before = spaces >> 15;
-    return 1;
+    *space_before = (spaces >> (k - 1)) & 1;
+    return k;
 }
+
+#ifdef SHC_HAVE_KERNELS
+#include <immintrin.h>
+/* ascii16 with AVX-512, whitespace runs included: a whitespace character after another is left out of the
+ * units by one compress of the 16 (AVX-512F), so that indented and spaced-out text (man pages, code) stays
+ * on this path. Returns the bytes taken (up to the first non-ASCII one; 0 when s[0] is one) and through
+ * *written the units written at d (16 written all the same). */
+__attribute__((target("arch=x86-64-v4"))) static inline unsigned ascii16_wide(const unsigned char *s, uint32_t *d,
+                                                                               unsigned *space_before, unsigned *alnum,
+                                                                               unsigned *written)
+{
+    __m128i v = _mm_loadu_si128((const __m128i *)(const void *)s);
+    unsigned spaces, letters;
+    __m128i u = ascii16_units(v, &spaces, &letters);
+    unsigned k = (unsigned)__builtin_ctz((unsigned)_mm_movemask_epi8(v) | 0x10000u);
+    unsigned live = (1u << k) - 1;
+    unsigned keep = live & ~(spaces & ((spaces << 1) | *space_before));
+    _mm512_storeu_si512((void *)d, _mm512_maskz_compress_epi32((__mmask16)keep, _mm512_cvtepu8_epi32(u)));
+    *alnum |= (letters & live) != 0;
+    *space_before = k ? (spaces >> (k - 1)) & 1 : *space_before;
+    *written = (unsigned)__builtin_popcount(keep);
+    return k;
+}
+#endif
 #endif
 
 /* The common case in one pass: decode, NFKC (characters NFKC maps to one plain character are taken as
  * that character: MAPPED records), case fold, whitespace, in w->units. Returns 0 (*n units, 0 for a text
  * without a letter or digit), 1 where the text needs the general path (a character NFKC changes
  * otherwise, a multi-character fold, marks out of order), or SHC_DECLINED | why. */
-SHC_INLINE int fast_units(shc_work *w, const unsigned char *s, size_t len, size_t *n)
+SHC_INLINE int fast_units(shc_work *w, const unsigned char *s, size_t len, size_t *n, int kernel)
 {
     uint32_t *d = w->units;
     size_t i = 0, out = 0;
@@ -658,13 +702,13 @@ SHC_INLINE int fast_units(shc_work *w, const unsigned char *s, size_t len, size_
     /* the last starter (combining class 0), as NFKC has it: none yet (0), starter_cp with its record
      * (1), or one that NFKC replaced (2: not known here) */
     int starter = 0;
-    uint32_t starter_cp = 0, starter_rec = 0;
+    uint32_t starter_cp = 0; /* (its record is looked up where it is needed, rarely) */
     while (i < len) {
         uint32_t cp = s[i];
         if (cp < 0x80) {
             /* A run of ASCII without a branch per byte (shc_ascii: the unit, SPACE and ALNUM bits): a
              * whitespace character is written as a space, and the write is undone (out not advanced)
-             * after another one. 16 bytes at a time where ascii16 can, else 8 while they are ASCII. */
+             * after another one. ascii16 where it can, else 8 bytes at a time while they are ASCII. */
 #define SHC_ASCII_STEP(c)                                                                                            \
     do {                                                                                                             \
         unsigned t_ = shc_ascii[(c)];                                                                                \
@@ -675,9 +719,28 @@ SHC_INLINE int fast_units(shc_work *w, const unsigned char *s, size_t len, size_
         alnum |= t_ >> 9;                                                                                            \
     } while (0)
             for (;;) {
+#ifdef SHC_HAVE_KERNELS
+                if (kernel == KERNEL_AVX512) { /* (i advances by a constant in the loop, as below) */
+                    unsigned k = 0, wrote = 0;
+                    while (len - i >= 16 && (k = ascii16_wide(s + i, d + out, &space_before, &alnum, &wrote)) == 16)
+                        i += 16, out += wrote, k = 0;
+                    i += k, out += wrote * (k != 0);
+                    if (len - i >= 16)
+                        break; /* (at a non-ASCII byte) */
+                } /* (else the last 15 bytes or fewer: the steps below take them) */
+#else
+                (void)kernel;
+#endif
 #if defined(__SSE2__)
-                while (len - i >= 16 && ascii16(s + i, d + out, &space_before, &alnum))
-                    i += 16, out += 16;
+                /* (i advances by a constant in this loop: the next block's load need not wait for
+                 * this one's count) */
+                unsigned k = 0;
+                while (len - i >= 16 && (k = ascii16(s + i, d + out, &space_before, &alnum)) == 16)
+                    i += 16, out += 16, k = 0;
+                if (k) { /* up to a non-ASCII byte */
+                    i += k, out += k;
+                    break;
+                } /* (else at a whitespace run, or near the end: the steps below take it) */
 #endif
                 if (len - i < 8 || (load64(s + i) & 0x8080808080808080ull))
                     break;
@@ -692,7 +755,7 @@ SHC_INLINE int fast_units(shc_work *w, const unsigned char *s, size_t len, size_
 #undef SHC_ASCII_STEP
             previous = 0;
             starter = 1;
-            starter_cp = s[i - 1], starter_rec = unicode_record(starter_cp);
+            starter_cp = s[i - 1];
             continue;
         }
         if ((cp & 0xF0) == 0xE0 && len - i >= 3) { /* three bytes (CJK): fewer tests, same verdicts */
@@ -735,7 +798,7 @@ SHC_INLINE int fast_units(shc_work *w, const unsigned char *s, size_t len, size_
         if (!(rec & SHC_NOT_PLAIN)) { /* most letters, CJK ideographs */
             previous = 0;
             starter = 1;
-            starter_cp = cp, starter_rec = rec;
+            starter_cp = cp;
             space_before = 0;
             alnum |= (rec & SHC_ALNUM) != 0;
             d[out++] = record_fold(cp, rec);
@@ -750,7 +813,7 @@ SHC_INLINE int fast_units(shc_work *w, const unsigned char *s, size_t len, size_
             unsigned mine = record_class(rec);
             int blocked = previous != 0 && (mine == 0 || previous >= mine);
             int plain = starter == 0 || blocked ||
-                        (starter == 1 && !(starter_rec & SHC_DECOMP) && !composes(starter_cp, cp));
+                        (starter == 1 && !(unicode_record(starter_cp) & SHC_DECOMP) && !composes(starter_cp, cp));
             if (!plain)
                 return NEEDS_GENERAL_PATH;
             rec &= ~SHC_UNSAFE;
@@ -770,7 +833,7 @@ SHC_INLINE int fast_units(shc_work *w, const unsigned char *s, size_t len, size_
             previous = cls;
             if (cls == 0) {
                 starter = 1;
-                starter_cp = cp, starter_rec = rec;
+                starter_cp = cp;
             }
             out = append_units(d, out, f, n_fold, 0, &space_before, &alnum);
             continue;
@@ -793,7 +856,7 @@ SHC_INLINE int fast_units(shc_work *w, const unsigned char *s, size_t len, size_
         previous = cls;
         if (cls == 0) {
             starter = (rec & SHC_MAPPED) ? 2 : 1;
-            starter_cp = cp, starter_rec = rec;
+            starter_cp = cp;
         }
         if (rec & SHC_SPACE) {
             if (!space_before)
@@ -1256,7 +1319,7 @@ SHC_INLINE int one_text_body(shc_work *w, const unsigned char *text, size_t len,
     if (reserve((void **)&w->units, &w->units_cap, len + 1, sizeof(uint32_t)))
         return SHC_DECLINED | SHC_WHY_MEMORY;
     size_t m = 0;
-    int r = fast_units(w, text, len, &m);
+    int r = fast_units(w, text, len, &m, kernel);
     if (r == NEEDS_GENERAL_PATH) {
         r = decode_utf8(text, len, w->units, &m);
         if (r)
