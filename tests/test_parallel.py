@@ -67,6 +67,13 @@ def test_workers_follow_simq_workers_and_default_to_every_core(monkeypatch):
     for bad in ("0", "-2", "many", "", "2.5"):
         monkeypatch.setenv("SIMQ_WORKERS", bad)
         assert parallel.workers() == cores, bad
+    # A job bounded by its own loop (dedup: sources.DEDUP_PROCESSES) takes at most `most` of the cores, and
+    # SIMQ_WORKERS still decides where it is set.
+    monkeypatch.delenv("SIMQ_WORKERS")
+    assert parallel.workers(most=1) == 1 and parallel.workers(most=cores + 5) == cores
+    assert parallel.workers(most=0) == 1
+    monkeypatch.setenv("SIMQ_WORKERS", "3")
+    assert parallel.workers(most=1) == 3
 
 
 def test_a_batch_taken_meanwhile_gives_the_same_fingerprints(monkeypatch):
@@ -379,3 +386,24 @@ def test_simq_imports_no_numpy_before_it_gives_openblas_one_thread(given):
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[-1] == f"threads {given or 1}"
+
+
+def test_dedup_reads_on_at_most_dedup_processes_and_add_on_every_core(tmp_path, monkeypatch):
+    """dedup's own loop bounds its speed, so its chunks go to at most sources.DEDUP_PROCESSES processes
+    (pool.workers(most)); add's to every core."""
+    from simhash_sqlite.pipeline import sources
+
+    path = tmp_path / "mixed.jsonl"
+    _mixed_jsonl(path)
+    asked = []
+
+    def spy(function, items, **options):
+        asked.append(options.get("most"))
+        return parallel.map_in_order(function, items, **options)
+
+    monkeypatch.setattr(sources, "map_in_order", spy)
+    reader = sources.Reader()
+    added = list(reader.documents(reader.expand([str(path)]), FingerprintSettings()))
+    reader = sources.Reader()  # (a reader skips an id it met before)
+    deduped = list(reader.entries(reader.expand([str(path)]), FingerprintSettings()))
+    assert asked == [None, sources.DEDUP_PROCESSES] and len(added) == len(deduped) > 0

@@ -183,7 +183,7 @@ def test_an_add_gives_the_same_index_with_the_pool_on_off_some_and_switched_mid_
     assert add("switched") == off
     assert switched.reads > 20  # decided again and again, on and off
     # Fewer workers than the pool has (one of three): one chunk each and one here, the same rows.
-    monkeypatch.setattr(parallel, "workers", lambda: 4)
+    monkeypatch.setattr(parallel, "workers", lambda most=None: 4)
     _ready_pool(4)
     some = Machine(4, others=2)
     _decided_by(monkeypatch, some)

@@ -51,13 +51,15 @@ from .sketch import SketchScheme
 PARALLEL_MIN_CHARS = 500_000
 
 
-def workers() -> int:
-    """The most processes, the caller included: SIMQ_WORKERS if set, else every core (Room.spare
-    says how many of them work now)."""
+def workers(most: int | None = None) -> int:
+    """The most processes, the caller included: SIMQ_WORKERS if set, else every core, at most `most` (a
+    job whose own loop in the calling process bounds its speed: more workers would wait, each started for
+    nothing); Room.spare says how many of them work now."""
     fixed = _fixed_workers()
     if fixed is not None:
         return fixed
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return cores if most is None else max(1, min(cores, most))
 
 
 def _fixed_workers() -> int | None:
@@ -269,19 +271,19 @@ class FingerprintJob:
 
     def __init__(
         self, texts: list[str], settings: FingerprintSettings, *, start_pool: bool = True,
-        sketches: SketchScheme | None = None,
+        sketches: SketchScheme | None = None, most: int | None = None,
     ) -> None:
         """start_pool=False: use the pool if it is running, but do not start it for this batch
         (add() passes it for its first batch: an add of one batch is done before a worker is ready).
         sketches: a sketch scheme (an index's own), and result() gives (fingerprint, sketch) of each text
-        (fingerprint.simhash_and_sketch_many); None: fingerprints only."""
+        (fingerprint.simhash_and_sketch_many); None: fingerprints only. most: processes at most (workers())."""
         self.settings = settings
         # fingerprints, or (fingerprint, sketch) tuples
         self.compute: Callable[[list[str], FingerprintSettings], list[Any]] = _fingerprint_chunk
         if sketches is not None:
             self.compute = functools.partial(_fingerprint_and_sketch_chunk, scheme=sketches)
         self.local: dict[int, list[Any]] = {}  # chunks computed in this process
-        size = workers()
+        size = workers(most)
         spare = ROOM.spare(size)  # decided again for each batch
         if spare < 1 or len(texts) < 2 or sum(map(len, texts)) < PARALLEL_MIN_CHARS:
             self.chunks, self.futures = [texts], None  # small, or no CPU free: computed by result(), here
@@ -356,6 +358,7 @@ def map_in_order(
     weight: Callable[[Any], int] = len,
     local: Callable[[Any], bool] | None = None,
     threads: bool = False,
+    most: int | None = None,
 ) -> Iterator:
     """(item, function(item)) for each item, in order, computed by the pool's workers and by this process.
 
@@ -371,8 +374,9 @@ def map_in_order(
     would start more at once); with none, this process computes everything. The pool starts only once
     an item is read past the first POOL_AFTER_BYTES (by weight) while a worker has room, and until a
     worker is ready everything is done here. local(item) True: always done here (an item too large to
-    be worth copying to a worker). threads: a thread pool (bench/threads_vs_pool.py)."""
-    size = workers()
+    be worth copying to a worker). threads: a thread pool (bench/threads_vs_pool.py). most: processes at
+    most (workers())."""
+    size = workers(most)
     keep_freed_memory()
     items = iter(items)
     window: deque[_Slot] = deque()

@@ -49,6 +49,7 @@ from ..find.verdict import fallback_k, validate_threshold
 from ..index import SimhashIndex
 from ..store.documents import Document, FingerprintedDocument, length_of
 from ..store.labels import apart_keys, keeper_keys
+from .sources import DEDUP_PROCESSES
 
 BATCH = 2000
 # A drop cannot be undone, and the estimate's standard deviation near 0.8 is about 0.02: a document is
@@ -550,7 +551,7 @@ class Deduplicator:
         batch does not start the pool: a short input is done before a worker is ready."""
         texts = [document.text for document, _ in batch if isinstance(document, Document)]
         scheme = DEFAULT_SCHEME if self.check else None
-        return FingerprintJob(texts, self.settings, start_pool=start_pool, sketches=scheme)
+        return FingerprintJob(texts, self.settings, start_pool=start_pool, sketches=scheme, most=DEDUP_PROCESSES)
 
     def _fingerprints(
         self, batch: list[tuple[Document | FingerprintedDocument, bytes | None]], job: FingerprintJob,

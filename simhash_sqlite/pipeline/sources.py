@@ -53,6 +53,11 @@ MAX_RECORD_BYTES = 128 << 20  # a longer JSONL line is skipped, not read into me
 KEPT_SKIPS = 1000  # the first skips are kept with their reasons; later ones are only counted
 CHUNK_BYTES = 1 << 20  # JSONL is read, parsed and fingerprinted in chunks of about this many bytes (smaller: more
 # vectorized passes over partly filled arrays, 5-10% more CPU at 512 KiB)
+# Processes at most for dedup (its chunks and FingerprintJob): its own loop (search, decide, write) is serial
+# and bounds its speed. bench/add_scaling.py on a 16-core Xeon, an 800 MB crawl: dedup 79, 85 and 82 MB/s on 4,
+# 8 and 16 processes, at 0.040, 0.044 and 0.052 CPU-s a MB (one run each); again 79 and 72 MB/s on 8 and 16, at
+# 0.046 and 0.054 (medians of two). add is left on every core: 8 against 16 went one way, then the other.
+DEDUP_PROCESSES = 8
 LOCAL_CHUNK_BYTES = 16 << 20  # a chunk this large (a very long line) is not copied to a worker
 # Bits of the set that says which ids cannot have been seen (Reader._note_keys): 4 MiB, whatever the input.
 # An id whose bit is clear is new without a look in the table; at 10M ids a quarter still need the look.
@@ -380,7 +385,8 @@ class Reader:
         if settings is None:  # the texts themselves are wanted: nothing to gain from copying them back
             done = ((task, read_line_chunk(task)) for task in tasks)
         else:
-            done = map_in_order(read_line_chunk, tasks, weight=_task_bytes, local=_task_local)
+            done = map_in_order(read_line_chunk, tasks, weight=_task_bytes, local=_task_local,
+                                most=None if for_index else DEDUP_PROCESSES)
         for (chunk, _), records in done:
             self.bytes_read += chunk.size
             if chunk.error is not None:
