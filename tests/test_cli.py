@@ -195,6 +195,13 @@ def test_python_dash_m_runs_the_cli(tmp_path, corpus):
     assert run.returncode == 0 and "no documents" in run.stdout
 
 
+def as_foreground() -> None:
+    """preexec_fn of a child that Ctrl-C must reach, as a shell's foreground command: SIGINT at its default.
+    A shell without job control (a CI script run with &) starts its background commands with SIGINT
+    ignored, every process below inherits that, and Python keeps an ignored SIGINT ignored."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c_during_a_large_add_leaves_a_valid_index(tmp_path):
     data = tmp_path / "big.jsonl"
     with data.open("w") as handle:
@@ -202,7 +209,8 @@ def test_ctrl_c_during_a_large_add_leaves_a_valid_index(tmp_path):
             handle.write(json.dumps({"id": i, "text": f"document {i} " + "lorem ipsum dolor sit amet " * 20}) + "\n")
     db = tmp_path / "big.db"
     command = [sys.executable, "-m", "simhash_sqlite", "add", "--db", str(db), "--batch-size", "500", str(data)]
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               preexec_fn=as_foreground)
     count = 0
     deadline = time.time() + 60
     while count < 1000 and time.time() < deadline and process.poll() is None:

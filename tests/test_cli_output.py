@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_cli import as_foreground
 
 from simhash_sqlite.cli.app import app
 from simhash_sqlite.store.integrity import problems
@@ -234,7 +235,7 @@ def test_ctrl_c_is_130_with_one_line(many):
     """Any command (here one waiting on stdin), not only add: "interrupted" and 130, no traceback."""
     db, _ = many
     process = subprocess.Popen([_script(), "near", "--db", str(db), "--batch", "-"], stdin=subprocess.PIPE,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=as_foreground)
     deadline = time.time() + 30
     while time.time() < deadline and not _has_open(process.pid, db):  # the index is open: past start-up
         time.sleep(0.05)
