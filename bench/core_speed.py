@@ -114,11 +114,12 @@ def run(name: str, texts: list[str], repeats: int, kernels: list[str], against=N
     results = {}
     package_core = native.core
     scratch: dict[str, object] = {}  # each library's scratch memory kept between its calls, as in one run
+    switch = os.environ.get(native.SWITCH, "auto")  # the caller's, given back after each reference run
     for _ in range(repeats):  # in turns, so a change of load hits all alike
         os.environ[native.SWITCH] = "python"
         seconds, results["reference"] = timed(lambda: simhash_and_sketch_many(texts, settings, DEFAULT_SCHEME))
         times["reference"].append(seconds)
-        os.environ[native.SWITCH] = "auto"
+        os.environ[native.SWITCH] = switch
         if lib is not None:  # untimed: the first call after the reference's would pay for its memory's return
             simhash_and_sketch_many(texts, settings, DEFAULT_SCHEME)
         for kernel in kernels if lib is not None else []:
@@ -140,7 +141,7 @@ def run(name: str, texts: list[str], repeats: int, kernels: list[str], against=N
                 finally:
                     native.core = package_core
                     scratch[which] = getattr(native._local, "scratch", None)
-        for _, one in libs:
+        for _, one in libs if lib is not None else []:  # (no core built: the reference alone)
             native.use_kernels(one, "")
     row = {"data": name, "texts": len(texts), "MB": round(mb, 2)}
     for key, values in times.items():
