@@ -702,7 +702,7 @@ def _print_check_summary(
         f"{report.estimated:,} by the sketches' estimate, "
         f"{report.unchecked:,} by distance only (<= {report.fallback_k}); "
         f"{dropped:,} of {_count(report.candidates, 'candidate')} {report.found_by} dropped; "
-        f"{report.sure:,} verdicts sure from the sketches alone, {report.uncertain:,} uncertain",
+        f"{_count(report.sure, 'verdict')} sure from the sketches alone, {report.uncertain:,} uncertain",
         to_stderr=to_stderr,
     )
     missing = report.unchecked + report.too_far
