@@ -23,7 +23,7 @@ from .find.pairs import Progress
 from .find.queries import FailedQuery, Query
 from .find.review import HonouredPairs
 from .find.search import Match, Plan, Searcher, SearchOptions, SearchResult, near_sql, probe_cost_ns
-from .store.database import connect, retry_busy, write_transaction
+from .store.database import connect, record_meta, retry_busy, write_transaction
 from .store.documents import AddReport, Document, FingerprintedDocument, ShortTexts, StoredDocument
 from .store.functions import register_functions
 from .store.meta import validate_meta
@@ -123,10 +123,7 @@ class SimhashIndex:
             # (another process may be doing the same).
             settings = FingerprintSettings(**{k: v for k, v in requested.items() if v is not None})
             with write_transaction(self.conn):
-                self.conn.executemany(
-                    "INSERT INTO simhash_meta (key, value) VALUES (?, ?) ON CONFLICT DO NOTHING",
-                    _first_meta(settings, bool(store_text)).items(),
-                )
+                record_meta(self.conn, _first_meta(settings, bool(store_text)))
             meta = self._meta()
         validate_meta(meta, self.path)  # every recorded setting, before any is used
         settings = FingerprintSettings.from_json(meta["fingerprint"]).merged(**requested)

@@ -481,9 +481,7 @@ def _migrate(conn: apsw.Connection, current: int, first_meta: dict[str, str] | N
             if conn.pragma("user_version") == 0:  # (another process may have made it while we waited)
                 for number, _name, sql in migrations():
                     _apply(conn, number, sql)
-                conn.executemany(
-                    "INSERT INTO simhash_meta (key, value) VALUES (?, ?) ON CONFLICT DO NOTHING", first_meta.items()
-                )
+                record_meta(conn, first_meta)
         current = conn.pragma("user_version")
     for number, _name, sql in migrations():
         if number <= current:
@@ -493,6 +491,12 @@ def _migrate(conn: apsw.Connection, current: int, first_meta: dict[str, str] | N
             if conn.pragma("user_version") >= number:
                 continue
             _apply(conn, number, sql)
+
+
+def record_meta(conn: apsw.Connection, rows: dict[str, str]) -> None:
+    """simhash_meta rows not yet there, inside the caller's transaction (another process that made the same
+    index may have written them first: its rows stay)."""
+    conn.executemany("INSERT INTO simhash_meta (key, value) VALUES (?, ?) ON CONFLICT DO NOTHING", rows.items())
 
 
 def _apply(conn: apsw.Connection, number: int, sql: str) -> None:
