@@ -271,6 +271,19 @@ def read_jsonl(path: str | Path) -> Iterator[dict]:
                 yield json.loads(line)
 
 
+def read_field(path: str | Path, field: str = "text", limit_mb: float | None = None) -> list[str]:
+    """The string `field` of each line of a JSONL file, in order, until their UTF-8 reaches limit_mb MB."""
+    texts, size = [], 0
+    for record in read_jsonl(path):
+        text = record.get(field)
+        if isinstance(text, str):
+            texts.append(text)
+            size += len(text.encode("utf-8", "surrogatepass"))
+            if limit_mb is not None and size >= limit_mb * 1e6:
+                break
+    return texts
+
+
 def read_texts(paths: Iterable[str | Path]) -> list[str]:
     """The "text" of every line of JSONL files of {"id", "text"} objects."""
     return [record.get("text") or "" for path in paths for record in read_jsonl(path)]

@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from common import read_field
 
 from simhash_sqlite import native
 from simhash_sqlite.core.sketch import DEFAULT_SCHEME
@@ -33,15 +34,8 @@ from simhash_sqlite.core.sketch import DEFAULT_SCHEME
 
 def read_runs(path: Path, field: str, limit_mb: float) -> tuple[list[tuple[bytes, np.ndarray, int, int]], int, int]:
     """The file's texts as native.batch cuts them: (buffer, offsets, first text, end) runs; bytes, texts."""
-    parts, size = [], 0
-    with path.open(encoding="utf-8") as f:
-        for line in f:
-            text = json.loads(line).get(field)
-            if isinstance(text, str):
-                parts.append(text.encode("utf-8", "surrogatepass"))
-                size += len(parts[-1])
-                if size >= limit_mb * 1e6:
-                    break
+    parts = [text.encode("utf-8", "surrogatepass") for text in read_field(path, field, limit_mb)]
+    size = sum(map(len, parts))
     sizes = np.fromiter(map(len, parts), dtype=np.int64, count=len(parts))
     runs = [(*native.encode_parts(parts[a:b]), a, b) for a, b in native._runs(sizes, native.BATCH_BYTES)]
     return runs, size, len(parts)

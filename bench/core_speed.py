@@ -33,23 +33,12 @@ import sys
 import time
 from pathlib import Path
 
+from common import read_field
+
 from simhash_sqlite import native
 from simhash_sqlite.core.fingerprint import simhash_and_sketch_many
 from simhash_sqlite.core.settings import FingerprintSettings
 from simhash_sqlite.core.sketch import DEFAULT_SCHEME
-
-
-def read_jsonl(path: Path, field: str, limit_mb: float) -> list[str]:
-    texts, size = [], 0
-    with path.open(encoding="utf-8") as f:
-        for line in f:
-            text = json.loads(line).get(field)
-            if isinstance(text, str):
-                texts.append(text)
-                size += len(text.encode("utf-8", "surrogatepass"))
-                if size >= limit_mb * 1e6:
-                    break
-    return texts
 
 
 def generated(kind: str, mb: float, seed: int = 1) -> list[str]:
@@ -189,7 +178,7 @@ def main() -> int:
                 return 1
     if lib is not None:
         native.use_kernels(lib, "")
-    sets = [(p.name, read_jsonl(p, args.field, args.limit_mb)) for p in args.data] or [
+    sets = [(p.name, read_field(p, args.field, args.limit_mb)) for p in args.data] or [
         ("generated English", generated("en", args.generated_mb)),
         ("generated Chinese", generated("zh", args.generated_mb)),
     ]
