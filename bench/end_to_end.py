@@ -401,6 +401,7 @@ def main() -> None:
                 log(f"run {run + 1}, rensa: {step.wall:.1f} s ({step.cpu:.1f} CPU-s), {len(removed):,} removed; "
                     f"load {load()}")
     finally:
+        shutil.rmtree(scripts, ignore_errors=True)
         if args.folder is None:
             shutil.rmtree(folder, ignore_errors=True)
     finished = f"{time.strftime('%H:%M', time.gmtime())} UTC, load average {load()}"
