@@ -13,7 +13,7 @@ import apsw
 import pytest
 from test_cli import assert_clean_error, simq
 from unprivileged import run_unprivileged
-from web_helpers import corpus, stored_index
+from web_helpers import corpus, stored_index, web_extra
 
 from simhash_sqlite import Document, SimhashIndex
 from simhash_sqlite.errors import InvalidInput
@@ -207,6 +207,7 @@ def test_allocation_over_samples_near_the_threshold_and_takes_every_small_stratu
     assert ScoredPair("a", "b", 3, 0.79, "exact").stratum == (3, 0)
 
 
+@web_extra  # simq serve --review is the [web] extra's
 def test_an_older_index_without_the_labels_tables_is_refused_read_only_in_one_line_and_upgraded(tmp_path):
     db = tmp_path / "old.db"
     stored_index(db)

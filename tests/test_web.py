@@ -22,25 +22,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_cli import assert_clean_error, simq
 from unprivileged import run_unprivileged
-from web_helpers import file_index, free_port, get, serving, stored_index
+from web_helpers import file_index, free_port, get, serving, stored_index, web_extra
 
 from simhash_sqlite import Document, InvalidInput, SimhashIndex, to_signed
 from simhash_sqlite.analysis.explain import verdicts
 from simhash_sqlite.store.functions import FUNCTIONS, prepare_sqlite3_connection
 from simhash_sqlite.web.pages import pair_view, query_text, search, side_by_side
 from simhash_sqlite.web.plots import cluster_sizes, size_bands
-
-
-def _has(module: str) -> bool:
-    import importlib.util
-
-    return importlib.util.find_spec(module) is not None
-
-
-web_extra = pytest.mark.skipif(
-    not (_has("datasette") and _has("sqlite_utils") and _has("matplotlib")),
-    reason="the [web] extra is not installed: pip install '.[test,web]'",
-)
 
 
 @pytest.fixture(scope="module")

@@ -21,6 +21,19 @@ from simhash_sqlite import Document, SimhashIndex
 # Folders the browser tests saved screenshots in; conftest.py names them at the end of the run.
 SCREENSHOTS = pytest.StashKey[list]()
 
+
+def _has(module: str) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(module) is not None
+
+
+# simq serve, the Datasette plugin and the charts need the [web] extra; without it their tests skip.
+web_extra = pytest.mark.skipif(
+    not (_has("datasette") and _has("sqlite_utils") and _has("matplotlib")),
+    reason="the [web] extra is not installed: pip install '.[test,web]'",
+)
+
 HOSTILE = (
     "<script>alert('pwned')</script><b>bold</b> & <img src=x onerror=alert(2)> "
     "This page pretends to be harmless while carrying markup in its text."
