@@ -39,12 +39,14 @@ def integrity_ok(path) -> bool:
         conn.close()
 
 
-# The slow lane: whole files of processes, servers, browsers and Spark, and the tests that took over
-# about 5 s on the 2-core CI machine. `pytest -m "not slow"` is the fast lane for development (under two
-# minutes); CI runs both. A new test that starts processes or servers belongs here.
+# The slow lane: whole files of processes, servers, browsers, Node and Spark, and the tests that took over
+# about 3 s on the 2-core CI machine. `pytest -m "not slow" -n 2` is the fast lane for development (under two
+# minutes on a quiet 2-core machine); CI runs both. A new test that starts a browser, Node, Spark or many
+# processes belongs here.
 SLOW_FILES = {
     "test_spark.py",
     "test_web_browser.py",
+    "test_review_browser.py",
     "test_crash_and_concurrency.py",
     "test_readonly_and_damaged.py",
 }
@@ -72,12 +74,28 @@ SLOW_TESTS = {
     "test_a_users_type_checker_reads_the_annotations",  # a cold mypy run: about 4 s of CPU
     "test_node_better_sqlite3_loads_it",  # the first run installs better-sqlite3 with npm (minutes)
     "test_the_node_example_in_sql_md_runs",
+    "test_confirmed_dupes_equal_brute_force_jaccard_at_the_boundary",  # 7-20 s; near's twin stays fast
+    "test_files_edited_or_gone_after_add_are_judged_by_their_sketches",
+    "test_render_round_trips",  # hypothesis, 50 examples of whole renders
+    "test_the_scanner_without_its_wrappers_is_json_loads",
+    "test_python_dash_m_runs_the_cli",  # a cold interpreter and import
+}
+
+
+# The heavy walks: one case of each runs in the fast lane, every case in the slow one.
+SLOW_CASES = {
+    "test_every_surface_gives_each_dupes_pair_the_same_verdict[gone]",
+    "test_every_surface_gives_each_dupes_pair_the_same_verdict[jsonl]",
+    "test_the_web_pages_give_each_dupes_pair_the_same_verdict[jsonl]",
+    "test_clusters_flag_members_below_the_line_with_the_chain_that_joined_them[True]",
+    "test_every_kernel_equals_the_reference_on_long_texts[avx2]",
+    "test_densify_equals_its_definition[1000]",
 }
 
 
 def pytest_collection_modifyitems(config, items):
     for item in items:
-        if item.path.name in SLOW_FILES or item.originalname in SLOW_TESTS:
+        if item.path.name in SLOW_FILES or item.originalname in SLOW_TESTS or item.name in SLOW_CASES:
             item.add_marker(pytest.mark.slow)
 
 
