@@ -161,11 +161,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("only", nargs="*", help="run only the scripts whose name contains one of these")
     parser.add_argument("--list", action="store_true", help="print the registry and stop")
-    parser.add_argument("--timeout", type=float, default=300, help="seconds allowed to one script")
+    parser.add_argument("--timeout", type=float, default=None,
+                        help="seconds allowed to one script (default: 300, times the load per CPU where above 1)")
     parser.add_argument("--keep", type=Path, help="run in this folder and keep what the scripts wrote")
     parser.add_argument("--jobs", type=int, default=min(os.cpu_count() or 1, 4),
                         help="scripts run at once (default: the CPUs, at most 4)")
     args = parser.parse_args()
+    if args.timeout is None:  # a busy shared machine runs every script slower: the limit follows the load
+        args.timeout = 300 * max(1.0, os.getloadavg()[0] / (os.cpu_count() or 1))
     chosen = [s for s in SMOKE if not args.only or any(word in s.script for word in args.only)]
     if args.list:
         for smoke in SMOKE:
