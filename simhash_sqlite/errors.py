@@ -1,4 +1,14 @@
-"""Exceptions raised by simhash_sqlite. The CLI prints their message as one line."""
+"""Exceptions raised by simhash_sqlite. The CLI prints their message as one line, and every surface shows user
+data in one through printable()."""
+
+
+def printable(value: object) -> str:
+    """A value as one line of plain text: control characters (newlines, escapes, NUL) shown as
+    Python writes them in a string literal, so no key can break a row, a page or drive the terminal."""
+    text = str(value)
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 class SimhashError(Exception):

@@ -39,19 +39,10 @@ from rich.progress import (
 from rich.table import Column, Table
 from rich.text import Text
 
-from ..errors import InvalidArgument, InvalidInput
+from ..errors import InvalidArgument, InvalidInput, printable
 
 FORMATS = ("table", "json", "jsonl", "csv", "tsv")
 PIPED_WIDTH = 1 << 20  # "no wrapping" when stdout is a pipe or a file: wider than any real row
-
-
-def printable(value: object) -> str:
-    """A value as one line of plain text: control characters (newlines, escapes, NUL) shown as
-    Python writes them in a string literal, so no key can break a row or drive the terminal."""
-    text = str(value)
-    if text.isprintable():
-        return text
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 def plain(value: object, style: str | None = None) -> Text:

@@ -29,9 +29,8 @@ from datasette.views.base import DatasetteError
 from jinja2 import ChoiceLoader, FileSystemLoader
 
 from ..analysis.calibrate import calibrate
-from ..cli.output import printable
 from ..core.settings import CONFIRM_K, DEFAULT_THRESHOLD, RECOMMENDED_K
-from ..errors import IndexNotFound, InvalidInput, NotAnIndex, SimhashError
+from ..errors import IndexNotFound, InvalidInput, NotAnIndex, SimhashError, printable
 from ..index import SimhashIndex
 from ..store.functions import prepare_sqlite3_connection
 from . import review as web_review
