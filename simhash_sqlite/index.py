@@ -448,7 +448,7 @@ class SimhashIndex:
                     self._searcher.load_scan()
                     probe_spent = 0.0
 
-    # -- whole-corpus near duplicates (confirm.py, index_arrays.py, clusters.py) --------------
+    # -- whole-corpus near duplicates (find/check.py, find/arrays.py, find/clusters.py) --------------
 
     def dupes(
         self,

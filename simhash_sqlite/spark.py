@@ -1,6 +1,6 @@
 """The same fingerprints and the same dedup on Apache Spark, for corpora beyond one machine.
 
-Fingerprints come from `simhash_sqlite.fingerprint.simhash` itself, wrapped in a pandas_udf, so a
+Fingerprints come from `simhash_sqlite.core.fingerprint.simhash` itself, wrapped in a pandas_udf, so a
 document gets the same 64 bits here as in an index file. Fingerprints are Spark longs holding the
 signed int64 form, exactly as SQLite stores them; `hex` columns print the unsigned 16 hex digits.
 

@@ -451,7 +451,7 @@ def empty_minima(count: int = 1, scheme: SketchScheme = DEFAULT_SCHEME) -> np.nd
 
 def add_to_minima(mins: np.ndarray, docs: np.ndarray, hashes: np.ndarray) -> None:
     """Fold shingle hashes into the bin minima (in place): a text's minima are those of its pieces'
-    minima, so a text too large to hold is sketched piece by piece (streaming.py)."""
+    minima, so a text too large to hold is sketched piece by piece (core/pieces.py)."""
     count, bins = mins.shape
     # One permutation: the high 32 bits pick the bin, the low 32 bits are the value minimised in it.
     # (.view, not .astype: numpy casts uint64 to int64 element by element, several times slower than the

@@ -512,7 +512,7 @@ class Deduplicator:
 
     def run(self, entries: Iterable[tuple[Document | FingerprintedDocument, bytes | None]]) -> Iterator[Decision]:
         # A pipeline of two batches, as in SimhashIndex.add(): the next batch is handed to the pool
-        # (parallel.FingerprintJob) before this one is decided, and this process computes the next
+        # (core.pool.FingerprintJob) before this one is decided, and this process computes the next
         # batch's chunks while the workers finish this one's. Memory holds two batches; the decisions
         # depend only on the fingerprints, sketches and order, so any number of processes gives the
         # same output. Documents fingerprinted by the reader (JSONL, in its workers) need nothing here.

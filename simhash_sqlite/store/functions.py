@@ -4,7 +4,7 @@ Each entry carries its flags, a one-line description and a runnable example with
 README's function table and tests/test_sqlfunctions.py are checked against this table. Fingerprints
 in SQL are the stored signed int64 (two's complement); every function masks to 64 bits, so a
 negative stored value and its unsigned hex mean the same fingerprint. NULL in gives NULL out.
-The table-valued simhash_near(query, k) lives in vtable.py; SimhashIndex registers it beside these.
+The table-valued simhash_near(query, k) lives in find/near_table.py; SimhashIndex registers it beside these.
 The same table registers them on the stdlib's sqlite3 connections that Datasette and sqlite-utils open
 (their plugins: datasette_plugin.py, sqlite_utils_plugin.py), so the two sides cannot drift.
 """
@@ -154,7 +154,7 @@ FUNCTIONS = (
 def register_functions(conn: apsw.Connection, settings: FingerprintSettings) -> None:
     """Register every function in FUNCTIONS. Registering again replaces them (a no-op in effect).
 
-    The table-valued simhash_near needs an index to search: SimhashIndex registers it (vtable.py).
+    The table-valued simhash_near needs an index to search: SimhashIndex registers it (find/near_table.py).
     """
     for function in FUNCTIONS:
         conn.create_scalar_function(
