@@ -484,14 +484,6 @@ def sketch_from_minima(
     return np.concatenate([packed, codes.view(np.uint8).reshape(-1, 2)], axis=1), present
 
 
-def sketch_units(
-    unit_arrays: Sequence[np.ndarray], scheme: SketchScheme = DEFAULT_SCHEME
-) -> tuple[np.ndarray, np.ndarray]:
-    """Sketches of texts given as their normalized code points (features.char_units)."""
-    docs, hashes, _ = units_features(list(unit_arrays), SKETCH_FEATURES)
-    return sketch_hashes(docs, hashes, len(unit_arrays), scheme)  # (repeats kept: counted by a sort)
-
-
 class SketchBatches:
     """Sketches of `expected` texts whose shingle hashes come a chunk at a time: the bin minima (and
     distinct-shingle counts) of up to SKETCH_ROWS texts are held and densified together, many rows at

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 import apsw
@@ -10,8 +9,6 @@ import numpy as np
 
 from ..core.features import distinct
 from ..core.fingerprint import similarity
-from ..core.settings import validate_k
-from .pairs import near_pairs
 
 
 @dataclass(frozen=True)
@@ -63,15 +60,3 @@ def keys_of(conn: apsw.Connection, ids: np.ndarray) -> dict[int, str]:
     if len(wanted) == 0:  # carray refuses an empty array
         return {}
     return dict(conn.execute("SELECT id, key FROM documents WHERE id IN carray(?)", (apsw.carray(wanted),)))
-
-
-def duplicate_pairs(conn: apsw.Connection, k: int) -> Iterator[DuplicatePair]:
-    """Every pair of indexed documents within distance k, each once (first added first), streamed.
-    Pairs come in an unspecified order."""
-    k = validate_k(k)
-    stored = load_fingerprints(conn)
-    for part in near_pairs(stored.values, k):
-        first, second = stored.ids[part.left], stored.ids[part.right]
-        keys = keys_of(conn, np.concatenate((first, second)))
-        for a, b, d in zip(first.tolist(), second.tolist(), part.distance.tolist()):
-            yield DuplicatePair(keys[a], keys[b], d)
