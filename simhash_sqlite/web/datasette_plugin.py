@@ -35,6 +35,7 @@ from ..errors import IndexNotFound, InvalidInput, NotAnIndex, SimhashError
 from ..index import SimhashIndex
 from ..store.functions import prepare_sqlite3_connection
 from . import review as web_review
+from . import same_origin
 from .pages import MAX_QUERY_BYTES, cluster_view, clusters_page, pair_view, query_text, search
 from .plots import distance_distribution, distance_png
 
@@ -178,6 +179,12 @@ def database_actions(datasette, actor, database, request):
         ]
 
     return links
+
+
+@hookimpl
+def asgi_wrapper(datasette):
+    """Every request checked for this server's Host, every POST for its own origin (same_origin.py)."""
+    return same_origin.guard
 
 
 @hookimpl

@@ -2,9 +2,10 @@
 labels, download the decisions. Routes are added to the plugin's (datasette_plugin.register_routes).
 
 Writes: only labels and keepers (labels.py), only when the server was started with --review
-(enable()), one transaction each, on one writer thread with its own connection. Every POST carries
-Datasette's CSRF token (asgi-csrf refuses one without it, 403); without --review every POST is refused
-(403) and the pages only show what is there.
+(enable()), one transaction each, on one writer thread with its own connection. Every POST must carry
+Datasette's CSRF token matching its cookie (_token_refused: 403 without it, cookie or not) and come from
+this server's own pages (same_origin.py); without --review every POST is refused (403) and the pages
+only show what is there.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import base64
 import contextlib
 import io
 import os
+import secrets
 import threading
 import urllib.parse
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -177,6 +179,19 @@ async def _form(request) -> dict[str, str]:
     return dict(urllib.parse.parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True))
 
 
+def _token_refused(request, form: dict[str, str]) -> Response | None:
+    """403 unless the form's CSRF token (or the X-CSRFToken header) equals the signed token of its
+    cookie. Datasette's asgi-csrf checks this only when the request carries a cookie at all, and a form
+    posted from another site carries none (SameSite=Lax): without a valid cookie the expected token is
+    a fresh random one that nothing sent can match."""
+    expected = request.scope.get("csrftoken")
+    sent = form.get("csrftoken") or request.headers.get("x-csrftoken", "")
+    if callable(expected) and sent and secrets.compare_digest(sent.encode(), str(expected()).encode()):
+        return None
+    return Response.text("forbidden: the form's CSRF token is missing or does not match its cookie; reload the "
+                         "page and try again", status=403)
+
+
 def _back(form: dict, fallback: str) -> str:
     """Where to go after a decision: the form's `next`, if it is a path on this server."""
     target = form.get("next") or fallback
@@ -197,6 +212,8 @@ async def label_post(request, datasette):
     base = plugin._base(datasette, name)
     try:
         form = await _form(request)
+        if (refused := _token_refused(request, form)) is not None:
+            return refused
         saved = await _write(path, set_label, form.get("a", ""), form.get("b", ""), form.get("label", ""),
                              _review.reviewer)
     except SimhashError as exc:
@@ -212,6 +229,8 @@ async def keep_post(request, datasette):
     base = plugin._base(datasette, name)
     try:
         form = await _form(request)
+        if (refused := _token_refused(request, form)) is not None:
+            return refused
         key = form.get("key", "")
         others = _cluster_members(path, form.get("cluster", ""))
         if key not in others:

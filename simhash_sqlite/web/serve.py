@@ -20,7 +20,7 @@ from ..store.labels import validate_reviewer
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8001
-LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
+REVIEW_HOSTS = ("127.0.0.1", "localhost")
 READY_SECONDS = 30.0
 
 
@@ -102,8 +102,9 @@ def serve(
     if review is not None:  # (folds a WAL left by an earlier review server into the file)
         from . import review as web_review
 
-        if host not in LOCAL_HOSTS:
+        if host not in REVIEW_HOSTS:
             raise InvalidInput(f"simq serve --review listens on this machine only (127.0.0.1), not {host}")
+        host = DEFAULT_HOST  # localhost too: bound to 127.0.0.1, whatever the name resolves to first
         web_review.enable(validate_reviewer(review))
         web_review.prepare(os.fspath(path))
     live = check_servable(path)
