@@ -311,3 +311,25 @@ def test_a_server_on_another_address_checks_origins_not_names():
     assert refusal(public) is None
     post = {**_scope("POST", b"search.example.org", origin=b"http://evil.example"), "server": ("10.0.0.5", 8001)}
     assert refusal(post) is not None
+
+
+# -- another SQLite user of the same file (the server's two processes: tests/test_web_locks.py) ---------
+
+
+@pytest.mark.skipif(shutil.which("sqlite3") is None, reason="needs the sqlite3 shell")
+def test_a_sqlite3_shell_beside_our_connections_finds_the_file_locked(tmp_path):
+    """A second open of the index in the same process must not drop the first connection's locks (a
+    close of any descriptor of the file drops all of the process's POSIX locks on it): else the shell,
+    finding the file unlocked, removes the live WAL as it closes and what is written next is lost."""
+    db = tmp_path / "index.db"
+    with SimhashIndex(db, create=True) as writer:
+        writer.add([Document(f"first{i}", f"the first batch of texts, number {i} of them") for i in range(5)])
+        with SimhashIndex(db, readonly=True) as reader:  # opened and closed while the writer holds the file
+            assert len(reader) == 5
+        shell = subprocess.run(["sqlite3", str(db), "select count(*) from documents"], capture_output=True,
+                               text=True, timeout=60)
+        assert shell.returncode == 0 and shell.stdout.strip() == "5"
+        assert os.path.exists(f"{db}-wal") and os.path.exists(f"{db}-shm")
+        writer.add([Document(f"second{i}", f"the second batch of texts, number {i} of them") for i in range(5)])
+    with SimhashIndex(db, readonly=True) as index:
+        assert len(index) == 10
