@@ -20,6 +20,7 @@ one transaction a decision) and `sample` (the review sample, drawn once in the b
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import functools
 import itertools
@@ -281,6 +282,8 @@ def get() -> Worker:
     global _worker
     with _worker_lock:
         if _worker is None or not _worker.alive():
+            if _worker is None:
+                atexit.register(stop)  # a plain `datasette` ends without telling plugins: close in order
             _worker = Worker()
         return _worker
 
