@@ -2,8 +2,9 @@
 comes from (Origin, Sec-Fetch-Site). An ASGI wrapper around all of Datasette (datasette_plugin's
 asgi_wrapper), so Datasette's own pages are guarded as well as ours.
 
-- Host: on a server bound to a loopback address, every request (GET included) must name it as
-  127.0.0.1:PORT, localhost:PORT or [::1]:PORT. A page of another site whose name was made to resolve
+- Host: every request (GET included) that reaches the server over a loopback address (ASGI's
+  `server`: the connection's local address) must name it as 127.0.0.1:PORT, localhost:PORT or
+  [::1]:PORT. A page of another site whose name was made to resolve
   to 127.0.0.1 (DNS rebinding) sends its own name, gets 403 and reads nothing.
 - A POST (any method but GET, HEAD, OPTIONS) is refused (403) when its Sec-Fetch-Site is anything but
   same-origin, or its Origin is not this server's (the scheme and the Host it was sent to; "null"
@@ -41,7 +42,7 @@ def refusal(scope: dict) -> str | None:
     for name, value in scope.get("headers") or ():
         headers.setdefault(name.lower(), value)
     host = headers.get(b"host", b"").decode("latin-1").strip().lower()
-    server = scope.get("server")  # (address, port) the socket is bound to; None for an in-process client
+    server = scope.get("server")  # (address, port) the connection came in on; None for an in-process client
     if server and _loopback(str(server[0])) and host not in allowed_hosts(int(server[1])):
         return (f"Host {host or '(none)'!r:.80} is not this server: it answers 127.0.0.1:{server[1]}, "
                 f"localhost:{server[1]} and [::1]:{server[1]} only")
