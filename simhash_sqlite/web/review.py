@@ -198,7 +198,7 @@ async def _sample(path: str, threshold: float):
     once for each state of the documents)."""
     key = (path, await _labels(path, review_work.version), threshold)
     future = _samples.get(key)
-    if future is None:
+    if future is None or (future.done() and isinstance(future.exception(), worker.WorkerStopped)):
         future = _samples[key] = worker.call("sample", worker.with_index, path, review_work.sample, threshold)
     try:
         return await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(future)), SAMPLE_WAIT_SECONDS)
