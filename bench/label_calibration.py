@@ -137,8 +137,10 @@ def main() -> None:
             p, r = full_truth(best)
             print(f"full truth: best threshold {best:.2f} (precision {p:.3f}, recall {r:.3f}); "
                   f"at 0.80: precision {full_truth(0.8)[0]:.3f}, recall {full_truth(0.8)[1]:.3f}")
-            print("seed  recommended  [90% interval]   est P  true P  |dP|   est R  true R  |dR|")
+            print("seed  recommended  [90% interval]   est P  [90% interval]  true P  |dP|   est R  [90% interval]  "
+                  "true R  |dR|")
             errors = []
+            covered = []  # (the true precision inside its interval, the true recall inside its)
             failed = False
             for seed in range(args.seeds):
                 sample = draw_sample(pop, args.labels, TRUTH, seed=seed)
@@ -146,8 +148,9 @@ def main() -> None:
                                 "simulated", "") for s in sample]
                 result = calibrate_labels(index, pop, labels=labels, bootstrap=args.bootstrap, seed=seed,
                                           method=args.method)
-                if result.recommended is None:  # no labelled duplicate in the sample: nothing to recommend
-                    print(f"{seed:4d}  no recommendation: the sample of {len(labels)} labels holds no duplicate")
+                if result.recommended is None:  # too few labels of a kind: nothing to recommend
+                    why = getattr(result, "missing", None) or "no labelled duplicate"
+                    print(f"{seed:4d}  no recommendation from the sample of {len(labels)} labels: {why}")
                     errors.append((1.0, 1.0))
                     failed = True
                     continue
@@ -155,15 +158,21 @@ def main() -> None:
                 dp, dr = abs(result.precision - tp), abs(result.recall - tr)
                 errors.append((dp, dr))
                 low, high = result.interval or (float("nan"), float("nan"))
+                p_low, p_high = result.precision_interval or (float("nan"), float("nan"))
+                r_low, r_high = result.recall_interval or (float("nan"), float("nan"))
+                covered.append((p_low <= tp <= p_high, r_low <= tr <= r_high))
                 print(f"{seed:4d}  {result.recommended:11.2f}  [{low:.2f}-{high:.2f}]  {result.precision:6.3f}"
-                      f"  {tp:6.3f}  {dp:.3f}  {result.recall:6.3f}  {tr:6.3f}  {dr:.3f}")
+                      f"  [{p_low:.3f}-{p_high:.3f}]  {tp:6.3f}  {dp:.3f}  {result.recall:6.3f}"
+                      f"  [{r_low:.3f}-{r_high:.3f}]  {tr:6.3f}  {dr:.3f}")
     dps, drs = [e[0] for e in errors], [e[1] for e in errors]
     within = sum(dp <= 0.03 and dr <= 0.03 for dp, dr in errors)
     print(f"method {args.method}, {args.labels} labels a sample")
     print(f"|precision error|: median {statistics.median(dps):.3f}, max {max(dps):.3f}; |recall error|: median "
           f"{statistics.median(drs):.3f}, max {max(drs):.3f}; both within 0.03 in {within} of {len(errors)} samples")
+    print(f"the true precision inside its 90% interval in {sum(p for p, _ in covered)} of {len(covered)} samples, "
+          f"the true recall inside its in {sum(r for _, r in covered)} of {len(covered)}")
     if failed:
-        sys.exit("error: a sample held no labelled duplicate, so nothing was recommended")
+        sys.exit("error: a sample held too few labels of a kind, so nothing was recommended")
 
 
 if __name__ == "__main__":

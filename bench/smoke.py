@@ -93,6 +93,7 @@ SMOKE = [
           first=(("short_texts.py", "{tmp}/short.jsonl --jsonl {en} {zh} --per-language 40"),)),
     Smoke("short_text_aims.py", "{tmp}/short.jsonl --repeats 1",
           first=(("short_texts.py", "{tmp}/short.jsonl --jsonl {en} {zh} --per-language 40"),)),
+    Smoke("foreign_reads.py", "--rounds 2 --labels 3 --documents 50", ("datasette",), ("sqlite3",)),
     Smoke("label_latency.py", "--documents 20000 --labels 20 --folder {tmp} --port 8797", ("datasette",)),
     Smoke("label_calibration.py", "{docs} --documents 120 --labels 60 --seeds 2 --bootstrap 10"),
     Smoke("end_to_end.py", "{tmp}/crawl.jsonl --runs 2 --one-process", built="_simhash_core.so",

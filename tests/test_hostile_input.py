@@ -248,3 +248,88 @@ def test_ids_with_markup_control_characters_and_nul(runner, db_path, tmp_path):
         assert sorted(index.keys()) == ["[/]x", "tab\there\x1esep"]
         with pytest.raises(Exception, match="NUL"):
             index.remove(["a\x00b"])
+
+
+# -- requests to simq serve from elsewhere (the server itself: tests/test_web_origin.py) --------------
+
+
+def _scope(method: str, host: bytes | None, port: int = 8001, **headers: bytes) -> dict:
+    pairs = [(b"host", host)] if host is not None else []
+    pairs += [(name.replace("_", "-").encode(), value) for name, value in headers.items()]
+    return {"type": "http", "method": method, "scheme": "http", "server": ("127.0.0.1", port), "headers": pairs}
+
+
+@given(host=st.binary(max_size=40), origin=st.binary(max_size=40), site=st.binary(max_size=20),
+       method=st.sampled_from(["GET", "POST", "PUT", "DELETE", "HEAD"]))
+@settings(max_examples=300, deadline=None)
+def test_fuzz_host_origin_and_fetch_site_headers(host, origin, site, method):
+    """Any bytes in Host, Origin and Sec-Fetch-Site: an answer, never an exception, and only the loopback
+    names of the server's port, posted from exactly its own origin, pass."""
+    from simhash_sqlite.web.same_origin import allowed_hosts, refusal
+
+    why = refusal(_scope(method, host, origin=origin, sec_fetch_site=site))
+    name = host.decode("latin-1").strip().lower()
+    if why is None:
+        assert name in allowed_hosts(8001)
+        if method not in ("GET", "HEAD"):
+            assert origin.decode("latin-1").strip().lower() == f"http://{name}"
+            assert site.decode("latin-1").strip().lower() in ("", "same-origin")
+
+
+@pytest.mark.parametrize(("method", "host", "headers", "refused"), [
+    ("GET", b"127.0.0.1:8001", {}, False),
+    ("GET", b"localhost:8001", {}, False),
+    ("GET", b"[::1]:8001", {}, False),
+    ("GET", b"evil.example:8001", {}, True),  # DNS rebinding: the attacker's name
+    ("GET", b"127.0.0.1:8002", {}, True),
+    ("GET", b"127.0.0.1", {}, True),  # port 80 only
+    ("GET", None, {}, True),
+    ("POST", b"127.0.0.1:8001", {"origin": b"http://127.0.0.1:8001", "sec_fetch_site": b"same-origin"}, False),
+    ("POST", b"localhost:8001", {"origin": b"http://localhost:8001"}, False),
+    ("POST", b"127.0.0.1:8001", {}, False),  # no browser: the CSRF token decides (review.py)
+    ("POST", b"127.0.0.1:8001", {"origin": b"http://localhost:8001"}, True),
+    ("POST", b"127.0.0.1:8001", {"origin": b"http://127.0.0.1:8099"}, True),  # same site, another origin
+    ("POST", b"127.0.0.1:8001", {"origin": b"null"}, True),
+    ("POST", b"127.0.0.1:8001", {"origin": b"https://127.0.0.1:8001"}, True),
+    ("POST", b"127.0.0.1:8001", {"sec_fetch_site": b"same-site"}, True),
+    ("POST", b"127.0.0.1:8001", {"sec_fetch_site": b"cross-site"}, True),
+    ("POST", b"127.0.0.1:8001", {"sec_fetch_site": b"none"}, True),
+    ("DELETE", b"127.0.0.1:8001", {"origin": b"http://evil.example"}, True),
+])
+def test_cross_site_and_rebinding_requests_are_refused(method, host, headers, refused):
+    from simhash_sqlite.web.same_origin import refusal
+
+    assert (refusal(_scope(method, host, **headers)) is not None) == refused
+
+
+def test_a_server_on_another_address_checks_origins_not_names():
+    """Bound to a public address (read-only simq serve --host 0.0.0.0), the names it is reached by are
+    the user's to choose: any Host, but a POST still only from the origin it was sent to."""
+    from simhash_sqlite.web.same_origin import refusal
+
+    public = {**_scope("GET", b"search.example.org"), "server": ("10.0.0.5", 8001)}
+    assert refusal(public) is None
+    post = {**_scope("POST", b"search.example.org", origin=b"http://evil.example"), "server": ("10.0.0.5", 8001)}
+    assert refusal(post) is not None
+
+
+# -- another SQLite user of the same file (the server's two processes: tests/test_web_locks.py) ---------
+
+
+@pytest.mark.skipif(shutil.which("sqlite3") is None, reason="needs the sqlite3 shell")
+def test_a_sqlite3_shell_beside_our_connections_finds_the_file_locked(tmp_path):
+    """A second open of the index in the same process must not drop the first connection's locks (a
+    close of any descriptor of the file drops all of the process's POSIX locks on it): else the shell,
+    finding the file unlocked, removes the live WAL as it closes and what is written next is lost."""
+    db = tmp_path / "index.db"
+    with SimhashIndex(db, create=True) as writer:
+        writer.add([Document(f"first{i}", f"the first batch of texts, number {i} of them") for i in range(5)])
+        with SimhashIndex(db, readonly=True) as reader:  # opened and closed while the writer holds the file
+            assert len(reader) == 5
+        shell = subprocess.run(["sqlite3", str(db), "select count(*) from documents"], capture_output=True,
+                               text=True, timeout=60)
+        assert shell.returncode == 0 and shell.stdout.strip() == "5"
+        assert os.path.exists(f"{db}-wal") and os.path.exists(f"{db}-shm")
+        writer.add([Document(f"second{i}", f"the second batch of texts, number {i} of them") for i in range(5)])
+    with SimhashIndex(db, readonly=True) as index:
+        assert len(index) == 10

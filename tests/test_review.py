@@ -7,10 +7,15 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 import os
+import random
+from collections import Counter
 
 import apsw
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from test_cli import assert_clean_error, simq
 from unprivileged import run_unprivileged
 from web_helpers import corpus, stored_index, web_extra
@@ -18,8 +23,10 @@ from web_helpers import corpus, stored_index, web_extra
 from simhash_sqlite import Document, SimhashIndex
 from simhash_sqlite.errors import InvalidInput
 from simhash_sqlite.find.review import (
+    Population,
     ScoredPair,
     allocate,
+    binomial_interval,
     calibrate_labels,
     deletions,
     draw_sample,
@@ -29,7 +36,7 @@ from simhash_sqlite.find.review import (
 from simhash_sqlite.pipeline.dedup import dedup
 from simhash_sqlite.store.database import schema_version
 from simhash_sqlite.store.integrity import integrity_check
-from simhash_sqlite.store.labels import keep, keeper_keys, label_of, read_labels, set_label
+from simhash_sqlite.store.labels import Label, keep, keeper_keys, label_of, read_labels, set_label
 
 
 @pytest.fixture
@@ -185,18 +192,88 @@ def test_the_sample_spreads_over_strata_and_calibration_follows_the_labels(db, r
         # Say the person calls only pairs above 0.9 duplicates: the recommendation moves up to it.
         for pair in pop.pairs:
             set_label(index.conn, pair.first, pair.second, "duplicate" if pair.jaccard >= 0.9 else "not_duplicate", "a")
-        stepwise = calibrate_labels(index, pop, method="isotonic")
-        strict = calibrate_labels(index, pop)  # logistic: an S curve, never quite 0 or 1
+        # (this small index has fewer labels of a kind than a recommendation needs: least=1 to see one)
+        stepwise = calibrate_labels(index, pop, method="isotonic", least=1)
+        strict = calibrate_labels(index, pop, least=1)  # logistic: an S curve, never quite 0 or 1
+        default = calibrate_labels(index, pop)
     cutoff = min(p.jaccard for p in pop.pairs if p.jaccard >= 0.9)
     below = max(p.jaccard for p in pop.pairs if p.jaccard < 0.9)
     assert below < stepwise.recommended <= cutoff and stepwise.precision == 1.0 and stepwise.recall == 1.0
     assert below < strict.recommended <= cutoff and strict.precision > 0.95 and strict.recall > 0.95
+    assert default.recommended is None and default.interval is None and "more" in default.missing
     with pytest.raises(InvalidInput, match="method"):
         calibrate_labels(None, pop, method="guess")
-    run = simq(runner, "calibrate", "--db", db, "--labels", "--json")
-    assert json.loads(run.stdout)["recommended"] == strict.recommended
+    run = json.loads(simq(runner, "calibrate", "--db", db, "--labels", "--json").stdout)
+    assert run["recommended"] is None and run["missing"] == default.missing
+    assert run["labels"] == len(pop.pairs) and run["duplicates"] == default.duplicates
     table = simq(runner, "calibrate", "--db", db, "--labels")
-    assert "recommended Jaccard threshold" in table.stdout and f"{strict.recommended:.2f}" in table.stdout
+    assert "recommended Jaccard threshold" not in table.stdout and "no threshold recommended yet" in table.stdout
+
+
+def _synthetic(n: int, seed: int = 3) -> tuple[Population, list[ScoredPair]]:
+    """A population of n candidate pairs with Jaccards spread over 0.5-1 (the keys need not be indexed:
+    labels of pairs the population holds are never scored again)."""
+    rng = random.Random(seed)
+    pairs = [ScoredPair(f"a{i:04d}", f"b{i:04d}", rng.randint(0, 12), round(rng.uniform(0.5, 1.0), 3), "exact")
+             for i in range(n)]
+    return Population(sorted(pairs, key=lambda p: (p.first, p.second)), 0, Counter()), pairs
+
+
+def _labels(pairs, line: float = 0.8) -> list[Label]:
+    """A person who says duplicate at Jaccard >= line."""
+    return [Label(p.first, p.second, "duplicate" if p.jaccard >= line else "not_duplicate", "t", "2026-01-01T00:00:00Z")
+            for p in pairs]
+
+
+def test_no_threshold_from_too_few_labels_and_intervals_that_count_the_labels(db):
+    pop, pairs = _synthetic(400)
+    dup = [p for p in pairs if p.jaccard >= 0.8]
+    non = [p for p in pairs if p.jaccard < 0.8]
+    with SimhashIndex(db, readonly=True) as index:
+        # 16 labels, all duplicate: once "threshold 0.50 (90% interval 0.50-0.50)"; now none, and what is missing
+        sixteen = calibrate_labels(index, pop, labels=_labels(dup[:16]))
+        assert sixteen.recommended is None and sixteen.interval is None and sixteen.precision_interval is None
+        assert sixteen.labels == 16 and sixteen.duplicates == 16 and "10 more not a duplicate" in sixteen.missing
+        assert calibrate_labels(index, pop, labels=_labels(dup[:9] + non[:30])).recommended is None
+        few = calibrate_labels(index, pop, labels=_labels(dup[:10] + non[:10]))
+        every = calibrate_labels(index, pop, labels=_labels(pairs))
+    assert few.recommended is not None and few.missing is None
+    # the threshold interval holds every threshold the labels cannot tell apart: the gap between the highest
+    # Jaccard labelled not a duplicate and the lowest labelled duplicate
+    gap = (max(p.jaccard for p in non[:10]), min(p.jaccard for p in dup[:10]))
+    assert few.interval[0] <= few.recommended <= few.interval[1]
+    assert few.interval[0] <= gap[0] + 0.01 and few.interval[1] >= gap[1] - 0.01
+    # precision and recall: never surer than the exact binomial bounds over the labels they rest on
+    above = sum(1 for p in dup[:10] + non[:10] if p.jaccard >= few.recommended)
+    assert few.precision_interval[0] <= binomial_interval(above, above)[0] + 1e-9
+    assert few.recall_interval[0] <= binomial_interval(10, 10)[0] + 1e-9
+    assert few.precision_interval[0] <= few.precision <= few.precision_interval[1]
+    # 400 labels: the line found, the intervals narrower
+    assert abs(every.recommended - 0.8) <= 0.02
+    for name in ("interval", "precision_interval", "recall_interval"):
+        wide, narrow = getattr(few, name), getattr(every, name)
+        assert narrow[1] - narrow[0] < wide[1] - wide[0], name
+
+
+@given(st.integers(0, 60), st.integers(1, 60))
+@settings(max_examples=60, deadline=None)
+def test_binomial_interval_against_brute_force(successes, trials):
+    """Clopper-Pearson: at the bounds, the tail probabilities are 5% (brute force over every outcome)."""
+    successes = min(successes, trials)
+    low, high = binomial_interval(successes, trials)
+
+    def pmf(i, p):
+        return math.comb(trials, i) * p**i * (1 - p) ** (trials - i)
+
+    if successes > 0:
+        assert abs(sum(pmf(i, low) for i in range(successes, trials + 1)) - 0.05) < 1e-6
+    else:
+        assert low == 0.0
+    if successes < trials:
+        assert abs(sum(pmf(i, high) for i in range(successes + 1)) - 0.05) < 1e-6
+    else:
+        assert high == 1.0
+    assert 0 <= low <= successes / trials <= high <= 1
 
 
 def test_allocation_over_samples_near_the_threshold_and_takes_every_small_stratum():

@@ -100,6 +100,11 @@ def file_index(folder: Path, db: Path) -> dict[str, Path]:
     return paths
 
 
+# The venv's simq by path, as a user runs it (python -m simhash_sqlite where no script was installed).
+SIMQ = [str(Path(sys.executable).with_name("simq"))] if Path(sys.executable).with_name("simq").exists() else [
+    sys.executable, "-m", "simhash_sqlite"]
+
+
 def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -119,7 +124,7 @@ def get(url: str, data: bytes | None = None, headers: dict | None = None) -> tup
 def serving(db: Path, cwd: Path, *options: str, env: dict | None = None):
     """`simq serve --db DB --port P [options]` in a subprocess until the block ends; yields the base URL."""
     port = free_port()
-    command = [sys.executable, "-m", "simhash_sqlite", "serve", "--db", str(db), "--port", str(port), *options]
+    command = [*SIMQ, "serve", "--db", str(db), "--port", str(port), *options]
     env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
     env.pop("SIMQ_DB", None)
     log = open(cwd / f"serve-{port}.log", "w+")  # noqa: SIM115 (read back if the server fails)

@@ -1202,7 +1202,7 @@ def _calibrate_from_labels(db: Path, format_: str, plot: Path | None, seed: int)
     rows = [row.__dict__ for row in result.rows]
     summary = {name: getattr(result, name) for name in (
         "recommended", "interval", "precision", "recall", "f1", "precision_interval", "recall_interval", "labels",
-        "unsure", "outside", "population", "unscored", "borrowed")}
+        "unsure", "outside", "population", "unscored", "borrowed", "duplicates", "missing")}
     if format_ == "json":
         output.render_one({**summary, "rows": rows}, "json")
         return
@@ -1222,7 +1222,8 @@ def _calibrate_from_labels(db: Path, format_: str, plot: Path | None, seed: int)
                       row.f1)), f"{row.above:,.0f}", style=style)
     out.print(table)
     if result.recommended is None:
-        say("no label says duplicate: no threshold to recommend")
+        say(f"no threshold recommended yet: {result.missing}" if result.missing else
+            "no label says duplicate: no threshold to recommend")
         return
 
     def span(pair):
@@ -1233,8 +1234,8 @@ def _calibrate_from_labels(db: Path, format_: str, plot: Path | None, seed: int)
     say(f"precision {result.precision:.3f}{span(result.precision_interval)}, recall {result.recall:.3f}"
         f"{span(result.recall_interval)}, F1 {result.f1:.3f}; use it: simq dupes --threshold {result.recommended:.2f}")
     if result.labels < FEW_LABELS:
-        say(f"only {_count(result.labels, 'label')}: the intervals understate the uncertainty; a few hundred labels "
-            "of the review sample make them trustworthy")
+        say(f"only {_count(result.labels, 'label')}: read the intervals, not the numbers; a few hundred labels "
+            "of the review sample narrow them")
     notes = [f"{result.unsure:,} unsure"] if result.unsure else []
     if result.outside:
         notes.append(f"{result.outside:,} below Jaccard 0.5 left out")

@@ -7,7 +7,8 @@ honoured by dupes and clusters, and the list of what to delete.
   threshold over-sampled, ordered so that any first part of it is spread over every stratum.
 - calibrate_labels(): precision, recall and F1 per threshold over every candidate pair, each counted
   by the chance that a pair of its Jaccard is a duplicate (a logistic fit of the labels, so labels made
-  anywhere count, not only the sample's), the recommended threshold (best F1) and a bootstrap interval.
+  anywhere count, not only the sample's), the recommended threshold (best F1) and its intervals, once
+  the labels can support one (LEAST_EACH of each kind).
 - HonouredPairs: dupes() without the pairs labelled "not a duplicate" (clusters.py keeps them apart).
 - deletions(): from the clusters table, every member to delete with the key kept in its place.
 
@@ -62,6 +63,12 @@ BOOTSTRAP = 200
 # Below this many labels the bootstrap interval (strata of one or two labels vary little when resampled)
 # understates the uncertainty: the CLI and the page say so.
 FEW_LABELS = 50
+# No threshold is recommended until there are this many labels of each kind (duplicate, not a duplicate):
+# the S curve has two parameters and, by the usual rule for a logistic fit (about ten of the rarer
+# outcome per fitted slope), cannot place its step with fewer; all-duplicate labels place it nowhere
+# (16 of them once "recommended" 0.50, interval 0.50-0.50).
+LEAST_EACH = 10
+CONFIDENCE = 0.90  # of every interval
 
 
 @dataclass(frozen=True)
@@ -226,6 +233,54 @@ class LabelCalibration:
     population: int
     unscored: int  # population pairs judged by distance only: left out
     borrowed: int  # pairs of strata without labels, estimated from their Jaccard band's labels
+    duplicates: int = 0  # of the labels used, those that say duplicate
+    missing: str | None = None  # why no threshold is recommended (too few labels of a kind), in words
+
+
+def binomial_interval(successes: int, trials: int, confidence: float = CONFIDENCE) -> tuple[float, float]:
+    """The exact (Clopper-Pearson) two-sided interval of a proportion seen as successes of trials: the
+    proportions under which what was seen is not in either tail of probability (1 - confidence) / 2.
+    16 of 16 gives (0.829, 1.0) at 90%: 16 agreeing labels do not make a proportion of 1 sure."""
+    if trials <= 0:
+        return (0.0, 1.0)
+    successes = min(max(int(successes), 0), trials)
+    tail = (1 - confidence) / 2
+
+    def at_least(p: float) -> float:  # P(X >= successes) for X ~ Binomial(trials, p)
+        return 1.0 - sum(_binomial_pmf(i, trials, p) for i in range(successes))
+
+    def at_most(p: float) -> float:
+        return sum(_binomial_pmf(i, trials, p) for i in range(successes + 1))
+
+    low = 0.0 if successes == 0 else _solve(lambda p: at_least(p) - tail)  # increasing in p
+    high = 1.0 if successes == trials else _solve(lambda p: tail - at_most(p))  # at_most decreases in p
+    return (low, high)
+
+
+def _binomial_pmf(i: int, n: int, p: float) -> float:
+    if p <= 0.0:
+        return 1.0 if i == 0 else 0.0
+    if p >= 1.0:
+        return 1.0 if i == n else 0.0
+    return math.exp(math.lgamma(n + 1) - math.lgamma(i + 1) - math.lgamma(n - i + 1)
+                    + i * math.log(p) + (n - i) * math.log1p(-p))
+
+
+def _solve(increasing, low: float = 0.0, high: float = 1.0) -> float:
+    """The root in [low, high] of an increasing function, by bisection (to 1e-9)."""
+    for _ in range(40):
+        middle = (low + high) / 2
+        if increasing(middle) < 0:
+            low = middle
+        else:
+            high = middle
+    return (low + high) / 2
+
+
+def _hull(*intervals: tuple[float, float] | None) -> tuple[float, float] | None:
+    """The smallest interval holding all of them (None ones left out)."""
+    given = [i for i in intervals if i is not None]
+    return (min(i[0] for i in given), max(i[1] for i in given)) if given else None
 
 
 def thresholds(floor: float = FLOOR) -> list[float]:
@@ -294,6 +349,12 @@ def _threshold_row(t: float, duplicates: float, above: float, total: float) -> T
 
 def _best(rows: list[ThresholdRow]) -> int | None:
     """The row of best F1: the middle of the run of thresholds that share it."""
+    plateau = _plateau(rows)
+    return None if plateau is None else (plateau[0] + plateau[1]) // 2
+
+
+def _plateau(rows: list[ThresholdRow]) -> tuple[int, int] | None:
+    """(first, last) row of the run of thresholds that share the best F1: the labels cannot tell them apart."""
     f1 = [-1.0 if r.f1 is None else r.f1 for r in rows]
     if not rows or max(f1) < 0:
         return None
@@ -302,7 +363,17 @@ def _best(rows: list[ThresholdRow]) -> int | None:
     last = first
     while last + 1 < len(f1) and f1[last + 1] >= best - 1e-12:
         last += 1
-    return (first + last) // 2
+    return first, last
+
+
+def _missing_labels(duplicates: int, not_duplicates: int, least: int) -> str | None:
+    """Why these labels recommend no threshold, or None when they can."""
+    missing = [f"{least - n} more {word}" for n, word in ((duplicates, "duplicate"), (not_duplicates,
+               "not a duplicate")) if n < least]
+    if not missing:
+        return None
+    return (f"{duplicates} duplicate and {not_duplicates} not-a-duplicate labels: a threshold is recommended from "
+            f"{least} of each; label {' and '.join(missing)} (the review sample has both near the threshold)")
 
 
 def _isotonic(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -365,10 +436,16 @@ METHODS = ("isotonic", "logistic", "strata")
 
 def calibrate_labels(
     index, pop: Population | None = None, *, labels: list[Label] | None = None, bootstrap: int = BOOTSTRAP,
-    seed: int = 0, method: str = "logistic",
+    seed: int = 0, method: str = "logistic", least: int = LEAST_EACH,
 ) -> LabelCalibration:
     """Precision, recall and F1 per Jaccard threshold from the labels, the recommended threshold and
-    its uncertainty (a bootstrap of the labels within their strata).
+    its uncertainty, once there are `least` labels of each kind (else `missing` says what is missing).
+
+    The intervals (CONFIDENCE) are the widest of: a bootstrap of the labels within their strata; for
+    the threshold, the run of thresholds sharing the best F1 (which the labels cannot tell apart); for
+    precision and recall, the exact binomial bounds of the estimate over the labels it rests on (those
+    at or above the threshold; those that say duplicate), which a bootstrap of a few agreeing labels
+    misses.
 
     method "logistic" (the default) and "isotonic": every candidate pair counts, by the chance that a
     pair of its score is a duplicate, from an S curve or a monotone step fit of the labels; "strata":
@@ -381,10 +458,12 @@ def calibrate_labels(
     labelled, unsure, outside = labelled_pairs(index, pop, labels)
     counts = pop.counts()
     ts = thresholds()
+    duplicates = sum(1 for _, d in labelled if d)
+    missing = _missing_labels(duplicates, len(labelled) - duplicates, least)
     if not labelled:
         rows = [ThresholdRow(t, None, None, None, 0.0) for t in ts]
         return LabelCalibration(rows, None, None, None, None, None, None, None, 0, unsure, outside, len(pop.pairs),
-                                pop.unscored, 0)
+                                pop.unscored, 0, 0, missing)
     strata = [pair.stratum or (0, 0) for pair, _ in labelled]  # (labelled_pairs keeps those with one)
     scores = np.array([pair.jaccard for pair, _ in labelled], dtype=float)
     dup = np.array([d for _, d in labelled], dtype=float)
@@ -398,7 +477,7 @@ def calibrate_labels(
         return _curve(scores[chosen], dup[chosen], weight, ts), borrowed
 
     rows, borrowed = curve(None)
-    at = _best(rows)
+    at = None if missing is not None else _best(rows)
     interval = p_interval = r_interval = None
     if at is not None and bootstrap > 0:
         rng = np.random.default_rng(seed)
@@ -422,11 +501,20 @@ def calibrate_labels(
 
         interval, p_interval, r_interval = spread(chosen), spread(precisions), spread(recalls)
     best_row = rows[at] if at is not None else None
+    if best_row is not None:
+        plateau = _plateau(rows)
+        assert plateau is not None
+        interval = _hull(interval, (ts[plateau[0]], ts[plateau[1]]))
+        above = int(np.count_nonzero(scores >= best_row.threshold - 1e-12))
+        if best_row.precision is not None:
+            p_interval = _hull(p_interval, binomial_interval(round(best_row.precision * above), above))
+        if best_row.recall is not None:
+            r_interval = _hull(r_interval, binomial_interval(round(best_row.recall * duplicates), duplicates))
     return LabelCalibration(
         rows, None if best_row is None else best_row.threshold, interval,
         None if best_row is None else best_row.precision, None if best_row is None else best_row.recall,
         None if best_row is None else best_row.f1, p_interval, r_interval, len(labelled), unsure, outside,
-        len(pop.pairs), pop.unscored, borrowed,
+        len(pop.pairs), pop.unscored, borrowed, duplicates, missing,
     )
 
 

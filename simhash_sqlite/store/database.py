@@ -226,7 +226,10 @@ def open_readonly(path: str) -> apsw.Connection:
     connection is read-write with PRAGMA query_only: its statements cannot write, and closing it
     leaves the folder as it was (checkpointing an empty WAL writes nothing to the file).
     """
-    tidy = _is_wal(path) and not any(os.path.exists(path + end) for end in ("-wal", "-shm", "-journal"))
+    # The header is read (a descriptor opened and closed) only when no -wal, -shm or -journal file is there:
+    # closing any descriptor of the file drops every POSIX lock this process holds on it, SQLite's
+    # included, and a connection of this process that has read a WAL file keeps its -shm file there.
+    tidy = not any(os.path.exists(path + end) for end in ("-wal", "-shm", "-journal")) and _is_wal(path)
     tidy = tidy and os.access(path, os.W_OK) and os.access(os.path.dirname(os.path.abspath(path)), os.W_OK)
     flags = apsw.SQLITE_OPEN_READWRITE if tidy else apsw.SQLITE_OPEN_READONLY
     try:

@@ -3,14 +3,14 @@
 On every connection Datasette opens it registers our scalar SQL functions, from the table the apsw
 side uses (sqlfunctions.FUNCTIONS), with the settings of the index the connection is to. It adds
 pages to review near-duplicates before deleting them, under /DATABASE/-/simhash/: search, clusters,
-one cluster, a pair side by side, and calibration. The pages call the library on our own apsw
-connection, opened read-only, in worker threads (Datasette's connections are the stdlib's sqlite3).
+one cluster, a pair side by side, and calibration. The pages call the library in a worker process of
+their own (worker.py), where apsw opens the file: Datasette's connections are the stdlib's sqlite3, and
+two SQLite libraries in one process break each other's locks.
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 import email.parser
 import email.policy
@@ -19,7 +19,6 @@ import re
 import sys
 import threading
 import urllib.parse
-from concurrent.futures import ThreadPoolExecutor
 from importlib import resources
 
 from datasette import hookimpl
@@ -28,56 +27,36 @@ from datasette.utils.asgi import Base400, NotFound, Response
 from datasette.views.base import DatasetteError
 from jinja2 import ChoiceLoader, FileSystemLoader
 
-from ..analysis.calibrate import calibrate
 from ..core.settings import CONFIRM_K, DEFAULT_THRESHOLD, RECOMMENDED_K
 from ..errors import IndexNotFound, InvalidInput, NotAnIndex, SimhashError, printable
-from ..index import SimhashIndex
 from ..store.functions import prepare_sqlite3_connection
 from . import review as web_review
-from .pages import MAX_QUERY_BYTES, cluster_view, clusters_page, pair_view, query_text, search
-from .plots import distance_distribution, distance_png
+from . import same_origin, worker
+from .pages import MAX_QUERY_BYTES, calibration_view, cluster_view, clusters_page, pair_view, query_text, search
 
-# Searches run here: each thread keeps its indexes open, so the scan arrays and block counts a
-# search loads serve the next ones too.
-WORKERS = 2
-_executor = ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="simhash-web")
-_opened = threading.local()
 PREFIX = "/-/simhash"
 _SEARCH_PATH = re.compile(r"^/[^/]+" + re.escape(PREFIX) + r"/search$")
 
 
-# Every index the worker threads opened, and every Datasette started, so that simq serve can close their
-# connections when it stops (the last connection to close removes the -wal and -shm files).
+# Every Datasette started, so that simq serve can close their connections when it stops (then the worker's
+# last connection removes the -wal and -shm files).
 _everything: list = []
 _everything_lock = threading.Lock()
 
 
-def _index(path: str) -> SimhashIndex:
-    """This thread's read-only SimhashIndex on the file (one per thread: see SimhashIndex)."""
-    indexes = _opened.__dict__.setdefault("indexes", {})
-    if path not in indexes:
-        indexes[path] = SimhashIndex(path, readonly=True)
-        with _everything_lock:
-            _everything.append(indexes[path])
-    return indexes[path]
-
-
 def close_connections() -> None:
-    """Close the connections of the pages' indexes and of Datasette's databases (after the server stopped)."""
+    """Close the connections of Datasette's databases (after the server stopped)."""
     with _everything_lock:
         opened, _everything[:] = list(_everything), []
-    for thing in opened:
-        with contextlib.suppress(Exception):
-            thing.close() if isinstance(thing, SimhashIndex) else [db.close() for db in thing.databases.values()]
+    for datasette in opened:
+        for db in datasette.databases.values():
+            with contextlib.suppress(Exception):
+                db.close()
 
 
 async def _run(path: str, work, *args, **kwargs):
-    """work(index, *args, **kwargs) on a worker thread's index of `path`."""
-
-    def call():
-        return work(_index(path), *args, **kwargs)
-
-    return await asyncio.get_running_loop().run_in_executor(_executor, call)
+    """work(index, *args, **kwargs) on a read-only index of `path`, in the worker process (worker.py)."""
+    return await asyncio.wrap_future(worker.call("read", worker.with_index, path, work, *args, **kwargs))
 
 
 @hookimpl
@@ -87,17 +66,8 @@ def startup(datasette):
     paths = [db.path for db in datasette.databases.values() if _is_index(db)]
     with _everything_lock:
         _everything.append(datasette)
-    everyone = threading.Barrier(WORKERS)  # each thread takes exactly one of the tasks
-
-    def warm() -> None:
-        with contextlib.suppress(threading.BrokenBarrierError):
-            everyone.wait(timeout=30)
-        for path in paths:
-            with contextlib.suppress(SimhashError):  # not an index: its pages say so
-                _index(path).search(fingerprint=0, k=CONFIRM_K, check=False, plan="scan")
-
-    for _ in range(WORKERS):
-        _executor.submit(warm)
+    for _ in range(worker.READ_THREADS):
+        worker.call("read", worker.warm, paths, CONFIRM_K)
 
 
 # -- SQL functions on Datasette's connections ----------------------------------------------------
@@ -177,6 +147,12 @@ def database_actions(datasette, actor, database, request):
         ]
 
     return links
+
+
+@hookimpl
+def asgi_wrapper(datasette):
+    """Every request checked for this server's Host, every POST for its own origin (same_origin.py)."""
+    return same_origin.guard
 
 
 @hookimpl
@@ -321,17 +297,10 @@ async def pair_page_view(request, datasette):
     return await _guarded(datasette, request, name, "simhash_pair.html", context, pair_view, a, b)
 
 
-def _calibration(index: SimhashIndex) -> dict:
-    result = calibrate(index)
-    dist = distance_distribution(index, result)
-    image = base64.b64encode(distance_png(dist)).decode("ascii")
-    return {"calibration": result, "distribution": dist, "png": image}
-
-
 async def calibrate_view(request, datasette):
     name, path = await _database(request, datasette)
     context = _context(datasette, name, path=path, current="calibrate")
-    return await _guarded(datasette, request, name, "simhash_calibrate.html", context, _calibration)
+    return await _guarded(datasette, request, name, "simhash_calibrate.html", context, calibration_view)
 
 
 # -- form parsing ----------------------------------------------------------------------------------

@@ -7,12 +7,14 @@ renders them). Only keys the index holds are ever read, so a query string cannot
 
 from __future__ import annotations
 
+import base64
 import difflib
 import os
 import re
 from dataclasses import dataclass, field
 from typing import cast
 
+from ..analysis.calibrate import calibrate
 from ..analysis.explain import Explanation, explain, verdicts
 from ..core.fingerprint import to_hex
 from ..core.settings import DEFAULT_THRESHOLD
@@ -21,7 +23,7 @@ from ..find.chains import MemberVerdict, cluster_members
 from ..find.clusters import candidates_text, clustering_info
 from ..find.verdict import CheckSummary
 from ..index import SimhashIndex
-from .plots import SizeBand, cluster_sizes, size_bands
+from .plots import SizeBand, cluster_sizes, distance_distribution, distance_png, size_bands
 
 # An uploaded file or pasted text larger than this is refused (the page holds it in memory).
 MAX_QUERY_BYTES = 32 << 20
@@ -260,3 +262,14 @@ def _append(segments: list[Segment], text: str, changed: bool) -> None:
         segments[-1] = Segment(segments[-1].text + text, changed)
     else:
         segments.append(Segment(text, changed))
+
+
+# -- calibration -----------------------------------------------------------------------------------
+
+
+def calibration_view(index: SimhashIndex) -> dict:
+    """What simq calibrate measures, with its chart (a PNG, base64)."""
+    result = calibrate(index)
+    dist = distance_distribution(index, result)
+    image = base64.b64encode(distance_png(dist)).decode("ascii")
+    return {"calibration": result, "distribution": dist, "png": image}

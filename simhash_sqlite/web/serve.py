@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
 import socket
@@ -12,15 +11,13 @@ import webbrowser
 from collections.abc import Callable
 from pathlib import Path
 
-import apsw
-
 from ..errors import InvalidInput, MissingExtra
 from ..index import SimhashIndex
 from ..store.labels import validate_reviewer
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8001
-LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
+REVIEW_HOSTS = ("127.0.0.1", "localhost")
 READY_SECONDS = 30.0
 
 
@@ -36,7 +33,8 @@ def check_servable(path: str | os.PathLike) -> bool:
     whether it can be served live (read-only connections through its WAL, which see what simq add and
     simq clusters write while the server runs): the file and its folder can be written, for the -shm
     file. Otherwise it is served immutable, as it is now, and refused while its WAL holds commits not yet
-    in the file (an immutable reader would not see them)."""
+    in the file (an immutable reader would not see them). Run in the worker process: it opens the file
+    with apsw (worker.py)."""
     with SimhashIndex(path, readonly=True):
         pass
     folder = os.path.dirname(os.path.abspath(path))
@@ -99,33 +97,46 @@ def serve(
         from datasette.plugins import pm
     except ImportError:
         raise MissingExtra("simq serve needs Datasette: pip install 'simhash-sqlite[web]'") from None
-    if review is not None:  # (folds a WAL left by an earlier review server into the file)
-        from . import review as web_review
-
-        if host not in LOCAL_HOSTS:
-            raise InvalidInput(f"simq serve --review listens on this machine only (127.0.0.1), not {host}")
-        web_review.enable(validate_reviewer(review))
-        web_review.prepare(os.fspath(path))
-    live = check_servable(path)
-    _port_free(host, port)
-    from . import datasette_plugin
+    if review is not None and host not in REVIEW_HOSTS:
+        raise InvalidInput(f"simq serve --review listens on this machine only (127.0.0.1), not {host}")
+    if review is not None:
+        host = DEFAULT_HOST  # localhost too: bound to 127.0.0.1, whatever the name resolves to first
+        reviewer = validate_reviewer(review)
+    from . import datasette_plugin, worker
     from . import review as web_review
 
-    if not pm.is_registered(datasette_plugin) and pm.get_plugin("simhash_sqlite") is None:
-        pm.register(datasette_plugin, name="simhash_sqlite")  # run from a source tree without entry points
-    if on_ready is not None:
-        on_ready()
-    if open_browser:
-        _open_when_ready(clusters_url(path, host, port), host, port)
-    # Live: Datasette's connections are read-only (mode=ro) through the WAL, so its pages (the tables, the
-    # SQL box) answer from the file as it is while simq add or simq clusters write it; immutable ones
-    # kept what they had read and called the rest "malformed".
-    args = ["serve", os.fspath(path)] if live else ["serve", "--immutable", os.fspath(path)]
+    # This process opens the file with the stdlib's sqlite3 only (Datasette's connections); apsw, in the
+    # worker process, does everything else: the checks, the labels, the pages' searches (worker.py).
+    path = os.fspath(path)
+    live = False
+    try:
+        if review is not None:  # (folds a WAL left by an earlier review server into the file)
+            web_review.enable(reviewer)
+            web_review.prepare(path)
+        live = worker.call("read", check_servable, path).result()
+        _port_free(host, port)
+        if not pm.is_registered(datasette_plugin) and pm.get_plugin("simhash_sqlite") is None:
+            pm.register(datasette_plugin, name="simhash_sqlite")  # run from a source tree without entry points
+        if on_ready is not None:
+            on_ready()
+        if open_browser:
+            _open_when_ready(clusters_url(path, host, port), host, port)
+        # Live: Datasette's connections are read-only (mode=ro) through the WAL, so its pages (the tables, the
+        # SQL box) answer from the file as it is while simq add or simq clusters write it; immutable ones
+        # kept what they had read and called the rest "malformed".
+        args = ["serve", path] if live else ["serve", "--immutable", path]
+        _run_datasette(cli, click, [*args, "--host", host, "--port", str(port)])
+    finally:
+        datasette_plugin.close_connections()
+        worker.stop(fold=[path] if live else [])  # the last connection to the file: no -wal or -shm left
+
+
+def _run_datasette(cli, click, args: list[str]) -> None:
     # uvicorn stops on SIGTERM, then raises it again once its own handler is gone: with the default
     # handler the process would end there, before the -wal and -shm files are folded away.
     previous = signal.signal(signal.SIGTERM, _stop) if threading.current_thread() is threading.main_thread() else None
     try:
-        cli.main(args=[*args, "--host", host, "--port", str(port)], prog_name="simq serve", standalone_mode=False)
+        cli.main(args=args, prog_name="simq serve", standalone_mode=False)
     except click.ClickException as exc:
         raise InvalidInput(f"datasette: {exc.format_message()}") from None
     except _Stopped:
@@ -133,10 +144,6 @@ def serve(
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
-        datasette_plugin.close_connections()
-        web_review.close_connections()  # the review pages' own (labels are read with --review or not)
-        if live:
-            fold_wal(os.fspath(path))
 
 
 class _Stopped(Exception):
@@ -145,17 +152,3 @@ class _Stopped(Exception):
 
 def _stop(signum, frame) -> None:
     raise _Stopped()
-
-
-def fold_wal(path: str) -> None:
-    """After the server: the -wal and -shm files its readers used are removed, as the last connection to
-    close does when it can write (a read-only one cannot): a connection of ours, opened and closed last."""
-    if not any(os.path.exists(path + end) for end in ("-wal", "-shm")):
-        return
-    with contextlib.suppress(apsw.Error, OSError):
-        conn = apsw.Connection(path, flags=apsw.SQLITE_OPEN_READWRITE)
-        try:
-            conn.set_busy_timeout(2000)
-            conn.execute("SELECT count(*) FROM sqlite_schema").get
-        finally:
-            conn.close()
