@@ -52,7 +52,6 @@ SLOW_FILES = {
     "test_web_origin.py",
     "test_web_locks.py",
     "test_web_worker.py",
-    "test_review_browser.py",
 }
 SLOW_TESTS = {
     "test_ctrl_c_during_a_large_add_leaves_a_valid_index",
