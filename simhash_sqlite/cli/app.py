@@ -1026,8 +1026,8 @@ def extension_command() -> None:
 
     sqlite3 corpus.db ".load $(simq extension)" "SELECT key, distance FROM simhash_near('some text', 7)"
 
-    Exit code 1, saying what was missing, where the install could not build it (a C compiler and
-    SQLite's sqlite3ext.h are needed: Debian's libsqlite3-dev). A part it was built without
+    Exit code 1, saying what was missing, where the install could not build it (a C compiler is
+    needed; SQLite's headers come with the package). A part it was built without
     (zlib: short texts' exact data) is noted on stderr. See docs/sql.md.
     """
     from ..native.extension import built_without, loadable_path
