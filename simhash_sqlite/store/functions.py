@@ -179,10 +179,15 @@ def sqlite3_settings(conn: sqlite3.Connection) -> FingerprintSettings | None:
     """The fingerprint settings an index records, the defaults for a database that is not an index,
     None for settings this version cannot read (simhash() would make other fingerprints than its own)."""
     import sqlite3
+    import sys
 
+    # The driver's own Error: Datasette runs on pysqlite3 where it is installed (pysqlite3.Error is not
+    # sqlite3.Error).
+    driver = sys.modules.get(type(conn).__module__)
+    error = getattr(driver, "Error", sqlite3.Error)
     try:
         row = conn.execute("SELECT value FROM simhash_meta WHERE key = 'fingerprint'").fetchone()
-    except sqlite3.Error:  # no simhash_meta table: not an index
+    except error:  # no simhash_meta table: not an index
         return FingerprintSettings()
     if row is None:
         return FingerprintSettings()
