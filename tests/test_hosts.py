@@ -14,6 +14,7 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+import tarfile
 import unicodedata
 from pathlib import Path
 
@@ -223,21 +224,21 @@ def npm_package(request) -> Path:
     built = NPM / "build" / "Release" / ("simhash" + Path(EXTENSION or "x.so").suffix)
     sources = [NATIVE / "sqlite_extension.c", NATIVE / "simhash_core.c", NPM / "binding.gyp"]
     if not built.exists() or built.stat().st_mtime < max(f.stat().st_mtime for f in sources):
-        run = subprocess.run(["npm", "install", "--no-audit", "--no-fund", "--ignore-scripts=false"], cwd=NPM,
+        run = subprocess.run(["npm", "install", "--no-audit", "--no-fund", "--no-package-lock"], cwd=NPM,
                              capture_output=True, text=True, timeout=600)  # fmt: skip
         if run.returncode:
             pytest.skip(f"npm could not build npm/: {(run.stderr or run.stdout).strip()[-300:]}")
     return NPM
 
 
-def node_rows(request, driver: str, index: Path) -> list[list[tuple]]:
-    package = npm_package(request)
-    env = {**os.environ}
+def node_rows(request, driver: str, index: Path, package: Path | None = None) -> list[list[tuple]]:
+    """The table's rows from npm/test/near.js, with this checkout's npm/ or an installed `package`."""
+    env = {**os.environ, "SIMHASH_SQLITE_NPM": str(package or npm_package(request))}
     if driver == "better-sqlite3":
         env["NODE_PATH"] = str(_better_sqlite3(request.config.cache) / "node_modules")
     payload = [{"query": q if isinstance(q, str) else {"fingerprint": str(q)}, "k": k, "checked": c}
                for q, k, c in cases()]  # fmt: skip
-    run = subprocess.run(["node", str(package / "test" / "near.js"), driver, str(index)], input=json.dumps(payload),
+    run = subprocess.run(["node", str(NPM / "test" / "near.js"), driver, str(index)], input=json.dumps(payload),
                          env=env, capture_output=True, text=True, timeout=300)  # fmt: skip
     assert run.returncode == 0, run.stderr
     return [[row(r) for r in rows] for rows in json.loads(run.stdout)]
@@ -246,6 +247,30 @@ def node_rows(request, driver: str, index: Path) -> list[list[tuple]]:
 @pytest.mark.slow  # npm builds npm/ and may install better-sqlite3 12 (minutes the first time)
 def test_node_better_sqlite3_through_the_npm_package(index, expected, request):
     assert_same(node_rows(request, "better-sqlite3", index), expected)
+
+
+@pytest.mark.slow  # npm pack, then npm install of the tarball (node-gyp compiles the C): about 15 s
+def test_the_npm_tarball_installs_in_a_clean_folder_and_answers(index, expected, request, tmp_path):
+    npm_package(request)  # skips without npm
+    run = subprocess.run(["npm", "pack", "--pack-destination", str(tmp_path)], cwd=NPM, capture_output=True,
+                         text=True, timeout=300)  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    (tarball,) = tmp_path.glob("simhash-sqlite-*.tgz")
+    with tarfile.open(tarball) as tar:
+        names = set(tar.getnames())
+    assert {"package/src/sqlite_extension.c", "package/src/_unicode_tables.h", "package/binding.gyp"} <= names
+    clean = tmp_path / "clean"
+    clean.mkdir()
+    run = subprocess.run(["npm", "install", "--no-audit", "--no-fund", str(tarball)], cwd=clean, capture_output=True,
+                         text=True, timeout=300)  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    installed = clean / "node_modules" / "simhash-sqlite"
+    assert list((installed / "build" / "Release").glob("simhash.*")), "node-gyp built nothing"
+    assert_same(node_rows(request, "better-sqlite3", index, package=installed), expected)
+
+
+def test_the_npm_package_has_the_python_packages_version():
+    assert json.loads((NPM / "package.json").read_text())["version"] == simhash_sqlite.__version__
 
 
 @pytest.mark.slow
