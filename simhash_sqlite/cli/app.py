@@ -979,6 +979,21 @@ def shell(
         raise typer.Exit(1)
 
 
+@app.command(rich_help_panel=SQL_PANEL)
+@friendly_errors
+def publish(
+    index: Annotated[Path, typer.Argument(help="The index to publish.", show_default=False)],
+    folder: Annotated[Path, typer.Argument(help="The folder to write (made if missing).", show_default=False)],
+) -> None:
+    """Write a static page that searches INDEX in a browser, with no server: FOLDER/index.html, SQLite in
+    WebAssembly with the extension built in, and a copy of the index. Put FOLDER on any static web host (or
+    open index.html and choose an index file). See docs/sql.md."""
+    from ..web.publish import publish as publish_index
+
+    page = publish_index(index, folder)
+    say(f"wrote {page} (search {index.name} by text or key; serve {folder} over HTTP to open it at once)")
+
+
 @app.command("sql", rich_help_panel=SQL_PANEL)
 @friendly_errors
 def sql_command(
