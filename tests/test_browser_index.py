@@ -100,7 +100,7 @@ def expected_rows(path: Path, by: str, query, k: int, checked: int) -> list[tupl
     with SimhashIndex(path, readonly=True) as index:
         if by == "key":
             matches = index.near(key=query, k=k, check=bool(checked))
-        elif isinstance(query, str):
+        elif isinstance(query, str) and by == "text":
             matches = [] if index.fingerprint(query) is None else index.near(query, k=k, check=bool(checked))
         else:
             matches = index.near(fingerprint=query & ((1 << 64) - 1), k=k, check=bool(checked))
@@ -176,6 +176,21 @@ def test_the_file_button_opens_another_index(published, page, tmp_path):
     page.wait_for_function("document.getElementById('status').className === 'error'")
     assert "cannot be opened as an index" in page.inner_text("#status")
     assert page.is_disabled("#go")
+
+
+def test_by_key_without_stored_texts_the_fingerprint_is_searched(page, tmp_path):
+    """In an index without its texts, a key's search is its fingerprint's, judged by distance (docs/sql.md)."""
+    path = tmp_path / "bare.db"
+    stored, _ = corpus()
+    with SimhashIndex(path, create=True) as index:
+        index.add(Document(key, text) for key, text in stored.items())
+        fingerprint = index.get("family00/copy0").fingerprint
+    page.set_input_files("#file", str(path))
+    page.wait_for_function("document.getElementById('opened').textContent.startsWith('bare.db: ')")
+    for k, checked in ((12, 1), (20, 0)):
+        want = [r for r in expected_rows(path, "fingerprint", fingerprint, k, checked) if r[0] != "family00/copy0"]
+        assert browser_rows(page, "key", "family00/copy0", k, checked) == want
+        assert want and all(r[5] == ("distance" if checked else None) for r in want)
 
 
 def test_publish_refuses_what_is_not_an_index_and_writes_nothing(tmp_path):
