@@ -200,6 +200,18 @@ def test_publish_refuses_what_is_not_an_index_and_writes_nothing(tmp_path):
     run = simq("publish", str(bogus), str(out))
     assert run.returncode == 1 and run.stderr.startswith("error: ") and "Traceback" not in run.stderr
     assert not out.exists()
+    index = tmp_path / "ok.db"
+    with SimhashIndex(index, create=True) as made:
+        made.add([Document("a", "some text to publish")])
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "index.html").write_text("my own page")
+    run = simq("publish", str(index), str(mine))
+    assert run.returncode == 1
+    assert run.stderr == f"error: {mine} holds other files: publish into a new or empty folder\n"
+    assert [p.name for p in mine.iterdir()] == ["index.html"] and (mine / "index.html").read_text() == "my own page"
+    assert simq("publish", str(index), str(out)).returncode == 0
+    assert simq("publish", str(index), str(out)).returncode == 0  # again, over its own earlier publish
 
 
 def test_the_committed_webassembly_is_what_the_build_script_makes(tmp_path):

@@ -983,7 +983,9 @@ def shell(
 @friendly_errors
 def publish(
     index: Annotated[Path, typer.Argument(help="The index to publish.", show_default=False)],
-    folder: Annotated[Path, typer.Argument(help="The folder to write (made if missing).", show_default=False)],
+    folder: Annotated[
+        Path, typer.Argument(help="The folder to write: new, empty, or an earlier publish.", show_default=False)
+    ],
 ) -> None:
     """Write a static page that searches INDEX in a browser, with no server: FOLDER/index.html, SQLite in
     WebAssembly with the extension built in, and a copy of the index. Put FOLDER on any static web host (or

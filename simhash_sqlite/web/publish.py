@@ -33,6 +33,9 @@ def publish(index_path: str | os.PathLike, folder: str | os.PathLike) -> Path:
     folder = Path(folder)
     if folder.exists() and not folder.is_dir():
         raise InvalidInput(f"{folder} is not a folder")
+    if folder.is_dir() and any(folder.iterdir()) and not (folder / "index.json").is_file():
+        # Never write over someone's files: only a new or empty folder, or an earlier publish (index.json).
+        raise InvalidInput(f"{folder} holds other files: publish into a new or empty folder")
     with SimhashIndex(index_path, readonly=True) as index:
         folder.mkdir(parents=True, exist_ok=True)
         name = Path(index_path).name
