@@ -606,7 +606,7 @@ def test_the_python_examples_in_sql_md_run(demo, capsys):
 
 
 def test_the_node_example_in_sql_md_runs(demo, request):
-    from test_hosts import npm_package  # npm/, built by npm install (node-gyp)
+    from test_hosts import npm_package  # npm/, packed and installed (node-gyp)
 
     folder = _better_sqlite3(request.config.cache)
     ours = demo / "node_modules"

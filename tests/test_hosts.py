@@ -217,18 +217,34 @@ def test_sqlite_compiled_with_the_extension_in(index, expected, request):
 
 # -- Node: the npm package -----------------------------------------------------------------------------------
 
+_PACKED: dict[str, tuple[Path, Path]] = {}
+
+
 def npm_package(request) -> Path:
-    """npm/ installed (node-gyp compiles the extension into npm/build), once per run of its sources."""
+    """The npm package as a user gets it: `npm pack` of npm/ (its prepack copies the C sources in), the
+    tarball installed by npm into a clean folder (node-gyp compiles the extension). Once per test run;
+    returns the installed package's folder."""
+    return npm_tarball(request)[1]
+
+
+def npm_tarball(request) -> tuple[Path, Path]:
+    """(the tarball, the installed package), made once per test run."""
+    if "made" in _PACKED:
+        return _PACKED["made"]
     if shutil.which("npm") is None or shutil.which("node") is None:
         pytest.skip("Node.js and npm are not installed (Debian: apt-get install nodejs npm)")
-    built = NPM / "build" / "Release" / ("simhash" + Path(EXTENSION or "x.so").suffix)
-    sources = [NATIVE / "sqlite_extension.c", NATIVE / "simhash_core.c", NPM / "binding.gyp"]
-    if not built.exists() or built.stat().st_mtime < max(f.stat().st_mtime for f in sources):
-        run = subprocess.run(["npm", "install", "--no-audit", "--no-fund", "--no-package-lock"], cwd=NPM,
-                             capture_output=True, text=True, timeout=600)  # fmt: skip
-        if run.returncode:
-            pytest.skip(f"npm could not build npm/: {(run.stderr or run.stdout).strip()[-300:]}")
-    return NPM
+    folder = request.getfixturevalue("tmp_path_factory").mktemp("npm")
+    run = subprocess.run(["npm", "pack", "--pack-destination", str(folder)], cwd=NPM, capture_output=True,
+                         text=True, timeout=300)  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    (tarball,) = folder.glob("simhash-sqlite-*.tgz")
+    clean = folder / "clean"
+    clean.mkdir()
+    run = subprocess.run(["npm", "install", "--no-audit", "--no-fund", "--no-package-lock", str(tarball)], cwd=clean,
+                         capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    _PACKED["made"] = (tarball, clean / "node_modules" / "simhash-sqlite")
+    return _PACKED["made"]
 
 
 def node_rows(request, driver: str, index: Path, package: Path | None = None) -> list[list[tuple]]:
@@ -244,28 +260,22 @@ def node_rows(request, driver: str, index: Path, package: Path | None = None) ->
     return [[row(r) for r in rows] for rows in json.loads(run.stdout)]
 
 
-@pytest.mark.slow  # npm builds npm/ and may install better-sqlite3 12 (minutes the first time)
+@pytest.mark.slow  # npm packs and installs npm/ and may install better-sqlite3 12 (minutes the first time)
 def test_node_better_sqlite3_through_the_npm_package(index, expected, request):
     assert_same(node_rows(request, "better-sqlite3", index), expected)
 
 
-@pytest.mark.slow  # npm pack, then npm install of the tarball (node-gyp compiles the C): about 15 s
-def test_the_npm_tarball_installs_in_a_clean_folder_and_answers(index, expected, request, tmp_path):
-    npm_package(request)  # skips without npm
-    run = subprocess.run(["npm", "pack", "--pack-destination", str(tmp_path)], cwd=NPM, capture_output=True,
-                         text=True, timeout=300)  # fmt: skip
-    assert run.returncode == 0, run.stderr
-    (tarball,) = tmp_path.glob("simhash-sqlite-*.tgz")
+@pytest.mark.slow  # npm pack, then npm install of the tarball (node-gyp compiles the C): about 15 s, once
+def test_the_npm_tarball_installs_in_a_clean_folder_and_answers(index, expected, request):
+    tarball, installed = npm_tarball(request)
     with tarfile.open(tarball) as tar:
         names = set(tar.getnames())
     assert {"package/src/sqlite_extension.c", "package/src/_unicode_tables.h", "package/binding.gyp"} <= names
-    clean = tmp_path / "clean"
-    clean.mkdir()
-    run = subprocess.run(["npm", "install", "--no-audit", "--no-fund", str(tarball)], cwd=clean, capture_output=True,
-                         text=True, timeout=300)  # fmt: skip
-    assert run.returncode == 0, run.stderr
-    installed = clean / "node_modules" / "simhash-sqlite"
+    assert not any(name.startswith(("package/build/", "package/node_modules/")) for name in names)
     assert list((installed / "build" / "Release").glob("simhash.*")), "node-gyp built nothing"
+    run = subprocess.run(["node", "-e", "console.log(require(process.argv[1]).getLoadablePath())", str(installed)],
+                         capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert run.returncode == 0 and Path(run.stdout.strip()).parent == installed / "build" / "Release", run.stderr
     assert_same(node_rows(request, "better-sqlite3", index, package=installed), expected)
 
 
