@@ -51,6 +51,7 @@ class Target(NamedTuple):
     name: str
     sources: tuple[str, ...]
     headers: tuple[str, ...] = ()  # system headers it needs (skipped, with the reason, without them)
+    includes: tuple[str, ...] = ()  # folders searched for headers before the system's (vendored ones)
     libraries: tuple[str, ...] = ("m",)
     flags: tuple[str, ...] = ()
     options: tuple[Option, ...] = ()
@@ -67,9 +68,10 @@ TARGETS = [
     # The loadable SQLite extension, the core compiled in. Named simhash so that SQLite derives its entry
     # point (sqlite3_simhash_init) from the file name: `.load .../simhash` needs no entry point.
     # zlib, where its header is there (Debian's zlib1g-dev), reads short texts' exact data (deflated): libz.so.1
-    # is on every Linux; the Python package needs nothing more.
+    # is on every Linux; the Python package needs nothing more. SQLite's headers are vendored
+    # (native/vendor/sqlite/README.md): no libsqlite3-dev needed.
     Target("simhash", (str(NATIVE / "sqlite_extension.c"), str(NATIVE / "simhash_core.c")), headers=("sqlite3ext.h",),
-           options=(ZLIB,)),
+           includes=(str(NATIVE / "vendor" / "sqlite"),), options=(ZLIB,)),
 ]
 
 # Portable x86-64 (or whatever the compiler's default target is): no -march. No contraction of a*b+c
@@ -115,10 +117,10 @@ def no_compiler(work: Path) -> str | None:
     return None if why is None else f"no working C compiler ({why})"
 
 
-def has_header(header: str, work: Path) -> str | None:
+def has_header(header: str, work: Path, includes: tuple[str, ...] = ()) -> str | None:
     test = work / "header_test.c"
     test.write_text(f"#include <{header}>\nint main(void) {{ return 0; }}\n")
-    why = _run([*compiler(), "-fsyntax-only", str(test)], work)
+    why = _run([*compiler(), "-fsyntax-only", *(f"-I{folder}" for folder in includes), str(test)], work)
     # A compiler that fails on any file says so, not that the header is missing.
     return None if why is None else no_compiler(work) or f"{header} not found ({why})"
 
@@ -127,7 +129,8 @@ def _compile(root: Path, work: Path, out: Path, target: Target, options: list[Op
     extra = shlex.split(os.environ.get("CFLAGS", ""))
     command = [
         *compiler(), *CFLAGS, *target.flags, *(f"-D{o.define}" for o in options), *extra, f"-I{work}",
-        f"-I{root / NATIVE}", "-o", str(out), *(str(root / s) for s in target.sources),
+        f"-I{root / NATIVE}", *(f"-I{root / folder}" for folder in target.includes), "-o", str(out),
+        *(str(root / s) for s in target.sources),
         *(f"-l{lib}" for lib in target.libraries), *(f"-l{o.library}" for o in options),
     ]  # fmt: skip
     return _run(command, root)
@@ -155,7 +158,7 @@ def build(root: Path, out_dir: Path, targets: list[Target] = TARGETS) -> dict[st
             file = target.name + library_suffix()
             why = why_first
             for header in target.headers:
-                why = why or has_header(header, work)
+                why = why or has_header(header, work, tuple(str(root / folder) for folder in target.includes))
             without: dict[str, str] = {}
             options: list[Option] = []
             if why is None:

@@ -12,7 +12,8 @@ trap 'rm -rf "$out"' EXIT
 python=${PYTHON:-.venv/bin/python}
 "$python" simhash_sqlite/native/gen_unicode_tables.py "$out/_unicode_tables.h"
 ${CC:-cc} -O1 -g -std=c99 -fPIC -shared -ffp-contract=off -fno-omit-frame-pointer -fsanitize=address,undefined \
-    -fno-sanitize-recover=all -DSIMHASH_HAVE_ZLIB -I"$out" -Isimhash_sqlite/native -o "$out/simhash.so" \
+    -fno-sanitize-recover=all -DSIMHASH_HAVE_ZLIB -I"$out" -Isimhash_sqlite/native \
+    -Isimhash_sqlite/native/vendor/sqlite -o "$out/simhash.so" \
     simhash_sqlite/native/sqlite_extension.c simhash_sqlite/native/simhash_core.c -lm -lz
 runtimes="$(${CC:-cc} -print-file-name=libasan.so):$(${CC:-cc} -print-file-name=libubsan.so)"
 SIMHASH_SQLITE_TEST_EXTENSION="$out/simhash.so" LD_PRELOAD="$runtimes" \

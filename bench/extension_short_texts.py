@@ -71,7 +71,8 @@ def without_zlib(folder: Path) -> str:
                    check=True)
     out = folder / Path(loadable_path()).name
     subprocess.run([os.environ.get("CC", "cc"), "-O3", "-std=c99", "-fPIC", "-shared", "-ffp-contract=off",
-                    f"-I{folder}", f"-I{native}", "-o", str(out), str(native / "sqlite_extension.c"),
+                    f"-I{folder}", f"-I{native}", f"-I{native / 'vendor' / 'sqlite'}", "-o", str(out),
+                    str(native / "sqlite_extension.c"),
                     str(native / "simhash_core.c"), "-lm"], check=True)
     return str(out)
 

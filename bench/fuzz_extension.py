@@ -58,7 +58,8 @@ def build(work: Path, coverage: bool = False) -> tuple[Path, Path]:
     flags = COVERAGE if coverage else SANITIZE
     subprocess.run(
         [cc, *flags, "-std=c99", "-fPIC", "-shared", "-ffp-contract=off", "-DSIMHASH_HAVE_ZLIB", f"-I{work}",
-         f"-I{NATIVE}", "-o", str(extension), str(NATIVE / "sqlite_extension.c"), str(NATIVE / "simhash_core.c"),
+         f"-I{NATIVE}", f"-I{NATIVE / 'vendor' / 'sqlite'}", "-o", str(extension), str(NATIVE / "sqlite_extension.c"),
+         str(NATIVE / "simhash_core.c"),
          "-lm", "-lz"],
         check=True,
     )

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from .find.search import Match, SearchResult
     from .find.verdict import CheckSummary
     from .index import AddReport, Document, FingerprintedDocument, SimhashIndex, Stats, StoredDocument
+    from .native.extension import ExtensionMissing, load, loadable_path
     from .pipeline.dedup import Decision, Deduplicator, DedupReport, dedup
     from .pipeline.shards import near_in_shards
     from .store.integrity import IntegrityReport, integrity_check
@@ -66,6 +67,9 @@ _LAZY = {
     "near_in_shards": ".pipeline.shards",
     "IntegrityReport": ".store.integrity",
     "integrity_check": ".store.integrity",
+    "ExtensionMissing": ".native.extension",
+    "load": ".native.extension",
+    "loadable_path": ".native.extension",
 }
 
 __all__ = [
@@ -80,6 +84,7 @@ __all__ = [
     "Document",
     "DuplicatePair",
     "DuplicateSearch",
+    "ExtensionMissing",
     "FingerprintSettings",
     "FingerprintedDocument",
     "ForeignSchema",
@@ -99,6 +104,8 @@ __all__ = [
     "__version__",
     "integrity_check",
     "dedup",
+    "load",
+    "loadable_path",
     "from_hex",
     "hamming",
     "near_in_shards",

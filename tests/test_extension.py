@@ -606,9 +606,14 @@ def test_the_python_examples_in_sql_md_run(demo, capsys):
 
 
 def test_the_node_example_in_sql_md_runs(demo, request):
+    from test_hosts import npm_package  # npm/, packed and installed (node-gyp)
+
     folder = _better_sqlite3(request.config.cache)
+    ours = demo / "node_modules"
+    ours.mkdir()
+    (ours / "simhash-sqlite").symlink_to(npm_package(request), target_is_directory=True)
     (demo / "example.js").write_text(_blocks("js")[0])
-    env = {**os.environ, "NODE_PATH": str(folder / "node_modules"), "SIMHASH_EXTENSION": EXTENSION}
+    env = {**os.environ, "NODE_PATH": os.pathsep.join([str(folder / "node_modules"), str(ours)])}
     run = subprocess.run(["node", "example.js"], capture_output=True, text=True, env=env, timeout=300)
     assert run.returncode == 0, run.stderr
     assert "examples/sqlite_intro_edited.txt" in run.stdout and "exact" in run.stdout

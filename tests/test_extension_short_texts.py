@@ -387,7 +387,8 @@ def _compile_without_zlib(folder: Path) -> Path:
                    check=True)
     out = folder / Path(extension.loadable_path()).name if BUILT else folder / "simhash.so"
     run = subprocess.run([compiler, "-O1", "-std=c99", "-fPIC", "-shared", "-ffp-contract=off", f"-I{folder}",
-                          f"-I{native}", "-o", str(out), str(native / "sqlite_extension.c"),
+                          f"-I{native}", f"-I{native / 'vendor' / 'sqlite'}", "-o", str(out),
+                          str(native / "sqlite_extension.c"),
                           str(native / "simhash_core.c"), "-lm"], capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
     return out

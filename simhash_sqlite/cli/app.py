@@ -979,6 +979,23 @@ def shell(
         raise typer.Exit(1)
 
 
+@app.command(rich_help_panel=SQL_PANEL)
+@friendly_errors
+def publish(
+    index: Annotated[Path, typer.Argument(help="The index to publish.", show_default=False)],
+    folder: Annotated[
+        Path, typer.Argument(help="The folder to write: new, empty, or an earlier publish.", show_default=False)
+    ],
+) -> None:
+    """Write a static page that searches INDEX in a browser, with no server: FOLDER/index.html, SQLite in
+    WebAssembly with the extension built in, and a copy of the index. Put FOLDER on any static web host (or
+    open index.html and choose an index file). See docs/sql.md."""
+    from ..web.publish import publish as publish_index
+
+    page = publish_index(index, folder)
+    say(f"wrote {page} (search {index.name} by text or key; serve {folder} over HTTP to open it at once)")
+
+
 @app.command("sql", rich_help_panel=SQL_PANEL)
 @friendly_errors
 def sql_command(
@@ -1026,8 +1043,8 @@ def extension_command() -> None:
 
     sqlite3 corpus.db ".load $(simq extension)" "SELECT key, distance FROM simhash_near('some text', 7)"
 
-    Exit code 1, saying what was missing, where the install could not build it (a C compiler and
-    SQLite's sqlite3ext.h are needed: Debian's libsqlite3-dev). A part it was built without
+    Exit code 1, saying what was missing, where the install could not build it (a C compiler is
+    needed; SQLite's headers come with the package). A part it was built without
     (zlib: short texts' exact data) is noted on stderr. See docs/sql.md.
     """
     from ..native.extension import built_without, loadable_path

@@ -9,8 +9,8 @@
 
 As sqlite-vec's `sqlite_vec.loadable_path()` / `load()`: the file is the same for every host (the stock
 `sqlite3` shell's `.load`, Node's better-sqlite3, Go, Rust...), so other languages only need its path
-(`simq extension` prints it). The install builds it when a C compiler and SQLite's sqlite3ext.h are
-there; without them the package still runs and ExtensionMissing says what was missing.
+(`simq extension` prints it). The install builds it when a C compiler is there (SQLite's headers are
+vendored: native/vendor/sqlite/); without one the package still runs and ExtensionMissing says why.
 """
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ def _build_reason() -> str:
     if entry.get("built"):
         return f"the build made {entry.get('file')}, but it is not in {HERE}"
     reason = entry.get("reason") or "it was not among the parts this install built"
-    return f"{reason} (a C compiler and SQLite's sqlite3ext.h are needed at install: Debian's libsqlite3-dev)"
+    return f"{reason} (a C compiler is needed at install; SQLite's headers come with the package)"
 
 
 def loadable_path() -> str:

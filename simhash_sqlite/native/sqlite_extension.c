@@ -25,8 +25,14 @@
  * tampered simhash_meta or missing tables give an SQL error (or NULL where the apsw side gives NULL),
  * never a read out of bounds. The extension only reads the database.
  */
-#include "sqlite3ext.h"
+#ifdef SQLITE_CORE
+/* Compiled into an application's own SQLite (the amalgamation, a WebAssembly build): plain calls; the
+ * application calls sqlite3_simhash_init itself, or through sqlite3_auto_extension. */
+#include "sqlite3.h"
+#else
+#include "sqlite3ext.h" /* vendor/sqlite/ where the system has none (hatch_build.py) */
 SQLITE_EXTENSION_INIT1
+#endif
 
 #include <limits.h>
 #include <math.h>
@@ -1517,7 +1523,11 @@ __declspec(dllexport)
 __attribute__((visibility("default")))
 #endif
 int sqlite3_simhash_init(sqlite3 *db, char **err, const sqlite3_api_routines *api) {
+#ifndef SQLITE_CORE
     SQLITE_EXTENSION_INIT2(api);
+#else
+    (void)api;
+#endif
     if (sqlite3_libversion_number() < MIN_SQLITE_VERSION) {
         *err = sqlite3_mprintf("simhash: SQLite %s is too old: an index's STRICT tables need 3.37 or later",
                                sqlite3_libversion());

@@ -35,6 +35,7 @@ class SqlFunction:
     summary: str  # what it returns, for the README table
     example: str  # a runnable SELECT on an index with the default settings
     result: object  # what the example returns
+    arguments: str = ""  # the arguments' names, for the docs: "a, b" (docs/generate_sql.py)
 
 
 def _fingerprint_arg(function: str, value, position: str = "") -> int:
@@ -118,33 +119,33 @@ def _sql_simhash_from_hex(settings: FingerprintSettings) -> Callable:
 
 FUNCTIONS = (
     SqlFunction(
-        "simhash", 1, _sql_simhash, innocuous=True, deterministic=True,
+        "simhash", 1, _sql_simhash, innocuous=True, deterministic=True, arguments="text",
         summary="the fingerprint of a text with the index's own settings, as the stored signed int64; "
         "NULL for a text without features",
         example="SELECT simhash_hex(simhash('hello world'))", result="535e078da051fa3c",
     ),
     SqlFunction(
-        "hamming", 2, _sql_hamming, innocuous=True, deterministic=True,
+        "hamming", 2, _sql_hamming, innocuous=True, deterministic=True, arguments="a, b",
         summary="the number of differing bits, 0-64 (masks to 64 bits, so signed values are fine)",
         example="SELECT hamming(-1, 0)", result=64,
     ),
     SqlFunction(
-        "simhash_similarity", 2, _sql_simhash_similarity, innocuous=True, deterministic=True,
+        "simhash_similarity", 2, _sql_simhash_similarity, innocuous=True, deterministic=True, arguments="a, b",
         summary="1 - hamming(a, b)/64: 1.0 for equal fingerprints, about 0.5 for unrelated ones",
         example="SELECT simhash_similarity(0, 15)", result=0.9375,
     ),
     SqlFunction(
-        "simhash_block", 2, _sql_simhash_block, innocuous=True, deterministic=True,
+        "simhash_block", 2, _sql_simhash_block, innocuous=True, deterministic=True, arguments="fp, i",
         summary="16-bit block i (0-3) of a fingerprint, as stored in columns b0..b3 (b0 the top bits)",
         example="SELECT simhash_block(simhash_from_hex('59e111d408338701'), 0)", result=0x59E1,
     ),
     SqlFunction(
-        "simhash_hex", 1, _sql_simhash_hex, innocuous=True, deterministic=True,
+        "simhash_hex", 1, _sql_simhash_hex, innocuous=True, deterministic=True, arguments="fp",
         summary="16 hex digits of a fingerprint, as simq prints it",
         example="SELECT simhash_hex(-1)", result="ffffffffffffffff",
     ),
     SqlFunction(
-        "simhash_from_hex", 1, _sql_simhash_from_hex, innocuous=True, deterministic=True,
+        "simhash_from_hex", 1, _sql_simhash_from_hex, innocuous=True, deterministic=True, arguments="text",
         summary="the stored signed int64 of a hex fingerprint (up to 16 digits, optional 0x)",
         example="SELECT simhash_from_hex('ffffffffffffffff')", result=-1,
     ),
@@ -179,10 +180,15 @@ def sqlite3_settings(conn: sqlite3.Connection) -> FingerprintSettings | None:
     """The fingerprint settings an index records, the defaults for a database that is not an index,
     None for settings this version cannot read (simhash() would make other fingerprints than its own)."""
     import sqlite3
+    import sys
 
+    # The driver's own Error: Datasette runs on pysqlite3 where it is installed (pysqlite3.Error is not
+    # sqlite3.Error).
+    driver = sys.modules.get(type(conn).__module__)
+    error = getattr(driver, "Error", sqlite3.Error)
     try:
         row = conn.execute("SELECT value FROM simhash_meta WHERE key = 'fingerprint'").fetchone()
-    except sqlite3.Error:  # no simhash_meta table: not an index
+    except error:  # no simhash_meta table: not an index
         return FingerprintSettings()
     if row is None:
         return FingerprintSettings()

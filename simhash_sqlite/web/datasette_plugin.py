@@ -1,7 +1,8 @@
 """The Datasette plugin (pip install 'simhash-sqlite[web]'; `simq serve` starts Datasette with it).
 
-On every connection Datasette opens it registers our scalar SQL functions, from the table the apsw
-side uses (sqlfunctions.FUNCTIONS), with the settings of the index the connection is to. It adds
+On every connection Datasette opens it loads the SQLite extension (simhash_near, where the install built
+it) and registers our scalar SQL functions, from the table the apsw side uses (store.functions.FUNCTIONS),
+with the settings of the index the connection is to: also under a plain `datasette corpus.db`. It adds
 pages to review near-duplicates before deleting them, under /DATABASE/-/simhash/: search, clusters,
 one cluster, a pair side by side, and calibration. The pages call the library in a worker process of
 their own (worker.py), where apsw opens the file: Datasette's connections are the stdlib's sqlite3, and
@@ -29,6 +30,7 @@ from jinja2 import ChoiceLoader, FileSystemLoader
 
 from ..core.settings import CONFIRM_K, DEFAULT_THRESHOLD, RECOMMENDED_K
 from ..errors import IndexNotFound, InvalidInput, NotAnIndex, SimhashError, printable
+from ..native.extension import load as load_extension
 from ..store.functions import prepare_sqlite3_connection
 from . import review as web_review
 from . import same_origin, worker
@@ -75,6 +77,12 @@ def startup(datasette):
 
 @hookimpl
 def prepare_connection(conn, database, datasette):
+    # simhash_near (the SQL editor, canned queries) from the loadable extension, where the install built
+    # it and this Python's sqlite3 loads extensions; then the scalar functions from the package's table,
+    # over the extension's (the same results, and `words` settings too: docs/sql.md).
+    # ExtensionMissing, or the driver's error (sqlite3's, pysqlite3's): the connection goes without it.
+    with contextlib.suppress(Exception):
+        load_extension(conn)
     prepare_sqlite3_connection(conn)
 
 
