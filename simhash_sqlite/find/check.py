@@ -52,6 +52,7 @@ from .verdict import (
     ExactJaccards,
     Verdicts,
     decide,
+    query_estimates,
     sketch_estimates,
     validate_threshold,
 )
@@ -158,8 +159,7 @@ def check_candidates(
     mine = query.sketch
     if mine is not None and len(mine) == scheme.nbytes and n:
         row = np.frombuffer(mine, dtype=np.uint8)
-        estimate, sure = sketch_estimates(np.broadcast_to(row, found.rows.shape), found.rows, found.present,
-                                          threshold, scheme)
+        estimate, sure = query_estimates(row, found.rows, found.present, threshold, scheme)
     else:
         estimate, sure = np.full(n, np.nan), np.full(n, np.nan)
     keys: dict[int, str] = {} if found.keys is None else dict(zip(found.ids.tolist(), found.keys))
@@ -171,12 +171,15 @@ def check_candidates(
 
     def exact(at: np.ndarray) -> np.ndarray:
         out = np.full(len(at), np.nan)
-        own = query.shingles(shingles)
-        if own is None:  # no query text: theirs are not read
+        if query.query.text is None and query.query.key is None:  # a bare fingerprint: no text
             return out
+        own = None
         for m, key in enumerate(key_of(at)):
             theirs = shingles(key)
-            if theirs is not None:
+            if theirs is not None:  # the query's shingles only once a text of theirs is at hand
+                own = query.shingles(shingles) if own is None else own
+                if own is None:
+                    break
                 out[m] = jaccard_of_sets(own, theirs)
         return out
 
@@ -184,9 +187,8 @@ def check_candidates(
     report.count_many(verdicts)
     shown = np.flatnonzero(verdicts.keep | verdicts.uncertain)
     names = key_of(shown) if len(shown) else []
-    values, how = found.values.tolist(), verdicts.how
     matches = [
-        Match(name, values[i], int(distance[i]), *_judged(verdicts, how, i))
+        Match(name, int(found.values[i]), int(distance[i]), *_judged(verdicts, i))
         for name, i in zip(names, shown.tolist())
     ]
     matches.sort(key=lambda m: (m.distance, m.key))
@@ -196,9 +198,9 @@ def check_candidates(
                         [m for m in matches if m.certainty is None or m.certainty < CERTAIN])
 
 
-def _judged(verdicts: Verdicts, how: list[str], i: int) -> tuple[float | None, str, float | None, bool]:
-    j, c = float(verdicts.jaccard[i]), float(verdicts.certainty[i])
-    return None if math.isnan(j) else j, how[i], None if math.isnan(c) else c, bool(verdicts.keep[i])
+def _judged(verdicts: Verdicts, i: int) -> tuple[float | None, str, float | None, bool]:
+    v = verdicts[i]
+    return v.jaccard, v.checked_by, v.certainty, v.keeps
 
 
 class DuplicateSearch:

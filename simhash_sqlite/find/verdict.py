@@ -172,14 +172,32 @@ def sketch_estimates(
     known: estimates already made (NaN: not yet), e.g. by the sketches' LSH (the same estimate_many)."""
     n = len(both)
     estimate, sure = np.full(n, np.nan), np.full(n, np.nan)
+    if both.all():  # the usual case: no copies
+        a, b = rows_a, rows_b
     if both.any():
-        a, b = rows_a[both], rows_b[both]
+        if not both.all():
+            a, b = rows_a[both], rows_b[both]
         given = np.full(len(a), np.nan) if known is None else known[both].astype(np.float64)
         missing = np.isnan(given)
         if missing.any():
             given[missing] = estimate_many(np.ascontiguousarray(a[missing]), np.ascontiguousarray(b[missing]), scheme)
         estimate[both] = given
         sure[both] = certainty(given, threshold, sizes_of(a, scheme), sizes_of(b, scheme), scheme)
+    return estimate, sure
+
+
+def query_estimates(
+    row: np.ndarray, rows: np.ndarray, present: np.ndarray, threshold: float, scheme: SketchScheme = DEFAULT_SCHEME
+) -> tuple[np.ndarray, np.ndarray]:
+    """sketch_estimates() of one sketch row (a query's) against many, NaN where `present` is False."""
+    n = len(rows)
+    estimate, sure = np.full(n, np.nan), np.full(n, np.nan)
+    theirs = rows if present.all() else rows[present]
+    if len(theirs):
+        mine = np.ascontiguousarray(np.broadcast_to(row, theirs.shape))
+        given = estimate_many(mine, np.ascontiguousarray(theirs), scheme)
+        estimate[present] = given
+        sure[present] = certainty(given, threshold, sizes_of(row[None], scheme)[0], sizes_of(theirs, scheme), scheme)
     return estimate, sure
 
 
