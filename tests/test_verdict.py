@@ -209,6 +209,56 @@ def test_the_web_pages_give_each_dupes_pair_the_same_verdict(indexes, kind, tmp_
             assert abs(float(m[2]) - row["jaccard"]) < 6e-4 and abs(float(m[4]) - row["certainty"]) < 6e-4
 
 
+@pytest.mark.parametrize("kind", ["stored", "jsonl", "gone"])
+def test_near_many_clusters_the_pair_page_and_the_library_dedup_give_each_pair_the_same_verdict(indexes, kind):
+    """The surfaces the test above does not walk: near_many, the cluster page's members against their
+    representative, the web pair page's data (pages.pair_view) and dedup() in the library."""
+    from simhash_sqlite import Document, dedup
+    from simhash_sqlite.find.chains import cluster_members
+    from simhash_sqlite.find.queries import Query
+
+    made, docs, _ = indexes
+    db, names = made[kind]
+    pairs = _dupes(db)
+    by_key = {v: k for k, v in names.items()}
+    with SimhashIndex(db) as index:
+        k = max([CONFIRM_K, *(r["distance"] for r in pairs.values())])
+        answers = dict(index.near_many([Query(key=key, id=key) for key in sorted(by_key)], k=k))
+        for row in pairs.values():
+            a, b = row["first"], row["second"]
+            found = {m.key: m for m in answers[Query(key=a, id=a)].matches}
+            m = found[b]
+            assert (_rounded(m.jaccard), m.checked_by, _rounded(m.certainty), m.keeps) == _key(row)
+            if WEB:
+                from simhash_sqlite.web.pages import pair_view
+
+                v = pair_view(index, a, b).explanation.verdict
+                assert (_rounded(v.jaccard), v.checked_by, _rounded(v.certainty), v.keeps) == _key(row)
+        index.clusters()
+        clusters = [c for (c,) in index.conn.execute("SELECT DISTINCT cluster FROM clusters WHERE size > 1")]
+        compared = 0
+        for cluster in clusters:
+            _, rep, members = cluster_members(index, cluster)
+            for member in members:
+                row = pairs.get(frozenset((rep, member.key)))
+                if member.verdict is not None and row is not None:
+                    v = member.verdict
+                    assert (_rounded(v.jaccard), v.checked_by, _rounded(v.certainty), v.keeps) == _key(row)
+                    compared += 1
+        assert compared > 10
+    # dedup over the same texts in the same order: each drop carries its pair's verdict, and is sure.
+    ordered = sorted(by_key, key=lambda key: list(docs).index(by_key[key]))
+    decisions = list(dedup(Document(key, docs[by_key[key]]) for key in ordered))
+    dropped = [d for d in decisions if not d.kept]
+    assert len(dropped) > 5
+    for d in dropped:
+        row = pairs[frozenset((d.document.key, d.duplicate_of))]
+        if kind == "stored":  # dedup holds only short texts' exact data: longer pairs are estimated there
+            assert d.checked_by in ("exact", "estimated") and d.certainty >= CERTAIN
+        else:
+            assert (_rounded(d.jaccard), d.checked_by, _rounded(d.certainty), True) == _key(row)
+
+
 def _chain_corpus() -> dict[str, str]:
     """A chain: each text the previous one's words shifted by 7 of 100 (Jaccard about 0.87 to its
     neighbour, about 0.75 two steps apart), and unrelated texts."""
