@@ -397,9 +397,9 @@ class SimhashIndex:
         if not options.check:
             found = self._query_fingerprint(text, fingerprint, key)
             return self._searcher.search(found, options.k, limit, exclude=key, plan=options.plan)
-        return self._checked_search(self.prepare(query), options, ShingleCache(self))
+        return self._checked_search(self._prepare(query), options, ShingleCache(self))
 
-    def prepare(self, query: Query) -> PreparedQuery:
+    def _prepare(self, query: Query) -> PreparedQuery:
         """A query made ready for a checked search, once: its fingerprint and sketch from one pass over its
         text (a key's from its row). InvalidInput where it cannot be searched."""
         if query.text is not None and query.fingerprint is None and query.key is None:
@@ -461,7 +461,7 @@ class SimhashIndex:
                     fp = self._query_fingerprint(query.text, query.fingerprint, query.key)
                     result = self._searcher.search(fp, k, limit, exclude=query.key, plan=chosen)
                 else:
-                    result = self._checked_search(self.prepare(query), options, shingles)
+                    result = self._checked_search(self._prepare(query), options, shingles)
             except InvalidInput as exc:
                 yield query, FailedQuery(query, str(exc))
                 continue
