@@ -1,6 +1,6 @@
 """`simq near` against the loadable extension's simhash_near at every k, in-process and as whole processes.
 
-    .venv/bin/python bench/near_k.py /tmp/s100k.db /tmp/s100k/docs.jsonl
+    .venv/bin/python bench/near_k.py /tmp/s100k.db /tmp/s100k/docs.jsonl --make
     .venv/bin/python bench/near_k.py INDEX TEXTS.jsonl --ks 3,7,12,16,24,32,48,64 --queries 20 --repeat 3
 
 INDEX: an index made by `simq add` (with or without --store-text); TEXTS: JSONL of {"id", "text"}, whose
@@ -64,12 +64,15 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=10)
     parser.add_argument("--repeat", type=int, default=3, help="whole-process runs per k")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--make", action="store_true", help="make the index from TEXTS first (simq add) if absent")
     args = parser.parse_args()
     print_machine()
     sqlite3 = shutil.which("sqlite3")
     if sqlite3 is None:
         raise SystemExit("error: the sqlite3 shell is not installed (Debian: apt-get install sqlite3)")
     extension = loadable_path()
+    if args.make and not args.index.exists():
+        subprocess.run([*SIMQ, "add", str(args.texts), "--db", str(args.index)], check=True, capture_output=True)
     ks = [int(k) for k in args.ks.split(",")]
     queries = queries_from(args.texts, args.queries, args.seed)
     failures = Failures()
