@@ -1,20 +1,18 @@
-"""Near-duplicates checked: candidates kept only when the 5-shingle Jaccard of their texts reaches the
-threshold, by one rule everywhere (judge(): dupes, clusters, near, explain, dedup's drops, the web
-pages, simhash_near), so a pair gets the same Jaccard, the same verdict and the same "checked_by"
-wherever it is shown.
+"""Near-duplicates checked: candidates kept only when the 5-shingle Jaccard of their normalised texts reaches
+the threshold, by one rule everywhere (find/verdict.py decide(): dupes, clusters, near, explain, dedup's
+drops, Spark, the web pages, simhash_near), so a pair gets the same Jaccard, the same verdict and the same
+"checked_by" wherever it is shown. Here: the candidates of a search (check_candidates) and of all pairs
+(DuplicateSearch, PairCheck) judged in bulk, and the texts read for the exact Jaccard (ShingleCache).
 
 bench/quality.py: at k = CONFIRM_K the default fingerprints find 96% of the pairs with Jaccard >= 0.8,
 and the exact check removes every false one (F1 0.97-0.98 against 0.70-0.79 for the distance alone).
-A text is reachable when the index stores it (--store-text) or the indexed file is unchanged at its
-path.
+A text is reachable when the index stores it (--store-text), the indexed file is unchanged at its path,
+or the index keeps a short text's exact data (core/short_texts.py).
 
-The rule: an estimate from both sketches (sketch.py) that is sure (certainty >= CERTAIN; sketch.certainty:
-the probability that the true Jaccard is on the estimate's side of the threshold) decides without
-reading a text; an unsure one is settled by the exact Jaccard where both texts are reachable, and stays
-an unsure estimate where not ("estimated"); without a sketch (an index made before sketches whose texts are gone, a bare
-fingerprint) the distance decides, within min(k, RECOMMENDED_K) ("distance"). Each verdict says which
-and how sure it is (Verdict). So exact checks go only to the pairs near the line (bench/accuracy.py
-counts them).
+The rule (verdict.py): the sketches' filter drops a candidate sure to be below the line unread; where both
+texts are reachable the exact Jaccard decides; else the estimate ("estimated", with its certainty); without a
+sketch (an index made before sketches whose texts are gone, a bare fingerprint) the distance decides, within
+min(k, RECOMMENDED_K) ("distance").
 
 All pairs (dupes, clusters) take their candidates from the sketches' LSH tables (sketch_pairs.py) when
 every document has a sketch and no k is asked for: linear in the documents, and it finds the pairs of

@@ -318,11 +318,3 @@ class CheckSummary:
         self.uncertain += int(np.count_nonzero(estimated & unsure))
         self.unchecked += int(np.count_nonzero(distance & keep))
         self.too_far += int(np.count_nonzero(distance & ~keep))
-
-    def count_sure(self, keep: np.ndarray) -> None:
-        """Count sure estimated verdicts decided together (keep: each one's)."""
-        kept = int(np.count_nonzero(keep))
-        self.candidates += len(keep)
-        self.estimated += kept
-        self.estimate_rejected += len(keep) - kept
-        self.sure += len(keep)
