@@ -380,3 +380,52 @@ def test_a_threshold_of_one_leaves_identity_to_the_exact_check(tmp_path):
         index.add([Document("a", text), Document("b", text), Document("c", text.replace("once", "twice"))])
         pairs = {(p.first, p.second): p for p in index.dupes(threshold=1.0)}
     assert list(pairs) == [("a", "b")] and pairs["a", "b"].checked_by == "exact" and pairs["a", "b"].jaccard == 1.0
+
+
+def _rule(distance, estimate, sure, exact, threshold, k):
+    """The rule, one pair at a time, as written in find/verdict.py's docstring (None: missing)."""
+    from simhash_sqlite.find.verdict import FILTER_CERTAIN, fallback_k
+
+    if estimate is not None and estimate < threshold and sure >= FILTER_CERTAIN:
+        return (False, estimate, "estimated", sure)
+    if exact is not None:
+        return (exact >= threshold, exact, "exact", 1.0)
+    if estimate is not None:
+        return (estimate >= threshold, estimate, "estimated", sure)
+    return (distance <= fallback_k(k), None, "distance", None)
+
+
+def test_decide_on_arrays_is_the_rule_one_pair_at_a_time():
+    """decide() against the rule written out: the filter first, then the texts (also over a sure estimate),
+    then the estimate, then the distance; exact Jaccards asked only for the pairs the filter lets through."""
+    import numpy as np
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from simhash_sqlite.find.verdict import FILTER_CERTAIN, decide
+
+    value = st.one_of(st.none(), st.sampled_from([0.0, 0.5, 0.79, 0.8, 0.81, 1.0]), st.floats(0, 1))
+    certainty = st.sampled_from([0.5, 0.9, 0.999, FILTER_CERTAIN, 1.0])
+    pair = st.tuples(st.integers(0, 64), value, certainty, value)
+
+    @settings(max_examples=300, deadline=None)
+    @given(st.lists(pair, max_size=12), st.sampled_from([0.5, 0.8, 1.0]), st.integers(0, 64))
+    def check(pairs, threshold, k):
+        asked = []
+
+        def exact(rows):
+            asked.extend(rows.tolist())
+            return np.array([np.nan if pairs[i][3] is None else pairs[i][3] for i in rows.tolist()])
+
+        distance = np.array([p[0] for p in pairs], dtype=np.int64)
+        estimate = np.array([np.nan if p[1] is None else p[1] for p in pairs])
+        sure = np.array([np.nan if p[1] is None else p[2] for p in pairs])
+        verdicts = decide(distance, estimate, sure, exact, threshold=threshold, k=k)
+        for i, (d, e, c, x) in enumerate(pairs):
+            v = verdicts[i]
+            assert (v.keeps, v.jaccard, v.checked_by, v.certainty) == _rule(d, e, c, x, threshold, k)
+        filtered = {i for i, (_, e, c, _) in enumerate(pairs)
+                    if e is not None and e < threshold and c >= FILTER_CERTAIN}
+        assert sorted(asked) == [i for i in range(len(pairs)) if i not in filtered]
+
+    check()
