@@ -17,7 +17,8 @@ order, written to one JSONL file (ids d000000... in input order). Truth: every p
 
 With --pages, throughput only, on the corpus files' own documents (whole pages, as a crawl has them).
 
-Methods: the new default (sketch LSH candidates, estimated Jaccard >= 0.8), the same with --no-check
+Methods: the default (sketch LSH candidates, the pair rule, dropped only on a sure verdict), the same with
+--drop-uncertain (an unsure estimate >= 0.8 drops too), the same with --no-check
 (distance <= RECOMMENDED_K), and, with --baseline-src (a checkout of an older commit, e.g. `git archive
 3ab780e | tar -x -C DIR`), that code's default (k = 3, distance). With --spark, `simq spark-dedup` on
 the same file (local[2]): its kept set, scored the same way and compared with the default's.
@@ -214,7 +215,8 @@ def main() -> None:
             for key, text in zip(ids, texts):
                 handle.write(json.dumps({"id": key, "text": text}, ensure_ascii=False) + "\n")
         position = {key: i for i, key in enumerate(ids)}
-        methods = {"checked (default)": (ROOT, {}), "--no-check (k <= 9)": (ROOT, {"check": False})}
+        methods = {"checked (default)": (ROOT, {}), "checked, --drop-uncertain": (ROOT, {"drop_uncertain": True}),
+                   "--no-check (k <= 9)": (ROOT, {"check": False})}
         if args.baseline_src:
             methods[f"baseline: {args.baseline_src.name} default (k = 3)"] = (args.baseline_src, {"k": 3})
         for name, (src, kwargs) in methods.items():

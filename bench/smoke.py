@@ -85,6 +85,8 @@ SMOKE = [
     Smoke("fuzz_core.py", "--seconds 5 --failures {tmp}/failures.jsonl", built="_simhash_core.so"),
     Smoke("extension_near.py", "{tmp}/small.db --make 20000 --queries 50 --repeat 1", programs=("sqlite3",),
           built="simhash.so"),
+    Smoke("near_k.py", "{tmp}/near.db {en} --make --ks 3,32 --queries 3 --repeat 1", programs=("sqlite3",),
+          built="simhash.so"),
     Smoke("fuzz_extension.py", "--seconds 10", programs=("cc",), long=True),
     Smoke("browser_search.py", "{en} --index {tmp}/browser.db --queries 5", ("playwright",), programs=("chromium",)),
     Smoke("extension_short_texts.py", "--documents 400 --queries 30 --repeat 1", programs=("cc",),

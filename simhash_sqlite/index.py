@@ -10,19 +10,28 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from .core.features import jieba_version
-from .core.fingerprint import BLOCKS, simhash, to_signed, to_unsigned
+from .core.fingerprint import BLOCKS, simhash, simhash_and_sketch_many, to_signed, to_unsigned
 from .core.settings import DEFAULT_THRESHOLD, FingerprintSettings
 from .core.short_texts import SHORT_TEXT_MOST, short_text_scheme
 from .core.sketch import DEFAULT_SCHEME, SketchScheme, sketch_many
 from .errors import IndexNotFound, InvalidInput, SettingsMismatch
 from .find.chains import below_members
-from .find.check import DuplicateSearch, ShingleCache, check_search
+from .find.check import DuplicateSearch, PreparedQuery, ShingleCache, check_candidates
 from .find.clusters import Cluster, ClusterReport, cluster_index, clustering_info, read_clusters, record_chains
 from .find.near_table import register_near_table
 from .find.pairs import Progress
 from .find.queries import FailedQuery, Query
 from .find.review import HonouredPairs
-from .find.search import Match, Plan, Searcher, SearchOptions, SearchResult, near_sql, probe_cost_ns
+from .find.search import (
+    MATCH_ROW_NS,
+    Match,
+    Plan,
+    Searcher,
+    SearchOptions,
+    SearchResult,
+    near_sql,
+    probe_cost_ns,
+)
 from .store.database import connect, record_meta, retry_busy, write_transaction
 from .store.documents import AddReport, Document, FingerprintedDocument, ShortTexts, StoredDocument
 from .store.functions import register_functions
@@ -384,12 +393,32 @@ class SimhashIndex:
         (Match.checked_by). k defaults to CONFIRM_K when checking, RECOMMENDED_K when not. `limit` counts
         kept matches. plan: None chooses by cost; "index" or "scan" force one (same answer)."""
         options = SearchOptions.of(k, limit, check, threshold, plan)
-        found = self._query_fingerprint(text, fingerprint, key)
-        result = self._searcher.search(found, options.k, None if check else limit, exclude=key, plan=options.plan)
-        if not options.check:
-            return result
         query = Query(text=text, fingerprint=fingerprint, key=key)
-        return check_search(result, query, ShingleCache(self), options.threshold, options.limit)
+        if not options.check:
+            found = self._query_fingerprint(text, fingerprint, key)
+            return self._searcher.search(found, options.k, limit, exclude=key, plan=options.plan)
+        return self._checked_search(self._prepare(query), options, ShingleCache(self))
+
+    def _prepare(self, query: Query) -> PreparedQuery:
+        """A query made ready for a checked search, once: its fingerprint and sketch from one pass over its
+        text (a key's from its row). InvalidInput where it cannot be searched."""
+        if query.text is not None and query.fingerprint is None and query.key is None:
+            prints, sketches = simhash_and_sketch_many([query.text], self.settings, self.sketch_scheme)
+            if prints[0] is None:
+                raise InvalidInput("the query text has no features (no letters or digits) to search with")
+            return PreparedQuery(query, prints[0], sketches[0])
+        found = self._query_fingerprint(query.text, query.fingerprint, query.key)
+        sketch = None
+        if query.key is not None:
+            stored = self.conn.execute("SELECT sketch FROM documents WHERE key = ?", (query.key,)).get
+            sketch = stored if isinstance(stored, bytes) else None
+        return PreparedQuery(query, found, sketch)
+
+    def _checked_search(self, query: PreparedQuery, options: SearchOptions, shingles: ShingleCache) -> SearchResult:
+        found = self._searcher.within(
+            query.fingerprint, options.k, self.sketch_scheme.nbytes, exclude=query.query.key, plan=options.plan
+        )
+        return check_candidates(found, query, shingles, options.threshold, options.limit)
 
     def near_many(
         self,
@@ -428,12 +457,15 @@ class SimhashIndex:
             if not isinstance(query, Query):
                 query = Query(fingerprint=query)
             try:
-                fp = self._query_fingerprint(query.text, query.fingerprint, query.key)
+                if shingles is None:
+                    fp = self._query_fingerprint(query.text, query.fingerprint, query.key)
+                    result = self._searcher.search(fp, k, limit, exclude=query.key, plan=chosen)
+                else:
+                    result = self._checked_search(self._prepare(query), options, shingles)
             except InvalidInput as exc:
                 yield query, FailedQuery(query, str(exc))
                 continue
-            result = self._searcher.search(fp, k, None if check else limit, exclude=query.key, plan=chosen)
-            yield query, result if shingles is None else check_search(result, query, shingles, threshold, limit)
+            yield query, result
             if not counted:
                 if hot is None:
                     hot = HOT_CANDIDATES + HOT_FACTOR * self._searcher.uniform_candidates(k)
@@ -442,10 +474,15 @@ class SimhashIndex:
                     counted = True
             if chosen is None and result.plan.kind != "scan":
                 probe_spent += probe_cost_ns(BLOCKS * result.plan.probes_per_block, result.candidates)
+                if shingles is not None:  # and each match's row, for its sketch
+                    probe_spent += len(result.matches) * MATCH_ROW_NS
                 if load_cost is None:
-                    load_cost = self._searcher.load_cost_ns()
-                if probe_spent > load_cost and not self._searcher.scan_loaded():
+                    load_cost = self._searcher.load_cost_ns(checked=shingles is not None)
+                if shingles is None and probe_spent > load_cost and not self._searcher.scan_loaded():
                     self._searcher.load_scan()
+                    probe_spent = 0.0
+                elif shingles is not None and probe_spent > load_cost and not self._searcher.checked_loaded():
+                    self._searcher.checked_arrays(self.sketch_scheme.nbytes)
                     probe_spent = 0.0
 
     # -- whole-corpus near duplicates (find/check.py, find/arrays.py, find/clusters.py) --------------

@@ -42,7 +42,7 @@ try:
     from pyspark.sql import Column, DataFrame, Row, SparkSession, Window
     from pyspark.sql import functions as F
     from pyspark.sql.functions import pandas_udf
-    from pyspark.sql.types import ArrayType, DoubleType, LongType
+    from pyspark.sql.types import ArrayType, LongType
 except ImportError as exc:  # the base install has no Spark; say how to get it, in one line
     raise ImportError(
         "pyspark (with pandas and pyarrow) is not installed: install simhash-sqlite[spark] "
@@ -56,12 +56,12 @@ from .core.fingerprint import simhash, simhash_and_sketch_many, to_signed, to_un
 from .core.settings import CONFIRM_K, DEFAULT_THRESHOLD, FingerprintSettings, candidate_k
 from .core.shingles import jaccard_of_sets
 from .core.short_texts import short_text_data, short_text_shingles
-from .core.sketch import DEFAULT_SCHEME, as_rows, estimate_many
+from .core.sketch import DEFAULT_SCHEME, as_rows
 from .find.block_tables import BlockTables
 from .find.check import EXACT_MARGIN
-from .find.verdict import fallback_k, validate_threshold
+from .find.verdict import decide, fallback_k, sketch_estimates, validate_threshold
 from .index import FingerprintedDocument, SimhashIndex
-from .pipeline.dedup import drop_cut, window_codes
+from .pipeline.dedup import window_codes
 from .pipeline.shards import SHARD_PATTERN, shard_of
 from .store.texts import content_hash
 from .version import __version__
@@ -225,24 +225,46 @@ def window_codes_udf(sketches: pd.Series) -> pd.Series:
     return pd.Series(list(window_codes(rows).astype(np.int64)))
 
 
-@pandas_udf(DoubleType())  # type: ignore[call-overload]  # pyspark stub lacks the type-hint form
-def exact_udf(a: pd.Series, b: pd.Series) -> pd.Series:
-    """The exact Jaccard of two short texts from their stored exact data (core/short_texts.py), null where
-    either has none: as simq dedup and simq dupes check them."""
-    values = []
-    for x, y in zip(a, b):
-        sa = None if x is None else short_text_shingles(bytes(x))
-        sb = None if sa is None or y is None else short_text_shingles(bytes(y))
-        values.append(None if sa is None or sb is None else jaccard_of_sets(sa, sb))
-    return pd.Series(values, dtype="float64")
+VERDICT_SCHEMA = "jaccard double, checked_by string, certainty double, drops boolean"
 
 
-@pandas_udf(DoubleType())  # type: ignore[call-overload]  # pyspark stub lacks the type-hint form
-def estimate_udf(a: pd.Series, b: pd.Series) -> pd.Series:
-    """Estimated Jaccard of two sketches (sketch.estimate_many: the same numbers as simq dedup's)."""
-    rows_a, _ = as_rows(list(a))
-    rows_b, _ = as_rows(list(b))
-    return pd.Series(estimate_many(rows_a, rows_b))
+def verdict_udf(threshold: float, k: int, drop_uncertain: bool, low: float | None):
+    """The pair rule (find/verdict.py decide(), as simq dupes and dedup judge) over columns of candidate
+    pairs: (fingerprint, sketch, short_text) of each side -> (jaccard, checked_by, certainty, drops). drops:
+    the verdict drops the later document, as simq dedup's (kept, and sure unless drop_uncertain); low: a
+    pair of the sketches' LSH whose estimate is below it is no candidate, as in simq dedup (None: all are)."""
+
+    @pandas_udf(VERDICT_SCHEMA)  # type: ignore[call-overload]  # pyspark stub lacks the type-hint form
+    def verdict(fa: pd.Series, fb: pd.Series, sa: pd.Series, sb: pd.Series, ta: pd.Series, tb: pd.Series
+                ) -> pd.DataFrame:
+        distance = np.bitwise_count(fa.to_numpy(np.int64) ^ fb.to_numpy(np.int64)).astype(np.int64)
+        rows_a, present_a = as_rows([None if x is None else bytes(x) for x in sa])
+        rows_b, present_b = as_rows([None if x is None else bytes(x) for x in sb])
+        estimate, sure = sketch_estimates(rows_a, rows_b, present_a & present_b, threshold)
+        texts_a, texts_b = list(ta), list(tb)
+
+        def exact(at: np.ndarray) -> np.ndarray:
+            out = np.full(len(at), np.nan)
+            for n, i in enumerate(at.tolist()):
+                x, y = texts_a[i], texts_b[i]
+                a = None if x is None else short_text_shingles(bytes(x))
+                b = None if a is None or y is None else short_text_shingles(bytes(y))
+                if a is not None and b is not None:
+                    out[n] = jaccard_of_sets(a, b)
+            return out
+
+        verdicts = decide(distance, estimate, sure, exact, threshold=threshold, k=k)
+        drops = verdicts.sure_to_keep(drop_uncertain)
+        if low is not None:
+            drops &= ~(estimate < low)  # (NaN: no sketch, not from the LSH)
+        return pd.DataFrame({
+            "jaccard": pd.Series(verdicts.jaccard, dtype="float64"),
+            "checked_by": pd.Series(verdicts.how, dtype=object),
+            "certainty": pd.Series(verdicts.certainty, dtype="float64"),
+            "drops": pd.Series(drops, dtype=bool),
+        })
+
+    return verdict
 
 
 def hex_of(column: Column | str) -> Column:
@@ -406,53 +428,43 @@ def _only_row(aggregate: DataFrame) -> Row:
 # -- clusters and the kept set ---------------------------------------------------------------------
 
 
-def sketch_pairs(docs: DataFrame, threshold: float, exact_threshold: float | None = None) -> DataFrame:
+def sketch_pairs(docs: DataFrame, threshold: float, drop_uncertain: bool = False) -> DataFrame:
     """(a, b, distance, jaccard, checked_by) with a < b for every pair of documents (columns node,
-    fingerprint, sketch, short_text) that shares an LSH window of their sketches and whose estimated
-    Jaccard reaches the threshold, or, two short texts (exact_threshold given), whose estimate is within
-    EXACT_MARGIN of exact_threshold and whose exact Jaccard reaches it: the pairs simq dedup finds (and
-    simq dupes up to 2**20 documents)."""
-    short = "short_text" if "short_text" in docs.columns else F.lit(None).cast("binary").alias("short_text")
-    sketched = docs.where(F.col("sketch").isNotNull()).select("node", "fingerprint", "sketch", short)
+    fingerprint, sketch, short_text) that shares an LSH window of their sketches, whose estimate is at least
+    threshold - EXACT_MARGIN and whose verdict drops a document (verdict_udf): the pairs simq dedup finds
+    (and simq dupes up to 2**20 documents)."""
+    sketched = docs.where(F.col("sketch").isNotNull())
     codes = sketched.select("node", F.explode(window_codes_udf("sketch")).alias("code"))
     x, y = codes.alias("x"), codes.alias("y")
     candidates = x.join(y, (F.col("x.code") == F.col("y.code")) & (F.col("x.node") < F.col("y.node"))).select(
         F.col("x.node").alias("a"), F.col("y.node").alias("b")
     ).distinct()
-    return _verified(candidates, sketched, threshold, None, exact_threshold, exact_threshold)
+    return _verified(candidates, sketched, threshold, CONFIRM_K, drop_uncertain, max(0.0, threshold - EXACT_MARGIN))
 
 
 def _verified(
-    candidates: DataFrame, docs: DataFrame, threshold: float, fallback: int | None,
-    exact_threshold: float | None = None, low_from: float | None = None,
+    candidates: DataFrame, docs: DataFrame, threshold: float, k: int, drop_uncertain: bool = False,
+    low: float | None = None,
 ) -> DataFrame:
-    """Candidate pairs (a, b) of two short texts (both with short_text) kept when their exact Jaccard
-    reaches exact_threshold ("exact"; with low_from, only those whose estimate is within EXACT_MARGIN of
-    it are looked at, as the sketches' candidates are); the others when their estimate reaches the
-    threshold ("estimated"), or, when one has no sketch and fallback is a distance, when within it
-    ("distance"). Without exact_threshold, no pair is exact."""
+    """Candidate pairs (a, b) of docs' nodes (columns node, fingerprint, sketch, and short_text where kept)
+    whose verdict drops a document, by the one pair rule (verdict_udf; k: the candidates' radius, the
+    distance rule's within min(k, RECOMMENDED_K)): (a, b, distance, jaccard, checked_by)."""
+    if "short_text" not in docs.columns:
+        docs = docs.withColumn("short_text", F.lit(None).cast("binary"))
     sa, sb = docs.alias("sa"), docs.alias("sb")
     joined = candidates.join(sa, F.col("a") == F.col("sa.node")).join(sb, F.col("b") == F.col("sb.node"))
-    both = F.col("sa.sketch").isNotNull() & F.col("sb.sketch").isNotNull()
-    has_short = "short_text" in docs.columns and exact_threshold is not None
-    shorts = (F.col("sa.short_text").isNotNull() & F.col("sb.short_text").isNotNull()) if has_short else F.lit(False)
     distance = F.bit_count(F.col("sa.fingerprint").bitwiseXOR(F.col("sb.fingerprint"))).cast("int")
-    estimate = F.when(both, estimate_udf(F.col("sa.sketch"), F.col("sb.sketch")))
-    exact = exact_udf(F.col("sa.short_text"), F.col("sb.short_text")) if has_short else F.lit(None).cast("double")
     judged = joined.select(
-        "a", "b", distance.alias("distance"), estimate.alias("_estimate"), shorts.alias("_short"),
-        F.when(shorts, exact).otherwise(estimate).alias("jaccard"),
-        F.when(shorts, F.lit("exact")).when(both, F.lit("estimated")).otherwise(F.lit("distance")).alias("checked_by"),
+        "a", "b", distance.alias("distance"),
+        verdict_udf(threshold, k, drop_uncertain, low)(
+            F.col("sa.fingerprint"), F.col("sb.fingerprint"), F.col("sa.sketch"), F.col("sb.sketch"),
+            F.col("sa.short_text"), F.col("sb.short_text"),
+        ).alias("_verdict"),
     )
-    keep = (F.col("checked_by") == "estimated") & (F.col("jaccard") >= threshold)
-    if has_short and exact_threshold is not None:
-        exact_keep = (F.col("checked_by") == "exact") & (F.col("jaccard") >= exact_threshold)
-        if low_from is not None:
-            exact_keep = exact_keep & (F.col("_estimate") >= max(0.0, low_from - EXACT_MARGIN))
-        keep = keep | exact_keep
-    if fallback is not None:
-        keep = keep | ((F.col("checked_by") == "distance") & (F.col("distance") <= fallback))
-    return judged.where(keep).drop("_estimate", "_short")
+    return judged.where(F.col("_verdict.drops")).select(
+        "a", "b", "distance", F.col("_verdict.jaccard").alias("jaccard"),
+        F.col("_verdict.checked_by").alias("checked_by"),
+    )
 
 
 KEPT_SCHEMA = "node long, kept boolean, duplicate_of long, jaccard double, distance int, checked_by string"
@@ -611,6 +623,7 @@ def run_dedup(
     k: int | None = None,
     check: bool = True,
     threshold: float = DEFAULT_THRESHOLD,
+    drop_uncertain: bool = False,
     blocks: int | None = None,
     id_col: str = "id",
     text_col: str = "text",
@@ -634,7 +647,6 @@ def run_dedup(
     """
     started = time.perf_counter()
     threshold = validate_threshold(threshold)
-    cut = drop_cut(threshold)  # what an estimate must reach, as in simq dedup
     by_sketch = check and k is None
     k = candidate_k(k, check)
     if not by_sketch and k > 10:
@@ -687,14 +699,15 @@ def run_dedup(
     todo = fps
     if existing is not None:
         with _phase(report, "match_existing"):
-            matched = saved(_match_existing(fps, existing, k, by_sketch, check, cut, scheme), "matched_existing")
+            matched = saved(_match_existing(fps, existing, k, by_sketch, check, threshold, scheme,
+                                                  drop_uncertain), "matched_existing")
             report.matched_existing = matched.count()
             todo = fps.join(matched.select("id"), "id", "left_anti")
 
     with _phase(report, "pairs"):
         nodes = todo.where(F.col("fingerprint").isNotNull())
         if by_sketch:
-            edges = sketch_pairs(nodes, cut, threshold)
+            edges = sketch_pairs(nodes, threshold, drop_uncertain)
         else:
             distinct = distinct_fingerprints(nodes).persist(StorageLevel.MEMORY_AND_DISK)
             report.distinct_fingerprints = distinct.count()
@@ -704,7 +717,7 @@ def run_dedup(
             within = document_pairs(nodes.select(F.col("node").alias("id"), "fingerprint"), fp_pairs).select(
                 F.col("id_a").alias("a"), F.col("id_b").alias("b")
             )
-            edges = _verified(within, nodes, cut, fallback_k(k), threshold) if check else within.join(
+            edges = _verified(within, nodes, threshold, k, drop_uncertain) if check else within.join(
                 nodes.select(F.col("node").alias("a"), F.col("fingerprint").alias("fa")), "a"
             ).join(nodes.select(F.col("node").alias("b"), F.col("fingerprint").alias("fb")), "b").select(
                 "a", "b", F.bit_count(F.col("fa").bitwiseXOR(F.col("fb"))).cast("int").alias("distance"),
@@ -737,9 +750,9 @@ def run_dedup(
         with _phase(report, "sqlite_shards"):
             report.shards = write_shards(fps, os.path.join(out, "sqlite"), sqlite_shards, settings)
     report.seconds = time.perf_counter() - started
-    rule = {"check": "exact for short texts, else estimated" if check else "distance",
+    rule = {"check": "the pair rule of simq dupes (exact for short texts, else estimated)" if check else "distance",
             "candidates": "sketch LSH" if by_sketch else f"within {k}",
-            "threshold": threshold if check else None, "estimate_at_least": cut if check else None,
+            "threshold": threshold if check else None, "drop_uncertain": drop_uncertain if check else None,
             "k": None if by_sketch else k}
     _write_manifest(out, report, settings, scheme, spark, input_path, id_col, text_col, keep_by, descending, against,
                     rule)
@@ -762,7 +775,7 @@ def _clusters(todo: DataFrame, decided: DataFrame, labels: DataFrame, order: lis
     )
 
 
-def _match_existing(fps, existing, k, by_sketch, check, threshold, scheme) -> DataFrame:
+def _match_existing(fps, existing, k, by_sketch, check, threshold, scheme, drop_uncertain) -> DataFrame:
     """(id, existing_id, distance, jaccard, checked_by): each new document that pairs with an earlier
     run's document (the same rule as the pairs), with its best partner."""
     if not check:
@@ -770,13 +783,16 @@ def _match_existing(fps, existing, k, by_sketch, check, threshold, scheme) -> Da
             "id", "existing_id", "distance", F.lit(None).cast("double").alias("jaccard"),
             F.lit(None).cast("string").alias("checked_by"),
         )
+    if "short_text" not in existing.columns:  # a run made before short texts' exact data
+        existing = existing.withColumn("short_text", F.lit(None).cast("binary"))
     new = fps.where(F.col("fingerprint").isNotNull()).select(
-        F.col("node"), "fingerprint", "sketch", F.col("id").alias("new_id")
+        F.col("node"), "fingerprint", "sketch", "short_text", F.col("id").alias("new_id")
     )
     old = existing.where(F.col("fingerprint").isNotNull()).select(
-        F.col("id").alias("existing_id"), "fingerprint", "sketch"
+        F.col("id").alias("existing_id"), "fingerprint", "sketch", "short_text"
     ).withColumn("node", -1 - F.monotonically_increasing_id())  # below zero: never a new node
-    both = new.select("node", "fingerprint", "sketch").unionByName(old.select("node", "fingerprint", "sketch"))
+    columns = ("node", "fingerprint", "sketch", "short_text")
+    both = new.select(*columns).unionByName(old.select(*columns))
     found = []
     if by_sketch:
         codes_new = new.where(F.col("sketch").isNotNull()).select(
@@ -786,28 +802,34 @@ def _match_existing(fps, existing, k, by_sketch, check, threshold, scheme) -> Da
             F.col("node").alias("old_node"), F.explode(window_codes_udf("sketch")).alias("code")
         )
         candidates = codes_new.join(codes_old, "code").select(F.col("old_node").alias("a"), F.col("node").alias("b"))
-        found.append(_verified(candidates.distinct(), both, threshold, None))
-        # Earlier documents without a sketch: by distance, within fallback_k(CONFIRM_K).
-        unsketched = old.where(F.col("sketch").isNull()).select(F.col("existing_id").alias("id"), "fingerprint")
-        near = match_existing(fps, unsketched, fallback_k(CONFIRM_K))
-        by_distance = near.select("id", "existing_id", "distance", F.lit(None).cast("double").alias("jaccard"),
-                                  F.lit("distance").alias("checked_by"))
+        low = max(0.0, threshold - EXACT_MARGIN)
+        found.append(_verified(candidates.distinct(), both, threshold, CONFIRM_K, drop_uncertain, low))
+        # Earlier documents without a sketch: within fallback_k(CONFIRM_K), by the same rule (exact where both
+        # are short texts, else by distance: uncertain).
+        unsketched = old.where(F.col("sketch").isNull())
+        near = match_existing(fps, unsketched.select(F.col("existing_id").alias("id"), "fingerprint"),
+                              fallback_k(CONFIRM_K))
+        found.append(_verified(_node_pairs(near, old, new), both, threshold, CONFIRM_K, drop_uncertain))
     else:
         within = match_existing(fps, old.select(F.col("existing_id").alias("id"), "fingerprint"), k, scheme=scheme)
-        by_distance = None
-        pairs = within.join(old.select("existing_id", F.col("node").alias("a")), "existing_id").join(
-            new.select("new_id", F.col("node").alias("b")), within.id == F.col("new_id")
-        ).select("a", "b")
-        found.append(_verified(pairs, both, threshold, fallback_k(k)))
+        found.append(_verified(_node_pairs(within, old, new), both, threshold, k, drop_uncertain))
     olds = old.select(F.col("node").alias("a"), "existing_id")
     news = new.select(F.col("node").alias("b"), F.col("new_id").alias("id"))
-    matches = found[0].join(olds, "a").join(news, "b").select("id", "existing_id", "distance", "jaccard", "checked_by")
-    if by_distance is not None:
-        matches = matches.unionByName(by_distance)
+    matches = found[0]
+    for more in found[1:]:
+        matches = matches.unionByName(more)
+    matches = matches.join(olds, "a").join(news, "b").select("id", "existing_id", "distance", "jaccard", "checked_by")
     best = Window.partitionBy("id").orderBy(
         (F.col("checked_by") != "estimated"), F.col("jaccard").desc_nulls_last(), "distance", "existing_id"
     )
     return matches.withColumn("_rank", F.row_number().over(best)).where("_rank = 1").drop("_rank")
+
+
+def _node_pairs(within: DataFrame, old: DataFrame, new: DataFrame) -> DataFrame:
+    """(a, b): the nodes of match_existing's (id, existing_id) pairs, an earlier run's document first."""
+    return within.join(old.select("existing_id", F.col("node").alias("a")), "existing_id").join(
+        new.select("new_id", F.col("node").alias("b")), within.id == F.col("new_id")
+    ).select("a", "b")
 
 
 def _prepare_out(out: str, overwrite: bool) -> None:

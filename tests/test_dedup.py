@@ -15,12 +15,12 @@ from test_cli import assert_clean_error, simq
 from simhash_sqlite import Document, SimhashIndex, hamming, simhash
 from simhash_sqlite.core.shingles import jaccard
 from simhash_sqlite.core.short_texts import short_text_data
-from simhash_sqlite.core.sketch import DEFAULT_SCHEME, sharpened, sizes_of, sketch
+from simhash_sqlite.core.sketch import DEFAULT_SCHEME, certainty, sharpened, sizes_of, sketch
 from simhash_sqlite.find.check import EXACT_MARGIN
 from simhash_sqlite.find.sketch_pairs import sketch_pairs
+from simhash_sqlite.find.verdict import CERTAIN, FILTER_CERTAIN
 from simhash_sqlite.pipeline.dedup import (
     BATCH,
-    DROP_MARGIN,
     KeptSet,
     KeptSketches,
     codes_of_some,
@@ -96,11 +96,13 @@ def estimate(a: bytes, b: bytes) -> float:
     return float(sharpened(np.array([bins]), np.array([min(x, y) / max(x, y)]), DEFAULT_SCHEME)[0])
 
 
-def brute_checked_keep_first(texts: list[str], k: int | None = None, t: float = 0.8 + DROP_MARGIN):
+def brute_checked_keep_first(texts: list[str], k: int | None = None, drop_uncertain: bool = False):
     """Keep-first with the check: a kept document is a duplicate's partner when it is a candidate (shares
-    a window and the estimate reaches 0.8 - EXACT_MARGIN, or with k: within k) and, for two short texts
-    (core/short_texts.py), their exact Jaccard reaches 0.8, for others the estimate reaches t (the
-    threshold plus the margin a drop asks for); the highest Jaccard wins, then the earliest."""
+    a window and the estimate reaches 0.8 - EXACT_MARGIN, or with k: within k), the sketch filter does not
+    rule it out (an estimate below 0.8 at least FILTER_CERTAIN sure) and, for two short texts
+    (core/short_texts.py), their exact Jaccard reaches 0.8, for others the estimate reaches 0.8 with
+    certainty >= CERTAIN (when unsure, keep; any certainty with drop_uncertain); the highest Jaccard wins,
+    then the earliest."""
     kept: list[tuple[int, int, np.ndarray, bool]] = []
     out = []
     for i, body in enumerate(texts):
@@ -114,10 +116,14 @@ def brute_checked_keep_first(texts: list[str], k: int | None = None, t: float = 
                     continue
                 if k is not None and hamming(fp, f) > k:
                     continue
+                sizes = [float(sizes_of(np.frombuffer(b, np.uint8)[None])[0]) for b in (blob, theirs)]
+                sure = float(certainty(np.array([e]), 0.8, *sizes)[0])
+                if e < 0.8 and sure >= FILTER_CERTAIN:
+                    continue
                 if short and their_short:
                     if (x := jaccard(body, texts[j])) >= 0.8:
                         near.append((-x, j, hamming(fp, f), "exact"))
-                elif e >= t:
+                elif e >= 0.8 and (sure >= CERTAIN or drop_uncertain):
                     near.append((-e, j, hamming(fp, f), "estimated"))
         if near:
             e, j, d, how = min(near)
@@ -291,16 +297,27 @@ def test_cli_dedup_against_an_index_and_folders(runner, tmp_path):
         assert {d["checked_by"] for d in dropped} == ({None} if "--no-check" in options else {"exact"})
         assert "no sketch" not in result.stderr
     assert integrity_ok(db) and len(SimhashIndex(db)) == 5  # --against only reads
-    # An index made before sketches whose texts are gone: its documents are matched by distance, and it says so.
+    # A document without a sketch whose short text's exact data is kept: still exact (its text is at hand).
     conn = apsw.Connection(str(db))
     conn.execute("UPDATE documents SET sketch = NULL WHERE key = 'old1'")
+    result = simq(runner, "dedup", folder, "--out", out, "--against", db, "--dupes", side)
+    assert result.exit_code == 0, result.output
+    dropped = {d["duplicate_of"]: d for d in map(json.loads, side.read_text().splitlines())}
+    assert dropped["old1"]["checked_by"] == "exact" and dropped["old0"]["checked_by"] == "exact"
+    # An index made before sketches whose texts are gone: its documents are matched by distance, and it says
+    # so; a verdict by distance is uncertain, so it drops nothing unless asked (--drop-uncertain).
+    conn.execute("UPDATE documents SET short_text = NULL WHERE key = 'old1'")
     conn.close()
     result = simq(runner, "dedup", folder, "--out", out, "--against", db, "--dupes", side)
     assert result.exit_code == 0, result.output
     assert "1 of 5 documents have no sketch" in result.stderr and "judged by distance" in result.stderr
     dropped = {d["duplicate_of"]: d for d in map(json.loads, side.read_text().splitlines())}
-    assert dropped["old1"]["checked_by"] == "distance" and dropped["old1"]["jaccard"] is None
+    assert "old1" not in dropped
     assert dropped["old0"]["checked_by"] == "exact" and dropped["old0"]["jaccard"] == 1.0
+    result = simq(runner, "dedup", folder, "--out", out, "--against", db, "--dupes", side, "--drop-uncertain")
+    assert result.exit_code == 0, result.output
+    dropped = {d["duplicate_of"]: d for d in map(json.loads, side.read_text().splitlines())}
+    assert dropped["old1"]["checked_by"] == "distance" and dropped["old1"]["jaccard"] is None
     assert_clean_error(simq(runner, "dedup", folder, "--out", out, "--against", db, "--features", "words"), "features")
     assert_clean_error(simq(runner, "dedup", folder, "--out", out, "--against", tmp_path / "none.db"), "no index")
     assert_clean_error(simq(runner, "dedup", out, "--out", out), "also an input")

@@ -176,7 +176,8 @@ def test_dupes_without_texts_use_the_sizes(tmp_path):
 
 
 def test_dedup_against_a_version_1_index_judges_by_distance(tmp_path):
-    """dedup sketches its input with the default scheme: an index of another scheme is matched by distance."""
+    """dedup sketches its input with the default scheme: an index of another scheme is matched by distance
+    (an uncertain verdict: when unsure, keep)."""
     db = tmp_path / "index.db"
     with SimhashIndex(db, create=True) as index:
         index.add(Document(k, t) for k, t in TEXTS.items())
@@ -185,8 +186,12 @@ def test_dedup_against_a_version_1_index_judges_by_distance(tmp_path):
             as_version_1(db)
         with SimhashIndex(db) as index:
             [decision] = Deduplicator(against=index).run([(Document("again", BASE), None)])
-        assert decision.duplicate_of in ("a", "edit")
-        assert decision.checked_by == ("estimated" if version == 2 else "distance")
+            [asked] = Deduplicator(against=index, drop_uncertain=True).run([(Document("again", BASE), None)])
+        if version == 2:
+            assert decision.duplicate_of in ("a", "edit") and decision.checked_by == "estimated"
+        else:  # distance alone is uncertain: kept unless asked to drop on it
+            assert decision.kept
+            assert asked.duplicate_of in ("a", "edit") and asked.checked_by == "distance"
 
 
 @pytest.mark.parametrize("workers", ["1", "2"])

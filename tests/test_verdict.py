@@ -1,4 +1,4 @@
-"""One verdict everywhere (find/check.py judge()): every pair `simq dupes` reports gets the same Jaccard,
+"""One verdict everywhere (find/verdict.py decide()): every pair `simq dupes` reports gets the same Jaccard,
 checked_by, certainty and verdict from every other surface: the library's near and explain, the CLI's
 near, explain and dupes, `simq dedup --dupes`, the web pages (search and pair, through `simq serve`) and
 SQL's simhash_near. On an index with stored texts, one added from JSONL without them, and one of files
@@ -100,9 +100,8 @@ def test_every_surface_gives_each_dupes_pair_the_same_verdict(indexes, kind):
     pairs = _dupes(db)
     assert len(pairs) > 20
     kinds = {r["checked_by"] for r in pairs.values()}
-    assert "estimated" in kinds  # sure estimates decide everywhere
     if kind == "stored":
-        assert "exact" in kinds  # unsure ones are settled exactly where the texts are at hand
+        assert kinds == {"exact"}  # where both texts are at hand the exact Jaccard decides, sure estimate or not
     else:  # only two short texts are exact: their exact data is kept (core/short_texts.py)
         assert {r["checked_by"] for r in pairs.values() if not _short_pair(r, names, docs)} == {"estimated"}
         assert {r["checked_by"] for r in pairs.values() if _short_pair(r, names, docs)} == {"exact"}
@@ -208,6 +207,56 @@ def test_the_web_pages_give_each_dupes_pair_the_same_verdict(indexes, kind, tmp_
             m = rows[b]  # shown to 3 decimals
             assert _WORDS[m[3]] == row["checked_by"]
             assert abs(float(m[2]) - row["jaccard"]) < 6e-4 and abs(float(m[4]) - row["certainty"]) < 6e-4
+
+
+@pytest.mark.parametrize("kind", ["stored", "jsonl", "gone"])
+def test_near_many_clusters_the_pair_page_and_the_library_dedup_give_each_pair_the_same_verdict(indexes, kind):
+    """The surfaces the test above does not walk: near_many, the cluster page's members against their
+    representative, the web pair page's data (pages.pair_view) and dedup() in the library."""
+    from simhash_sqlite import Document, dedup
+    from simhash_sqlite.find.chains import cluster_members
+    from simhash_sqlite.find.queries import Query
+
+    made, docs, _ = indexes
+    db, names = made[kind]
+    pairs = _dupes(db)
+    by_key = {v: k for k, v in names.items()}
+    with SimhashIndex(db) as index:
+        k = max([CONFIRM_K, *(r["distance"] for r in pairs.values())])
+        answers = dict(index.near_many([Query(key=key, id=key) for key in sorted(by_key)], k=k))
+        for row in pairs.values():
+            a, b = row["first"], row["second"]
+            found = {m.key: m for m in answers[Query(key=a, id=a)].matches}
+            m = found[b]
+            assert (_rounded(m.jaccard), m.checked_by, _rounded(m.certainty), m.keeps) == _key(row)
+            if WEB:
+                from simhash_sqlite.web.pages import pair_view
+
+                v = pair_view(index, a, b).explanation.verdict
+                assert (_rounded(v.jaccard), v.checked_by, _rounded(v.certainty), v.keeps) == _key(row)
+        index.clusters()
+        clusters = [c for (c,) in index.conn.execute("SELECT DISTINCT cluster FROM clusters WHERE size > 1")]
+        compared = 0
+        for cluster in clusters:
+            _, rep, members = cluster_members(index, cluster)
+            for member in members:
+                row = pairs.get(frozenset((rep, member.key)))
+                if member.verdict is not None and row is not None:
+                    v = member.verdict
+                    assert (_rounded(v.jaccard), v.checked_by, _rounded(v.certainty), v.keeps) == _key(row)
+                    compared += 1
+        assert compared > 10
+    # dedup over the same texts in the same order: each drop carries its pair's verdict, and is sure.
+    ordered = sorted(by_key, key=lambda key: list(docs).index(by_key[key]))
+    decisions = list(dedup(Document(key, docs[by_key[key]]) for key in ordered))
+    dropped = [d for d in decisions if not d.kept]
+    assert len(dropped) > 5
+    for d in dropped:
+        row = pairs[frozenset((d.document.key, d.duplicate_of))]
+        if kind == "stored":  # dedup holds only short texts' exact data: longer pairs are estimated there
+            assert d.checked_by in ("exact", "estimated") and d.certainty >= CERTAIN
+        else:
+            assert (_rounded(d.jaccard), d.checked_by, _rounded(d.certainty), True) == _key(row)
 
 
 def _chain_corpus() -> dict[str, str]:
@@ -331,3 +380,52 @@ def test_a_threshold_of_one_leaves_identity_to_the_exact_check(tmp_path):
         index.add([Document("a", text), Document("b", text), Document("c", text.replace("once", "twice"))])
         pairs = {(p.first, p.second): p for p in index.dupes(threshold=1.0)}
     assert list(pairs) == [("a", "b")] and pairs["a", "b"].checked_by == "exact" and pairs["a", "b"].jaccard == 1.0
+
+
+def _rule(distance, estimate, sure, exact, threshold, k):
+    """The rule, one pair at a time, as written in find/verdict.py's docstring (None: missing)."""
+    from simhash_sqlite.find.verdict import FILTER_CERTAIN, fallback_k
+
+    if estimate is not None and estimate < threshold and sure >= FILTER_CERTAIN:
+        return (False, estimate, "estimated", sure)
+    if exact is not None:
+        return (exact >= threshold, exact, "exact", 1.0)
+    if estimate is not None:
+        return (estimate >= threshold, estimate, "estimated", sure)
+    return (distance <= fallback_k(k), None, "distance", None)
+
+
+def test_decide_on_arrays_is_the_rule_one_pair_at_a_time():
+    """decide() against the rule written out: the filter first, then the texts (also over a sure estimate),
+    then the estimate, then the distance; exact Jaccards asked only for the pairs the filter lets through."""
+    import numpy as np
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from simhash_sqlite.find.verdict import FILTER_CERTAIN, decide
+
+    value = st.one_of(st.none(), st.sampled_from([0.0, 0.5, 0.79, 0.8, 0.81, 1.0]), st.floats(0, 1))
+    certainty = st.sampled_from([0.5, 0.9, 0.999, FILTER_CERTAIN, 1.0])
+    pair = st.tuples(st.integers(0, 64), value, certainty, value)
+
+    @settings(max_examples=300, deadline=None)
+    @given(st.lists(pair, max_size=12), st.sampled_from([0.5, 0.8, 1.0]), st.integers(0, 64))
+    def check(pairs, threshold, k):
+        asked = []
+
+        def exact(rows):
+            asked.extend(rows.tolist())
+            return np.array([np.nan if pairs[i][3] is None else pairs[i][3] for i in rows.tolist()])
+
+        distance = np.array([p[0] for p in pairs], dtype=np.int64)
+        estimate = np.array([np.nan if p[1] is None else p[1] for p in pairs])
+        sure = np.array([np.nan if p[1] is None else p[2] for p in pairs])
+        verdicts = decide(distance, estimate, sure, exact, threshold=threshold, k=k)
+        for i, (d, e, c, x) in enumerate(pairs):
+            v = verdicts[i]
+            assert (v.keeps, v.jaccard, v.checked_by, v.certainty) == _rule(d, e, c, x, threshold, k)
+        filtered = {i for i, (_, e, c, _) in enumerate(pairs)
+                    if e is not None and e < threshold and c >= FILTER_CERTAIN}
+        assert sorted(asked) == [i for i in range(len(pairs)) if i not in filtered]
+
+    check()

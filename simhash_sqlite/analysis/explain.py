@@ -14,7 +14,6 @@ from ..core.features import WORD, feature_weights, normalize, words
 from ..core.fingerprint import hamming, simhash
 from ..core.settings import DEFAULT_THRESHOLD, RECOMMENDED_K, SHORT_TEXT, FingerprintSettings  # SHORT_TEXT: measured
 from ..core.shingles import jaccard_of_sets, shingle_set
-from ..core.short_texts import short_text_data
 from ..core.sketch import sketch
 from ..errors import InvalidInput
 from ..find.check import ShingleCache
@@ -115,14 +114,6 @@ def _side(index: SimhashIndex, ref: str, shingles: ShingleCache) -> Side:
     raise InvalidInput(f"{ref!r} is neither a key in {index.path} nor a file")
 
 
-def _short(index: SimhashIndex, side: Side, shingles: ShingleCache) -> bool:
-    """A short text as the index keeps them (core/short_texts.py; a file: as the index would keep it)."""
-    if side.stored:
-        return shingles.short(side.name)
-    return (index.short_texts.column and not index.store_text and side.text is not None
-            and short_text_data(side.text) is not None)
-
-
 def explain(index: SimhashIndex, a: str, b: str, *, top: int = 8) -> Explanation:
     """Compare two documents, each a key in the index or a file (fingerprinted and sketched with its
     settings). The verdict is check.judge()'s at the default threshold, from the same stored sketches
@@ -142,10 +133,8 @@ def explain(index: SimhashIndex, a: str, b: str, *, top: int = 8) -> Explanation
     # (a stored short text's exact data where its text is out of reach, as dupes and near read it)
     set_a = shingle_set(left.text) if left.text is not None else shingles(left.name) if left.stored else None
     set_b = shingle_set(right.text) if right.text is not None else shingles(right.name) if right.stored else None
-    both_short = _short(index, left, shingles) and _short(index, right, shingles)
     if distance is not None:
-        verdict = sketch_verdict(distance, left.sketch, right.sketch, lambda: (set_a, set_b), index.sketch_scheme,
-                                 short=both_short)
+        verdict = sketch_verdict(distance, left.sketch, right.sketch, lambda: (set_a, set_b), index.sketch_scheme)
     exact, shared, only_a, only_b, diff = None, [], [], [], []
     missing = [side.name for side in (left, right) if side.text is None]
     if left.text is None or right.text is None:  # (missing)

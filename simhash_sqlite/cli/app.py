@@ -52,7 +52,7 @@ from ..find.review import (
 from ..find.search import Match, executed_sql, near_sql
 from ..find.verdict import CERTAIN, CheckSummary, fallback_k, validate_threshold
 from ..index import SimhashIndex
-from ..pipeline.dedup import DROP_MARGIN, Deduplicator
+from ..pipeline.dedup import Deduplicator
 from ..pipeline.sources import STDIN, Reader, read_one, size_text, stale_keys
 from ..sql.user_sql import parse_params, run_query
 from ..store import texts
@@ -206,13 +206,23 @@ CheckOption = Annotated[
     bool,
     typer.Option(
         "--check/--no-check",
-        help="Keep a candidate only if its 5-shingle Jaccard reaches --threshold: estimated from the stored "
-        "sketches where that is sure, else exact where the texts can be read (stored with --store-text, or the "
-        f"unchanged files), else the unsure estimate; one without a sketch is kept if within min(k, {RECOMMENDED_K}).",
+        help="Keep a candidate only if its 5-shingle Jaccard (of the normalised texts) reaches --threshold: exact "
+        "where both texts can be read (stored with --store-text, short texts' exact data, the unchanged files), "
+        "else estimated from the stored sketches; one without either is kept if within min(k, "
+        f"{RECOMMENDED_K}). Candidates the sketches are sure fall below it are dropped unread.",
     ),
 ]
 ThresholdOption = Annotated[
     float, typer.Option("--threshold", help="With --check: the least Jaccard kept (above 0, at most 1).")
+]
+# dedup and spark-dedup: when unsure, keep, unless asked.
+DropUncertainOption = Annotated[
+    bool,
+    typer.Option(
+        "--drop-uncertain",
+        help="Drop on an uncertain verdict too (an estimate short of certainty 0.999, or distance alone: "
+        f"a document without a sketch or short text, within min(k, {RECOMMENDED_K})); by default, when unsure, keep.",
+    ),
 ]
 # The options of commands that read inputs (add, dedup): the same names, help and defaults.
 JsonlOption = Annotated[
@@ -1669,12 +1679,13 @@ def dedup(
         bool,
         typer.Option(
             "--check/--no-check",
-            help="Drop a document only if the 5-shingle Jaccard estimated from its sketch and a kept one's reaches "
-            f"--threshold + {DROP_MARGIN} (an indexed document without a sketch: within min(k, {RECOMMENDED_K})); "
-            "--no-check: by distance alone.",
+            help="Drop a document only if its pair with a kept one is a near-duplicate by the rule of simq dupes "
+            "(the exact 5-shingle Jaccard of two short texts, else the sketches' estimate) and the verdict is sure "
+            "(exact, or an estimate of certainty >= 0.999); --no-check: by distance alone.",
         ),
     ] = True,
     threshold: ThresholdOption = DEFAULT_THRESHOLD,
+    drop_uncertain: DropUncertainOption = False,
 ) -> None:
     """Keep-first filter: write each document unless one kept before it (or in --against) is a near-duplicate.
 
@@ -1692,7 +1703,8 @@ def dedup(
         index = stack.enter_context(SimhashIndex(against, **requested)) if against is not None else None
         chosen = {name: value for name, value in requested.items() if value is not None}
         settings = index.settings if index is not None else FingerprintSettings(**chosen)
-        deduplicator = Deduplicator(k, settings, against=index, check=check, threshold=threshold)
+        deduplicator = Deduplicator(k, settings, against=index, check=check, threshold=threshold,
+                                    drop_uncertain=drop_uncertain)
         if index is not None and deduplicator.report.against_unsketched:
             say(
                 f"{against}: {deduplicator.report.against_unsketched:,} of {deduplicator.report.against:,} documents "
@@ -1841,11 +1853,12 @@ def spark_dedup(
         bool,
         typer.Option(
             "--check/--no-check",
-            help="Pair two documents only if the Jaccard estimated from their sketches reaches --threshold (as simq "
-            "dedup); --no-check: by distance alone.",
+            help="Pair two documents by the rule of simq dedup (the exact Jaccard of two short texts, else the "
+            "sketches' estimate, the verdict sure); --no-check: by distance alone.",
         ),
     ] = True,
     threshold: ThresholdOption = DEFAULT_THRESHOLD,
+    drop_uncertain: DropUncertainOption = False,
     conf: Annotated[
         Optional[list[str]],
         typer.Option("--conf", help="A Spark setting KEY=VALUE (repeatable), e.g. spark.sql.shuffle.partitions=64."),
@@ -1871,7 +1884,8 @@ def spark_dedup(
     spark = spark_job.session(master or _default_master(), **settings_given)
     try:
         report = spark_job.run_dedup(
-            spark, input_path, str(out_dir), settings=settings, k=k, check=check, threshold=threshold, blocks=blocks,
+            spark, input_path, str(out_dir), settings=settings, k=k, check=check, threshold=threshold,
+            drop_uncertain=drop_uncertain, blocks=blocks,
             id_col=id_col, text_col=text_col,
             fmt=input_format, keep_by=keep_by, descending=descending,
             against=None if against is None else str(against), sqlite_shards=sqlite_shards, overwrite=overwrite,

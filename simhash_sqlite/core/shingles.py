@@ -1,7 +1,8 @@
 """Exact text similarity: Jaccard of character shingle sets, the yardstick fingerprints are judged by.
 
-A shingle is a run of n characters of the text with whitespace runs folded to one space (case and
-punctuation kept, so it measures the text itself, not our feature choices). Shingles are hashed to
+A shingle is a run of n characters of the normalised text (features.normalize: NFKC, case-folded,
+whitespace runs folded to one space, stripped): the one normalisation the fingerprint and the sketch
+use too, so a pair has one Jaccard, whatever measured it (docs/quality.md). Shingles are hashed to
 64 bits with the same splitmix64 chain as features; a collision needs two distinct 5-character runs
 to share a 64-bit value, which is negligible at the sizes compared here.
 """
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .features import distinct, ngram_hashes
+from .features import distinct, ngram_hashes, normalize
 
 TRUTH_NGRAM = 5
 
@@ -18,16 +19,17 @@ TRUTH_NGRAM = 5
 def fold_space(text: str) -> str:
     """Every run of whitespace as one space, none at either end: re.sub(r"\\s+", " ", text).strip(), 2.5 times
     faster (str.split() and the regular expression's \\s take the same characters, those of str.isspace():
-    tests/test_short_texts.py checks every code point)."""
+    tests/test_short_texts.py checks every code point). What short texts store (core/short_texts.py); the
+    check normalises it when read: normalize(fold_space(x)) == normalize(x) (tests/test_normalize.py)."""
     return " ".join(text.split())
 
 
 def shingle_set(text: str, n: int = TRUTH_NGRAM) -> np.ndarray:
-    """Sorted distinct hashes of the text's n-character shingles (a shorter text is one shingle)."""
-    folded = fold_space(text)
-    if not folded:
+    """Sorted distinct hashes of the n-character shingles of normalize(text) (a shorter text is one shingle)."""
+    normal = normalize(text)
+    if not normal:
         return np.empty(0, dtype=np.uint64)
-    codes = np.frombuffer(folded.encode("utf-32-le"), dtype="<u4").astype(np.uint64)
+    codes = np.frombuffer(normal.encode("utf-32-le", "surrogatepass"), dtype="<u4").astype(np.uint64)
     return distinct(ngram_hashes(codes, n))  # np.unique's hash-table path is slower here (numpy 2.3+)
 
 

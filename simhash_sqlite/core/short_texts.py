@@ -1,5 +1,8 @@
 """What an exact 5-shingle Jaccard of a short text needs, small enough to keep without the text: the text
-with its whitespace runs folded (all the check's shingles see, shingles.fold_space), deflated.
+with its whitespace runs folded (shingles.fold_space), deflated. The check normalises it when read
+(shingles.shingle_set: NFKC and case folded too, as every text it measures), which gives the same shingles
+as the original text's: normalize(fold_space(x)) == normalize(x) (tests/test_normalize.py), so the format
+stays byte for byte what indexes made before hold.
 
 The sketch's estimate spreads widely for short texts (a 944-bin sketch of a 100-shingle text is mostly
 densification), so a text whose deflated form takes at most SHORT_TEXT_BYTES keeps it beside its sketch,

@@ -3,7 +3,7 @@ the path of checked pairs that put them in its cluster.
 
 A cluster is a connected component of the pairs `dupes` keeps, so A~B and B~C put A and C together
 even where A and C are far apart. Each member is judged against its representative with the one
-verdict (verdict.judge); a member it does not keep is "below" and joined through others. Its path: the
+verdict (verdict.decide); a member it does not keep is "below" and joined through others. Its path: the
 shortest chain of kept pairs from the representative, found among all pairs of the cluster's members
 (every pair judged as `dupes` judges it, so each hop is a pair every command calls a near-duplicate)
 for clusters of up to PATH_MEMBERS members.

@@ -1,20 +1,18 @@
-"""Near-duplicates checked: candidates kept only when the 5-shingle Jaccard of their texts reaches the
-threshold, by one rule everywhere (judge(): dupes, clusters, near, explain, dedup's drops, the web
-pages, simhash_near), so a pair gets the same Jaccard, the same verdict and the same "checked_by"
-wherever it is shown.
+"""Near-duplicates checked: candidates kept only when the 5-shingle Jaccard of their normalised texts reaches
+the threshold, by one rule everywhere (find/verdict.py decide(): dupes, clusters, near, explain, dedup's
+drops, Spark, the web pages, simhash_near), so a pair gets the same Jaccard, the same verdict and the same
+"checked_by" wherever it is shown. Here: the candidates of a search (check_candidates) and of all pairs
+(DuplicateSearch, PairCheck) judged in bulk, and the texts read for the exact Jaccard (ShingleCache).
 
 bench/quality.py: at k = CONFIRM_K the default fingerprints find 96% of the pairs with Jaccard >= 0.8,
 and the exact check removes every false one (F1 0.97-0.98 against 0.70-0.79 for the distance alone).
-A text is reachable when the index stores it (--store-text) or the indexed file is unchanged at its
-path.
+A text is reachable when the index stores it (--store-text), the indexed file is unchanged at its path,
+or the index keeps a short text's exact data (core/short_texts.py).
 
-The rule: an estimate from both sketches (sketch.py) that is sure (certainty >= CERTAIN; sketch.certainty:
-the probability that the true Jaccard is on the estimate's side of the threshold) decides without
-reading a text; an unsure one is settled by the exact Jaccard where both texts are reachable, and stays
-an unsure estimate where not ("estimated"); without a sketch (an index made before sketches whose texts are gone, a bare
-fingerprint) the distance decides, within min(k, RECOMMENDED_K) ("distance"). Each verdict says which
-and how sure it is (Verdict). So exact checks go only to the pairs near the line (bench/accuracy.py
-counts them).
+The rule (verdict.py): the sketches' filter drops a candidate sure to be below the line unread; where both
+texts are reachable the exact Jaccard decides; else the estimate ("estimated", with its certainty); without a
+sketch (an index made before sketches whose texts are gone, a bare fingerprint) the distance decides, within
+min(k, RECOMMENDED_K) ("distance").
 
 All pairs (dupes, clusters) take their candidates from the sketches' LSH tables (sketch_pairs.py) when
 every document has a sketch and no k is asked for: linear in the documents, and it finds the pairs of
@@ -29,14 +27,14 @@ import os
 import time
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..core.settings import CONFIRM_K, DEFAULT_THRESHOLD, candidate_k
 from ..core.shingles import jaccard_of_sets, shingle_set
-from ..core.short_texts import short_text_data, short_text_shingles
-from ..core.sketch import DEFAULT_SCHEME, SketchScheme, certainty, estimate_many, sizes_of, sketch
+from ..core.short_texts import short_text_shingles
+from ..core.sketch import DEFAULT_SCHEME, SketchScheme
 from ..errors import InvalidInput
 from ..store import texts
 from ..store.database import IndexFile
@@ -44,9 +42,18 @@ from ..store.texts import text_of
 from .arrays import DuplicatePair, keys_of, load_fingerprints
 from .pairs import Progress, near_pairs
 from .queries import Query
-from .search import Match, SearchResult
+from .search import Candidates, Match, SearchResult
 from .sketch_pairs import sketch_pairs
-from .verdict import CERTAIN, CheckSummary, Verdict, judge, sketch_verdict, validate_threshold
+from .verdict import (
+    CERTAIN,
+    CheckSummary,
+    ExactJaccards,
+    Verdicts,
+    decide,
+    query_estimates,
+    sketch_estimates,
+    validate_threshold,
+)
 
 # Shingle sets kept between pairs (8 bytes per distinct shingle, about one per character). Pairs of a
 # dupes chunk are visited in order of their first document, so most reuse is between neighbours.
@@ -76,19 +83,6 @@ class ShingleCache:
         self.sketches: OrderedDict[str, bytes | None] = OrderedDict()
         short = "short_text" if index.short_texts.column else "NULL"
         self._query = f"SELECT text, content_hash, {short} FROM documents WHERE key = ?"
-        self._short_query = f"SELECT {short} IS NOT NULL FROM documents WHERE key = ?"
-        self.shorts: OrderedDict[str, bool] = OrderedDict()
-
-    def short(self, key: str) -> bool:
-        """Whether the index keeps a short text's exact data for the key (core/short_texts.py)."""
-        if key in self.shorts:
-            self.shorts.move_to_end(key)
-            return self.shorts[key]
-        found = bool(self.index.short_texts.column and self.index.conn.execute(self._short_query, (key,)).get)
-        self.shorts[key] = found
-        if len(self.shorts) > SKETCHES_KEPT:
-            self.shorts.popitem(last=False)
-        return found
 
     def sketch(self, key: str) -> bytes | None:
         """The stored sketch of a key (None: none stored); the last SKETCHES_KEPT are kept."""
@@ -125,70 +119,86 @@ def _cost(shingles: np.ndarray | None) -> int:
     return ENTRY_BYTES + (0 if shingles is None else shingles.nbytes)
 
 
-def check_search(
-    result: SearchResult, query: Query, shingles: ShingleCache, threshold: float, limit: int | None
+@dataclass
+class PreparedQuery:
+    """A query made ready once, at the surface: its fingerprint and sketch (one pass over a text), and its
+    shingles when the check first needs them. text: the query's own text (None: a stored key's, read
+    through the ShingleCache, or a bare fingerprint, which has none)."""
+
+    query: Query
+    fingerprint: int
+    sketch: bytes | None
+    _shingles: list[np.ndarray | None] = field(default_factory=list)
+
+    def shingles(self, cache: ShingleCache) -> np.ndarray | None:
+        if not self._shingles:
+            text, key = self.query.text, self.query.key
+            if text is not None:  # a text too long to read whole is judged without it, as stored ones are
+                self._shingles.append(shingle_set(text) if len(text) <= texts.READ_WHOLE_BYTES else None)
+            else:
+                self._shingles.append(None if key is None else cache(key))
+        return self._shingles[0]
+
+
+def check_candidates(
+    found: Candidates, query: PreparedQuery, shingles: ShingleCache, threshold: float, limit: int | None
 ) -> SearchResult:
-    """The search's candidates (within its plan's k), each kept iff judge() keeps it; closest first,
-    `limit` counting kept matches. The answer carries the CheckSummary, and the uncertain verdicts (kept
-    or not) in `uncertain`."""
-    report = CheckSummary(result.plan.k, threshold)
-    if query.text is None and query.key is None:
-        report.without_query_text = len(result.matches)
+    """The search's candidates (within its plan's k) judged together by verdict.decide(): the sketch filter
+    over all of them at once, the exact Jaccard for those it lets through whose texts are at hand; kept
+    matches closest first, at most `limit`. The answer carries the CheckSummary, and the uncertain verdicts
+    (kept or not) in `uncertain`."""
     started = time.perf_counter()
-    scheme = shingles.index.sketch_scheme
-    # The query's shingles and sketch, made when first needed (a query without any reads no text).
-    mine: list[np.ndarray | None] = []
-    my_sketch = _query_sketch(query, shingles) if result.matches else None
-    my_short = bool(result.matches) and _query_short(query, shingles)
-    kept: list[Match] = []
-    uncertain: list[Match] = []
-    for match in result.matches:
-        if limit is not None and len(kept) >= limit:
-            break
+    report = CheckSummary(found.plan.k, threshold)
+    conn, scheme = shingles.index.conn, shingles.index.sketch_scheme
+    n = len(found.ids)
+    if query.query.text is None and query.query.key is None:
+        report.without_query_text = n
+    distance = np.bitwise_count(found.values ^ np.uint64(query.fingerprint)).astype(np.int64)
+    mine = query.sketch
+    if mine is not None and len(mine) == scheme.nbytes and n:
+        row = np.frombuffer(mine, dtype=np.uint8)
+        estimate, sure = query_estimates(row, found.rows, found.present, threshold, scheme)
+    else:
+        estimate, sure = np.full(n, np.nan), np.full(n, np.nan)
+    keys: dict[int, str] = {} if found.keys is None else dict(zip(found.ids.tolist(), found.keys))
 
-        def texts(key=match.key):
-            if not mine:
-                mine.append(_query_shingles(query, shingles))
-            return mine[0], None if mine[0] is None else shingles(key)  # no query text: theirs not read
+    def key_of(at: np.ndarray) -> list[str]:
+        if found.keys is None:
+            keys.update(keys_of(conn, found.ids[at]))
+        return [keys[i] for i in found.ids[at].tolist()]
 
-        theirs = None if my_sketch is None else shingles.sketch(match.key)
-        short = my_short and shingles.short(match.key)
-        verdict = report.count(
-            sketch_verdict(match.distance, my_sketch, theirs, texts, scheme, threshold, report.k, short)
-        )
-        found = Match(match.key, match.fingerprint, match.distance, verdict.jaccard, verdict.checked_by,
-                      verdict.certainty, verdict.keeps)
-        if verdict.keeps:
-            kept.append(found)
-        if verdict.uncertain:
-            uncertain.append(found)
+    def exact(at: np.ndarray) -> np.ndarray:
+        out = np.full(len(at), np.nan)
+        if query.query.text is None and query.query.key is None:  # a bare fingerprint: no text
+            return out
+        own = None
+        for m, key in enumerate(key_of(at)):
+            theirs = shingles(key)
+            if theirs is not None:  # the query's shingles only once a text of theirs is at hand
+                own = query.shingles(shingles) if own is None else own
+                if own is None:
+                    break
+                out[m] = jaccard_of_sets(own, theirs)
+        return out
+
+    verdicts = decide(distance, estimate, sure, exact, threshold=threshold, k=found.plan.k)
+    report.count_many(verdicts)
+    shown = np.flatnonzero(verdicts.keep | verdicts.uncertain)
+    names = key_of(shown) if len(shown) else []
+    matches = [
+        Match(name, int(found.values[i]), int(distance[i]), *_judged(verdicts, i))
+        for name, i in zip(names, shown.tolist())
+    ]
+    matches.sort(key=lambda m: (m.distance, m.key))
+    kept = [m for m in matches if m.keeps]
     report.check_seconds = time.perf_counter() - started
-    return SearchResult(result.fingerprint, result.plan, result.candidates, kept, report, uncertain)
+    return SearchResult(query.fingerprint, found.plan, found.read, kept if limit is None else kept[:limit], report,
+                        [m for m in matches if m.certainty is None or m.certainty < CERTAIN])
 
 
-def _query_short(query: Query, shingles: ShingleCache) -> bool:
-    """Whether the query is a short text as the index keeps them (core/short_texts.py): a pair of two
-    is checked exactly."""
-    if query.text is not None:
-        return shingles.index.short_texts.column and not shingles.index.store_text and short_text_data(
-            query.text) is not None
-    return query.key is not None and shingles.short(query.key)
-
-
-def _query_shingles(query: Query, shingles: ShingleCache) -> np.ndarray | None:
-    if query.text is not None:  # a text too long to read whole is judged by distance, as stored ones are
-        return shingle_set(query.text) if len(query.text) <= texts.READ_WHOLE_BYTES else None
-    if query.key is not None:
-        return shingles(query.key)
-    return None  # a bare fingerprint has no text
-
-
-def _query_sketch(query: Query, shingles: ShingleCache) -> bytes | None:
-    if query.text is not None:
-        return sketch(query.text, shingles.index.sketch_scheme)
-    if query.key is not None:
-        return shingles.sketch(query.key)
-    return None
+def _judged(verdicts: Verdicts, i: int) -> tuple[float | None, str, float | None, bool]:
+    v = verdicts[i]
+    return v.jaccard, v.checked_by, v.certainty, v.keeps
 
 
 class DuplicateSearch:
@@ -284,7 +294,7 @@ class DuplicateSearch:
             both = present[left] & present[right]
             verdicts = check.judge(
                 [keys[i] for i in first.tolist()], [keys[i] for i in second.tolist()], distance,
-                rows[left], rows[right], both, estimate, short[left] & short[right],
+                rows[left], rows[right], both, estimate,
             )
             chosen = verdicts.uncertain if self.uncertain else verdicts.keep
             if chosen.any():
@@ -305,29 +315,11 @@ class _Chunk:
     keep: np.ndarray | None = None
 
 
-@dataclass
-class Verdicts:
-    """judge()'s verdicts on many pairs, as arrays: keep, Jaccard (NaN: by distance), how each was
-    checked, certainty (NaN: unknown, by distance)."""
-
-    keep: np.ndarray
-    jaccard: np.ndarray
-    how: list[str]
-    certainty: np.ndarray
-
-    @property
-    def uncertain(self) -> np.ndarray:
-        return ~(self.certainty >= CERTAIN)  # NaN (by distance) is uncertain
-
-    def __getitem__(self, i: int) -> Verdict:
-        j, c = float(self.jaccard[i]), float(self.certainty[i])
-        return Verdict(bool(self.keep[i]), None if math.isnan(j) else j, self.how[i], None if math.isnan(c) else c)
-
-
 class PairCheck:
-    """judge() on pairs of stored documents, many at once: the sure estimates in one vectorized pass,
-    the others one by one (their texts read through a ShingleCache, the first side's first: a pair
-    whose first text is out of reach does not read the second). Counted in `report` when given."""
+    """verdict.decide() on pairs of stored documents, many at once: the estimates in one vectorized pass,
+    the exact Jaccards of the pairs the sketch filter lets through from texts read through a ShingleCache
+    (the first side's first: a pair whose first text is out of reach does not read the second). Counted in
+    `report` when given."""
 
     def __init__(self, index: IndexFile, report: CheckSummary | None = None, cache_bytes: int = CACHE_BYTES,
                  threshold: float = DEFAULT_THRESHOLD) -> None:
@@ -339,52 +331,32 @@ class PairCheck:
 
     def judge(
         self, first: list[str], second: list[str], distance: np.ndarray, rows_a: np.ndarray, rows_b: np.ndarray,
-        both: np.ndarray, known: np.ndarray | None = None, short: np.ndarray | None = None,
+        both: np.ndarray, known: np.ndarray | None = None,
     ) -> Verdicts:
         """Verdicts of the pairs (first[i], second[i]); rows_a, rows_b: their sketch rows, both: which
         pairs have two sketches; known: their estimates where already made (NaN: not yet), e.g. by
-        the sketches' LSH (sketch_pairs: the same estimate_many); short: which pairs are two short
-        texts whose exact data the index keeps (None: looked up), checked exactly (judge())."""
-        n = len(first)
-        if short is None:
-            shingles = self.shingles
-            short = np.array([shingles.short(a) and shingles.short(b) for a, b in zip(first, second)], dtype=bool)
-        estimate, sure = np.full(n, np.nan), np.full(n, np.nan)
-        if both.any():
-            a, b = rows_a[both], rows_b[both]
-            given = np.full(int(both.sum()), np.nan) if known is None else known[both]
-            missing = np.isnan(given)
-            if missing.any():
-                given[missing] = estimate_many(a[missing], b[missing], self.scheme)
-            estimate[both] = given
-            sure[both] = certainty(given, self.threshold, sizes_of(a, self.scheme), sizes_of(b, self.scheme),
-                                   self.scheme)
-        decided = (sure >= CERTAIN) & ~short
-        keep = decided & (estimate >= self.threshold)
-        jaccard = np.where(decided, estimate, np.nan)
-        certain = np.where(decided, sure, np.nan)
-        how = ["estimated"] * n
-        if self.report is not None:
-            self.report.count_sure(keep[decided])
+        the sketches' LSH (sketch_pairs: the same estimate_many)."""
+        estimate, sure = sketch_estimates(rows_a, rows_b, both, self.threshold, self.scheme, known)
         started = time.perf_counter()
-        shingles = self.shingles
-        for i in np.flatnonzero(~decided).tolist():
-            def exact(a=first[i], b=second[i]) -> float | None:
-                sa = shingles(a)
-                sb = None if sa is None else shingles(b)
-                return None if sa is None or sb is None else jaccard_of_sets(sa, sb)
-
-            e = None if math.isnan(estimate[i]) else float(estimate[i])
-            verdict = judge(int(distance[i]), estimate=e, sure=None if e is None else float(sure[i]), exact=exact,
-                            threshold=self.threshold, k=self.k, short=bool(short[i]))
-            if self.report is not None:
-                self.report.count(verdict)
-            keep[i], how[i] = verdict.keeps, verdict.checked_by
-            jaccard[i] = np.nan if verdict.jaccard is None else verdict.jaccard
-            certain[i] = np.nan if verdict.certainty is None else verdict.certainty
+        verdicts = decide(distance, estimate, sure, self._exact(first, second), threshold=self.threshold, k=self.k)
         if self.report is not None:
+            self.report.count_many(verdicts)
             self.report.check_seconds += time.perf_counter() - started
-        return Verdicts(keep, jaccard, how, certain)
+        return verdicts
+
+    def _exact(self, first: list[str], second: list[str]) -> ExactJaccards:
+        shingles = self.shingles
+
+        def exact(at: np.ndarray) -> np.ndarray:
+            out = np.full(len(at), np.nan)
+            for n, i in enumerate(at.tolist()):
+                sa = shingles(first[i])
+                sb = None if sa is None else shingles(second[i])
+                if sa is not None and sb is not None:
+                    out[n] = jaccard_of_sets(sa, sb)
+            return out
+
+        return exact
 
 
 # Candidates are judged this many at a time at least (the LSH yields many small chunks: copies of one

@@ -129,8 +129,8 @@ def score(
     index, a: str, b: str, shingles: ShingleCache | None = None, threshold: float = DEFAULT_THRESHOLD
 ) -> ScoredPair:
     """A pair of stored keys scored by the verdict every command gives it at this threshold
-    (find.verdict.sketch_verdict): the sketches' estimate where it is sure, else the exact Jaccard where
-    both texts can be reached, else the estimate, else none (distance only)."""
+    (find.verdict.sketch_verdict): the exact Jaccard where both texts can be reached (unless the sketches are
+    sure it is below the line), else the sketches' estimate, else none (distance only)."""
     shingles = shingles or ShingleCache(index)
     first, second = pair_of(a, b)
     prints = dict(index.conn.execute(

@@ -22,6 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import lru_cache
 from math import comb
+from typing import cast
 
 import apsw
 import numpy as np
@@ -39,6 +40,11 @@ PROBE_SEEK_NS = 1_500  # one index seek for one probed block value
 PROBE_ROW_NS = 160  # one candidate read from a block index (group_concat, parsed, checked)
 SCAN_ROW_NS = 2  # one fingerprint checked by the numpy scan, the array already in memory
 SCAN_LOAD_ROW_NS = 220  # one fingerprint read into the scan array (once per change of the index)
+
+# The check reads each candidate's sketch: a probe plan seeks each match's row, a scan reads every row's
+# sketch with its fingerprint and id once per change of the index (bench/near_k.py on 100k pages).
+MATCH_ROW_NS = 1_500
+CHECK_LOAD_ROW_NS = 900
 
 # Scan when the probes alone would read more than this share of the rows, even with the scan's array
 # still to load (plan_for without an index at hand uses this rule only).
@@ -99,6 +105,20 @@ class SearchResult:
 
 
 @dataclass(frozen=True)
+class Candidates:
+    """The documents within k of a query, as arrays, with what the check needs of them: their sketch rows
+    (those without one are zero rows, `present` False) and, where the plan read them, their keys."""
+
+    plan: Plan
+    read: int  # rows whose distance was computed (SearchResult.candidates)
+    ids: np.ndarray
+    values: np.ndarray  # unsigned fingerprints
+    rows: np.ndarray  # (n, nbytes) uint8
+    present: np.ndarray
+    keys: list[str] | None = None  # None: look them up by id
+
+
+@dataclass(frozen=True)
 class SearchOptions:
     """The options of every search (SimhashIndex.search, near, near_many), validated once, here.
     k: the candidate radius (None: CONFIRM_K when checking, RECOMMENDED_K when not); limit: at most
@@ -126,12 +146,15 @@ def probes_per_block(radius: int) -> int:
     return sum(comb(BLOCK_BITS, i) for i in range(radius + 1))
 
 
-def plan_for(k: int, rows: int | None = None, candidates: float | None = None, scan_loaded: bool = False) -> Plan:
+def plan_for(
+    k: int, rows: int | None = None, candidates: float | None = None, scan_loaded: bool = False, checked: bool = False
+) -> Plan:
     """The cheaper exact plan for distance <= k.
 
     rows: documents in the index; candidates: the block hits the probes would read (None: assume
-    uniform block values); scan_loaded: the scan's array is already in memory. Without rows, the
-    rule is the share of the table the probes would read (SCAN_SHARE).
+    uniform block values); scan_loaded: the scan's array is already in memory; checked: the check reads
+    every match's sketch (the probes seek each match's row; the scan reads the sketches with the
+    fingerprints). Without rows, the rule is the share of the table the probes would read (SCAN_SHARE).
     """
     radius = validate_k(k) // BLOCKS
     probe_kind = "blocks" if radius == 0 else "probes"
@@ -142,7 +165,10 @@ def plan_for(k: int, rows: int | None = None, candidates: float | None = None, s
     if candidates is None:
         candidates = probes * rows / BLOCK_VALUES
     probe_cost = probe_cost_ns(probes, candidates)
-    scan_cost = rows * (SCAN_ROW_NS + (0 if scan_loaded else SCAN_LOAD_ROW_NS))
+    load = CHECK_LOAD_ROW_NS if checked else SCAN_LOAD_ROW_NS
+    scan_cost = rows * (SCAN_ROW_NS + (0 if scan_loaded else load))
+    if checked:
+        probe_cost += rows * within_share(k) * MATCH_ROW_NS
     return Plan("scan" if scan_cost < probe_cost else probe_kind, k, radius)
 
 
@@ -156,6 +182,12 @@ def forced_plan(k: int, choice: str | None) -> Plan | None:
     if choice == "index":
         return Plan("blocks" if radius == 0 else "probes", k, radius)
     raise InvalidArgument(f"plan must be 'index' or 'scan' (or None to choose), not {choice!r}")
+
+
+@lru_cache(maxsize=None)
+def within_share(k: int) -> float:
+    """The share of uniformly random fingerprints within distance k of a query."""
+    return sum(comb(64, i) for i in range(k + 1)) / 2.0**64
 
 
 def probe_cost_ns(probes: int, candidates: float) -> float:
@@ -231,6 +263,11 @@ KEYS_BY_FINGERPRINT_SQL = (
     "SELECT id, key, fingerprint FROM carray(?) AS wanted JOIN documents\n"
     "ON documents.b0 = (wanted.value >> 48) & 65535 AND documents.fingerprint = wanted.value"
 )
+# The check's rows of the matches: id, key, fingerprint and sketch.
+ROWS_BY_FINGERPRINT_SQL = (
+    "SELECT id, key, fingerprint, sketch FROM carray(?) AS wanted JOIN documents\n"
+    "ON documents.b0 = (wanted.value >> 48) & 65535 AND documents.fingerprint = wanted.value"
+)
 # Every fingerprint, in chunks of ?2 rows after the id ?1 (the ids are not needed: the matches' rows are
 # sought by fingerprint, and reading the ids too cost about twice as much).
 _SCAN_SQL = (
@@ -267,6 +304,8 @@ class Searcher:
     def __init__(self, conn: apsw.Connection) -> None:
         self.conn = conn
         self._scan: tuple[object, np.ndarray] | None = None  # (token, fingerprints)
+        # (token, ids, fingerprints, sketch rows, present): the check's scan, with the sketches
+        self._checked: tuple[object, np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
         # Rows per value of each block (4 x 65536), for planning only: stale counts can cost speed,
         # never exactness, so they are not re-checked on every query.
         self._counts: np.ndarray | None = None
@@ -305,10 +344,11 @@ class Searcher:
             self._counted_rows = int(counts[0].sum())
         return self._counts
 
-    def plan(self, k: int, fingerprint: int | None = None) -> Plan:
-        """The plan near() uses for this k (and, when block counts are loaded, this fingerprint)."""
+    def plan(self, k: int, fingerprint: int | None = None, checked: bool = False) -> Plan:
+        """The plan near() uses for this k (and, when block counts are loaded, this fingerprint); checked:
+        for a checked search (within(), which reads the matches' sketches too)."""
         radius = validate_k(k) // BLOCKS
-        if radius <= 1 and self._counts is None and self._scan is None:
+        if radius <= 1 and self._counts is None and self._scan is None and self._checked is None:
             # Probes read at most 4 x 17 / 65,536 of the rows (uniform blocks): no need to ask the
             # index anything; a scan could only win on a tiny index, where both are instant.
             return Plan("blocks" if radius == 0 else "probes", k, radius)
@@ -321,8 +361,8 @@ class Searcher:
                 candidates = int(
                     sum(self._counts[i][block_neighbours(value, radius)].sum() for i, value in enumerate(parts))
                 )
-        loaded = self.scan_loaded()
-        return plan_for(k, self.rows(), candidates, loaded)
+        loaded = self.checked_loaded() if checked else self.scan_loaded()
+        return plan_for(k, self.rows(), candidates, loaded, checked)
 
     # -- running --------------------------------------------------------------------------------
 
@@ -357,12 +397,77 @@ class Searcher:
             matches = matches[:limit]
         return SearchResult(fingerprint, plan, candidates, matches)
 
+    def within(
+        self, fingerprint: int, k: int, nbytes: int, exclude: str | None = None, plan: Plan | None = None
+    ) -> Candidates:
+        """The documents within k of the fingerprint (but `exclude`) as arrays, with their sketch rows
+        (nbytes: the index's sketch size): what a checked search judges, in bulk."""
+        if plan is None:
+            plan = self.plan(k, fingerprint, checked=True)
+        q = np.uint64(fingerprint)
+        if plan.kind == "scan":
+            ids, values, rows, present = self.checked_arrays(nbytes)
+            at = np.flatnonzero(np.bitwise_count(values ^ q) <= k)
+            if exclude is not None and len(at):
+                mine = self.conn.execute("SELECT id FROM documents WHERE key = ?", (exclude,)).get
+                at = at[ids[at] != mine] if mine is not None else at
+            return Candidates(plan, len(values), ids[at], values[at], rows[at], present[at])
+        parts = _parts(fingerprint)
+        bindings: tuple[int, ...] | list[apsw.CArrayBinding] = parts
+        if plan.kind == "probes":
+            bindings = [apsw.carray(np.sort(block_neighbours(value, plan.radius))) for value in parts]
+        count, fps_text = self.conn.execute(CANDIDATES_SQL[plan.kind], bindings).get
+        fps = np.fromstring(fps_text, dtype=np.int64, sep=",").view(np.uint64) if count else np.zeros(0, np.uint64)
+        wanted = np.unique(fps[np.bitwise_count(fps ^ q) <= k]).view(np.int64)
+        found = self.conn.execute(ROWS_BY_FINGERPRINT_SQL, (apsw.carray(wanted),)).fetchall() if len(wanted) else []
+        found = [row for row in found if row[1] != exclude]
+        rows = np.zeros((len(found), nbytes), dtype=np.uint8)
+        present = np.zeros(len(found), dtype=bool)
+        for n, (_, _, _, sketch) in enumerate(found):
+            if isinstance(sketch, bytes) and len(sketch) == nbytes:
+                rows[n] = np.frombuffer(sketch, dtype=np.uint8)
+                present[n] = True
+        ids = np.array([row[0] for row in found], dtype=np.int64)
+        values = np.array([row[2] for row in found], dtype=np.int64).view(np.uint64)
+        return Candidates(plan, len(fps), ids, values, rows, present, [cast(str, row[1]) for row in found])
+
+    def checked_loaded(self) -> bool:
+        return self._checked is not None and self._checked[0] == self._token()
+
+    def checked_arrays(self, nbytes: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(ids, unsigned fingerprints, sketch rows, which have a sketch) of every document with a fingerprint,
+        read in one pass and kept until the index changes (8 + 8 + nbytes bytes a document)."""
+        token = self._token()
+        if self._checked is None or self._checked[0] != token or self._checked[3].shape[1] != nbytes:
+            self._checked = None
+            with self.conn:  # one snapshot
+                count = self.conn.execute("SELECT count(*) FROM documents WHERE fingerprint IS NOT NULL").get
+                buffer = bytearray(count * nbytes)
+                ids = np.empty(count, dtype=np.int64)
+                values = np.empty(count, dtype=np.int64)
+                present = np.zeros(count, dtype=bool)
+                n = -1
+                for n, (i, f, sketch) in enumerate(self.conn.execute(
+                    "SELECT id, fingerprint, sketch FROM documents WHERE fingerprint IS NOT NULL ORDER BY id"
+                )):
+                    if n >= count:
+                        raise RuntimeError("reading the fingerprints for a scan went wrong (counts differ)")
+                    ids[n], values[n] = i, f
+                    if sketch is not None and len(sketch) == nbytes:
+                        buffer[n * nbytes : (n + 1) * nbytes] = sketch
+                        present[n] = True
+                if n + 1 != count:
+                    raise RuntimeError("reading the fingerprints for a scan went wrong (counts differ)")
+            rows = np.frombuffer(buffer, dtype=np.uint8).reshape(count, nbytes)
+            self._checked = (token, ids, values.view(np.uint64), rows, present)
+        return self._checked[1], self._checked[2], self._checked[3], self._checked[4]
+
     def scan_loaded(self) -> bool:
         return self._scan is not None and self._scan[0] == self._token()
 
-    def load_cost_ns(self) -> float:
-        """What reading the scan array would cost (the planner's estimate)."""
-        return self.rows() * SCAN_LOAD_ROW_NS
+    def load_cost_ns(self, checked: bool = False) -> float:
+        """What reading the scan array (checked: with the sketches) would cost (the planner's estimate)."""
+        return self.rows() * (CHECK_LOAD_ROW_NS if checked else SCAN_LOAD_ROW_NS)
 
     def load_scan(self) -> None:
         """Read every fingerprint into the scan array now (kept until the index changes)."""

@@ -1,17 +1,18 @@
 """Keep-first deduplication of a stream, checked: each document is kept unless an earlier kept document
 (or one in an existing index) is a near-duplicate of it, in input order.
 
-A near-duplicate is judged as `simq dupes` judges one (confirm.DuplicateSearch): by default a candidate
-that shares a window of the sketch's LSH tables (sketch_pairs.py, always its 24/12 windows here: a stream
-does not know its size, where `dupes` widens them past 2**20 documents) and whose estimated 5-shingle
-Jaccard reaches the threshold ("estimated"), here plus a small margin (DROP_MARGIN): a drop cannot be
-undone. The texts are in hand as they stream, but only the sketch (120 bytes), the fingerprint and the
-LSH codes of each kept document are kept, so memory grows with the kept documents (752 bytes each), not
-with their text. An
-indexed document without a sketch (an index made before sketches whose texts are gone) is judged by
-distance, within min(k, RECOMMENDED_K) ("distance"). With an explicit k the candidates are the kept
-documents within k, checked the same way; without the check, within k (RECOMMENDED_K by default) by
-distance alone, as before sketches.
+A near-duplicate is judged by the pair rule of `simq dupes` (find/verdict.py decide()): by default a
+candidate that shares a window of the sketch's LSH tables (sketch_pairs.py, always its 24/12 windows
+here: a stream does not know its size, where `dupes` widens them past 2**20 documents); two short texts
+by their exact Jaccard (their exact data is kept, core/short_texts.py), others by the sketches' estimate.
+The texts are in hand as they stream, but only the sketch (120 bytes), the fingerprint and the LSH codes
+of each kept document are kept, so memory grows with the kept documents (752 bytes each), not with
+their text. An indexed document without a sketch (an index made before sketches whose texts are gone)
+is judged by distance, within min(k, RECOMMENDED_K) ("distance"). A drop cannot be undone, so when
+unsure, keep: a document is dropped only on a verdict that is exact or at least verdict.CERTAIN sure,
+unless drop_uncertain asks to drop on an uncertain one too (an estimate short of CERTAIN, distance
+alone). With an explicit k the candidates are the kept documents within k, checked the same way; without
+the check, within k (RECOMMENDED_K by default) by distance alone, as before sketches.
 
 Kept sketches live in sorted runs (KeptSketches), kept fingerprints in an exact multi-index (KeptSet):
 runs merged like a binary counter, so O(log n) runs. Documents are fingerprinted and sketched a batch at
@@ -45,24 +46,14 @@ from ..find.block_tables import choose_tables
 from ..find.check import EXACT_MARGIN, load_arrays_and_short
 from ..find.pairs import CHUNK, _groups, near_pairs, sorted_by, within_groups
 from ..find.sketch_pairs import WINDOW_BITS, WINDOW_STEP, sketch_pairs, window_keys
-from ..find.verdict import fallback_k, validate_threshold
+from ..find.verdict import decide, fallback_k, validate_threshold
 from ..index import SimhashIndex
 from ..store.documents import Document, FingerprintedDocument, length_of
 from ..store.labels import apart_keys, keeper_keys
 from .sources import DEDUP_PROCESSES
 
 BATCH = 2000
-# A drop cannot be undone, and the estimate's standard deviation near 0.8 is about 0.02: a document is
-# dropped when the estimate reaches the threshold plus this margin (drop_cut). bench/dedup.py on the tuning
-# corpus (two seeds): at +0.00 recall 0.983-0.986 with 0.35-0.43% false drops (all at Jaccard 0.75-0.8),
-# at +0.01 recall 0.972-0.976 with 0.22-0.24%, at +0.02 recall 0.957-0.962 with 0.07-0.13%.
-DROP_MARGIN = 0.01
 NO_MATCH = np.iinfo(np.int64).max
-
-
-def drop_cut(threshold: float) -> float:
-    """The least estimated Jaccard for which a document is dropped (see DROP_MARGIN)."""
-    return min(1.0, validate_threshold(threshold) + DROP_MARGIN)
 
 
 class _Run:
@@ -417,8 +408,8 @@ class DedupReport:
         return time.perf_counter() - self.started
 
 
-# An option for a document: (rank, score, label, distance, jaccard, how); the smallest wins. Estimated
-# matches first, the highest estimate, then the earliest label; then distance ones, closest first.
+# An option for a document: (rank, score, label, distance, jaccard, how, certainty); the smallest wins.
+# Estimated matches first, the highest estimate, then the earliest label; then distance ones, closest first.
 _ESTIMATED, _BY_DISTANCE = 0, 1  # (an exact Jaccard ranks as an estimate does: the highest first)
 # Shingle sets of kept short texts held at once (most candidates are recent documents' near-copies).
 SHORT_SETS_KEPT = 50_000
@@ -442,6 +433,7 @@ class Deduplicator:
         check: bool = True,
         threshold: float = DEFAULT_THRESHOLD,
         batch_size: int = BATCH,
+        drop_uncertain: bool = False,
     ) -> None:
         if against is not None and settings is not None and settings != against.settings:
             raise SettingsMismatch(
@@ -450,14 +442,15 @@ class Deduplicator:
             )
         self.settings = against.settings if against is not None else settings or FingerprintSettings()
         self.check, self.threshold, self.batch_size = check, validate_threshold(threshold), batch_size
-        self.cut = drop_cut(self.threshold)  # what an estimate must reach
+        self.drop_uncertain = drop_uncertain  # drop on an uncertain verdict too (else: when unsure, keep)
+        self.batch_sizes: np.ndarray | None = None  # the batch members' distinct-shingle counts (for certainty)
         self.by_sketch = check and k is None
         self.k = candidate_k(k, check)  # the radius of fingerprint candidates
         # Fingerprint candidates: all kept documents (explicit k, or no check), or, with sketch LSH, only
         # indexed ones without a sketch, judged by distance within fallback_k.
         self.prints = KeptSet(fallback_k(CONFIRM_K) if self.by_sketch else self.k)
-        # Two short texts are judged by their exact Jaccard (core/short_texts.py), so their candidates go
-        # down to EXACT_MARGIN below the threshold, as dupes' do; others need the estimate to reach cut.
+        # Two short texts are judged by their exact Jaccard (core/short_texts.py), so candidates go down to
+        # EXACT_MARGIN below the threshold, as dupes' do.
         self.low = max(0.0, self.threshold - EXACT_MARGIN)
         self.sketches = KeptSketches(self.low) if self.by_sketch else None
         self.kept_short: dict[int, bytes] = {}  # label -> a kept short text's exact data
@@ -589,6 +582,7 @@ class Deduplicator:
         codes = sorted_codes(rows[sketched]) if self.by_sketch else None
         # The members' distinct-shingle counts, as their sketches record them (for kept ones and certainties).
         sizes = sizes_of(rows, DEFAULT_SCHEME) if self.check else None
+        self.batch_sizes = sizes
         options = self._options_among_kept(values, rows, sketched, codes)
         earlier = self._pairs_within_batch(values, rows, sketched, codes)
         match: dict[int, tuple] = {}  # member -> its winning option
@@ -596,9 +590,9 @@ class Deduplicator:
         new_members: list[int] = []
         for j in range(len(have)):
             mine = options.get(j, [])
-            for rank, score, a, d, e, how in earlier.get(j, ()):
+            for rank, score, a, d, e, how, sure in earlier.get(j, ()):
                 if a in kept_labels:
-                    mine.append((rank, score, kept_labels[a], d, e, how))
+                    mine.append((rank, score, kept_labels[a], d, e, how, sure))
             if mine and (self.apart or self.keepers):
                 mine = self._honoured(batch[have[j]][0].key, mine)
             if mine:
@@ -627,12 +621,8 @@ class Deduplicator:
         for i, ((document, raw), fp) in enumerate(zip(batch, prints)):
             member = position.get(i)
             if member is not None and member in match:
-                rank, _, label, d, e, how = match[member]
+                rank, _, label, d, e, how, sure = match[member]
                 key = names[label] if label < 0 else self.keys[label]
-                sure = 1.0 if how == "exact" else None
-                if how == "estimated" and sizes is not None:  # the verdict's certainty, as judge() gives it
-                    theirs = self.against_sizes[-1 - label] if label < 0 else self.kept_sizes[label]
-                    sure = float(certainty(e, self.threshold, sizes[member], theirs, DEFAULT_SCHEME))
                 out.append(Decision(document, raw, fp, key, d, e, how, sure))
                 self.report.dropped += 1
                 self.report.estimated += how == "estimated"
@@ -693,27 +683,60 @@ class Deduplicator:
     def _judge(
         self, q, label, d, rows, sketched, other_rows, other_sketched, members: bool = False
     ) -> Iterator[tuple[int, tuple]]:
-        """Candidates within k: (query, option) for those kept by the check (or, without it, all).
+        """Candidates within k: (query, option) for those that drop it (or, without the check, all).
         members: the labels are batch members (earlier in the batch), not kept labels."""
         if not self.check:
             for j, a, dist in zip(q.tolist(), label.tolist(), d.tolist()):
-                yield j, (_BY_DISTANCE, dist, a, dist, None, None)
+                yield j, (_BY_DISTANCE, dist, a, dist, None, None, None)
             return
         both = sketched[q] & other_sketched
         estimate = np.full(len(q), np.nan)
         if both.any():
             estimate[both] = estimate_many(rows[q[both]], other_rows[both])
-        limit = fallback_k(self.k)
-        for j, a, dist, e, est in zip(q.tolist(), label.tolist(), d.tolist(), estimate.tolist(), both.tolist()):
-            exact = self._exact(j, a, members)
-            if exact is not None:
-                if exact >= self.threshold:
-                    yield j, (_ESTIMATED, -exact, a, dist, exact, "exact")
-            elif est:
-                if e >= self.cut:
-                    yield j, (_ESTIMATED, -e, a, dist, e, "estimated")
-            elif dist <= limit:
-                yield j, (_BY_DISTANCE, dist, a, dist, None, "distance")
+        yield from self._drops(q, label, d, estimate, members)
+
+    def _drops(
+        self, q: np.ndarray, label: np.ndarray, d: np.ndarray, estimate: np.ndarray, members: bool
+    ) -> Iterator[tuple[int, tuple]]:
+        """(query, option) of the candidates whose verdict (verdict.decide, the pair rule of dupes) drops the
+        query: kept, and sure (exact or CERTAIN) unless drop_uncertain. estimate: NaN where a sketch is
+        missing; members: the labels are batch members, not kept labels."""
+        if not len(q):
+            return
+        assert self.batch_sizes is not None  # set by _decide whenever checking
+        mine = self.batch_sizes[q]
+        if members:
+            theirs = self.batch_sizes[label]
+        else:
+            theirs = np.where(label >= 0, self.kept_sizes[np.maximum(label, 0)],
+                              self.against_sizes[np.minimum(-1 - label, len(self.against_sizes) - 1)]
+                              if len(self.against_sizes) else np.nan)
+        sure = np.full(len(q), np.nan)
+        sketched = ~np.isnan(estimate)
+        if sketched.any():
+            sure[sketched] = certainty(estimate[sketched], self.threshold, mine[sketched], theirs[sketched],
+                                       DEFAULT_SCHEME)
+        js, labels = q.tolist(), label.tolist()
+
+        def exact(at: np.ndarray) -> np.ndarray:
+            out = np.full(len(at), np.nan)
+            for n, i in enumerate(at.tolist()):
+                value = self._exact(js[i], labels[i], members)
+                if value is not None:
+                    out[n] = value
+            return out
+
+        verdicts = decide(d, estimate, sure, exact, threshold=self.threshold, k=self.k)
+        drops = verdicts.sure_to_keep(self.drop_uncertain)
+        how = verdicts.how
+        for i in np.flatnonzero(drops).tolist():
+            j, a, dist = js[i], labels[i], int(d[i])
+            c = float(verdicts.certainty[i])
+            if how[i] == "distance":
+                yield j, (_BY_DISTANCE, dist, a, dist, None, "distance", None)
+            else:
+                e = float(verdicts.jaccard[i])
+                yield j, (_ESTIMATED, -e, a, dist, e, how[i], c)
 
     def _options_among_kept(self, values, rows, sketched, codes=None) -> dict[int, list[tuple]]:
         options: dict[int, list[tuple]] = {}
@@ -723,12 +746,11 @@ class Deduplicator:
             q, label, estimate = self.sketches.matches(rows[sketched], codes)
             q = np.flatnonzero(sketched)[q]
             d = np.bitwise_count(values[q] ^ self._value_of(label)).astype(np.int64)
-            for j, a, dist, e in zip(q.tolist(), label.tolist(), d.tolist(), estimate.tolist()):
-                if (option := self._by_sketch_option(j, a, dist, e, False)) is not None:
-                    options.setdefault(j, []).append(option)
+            for j, option in self._drops(q, label, d, np.asarray(estimate, dtype=np.float64), False):
+                options.setdefault(j, []).append(option)
             for q, label, d in self.prints.within(values):  # indexed documents without a sketch
-                for j, a, dist in zip(q.tolist(), label.tolist(), d.tolist()):
-                    options.setdefault(j, []).append((_BY_DISTANCE, dist, a, dist, None, "distance"))
+                for j, option in self._drops(q, label, d, np.full(len(q), np.nan), False):
+                    options.setdefault(j, []).append(option)
             return options
         for q, label, d in self.prints.within(values):
             other_rows, other_sketched = self._rows_of(label) if self.check else (None, None)
@@ -751,9 +773,8 @@ class Deduplicator:
             for part in parts:
                 a, b = members[part[0]], members[part[1]]
                 d = np.bitwise_count(values[a] ^ values[b]).astype(np.int64)
-                for x, y, dist, e in zip(a.tolist(), b.tolist(), d.tolist(), part[2].tolist()):
-                    if (option := self._by_sketch_option(y, x, dist, e, True)) is not None:
-                        earlier.setdefault(y, []).append(option)
+                for y, option in self._drops(b, a, d, np.asarray(part[2], dtype=np.float64), True):
+                    earlier.setdefault(y, []).append(option)
             return earlier
         for part in near_pairs(values, self.k):
             a, b = part.left, part.right  # a < b: the option names the earlier member
@@ -768,14 +789,6 @@ class Deduplicator:
         if isinstance(document, FingerprintedDocument):
             return document.short_text
         return short_text_data(document.text)
-
-    def _by_sketch_option(self, j: int, a: int, dist: int, e: float, members: bool) -> tuple | None:
-        """The option of a candidate found by the sketches (estimate e >= self.low): by the exact Jaccard
-        where both are short texts, else by the estimate, which must reach the cut."""
-        exact = self._exact(j, a, members)
-        if exact is not None:
-            return (_ESTIMATED, -exact, a, dist, exact, "exact") if exact >= self.threshold else None
-        return (_ESTIMATED, -e, a, dist, e, "estimated") if e >= self.cut else None
 
     def _exact(self, j: int, a: int, members: bool) -> float | None:
         """The exact Jaccard of member j and `a` (a batch member if members, else a kept or indexed
@@ -828,7 +841,10 @@ def dedup(
     against: SimhashIndex | None = None,
     check: bool = True,
     threshold: float = DEFAULT_THRESHOLD,
+    drop_uncertain: bool = False,
 ) -> Iterator[Decision]:
     """Keep-first deduplication of documents (or (document, raw line) pairs) in their order."""
     pairs = ((e, None) if isinstance(e, Document) else e for e in entries)
-    return Deduplicator(k, settings, against=against, check=check, threshold=threshold).run(pairs)
+    deduplicator = Deduplicator(k, settings, against=against, check=check, threshold=threshold,
+                                drop_uncertain=drop_uncertain)
+    return deduplicator.run(pairs)

@@ -1,0 +1,135 @@
+"""`simq near` against the loadable extension's simhash_near at every k, in-process and as whole processes.
+
+    .venv/bin/python bench/near_k.py /tmp/s100k.db /tmp/s100k/docs.jsonl --make
+    .venv/bin/python bench/near_k.py INDEX TEXTS.jsonl --ks 3,7,12,16,24,32,48,64 --queries 20 --repeat 3
+
+INDEX: an index made by `simq add` (with or without --store-text); TEXTS: JSONL of {"id", "text"}, whose
+first --queries texts (seeded choice) are the queries (the index's own texts find themselves and their
+near-copies). For each k:
+
+- in-process: the package, SimhashIndex.search(text, k=k) on one open index (the first query loads what the
+  plan keeps, as a long-lived process would), and the extension loaded into apsw on a connection to the
+  same file (`SELECT ... FROM simhash_near(?, k)`); the median seconds a query of each, and their ratio;
+- whole processes: `simq near --file Q --k k --format jsonl` and the stock `sqlite3` shell loading the
+  extension (`simq extension` prints its path) and running simhash_near(CAST(readfile(Q) AS TEXT), k), one
+  query, median of --repeat;
+- answers: the candidate sets agree exactly (simhash_near(q, k, 0) against near(check=False): keys and
+  distances); for the checked answers, the rows both sides judged by the sketches' estimate have the same
+  Jaccard. The extension's rule changes in its own branch (normalised shingles, exact where the texts are at
+  hand): its "exact" rows and the package's may differ until both have it, so those are counted, not failed.
+
+The machine is shared: read the ratios of one run beside the load printed with them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from common import SIMQ, Failures, print_machine
+
+import apsw  # isort: skip
+
+from simhash_sqlite import SimhashIndex  # noqa: E402
+from simhash_sqlite.native.extension import loadable_path  # noqa: E402
+
+NEAR = "SELECT key, distance, jaccard, checked_by FROM simhash_near(?, ?)"
+CANDIDATES = "SELECT key, distance FROM simhash_near(?, ?, 0)"
+
+
+def queries_from(path: Path, count: int, seed: int) -> list[str]:
+    texts = [json.loads(line)["text"] for line in path.open(encoding="utf-8") if line.strip()]
+    return random.Random(seed).sample(texts, min(count, len(texts)))
+
+
+def timed(action) -> tuple[float, object]:
+    started = time.perf_counter()
+    answer = action()
+    return time.perf_counter() - started, answer
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("index", type=Path)
+    parser.add_argument("texts", type=Path)
+    parser.add_argument("--ks", default="3,7,12,16,24,32,48,64")
+    parser.add_argument("--queries", type=int, default=10)
+    parser.add_argument("--repeat", type=int, default=3, help="whole-process runs per k")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--make", action="store_true", help="make the index from TEXTS first (simq add) if absent")
+    args = parser.parse_args()
+    print_machine()
+    sqlite3 = shutil.which("sqlite3")
+    if sqlite3 is None:
+        raise SystemExit("error: the sqlite3 shell is not installed (Debian: apt-get install sqlite3)")
+    extension = loadable_path()
+    if args.make and not args.index.exists():
+        subprocess.run([*SIMQ, "add", str(args.texts), "--db", str(args.index)], check=True, capture_output=True)
+    ks = [int(k) for k in args.ks.split(",")]
+    queries = queries_from(args.texts, args.queries, args.seed)
+    failures = Failures()
+    index = SimhashIndex(args.index, readonly=True)
+    conn = apsw.Connection(str(args.index), flags=apsw.SQLITE_OPEN_READONLY)
+    conn.enable_load_extension(True)
+    conn.load_extension(extension)
+    print(f"\n{len(index):,} documents, {len(queries)} queries, in-process times are medians a query\n")
+    print("| k | matches a query | package ms | extension ms | package / extension | whole simq s | whole sqlite3 s |"
+          " candidates agree | estimated rows agree | other rows differing |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    with tempfile.TemporaryDirectory() as tmp:
+        query_file = Path(tmp) / "q.txt"
+        query_file.write_text(queries[0], encoding="utf-8")
+        for k in ks:
+            mine, theirs, matches = [], [], []
+            candidates_agree = estimated_agree = True
+            differing = 0
+            for text in queries:
+                seconds, result = timed(lambda: index.search(text, k=k))
+                mine.append(seconds)
+                seconds, rows = timed(lambda: conn.execute(NEAR, (text, k)).fetchall())
+                theirs.append(seconds)
+                matches.append(len(result.matches))
+                plain = {(m.key, m.distance) for m in index.near(text, k=k, check=False)}
+                candidates_agree &= plain == set(conn.execute(CANDIDATES, (text, k)).fetchall())
+                ours = {m.key: m for m in result.matches}
+                for key, _distance, jaccard, how in rows:
+                    m = ours.get(key)
+                    if how == "estimated" and m is not None and m.checked_by == "estimated":
+                        estimated_agree &= abs((m.jaccard or 0) - jaccard) < 1e-9
+                    elif m is None or m.checked_by != how or abs((m.jaccard or 0) - (jaccard or 0)) > 1e-9:
+                        differing += 1
+                differing += sum(1 for key in ours if key not in {r[0] for r in rows})
+            failures.expect(candidates_agree, f"k {k}: the candidate sets differ")
+            failures.expect(estimated_agree, f"k {k}: an estimated row's Jaccard differs")
+            simq_runs, shell_runs = [], []
+            for _ in range(args.repeat):
+                command = [*SIMQ, "near", "--db", str(args.index), "--file", str(query_file), "--k", str(k),
+                           "--format", "jsonl"]
+                seconds, done = timed(lambda: subprocess.run(command, capture_output=True, text=True))
+                failures.expect(done.returncode == 0, f"simq near failed: {done.stderr.strip()[-300:]}")
+                simq_runs.append(seconds)
+                sql = (f"SELECT count(*) FROM simhash_near(CAST(readfile('{query_file}') AS TEXT), {k});")
+                seconds, done = timed(lambda: subprocess.run(
+                    [sqlite3, "-readonly", "-batch", "-bail", str(args.index), f".load {extension}", sql],
+                    capture_output=True, text=True))
+                failures.expect(done.returncode == 0, f"sqlite3 failed: {done.stderr.strip()[-300:]}")
+                shell_runs.append(seconds)
+            package, ext = statistics.median(mine), statistics.median(theirs)
+            print(f"| {k} | {statistics.median(matches):g} | {package * 1e3:.1f} | {ext * 1e3:.1f} | "
+                  f"{package / ext:.2f} | {statistics.median(simq_runs):.2f} | {statistics.median(shell_runs):.2f} | "
+                  f"{'yes' if candidates_agree else 'NO'} | {'yes' if estimated_agree else 'NO'} | {differing} |",
+                  flush=True)
+    index.close()
+    failures.exit()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
