@@ -85,7 +85,6 @@ SMOKE = [
           suite="scale", full="--sizes 100000,1000000,3000000,10000000 --folder {tmp} --candidate-recall"),
     Smoke("dupes_scale.py", "{en} --sizes 1500 --baseline none",
           suite="pairs", full="{zh} {en} --sizes 100000,1000000 --folder {out}/data/dupes_scale"),
-    Smoke("estimate_limits.py", "{en} {zh} --originals 30", suite="decisions", full="{zh} {en}"),
     Smoke("estimate_rule.py", "{en} {zh} --originals 40 --salts 2", suite="decisions", full="{zh} {en}"),
     Smoke("memory.py", "--text-mib 1 --jsonl-docs 300", suite="memory", full=""),
     Smoke("pairs.py", "--quick --size 20000 --corpus {en} --docs 300", suite="pairs", full="--corpus {en}"),
