@@ -50,6 +50,16 @@ def test_every_script_is_in_a_suite_with_a_small_mode_and_a_full_size_and_listed
     assert set(suites) <= set(re.findall(r"^(\w+):", listed, re.M))
 
 
+def test_every_bench_script_the_docs_and_the_code_name_exists():
+    """A merged or renamed script leaves no command behind (BENCHMARKS-LOG.md and CHANGELOG.md are history)."""
+    root = BENCH.parent
+    sources = [root / "README.md", root / "ARCHITECTURE.md", BENCH / "README.md", *root.glob("docs/*.md"),
+               *root.glob("simhash_sqlite/**/*.py"), *BENCH.glob("*.py")]
+    named = {(source.relative_to(root), name) for source in sources
+             for name in re.findall(r"bench/([a-z_]+\.(?:py|sh|c))\b", source.read_text(encoding="utf-8"))}
+    assert [(str(source), name) for source, name in sorted(named) if not (BENCH / name).exists()] == []
+
+
 def test_run_writes_each_output_and_a_summary_skips_without_data_and_fails_on_a_failure(tmp_path):
     out = tmp_path / "out"
     bad = tmp_path / "bad.jsonl"
