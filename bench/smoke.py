@@ -9,7 +9,8 @@ generated JSONL corpora (`{en}`, `{zh}`: bench/common.py's write_corpus) or on d
 itself. A script checks its own answers (exactness against a brute-force scan, identical outputs across
 trees, no lost key...) and exits non-zero when one is wrong: the runner fails on any non-zero exit
 status, a time-out, or a traceback. Scripts whose optional packages are absent are skipped with the
-reason. A script added to bench/ is added here with one line in SMOKE.
+reason. A script added to bench/ is added here with one line in SMOKE, the registry bench/run.py runs
+too: its small mode, its suite and its full-size arguments.
 """
 
 from __future__ import annotations
