@@ -301,7 +301,7 @@ def friendly_errors(command):
         except (apsw.ReadOnlyError, apsw.CantOpenError):
             raise fail("the index file or its folder is read-only") from None
         except (apsw.CorruptError, apsw.NotADBError) as exc:
-            named = [kwargs.get(name) for name in ("file", "db", "against") if kwargs.get(name) is not None]
+            named = [kwargs[name] for name in _index_arguments(command) if kwargs.get(name) is not None]
             if not named:
                 raise fail(f"an index file is damaged ({exc}); see what is wrong: simq integrity --db FILE") from None
             raise fail(damaged_message(os.fspath(named[0]), str(exc))) from None
@@ -317,6 +317,12 @@ def friendly_errors(command):
             raise fail("interrupted", 130) from None
 
     return wrapper
+
+
+def _index_arguments(command) -> tuple[str, ...]:
+    """The arguments of a command that name index files, the one SQLite reads first first: a damaged
+    file is named by them (near --file and hash --file are query texts, never SQLite files)."""
+    return ("file", "db") if command.__name__ == "shell" else ("against", "db")
 
 
 def _option(name: str, value: object) -> str:

@@ -593,15 +593,24 @@ def damaged_message(path: str, detail: str, version: int | None = None) -> str:
 
 
 def recovery_hint(path: str, version: int | None = None) -> str:
-    """How to get back what a damaged index still holds. sqlite3's .dump writes every row it can read
-    but ends with ROLLBACK when it met damage (made COMMIT here), and keeps neither the application id
-    nor the schema version (set again); or a new index from the inputs."""
-    version = schema_version() if version is None else version
+    """How to get back what a damaged index still holds: recovery_command(), then an integrity check;
+    or a new index from the inputs."""
     return (
-        f"to recover what can be read: (sqlite3 {path} .dump | sed 's/^ROLLBACK; -- due to errors$/COMMIT;/'; "
-        f"echo 'PRAGMA application_id={APPLICATION_ID}; PRAGMA user_version={version};') | sqlite3 recovered.db, "
+        f"to recover what can be read: {recovery_command(path, version)}, "
         "then simq integrity --db recovered.db (rows on damaged pages are lost: add their files again); "
         "or build a new index: simq add --db NEW.db FILES"
+    )
+
+
+def recovery_command(path: str, version: int | None = None) -> str:
+    """The shell line that copies what a damaged index still holds into recovered.db (docs/cli.md shows
+    it for corpus.db; tests/test_docs.py keeps the two equal). sqlite3's .dump writes every row it can
+    read but ends with ROLLBACK when it met damage (made COMMIT here), and keeps neither the application
+    id nor the schema version (set again: this code's, which simq opens)."""
+    version = schema_version() if version is None else version
+    return (
+        f"(sqlite3 {path} .dump | sed 's/^ROLLBACK; -- due to errors$/COMMIT;/'; "
+        f"echo 'PRAGMA application_id={APPLICATION_ID}; PRAGMA user_version={version};') | sqlite3 recovered.db"
     )
 
 
