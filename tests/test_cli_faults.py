@@ -4,10 +4,17 @@ help says, searches that never write, and keys that do not depend on the folder 
 
 from __future__ import annotations
 
+import json
 import os
 import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 
-from test_cli import ENGLISH, assert_clean_error, simq
+import pytest
+from test_cli import ENGLISH, as_foreground, assert_clean_error, simq
 
 from simhash_sqlite import Document, SimhashIndex
 
@@ -36,3 +43,48 @@ def test_a_damaged_index_is_named_not_the_query_file(runner, tmp_path):
     assert_clean_error(result, f"{path} is damaged")
     assert str(query) not in result.stderr
     assert f"sqlite3 {path} .dump" in result.stderr
+
+
+SIMQ = Path(sys.executable).parent / "simq"  # the venv's script, as a user runs it
+
+
+@pytest.mark.parametrize("port", ["99999", "-1", "65536", "0"])
+def test_a_port_out_of_range_is_a_usage_error(runner, tmp_path, port):
+    result = simq(runner, "serve", "--port", port, "--db", tmp_path / "none.db")
+    assert_clean_error(result, "--port", code=2)
+
+
+def _loading(pid: int) -> bool:
+    """Whether the process has begun to load simq's own modules (a compiled library of theirs is mapped)."""
+    with open(f"/proc/{pid}/maps") as maps:
+        return any(name in line for line in maps for name in ("apsw", "numpy", "_simhash_core", "pydantic_core"))
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/PID/maps to time the interrupt")
+@pytest.mark.parametrize("after", [0.0, 0.05, 0.15])
+@pytest.mark.parametrize("command", ["dupes", "dedup"])
+def test_ctrl_c_while_simq_starts_is_a_clean_130(tmp_path, command, after):
+    """Ctrl-C while the CLI's modules load or the command line is parsed: one line and 130 (or done)."""
+    data = tmp_path / "in.jsonl"
+    rnd = random.Random(3)
+    with data.open("w") as handle:
+        for i in range(3000):
+            handle.write(json.dumps({"id": i, "text": " ".join(rnd.choice(WORDS) for _ in range(80))}) + "\n")
+    db = tmp_path / "idx.db"
+    args = {"dupes": ["dupes", "--db", db], "dedup": ["dedup", data, "--out", tmp_path / "kept.jsonl"]}[command]
+    if command == "dupes":
+        subprocess.run([SIMQ, "add", data, "--db", db], check=True, capture_output=True)
+    process = subprocess.Popen([SIMQ, *map(str, args)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               preexec_fn=as_foreground)
+    deadline = time.monotonic() + 30
+    while process.poll() is None and not _loading(process.pid) and time.monotonic() < deadline:
+        time.sleep(0.001)
+    time.sleep(after)
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=60)
+    assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr, stderr
+    if process.returncode == 0:
+        return  # done before the interrupt arrived
+    assert process.returncode == 130, stderr
+    assert stderr.strip().splitlines()[-1].startswith("error: interrupted"), stderr

@@ -113,6 +113,20 @@ class _Commands(typer.core.TyperGroup):
     def parse_args(self, ctx, args):
         return super().parse_args(ctx, current_spelling(args))
 
+    # Ctrl-C while a command line is parsed (a command's own run catches it in friendly_errors): typer
+    # would exit 130 without a word; Abort is the "interrupted" line of main() above.
+    def make_context(self, *args, **kwargs):
+        try:
+            return super().make_context(*args, **kwargs)
+        except KeyboardInterrupt:
+            raise typer.Abort() from None
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:
+            raise typer.Abort() from None
+
     def resolve_command(self, ctx, args):
         if args and args[0] in OLD_COMMANDS:
             args = [OLD_COMMANDS[args[0]], *args[1:]]
@@ -923,7 +937,7 @@ def stats(db: DbOption = Path(DEFAULT_DB), format_: FormatOption = None, as_json
 @friendly_errors
 def serve(
     db: DbOption = Path(DEFAULT_DB),
-    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8001,
+    port: Annotated[int, typer.Option(help="Port to listen on (1-65535).", min=1, max=65535)] = 8001,
     host: Annotated[str, typer.Option(help="Address to listen on; 127.0.0.1 is this machine only.")] = "127.0.0.1",
     open_browser: Annotated[bool, typer.Option("--open", help="Open the clusters page in a web browser.")] = False,
     review: Annotated[
