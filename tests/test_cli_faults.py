@@ -88,3 +88,66 @@ def test_ctrl_c_while_simq_starts_is_a_clean_130(tmp_path, command, after):
         return  # done before the interrupt arrived
     assert process.returncode == 130, stderr
     assert stderr.strip().splitlines()[-1].startswith("error: interrupted"), stderr
+
+
+@pytest.fixture
+def small_index(tmp_path):
+    path = tmp_path / "idx.db"
+    (tmp_path / "a.txt").write_text(ENGLISH)
+    (tmp_path / "b.txt").write_text(ENGLISH.replace("library", "module"))
+    with SimhashIndex(path, create=True) as index:
+        index.add([Document(name, (tmp_path / name).read_text()) for name in ("a.txt", "b.txt")])
+    return path
+
+
+@pytest.mark.parametrize("args, named", [
+    (["decisions", "--format", "xml"], "--format"),
+    (["near", "--hash", "123"], "16 hex digits"),
+    (["near", "--hash", "xyz"], "--hash"),
+    (["near"], "give one of a text"),
+    (["near", "some text", "--key", "a.txt"], "give one of a text"),
+    (["calibrate", "--pairs", "0"], "--pairs"),
+    (["calibrate", "--max-k", "33"], "--max-k"),
+    (["add", "a.txt", "--batch-size", "0"], "--batch-size"),
+    (["clusters", "--min-size", "0"], "--min-size"),
+    (["explain", "a.txt", "b.txt", "--top", "-1"], "--top"),
+    (["near", "some text", "--limit", "-1"], "--limit"),
+    (["hash"], "give a text or --file"),
+    (["rm"], "give keys"),
+])
+def test_options_out_of_their_range_are_usage_errors_naming_the_option(runner, small_index, args, named):
+    before = small_index.read_bytes()
+    result = simq(runner, *args, "--db", small_index)
+    assert_clean_error(result, named, code=2)
+    assert "per_distance" not in result.stderr and "batch_size" not in result.stderr
+    assert small_index.read_bytes() == before
+
+
+def test_every_k_says_what_it_is_for_and_they_agree(runner, tmp_path):
+    """stats, calibrate and near's help tell one story: 9 for distance alone, 12 for checked candidates."""
+    from simhash_sqlite.core.settings import CONFIRM_K, RECOMMENDED_K
+
+    folder = tmp_path / "texts"
+    folder.mkdir()
+    rnd = random.Random(5)
+    for i in range(30):
+        text = " ".join(rnd.choice(WORDS) for _ in range(80))
+        (folder / f"{i}.txt").write_text(text)
+        (folder / f"{i}b.txt").write_text(text + " and a few more words at the end")
+    db = tmp_path / "k.db"
+    assert simq(runner, "add", folder, "--db", db).exit_code == 0
+    story = f"{RECOMMENDED_K} for distance alone (--no-check"
+    checked = f"{CONFIRM_K} for candidates checked by Jaccard"
+    stats = json.loads(simq(runner, "stats", "--db", db, "--json").stdout)["recommended k"]
+    assert story in stats and checked in stats
+    calibrate = simq(runner, "calibrate", "--db", db)
+    assert calibrate.exit_code == 0, calibrate.output
+    text = " ".join(calibrate.stdout.split())
+    assert "for distance alone (--no-check) on this index" in text and story in text and checked in text
+    import typer
+
+    from simhash_sqlite.cli.app import app
+
+    near = typer.main.get_command(app).commands["near"]
+    k_help = next(param.help for param in near.params if param.name == "k")
+    assert f"default: {CONFIRM_K} with --check, {RECOMMENDED_K} with --no-check" in k_help

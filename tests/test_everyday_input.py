@@ -202,7 +202,7 @@ def test_limit_means_the_same_with_and_without_the_check(runner, small_db, tmp_p
     queries = tmp_path / "q.jsonl"
     queries.write_text(json.dumps({"text": ENGLISH}) + "\n")
     for check in ("--check", "--no-check"):
-        assert_clean_error(simq(runner, "near", ENGLISH, "--db", small_db, "--limit", "-1", check), "not negative", 2)
+        assert_clean_error(simq(runner, "near", ENGLISH, "--db", small_db, "--limit", "-1", check), "--limit", 2)
         none = simq(runner, "near", ENGLISH, "--db", small_db, "--limit", "0", "--json", check)
         assert none.exit_code == 0 and json.loads(none.stdout) == []
         one = simq(runner, "near", ENGLISH, "--db", small_db, "--limit", "1", "--json", check)
@@ -210,7 +210,7 @@ def test_limit_means_the_same_with_and_without_the_check(runner, small_db, tmp_p
         batch = simq(runner, "near", "--batch", queries, "--db", small_db, "--limit", "0", check)
         assert batch.exit_code == 0 and json.loads(batch.stdout)["matches"] == []
         assert_clean_error(simq(runner, "near", "--batch", queries, "--db", small_db, "--limit", "-1", check),
-                           "not negative", 2)
+                           "--limit", 2)
 
 
 def test_sql_and_shell_are_read_only_and_create_no_files(runner, small_db, tmp_path, monkeypatch):

@@ -28,7 +28,7 @@ from rich.table import Table
 from rich.text import Text
 
 from .. import native
-from ..analysis.calibrate import DEFAULT_MAX_K, Calibration
+from ..analysis.calibrate import DEFAULT_MAX_K, MAX_CALIBRATED_K, Calibration
 from ..analysis.calibrate import calibrate as calibrate_index
 from ..analysis.explain import Explanation, verdicts
 from ..analysis.explain import explain as explain_pair
@@ -59,7 +59,7 @@ from ..store import texts
 from ..store.database import damaged_message, disk_message
 from ..store.documents import AddReport, FingerprintedDocument
 from ..store.integrity import integrity_check
-from ..store.writer import validate_batch_size
+from ..store.writer import MAX_BATCH_SIZE
 from ..version import __version__
 from ..web.plots import (
     cluster_sizes,
@@ -428,6 +428,8 @@ def add(
             help="Documents per transaction. \\[default: 1000; into a large index one per 100 stored documents, "
             "up to 100,000]",
             show_default=False,
+            min=1,
+            max=MAX_BATCH_SIZE,
         ),
     ] = None,
     prune: Annotated[
@@ -455,8 +457,6 @@ def add(
     """
     if key is not None and STDIN not in inputs:
         raise InvalidInput("--key names the text read from stdin; give - as an input")
-    if batch_size is not None:
-        validate_batch_size(batch_size)
     reader = _reader(jsonl, text_field, id_field, encoding, errors, require_id=require_id, stdin_key=key)
     paths = reader.expand(inputs)  # missing paths fail here, before the index is touched
     new_file = not db.exists()
@@ -621,7 +621,7 @@ def near(
     ] = None,
     limit: Annotated[
         Optional[int],
-        typer.Option(help="At most this many results (per query). \\[default: no limit]", show_default=False),
+        typer.Option(help="At most this many results (per query). \\[default: no limit]", show_default=False, min=0),
     ] = None,
     plan: Annotated[
         Optional[str],
@@ -650,18 +650,23 @@ def near(
     k = candidate_k(k, check)
     if batch is not None:
         if any(x is not None for x in (text, file, key, hash_)):
-            raise InvalidInput("--batch reads its queries from the file; give no text, --file, --key or --hash")
+            raise InvalidArgument("--batch reads its queries from the file; give no text, --file, --key or --hash")
         if format_ not in ("table", "jsonl", "json"):
-            raise InvalidInput("--batch answers in JSON: one line per query (jsonl, the default) or an array (json)")
+            raise InvalidArgument("--batch answers in JSON: one line per query (jsonl, the default) or an array (json)")
         with output.destination(output_path) as handle:
             _near_batch(db, batch, batch_format, k, limit, plan, explain, checked_at, format_, handle)
         return
+    if sum(x is not None for x in (text, file, key, hash_)) != 1:  # before the index is opened: a usage error
+        raise InvalidArgument("give one of a text, --file, --key, --hash or --batch to search for")
     if text == STDIN and file is None:
         text, file = None, Path(STDIN)  # as -f -
     elif text is not None and file is None and "\n" not in text and os.path.isfile(text):
         warn("note", text, " is a file, but the text ", repr(text), " itself is searched for; to search for what "
              "the file holds: --file ", text)
-    fingerprint = from_hex(hash_) if hash_ is not None else None
+    try:
+        fingerprint = from_hex(hash_, whole=True) if hash_ is not None else None
+    except InvalidInput as exc:
+        raise InvalidArgument(f"--hash: {exc}") from None
     report = None
     with SimhashIndex(db) as index:
         _tell_sketch_upgrade(index)
@@ -870,7 +875,7 @@ def hash_command(
     if text == STDIN and file is None:
         text, file = None, Path(STDIN)  # as -f -, and as near -
     if (text is None) == (file is None):
-        raise InvalidInput("give a text or --file (one of them)")
+        raise InvalidArgument("give a text or --file (one of them)")
     settings = FingerprintSettings()
     if db.exists():
         with SimhashIndex(db) as index:
@@ -959,7 +964,7 @@ def serve(
     from ..web.serve import serve as serve_index
 
     if reviewer is not None and not review:
-        raise InvalidInput("--reviewer goes with --review")
+        raise InvalidArgument("--reviewer goes with --review")
     name = (reviewer or _login()) if review else None
 
     def ready() -> None:
@@ -1091,7 +1096,7 @@ def rm(
         decided = read_decisions("\n".join(_key_lines(decisions_file)), str(decisions_file))
         listed += [key for key, _ in decided]
     if not listed and glob_pattern is None and decided is None:
-        raise InvalidInput("give keys, --glob PATTERN, --from FILE or --decisions FILE")
+        raise InvalidArgument("give keys, --glob PATTERN, --from FILE or --decisions FILE")
     with SimhashIndex(db) as index:
         if decided:
             check_decisions(index.conn, decided)
@@ -1145,17 +1150,24 @@ def integrity(
 
 def _recommended_k(settings: FingerprintSettings) -> str:
     if settings == FingerprintSettings():
-        return (f"{RECOMMENDED_K} (Jaccard >= 0.8 of 5-shingles; {CONFIRM_K} for candidates checked exactly; "
-                "measure yours: simq calibrate)")
-    return f"not measured for these settings (the default's is {RECOMMENDED_K}); measure: simq calibrate"
+        return f"{_k_uses()}; this index's: simq calibrate"
+    return f"not measured for these settings (the defaults': {_k_uses()}); measure: simq calibrate"
+
+
+def _k_uses() -> str:
+    """What each default k is for, said the same way by stats and calibrate (the one story of k)."""
+    return (f"{RECOMMENDED_K} for distance alone (--no-check: where F1 peaks on the quality benchmark), "
+            f"{CONFIRM_K} for candidates checked by Jaccard (the default of near, dupes -k)")
 
 
 @app.command("calibrate", rich_help_panel=DUPLICATES_PANEL)
 @friendly_errors
 def calibrate_command(
     db: DbOption = Path(DEFAULT_DB),
-    max_k: Annotated[int, typer.Option("--max-k", help="Largest distance to sample.")] = DEFAULT_MAX_K,
-    pairs: Annotated[int, typer.Option("--pairs", help="Pairs to sample at each distance.")] = 30,
+    max_k: Annotated[
+        int, typer.Option("--max-k", help="Largest distance to sample.", min=0, max=MAX_CALIBRATED_K)
+    ] = DEFAULT_MAX_K,
+    pairs: Annotated[int, typer.Option("--pairs", help="Pairs to sample at each distance.", min=1)] = 30,
     threshold: Annotated[
         float, typer.Option("--threshold", help="The exact Jaccard that counts as a near-duplicate.")
     ] = DEFAULT_THRESHOLD,
@@ -1282,8 +1294,9 @@ def _print_calibration(result: Calibration) -> None:
     if result.suggested_k is None:
         say(f"no sampled distance has most pairs at Jaccard >= {result.threshold:g}; too few near-duplicates to say")
     else:
-        out.print(line("suggested k: ", (str(result.suggested_k), "bold"), " (most sampled pairs up to this distance "
-                       f"have Jaccard >= {result.threshold:g})"))
+        out.print(line("suggested k: ", (str(result.suggested_k), "bold"), " for distance alone (--no-check) on "
+                       f"this index: most sampled pairs up to this distance have Jaccard >= {result.threshold:g}"))
+    say(f"the defaults: {_k_uses()}")
 
 
 @app.command("explain", rich_help_panel=SEARCH_PANEL)
@@ -1292,7 +1305,7 @@ def explain_command(
     a: Annotated[str, typer.Argument(help="A key in the index, or a file.", show_default=False)],
     b: Annotated[str, typer.Argument(help="Another key, or a file.", show_default=False)],
     db: DbOption = Path(DEFAULT_DB),
-    top: Annotated[int, typer.Option(help="Features to show in each list.")] = 8,
+    top: Annotated[int, typer.Option(help="Features to show in each list.", min=1)] = 8,
     format_: FormatOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -1385,7 +1398,7 @@ def decisions(
     stay. Each row: key, kept, jaccard, checked_by (exact, estimated, distance), distance, label.
     """
     if format_ not in ("jsonl", "csv"):
-        raise InvalidInput(f"--format is jsonl or csv, not {format_!r}")
+        raise InvalidArgument(f"--format is jsonl or csv, not {format_!r}")
     with SimhashIndex(db, readonly=True) as index:
         rows, note = deletions(index)
     with output.destination(output_path) as handle:
@@ -1441,7 +1454,7 @@ def dupes(
     """
     format_ = output.choose_format(format_, as_json)
     if uncertain and not check:
-        raise InvalidInput("--uncertain lists checked pairs: it cannot go with --no-check")
+        raise InvalidArgument("--uncertain lists checked pairs: it cannot go with --no-check")
     streaming_here = format_ != "table" and output_path is None and out.is_terminal
     with SimhashIndex(db) as index, output.progress("share", hidden=streaming_here) as progress:
         _tell_sketch_upgrade(index)
@@ -1526,7 +1539,7 @@ def clusters(
     format_: FormatOption = None,
     as_json: JsonOption = False,
     output_path: OutOption = None,
-    min_size: Annotated[int, typer.Option(help="Show/export clusters of at least this many documents.")] = 2,
+    min_size: Annotated[int, typer.Option(help="Show/export clusters of at least this many documents.", min=1)] = 2,
     check: CheckOption = True,
     threshold: ThresholdOption = DEFAULT_THRESHOLD,
 ) -> None:
@@ -1868,7 +1881,7 @@ def spark_dedup(
     for item in conf or []:
         name, sep, value = item.partition("=")
         if not sep or not name.strip():
-            raise InvalidInput(f"--conf takes KEY=VALUE, not {item!r}")
+            raise InvalidArgument(f"--conf takes KEY=VALUE, not {item!r}")
         settings_given[name.strip()] = value
     spark = spark_job.session(master or _default_master(), **settings_given)
     try:
