@@ -23,7 +23,7 @@ from .find.pairs import Progress
 from .find.queries import FailedQuery, Query
 from .find.review import HonouredPairs
 from .find.search import Match, Plan, Searcher, SearchOptions, SearchResult, near_sql, probe_cost_ns
-from .store.database import connect, record_meta, retry_busy, write_transaction
+from .store.database import connect, read_only, record_meta, retry_busy, write_transaction
 from .store.documents import AddReport, Document, FingerprintedDocument, ShortTexts, StoredDocument
 from .store.functions import register_functions
 from .store.meta import validate_meta
@@ -101,6 +101,8 @@ class SimhashIndex:
             self.settings, self.store_text = self._settings(requested, store_text, create)
             # (sketched, out of reach) when this open sketched an index made before sketches, else None.
             self.sketch_upgrade = self._sketch_older_documents()
+            # Made before sketches and opened read-only: none were made (a search never writes).
+            self.made_before_sketches = "sketch" not in self._meta()
             # The scheme its sketches were made with (an older index keeps version 1: no sizes).
             self.sketch_scheme = self._sketch_scheme()
             self.short_texts = self._short_texts()
@@ -141,7 +143,7 @@ class SimhashIndex:
         their texts can be reached (stored, or the unchanged file at the key's path), once. Returns
         (sketched, out of reach), or None when there was nothing to do or the file is read-only. The
         documents out of reach keep a NULL sketch: their pairs are judged by distance."""
-        if "sketch" in self._meta() or self.conn.readonly("main"):
+        if "sketch" in self._meta() or read_only(self.conn):
             return None
         sketched = out_of_reach = 0
         with write_transaction(self.conn):
@@ -179,7 +181,7 @@ class SimhashIndex:
         those before it whose texts are not stored lack it."""
         meta = self._meta()
         column = any(row[1] == "short_text" for row in self.conn.execute("PRAGMA table_info(documents)"))
-        if "short_texts" not in meta and column and not self.conn.readonly("main"):
+        if "short_texts" not in meta and column and not read_only(self.conn):
             with write_transaction(self.conn):
                 start = self.conn.execute("SELECT coalesce(max(id), 0) + 1 FROM documents").get
                 self.conn.execute(

@@ -151,3 +151,67 @@ def test_every_k_says_what_it_is_for_and_they_agree(runner, tmp_path):
     near = typer.main.get_command(app).commands["near"]
     k_help = next(param.help for param in near.params if param.name == "k")
     assert f"default: {CONFIRM_K} with --check, {RECOMMENDED_K} with --no-check" in k_help
+
+
+def _without_sketches(tmp_path):
+    """An index of the current schema whose simhash_meta lacks 'sketch' and whose documents have none,
+    as one made before sketches (texts at their files, unchanged)."""
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    rnd = random.Random(7)
+    base = [" ".join(rnd.choice(WORDS) for _ in range(120)) for _ in range(6)]
+    for i, text in enumerate(base):
+        (folder / f"{i}.txt").write_text(text)
+        (folder / f"{i}b.txt").write_text(text + " with a few words more")
+    db = tmp_path / "old.db"
+    with SimhashIndex(db, create=True) as index:
+        index.add(Document(str(path), path.read_text()) for path in sorted(folder.iterdir()))
+        index.conn.execute("UPDATE documents SET sketch = NULL")
+        index.conn.execute("DELETE FROM simhash_meta WHERE key = 'sketch'")
+    return db, folder
+
+
+READS = [
+    ["stats"], ["stats", "--json"], ["near", " ".join(WORDS)], ["near", "--key", "KEY"], ["near", "--file", "FILE"],
+    ["near", "--hash", "0123456789abcdef"], ["near", "--batch", "QUERIES"], ["hash", "some words"], ["dupes"],
+    ["dupes", "--no-check"], ["dupes", "-k", "3"], ["explain", "KEY", "FILE"], ["calibrate", "--pairs", "3"],
+    ["sql", "SELECT count(*) FROM documents"], ["integrity"],
+]
+
+
+def _args(command, folder, tmp_path):
+    key, file = str(folder / "0.txt"), str(folder / "0b.txt")
+    queries = tmp_path / "queries.jsonl"
+    queries.write_text(json.dumps({"key": key}) + "\n")
+    return [{"KEY": key, "FILE": file, "QUERIES": str(queries)}.get(arg, arg) for arg in command]
+
+
+def test_a_search_never_writes_an_index_made_before_sketches_and_says_how_to_sketch(runner, tmp_path):
+    db, folder = _without_sketches(tmp_path)
+    before = db.read_bytes()
+    for command in READS:
+        result = simq(runner, *_args(command, folder, tmp_path), "--db", db)
+        assert result.exit_code == 0, (command, result.output)
+        assert db.read_bytes() == before, command
+        assert not os.path.exists(f"{db}-wal") or os.path.getsize(f"{db}-wal") == 0, command
+        if command[0] in ("near", "dupes", "stats"):
+            assert f"sketch them once with simq vacuum --db {db}" in result.stderr, command
+    upgraded = simq(runner, "vacuum", "--db", db)
+    assert upgraded.exit_code == 0 and "12 documents sketched from their texts" in upgraded.stderr, upgraded.output
+    after = simq(runner, "dupes", "--db", db)
+    assert after.exit_code == 0 and "made before sketches" not in after.stderr
+
+
+def test_a_search_refuses_an_older_schema_without_writing_and_says_how_to_upgrade(runner, tmp_path):
+    from test_sketch_upgrade import TEXTS, old_index
+
+    db = tmp_path / "schema2.db"
+    old_index(db, TEXTS, store_text=True)
+    before = db.read_bytes()
+    for command in (["near", "--key", "a"], ["dupes"], ["stats"], ["explain", "a", "b"], ["hash", "x y z"]):
+        result = simq(runner, *command, "--db", db)
+        assert_clean_error(result, "needs a schema upgrade (made with schema 2")
+        assert f"simq vacuum --db {db}" in result.stderr
+        assert db.read_bytes() == before, command
+    assert simq(runner, "vacuum", "--db", db).exit_code == 0
+    assert simq(runner, "near", "--key", "a", "--db", db).exit_code == 0

@@ -668,7 +668,7 @@ def near(
     except InvalidInput as exc:
         raise InvalidArgument(f"--hash: {exc}") from None
     report = None
-    with SimhashIndex(db) as index:
+    with SimhashIndex(db, readonly=True) as index:  # a search never writes (nor upgrades: see vacuum)
         _tell_sketch_upgrade(index)
         if file is not None:
             text, fingerprint = _query_of_file(file, index.settings, text, fingerprint, encoding, errors)
@@ -702,7 +702,12 @@ def near(
 
 
 def _tell_sketch_upgrade(index: SimhashIndex) -> None:
-    """Say what opening an index made before sketches did: which documents could not be sketched."""
+    """Say what opening an index made before sketches did (for writing: which documents could not be
+    sketched), or lacks (for a search, which never writes: how to sketch them)."""
+    if index.made_before_sketches:
+        say(f"{index.path}: made before sketches, and a search does not write them: pairs are found within "
+            "k and judged exactly where texts can be read, else by distance alone; sketch them once with "
+            f"simq vacuum --db {index.path}", to_stderr=True)
     if index.sketch_upgrade is None:
         return
     sketched, out_of_reach = index.sketch_upgrade
@@ -800,7 +805,8 @@ def _near_batch(
             yield record
 
     try:
-        with SimhashIndex(db) as index:
+        with SimhashIndex(db, readonly=True) as index:
+            _tell_sketch_upgrade(index)
             output.render(answers_of(index), "json" if format_ == "json" else "jsonl", handle)
     finally:
         if stream is not sys.stdin.buffer:
@@ -878,7 +884,7 @@ def hash_command(
         raise InvalidArgument("give a text or --file (one of them)")
     settings = FingerprintSettings()
     if db.exists():
-        with SimhashIndex(db) as index:
+        with SimhashIndex(db, readonly=True) as index:
             settings = index.settings
     if file is not None:
         document = read_one(str(file), settings, encoding=encoding, errors=errors)
@@ -902,7 +908,8 @@ def hash_command(
 def stats(db: DbOption = Path(DEFAULT_DB), format_: FormatOption = None, as_json: JsonOption = False) -> None:
     """How many documents the index holds, how its fingerprints are made, and its size."""
     format_ = output.choose_format(format_, as_json)
-    with SimhashIndex(db) as index:
+    with SimhashIndex(db, readonly=True) as index:
+        _tell_sketch_upgrade(index)
         s = index.stats()
         sizes = cluster_sizes(index.conn) if s.clusters is not None else []
     rows = {
@@ -998,7 +1005,7 @@ def shell(
     """
     from ..sql.shell import run_shell  # apsw.shell is only needed here
 
-    with SimhashIndex(file or db) as index:
+    with SimhashIndex(file or db, readonly=not write) as index:
         errors = run_shell(index, write=write)
     if errors:
         raise typer.Exit(1)
@@ -1029,7 +1036,7 @@ def sql_command(
     """
     format_ = output.choose_format(format_, as_json)
     params = parse_params(param or [])
-    with SimhashIndex(db) as index:
+    with SimhashIndex(db, readonly=not write) as index:
         results = run_query(index, query, params, write=write)
     with output.destination(output_path) as handle:
         for number, result in enumerate(results):
@@ -1197,7 +1204,7 @@ def calibrate_command(
         return
     if plot is not None:
         require_matplotlib()  # before the sampling, which takes a while
-    with SimhashIndex(db) as index, output.progress("docs") as progress:
+    with SimhashIndex(db, readonly=True) as index, output.progress("docs") as progress:
         task = progress.add_task("sampling", total=None)
         result = calibrate_index(
             index, max_k=max_k, per_distance=pairs, threshold=threshold,
@@ -1314,7 +1321,7 @@ def explain_command(
     json, jsonl, csv and tsv print one record (lists as JSON in csv and tsv cells).
     """
     format_ = output.choose_format(format_, as_json)
-    with SimhashIndex(db) as index:
+    with SimhashIndex(db, readonly=True) as index:
         result = explain_pair(index, a, b, top=top)
     if format_ == "table":
         _print_explanation(result)
@@ -1418,8 +1425,12 @@ def decisions(
 @app.command(rich_help_panel=INDEX_PANEL)
 @friendly_errors
 def vacuum(db: DbOption = Path(DEFAULT_DB)) -> None:
-    """Give the space of removed and updated documents back to the disk (rewrites the file)."""
+    """Give the space of removed and updated documents back to the disk (rewrites the file).
+
+    An index made by an earlier version is brought up to date first (its schema, and sketches of the
+    documents whose texts can be read), as by any command that writes; searches never write."""
     with SimhashIndex(db) as index:
+        _tell_sketch_upgrade(index)
         before, after = index.vacuum()
     say(f"{db}: {before:,} -> {after:,} bytes")
 
@@ -1456,7 +1467,7 @@ def dupes(
     if uncertain and not check:
         raise InvalidArgument("--uncertain lists checked pairs: it cannot go with --no-check")
     streaming_here = format_ != "table" and output_path is None and out.is_terminal
-    with SimhashIndex(db) as index, output.progress("share", hidden=streaming_here) as progress:
+    with SimhashIndex(db, readonly=True) as index, output.progress("share", hidden=streaming_here) as progress:
         _tell_sketch_upgrade(index)
         task = progress.add_task("pairs", total=None)
         found = index.dupes(

@@ -121,7 +121,9 @@ def _connect(path: str, *, create: bool, readonly: bool, first_meta: dict[str, s
             raise IndexNotFound(f"the index {path} was never finished (run simq add --db {path} FILES)")
         elif not readable_without_upgrade(version):
             raise NotAnIndex(
-                f"{path} needs a schema upgrade, but it is read-only; open it once where it can be written"
+                f"{path} needs a schema upgrade (made with schema {version}, this version writes {schema_version()}), "
+                f"and a search or a read-only file is never written: upgrade it once where it can be written, with "
+                f"simq vacuum --db {path}"
             )
     except BaseException:
         conn.close()
