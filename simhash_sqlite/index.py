@@ -44,11 +44,13 @@ class Stats:
     file_bytes: int
     clusters: dict | None = None  # the last clusters() run: k, representative, documents, at, stale
     short_texts: ShortTexts | None = None  # what the index keeps for checking short texts exactly
+    key_root: str | None = None  # the folder relative file keys are taken from (None: the working folder)
 
 
 def _first_meta(settings: FingerprintSettings, store_text: bool) -> dict[str, str]:
     """The simhash_meta rows a new index starts with: how its fingerprints, sketches and short texts are made."""
     rows = {
+        **_key_root(),
         "sketch": DEFAULT_SCHEME.to_json(),
         "short_texts": short_text_scheme(),
         "fingerprint": settings.to_json(),
@@ -58,6 +60,15 @@ def _first_meta(settings: FingerprintSettings, store_text: bool) -> dict[str, st
     if settings.features == "words":
         rows["jieba_version"] = jieba_version()
     return rows
+
+
+def _key_root() -> dict[str, str]:
+    """The root of a new index's relative file keys: the folder it is made from, where sources.path_key
+    makes them (none recorded when that folder is gone)."""
+    try:
+        return {"key_root": os.getcwd()}
+    except OSError:
+        return {}
 
 
 class SimhashIndex:
@@ -99,6 +110,9 @@ class SimhashIndex:
         self.conn = connect(self.path, create=create, readonly=readonly, first_meta=first_meta)
         try:
             self.settings, self.store_text = self._settings(requested, store_text, create)
+            # The folder relative file keys are taken from (store.texts.key_path); None: an index made
+            # before it was recorded, whose keys are taken from the working folder.
+            self.key_root: str | None = self._meta().get("key_root")
             # (sketched, out of reach) when this open sketched an index made before sketches, else None.
             self.sketch_upgrade = self._sketch_older_documents()
             # Made before sketches and opened read-only: none were made (a search never writes).
@@ -159,7 +173,7 @@ class SimhashIndex:
                 if not rows:
                     break
                 last = rows[-1][0]
-                texts = [(i, text_of(key, stored, digest)) for i, key, stored, digest in rows]
+                texts = [(i, text_of(key, stored, digest, self.key_root)) for i, key, stored, digest in rows]
                 found = [(i, text) for i, text in texts if text is not None]
                 out_of_reach += len(rows) - len(found)
                 sketches, present = sketch_many([text for _, text in found])
@@ -343,6 +357,7 @@ class SimhashIndex:
             file_bytes=size,
             clusters=clusters,
             short_texts=self._short_texts(counted=True),
+            key_root=self.key_root,
         )
 
     # -- searching ---------------------------------------------------------------------------

@@ -157,9 +157,16 @@ def test_one_file_has_one_key_however_it_is_named(runner, tmp_path, monkeypatch)
     for name in ("d/a.txt", "./d/a.txt", str(tmp_path / "d" / "a.txt"), "d"):
         assert simq(runner, "add", "--db", "i.db", name).exit_code == 0
     assert keys("i.db") == [os.path.join("d", "a.txt")]
-    monkeypatch.chdir(work)  # a file outside the current folder: its absolute path
-    assert simq(runner, "add", "--db", "../i.db", "../outside.txt").exit_code == 0
-    assert str(tmp_path / "outside.txt") in keys("../i.db")
+    monkeypatch.chdir(work)  # keys are relative to the folder the index was made in, from wherever simq runs
+    assert simq(runner, "add", "--db", "../i.db", "../outside.txt", "../d/a.txt").exit_code == 0
+    assert keys("../i.db") == [os.path.join("d", "a.txt"), "outside.txt"]
+    beyond = tmp_path.parent / f"{tmp_path.name}-beyond.txt"  # outside that folder: its absolute path
+    beyond.write_text(OTHER)
+    try:
+        assert simq(runner, "add", "--db", "../i.db", beyond).exit_code == 0
+        assert str(beyond) in keys("../i.db")
+    finally:
+        beyond.unlink()
 
 
 def test_repeated_jsonl_ids_keep_the_first_and_a_second_add_is_a_no_op(runner, tmp_path):

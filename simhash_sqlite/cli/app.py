@@ -452,8 +452,9 @@ def add(
     The fingerprint options (--features, --ngram, --weights, --hmm, --store-text) apply to a new index;
     an existing one keeps its own, and asking for others is an error.
 
-    Keys: a file inside the current folder is keyed by its path relative to it, any other by its
-    absolute path; a JSONL record by its id; text on stdin by --key, else by its content.
+    Keys: a file inside the folder the index was made in is keyed by its path relative to that folder
+    (recorded in the index; from wherever simq runs), any other by its absolute path; a JSONL record by
+    its id; text on stdin by --key, else by its content.
     """
     if key is not None and STDIN not in inputs:
         raise InvalidInput("--key names the text read from stdin; give - as an input")
@@ -474,6 +475,7 @@ def add(
                     print(_progress_line(current), file=sys.stderr, flush=True)
 
             try:
+                reader.key_root = index.key_root  # files keyed as the index keys them, from any folder
                 documents = reader.documents(paths, index.settings, index.store_text, index.sketch_scheme)
                 report = index.add(documents, batch_size=batch_size, on_batch=on_batch)
             except KeyboardInterrupt:
@@ -703,7 +705,12 @@ def near(
 
 def _tell_sketch_upgrade(index: SimhashIndex) -> None:
     """Say what opening an index made before sketches did (for writing: which documents could not be
-    sketched), or lacks (for a search, which never writes: how to sketch them)."""
+    sketched), or lacks (for a search, which never writes: how to sketch them); and, for an index made
+    before the root of its keys was recorded, that its files are out of reach from this folder."""
+    if index.key_root is None and _keys_out_of_reach(index):
+        say(f"{index.path}: made before simq recorded where its file keys are rooted, so they are read from the "
+            f"current folder ({os.getcwd()}), where they are not: run simq from the folder it was built in for "
+            "exact checks of their texts", to_stderr=True)
     if index.made_before_sketches:
         say(f"{index.path}: made before sketches, and a search does not write them: pairs are found within "
             "k and judged exactly where texts can be read, else by distance alone; sketch them once with "
@@ -717,6 +724,14 @@ def _tell_sketch_upgrade(index: SimhashIndex) -> None:
            "judged by distance alone" if out_of_reach else ""),
         to_stderr=True,
     )
+
+
+def _keys_out_of_reach(index: SimhashIndex) -> bool:
+    """Some of the first relative keys whose texts live in files, and none of them a file from here."""
+    keys = [key for (key,) in index.conn.execute(
+        "SELECT key FROM documents WHERE text IS NULL AND content_hash IS NOT NULL LIMIT 100"
+    ) if not os.path.isabs(key)]
+    return bool(keys) and not any(os.path.isfile(key) for key in keys)
 
 
 def _print_check_summary(
@@ -918,6 +933,8 @@ def stats(db: DbOption = Path(DEFAULT_DB), format_: FormatOption = None, as_json
         "without features": s.without_features,
         "fingerprints": s.settings.describe(),
         "recommended k": _recommended_k(s.settings),
+        "file keys from": s.key_root or "the current folder (the index records no root: made by an earlier "
+        "version)",
         "feature hash": s.settings.hash,
         "stores texts": s.store_text,
         "schema version": s.schema_version,
@@ -949,7 +966,7 @@ def stats(db: DbOption = Path(DEFAULT_DB), format_: FormatOption = None, as_json
 @friendly_errors
 def serve(
     db: DbOption = Path(DEFAULT_DB),
-    port: Annotated[int, typer.Option(help="Port to listen on (1-65535).", min=1, max=65535)] = 8001,
+    port: Annotated[int, typer.Option(help="Port to listen on (0-65535).", min=0, max=65535)] = 8001,
     host: Annotated[str, typer.Option(help="Address to listen on; 127.0.0.1 is this machine only.")] = "127.0.0.1",
     open_browser: Annotated[bool, typer.Option("--open", help="Open the clusters page in a web browser.")] = False,
     review: Annotated[

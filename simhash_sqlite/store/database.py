@@ -47,6 +47,7 @@ class IndexFile(Protocol):
     sketch_scheme: SketchScheme
     store_text: bool
     short_texts: ShortTexts
+    key_root: str | None  # the folder relative file keys are taken from (store.texts.key_path)
 
 
 @lru_cache(maxsize=None)
