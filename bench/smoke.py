@@ -74,6 +74,7 @@ SMOKE = [
     Smoke("sketch_cost.py", "{en} {zh} --runs 1"),
     Smoke("spark.py", "{en} --docs 500", ("pyspark",), ("java",), long=True),
     Smoke("sql_surface.py", "--docs 3000 --queries 10"),
+    Smoke("startup.py", "--documents 200 --runs 2 --baseline none"),
     Smoke("vs_simhash_package.py", "{en} --repeat 1", ("simhash",)),
     Smoke("web_search.py", "{en} --size 3000 --texts 10 --queries 3", ("datasette",)),
     Smoke("certainty.py", "--pairs 500"),

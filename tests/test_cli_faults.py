@@ -277,3 +277,53 @@ def test_stats_names_the_root_of_the_keys(runner, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     stats = json.loads(simq(runner, "stats", "--db", project / "idx.db", "--json").stdout)
     assert stats["file keys from"] == str(project)
+
+
+SAMPLES = {
+    "k": ["3", " 3", "+3", "1_000", "3.0", "3.", "3.00", "3.5", "x", "-1", "99999999999999999999", "", "0x10",
+          "\u0663", "1e3", ".0", "-2.0"],
+    "threshold": ["0.5", "1e-3", "inf", "nan", "x", " .5", ""],
+    "limit": ["-1", "0", "5"],
+    "db": ["a.db", "", "-", " x "],
+    "text": ["abc", "", "-"],
+    "check": ["true", "no", "maybe", "1", ""],
+}
+
+
+def test_simqs_parameters_convert_as_typers_own_conversion_does_without_pydantic():
+    """cli/params.py converts simq's plain parameters itself (typer's conversion imports pydantic):
+    the same values or the same refusals as typer's, for the kinds simq uses."""
+    import typer
+    from typer._coercion import build_runtime_param
+
+    from simhash_sqlite.cli import params
+    from simhash_sqlite.cli.app import app
+
+    near = typer.main.get_command(app).commands["near"]
+    ctx = near.make_context("near", ["x"], resilient_parsing=True)
+    by_name = {param.name: param for param in near.params}
+
+    def converted(runtime, value, param):
+        try:
+            return runtime.coerce(value, param=param, ctx=ctx)
+        except typer.BadParameter:
+            return "refused"
+
+    for name, values in SAMPLES.items():
+        param = by_name[name]
+        ours = params.plain_runtime(param.type_descriptor)
+        assert ours is not None, name
+        theirs = build_runtime_param(param.type_descriptor)
+        for value in values:
+            expected, got = converted(theirs, value, param), converted(ours, value, param)
+            assert got == expected or (expected != expected and got != got), (name, value, expected, got)
+
+
+@pytest.mark.parametrize("args", [["hash", "some text"], ["near", "--key", "a.txt"], ["stats"]])
+def test_a_command_imports_neither_pydantic_nor_what_it_does_not_use(small_index, args):
+    run = subprocess.run([sys.executable, "-X", "importtime", SIMQ, *args, "--db", small_index],
+                         capture_output=True, text=True, env={**os.environ, "OPENBLAS_NUM_THREADS": "1"})
+    assert run.returncode == 0, run.stderr
+    imported = {line.split("|")[-1].strip() for line in run.stderr.splitlines() if line.startswith("import time:")}
+    assert "pydantic" not in imported and "typer._adapters" not in imported
+    assert "numpy.ma" not in imported and "rich.progress" not in imported and "zipfile" not in imported

@@ -72,7 +72,7 @@ from ..web.plots import (
     size_chart,
     write_png,
 )
-from . import output
+from . import output, params
 from .output import err, line, out, plain, printable
 
 # typer 0.2x parses with its own copy of click (typer._click); earlier versions with click itself.
@@ -180,6 +180,7 @@ def _no_metavar_on_flags() -> None:
 
 
 _no_metavar_on_flags()
+params.use_plain_conversion()  # no pydantic (cli/params.py)
 
 
 def _complete_formats(incomplete: str) -> list[str]:

@@ -12,9 +12,8 @@ import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from functools import lru_cache
-from importlib import resources
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import apsw
 
@@ -55,10 +54,15 @@ def migrations() -> tuple[tuple[int, str, str], ...]:
     """(number, name, sql) of every migration, in order.
 
     A wheel carries them as simhash_sqlite/migrations (hatch force-include); a source checkout or
-    an editable install reads the top-level migrations/ folder.
+    an editable install reads the top-level migrations/ folder; a package in a zip file, through
+    importlib.resources (imported only then: its readers import zipfile, a cost of every start).
     """
-    packaged = resources.files("simhash_sqlite") / "migrations"
-    folder = packaged if packaged.is_dir() else Path(__file__).resolve().parents[2] / "migrations"
+    package = Path(__file__).resolve().parents[1]
+    folder: Any = next((f for f in (package / "migrations", package.parent / "migrations") if f.is_dir()), None)
+    if folder is None:
+        from importlib import resources
+
+        folder = resources.files("simhash_sqlite") / "migrations"
     found = []
     for entry in folder.iterdir():
         match = re.fullmatch(r"(\d{4})_(\w+)\.sql", entry.name)
