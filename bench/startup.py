@@ -4,9 +4,11 @@ A search of one key answers in milliseconds; what a user waits for is Python sta
 imports. Each command runs `--runs` times per tree, the trees alternating so both meet the same load;
 the table gives the median wall time, the median CPU time of the process (less disturbed by other
 jobs on a shared machine) and, from one run under `python -X importtime`, how many modules it imported
-and their summed import time. Both trees must print the same answer.
+and their summed import time; with --callgrind, the instructions of one run under valgrind (the same
+on a busy machine as on a quiet one). Both trees must print the same answer.
 
     .venv/bin/python bench/startup.py --baseline main --runs 30
+    .venv/bin/python bench/startup.py --baseline main --runs 5 --callgrind
     .venv/bin/python bench/startup.py --db corpus.db --key docs/a.txt --baseline none
 """
 
@@ -70,6 +72,18 @@ def imports(command: list[str], env: dict, cwd: Path) -> tuple[int, float]:
     return len(rows), sum(int(row[0].split(":")[1]) for row in rows) / 1000
 
 
+def instructions(command: list[str], env: dict, cwd: Path, scratch: Path) -> int:
+    """Instructions executed by one run under valgrind's callgrind."""
+    out = scratch / "callgrind.out"
+    done = subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", *command], env=env,
+                          cwd=cwd, capture_output=True, text=True)
+    found = [line for line in done.stderr.splitlines() if "Collected :" in line]
+    if done.returncode != 0 or not found:
+        raise SystemExit(f"error: valgrind failed: {done.stderr[-500:]}")
+    out.unlink()
+    return int(found[-1].split(":")[-1].strip())
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--db", type=Path, help="an index to search (default: a generated one)")
@@ -77,6 +91,7 @@ def main() -> None:
     parser.add_argument("--documents", type=int, default=2000, help="documents of the generated index")
     parser.add_argument("--runs", type=int, default=20, help="runs of each command per tree")
     parser.add_argument("--baseline", default="main", help="a git commit to compare with, or 'none'")
+    parser.add_argument("--callgrind", action="store_true", help="also count instructions under valgrind")
     args = parser.parse_args()
     if (args.db is None) != (args.key is None):
         parser.error("--db and --key go together")
@@ -118,20 +133,23 @@ def main() -> None:
                     answers[name].add(answer)
             for name in trees:
                 modules, import_ms = imports(scripts[name] + arguments, envs[name], cwd)
+                counted = instructions(scripts[name] + arguments, envs[name], cwd, tmp) if args.callgrind else None
                 rows.append((label, name, statistics.median(walls[name]) * 1e3, statistics.median(cpus[name]) * 1e3,
-                             modules, import_ms))
+                             modules, import_ms, counted))
             distinct = {answer for found in answers.values() for answer in found}
             failures.expect(len(distinct) == 1, f"{label}: the trees (or runs) answered differently")
-            rows.append((label, "same answer", None, None, None, "yes" if len(distinct) == 1 else "NO"))
+            rows.append((label, "same answer", None, None, None, "yes" if len(distinct) == 1 else "NO", None))
         loads.append(load())
     print(f"\nload before and after: {loads[0]} / {loads[1]}; {args.runs} runs each, alternating\n")
-    print("| command | tree | median wall ms | median CPU ms | modules imported | import ms (-X importtime) |")
-    print("| --- | --- | --- | --- | --- | --- |")
-    for label, name, wall, cpu, modules, import_ms in rows:
+    print("| command | tree | median wall ms | median CPU ms | modules imported | import ms (-X importtime) "
+          "| instructions (callgrind) |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    for label, name, wall, cpu, modules, import_ms, counted in rows:
         if wall is None:
-            print(f"| {label} | {name} | | | | {import_ms} |")
+            print(f"| {label} | {name} | | | | {import_ms} | |")
         else:
-            print(f"| {label} | {name} | {wall:.0f} | {cpu:.0f} | {modules} | {import_ms:.0f} |")
+            shown = "" if counted is None else f"{counted / 1e6:,.0f} M"
+            print(f"| {label} | {name} | {wall:.0f} | {cpu:.0f} | {modules} | {import_ms:.0f} | {shown} |")
     failures.exit()
 
 

@@ -327,3 +327,30 @@ def test_a_command_imports_neither_pydantic_nor_what_it_does_not_use(small_index
     imported = {line.split("|")[-1].strip() for line in run.stderr.splitlines() if line.startswith("import time:")}
     assert "pydantic" not in imported and "typer._adapters" not in imported
     assert "numpy.ma" not in imported and "rich.progress" not in imported and "zipfile" not in imported
+
+
+def test_simq_builds_only_the_command_it_runs_and_the_same_one():
+    import typer
+
+    from simhash_sqlite.cli.app import OLD_COMMANDS, _only_the_command, app
+
+    full = typer.main.get_command(app)
+    for name in [*full.commands, *OLD_COMMANDS]:
+        group = typer.main.get_command(_only_the_command([name, "--help"]))
+        current = OLD_COMMANDS.get(name, name)
+        assert list(group.commands) == [current]
+        ours, theirs = group.commands[current], full.commands[current]
+        assert [(p.name, p.opts, p.help) for p in ours.params] == [(p.name, p.opts, p.help) for p in theirs.params]
+    for args in ([], ["--version"], ["nosuchcommand"], ["--help"]):
+        assert _only_the_command(args) is app
+
+
+@pytest.mark.slow
+def test_the_real_simq_answers_as_the_whole_app(tmp_path, small_index):
+    """The venv's simq (one command built) and the app with every command print the same."""
+    whole = [sys.executable, "-c", "import sys; from simhash_sqlite.cli.app import app; sys.argv[0] = 'simq'; app()"]
+    for args in (["near", "-h"], ["near", "--key", "a.txt", "--json", "--db", str(small_index)], ["nosuch"],
+                 ["check", "--db", str(small_index)], ["near", "--bogus"]):
+        one = subprocess.run([SIMQ, *args], capture_output=True, text=True)
+        every = subprocess.run([*whole, *args], capture_output=True, text=True)
+        assert (one.returncode, one.stdout, one.stderr) == (every.returncode, every.stdout, every.stderr), args

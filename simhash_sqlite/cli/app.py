@@ -11,6 +11,7 @@ Output conventions (formats, markup, colour, pipes, progress) are in output.py.
 from __future__ import annotations
 
 import contextlib
+import copy
 import errno
 import functools
 import heapq
@@ -1945,7 +1946,23 @@ def _default_master() -> str | None:
 
 def main() -> None:
     calm_collector()  # a command runs once and exits
-    app()
+    _only_the_command(sys.argv[1:])()
+
+
+def _only_the_command(args: list[str]) -> typer.Typer:
+    """app, or when args name a command, app with that command alone: typer builds every command's
+    parameters (their annotations read, one click object each) on each start, a tenth of a search's
+    start-up. The full app for anything else (options, --help, completion, an unknown name)."""
+    if not args or any(name.startswith(("_SIMQ_COMPLETE", "_TYPER_COMPLETE")) for name in os.environ):
+        return app
+    wanted = OLD_COMMANDS.get(args[0], args[0])
+    found = [info for info in app.registered_commands
+             if (info.name or typer.main.get_command_name(getattr(info.callback, "__name__", ""))) == wanted]
+    if len(found) != 1:
+        return app
+    one = copy.copy(app)
+    one.registered_commands = found
+    return one
 
 
 if __name__ == "__main__":
