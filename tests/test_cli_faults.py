@@ -196,6 +196,8 @@ def test_a_search_never_writes_an_index_made_before_sketches_and_says_how_to_ske
         assert not os.path.exists(f"{db}-wal") or os.path.getsize(f"{db}-wal") == 0, command
         if command[0] in ("near", "dupes", "stats"):
             assert f"sketch them once with simq vacuum --db {db}" in result.stderr, command
+    against = simq(runner, "dedup", folder, "--against", db, "--out", tmp_path / "kept.jsonl")  # reads it too
+    assert against.exit_code == 0 and db.read_bytes() == before, against.output
     upgraded = simq(runner, "vacuum", "--db", db)
     assert upgraded.exit_code == 0 and "12 documents sketched from their texts" in upgraded.stderr, upgraded.output
     after = simq(runner, "dupes", "--db", db)

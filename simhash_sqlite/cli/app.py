@@ -1734,7 +1734,7 @@ def dedup(
         raise InvalidInput("--dupes and --out name the same file")
     requested: dict[str, Any] = {"features": features, "ngram": ngram, "weights": weights, "hmm": hmm}
     with contextlib.ExitStack() as stack:
-        index = stack.enter_context(SimhashIndex(against, **requested)) if against is not None else None
+        index = stack.enter_context(SimhashIndex(against, readonly=True, **requested)) if against is not None else None
         chosen = {name: value for name, value in requested.items() if value is not None}
         settings = index.settings if index is not None else FingerprintSettings(**chosen)
         deduplicator = Deduplicator(k, settings, against=index, check=check, threshold=threshold)
