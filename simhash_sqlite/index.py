@@ -50,7 +50,6 @@ class Stats:
 def _first_meta(settings: FingerprintSettings, store_text: bool) -> dict[str, str]:
     """The simhash_meta rows a new index starts with: how its fingerprints, sketches and short texts are made."""
     rows = {
-        **_key_root(),
         "sketch": DEFAULT_SCHEME.to_json(),
         "short_texts": short_text_scheme(),
         "fingerprint": settings.to_json(),
@@ -60,15 +59,6 @@ def _first_meta(settings: FingerprintSettings, store_text: bool) -> dict[str, st
     if settings.features == "words":
         rows["jieba_version"] = jieba_version()
     return rows
-
-
-def _key_root() -> dict[str, str]:
-    """The root of a new index's relative file keys: the folder it is made from, where sources.path_key
-    makes them (none recorded when that folder is gone)."""
-    try:
-        return {"key_root": os.getcwd()}
-    except OSError:
-        return {}
 
 
 class SimhashIndex:
@@ -110,8 +100,8 @@ class SimhashIndex:
         self.conn = connect(self.path, create=create, readonly=readonly, first_meta=first_meta)
         try:
             self.settings, self.store_text = self._settings(requested, store_text, create)
-            # The folder relative file keys are taken from (store.texts.key_path); None: an index made
-            # before it was recorded, whose keys are taken from the working folder.
+            # The folder relative file keys are taken from (store.texts.key_path); None: none recorded
+            # (record_key_root), and they are taken from the working folder.
             self.key_root: str | None = self._meta().get("key_root")
             # (sketched, out of reach) when this open sketched an index made before sketches, else None.
             self.sketch_upgrade = self._sketch_older_documents()
@@ -324,6 +314,15 @@ class SimhashIndex:
         """Delete the documents whose key matches a SQLite GLOB pattern; returns their keys.
         GLOB is case-sensitive; * and ? match any characters, "/" included; [abc] and [^abc] are sets."""
         return self._writer.remove_glob(pattern)
+
+    def record_key_root(self, folder: str | os.PathLike) -> None:
+        """Record the folder that relative keys name files in (simhash_meta 'key_root'), so that their
+        files are found, and checked exactly, from any working folder; `simq add` records the folder it
+        makes an index in. Once: a root already recorded stays (keys were made relative to it)."""
+        folder = os.path.abspath(folder)
+        with write_transaction(self.conn):
+            record_meta(self.conn, {"key_root": folder})
+        self.key_root = self._meta().get("key_root")
 
     def vacuum(self) -> tuple[int, int]:
         """Rebuild the file without the space deleted documents left; (bytes before, bytes after).

@@ -356,3 +356,23 @@ def test_the_real_simq_answers_as_the_whole_app(tmp_path, small_index):
         one = subprocess.run([SIMQ, *args], capture_output=True, text=True)
         every = subprocess.run([*whole, *args], capture_output=True, text=True)
         assert (one.returncode, one.stdout, one.stderr) == (every.returncode, every.stdout, every.stderr), args
+
+
+def test_a_key_root_is_recorded_once_and_used_by_the_check(tmp_path, monkeypatch):
+    folder = tmp_path / "texts"
+    folder.mkdir()
+    text = " ".join(WORDS * 30)
+    (folder / "a.txt").write_text(text)
+    db = tmp_path / "idx.db"
+    with SimhashIndex(db, create=True) as index:
+        assert index.key_root is None  # made in Python: keys from the working folder, as before
+        index.add([Document("a.txt", text)])
+        index.record_key_root(folder)
+        index.record_key_root(tmp_path)  # once: the keys were made relative to the first
+        assert index.key_root == str(folder)
+    monkeypatch.chdir(tmp_path)
+    with SimhashIndex(db, readonly=True) as index:
+        assert index.key_root == str(folder)
+        from simhash_sqlite.store.texts import stored_text
+
+        assert stored_text(index, "a.txt") == text

@@ -466,6 +466,9 @@ def add(
     with SimhashIndex(
         db, create=True, features=features, ngram=ngram, weights=weights, hmm=hmm, store_text=store_text
     ) as index:
+        if new_file and index.key_root is None:
+            with contextlib.suppress(OSError):  # (a working folder that is gone: keys from it, as before)
+                index.record_key_root(os.getcwd())  # files keyed relative to it, found from anywhere
         report = AddReport()
         total = sum(_size_of(path) for path, _ in paths) or None  # stdin and pipes: no size known
         with output.progress("bytes") as progress:
