@@ -111,6 +111,8 @@ SMOKE = [
     Smoke("fuzz_core.py", "--seconds 5 --failures {tmp}/failures.jsonl", built="_simhash_core.so",
           suite="safety", full="--seconds 300 --failures {out}/fuzz_core-failures.jsonl"),
     Smoke("native_sanitize.sh", None, programs=("cc",), suite="safety", full="300"),
+    Smoke("startup.py", "--documents 200 --runs 2 --baseline none", suite="search",
+          full="--documents 2000 --runs 30 --baseline none"),
     Smoke("extension_near.py", "{tmp}/small.db --make 20000 --queries 50 --repeat 1", programs=("sqlite3",),
           built="simhash.so", suite="native", full="{tmp}/simq-1m.db --make 1000000"),
     Smoke("near_k.py", "{tmp}/near.db {en} --make --ks 3,32 --queries 3 --repeat 1", programs=("sqlite3",),

@@ -7,6 +7,7 @@ never uses.
 """
 
 import os
+import sys
 
 # OpenBLAS starts a thread per core when numpy is imported, and those threads cost 0.07 CPU-s of a
 # process's 0.13 to import numpy, in simq and again in each pool worker (which inherits the environment).
@@ -14,12 +15,18 @@ import os
 # solve). Set before anything imports numpy; a value the user set stays.
 BLAS_THREADS = "OPENBLAS_NUM_THREADS"
 
+INTERRUPTED = 130  # the exit status of Ctrl-C, as cli/app.py's commands give it
+
 
 def main() -> None:
     os.environ.setdefault(BLAS_THREADS, "1")
-    from .cli.app import main as run
+    try:
+        from .cli.app import main as run
 
-    run()
+        run()
+    except KeyboardInterrupt:  # Ctrl-C while the CLI's modules load, before a command can catch it
+        sys.stderr.write("error: interrupted\n")
+        raise SystemExit(INTERRUPTED) from None
 
 
 if __name__ == "__main__":

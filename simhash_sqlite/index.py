@@ -32,7 +32,7 @@ from .find.search import (
     near_sql,
     probe_cost_ns,
 )
-from .store.database import connect, record_meta, retry_busy, write_transaction
+from .store.database import connect, read_only, record_meta, retry_busy, write_transaction
 from .store.documents import AddReport, Document, FingerprintedDocument, ShortTexts, StoredDocument
 from .store.functions import register_functions
 from .store.meta import validate_meta
@@ -53,6 +53,7 @@ class Stats:
     file_bytes: int
     clusters: dict | None = None  # the last clusters() run: k, representative, documents, at, stale
     short_texts: ShortTexts | None = None  # what the index keeps for checking short texts exactly
+    key_root: str | None = None  # the folder relative file keys are taken from (None: the working folder)
 
 
 def _first_meta(settings: FingerprintSettings, store_text: bool) -> dict[str, str]:
@@ -108,8 +109,13 @@ class SimhashIndex:
         self.conn = connect(self.path, create=create, readonly=readonly, first_meta=first_meta)
         try:
             self.settings, self.store_text = self._settings(requested, store_text, create)
+            # The folder relative file keys are taken from (store.texts.key_path); None: none recorded
+            # (record_key_root), and they are taken from the working folder.
+            self.key_root: str | None = self._meta().get("key_root")
             # (sketched, out of reach) when this open sketched an index made before sketches, else None.
             self.sketch_upgrade = self._sketch_older_documents()
+            # Made before sketches and opened read-only: none were made (a search never writes).
+            self.made_before_sketches = "sketch" not in self._meta()
             # The scheme its sketches were made with (an older index keeps version 1: no sizes).
             self.sketch_scheme = self._sketch_scheme()
             self.short_texts = self._short_texts()
@@ -150,7 +156,7 @@ class SimhashIndex:
         their texts can be reached (stored, or the unchanged file at the key's path), once. Returns
         (sketched, out of reach), or None when there was nothing to do or the file is read-only. The
         documents out of reach keep a NULL sketch: their pairs are judged by distance."""
-        if "sketch" in self._meta() or self.conn.readonly("main"):
+        if "sketch" in self._meta() or read_only(self.conn):
             return None
         sketched = out_of_reach = 0
         with write_transaction(self.conn):
@@ -166,7 +172,7 @@ class SimhashIndex:
                 if not rows:
                     break
                 last = rows[-1][0]
-                texts = [(i, text_of(key, stored, digest)) for i, key, stored, digest in rows]
+                texts = [(i, text_of(key, stored, digest, self.key_root)) for i, key, stored, digest in rows]
                 found = [(i, text) for i, text in texts if text is not None]
                 out_of_reach += len(rows) - len(found)
                 sketches, present = sketch_many([text for _, text in found])
@@ -188,7 +194,7 @@ class SimhashIndex:
         those before it whose texts are not stored lack it."""
         meta = self._meta()
         column = any(row[1] == "short_text" for row in self.conn.execute("PRAGMA table_info(documents)"))
-        if "short_texts" not in meta and column and not self.conn.readonly("main"):
+        if "short_texts" not in meta and column and not read_only(self.conn):
             with write_transaction(self.conn):
                 start = self.conn.execute("SELECT coalesce(max(id), 0) + 1 FROM documents").get
                 self.conn.execute(
@@ -318,6 +324,15 @@ class SimhashIndex:
         GLOB is case-sensitive; * and ? match any characters, "/" included; [abc] and [^abc] are sets."""
         return self._writer.remove_glob(pattern)
 
+    def record_key_root(self, folder: str | os.PathLike) -> None:
+        """Record the folder that relative keys name files in (simhash_meta 'key_root'), so that their
+        files are found, and checked exactly, from any working folder; `simq add` records the folder it
+        makes an index in. Once: a root already recorded stays (keys were made relative to it)."""
+        folder = os.path.abspath(folder)
+        with write_transaction(self.conn):
+            record_meta(self.conn, {"key_root": folder})
+        self.key_root = self._meta().get("key_root")
+
     def vacuum(self) -> tuple[int, int]:
         """Rebuild the file without the space deleted documents left; (bytes before, bytes after).
 
@@ -350,6 +365,7 @@ class SimhashIndex:
             file_bytes=size,
             clusters=clusters,
             short_texts=self._short_texts(counted=True),
+            key_root=self.key_root,
         )
 
     # -- searching ---------------------------------------------------------------------------

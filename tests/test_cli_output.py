@@ -113,7 +113,7 @@ def test_format_errors_and_exit_codes(runner, odd, tmp_path):
         assert result.exit_code == 2 and result.stderr.splitlines()[-1].startswith("error:"), result.output
     assert simq(runner, "dupes", "--db", db, "--bogus").exit_code == 2  # usage
     assert simq(runner, "nosuchcommand").exit_code == 2
-    assert simq(runner, "near").exit_code == 1  # parses; our check says what is missing
+    assert simq(runner, "near").exit_code == 2  # parses, but nothing to search for: a usage error too
     # Every input skipped is an error, not success.
     (tmp_path / "blob.bin").write_bytes(b"\x00\x01" * 100)
     result = simq(runner, "add", "--db", tmp_path / "b.db", tmp_path / "blob.bin")

@@ -86,6 +86,14 @@ def test_cli_md_is_the_current_help():
     assert current == GENERATOR.rendered(current), stale
 
 
+def test_the_recovery_line_in_cli_md_is_the_one_simq_gives():
+    """docs/cli.md shows the line the error message gives (recovery_command: one source); an older
+    schema version there made a file simq refuses. tests/test_readonly_and_damaged.py runs the line."""
+    from simhash_sqlite.store.database import recovery_command
+
+    assert f"\n{recovery_command('corpus.db')}\n" in _read(DOCS / "cli.md")
+
+
 @pytest.mark.parametrize("name", list(COMMANDS))
 def test_every_command_and_option_is_in_cli_md(name):
     section = _section(_read(DOCS / "cli.md"), f"### simq {name}")

@@ -157,9 +157,16 @@ def test_one_file_has_one_key_however_it_is_named(runner, tmp_path, monkeypatch)
     for name in ("d/a.txt", "./d/a.txt", str(tmp_path / "d" / "a.txt"), "d"):
         assert simq(runner, "add", "--db", "i.db", name).exit_code == 0
     assert keys("i.db") == [os.path.join("d", "a.txt")]
-    monkeypatch.chdir(work)  # a file outside the current folder: its absolute path
-    assert simq(runner, "add", "--db", "../i.db", "../outside.txt").exit_code == 0
-    assert str(tmp_path / "outside.txt") in keys("../i.db")
+    monkeypatch.chdir(work)  # keys are relative to the folder the index was made in, from wherever simq runs
+    assert simq(runner, "add", "--db", "../i.db", "../outside.txt", "../d/a.txt").exit_code == 0
+    assert keys("../i.db") == [os.path.join("d", "a.txt"), "outside.txt"]
+    beyond = tmp_path.parent / f"{tmp_path.name}-beyond.txt"  # outside that folder: its absolute path
+    beyond.write_text(OTHER)
+    try:
+        assert simq(runner, "add", "--db", "../i.db", beyond).exit_code == 0
+        assert str(beyond) in keys("../i.db")
+    finally:
+        beyond.unlink()
 
 
 def test_repeated_jsonl_ids_keep_the_first_and_a_second_add_is_a_no_op(runner, tmp_path):
@@ -202,7 +209,7 @@ def test_limit_means_the_same_with_and_without_the_check(runner, small_db, tmp_p
     queries = tmp_path / "q.jsonl"
     queries.write_text(json.dumps({"text": ENGLISH}) + "\n")
     for check in ("--check", "--no-check"):
-        assert_clean_error(simq(runner, "near", ENGLISH, "--db", small_db, "--limit", "-1", check), "not negative", 2)
+        assert_clean_error(simq(runner, "near", ENGLISH, "--db", small_db, "--limit", "-1", check), "--limit", 2)
         none = simq(runner, "near", ENGLISH, "--db", small_db, "--limit", "0", "--json", check)
         assert none.exit_code == 0 and json.loads(none.stdout) == []
         one = simq(runner, "near", ENGLISH, "--db", small_db, "--limit", "1", "--json", check)
@@ -210,7 +217,7 @@ def test_limit_means_the_same_with_and_without_the_check(runner, small_db, tmp_p
         batch = simq(runner, "near", "--batch", queries, "--db", small_db, "--limit", "0", check)
         assert batch.exit_code == 0 and json.loads(batch.stdout)["matches"] == []
         assert_clean_error(simq(runner, "near", "--batch", queries, "--db", small_db, "--limit", "-1", check),
-                           "not negative", 2)
+                           "--limit", 2)
 
 
 def test_sql_and_shell_are_read_only_and_create_no_files(runner, small_db, tmp_path, monkeypatch):

@@ -152,7 +152,7 @@ def test_calibrate_without_texts_is_a_clean_error(runner, tmp_path):
     with SimhashIndex(db, create=True) as index:
         index.add(_family_corpus())  # keys are not files, texts not stored
     assert_clean_error(simq(runner, "calibrate", "--db", db), "--store-text")
-    assert_clean_error(simq(runner, "calibrate", "--db", db, "--max-k", "40"), "max_k", 2)
+    assert_clean_error(simq(runner, "calibrate", "--db", db, "--max-k", "40"), "--max-k", 2)
 
 
 def test_stats_shows_the_recommended_k(runner, texts, db_path):

@@ -47,7 +47,7 @@ def test_cli_rm_by_keys_glob_and_list(runner, db_path, tmp_path):
     assert "10 removed" in simq(runner, "rm", "--db", db_path, "--glob", "k1?").stdout
     assert json.loads(simq(runner, "stats", "--db", db_path, "--json").stdout)["documents"] == 5
     assert "bytes" in simq(runner, "vacuum", "--db", db_path).stdout
-    assert_clean_error(simq(runner, "rm", "--db", db_path), "give keys")
+    assert_clean_error(simq(runner, "rm", "--db", db_path), "give keys", 2)
     assert_clean_error(simq(runner, "rm", "--db", tmp_path / "absent.db", "k"), "no index at")
     assert_clean_error(simq(runner, "rm", "--db", db_path, "--from", tmp_path / "nofile"), "No such file")
     assert integrity_ok(db_path)

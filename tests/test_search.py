@@ -189,7 +189,7 @@ def test_cli_batch_jsonl_and_paths(runner, tmp_path, db_path):
 
     ok = simq(runner, "near", "--db", db_path, "--batch", "-", input=json.dumps({"hash": fp}) + "\n")
     assert ok.exit_code == 0 and json.loads(ok.stdout)["matches"][0]["key"] == key
-    assert_clean_error(simq(runner, "near", "--db", db_path, "--batch", "-", "--key", key), "--batch reads")
+    assert_clean_error(simq(runner, "near", "--db", db_path, "--batch", "-", "--key", key), "--batch reads", 2)
     assert_clean_error(simq(runner, "near", "--db", db_path, "--batch", tmp_path / "nope.jsonl"), "nope.jsonl")
     assert_clean_error(
         simq(runner, "near", "--db", db_path, "--batch", queries, "--batch-format", "csv"), "batch format", 2

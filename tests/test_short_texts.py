@@ -194,7 +194,11 @@ def test_an_older_index_keeps_working_and_says_its_short_texts_are_estimated(run
     assert check.exit_code == 0, check.output
     assert "made before exact short texts" in {c["name"]: c["detail"] for c in json.loads(check.stdout)["checks"]}[
         "short texts"]
-    # Opened it is migrated (as any older schema); its texts are out of reach, so it says what they lack.
+    # A search does not migrate it (it never writes) but says how; opened for writing it is migrated (as
+    # any older schema); its texts are out of reach, so it says what they lack.
+    refused = simq(runner, "dupes", "--db", db, "--format", "jsonl")
+    assert refused.exit_code == 1 and "simq vacuum --db" in refused.stderr
+    assert simq(runner, "vacuum", "--db", db).exit_code == 0
     result = simq(runner, "dupes", "--db", db, "--format", "jsonl")
     assert result.exit_code == 0, result.output
     assert {json.loads(line)["checked_by"] for line in result.stdout.splitlines()} == {"estimated"}

@@ -68,9 +68,13 @@ def test_files_are_sketched_where_unchanged_and_the_user_is_told(runner, tmp_pat
     db = tmp_path / "old.db"
     old_index(db, {str(paths[key]): text for key, text in TEXTS.items()}, store_text=False)
     paths["c"].unlink()
+    searched = simq(runner, "dupes", "--db", db, "--format", "jsonl")  # a search never writes: it says how
+    assert searched.exit_code == 1 and "needs a schema upgrade" in searched.stderr, searched.output
+    upgraded = simq(runner, "vacuum", "--db", db)
+    assert upgraded.exit_code == 0, upgraded.output
+    assert f"{len(TEXTS) - 1} documents sketched from their texts, 2 could not be" in upgraded.stderr
     result = simq(runner, "dupes", "--db", db, "--format", "jsonl")
     assert result.exit_code == 0, result.output
-    assert f"{len(TEXTS) - 1} documents sketched from their texts, 2 could not be" in result.stderr
     rows = [json.loads(line) for line in result.stdout.splitlines()]
     by_pair = {frozenset((r["first"], r["second"])): r["checked_by"] for r in rows}
     assert by_pair[frozenset((str(paths["a"]), str(paths["b"])))] in ("exact", "estimated")  # sketched now

@@ -18,6 +18,7 @@ from ..store.texts import stored_text
 from .explain import estimated_jaccard
 
 DEFAULT_MAX_K = 16
+MAX_CALIBRATED_K = 32  # the largest max_k: beyond it, sampled pairs are unrelated texts
 
 
 @dataclass(frozen=True)
@@ -58,8 +59,8 @@ def calibrate(
 
     on_progress(done, total): called before each sampled document (total: the most that may be
     sampled; the run ends sooner once every distance has its pairs)."""
-    if not 0 <= max_k <= 32:
-        raise InvalidArgument(f"max_k must be from 0 to 32, not {max_k}")
+    if not 0 <= max_k <= MAX_CALIBRATED_K:
+        raise InvalidArgument(f"max_k must be from 0 to {MAX_CALIBRATED_K}, not {max_k}")
     if per_distance < 1 or max_queries < 1:
         raise InvalidArgument("per_distance and max_queries must be at least 1")
     if not 0 < threshold <= 1:

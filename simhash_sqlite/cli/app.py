@@ -11,6 +11,7 @@ Output conventions (formats, markup, colour, pipes, progress) are in output.py.
 from __future__ import annotations
 
 import contextlib
+import copy
 import errno
 import functools
 import heapq
@@ -28,7 +29,7 @@ from rich.table import Table
 from rich.text import Text
 
 from .. import native
-from ..analysis.calibrate import DEFAULT_MAX_K, Calibration
+from ..analysis.calibrate import DEFAULT_MAX_K, MAX_CALIBRATED_K, Calibration
 from ..analysis.calibrate import calibrate as calibrate_index
 from ..analysis.explain import Explanation, verdicts
 from ..analysis.explain import explain as explain_pair
@@ -59,7 +60,7 @@ from ..store import texts
 from ..store.database import damaged_message, disk_message
 from ..store.documents import AddReport, FingerprintedDocument
 from ..store.integrity import integrity_check
-from ..store.writer import validate_batch_size
+from ..store.writer import MAX_BATCH_SIZE
 from ..version import __version__
 from ..web.plots import (
     cluster_sizes,
@@ -72,7 +73,7 @@ from ..web.plots import (
     size_chart,
     write_png,
 )
-from . import output
+from . import output, params
 from .output import err, line, out, plain, printable
 
 # typer 0.2x parses with its own copy of click (typer._click); earlier versions with click itself.
@@ -112,6 +113,20 @@ class _Commands(typer.core.TyperGroup):
 
     def parse_args(self, ctx, args):
         return super().parse_args(ctx, current_spelling(args))
+
+    # Ctrl-C while a command line is parsed (a command's own run catches it in friendly_errors): typer
+    # would exit 130 without a word; Abort is the "interrupted" line of main() above.
+    def make_context(self, *args, **kwargs):
+        try:
+            return super().make_context(*args, **kwargs)
+        except KeyboardInterrupt:
+            raise typer.Abort() from None
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:
+            raise typer.Abort() from None
 
     def resolve_command(self, ctx, args):
         if args and args[0] in OLD_COMMANDS:
@@ -166,6 +181,7 @@ def _no_metavar_on_flags() -> None:
 
 
 _no_metavar_on_flags()
+params.use_plain_conversion()  # no pydantic (cli/params.py)
 
 
 def _complete_formats(incomplete: str) -> list[str]:
@@ -311,7 +327,7 @@ def friendly_errors(command):
         except (apsw.ReadOnlyError, apsw.CantOpenError):
             raise fail("the index file or its folder is read-only") from None
         except (apsw.CorruptError, apsw.NotADBError) as exc:
-            named = [kwargs.get(name) for name in ("file", "db", "against") if kwargs.get(name) is not None]
+            named = [kwargs[name] for name in _index_arguments(command) if kwargs.get(name) is not None]
             if not named:
                 raise fail(f"an index file is damaged ({exc}); see what is wrong: simq integrity --db FILE") from None
             raise fail(damaged_message(os.fspath(named[0]), str(exc))) from None
@@ -327,6 +343,12 @@ def friendly_errors(command):
             raise fail("interrupted", 130) from None
 
     return wrapper
+
+
+def _index_arguments(command) -> tuple[str, ...]:
+    """The arguments of a command that name index files, the one SQLite reads first first: a damaged
+    file is named by them (near --file and hash --file are query texts, never SQLite files)."""
+    return ("file", "db") if command.__name__ == "shell" else ("against", "db")
 
 
 def _option(name: str, value: object) -> str:
@@ -418,6 +440,8 @@ def add(
             help="Documents per transaction. \\[default: 1000; into a large index one per 100 stored documents, "
             "up to 100,000]",
             show_default=False,
+            min=1,
+            max=MAX_BATCH_SIZE,
         ),
     ] = None,
     prune: Annotated[
@@ -440,19 +464,21 @@ def add(
     The fingerprint options (--features, --ngram, --weights, --hmm, --store-text) apply to a new index;
     an existing one keeps its own, and asking for others is an error.
 
-    Keys: a file inside the current folder is keyed by its path relative to it, any other by its
-    absolute path; a JSONL record by its id; text on stdin by --key, else by its content.
+    Keys: a file inside the folder the index was made in is keyed by its path relative to that folder
+    (recorded in the index; from wherever simq runs), any other by its absolute path; a JSONL record by
+    its id; text on stdin by --key, else by its content.
     """
     if key is not None and STDIN not in inputs:
         raise InvalidInput("--key names the text read from stdin; give - as an input")
-    if batch_size is not None:
-        validate_batch_size(batch_size)
     reader = _reader(jsonl, text_field, id_field, encoding, errors, require_id=require_id, stdin_key=key)
     paths = reader.expand(inputs)  # missing paths fail here, before the index is touched
     new_file = not db.exists()
     with SimhashIndex(
         db, create=True, features=features, ngram=ngram, weights=weights, hmm=hmm, store_text=store_text
     ) as index:
+        if new_file and index.key_root is None:
+            with contextlib.suppress(OSError):  # (a working folder that is gone: keys from it, as before)
+                index.record_key_root(os.getcwd())  # files keyed relative to it, found from anywhere
         report = AddReport()
         total = sum(_size_of(path) for path, _ in paths) or None  # stdin and pipes: no size known
         with output.progress("bytes") as progress:
@@ -464,6 +490,7 @@ def add(
                     print(_progress_line(current), file=sys.stderr, flush=True)
 
             try:
+                reader.key_root = index.key_root  # files keyed as the index keys them, from any folder
                 documents = reader.documents(paths, index.settings, index.store_text, index.sketch_scheme)
                 report = index.add(documents, batch_size=batch_size, on_batch=on_batch)
             except KeyboardInterrupt:
@@ -611,7 +638,7 @@ def near(
     ] = None,
     limit: Annotated[
         Optional[int],
-        typer.Option(help="At most this many results (per query). \\[default: no limit]", show_default=False),
+        typer.Option(help="At most this many results (per query). \\[default: no limit]", show_default=False, min=0),
     ] = None,
     plan: Annotated[
         Optional[str],
@@ -640,20 +667,25 @@ def near(
     k = candidate_k(k, check)
     if batch is not None:
         if any(x is not None for x in (text, file, key, hash_)):
-            raise InvalidInput("--batch reads its queries from the file; give no text, --file, --key or --hash")
+            raise InvalidArgument("--batch reads its queries from the file; give no text, --file, --key or --hash")
         if format_ not in ("table", "jsonl", "json"):
-            raise InvalidInput("--batch answers in JSON: one line per query (jsonl, the default) or an array (json)")
+            raise InvalidArgument("--batch answers in JSON: one line per query (jsonl, the default) or an array (json)")
         with output.destination(output_path) as handle:
             _near_batch(db, batch, batch_format, k, limit, plan, explain, checked_at, format_, handle)
         return
+    if sum(x is not None for x in (text, file, key, hash_)) != 1:  # before the index is opened: a usage error
+        raise InvalidArgument("give one of a text, --file, --key, --hash or --batch to search for")
     if text == STDIN and file is None:
         text, file = None, Path(STDIN)  # as -f -
     elif text is not None and file is None and "\n" not in text and os.path.isfile(text):
         warn("note", text, " is a file, but the text ", repr(text), " itself is searched for; to search for what "
              "the file holds: --file ", text)
-    fingerprint = from_hex(hash_) if hash_ is not None else None
+    try:
+        fingerprint = from_hex(hash_, whole=True) if hash_ is not None else None
+    except InvalidInput as exc:
+        raise InvalidArgument(f"--hash: {exc}") from None
     report = None
-    with SimhashIndex(db) as index:
+    with SimhashIndex(db, readonly=True) as index:  # a search never writes (nor upgrades: see vacuum)
         _tell_sketch_upgrade(index)
         if file is not None:
             text, fingerprint = _query_of_file(file, index.settings, text, fingerprint, encoding, errors)
@@ -687,7 +719,17 @@ def near(
 
 
 def _tell_sketch_upgrade(index: SimhashIndex) -> None:
-    """Say what opening an index made before sketches did: which documents could not be sketched."""
+    """Say what opening an index made before sketches did (for writing: which documents could not be
+    sketched), or lacks (for a search, which never writes: how to sketch them); and, for an index made
+    before the root of its keys was recorded, that its files are out of reach from this folder."""
+    if index.key_root is None and _keys_out_of_reach(index):
+        say(f"{index.path}: made before simq recorded where its file keys are rooted, so they are read from the "
+            f"current folder ({os.getcwd()}), where they are not: run simq from the folder it was built in for "
+            "exact checks of their texts", to_stderr=True)
+    if index.made_before_sketches:
+        say(f"{index.path}: made before sketches, and a search does not write them: pairs are found within "
+            "k and judged exactly where texts can be read, else by distance alone; sketch them once with "
+            f"simq vacuum --db {index.path}", to_stderr=True)
     if index.sketch_upgrade is None:
         return
     sketched, out_of_reach = index.sketch_upgrade
@@ -697,6 +739,14 @@ def _tell_sketch_upgrade(index: SimhashIndex) -> None:
            "judged by distance alone" if out_of_reach else ""),
         to_stderr=True,
     )
+
+
+def _keys_out_of_reach(index: SimhashIndex) -> bool:
+    """Some of the first relative keys whose texts live in files, and none of them a file from here."""
+    keys = [key for (key,) in index.conn.execute(
+        "SELECT key FROM documents WHERE text IS NULL AND content_hash IS NOT NULL LIMIT 100"
+    ) if not os.path.isabs(key)]
+    return bool(keys) and not any(os.path.isfile(key) for key in keys)
 
 
 def _print_check_summary(
@@ -785,7 +835,8 @@ def _near_batch(
             yield record
 
     try:
-        with SimhashIndex(db) as index:
+        with SimhashIndex(db, readonly=True) as index:
+            _tell_sketch_upgrade(index)
             output.render(answers_of(index), "json" if format_ == "json" else "jsonl", handle)
     finally:
         if stream is not sys.stdin.buffer:
@@ -860,10 +911,10 @@ def hash_command(
     if text == STDIN and file is None:
         text, file = None, Path(STDIN)  # as -f -, and as near -
     if (text is None) == (file is None):
-        raise InvalidInput("give a text or --file (one of them)")
+        raise InvalidArgument("give a text or --file (one of them)")
     settings = FingerprintSettings()
     if db.exists():
-        with SimhashIndex(db) as index:
+        with SimhashIndex(db, readonly=True) as index:
             settings = index.settings
     if file is not None:
         document = read_one(str(file), settings, encoding=encoding, errors=errors)
@@ -887,7 +938,8 @@ def hash_command(
 def stats(db: DbOption = Path(DEFAULT_DB), format_: FormatOption = None, as_json: JsonOption = False) -> None:
     """How many documents the index holds, how its fingerprints are made, and its size."""
     format_ = output.choose_format(format_, as_json)
-    with SimhashIndex(db) as index:
+    with SimhashIndex(db, readonly=True) as index:
+        _tell_sketch_upgrade(index)
         s = index.stats()
         sizes = cluster_sizes(index.conn) if s.clusters is not None else []
     rows = {
@@ -896,6 +948,8 @@ def stats(db: DbOption = Path(DEFAULT_DB), format_: FormatOption = None, as_json
         "without features": s.without_features,
         "fingerprints": s.settings.describe(),
         "recommended k": _recommended_k(s.settings),
+        "file keys from": s.key_root or "the current folder (the index records no root: made by an earlier "
+        "version)",
         "feature hash": s.settings.hash,
         "stores texts": s.store_text,
         "schema version": s.schema_version,
@@ -927,7 +981,7 @@ def stats(db: DbOption = Path(DEFAULT_DB), format_: FormatOption = None, as_json
 @friendly_errors
 def serve(
     db: DbOption = Path(DEFAULT_DB),
-    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8001,
+    port: Annotated[int, typer.Option(help="Port to listen on (0-65535).", min=0, max=65535)] = 8001,
     host: Annotated[str, typer.Option(help="Address to listen on; 127.0.0.1 is this machine only.")] = "127.0.0.1",
     open_browser: Annotated[bool, typer.Option("--open", help="Open the clusters page in a web browser.")] = False,
     review: Annotated[
@@ -949,7 +1003,7 @@ def serve(
     from ..web.serve import serve as serve_index
 
     if reviewer is not None and not review:
-        raise InvalidInput("--reviewer goes with --review")
+        raise InvalidArgument("--reviewer goes with --review")
     name = (reviewer or _login()) if review else None
 
     def ready() -> None:
@@ -983,7 +1037,7 @@ def shell(
     """
     from ..sql.shell import run_shell  # apsw.shell is only needed here
 
-    with SimhashIndex(file or db) as index:
+    with SimhashIndex(file or db, readonly=not write) as index:
         errors = run_shell(index, write=write)
     if errors:
         raise typer.Exit(1)
@@ -1031,7 +1085,7 @@ def sql_command(
     """
     format_ = output.choose_format(format_, as_json)
     params = parse_params(param or [])
-    with SimhashIndex(db) as index:
+    with SimhashIndex(db, readonly=not write) as index:
         results = run_query(index, query, params, write=write)
     with output.destination(output_path) as handle:
         for number, result in enumerate(results):
@@ -1098,7 +1152,7 @@ def rm(
         decided = read_decisions("\n".join(_key_lines(decisions_file)), str(decisions_file))
         listed += [key for key, _ in decided]
     if not listed and glob_pattern is None and decided is None:
-        raise InvalidInput("give keys, --glob PATTERN, --from FILE or --decisions FILE")
+        raise InvalidArgument("give keys, --glob PATTERN, --from FILE or --decisions FILE")
     with SimhashIndex(db) as index:
         if decided:
             check_decisions(index.conn, decided)
@@ -1152,17 +1206,24 @@ def integrity(
 
 def _recommended_k(settings: FingerprintSettings) -> str:
     if settings == FingerprintSettings():
-        return (f"{RECOMMENDED_K} (Jaccard >= 0.8 of 5-shingles; {CONFIRM_K} for candidates checked exactly; "
-                "measure yours: simq calibrate)")
-    return f"not measured for these settings (the default's is {RECOMMENDED_K}); measure: simq calibrate"
+        return f"{_k_uses()}; this index's: simq calibrate"
+    return f"not measured for these settings (the defaults': {_k_uses()}); measure: simq calibrate"
+
+
+def _k_uses() -> str:
+    """What each default k is for, said the same way by stats and calibrate (the one story of k)."""
+    return (f"{RECOMMENDED_K} for distance alone (--no-check: where F1 peaks on the quality benchmark), "
+            f"{CONFIRM_K} for candidates checked by Jaccard (the default of near, dupes -k)")
 
 
 @app.command("calibrate", rich_help_panel=DUPLICATES_PANEL)
 @friendly_errors
 def calibrate_command(
     db: DbOption = Path(DEFAULT_DB),
-    max_k: Annotated[int, typer.Option("--max-k", help="Largest distance to sample.")] = DEFAULT_MAX_K,
-    pairs: Annotated[int, typer.Option("--pairs", help="Pairs to sample at each distance.")] = 30,
+    max_k: Annotated[
+        int, typer.Option("--max-k", help="Largest distance to sample.", min=0, max=MAX_CALIBRATED_K)
+    ] = DEFAULT_MAX_K,
+    pairs: Annotated[int, typer.Option("--pairs", help="Pairs to sample at each distance.", min=1)] = 30,
     threshold: Annotated[
         float, typer.Option("--threshold", help="The exact Jaccard that counts as a near-duplicate.")
     ] = DEFAULT_THRESHOLD,
@@ -1192,7 +1253,7 @@ def calibrate_command(
         return
     if plot is not None:
         require_matplotlib()  # before the sampling, which takes a while
-    with SimhashIndex(db) as index, output.progress("docs") as progress:
+    with SimhashIndex(db, readonly=True) as index, output.progress("docs") as progress:
         task = progress.add_task("sampling", total=None)
         result = calibrate_index(
             index, max_k=max_k, per_distance=pairs, threshold=threshold,
@@ -1290,8 +1351,9 @@ def _print_calibration(result: Calibration) -> None:
     if result.suggested_k is None:
         say(f"no sampled distance has most pairs at Jaccard >= {result.threshold:g}; too few near-duplicates to say")
     else:
-        out.print(line("suggested k: ", (str(result.suggested_k), "bold"), " (most sampled pairs up to this distance "
-                       f"have Jaccard >= {result.threshold:g})"))
+        out.print(line("suggested k: ", (str(result.suggested_k), "bold"), " for distance alone (--no-check) on "
+                       f"this index: most sampled pairs up to this distance have Jaccard >= {result.threshold:g}"))
+    say(f"the defaults: {_k_uses()}")
 
 
 @app.command("explain", rich_help_panel=SEARCH_PANEL)
@@ -1300,7 +1362,7 @@ def explain_command(
     a: Annotated[str, typer.Argument(help="A key in the index, or a file.", show_default=False)],
     b: Annotated[str, typer.Argument(help="Another key, or a file.", show_default=False)],
     db: DbOption = Path(DEFAULT_DB),
-    top: Annotated[int, typer.Option(help="Features to show in each list.")] = 8,
+    top: Annotated[int, typer.Option(help="Features to show in each list.", min=1)] = 8,
     format_: FormatOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -1309,7 +1371,7 @@ def explain_command(
     json, jsonl, csv and tsv print one record (lists as JSON in csv and tsv cells).
     """
     format_ = output.choose_format(format_, as_json)
-    with SimhashIndex(db) as index:
+    with SimhashIndex(db, readonly=True) as index:
         result = explain_pair(index, a, b, top=top)
     if format_ == "table":
         _print_explanation(result)
@@ -1393,7 +1455,7 @@ def decisions(
     stay. Each row: key, kept, jaccard, checked_by (exact, estimated, distance), distance, label.
     """
     if format_ not in ("jsonl", "csv"):
-        raise InvalidInput(f"--format is jsonl or csv, not {format_!r}")
+        raise InvalidArgument(f"--format is jsonl or csv, not {format_!r}")
     with SimhashIndex(db, readonly=True) as index:
         rows, note = deletions(index)
     with output.destination(output_path) as handle:
@@ -1413,8 +1475,12 @@ def decisions(
 @app.command(rich_help_panel=INDEX_PANEL)
 @friendly_errors
 def vacuum(db: DbOption = Path(DEFAULT_DB)) -> None:
-    """Give the space of removed and updated documents back to the disk (rewrites the file)."""
+    """Give the space of removed and updated documents back to the disk (rewrites the file).
+
+    An index made by an earlier version is brought up to date first (its schema, and sketches of the
+    documents whose texts can be read), as by any command that writes; searches never write."""
     with SimhashIndex(db) as index:
+        _tell_sketch_upgrade(index)
         before, after = index.vacuum()
     say(f"{db}: {before:,} -> {after:,} bytes")
 
@@ -1449,9 +1515,9 @@ def dupes(
     """
     format_ = output.choose_format(format_, as_json)
     if uncertain and not check:
-        raise InvalidInput("--uncertain lists checked pairs: it cannot go with --no-check")
+        raise InvalidArgument("--uncertain lists checked pairs: it cannot go with --no-check")
     streaming_here = format_ != "table" and output_path is None and out.is_terminal
-    with SimhashIndex(db) as index, output.progress("share", hidden=streaming_here) as progress:
+    with SimhashIndex(db, readonly=True) as index, output.progress("share", hidden=streaming_here) as progress:
         _tell_sketch_upgrade(index)
         task = progress.add_task("pairs", total=None)
         found = index.dupes(
@@ -1534,7 +1600,7 @@ def clusters(
     format_: FormatOption = None,
     as_json: JsonOption = False,
     output_path: OutOption = None,
-    min_size: Annotated[int, typer.Option(help="Show/export clusters of at least this many documents.")] = 2,
+    min_size: Annotated[int, typer.Option(help="Show/export clusters of at least this many documents.", min=1)] = 2,
     check: CheckOption = True,
     threshold: ThresholdOption = DEFAULT_THRESHOLD,
 ) -> None:
@@ -1700,7 +1766,7 @@ def dedup(
         raise InvalidInput("--dupes and --out name the same file")
     requested: dict[str, Any] = {"features": features, "ngram": ngram, "weights": weights, "hmm": hmm}
     with contextlib.ExitStack() as stack:
-        index = stack.enter_context(SimhashIndex(against, **requested)) if against is not None else None
+        index = stack.enter_context(SimhashIndex(against, readonly=True, **requested)) if against is not None else None
         chosen = {name: value for name, value in requested.items() if value is not None}
         settings = index.settings if index is not None else FingerprintSettings(**chosen)
         deduplicator = Deduplicator(k, settings, against=index, check=check, threshold=threshold,
@@ -1879,7 +1945,7 @@ def spark_dedup(
     for item in conf or []:
         name, sep, value = item.partition("=")
         if not sep or not name.strip():
-            raise InvalidInput(f"--conf takes KEY=VALUE, not {item!r}")
+            raise InvalidArgument(f"--conf takes KEY=VALUE, not {item!r}")
         settings_given[name.strip()] = value
     spark = spark_job.session(master or _default_master(), **settings_given)
     try:
@@ -1915,7 +1981,23 @@ def _default_master() -> str | None:
 
 def main() -> None:
     calm_collector()  # a command runs once and exits
-    app()
+    _only_the_command(sys.argv[1:])()
+
+
+def _only_the_command(args: list[str]) -> typer.Typer:
+    """app, or when args name a command, app with that command alone: typer builds every command's
+    parameters (their annotations read, one click object each) on each start, a tenth of a search's
+    start-up. The full app for anything else (options, --help, completion, an unknown name)."""
+    if not args or any(name.startswith(("_SIMQ_COMPLETE", "_TYPER_COMPLETE")) for name in os.environ):
+        return app
+    wanted = OLD_COMMANDS.get(args[0], args[0])
+    found = [info for info in app.registered_commands
+             if (info.name or typer.main.get_command_name(getattr(info.callback, "__name__", ""))) == wanted]
+    if len(found) != 1:
+        return app
+    one = copy.copy(app)
+    one.registered_commands = found
+    return one
 
 
 if __name__ == "__main__":

@@ -20,24 +20,14 @@ import stat
 import sys
 import tempfile
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any, TextIO, cast
+from typing import TYPE_CHECKING, Any, TextIO, cast
 
 from rich.console import Console, ConsoleDimensions
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    ProgressColumn,
-    SpinnerColumn,
-    Task,
-    TaskProgressColumn,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-    TransferSpeedColumn,
-)
 from rich.table import Column, Table
 from rich.text import Text
+
+if TYPE_CHECKING:  # rich.progress is imported by progress(): a search that shows none does not pay for it
+    from rich.progress import Progress
 
 from ..errors import InvalidArgument, InvalidInput, printable
 
@@ -385,18 +375,6 @@ def _print(renderable, handle: TextIO) -> None:
 # -- progress ---------------------------------------------------------------------------------
 
 
-class _Rate(ProgressColumn):
-    """Items a second, for work counted in documents, pairs or queries."""
-
-    def __init__(self, unit: str) -> None:
-        super().__init__()
-        self.unit = unit
-
-    def render(self, task: Task) -> Text:
-        speed = task.finished_speed or task.speed
-        return Text("" if speed is None else f"{speed:,.0f} {self.unit}/s", style="progress.data.speed", no_wrap=True)
-
-
 def progress(unit: str = "items", *, hidden: bool = False) -> Progress:
     """A progress display on stderr: a bar with the share done, the rate and the time left where the
     total is known (a spinner with counts where not). Only on a terminal (nothing when stderr is piped
@@ -404,12 +382,33 @@ def progress(unit: str = "items", *, hidden: bool = False) -> Progress:
     when done. unit "bytes" shows the transfer speed, "share" only the share done, others a count and
     its rate. stdout is never redirected into it (rich
     would send it to stderr)."""
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        ProgressColumn,
+        SpinnerColumn,
+        Task,
+        TaskProgressColumn,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+        TransferSpeedColumn,
+    )
+
+    class Rate(ProgressColumn):
+        """Items a second, for work counted in documents, pairs or queries."""
+
+        def render(self, task: Task) -> Text:
+            speed = task.finished_speed or task.speed
+            return Text("" if speed is None else f"{speed:,.0f} {unit}/s", style="progress.data.speed", no_wrap=True)
+
     if unit == "bytes":
         amount: list[ProgressColumn] = [TransferSpeedColumn()]
     elif unit == "share":  # a share of the work done, not a count (the pair search's tables)
         amount = []
     else:
-        amount = [MofNCompleteColumn(), _Rate(unit)]
+        amount = [MofNCompleteColumn(), Rate()]
     return Progress(
         SpinnerColumn(),
         TextColumn("{task.description}"),

@@ -236,11 +236,15 @@ def to_hex(fingerprint: int) -> str:
     return f"{to_unsigned(fingerprint):016x}"
 
 
-def from_hex(text: str) -> int:
-    """Parse 16 hex digits (an optional 0x is allowed) into the unsigned fingerprint."""
+def from_hex(text: str, *, whole: bool = False) -> int:
+    """Parse up to 16 hex digits (an optional 0x is allowed) into the unsigned fingerprint. whole: exactly
+    16, as to_hex() writes them (simq's --hash and a batch's "hash": a shorter one is a mistake, such as
+    a decimal number or a cut copy, more often than a fingerprint with leading zeros left out)."""
     digits = text.strip().lower().removeprefix("0x")
     if not 1 <= len(digits) <= 16 or any(c not in "0123456789abcdef" for c in digits):
         raise InvalidInput(f"not a 64-bit hex fingerprint: {text!r}")
+    if whole and len(digits) != 16:
+        raise InvalidInput(f"a fingerprint is 16 hex digits (leading zeros included), not {len(digits)}: {text!r}")
     return int(digits, 16)
 
 

@@ -38,7 +38,7 @@ from ..core.sketch import DEFAULT_SCHEME, SketchScheme
 from ..errors import InvalidInput
 from ..store import texts
 from ..store.database import IndexFile
-from ..store.texts import text_of
+from ..store.texts import key_path, text_of
 from .arrays import DuplicatePair, keys_of, load_fingerprints
 from .pairs import Progress, near_pairs
 from .queries import Query
@@ -101,7 +101,7 @@ class ShingleCache:
             self.entries.move_to_end(key)
             return self.entries[key]
         row = self.index.conn.execute(self._query, (key,)).get
-        text = None if row is None else text_of(key, row[0], row[1])
+        text = None if row is None else text_of(key, row[0], row[1], self.index.key_root)
         # Else a short text's exact data (core/short_texts.py), where the index keeps it.
         shingles = shingle_set(text) if text is not None else None if row is None else short_text_shingles(row[2])
         self.entries[key] = shingles
@@ -273,7 +273,7 @@ class DuplicateSearch:
             report.k, report.candidates_from = ANY_DISTANCE, "sketch"
             # Below the threshold too where an unsure estimate may be settled by the texts (stored, files, or
             # short texts' exact data, core/short_texts.py), or is listed.
-            wider = self.uncertain or self.index.store_text or short.any() or _any_file_key(conn)
+            wider = self.uncertain or self.index.store_text or short.any() or _any_file_key(conn, self.index.key_root)
             low = max(0.0, report.threshold - EXACT_MARGIN) if wider else report.threshold
             sketched = np.flatnonzero(present)
             # Every document sketched (the usual case): the rows as they are, not a copy (1.2 GB at 10M).
@@ -442,11 +442,11 @@ def load_arrays_and_short(
     return np.array(ids, dtype=np.int64), np.array(values, dtype=np.int64).view(np.uint64), rows, present, short
 
 
-def _any_file_key(conn) -> bool:
-    """Whether texts may be re-read from files: one of the first keys is an existing file. (It only
-    widens the candidates for the exact check; every pair's texts are looked for anyway.)"""
+def _any_file_key(conn, root: str | None) -> bool:
+    """Whether texts may be re-read from files: one of the first keys is an existing file (from root:
+    key_path). (It only widens the candidates for the exact check; every pair's texts are looked for anyway.)"""
     for (key,) in conn.execute("SELECT key FROM documents WHERE content_hash IS NOT NULL LIMIT 100"):
-        if os.path.isfile(key):
+        if os.path.isfile(key_path(key, root)):
             return True
     return False
 

@@ -89,7 +89,7 @@ def _jsonl_query(line: str, number: int) -> Query | FailedQuery:
     if given[0] == "key":
         return Query(key=value, id=label)
     try:
-        return Query(fingerprint=from_hex(value), id=label)
+        return Query(fingerprint=from_hex(value, whole=True), id=label)
     except InvalidInput as exc:
         return FailedQuery(Query(id=label), f"line {number}: {exc}")
 

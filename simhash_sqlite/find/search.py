@@ -384,8 +384,12 @@ class Searcher:
                 return SearchResult(fingerprint, plan, 0, [])
             fps = np.fromstring(fps_text, dtype=np.int64, sep=",").view(np.uint64)
         candidates = len(fps)
-        # np.unique: a match found through several blocks, or shared by several rows, is sought once.
-        wanted = np.unique(fps[np.bitwise_count(fps ^ q) <= k]).view(np.int64)
+        # Sorted and deduplicated: a match found through several blocks, or shared by several rows, is sought
+        # once (not np.unique, which imports numpy.ma on first use: a cost of every simq near).
+        wanted = np.sort(fps[np.bitwise_count(fps ^ q) <= k])
+        if len(wanted) > 1:
+            wanted = wanted[np.concatenate(([True], wanted[1:] != wanted[:-1]))]
+        wanted = wanted.view(np.int64)
         rows = self.conn.execute(KEYS_BY_FINGERPRINT_SQL, (apsw.carray(wanted),)) if len(wanted) else ()
         matches = []
         for _id, key, stored in rows:

@@ -5,12 +5,13 @@ Paths that do not exist are an error before anything is read. Files that cannot 
 goes on; Reader.skipped lists them, and Reader.notes says what was decided for the user (stdin read
 as JSONL, the key stdin's text got, records keyed by line number).
 
-Keys. A file's key is its path relative to the current folder when the file is inside it (a/b.txt,
-whether given as a/b.txt, ./a/b.txt or /abs/cwd/a/b.txt), else its absolute path (/data/x.txt, also
-when given as ../x.txt); symbolic links are not resolved. A JSONL record's key is its id field (the
-first record of an id that repeats is kept; later ones are reported and skipped), or path:line when it
-has none (reported; refused with require_id). Text on stdin is keyed by --key NAME, else by its
-content: <stdin:16 hex digits>, so a different text never replaces an earlier one.
+Keys. A file's key is its path relative to the index's key_root (the folder it was made in; Reader's
+key_root, else the current folder) when the file is inside it (a/b.txt, whether given as a/b.txt,
+./a/b.txt or /abs/root/a/b.txt), else its absolute path (/data/x.txt, also when given as ../x.txt);
+symbolic links are not resolved. A JSONL record's key is its id field (the first record of an id that
+repeats is kept; later ones are reported and skipped), or path:line when it has none (reported;
+refused with require_id). Text on stdin is keyed by --key NAME, else by its content: <stdin:16 hex
+digits>, so a different text never replaces an earlier one.
 """
 
 from __future__ import annotations
@@ -95,6 +96,7 @@ class Reader:
     jsonl: bool = False
     sniff_stdin: bool = True
     stdin_key: str | None = None
+    key_root: str | None = None  # files are keyed relative to this folder (path_key); None: the current one
     require_id: bool = False
     keep_repeats: bool = False
     text_field: str = "text"
@@ -266,7 +268,7 @@ class Reader:
     def _file(
         self, path: str, named: bool, settings: FingerprintSettings | None, store_text: bool
     ) -> Document | FingerprintedDocument | None:
-        key = path
+        key = path if self.key_root is None else path_key(path, self.key_root)  # path: from the current folder
         if os.path.islink(path) and not os.path.exists(path):
             self._skip(path, "broken symbolic link", named)
             return None
@@ -553,11 +555,12 @@ def read_one(
     return documents[0]
 
 
-def path_key(path: str) -> str:
-    """A file's key: its path relative to the current folder when inside it, else absolute (normalized,
-    symbolic links not resolved), so one file has one key however it is named."""
+def path_key(path: str, root: str | None = None) -> str:
+    """A file's key: its path relative to `root` (the index's key_root; None: the current folder) when
+    inside it, else absolute (normalized, symbolic links not resolved), so one file has one key however
+    it is named and wherever simq runs."""
     absolute = os.path.abspath(path)
-    relative = os.path.relpath(absolute)
+    relative = os.path.relpath(absolute, root)
     if relative == os.pardir or relative.startswith(os.pardir + os.sep):
         return absolute
     return relative
@@ -650,28 +653,29 @@ def stale_keys(index: SimhashIndex, inputs: Iterable[str]) -> list[str]:
     """Keys that name a file under one of these folders or globs which no longer exists (for --prune).
 
     Keys are paths by path_key(), so only keys under a folder given here, or matching a glob given
-    here, are considered, and a key is stale when no file is at that path now (relative paths are
-    taken from the current folder, as when they were added). Files named
+    here, are considered, and a key is stale when no file is at that path now (relative keys are
+    taken from the index's key_root, as when they were added; from the current folder without one). Files named
     one by one, JSONL and stdin are never pruned: their keys are not paths under an input. Caution:
     with the folder "." every relative key is under it, JSONL ids included.
     """
     stale: set[str] = set()
+    root = index.key_root
     for given in inputs:
         if given == STDIN or given.endswith(JSONL_SUFFIXES):
             continue
         if os.path.isdir(given):
-            folder = path_key(given)
+            folder = path_key(given, root)
             prefix = "" if folder == "." else folder.rstrip(os.sep) + os.sep
             candidates = (key for key in index.keys(prefix) if folder != "." or not os.path.isabs(key))
         elif glob.has_magic(given):
-            pattern = path_key(given)
+            pattern = path_key(given, root)
             matcher = _glob_regex(pattern)
             first_magic = min((i for i, c in enumerate(pattern) if c in "*?["), default=len(pattern))
             folder = pattern[: pattern.rfind(os.sep, 0, first_magic) + 1]  # the literal folders before it
             candidates = (key for key in index.keys(folder) if matcher.fullmatch(key))
         else:
             continue
-        stale.update(key for key in candidates if not os.path.lexists(key))
+        stale.update(key for key in candidates if not os.path.lexists(texts.key_path(key, root)))
     return sorted(stale)
 
 

@@ -12,9 +12,8 @@ import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from functools import lru_cache
-from importlib import resources
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import apsw
 
@@ -47,6 +46,7 @@ class IndexFile(Protocol):
     sketch_scheme: SketchScheme
     store_text: bool
     short_texts: ShortTexts
+    key_root: str | None  # the folder relative file keys are taken from (store.texts.key_path)
 
 
 @lru_cache(maxsize=None)
@@ -54,10 +54,15 @@ def migrations() -> tuple[tuple[int, str, str], ...]:
     """(number, name, sql) of every migration, in order.
 
     A wheel carries them as simhash_sqlite/migrations (hatch force-include); a source checkout or
-    an editable install reads the top-level migrations/ folder.
+    an editable install reads the top-level migrations/ folder; a package in a zip file, through
+    importlib.resources (imported only then: its readers import zipfile, a cost of every start).
     """
-    packaged = resources.files("simhash_sqlite") / "migrations"
-    folder = packaged if packaged.is_dir() else Path(__file__).resolve().parents[2] / "migrations"
+    package = Path(__file__).resolve().parents[1]
+    folder: Any = next((f for f in (package / "migrations", package.parent / "migrations") if f.is_dir()), None)
+    if folder is None:
+        from importlib import resources
+
+        folder = resources.files("simhash_sqlite") / "migrations"
     found = []
     for entry in folder.iterdir():
         match = re.fullmatch(r"(\d{4})_(\w+)\.sql", entry.name)
@@ -121,7 +126,9 @@ def _connect(path: str, *, create: bool, readonly: bool, first_meta: dict[str, s
             raise IndexNotFound(f"the index {path} was never finished (run simq add --db {path} FILES)")
         elif not readable_without_upgrade(version):
             raise NotAnIndex(
-                f"{path} needs a schema upgrade, but it is read-only; open it once where it can be written"
+                f"{path} needs a schema upgrade (made with schema {version}, this version writes {schema_version()}), "
+                f"and a search or a read-only file is never written: upgrade it once where it can be written, with "
+                f"simq vacuum --db {path}"
             )
     except BaseException:
         conn.close()
@@ -596,15 +603,24 @@ def damaged_message(path: str, detail: str, version: int | None = None) -> str:
 
 
 def recovery_hint(path: str, version: int | None = None) -> str:
-    """How to get back what a damaged index still holds. sqlite3's .dump writes every row it can read
-    but ends with ROLLBACK when it met damage (made COMMIT here), and keeps neither the application id
-    nor the schema version (set again); or a new index from the inputs."""
-    version = schema_version() if version is None else version
+    """How to get back what a damaged index still holds: recovery_command(), then an integrity check;
+    or a new index from the inputs."""
     return (
-        f"to recover what can be read: (sqlite3 {path} .dump | sed 's/^ROLLBACK; -- due to errors$/COMMIT;/'; "
-        f"echo 'PRAGMA application_id={APPLICATION_ID}; PRAGMA user_version={version};') | sqlite3 recovered.db, "
+        f"to recover what can be read: {recovery_command(path, version)}, "
         "then simq integrity --db recovered.db (rows on damaged pages are lost: add their files again); "
         "or build a new index: simq add --db NEW.db FILES"
+    )
+
+
+def recovery_command(path: str, version: int | None = None) -> str:
+    """The shell line that copies what a damaged index still holds into recovered.db (docs/cli.md shows
+    it for corpus.db; tests/test_docs.py keeps the two equal). sqlite3's .dump writes every row it can
+    read but ends with ROLLBACK when it met damage (made COMMIT here), and keeps neither the application
+    id nor the schema version (set again: this code's, which simq opens)."""
+    version = schema_version() if version is None else version
+    return (
+        f"(sqlite3 {path} .dump | sed 's/^ROLLBACK; -- due to errors$/COMMIT;/'; "
+        f"echo 'PRAGMA application_id={APPLICATION_ID}; PRAGMA user_version={version};') | sqlite3 recovered.db"
     )
 
 

@@ -38,7 +38,16 @@ def store_text_problem(value: str) -> str | None:
     return None if value in ("0", "1") else f"must be 0 or 1, not {value[:40]!r}"
 
 
-CHECKS = {"fingerprint": fingerprint_problem, "sketch": sketch_problem, "store_text": store_text_problem}
+def key_root_problem(value: str) -> str | None:
+    if not os.path.isabs(value) or "\x00" in value:
+        return f"must be an absolute folder path, not {value[:40]!r}"
+    return None
+
+
+CHECKS = {
+    "fingerprint": fingerprint_problem, "sketch": sketch_problem, "store_text": store_text_problem,
+    "key_root": key_root_problem,
+}
 
 
 def meta_problems(meta: dict[str, str]) -> list[tuple[str, str]]:

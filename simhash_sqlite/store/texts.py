@@ -30,21 +30,30 @@ def stored_text(index: IndexFile, key: str) -> str | None:
     row = index.conn.execute("SELECT text, content_hash FROM documents WHERE key = ?", (key,)).get
     if row is None:
         return None
-    return text_of(key, *row)
+    text, digest = row
+    return text_of(key, text, digest, index.key_root)
 
 
-def text_of(key: str, text: str | None, digest: bytes | None) -> str | None:
-    """A document's text from its row: the stored copy, else the file at `key` if its content hash
-    is still `digest` (a file edited, moved or gone since the add gives None). None too for a text
-    over READ_WHOLE_BYTES (characters, for a stored one): it is not read whole."""
+def key_path(key: str, root: str | None) -> str:
+    """The file a key names: a relative key is taken from `root`, the folder the index records for its
+    keys (simhash_meta 'key_root'), so that it names the same file from any working folder; from the
+    working folder when None (an index made before the root was recorded)."""
+    return key if root is None or os.path.isabs(key) else os.path.join(root, key)
+
+
+def text_of(key: str, text: str | None, digest: bytes | None, root: str | None = None) -> str | None:
+    """A document's text from its row: the stored copy, else the file at `key` (key_path: from `root`)
+    if its content hash is still `digest` (a file edited, moved or gone since the add gives None). None
+    too for a text over READ_WHOLE_BYTES (characters, for a stored one): it is not read whole."""
     if text is not None:
         return text if len(text) <= READ_WHOLE_BYTES else None
-    if digest is None or not os.path.isfile(key):
+    path = key_path(key, root)
+    if digest is None or not os.path.isfile(path):
         return None
     try:
-        if os.path.getsize(key) > READ_WHOLE_BYTES:
+        if os.path.getsize(path) > READ_WHOLE_BYTES:
             return None
-        with open(key, "rb") as f:  # bytes, as sources.Reader read them (no newline translation)
+        with open(path, "rb") as f:  # bytes, as sources.Reader read them (no newline translation)
             on_disk = f.read().decode("utf-8")
     except (OSError, UnicodeDecodeError):
         return None

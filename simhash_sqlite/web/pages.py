@@ -23,6 +23,7 @@ from ..find.chains import MemberVerdict, cluster_members
 from ..find.clusters import candidates_text, clustering_info
 from ..find.verdict import CheckSummary
 from ..index import SimhashIndex
+from ..store.texts import key_path
 from .plots import SizeBand, cluster_sizes, distance_distribution, distance_png, size_bands
 
 # An uploaded file or pasted text larger than this is refused (the page holds it in memory).
@@ -217,9 +218,10 @@ def pair_view(index: SimhashIndex, a: str, b: str) -> PairView:
 def missing_text_reason(index: SimhashIndex, key: str) -> str:
     """Why a stored key's text cannot be shown."""
     where = "the index does not store texts" if not index.store_text else "its text was not stored"
-    if os.path.isfile(key):
-        return f"{where}, and the file {key} has changed since it was indexed"
-    return f"{where}, and there is no file {key} any more (moved, deleted, or the key is not a path)"
+    path = key_path(key, index.key_root)
+    if os.path.isfile(path):
+        return f"{where}, and the file {path} has changed since it was indexed"
+    return f"{where}, and there is no file {path} any more (moved, deleted, or the key is not a path)"
 
 
 def side_by_side(a: str, b: str) -> tuple[list[Segment], list[Segment]]:

@@ -130,7 +130,7 @@ def distance_chart(dist: DistanceDistribution) -> Table:
         near = sum(dist.similar[d] for d in band)
         other = sum(dist.dissimilar[d] for d in band)
         rand = sum(dist.unrelated[d] for d in band)
-        ks = (("suggested", dist.suggested_k), ("default", dist.recommended_k))
+        ks = (("suggested", dist.suggested_k), ("--no-check default", dist.recommended_k))
         marks = [name for name, k in ks if k in band]
         table.add_row(
             label,
@@ -169,7 +169,8 @@ def distance_png(dist: DistanceDistribution) -> bytes:
         if dist.suggested_k is not None:
             axes.axvline(dist.suggested_k + 0.5, color="black", linestyle="--",
                          label=f"suggested k = {dist.suggested_k}")
-        axes.axvline(dist.recommended_k + 0.5, color="grey", linestyle=":", label=f"default k = {dist.recommended_k}")
+        axes.axvline(dist.recommended_k + 0.5, color="grey", linestyle=":",
+                     label=f"default k = {dist.recommended_k} (--no-check)")
         axes.legend(loc="upper right", fontsize="small")
     axes.set_xlim(-0.5, BITS + 0.5)
     buffer = io.BytesIO()
