@@ -35,6 +35,14 @@ import numpy as np
 
 from .. import native
 from .features import char_units, mix, units_features
+from .rule import (
+    DEFAULT_SKETCH_BINS,
+    DEFAULT_SKETCH_BITS,
+    DEFAULT_SKETCH_SIZE_BITS,
+    DEFAULT_SKETCH_VERSION,
+    RATIO_SLACK,
+    SPREAD_FACTOR,
+)
 from .settings import FingerprintSettings
 from .shingles import TRUTH_NGRAM
 
@@ -126,7 +134,10 @@ class SketchScheme:
 # Version 2 gives 16 of the 960 bins to the distinct-shingle count (bench/estimate_rule.py: -0.002 en, -0.000 zh F1 for
 # the bins; with the size rule +0.005 en, +0.011 zh over 960 bins alone), in the same 120 bytes.
 SCHEME_V1 = SketchScheme(bins=960, bits=1, version=1)
-DEFAULT_SCHEME = SketchScheme(bins=944, bits=1, version=2, size_bits=16)
+DEFAULT_SCHEME = SketchScheme(
+    bins=DEFAULT_SKETCH_BINS, bits=DEFAULT_SKETCH_BITS, version=DEFAULT_SKETCH_VERSION,
+    size_bits=DEFAULT_SKETCH_SIZE_BITS,
+)
 
 
 # The shingles a sketch is made of: what a default fingerprint's features are (FingerprintSettings()),
@@ -640,13 +651,8 @@ def estimate_spread(jaccard: np.ndarray, scheme: SketchScheme) -> np.ndarray:
 # of the (1 - J) bins bins that disagree repeat where a pair of sources recurs: N + N**2 / P for N coin
 # bins over P = (1 - J) F F_small distinct pairs of sources. Where F = bins this is the binomial.
 # Generated pairs (bench/certainty.py) measured the spread 5-12% above the model at 20-6,000 shingles,
-# near the line: SPREAD_FACTOR covers that rather than fitting each size.
-SPREAD_FACTOR = 1.12
-# A size ratio this far below the threshold rules the pair out. The counts are the sketch's shingles (of
-# the normalized text: case folded, NFKC), the exact check's are of the text as written, so the bound
-# J <= min/max holds for the exact Jaccard only up to that difference: on the tuning set
-# (bench/certainty_texts.py) two pairs of ratio 0.798-0.799 had an exact Jaccard of 0.801 at a slack of 0.001.
-RATIO_SLACK = 0.01
+# near the line: SPREAD_FACTOR (rule.py) covers that rather than fitting each size. A size ratio
+# RATIO_SLACK (rule.py) below the threshold rules the pair out.
 
 
 def pair_spread(jaccard, size_a, size_b, scheme: SketchScheme = DEFAULT_SCHEME) -> np.ndarray:

@@ -51,26 +51,10 @@ SQLITE_EXTENSION_INIT1
 /* The tables are STRICT: older SQLite cannot read an index at all. */
 #define MIN_SQLITE_VERSION 3037000
 
-/* core/settings.py: the defaults; find/verdict.py: the rule's numbers. */
-#define DEFAULT_NGRAM 5
-#define DEFAULT_WEIGHTS SHC_WEIGHTS_BINARY
-#define HASH_SCHEME "blake2b64+splitmix64"
-#define ALGORITHM_VERSION 1
-#define CONFIRM_K 12
-#define RECOMMENDED_K 9
-#define THRESHOLD 0.8
-/* find/verdict.CERTAIN and core/sketch.py's SPREAD_FACTOR, RATIO_SLACK: how sure an estimate is. */
-#define CERTAIN 0.999
-#define SPREAD_FACTOR 1.12
-#define RATIO_SLACK 0.01
-/* store/texts.READ_WHOLE_BYTES: texts longer than this (in characters) are not compared whole. */
-#define READ_WHOLE 33554432
-#define TRUTH_NGRAM 5
-/* find/search.py's cost model (nanoseconds; only ratios matter). */
-#define PROBE_SEEK_NS 1500.0
-#define PROBE_ROW_NS 160.0
-#define SCAN_ROW_NS 2.0
-#define SCAN_LOAD_ROW_NS 220.0
+/* The rule's numbers (DEFAULT_THRESHOLD, CONFIRM_K, RECOMMENDED_K, CERTAIN, FILTER_CERTAIN, SPREAD_FACTOR,
+ * RATIO_SLACK, TRUTH_NGRAM, READ_WHOLE_BYTES), the short-text sizes, the search's cost model and the default
+ * settings, generated at build time from simhash_sqlite/core/rule.py (gen_rule_constants.py): never copied. */
+#include "_rule_constants.h"
 
 /* ---------------------------------------------------------------------------------------------- */
 /* Small helpers */
@@ -222,14 +206,10 @@ static int64_t utf8_characters(const unsigned char *s, size_t n) {
 /* ---------------------------------------------------------------------------------------------- */
 /* Short texts' exact data (core/short_texts.py), read where the build had zlib */
 
-/* core/short_texts.py: a text whose stored form (below) takes at most SHORT_TEXT_BYTES is kept; texts of
- * more than SHORT_TEXT_MOST characters, or UTF-8 bytes once folded, or SHORT_TEXT_DEFLATED_MOST bytes to
- * deflate, are not tried; no stored form inflates to more than SHORT_TEXT_READ_MOST bytes (anything longer
- * was not written by us). */
-#define SHORT_TEXT_BYTES 352
-#define SHORT_TEXT_MOST 1024
-#define SHORT_TEXT_DEFLATED_MOST 768
-#define SHORT_TEXT_READ_MOST 2048
+/* core/short_texts.py (the sizes from core/rule.py): a text whose stored form (below) takes at most
+ * SHORT_TEXT_BYTES is kept; texts of more than SHORT_TEXT_MOST characters, or UTF-8 bytes once folded, or
+ * SHORT_TEXT_DEFLATED_MOST bytes to deflate, are not tried; no stored form inflates to more than
+ * SHORT_TEXT_READ_MOST bytes (anything longer was not written by us). */
 
 #ifdef SIMHASH_HAVE_ZLIB
 #include <zlib.h>
@@ -474,6 +454,14 @@ static char *read_json_object(sqlite3 *db, const char *json, int len, member_fn 
     return error;
 }
 
+/* The core's code for FingerprintSettings.weights (-1: none). */
+static int32_t weights_code(const char *name) {
+    if (!strcmp(name, "binary")) return SHC_WEIGHTS_BINARY;
+    if (!strcmp(name, "count")) return SHC_WEIGHTS_COUNT;
+    if (!strcmp(name, "log")) return SHC_WEIGHTS_LOG;
+    return -1;
+}
+
 typedef struct fp_fields {
     int features_words;
     int32_t ngram, weights;
@@ -492,10 +480,8 @@ static char *fingerprint_member(void *state, const char *key, int type, sqlite3_
         if (type != J_INTEGER || n < 1 || n > 16) return sqlite3_mprintf("ngram must be a whole number from 1 to 16");
         f->ngram = (int32_t)n;
     } else if (!strcmp(key, "weights")) {
-        if (text && !strcmp(text, "binary")) f->weights = SHC_WEIGHTS_BINARY;
-        else if (text && !strcmp(text, "count")) f->weights = SHC_WEIGHTS_COUNT;
-        else if (text && !strcmp(text, "log")) f->weights = SHC_WEIGHTS_LOG;
-        else return sqlite3_mprintf("weights must be one of count, log, binary");
+        f->weights = text ? weights_code(text) : -1;
+        if (f->weights < 0) return sqlite3_mprintf("weights must be one of count, log, binary");
     } else if (!strcmp(key, "hash")) {
         if (!text || strcmp(text, HASH_SCHEME)) return sqlite3_mprintf("unknown feature hash (this version knows " HASH_SCHEME ")");
     } else if (!strcmp(key, "version")) {
@@ -535,10 +521,10 @@ static char *scheme_member(void *state, const char *key, int type, sqlite3_stmt 
 static int read_settings(sqlite3 *db, ext_settings *s) {
     settings_clear(s);
     s->ngram = DEFAULT_NGRAM;
-    s->weights = DEFAULT_WEIGHTS;
-    s->scheme.bins = 944; /* core/sketch.DEFAULT_SCHEME */
-    s->scheme.bits = 1;
-    s->scheme.size_bits = 16;
+    s->weights = weights_code(DEFAULT_WEIGHTS);
+    s->scheme.bins = DEFAULT_SKETCH_BINS; /* core/sketch.DEFAULT_SCHEME */
+    s->scheme.bits = DEFAULT_SKETCH_BITS;
+    s->scheme.size_bits = DEFAULT_SKETCH_SIZE_BITS;
     sqlite3_stmt *st = NULL;
     /* IndexFile.short_texts.column: the column of migration 0005 (an older index opened read-only lacks it) */
     int rc = sqlite3_prepare_v2(db, "SELECT 1 FROM pragma_table_info('documents', 'main') WHERE name = 'short_text'",
@@ -584,7 +570,7 @@ static int read_settings(sqlite3 *db, ext_settings *s) {
         int len = sqlite3_column_bytes(st, 1);
         char *problem;
         if (is_fp) {
-            fp_fields f = {0, DEFAULT_NGRAM, DEFAULT_WEIGHTS};
+            fp_fields f = {0, DEFAULT_NGRAM, weights_code(DEFAULT_WEIGHTS)};
             problem = read_json_object(db, json, len, fingerprint_member, &f);
             if (!problem && f.features_words)
                 problem = sqlite3_mprintf("this index fingerprints words (features \"words\": jieba), which the "
@@ -1378,7 +1364,7 @@ static int near_filter(sqlite3_vtab_cursor *base, int idx_num, const char *idx_s
             if (has_estimate) {
                 double their_size = NAN;
                 if (shc_sketch_size(c->sketch, s->sketch_bytes, &s->scheme, &their_size) != 0) their_size = NAN;
-                sure = certainty(estimate, THRESHOLD, my_size, their_size, &s->scheme);
+                sure = certainty(estimate, DEFAULT_THRESHOLD, my_size, their_size, &s->scheme);
             }
             int64_t theirs_count = -1;
             uint64_t *theirs = NULL;
@@ -1391,13 +1377,13 @@ static int near_filter(sqlite3_vtab_cursor *base, int idx_num, const char *idx_s
             if (!(has_estimate && sure >= CERTAIN && !short_pair) && reachable) {
                 if (!mine_made) { /* made at the first candidate that needs it */
                     mine_made = 1;
-                    if (query_text && utf8_characters(query_text, query_len) <= READ_WHOLE) {
+                    if (query_text && utf8_characters(query_text, query_len) <= READ_WHOLE_BYTES) {
                         mine_count = shingle_set(query_text, query_len, &mine);
                         if (mine_count == -2) { rc = SQLITE_NOMEM; break; }
                     }
                 }
                 /* check.ShingleCache: the stored text (read whole up to READ_WHOLE), else the exact data */
-                if (mine_count >= 0 && c->text && utf8_characters(c->text, c->text_len) <= READ_WHOLE) {
+                if (mine_count >= 0 && c->text && utf8_characters(c->text, c->text_len) <= READ_WHOLE_BYTES) {
                     theirs_count = shingle_set(c->text, c->text_len, &theirs);
                     if (theirs_count == -2) { rc = SQLITE_NOMEM; break; }
                 }
@@ -1412,16 +1398,16 @@ static int near_filter(sqlite3_vtab_cursor *base, int idx_num, const char *idx_s
 #endif
             }
             if (has_estimate && sure >= CERTAIN && !short_pair) {
-                keep = estimate >= THRESHOLD;
+                keep = estimate >= DEFAULT_THRESHOLD;
                 jaccard = estimate;
                 how = 2;
             } else if (theirs_count >= 0) {
                 jaccard = jaccard_of_sets(mine, mine_count, theirs, theirs_count);
-                keep = jaccard >= THRESHOLD;
+                keep = jaccard >= DEFAULT_THRESHOLD;
                 sure = 1.0;
                 how = 1;
             } else if (has_estimate) {
-                keep = estimate >= THRESHOLD;
+                keep = estimate >= DEFAULT_THRESHOLD;
                 jaccard = estimate;
                 how = 2;
             } else {
