@@ -437,6 +437,8 @@ static int surely_nfkc(const uint32_t *cp, size_t n)
     return 1;
 }
 
+#include "nfkc.h" /* full NFKC, where the replacement below is not enough */
+
 /* NFKC(cp) where NFKC changes cp: its replacement and length, else NULL. */
 static const uint32_t *nfkc_of(uint32_t cp, size_t *len)
 {
@@ -473,13 +475,15 @@ static const uint32_t *fold_of(uint32_t cp, size_t *len)
 
 /* features.char_units over w->units[0..*n) (the decoded code points): the normalized, case-folded code
  * points with whitespace runs folded to one space and none at either end, left in w->units. *n becomes
- * the count of units, 0 for a text without a letter or digit. 0, or SHC_DECLINED | why.
+ * the count of units, 0 for a text without a letter or digit (unless featureless_too: features.normalize
+ * of any text). 0, or SHC_DECLINED | why.
  *
  * normalize() leaves a normalized text alone and otherwise makes NFKC of it (the full-width fold it
  * tries first is NFKC of those characters). Replacing every character NFKC changes by NFKC of it
  * leaves NFKD, hence NFKC, of the text as it was; where the result is certainly normalized it IS
- * NFKC of the text (and, for a text that was normalized already, the text itself). */
-static int normalize_units(shc_work *w, size_t *n)
+ * NFKC of the text (and, for a text that was normalized already, the text itself). Where it is not
+ * certainly normalized, full NFKC (nfkc.h) of the text as it was. */
+static int normalize_units(shc_work *w, size_t *n, int featureless_too)
 {
     size_t count = *n;
     uint32_t *u = w->units;
@@ -500,8 +504,15 @@ static int normalize_units(shc_work *w, size_t *n)
                 v[k++] = u[i];
             }
         }
-        if (!surely_nfkc(v, k))
-            return SHC_DECLINED | SHC_WHY_NORMALIZE;
+        if (!surely_nfkc(v, k)) {
+            size_t room = nfkd_room(u, count);
+            if (reserve((void **)&w->spare, &w->spare_cap, room + 1, sizeof(uint32_t)))
+                return SHC_DECLINED | SHC_WHY_MEMORY;
+            v = w->spare;
+            k = full_nfkc(u, count, v);
+            if (k == (size_t)-1)
+                return SHC_DECLINED | SHC_WHY_MEMORY;
+        }
         /* the buffers change places: the units are now in w->units */
         w->spare = w->units, w->units = v;
         size_t cap = w->spare_cap;
@@ -562,7 +573,7 @@ static int normalize_units(shc_work *w, size_t *n)
         size_t cap = w->spare_cap;
         w->spare_cap = w->units_cap, w->units_cap = cap;
     }
-    *n = alnum ? out : 0;
+    *n = alnum || featureless_too ? out : 0;
     return 0;
 }
 
@@ -1324,7 +1335,7 @@ SHC_INLINE int one_text_body(shc_work *w, const unsigned char *text, size_t len,
         r = decode_utf8(text, len, w->units, &m);
         if (r)
             return r;
-        r = normalize_units(w, &m);
+        r = normalize_units(w, &m, 0);
     }
     if (r)
         return r;
@@ -1480,6 +1491,34 @@ int shc_text(shc_work *w, const char *text, size_t len, int32_t ngram, int32_t w
             memset(sketch, 0, nbytes);
     }
     *status = (uint8_t)r;
+    return 0;
+}
+
+int shc_normalize(shc_work *w, const char *text, size_t len, const uint32_t **units, size_t *count, uint8_t *status)
+{
+    if (!w || !units || !count || !status || (!text && len))
+        return SHC_ERR_ARGUMENT;
+    const unsigned char *s = (const unsigned char *)(text ? text : "");
+    *units = NULL;
+    *count = 0;
+    *status = 0;
+    if (reserve((void **)&w->units, &w->units_cap, len + 1, sizeof(uint32_t))) {
+        *status = SHC_DECLINED | SHC_WHY_MEMORY;
+        return 0;
+    }
+    size_t m = 0;
+    int r = fast_units(w, s, len, &m, KERNEL_PORTABLE);
+    if (r == NEEDS_GENERAL_PATH || (r == 0 && m == 0)) { /* (the one pass gives none for a featureless text) */
+        r = decode_utf8(s, len, w->units, &m);
+        if (r == 0)
+            r = normalize_units(w, &m, 1);
+    }
+    if (r) {
+        *status = (uint8_t)r;
+        return 0;
+    }
+    *units = w->units;
+    *count = m;
     return 0;
 }
 
