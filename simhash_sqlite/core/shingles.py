@@ -1,18 +1,18 @@
 """Exact text similarity: Jaccard of character shingle sets, the yardstick fingerprints are judged by.
 
-A shingle is a run of n characters of the text with whitespace runs folded to one space (case and
-punctuation kept, so it measures the text itself, not our feature choices). Shingles are hashed to
-64 bits with the same splitmix64 chain as features; a collision needs two distinct 5-character runs
-to share a 64-bit value, which is negligible at the sizes compared here.
+A shingle is a run of n characters of the normalized text (features.normalize: NFKC, case folded,
+whitespace runs folded to one space, stripped), the one normalisation the fingerprint and the sketch use
+too (issue 33), so a pair has one Jaccard. Shingles are hashed to 64 bits with the same splitmix64 chain
+as features; a collision needs two distinct 5-character runs to share a 64-bit value, which is negligible
+at the sizes compared here. The loadable extension computes the same sets in C (sqlite_extension.c).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from .features import distinct, ngram_hashes
-
-TRUTH_NGRAM = 5
+from .features import distinct, ngram_hashes, normalize
+from .rule import TRUTH_NGRAM
 
 
 def fold_space(text: str) -> str:
@@ -23,8 +23,9 @@ def fold_space(text: str) -> str:
 
 
 def shingle_set(text: str, n: int = TRUTH_NGRAM) -> np.ndarray:
-    """Sorted distinct hashes of the text's n-character shingles (a shorter text is one shingle)."""
-    folded = fold_space(text)
+    """Sorted distinct hashes of the n-character shingles of normalize(text) (a shorter text is one
+    shingle; nothing but whitespace, none)."""
+    folded = normalize(text)
     if not folded:
         return np.empty(0, dtype=np.uint64)
     codes = np.frombuffer(folded.encode("utf-32-le"), dtype="<u4").astype(np.uint64)

@@ -3,10 +3,15 @@ and the counts of how each candidate was judged (exact Jaccard, the sketches' es
 alone). One rule for every surface: search, all pairs, clusters, dedup, explain, the web pages and SQL,
 so a pair gets the same Jaccard, the same checked_by and the same certainty wherever it is shown.
 
-The rule: an estimate from both sketches that is sure (certainty >= CERTAIN; core.sketch.certainty: the
-probability that the true Jaccard is on the estimate's side of the threshold) decides without reading a
-text; an unsure one is settled by the exact Jaccard where both texts are reachable, and stays an unsure
-estimate where not; without a sketch, the distance decides, within min(k, RECOMMENDED_K)."""
+The rule, in this order (issue 33; the loadable extension's near_filter applies the same, its numbers
+generated from core/rule.py, and tests/test_rule_cases.py runs one table of cases through both):
+1. the sketches filter: an estimate from both sketches below the threshold with certainty >=
+   FILTER_CERTAIN (core.sketch.certainty: the probability that the true Jaccard is on the estimate's side
+   of the threshold) drops the pair without reading a text, checked_by "estimated";
+2. where both texts are at hand, the exact Jaccard (of the normalized texts' 5-shingles) decides, always,
+   also over a sure estimate: checked_by "exact", certainty 1.0;
+3. else the sketches' estimate decides, with its certainty;
+4. else the distance, within min(k, RECOMMENDED_K)."""
 
 from __future__ import annotations
 
@@ -15,6 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..core.rule import CERTAIN, FILTER_CERTAIN
 from ..core.settings import CONFIRM_K, DEFAULT_THRESHOLD, RECOMMENDED_K
 from ..core.shingles import jaccard_of_sets
 from ..core.sketch import DEFAULT_SCHEME, SketchScheme, certainty, estimate_many, sizes_of
@@ -32,10 +38,8 @@ def fallback_k(k: int) -> int:
     return min(k, RECOMMENDED_K)
 
 
-# A verdict at least this sure (sketch.certainty) needs no exact check and is not listed as uncertain: an
-# estimate about 3.1 standard deviations from the threshold. bench/certainty.py: on 20,000 generated pairs
-# 2 such verdicts of 14,047 were wrong, and 70% of the verdicts at J 0.6-1.0 were this sure.
-CERTAIN = 0.999
+# CERTAIN (core/rule.py): an estimate this sure is not listed as uncertain. FILTER_CERTAIN: an estimate
+# below the threshold this sure drops the pair without reading its texts.
 CHECKED_BY = ("exact", "estimated", "distance")
 
 
@@ -67,14 +71,12 @@ def judge(
     k: int = CONFIRM_K,
     short: bool = False,
 ) -> Verdict:
-    """The verdict on a candidate pair. estimate, sure: the sketches' estimate and its certainty (None:
-    a sketch missing); exact: gives the exact Jaccard, or None where a text is out of reach, called only
-    when the estimate is missing or unsure, or (short) both are short texts whose exact data the index
-    keeps (core/short_texts.py: cheap, and a short text's estimate is the least sure). A sure estimate
-    decides; else the exact Jaccard; else the unsure estimate; else the distance, within min(k,
-    RECOMMENDED_K)."""
-    if estimate is not None and sure is not None and sure >= CERTAIN and not short:
-        return Verdict(estimate >= threshold, estimate, "estimated", sure)
+    """The verdict on a candidate pair (the rule above). estimate, sure: the sketches' estimate and its
+    certainty (None: a sketch missing); exact: gives the exact Jaccard, or None where a text is out of
+    reach, called unless the sketches filter the pair out. short (both are short texts whose exact data
+    the index keeps) no longer changes the verdict: their texts are at hand, so exact() decides."""
+    if estimate is not None and sure is not None and estimate < threshold and sure >= FILTER_CERTAIN:
+        return Verdict(False, estimate, "estimated", sure)
     measured = None if exact is None else exact()
     if measured is not None:
         return Verdict(measured >= threshold, measured, "exact", 1.0)
