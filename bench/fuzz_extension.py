@@ -54,6 +54,8 @@ def build(work: Path, coverage: bool = False) -> tuple[Path, Path]:
     cc = os.environ.get("CC", "cc")
     tables = work / "_unicode_tables.h"
     subprocess.run([sys.executable, str(NATIVE / "gen_unicode_tables.py"), str(tables)], check=True)
+    subprocess.run([sys.executable, str(NATIVE / "gen_rule_constants.py"), str(tables.parent / "_rule_constants.h")],
+                   check=True)
     extension = work / "simhash.so"
     flags = COVERAGE if coverage else SANITIZE
     subprocess.run(

@@ -123,21 +123,10 @@ static int cmp_u64(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
-/* core/shingles.shingle_set of a text as code points: sorted distinct hashes of its 5-character shingles,
- * whitespace runs folded to one space and the ends stripped (fold_space; a text of fewer characters is
- * one shingle). The codes are folded in place. Returns the count (>= 0) or -2 on out of memory. *out:
- * sqlite3_malloc'd (NULL for an empty set). */
-static int64_t shingles_of_codes(uint32_t *codes, size_t n, uint64_t **out) {
+/* The sorted distinct hashes of the TRUTH_NGRAM-character shingles of normalized units (a shorter text is
+ * one shingle). Returns the count (>= 0) or -2 on out of memory. *out: sqlite3_malloc'd (NULL when none). */
+static int64_t shingles_of_units(const uint32_t *units, size_t count, uint64_t **out) {
     *out = NULL;
-    size_t count = 0;
-    int pending_space = 0;
-    for (size_t i = 0; i < n; i++) {
-        uint32_t c = codes[i];
-        if (is_py_space((int32_t)c)) { pending_space = 1; continue; }
-        if (pending_space && count) codes[count++] = 0x20;
-        pending_space = 0;
-        codes[count++] = c;
-    }
     if (count == 0) return 0;
     size_t gram = TRUTH_NGRAM, grams;
     if (count < gram) { gram = count; grams = 1; }
@@ -145,8 +134,8 @@ static int64_t shingles_of_codes(uint32_t *codes, size_t n, uint64_t **out) {
     uint64_t *h = sqlite3_malloc64(grams * sizeof(uint64_t));
     if (!h) return -2;
     for (size_t s = 0; s < grams; s++) {
-        uint64_t v = splitmix_mix(0x9E3779B97F4A7C15ULL ^ codes[s]);
-        for (size_t j = 1; j < gram; j++) v = splitmix_mix(v ^ codes[s + j]);
+        uint64_t v = splitmix_mix(0x9E3779B97F4A7C15ULL ^ units[s]);
+        for (size_t j = 1; j < gram; j++) v = splitmix_mix(v ^ units[s + j]);
         h[s] = v;
     }
     qsort(h, grams, sizeof(uint64_t), cmp_u64);
@@ -157,30 +146,18 @@ static int64_t shingles_of_codes(uint32_t *codes, size_t n, uint64_t **out) {
     return (int64_t)distinct;
 }
 
-/* The code points of UTF-8 text: their count (>= 0), -1 for text that is not valid UTF-8 or holds an
- * encoded surrogate, -2 on out of memory. *out: sqlite3_malloc'd. */
-static int64_t utf8_codes(const unsigned char *text, size_t n, uint32_t **out) {
-    *out = sqlite3_malloc64((n + 1) * sizeof(uint32_t));
-    if (!*out) return -2;
-    size_t count = 0, i = 0;
-    while (i < n) {
-        int32_t c = utf8_step(text, n, &i);
-        if (c < 0) { sqlite3_free(*out); *out = NULL; return -1; }
-        (*out)[count++] = (uint32_t)c;
-    }
-    return (int64_t)count;
-}
-
-/* core/shingles.shingle_set of UTF-8 text. Returns the count (>= 0), -1 for a text that is not valid
- * UTF-8 (out of reach: judged as a missing text) or -2 on out of memory. *out: sqlite3_malloc'd. */
-static int64_t shingle_set(const unsigned char *text, size_t n, uint64_t **out) {
+/* core/shingles.shingle_set of UTF-8 text: the shingles of features.normalize(text) (NFKC, case folded,
+ * whitespace runs folded, stripped: the core's shc_normalize, bit for bit). Returns the count (>= 0), -1
+ * for a text that is not valid UTF-8 (out of reach: judged as a missing text) or -2 on out of memory.
+ * work: the core's scratch memory. *out: sqlite3_malloc'd. */
+static int64_t shingle_set(shc_work *work, const unsigned char *text, size_t n, uint64_t **out) {
     *out = NULL;
-    uint32_t *codes;
-    int64_t count = utf8_codes(text, n, &codes);
-    if (count < 0) return count;
-    int64_t found = shingles_of_codes(codes, (size_t)count, out);
-    sqlite3_free(codes);
-    return found;
+    const uint32_t *units = NULL;
+    size_t count = 0;
+    uint8_t status = 0;
+    if (shc_normalize(work, (const char *)text, n, &units, &count, &status) != 0) return -1;
+    if (status & SHC_DECLINED) return (status & 0x7F) == SHC_WHY_MEMORY ? -2 : -1;
+    return shingles_of_units(units, count, out);
 }
 
 /* core/shingles.jaccard_of_sets of two sorted distinct arrays. */
@@ -224,15 +201,17 @@ static void zlib_free(voidpf opaque, voidpf address) {
     sqlite3_free(address);
 }
 
-/* short_texts.short_text_of: the folded text back from its stored form, as code points. Format 1: one
- * byte naming the encoding (0 UTF-8, 1 UTF-16-LE), then a raw deflate stream that must end within
- * SHORT_TEXT_READ_MOST bytes of output (bytes after its end are ignored, as zlib's unused_data). The
- * text is then what Python decodes with "surrogatepass" and shingle_set can encode: a lone surrogate, bad
- * UTF-8 or an odd UTF-16 length is unreadable. Returns the count (>= 0), -1 for data that cannot be read
- * (the pair is then judged as if the text were out of reach, as the package judges it), -2 on out of
- * memory. *out: sqlite3_malloc'd. */
-static int64_t short_text_codes(const unsigned char *data, size_t n, uint32_t **out) {
-    *out = NULL;
+/* short_texts.short_text_of: the whitespace-folded text back from its stored form, as UTF-8 (the check then
+ * normalizes it, as the query). Format 1 (SHORT_TEXT_FORMAT): one byte naming the encoding (0 UTF-8, 1
+ * UTF-16-LE), then a raw deflate stream that must end within SHORT_TEXT_READ_MOST bytes of output (bytes
+ * after its end are ignored, as zlib's unused_data). The text is then what Python decodes with
+ * "surrogatepass" and shingle_set can encode: a lone surrogate, bad UTF-8 or an odd UTF-16 length is
+ * unreadable. Returns 0, -1 for data that cannot be read (the pair is then judged as if the text were out
+ * of reach, as the package judges it), -2 on out of memory. out: room for 3 * SHORT_TEXT_READ_MOST / 2
+ * bytes (UTF-16 takes 2 bytes where UTF-8 takes at most 3); *out_len its length. */
+#define SHORT_TEXT_UTF8_ROOM (3 * SHORT_TEXT_READ_MOST / 2)
+static int short_text_utf8(const unsigned char *data, size_t n, unsigned char *out, size_t *out_len) {
+    *out_len = 0;
     if (n < 1 || data[0] > 1) return -1;
     unsigned char raw[SHORT_TEXT_READ_MOST + 1];
     z_stream z;
@@ -264,104 +243,40 @@ static int64_t short_text_codes(const unsigned char *data, size_t n, uint32_t **
     inflateEnd(&z);
     if (rc == Z_MEM_ERROR) return -2;
     if (rc != Z_STREAM_END || length > SHORT_TEXT_READ_MOST) return -1;
-    if (data[0] == 0) return utf8_codes(raw, length, out);
+    if (data[0] == 0) { /* UTF-8 already: shc_normalize checks it */
+        memcpy(out, raw, length);
+        *out_len = length;
+        return 0;
+    }
     if (length % 2) return -1;
-    uint32_t *codes = sqlite3_malloc64((length / 2 + 1) * sizeof(uint32_t));
-    if (!codes) return -2;
-    size_t count = 0;
+    size_t written = 0;
     for (size_t i = 0; i < length; i += 2) {
-        uint32_t unit = raw[i] | (uint32_t)raw[i + 1] << 8;
-        if (unit >= 0xD800 && unit <= 0xDBFF && i + 3 < length) {
+        uint32_t c = raw[i] | (uint32_t)raw[i + 1] << 8;
+        if (c >= 0xD800 && c <= 0xDBFF && i + 3 < length) {
             uint32_t low = raw[i + 2] | (uint32_t)raw[i + 3] << 8;
             if (low >= 0xDC00 && low <= 0xDFFF) {
-                codes[count++] = 0x10000 + ((unit - 0xD800) << 10) + (low - 0xDC00);
+                c = 0x10000 + ((c - 0xD800) << 10) + (low - 0xDC00);
                 i += 2;
-                continue;
             }
         }
-        if (unit >= 0xD800 && unit <= 0xDFFF) { sqlite3_free(codes); return -1; } /* a lone surrogate */
-        codes[count++] = unit;
-    }
-    *out = codes;
-    return (int64_t)count;
-}
-
-/* short_texts.short_text_data(text) is not None for a valid UTF-8 text: whether the index would keep
- * its exact data (two such texts are checked exactly). Deflated as Python's zlib.compressobj(9,
- * DEFLATED, -15) does, with the same zlib. Returns 1 or 0, or -2 on out of memory. */
-static int is_short_text(const unsigned char *text, size_t n) {
-    if (utf8_characters(text, n) > SHORT_TEXT_MOST) return 0;
-    uint32_t *codes;
-    int64_t count = utf8_codes(text, n, &codes);
-    if (count == -2) return -2;
-    if (count < 0) return 0;
-    /* fold_space, then the folded text's UTF-8 length and characters */
-    size_t folded = 0, utf8 = 0;
-    int pending_space = 0;
-    for (int64_t i = 0; i < count; i++) {
-        uint32_t c = codes[i];
-        if (is_py_space((int32_t)c)) { pending_space = 1; continue; }
-        if (pending_space && folded) { codes[folded++] = 0x20; utf8++; }
-        pending_space = 0;
-        codes[folded++] = c;
-        utf8 += c < 0x80 ? 1 : c < 0x800 ? 2 : c < 0x10000 ? 3 : 4;
-    }
-    if (folded == 0 || utf8 > SHORT_TEXT_MOST) { sqlite3_free(codes); return 0; }
-    unsigned char plain[2 * SHORT_TEXT_MOST]; /* UTF-16 takes at most 2 bytes a UTF-8 byte */
-    size_t length = 0;
-    if (utf8 > 2 * folded) { /* mostly characters of 3 bytes in UTF-8: UTF-16-LE */
-        for (size_t i = 0; i < folded; i++) {
-            uint32_t c = codes[i];
-            if (c >= 0x10000) {
-                uint32_t high = 0xD800 + ((c - 0x10000) >> 10), low = 0xDC00 + ((c - 0x10000) & 0x3FF);
-                plain[length++] = (unsigned char)high;
-                plain[length++] = (unsigned char)(high >> 8);
-                plain[length++] = (unsigned char)low;
-                plain[length++] = (unsigned char)(low >> 8);
-            } else {
-                plain[length++] = (unsigned char)c;
-                plain[length++] = (unsigned char)(c >> 8);
-            }
-        }
-    } else {
-        for (size_t i = 0; i < folded; i++) {
-            uint32_t c = codes[i];
-            if (c < 0x80) plain[length++] = (unsigned char)c;
-            else if (c < 0x800) {
-                plain[length++] = (unsigned char)(0xC0 | c >> 6);
-                plain[length++] = (unsigned char)(0x80 | (c & 0x3F));
-            } else if (c < 0x10000) {
-                plain[length++] = (unsigned char)(0xE0 | c >> 12);
-                plain[length++] = (unsigned char)(0x80 | ((c >> 6) & 0x3F));
-                plain[length++] = (unsigned char)(0x80 | (c & 0x3F));
-            } else {
-                plain[length++] = (unsigned char)(0xF0 | c >> 18);
-                plain[length++] = (unsigned char)(0x80 | ((c >> 12) & 0x3F));
-                plain[length++] = (unsigned char)(0x80 | ((c >> 6) & 0x3F));
-                plain[length++] = (unsigned char)(0x80 | (c & 0x3F));
-            }
+        if (c >= 0xD800 && c <= 0xDFFF) return -1; /* a lone surrogate */
+        if (c < 0x80) out[written++] = (unsigned char)c;
+        else if (c < 0x800) {
+            out[written++] = (unsigned char)(0xC0 | c >> 6);
+            out[written++] = (unsigned char)(0x80 | (c & 0x3F));
+        } else if (c < 0x10000) {
+            out[written++] = (unsigned char)(0xE0 | c >> 12);
+            out[written++] = (unsigned char)(0x80 | ((c >> 6) & 0x3F));
+            out[written++] = (unsigned char)(0x80 | (c & 0x3F));
+        } else {
+            out[written++] = (unsigned char)(0xF0 | c >> 18);
+            out[written++] = (unsigned char)(0x80 | ((c >> 12) & 0x3F));
+            out[written++] = (unsigned char)(0x80 | ((c >> 6) & 0x3F));
+            out[written++] = (unsigned char)(0x80 | (c & 0x3F));
         }
     }
-    sqlite3_free(codes);
-    if (length > SHORT_TEXT_DEFLATED_MOST) return 0;
-    z_stream z;
-    memset(&z, 0, sizeof z);
-    z.zalloc = zlib_alloc;
-    z.zfree = zlib_free;
-    int rc = deflateInit2(&z, 9, Z_DEFLATED, -15, 8, Z_DEFAULT_STRATEGY);
-    if (rc != Z_OK) return rc == Z_MEM_ERROR ? -2 : 0;
-    unsigned char packed[SHORT_TEXT_BYTES]; /* the stored form takes one byte more than the stream */
-    z.next_in = plain;
-    z.avail_in = (uInt)length;
-    z.next_out = packed;
-    z.avail_out = sizeof packed;
-    /* As Python: compress() (no flush), then flush() (finish). Output past the buffer: not short. */
-    rc = deflate(&z, Z_NO_FLUSH);
-    if (rc == Z_OK || rc == Z_BUF_ERROR) rc = z.avail_out ? deflate(&z, Z_FINISH) : Z_BUF_ERROR;
-    size_t packed_length = sizeof packed - z.avail_out;
-    deflateEnd(&z);
-    if (rc == Z_MEM_ERROR) return -2;
-    return rc == Z_STREAM_END && 1 + packed_length <= SHORT_TEXT_BYTES;
+    *out_len = written;
+    return 0;
 }
 #endif
 
@@ -1335,17 +1250,11 @@ static int near_filter(sqlite3_vtab_cursor *base, int idx_num, const char *idx_s
     if (count > 1) qsort(list, count, sizeof *list, candidate_order);
     cur->rows = sqlite3_malloc64((count ? count : 1) * sizeof(near_row));
     if (!cur->rows) { candidates_free(list, count); sqlite3_free(my_sketch); return SQLITE_NOMEM; }
-    /* The check (find/check.check_search, find/verdict.judge): a sure estimate from both sketches decides,
-     * unless both are short texts whose exact data the index keeps; else the exact Jaccard where both texts
-     * are at hand (a stored text, or a short text's exact data); else the unsure estimate; else the
-     * distance, within min(k, RECOMMENDED_K). */
-    int query_short = 0; /* check._query_short: the query is a short text as the index keeps them */
-#ifdef SIMHASH_HAVE_ZLIB
-    if (checked && query_text && s->short_column && !s->store_text) {
-        query_short = is_short_text(query_text, query_len);
-        if (query_short == -2) { candidates_free(list, count); sqlite3_free(my_sketch); return SQLITE_NOMEM; }
-    }
-#endif
+    /* The check (find/check.check_search, find/verdict.judge), issue 33's rule in this order: (1) an
+     * estimate from both sketches below the threshold with certainty >= FILTER_CERTAIN drops the pair
+     * unread; (2) where both texts are at hand (the query's text, and a stored text or a short text's
+     * exact data) the exact Jaccard of the normalized texts decides, always; (3) else the estimate, with
+     * its certainty; (4) else the distance, within min(k, RECOMMENDED_K). */
     uint64_t *mine = NULL;
     int64_t mine_count = -1; /* -1: the query's shingles are out of reach */
     int mine_made = 0;
@@ -1366,39 +1275,39 @@ static int near_filter(sqlite3_vtab_cursor *base, int idx_num, const char *idx_s
                 if (shc_sketch_size(c->sketch, s->sketch_bytes, &s->scheme, &their_size) != 0) their_size = NAN;
                 sure = certainty(estimate, DEFAULT_THRESHOLD, my_size, their_size, &s->scheme);
             }
+            int filtered = has_estimate && estimate < DEFAULT_THRESHOLD && sure >= FILTER_CERTAIN;
             int64_t theirs_count = -1;
             uint64_t *theirs = NULL;
-            int short_pair = query_short && c->short_text;
 #ifdef SIMHASH_HAVE_ZLIB
             int reachable = c->text || c->short_text;
 #else
-            int reachable = c->text != NULL; /* a short text's exact data needs zlib: estimated, as before */
+            int reachable = c->text != NULL; /* a short text's exact data needs zlib: estimated */
 #endif
-            if (!(has_estimate && sure >= CERTAIN && !short_pair) && reachable) {
+            if (!filtered && reachable) {
                 if (!mine_made) { /* made at the first candidate that needs it */
                     mine_made = 1;
                     if (query_text && utf8_characters(query_text, query_len) <= READ_WHOLE_BYTES) {
-                        mine_count = shingle_set(query_text, query_len, &mine);
+                        mine_count = shingle_set(v->work, query_text, query_len, &mine);
                         if (mine_count == -2) { rc = SQLITE_NOMEM; break; }
                     }
                 }
-                /* check.ShingleCache: the stored text (read whole up to READ_WHOLE), else the exact data */
+                /* check.ShingleCache: the stored text (read whole up to READ_WHOLE_BYTES), else the exact data */
                 if (mine_count >= 0 && c->text && utf8_characters(c->text, c->text_len) <= READ_WHOLE_BYTES) {
-                    theirs_count = shingle_set(c->text, c->text_len, &theirs);
+                    theirs_count = shingle_set(v->work, c->text, c->text_len, &theirs);
                     if (theirs_count == -2) { rc = SQLITE_NOMEM; break; }
                 }
 #ifdef SIMHASH_HAVE_ZLIB
                 else if (mine_count >= 0 && c->short_text) {
-                    uint32_t *codes = NULL;
-                    int64_t n = short_text_codes(c->short_data, c->short_data ? c->short_len : 0, &codes);
-                    if (n >= 0) theirs_count = shingles_of_codes(codes, (size_t)n, &theirs);
-                    sqlite3_free(codes);
-                    if (n == -2 || theirs_count == -2) { rc = SQLITE_NOMEM; break; }
+                    unsigned char plain[SHORT_TEXT_UTF8_ROOM];
+                    size_t plain_len = 0;
+                    int got = short_text_utf8(c->short_data, c->short_data ? c->short_len : 0, plain, &plain_len);
+                    if (got == 0) theirs_count = shingle_set(v->work, plain, plain_len, &theirs);
+                    if (got == -2 || theirs_count == -2) { rc = SQLITE_NOMEM; break; }
                 }
 #endif
             }
-            if (has_estimate && sure >= CERTAIN && !short_pair) {
-                keep = estimate >= DEFAULT_THRESHOLD;
+            if (filtered) {
+                keep = 0;
                 jaccard = estimate;
                 how = 2;
             } else if (theirs_count >= 0) {
