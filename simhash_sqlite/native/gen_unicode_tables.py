@@ -249,7 +249,8 @@ def main(out_path: str) -> None:
     lines.extend("    " + ", ".join(f"{v}ull" for v in keys[i : i + 8]) + "," for i in range(0, len(keys), 8))
     lines.append("};")
     lines.append(f"static const uint32_t shc_compose_to[{max(1, len(keys))}] = {{")
-    lines.extend("    " + ", ".join(str(composites[v]) for v in keys[i : i + 16]) + "," for i in range(0, len(keys), 16))
+    targets = [composites[v] for v in keys]
+    lines.extend("    " + ", ".join(map(str, targets[i : i + 16])) + "," for i in range(0, len(targets), 16))
     lines.append("};")
     with open(out_path, "w", encoding="ascii") as f:
         f.write("\n".join(lines) + "\n")

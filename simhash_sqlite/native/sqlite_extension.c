@@ -697,6 +697,27 @@ static void fn_simhash(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     sqlite3_result_int64(ctx, (sqlite3_int64)fp);
 }
 
+/* store/functions.version_info: the package version, the core's kernels, zlib's version (absent in a build
+ * without it), the Unicode version of the tables, the SQLite library's version, the rule's constants
+ * (core/rule.py, as the build generated them) and their digest. */
+static void fn_version(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+    (void)argc;
+    (void)argv;
+#ifdef SIMHASH_HAVE_ZLIB
+    char *zlib_part = sqlite3_mprintf("\"zlib\":\"%s\",", zlibVersion());
+#else
+    char *zlib_part = sqlite3_mprintf("%s", "");
+#endif
+    char *json = zlib_part ? sqlite3_mprintf("{\"package\":\"%s\",\"kernels\":\"%s\",%s\"unicode\":\"%s\","
+                                             "\"sqlite\":\"%s\",\"rule\":%s,\"rule_digest\":\"%s\"}",
+                                             PACKAGE_VERSION, shc_kernel(), zlib_part, shc_unidata_version(),
+                                             sqlite3_libversion(), RULE_JSON, RULE_DIGEST)
+                           : NULL;
+    sqlite3_free(zlib_part);
+    if (!json) { sqlite3_result_error_nomem(ctx); return; }
+    sqlite3_result_text(ctx, json, -1, sqlite3_free);
+}
+
 typedef struct ext_function {
     const char *name;
     int nargs;
@@ -707,12 +728,14 @@ typedef struct ext_function {
 
 /* One table, as store/functions.py's FUNCTIONS: names, arguments and flags (tested equal). */
 static const ext_function FUNCTIONS[] = {
-    {"simhash", 1, fn_simhash, SQLITE_DETERMINISTIC | SQLITE_INNOCUOUS, 1},
+    /* not innocuous: it reads simhash_meta (store/functions.py says why it stays deterministic) */
+    {"simhash", 1, fn_simhash, SQLITE_DETERMINISTIC, 1},
     {"hamming", 2, fn_hamming, SQLITE_DETERMINISTIC | SQLITE_INNOCUOUS, 0},
     {"simhash_similarity", 2, fn_similarity, SQLITE_DETERMINISTIC | SQLITE_INNOCUOUS, 0},
     {"simhash_block", 2, fn_block, SQLITE_DETERMINISTIC | SQLITE_INNOCUOUS, 0},
     {"simhash_hex", 1, fn_hex, SQLITE_DETERMINISTIC | SQLITE_INNOCUOUS, 0},
     {"simhash_from_hex", 1, fn_from_hex, SQLITE_DETERMINISTIC | SQLITE_INNOCUOUS, 0},
+    {"simhash_version", 0, fn_version, SQLITE_DETERMINISTIC | SQLITE_INNOCUOUS, 0},
 };
 
 /* ---------------------------------------------------------------------------------------------- */
@@ -767,6 +790,56 @@ static double certainty(double estimate, double threshold, double size_a, double
         if (ratio < threshold - RATIO_SLACK && estimate < threshold) return 1.0;
     }
     return sure;
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* The rule (find/verdict.judge), issue 33's order, its numbers from core/rule.py */
+
+/* (1) The sketches filter: an estimate from both sketches below the threshold with certainty >=
+ * FILTER_CERTAIN drops the pair without reading its texts. */
+static int rule_filters(int has_estimate, double estimate, double sure) {
+    return has_estimate && estimate < DEFAULT_THRESHOLD && sure >= FILTER_CERTAIN;
+}
+
+enum { BY_NONE, BY_EXACT, BY_ESTIMATE, BY_DISTANCE }; /* checked_by: NULL, exact, estimated, distance */
+
+typedef struct verdict {
+    int keep, how;
+    double jaccard, certainty; /* certainty NaN: NULL */
+} verdict;
+
+/* The verdict on one candidate within k: (1) the filter; (2) where both texts are at hand (has_exact) the
+ * exact Jaccard, always; (3) else the estimate with its certainty; (4) else the distance, within
+ * min(k, RECOMMENDED_K). */
+static verdict rule_judge(int distance, int k, int has_estimate, double estimate, double sure, int has_exact,
+                          double exact) {
+    verdict v = {1, BY_DISTANCE, 0.0, NAN};
+    if (rule_filters(has_estimate, estimate, sure)) {
+        v.keep = 0, v.how = BY_ESTIMATE, v.jaccard = estimate, v.certainty = sure;
+    } else if (has_exact) {
+        v.keep = exact >= DEFAULT_THRESHOLD, v.how = BY_EXACT, v.jaccard = exact, v.certainty = 1.0;
+    } else if (has_estimate) {
+        v.keep = estimate >= DEFAULT_THRESHOLD, v.how = BY_ESTIMATE, v.jaccard = estimate, v.certainty = sure;
+    } else {
+        v.keep = distance <= (k < RECOMMENDED_K ? k : RECOMMENDED_K);
+    }
+    return v;
+}
+
+/* rule_judge for tests (tests/test_extension_rule.py runs one table of cases through it and through
+ * find/verdict.judge): keep | checked_by << 1 (1 exact, 2 estimated, 3 distance); *jaccard and *certainty
+ * as the row would show them (NaN: NULL). Not part of the SQL surface. */
+#ifdef _WIN32
+__declspec(dllexport)
+#else
+__attribute__((visibility("default")))
+#endif
+int simhash_test_rule(int distance, int k, int has_estimate, double estimate, double sure, int has_exact,
+                      double exact, double *jaccard, double *certainty) {
+    verdict v = rule_judge(distance, k, has_estimate, estimate, sure, has_exact, exact);
+    *jaccard = v.how == BY_DISTANCE ? NAN : v.jaccard;
+    *certainty = v.certainty;
+    return v.keep | v.how << 1;
 }
 
 /* ---------------------------------------------------------------------------------------------- */
@@ -1258,7 +1331,6 @@ static int near_filter(sqlite3_vtab_cursor *base, int idx_num, const char *idx_s
     uint64_t *mine = NULL;
     int64_t mine_count = -1; /* -1: the query's shingles are out of reach */
     int mine_made = 0;
-    int fallback = k < RECOMMENDED_K ? (int)k : RECOMMENDED_K;
     double my_size = NAN;
     if (my_sketch && shc_sketch_size(my_sketch, s->sketch_bytes, &s->scheme, &my_size) != 0) my_size = NAN;
     rc = SQLITE_OK;
@@ -1275,7 +1347,7 @@ static int near_filter(sqlite3_vtab_cursor *base, int idx_num, const char *idx_s
                 if (shc_sketch_size(c->sketch, s->sketch_bytes, &s->scheme, &their_size) != 0) their_size = NAN;
                 sure = certainty(estimate, DEFAULT_THRESHOLD, my_size, their_size, &s->scheme);
             }
-            int filtered = has_estimate && estimate < DEFAULT_THRESHOLD && sure >= FILTER_CERTAIN;
+            int filtered = rule_filters(has_estimate, estimate, sure);
             int64_t theirs_count = -1;
             uint64_t *theirs = NULL;
 #ifdef SIMHASH_HAVE_ZLIB
@@ -1306,23 +1378,9 @@ static int near_filter(sqlite3_vtab_cursor *base, int idx_num, const char *idx_s
                 }
 #endif
             }
-            if (filtered) {
-                keep = 0;
-                jaccard = estimate;
-                how = 2;
-            } else if (theirs_count >= 0) {
-                jaccard = jaccard_of_sets(mine, mine_count, theirs, theirs_count);
-                keep = jaccard >= DEFAULT_THRESHOLD;
-                sure = 1.0;
-                how = 1;
-            } else if (has_estimate) {
-                keep = estimate >= DEFAULT_THRESHOLD;
-                jaccard = estimate;
-                how = 2;
-            } else {
-                keep = c->distance <= fallback;
-                how = 3;
-            }
+            double exact = theirs_count >= 0 ? jaccard_of_sets(mine, mine_count, theirs, theirs_count) : 0.0;
+            verdict judged = rule_judge(c->distance, (int)k, has_estimate, estimate, sure, theirs_count >= 0, exact);
+            keep = judged.keep, how = judged.how, jaccard = judged.jaccard, sure = judged.certainty;
             sqlite3_free(theirs);
         }
         if (!keep) continue;
