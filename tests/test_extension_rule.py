@@ -62,7 +62,8 @@ def test_the_modules_take_their_numbers_from_rule_py():
         rule.DEFAULT_NGRAM, rule.DEFAULT_WEIGHTS, rule.HASH_SCHEME)
     scheme = sketch.DEFAULT_SCHEME
     assert (scheme.bins, scheme.bits, scheme.size_bits, scheme.version) == (
-        rule.DEFAULT_SKETCH_BINS, rule.DEFAULT_SKETCH_BITS, rule.DEFAULT_SKETCH_SIZE_BITS, rule.DEFAULT_SKETCH_VERSION)
+        rule.DEFAULT_SKETCH_BINS, rule.DEFAULT_SKETCH_BITS, rule.DEFAULT_SKETCH_SIZE_BITS, rule.SKETCH_VERSION)
+    assert (sketch.SKETCH_VERSION, sketch.MAX_BINS) == (rule.SKETCH_VERSION, rule.MAX_BINS) == (2, 1 << 16)
 
 
 @pytest.mark.parametrize("line", ["from os import path", "X = 2 * 3", "lower = 1", "X = [1]", "X = True", "f()"])
@@ -175,6 +176,90 @@ def test_the_extensions_jaccard_is_of_the_normalized_text_for_every_code_point(t
         found = conn.execute("SELECT key, jaccard, checked_by FROM simhash_near(?, 64) WHERE key = ?", (query, key))
         rows = list(found)
         assert rows == [(key, jaccard(query, text), "exact")], key
+
+
+# -- one validation of the recorded settings ----------------------------------------------------------------
+
+GOOD_FINGERPRINT = ('{"features": "chars", "hash": "blake2b64+splitmix64", "hmm": false, "ngram": 5, "version": 1, '
+                    '"weights": "binary"}')
+GOOD_SKETCH = '{"bins": 944, "bits": 1, "ngram": 5, "size_bits": 16, "version": 2}'
+# (key, value): refused (True) or taken (False), by store/meta.py and by the extension alike
+SETTINGS = [
+    ("sketch", GOOD_SKETCH.replace('"ngram": 5', '"ngram": 0'), True),
+    ("sketch", GOOD_SKETCH.replace('"version": 2', '"version": 3'), True),
+    ("sketch", GOOD_SKETCH.replace('"bins": 944', '"bins": 65537'), True),
+    ("sketch", GOOD_SKETCH.replace('"bits": 1', '"bits": 3'), True),
+    ("sketch", GOOD_SKETCH.replace('"bits": 1', '"bits": true'), True),
+    ("sketch", GOOD_SKETCH.replace('"size_bits": 16', '"size_bits": 8'), True),
+    ("sketch", GOOD_SKETCH.replace('"size_bits": 16', '"colour": 16'), True),
+    ("sketch", '{"bins": 944}', True),
+    ("sketch", '{"bins": 960, "bits": 1}', False),  # version 1, as older indexes record it
+    ("store_text", "yes", True),
+    ("store_text", "", True),
+    ("store_text", "1", False),
+    ("short_texts", '{"bytes": 352, "format": 99}', True),
+    ("short_texts", '{"bytes": 352, "format": 1.0}', True),
+    ("short_texts", '{"bytes": 0, "format": 1}', True),
+    ("short_texts", '{"format": 1}', True),
+    ("short_texts", '{"bytes": 352, "format": 1, "from_id": -1}', True),
+    ("short_texts", '{"bytes": 352, "format": 1, "extra": 1}', True),
+    ("short_texts", "[]", True),
+    ("short_texts", '{"bytes": 352, "format": 1, "from_id": 7}', False),
+    ("fingerprint", GOOD_FINGERPRINT.replace('"hmm": false', '"hmm": 0'), True),
+    ("fingerprint", GOOD_FINGERPRINT.replace('"ngram": 5', '"ngram": 5.0'), True),
+    ("fingerprint", GOOD_FINGERPRINT.replace('"version": 1', '"version": 1.0'), False),  # Python: 1.0 == 1
+    ("fingerprint", GOOD_FINGERPRINT.replace('"hmm": false', '"hmm": true'), False),
+]
+
+
+@needs_extension
+@pytest.mark.parametrize("key, value, refused", SETTINGS)
+def test_the_extension_refuses_the_files_simq_refuses(tmp_path, key, value, refused):
+    from simhash_sqlite.errors import InvalidMetadata
+    from simhash_sqlite.store.meta import meta_problems
+
+    path = tmp_path / "meta.db"
+    with SimhashIndex(path, create=True) as index:
+        index.add([Document("a", "the quick brown fox jumps over the lazy dog")])
+    raw = apsw.Connection(str(path))
+    raw.execute("INSERT OR REPLACE INTO simhash_meta (key, value) VALUES (?, ?)", (key, value))
+    raw.close()
+    assert bool(meta_problems({key: value})) == refused
+    if refused:
+        with pytest.raises(InvalidMetadata, match=f"simhash_meta '{key}' is not valid"):
+            SimhashIndex(path, readonly=True)
+    else:
+        SimhashIndex(path, readonly=True).close()
+    conn = extension_connection(path)
+    for sql in ("SELECT simhash('the quick brown fox')", "SELECT count(*) FROM simhash_near('the quick brown fox', 12)",
+                "SELECT count(*) FROM simhash_near(7, 3)"):
+        if refused:
+            with pytest.raises(apsw.SQLError, match=f"simhash_meta '{key}' is not valid"):
+                conn.execute(sql).get
+        else:
+            conn.execute(sql).get
+
+
+# -- integer arguments bound as REAL (a JavaScript number) ---------------------------------------------------
+
+@needs_extension
+def test_a_real_that_is_a_whole_number_is_taken_for_k_checked_and_a_block(tmp_path):
+    path = tmp_path / "real.db"
+    texts_ = {"a": "the quick brown fox jumps over the lazy dog", "b": "the quick brown fox jumps over the lazy cat"}
+    with SimhashIndex(path, create=True) as index:
+        index.add(Document(key, text) for key, text in texts_.items())
+        package = index.conn
+        ext = extension_connection(path)
+        near = "SELECT key, distance, jaccard, checked_by FROM simhash_near(?, ?, ?) ORDER BY key"
+        for conn in (package, ext):
+            whole = list(conn.execute(near, (texts_["a"], 12, 1)))
+            assert whole and list(conn.execute(near, (texts_["a"], 12.0, 1.0))) == whole
+            assert conn.execute("SELECT simhash_block(-1, 2.0)").get == 65535
+            for bad in ("SELECT * FROM simhash_near('x', 7.5)", "SELECT * FROM simhash_near('x', 7, 0.5)",
+                        "SELECT simhash_block(-1, 2.5)", "SELECT * FROM simhash_near('x', 1e300)",
+                        "SELECT hamming(1.0, 2)"):  # a fingerprint is never a REAL: 53 bits
+                with pytest.raises((apsw.SQLError, Exception)):
+                    conn.execute(bad).get
 
 
 if __name__ == "__main__":  # (a quick look: python tests/test_extension_rule.py)

@@ -83,8 +83,11 @@ HASH_SCHEME = "blake2b64+splitmix64"
 DEFAULT_NGRAM = 5
 DEFAULT_WEIGHTS = "binary"
 # The default sketch scheme (core/sketch.DEFAULT_SCHEME, chosen by bench/sketch_choice.py): 944 one-bit
-# bins and a 16-bit distinct-shingle count, 120 bytes, version 2.
+# bins and a 16-bit distinct-shingle count, 120 bytes, of the newest version, SKETCH_VERSION.
 DEFAULT_SKETCH_BINS = 944
 DEFAULT_SKETCH_BITS = 1
 DEFAULT_SKETCH_SIZE_BITS = 16
-DEFAULT_SKETCH_VERSION = 2
+SKETCH_VERSION = 2
+# A scheme is refused past this many bins (a sketch of 128 KiB at 16 bits): the default has 944, and a
+# tampered count would otherwise size every array made from it (a MemoryError at 2e9).
+MAX_BINS = 65536

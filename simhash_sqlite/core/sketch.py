@@ -39,8 +39,9 @@ from .rule import (
     DEFAULT_SKETCH_BINS,
     DEFAULT_SKETCH_BITS,
     DEFAULT_SKETCH_SIZE_BITS,
-    DEFAULT_SKETCH_VERSION,
+    MAX_BINS,
     RATIO_SLACK,
+    SKETCH_VERSION,
     SPREAD_FACTOR,
 )
 from .settings import FingerprintSettings
@@ -50,10 +51,7 @@ _U64 = np.uint64
 _EMPTY = np.uint32(0xFFFFFFFF)  # the bin saw no shingle (a shingle whose 32-bit value is this is taken for none)
 # Texts per vectorized pass: bounds the temporary arrays (about 40 bytes per character).
 CHUNK_CHARACTERS = 128_000
-SKETCH_VERSION = 2
-# A scheme is refused past this many bins (a sketch of 128 KiB at 16 bits): the default
-# has 944, and a tampered count would otherwise size every array made from it (a MemoryError at 2e9).
-MAX_BINS = 1 << 16
+# SKETCH_VERSION (the newest) and MAX_BINS (a tampered scheme's bound) are in rule.py, beside the default.
 # The distinct-shingle count's code: 0 = unknown, else 1 + round(SIZE_STEPS * log2(count)), at most 2**16 - 1
 # (counts up to about 2**32; every count below about 2,950 decodes exactly).
 SIZE_STEPS = 2048
@@ -135,7 +133,7 @@ class SketchScheme:
 # the bins; with the size rule +0.005 en, +0.011 zh over 960 bins alone), in the same 120 bytes.
 SCHEME_V1 = SketchScheme(bins=960, bits=1, version=1)
 DEFAULT_SCHEME = SketchScheme(
-    bins=DEFAULT_SKETCH_BINS, bits=DEFAULT_SKETCH_BITS, version=DEFAULT_SKETCH_VERSION,
+    bins=DEFAULT_SKETCH_BINS, bits=DEFAULT_SKETCH_BITS, version=SKETCH_VERSION,
     size_bits=DEFAULT_SKETCH_SIZE_BITS,
 )
 

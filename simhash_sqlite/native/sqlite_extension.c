@@ -92,6 +92,18 @@ static char *describe_value(sqlite3_value *v) {
     }
 }
 
+/* An integer argument (k, checked, a block number): an INTEGER, or a REAL that is a whole number (Node's
+ * better-sqlite3 binds a JavaScript number 7 as REAL 7.0): 1 and *out, else 0 (store/functions.
+ * sql_whole_number). Fingerprints are never taken from a REAL: a double holds only 53 bits. */
+static int whole_number(sqlite3_value *v, sqlite3_int64 *out) {
+    if (sqlite3_value_type(v) == SQLITE_INTEGER) { *out = sqlite3_value_int64(v); return 1; }
+    if (sqlite3_value_type(v) != SQLITE_FLOAT) return 0;
+    double d = sqlite3_value_double(v);
+    if (!(fabs(d) <= 9007199254740992.0) || d != floor(d)) return 0; /* (NaN fails the first test) */
+    *out = (sqlite3_int64)d;
+    return 1;
+}
+
 static void result_error_value(sqlite3_context *ctx, const char *prefix, sqlite3_value *v) {
     char *shown = describe_value(v);
     char *msg = shown ? sqlite3_mprintf("%s, got %s", prefix, shown) : NULL;
@@ -289,6 +301,8 @@ typedef struct ext_settings {
     int32_t ngram, weights;
     /* sketch scheme: usable when scheme_error is NULL */
     char *scheme_error;
+    /* a recorded setting store/meta.py refuses (then fp_error and scheme_error say it too): NULL when none */
+    char *meta_error;
     shc_scheme scheme;
     size_t sketch_bytes;
     /* short texts (core/short_texts.py): documents.short_text exists, and simhash_meta's store_text is '1'
@@ -309,6 +323,7 @@ typedef struct ext_conn {
 static void settings_clear(ext_settings *s) {
     sqlite3_free(s->fp_error);
     sqlite3_free(s->scheme_error);
+    sqlite3_free(s->meta_error);
     memset(s, 0, sizeof *s);
 }
 
@@ -382,10 +397,18 @@ typedef struct fp_fields {
     int32_t ngram, weights;
 } fp_fields;
 
-/* settings.FingerprintSettings.from_json: known fields only, each of its type. */
+/* The JSON member's value as a number where it is one (true 1, false 0, as Python's == compares them). */
+static int json_number(int type, sqlite3_stmt *row, double *out) {
+    if (type == J_TRUE || type == J_FALSE) { *out = type == J_TRUE; return 1; }
+    if (type == J_INTEGER || type == J_REAL) { *out = sqlite3_column_double(row, 2); return 1; }
+    return 0;
+}
+
+/* settings.FingerprintSettings.from_json (store/meta.fingerprint_problem): known fields only, each valid. */
 static char *fingerprint_member(void *state, const char *key, int type, sqlite3_stmt *row) {
     fp_fields *f = state;
     const char *text = type == J_TEXT ? (const char *)sqlite3_column_text(row, 2) : NULL;
+    double number;
     if (!strcmp(key, "features")) {
         if (text && !strcmp(text, "chars")) f->features_words = 0;
         else if (text && !strcmp(text, "words")) f->features_words = 1;
@@ -400,39 +423,77 @@ static char *fingerprint_member(void *state, const char *key, int type, sqlite3_
     } else if (!strcmp(key, "hash")) {
         if (!text || strcmp(text, HASH_SCHEME)) return sqlite3_mprintf("unknown feature hash (this version knows " HASH_SCHEME ")");
     } else if (!strcmp(key, "version")) {
-        if (type != J_INTEGER || sqlite3_column_int64(row, 2) != ALGORITHM_VERSION)
+        if (!json_number(type, row, &number) || number != ALGORITHM_VERSION)
             return sqlite3_mprintf("fingerprints of another algorithm version are not supported (this version makes version %d)",
                                    ALGORITHM_VERSION);
     } else if (!strcmp(key, "hmm")) {
-        /* jieba's HMM: only used with features "words", which is declined anyway */
+        if (type != J_TRUE && type != J_FALSE) return sqlite3_mprintf("hmm must be true or false");
     } else {
-        return sqlite3_mprintf("the index records an unknown fingerprint setting: %s", key);
+        return sqlite3_mprintf("the index records unknown fingerprint settings: %s", key);
     }
     return NULL;
 }
 
 typedef struct scheme_fields {
-    sqlite3_int64 bins, bits, size_bits;
+    sqlite3_int64 bins, bits, ngram, version, size_bits;
     int has_bins, has_bits;
 } scheme_fields;
 
-/* core/sketch.SketchScheme.from_json: bins and bits required; ngram and version do not change the bytes. */
+/* core/sketch.SketchScheme.from_json (store/meta.sketch_problem): each field a whole number. */
 static char *scheme_member(void *state, const char *key, int type, sqlite3_stmt *row) {
     scheme_fields *f = state;
     sqlite3_int64 v = sqlite3_column_int64(row, 2);
-    if (!strcmp(key, "bins") || !strcmp(key, "bits") || !strcmp(key, "size_bits")) {
-        if (type != J_INTEGER) return sqlite3_mprintf("%s must be a whole number", key);
-        if (!strcmp(key, "bins")) { f->bins = v; f->has_bins = 1; }
-        else if (!strcmp(key, "bits")) { f->bits = v; f->has_bits = 1; }
-        else f->size_bits = v;
-    } else if (strcmp(key, "ngram") && strcmp(key, "version")) {
-        return sqlite3_mprintf("unknown sketch setting: %s", key);
-    }
+    sqlite3_int64 *field = !strcmp(key, "bins") ? &f->bins : !strcmp(key, "bits") ? &f->bits
+                         : !strcmp(key, "ngram") ? &f->ngram : !strcmp(key, "version") ? &f->version
+                         : !strcmp(key, "size_bits") ? &f->size_bits : NULL;
+    if (!field) return sqlite3_mprintf("unexpected sketch setting: %s", key);
+    if (type != J_INTEGER) return sqlite3_mprintf("%s must be a whole number", key);
+    *field = v;
+    f->has_bins |= field == &f->bins;
+    f->has_bits |= field == &f->bits;
     return NULL;
 }
 
-/* The 'fingerprint' and 'sketch' rows of simhash_meta (SQLITE_OK; errors are kept in s). A database
- * without simhash_meta is not an index: the defaults (as the sqlite3 plugin of the Python side). */
+/* SketchScheme.__post_init__'s bounds, in its order. */
+static char *scheme_problem(const scheme_fields *f) {
+    if (!f->has_bins || !f->has_bits) return sqlite3_mprintf("bins and bits are required");
+    if (f->version < 1 || f->version > SKETCH_VERSION)
+        return sqlite3_mprintf("version must be from 1 to %d, not %lld", SKETCH_VERSION, f->version);
+    if (f->ngram < 1 || f->ngram > 16) return sqlite3_mprintf("ngram must be from 1 to 16, not %lld", f->ngram);
+    if (f->bins < 1 || f->bins > MAX_BINS) return sqlite3_mprintf("bins must be from 1 to %d, not %lld", MAX_BINS, f->bins);
+    if (f->bits != 1 && f->bits != 2 && f->bits != 4 && f->bits != 8 && f->bits != 16)
+        return sqlite3_mprintf("bits must be 1, 2, 4, 8 or 16, not %lld", f->bits);
+    if (f->bins * f->bits % 8) return sqlite3_mprintf("%lld bins of %lld bits do not fill whole bytes", f->bins, f->bits);
+    if (f->size_bits != 0 && f->size_bits != 16) return sqlite3_mprintf("size_bits must be 0 or 16, not %lld", f->size_bits);
+    return NULL;
+}
+
+typedef struct short_fields {
+    int has_format, has_bytes;
+    sqlite3_int64 format, bytes;
+} short_fields;
+
+/* store/meta.short_texts_problem: {"bytes", "format", "from_id"}, whole numbers, the format ours. */
+static char *short_member(void *state, const char *key, int type, sqlite3_stmt *row) {
+    short_fields *f = state;
+    sqlite3_int64 v = sqlite3_column_int64(row, 2);
+    if (!strcmp(key, "format")) { f->has_format = type == J_INTEGER; f->format = v; }
+    else if (!strcmp(key, "bytes")) { f->has_bytes = type == J_INTEGER; f->bytes = v; }
+    else if (!strcmp(key, "from_id")) {
+        if (type != J_INTEGER || v < 0) return sqlite3_mprintf("from_id must be a whole number, not negative");
+    } else return sqlite3_mprintf("unknown short text settings: %s", key);
+    return NULL;
+}
+
+/* The keys store/meta.py checks, in the order it reports them (CHECKS, then TEXT_KEYS). */
+static const char *const META_KEYS[] = {"fingerprint", "sketch", "store_text", "short_texts", "created_with",
+                                        "jieba_version"};
+#define META_KEY_COUNT (sizeof META_KEYS / sizeof META_KEYS[0])
+
+/* The index's settings (SQLITE_OK; errors are kept in s). Every recorded setting is validated by
+ * store/meta.py's rules: one that is not valid refuses the index (meta_error, and with it fp_error and
+ * scheme_error), as simq refuses to open it. A database without simhash_meta is not an index: the
+ * defaults (as the sqlite3 plugin of the Python side). */
 static int read_settings(sqlite3 *db, ext_settings *s) {
     settings_clear(s);
     s->ngram = DEFAULT_NGRAM;
@@ -453,7 +514,7 @@ static int read_settings(sqlite3 *db, ext_settings *s) {
     sqlite3_finalize(st);
     st = NULL;
     rc = sqlite3_prepare_v2(db, "SELECT key, value FROM main.simhash_meta WHERE key IN ('fingerprint', 'sketch', "
-                                "'store_text')", -1, &st, NULL);
+                                "'store_text', 'short_texts', 'created_with', 'jieba_version')", -1, &st, NULL);
     if (rc != SQLITE_OK) {
         const char *msg = sqlite3_errmsg(db);
         if (rc == SQLITE_ERROR && !strncmp(msg, "no such table", 13)) {
@@ -467,57 +528,80 @@ static int read_settings(sqlite3 *db, ext_settings *s) {
         sqlite3_finalize(st);
         return SQLITE_OK;
     }
+    char *problems[META_KEY_COUNT] = {NULL};
+    int nomem = 0;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         const char *key = (const char *)sqlite3_column_text(st, 0);
-        if (key && !strcmp(key, "store_text")) { /* SimhashIndex: meta.get("store_text") == "1" */
-            const char *value = (const char *)sqlite3_column_text(st, 1);
-            s->store_text = sqlite3_column_type(st, 1) == SQLITE_TEXT && value && !strcmp(value, "1");
-            continue;
-        }
-        int is_fp = key && !strcmp(key, "fingerprint");
-        char **error = is_fp ? &s->fp_error : &s->scheme_error;
+        size_t which = 0;
+        while (which < META_KEY_COUNT && !(key && !strcmp(key, META_KEYS[which]))) which++;
+        if (which == META_KEY_COUNT) continue;
+        sqlite3_free(problems[which]); /* (a key twice: the last row wins, as a dict of the rows) */
+        problems[which] = NULL;
         if (sqlite3_column_type(st, 1) != SQLITE_TEXT) {
-            sqlite3_free(*error);
-            *error = sqlite3_mprintf("simhash_meta's %s value is not text", key);
+            problems[which] = sqlite3_mprintf("must be text");
+            nomem |= !problems[which];
             continue;
         }
-        const char *json = (const char *)sqlite3_column_text(st, 1);
+        const char *value = (const char *)sqlite3_column_text(st, 1);
         int len = sqlite3_column_bytes(st, 1);
-        char *problem;
-        if (is_fp) {
+        if (!value) { nomem = 1; continue; }
+        char *problem = NULL;
+        if (which == 0) {
             fp_fields f = {0, DEFAULT_NGRAM, weights_code(DEFAULT_WEIGHTS)};
-            problem = read_json_object(db, json, len, fingerprint_member, &f);
-            if (!problem && f.features_words)
-                problem = sqlite3_mprintf("this index fingerprints words (features \"words\": jieba), which the "
-                                          "extension does not compute; use simhash-sqlite's Python side");
-            if (!problem && shc_check_settings(f.ngram, f.weights) != 0)
-                problem = sqlite3_mprintf("the C core does not compute these settings");
-            if (!problem) { s->ngram = f.ngram; s->weights = f.weights; }
-        } else {
-            scheme_fields f = {0, 0, 0, 0, 0};
-            problem = read_json_object(db, json, len, scheme_member, &f);
-            if (!problem && !(f.has_bins && f.has_bits)) problem = sqlite3_mprintf("bins and bits are required");
+            problem = read_json_object(db, value, len, fingerprint_member, &f);
             if (!problem) {
-                shc_scheme scheme;
-                scheme.bins = (f.bins >= 1 && f.bins <= INT32_MAX) ? (int32_t)f.bins : -1;
-                scheme.bits = (f.bits >= 0 && f.bits <= 64) ? (int32_t)f.bits : -1;
-                scheme.size_bits = (f.size_bits >= 0 && f.size_bits <= 64) ? (int32_t)f.size_bits : -1;
-                if (scheme.bins < 1 || scheme.bits < 0 || scheme.size_bits < 0 || shc_check_scheme(&scheme) != 0)
-                    problem = sqlite3_mprintf("a scheme of %lld bins of %lld bits with a %lld-bit size is not supported",
-                                              f.bins, f.bits, f.size_bits);
+                s->ngram = f.ngram, s->weights = f.weights;
+                sqlite3_free(s->fp_error);
+                s->fp_error = NULL;
+                if (f.features_words)
+                    s->fp_error = sqlite3_mprintf("this index fingerprints words (features \"words\": jieba), which "
+                                                  "the extension does not compute; use simhash-sqlite's Python side");
+                else if (shc_check_settings(f.ngram, f.weights) != 0)
+                    s->fp_error = sqlite3_mprintf("the C core does not compute the index's fingerprint settings");
+            }
+        } else if (which == 1) {
+            scheme_fields f = {0, 0, TRUTH_NGRAM, SKETCH_VERSION, 0, 0, 0};
+            problem = read_json_object(db, value, len, scheme_member, &f);
+            if (!problem) problem = scheme_problem(&f);
+            if (!problem) {
+                shc_scheme scheme = {(int32_t)f.bins, (int32_t)f.bits, (int32_t)f.size_bits};
+                sqlite3_free(s->scheme_error);
+                s->scheme_error = NULL;
+                if (shc_check_scheme(&scheme) != 0)
+                    s->scheme_error = sqlite3_mprintf("the C core does not compute sketches of %d bins of %d bits",
+                                                      scheme.bins, scheme.bits);
                 else s->scheme = scheme;
             }
+        } else if (which == 2) { /* store/meta.store_text_problem; SimhashIndex: meta.get("store_text") == "1" */
+            if (strcmp(value, "0") && strcmp(value, "1")) problem = sqlite3_mprintf("must be 0 or 1");
+            s->store_text = !strcmp(value, "1");
+        } else if (which == 3) {
+            short_fields f = {0, 0, 0, 0};
+            problem = read_json_object(db, value, len, short_member, &f);
+            if (!problem && !(f.has_format && f.format == SHORT_TEXT_FORMAT))
+                problem = sqlite3_mprintf("format must be %d", SHORT_TEXT_FORMAT);
+            if (!problem && !(f.has_bytes && f.bytes >= 1)) problem = sqlite3_mprintf("bytes must be a whole number above 0");
         }
-        if (problem) {
-            sqlite3_free(*error);
-            *error = sqlite3_mprintf("the index's %s settings (simhash_meta) cannot be used: %s", is_fp ? "fingerprint" : "sketch",
-                                     problem);
-            sqlite3_free(problem);
-        }
+        problems[which] = problem;
     }
     int done = rc;
     sqlite3_finalize(st);
-    if (done == SQLITE_NOMEM) return SQLITE_NOMEM;
+    for (size_t i = 0; i < META_KEY_COUNT && !s->meta_error; i++) {
+        if (!problems[i]) continue;
+        /* errors.InvalidMetadata's words */
+        s->meta_error = sqlite3_mprintf("its setting simhash_meta '%s' is not valid (%s); the file was changed by "
+                                        "other software", META_KEYS[i], problems[i]);
+        nomem |= !s->meta_error;
+    }
+    for (size_t i = 0; i < META_KEY_COUNT; i++) sqlite3_free(problems[i]);
+    if (nomem || done == SQLITE_NOMEM) { settings_clear(s); return SQLITE_NOMEM; }
+    if (s->meta_error) { /* every use of the index refuses it */
+        sqlite3_free(s->fp_error);
+        sqlite3_free(s->scheme_error);
+        s->fp_error = sqlite3_mprintf("%s", s->meta_error);
+        s->scheme_error = sqlite3_mprintf("%s", s->meta_error);
+        if (!s->fp_error || !s->scheme_error) { settings_clear(s); return SQLITE_NOMEM; }
+    }
     if (done != SQLITE_DONE && !s->fp_error) {
         s->fp_error = sqlite3_mprintf("the index's settings (simhash_meta) cannot be read: %s", sqlite3_errmsg(db));
         s->scheme_error = sqlite3_mprintf("%s", s->fp_error);
@@ -596,8 +680,8 @@ static void fn_block(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     uint64_t fp;
     if (sqlite3_value_type(argv[0]) == SQLITE_NULL || sqlite3_value_type(argv[1]) == SQLITE_NULL) return;
     if (!fingerprint_arg(ctx, "simhash_block", "first ", argv[0], &fp)) return;
-    sqlite3_int64 i = sqlite3_value_int64(argv[1]);
-    if (sqlite3_value_type(argv[1]) != SQLITE_INTEGER || i < 0 || i > 3) {
+    sqlite3_int64 i = 0;
+    if (!whole_number(argv[1], &i) || i < 0 || i > 3) {
         result_error_value(ctx, "simhash_block(): the block number must be 0 to 3 (b0 = top bits)", argv[1]);
         return;
     }
@@ -1254,16 +1338,10 @@ static int near_filter(sqlite3_vtab_cursor *base, int idx_num, const char *idx_s
     }
     sqlite3_value *query = cur->args[0], *kv = cur->args[1], *checkv = cur->args[2];
     sqlite3_int64 k = CONFIRM_K, checked = 1;
-    if (kv) {
-        if (sqlite3_value_type(kv) != SQLITE_INTEGER)
-            return vtab_error_value(&v->base, NEAR_NAME "(): k must be a whole number from 0 to 64", kv);
-        k = sqlite3_value_int64(kv);
-    }
-    if (checkv) {
-        checked = sqlite3_value_int64(checkv);
-        if (sqlite3_value_type(checkv) != SQLITE_INTEGER || (checked != 0 && checked != 1))
-            return vtab_error_value(&v->base, NEAR_NAME "(): the third argument (checked) must be 1 or 0", checkv);
-    }
+    if (kv && !whole_number(kv, &k))
+        return vtab_error_value(&v->base, NEAR_NAME "(): k must be a whole number from 0 to 64", kv);
+    if (checkv && (!whole_number(checkv, &checked) || (checked != 0 && checked != 1)))
+        return vtab_error_value(&v->base, NEAR_NAME "(): the third argument (checked) must be 1 or 0", checkv);
     int query_type = sqlite3_value_type(query);
     if (query_type == SQLITE_NULL) return SQLITE_OK; /* no rows: one such row of a join must not abort it */
     uint64_t q = 0;
@@ -1298,6 +1376,8 @@ static int near_filter(sqlite3_vtab_cursor *base, int idx_num, const char *idx_s
         if (!(status & SHC_HAS_FINGERPRINT)) { sqlite3_free(my_sketch); return SQLITE_OK; } /* no features */
         if (!(status & SHC_HAS_SKETCH)) { sqlite3_free(my_sketch); my_sketch = NULL; }
     } else if (query_type == SQLITE_INTEGER) {
+        if ((rc = conn_settings(v->conn, &s)) != SQLITE_OK) return rc;
+        if (s->meta_error) return vtab_error(&v->base, SQLITE_ERROR, NEAR_NAME "(): %s", s->meta_error);
         q = (uint64_t)sqlite3_value_int64(query);
     } else {
         char *prefix = sqlite3_mprintf(NEAR_NAME "(): the query must be a text or an integer fingerprint, not %s",

@@ -53,6 +53,17 @@ def _fingerprint_arg(function: str, value, position: str = "") -> int:
     return value
 
 
+def sql_whole_number(value) -> int | None:
+    """An SQL integer argument (k, a block number, checked) as an int: an INTEGER, or a REAL that is a whole
+    number (Node's better-sqlite3 binds a JavaScript number 7 as REAL 7.0); None for anything else.
+    Fingerprints are never taken from a REAL: a double holds only 53 bits (docs/sql.md: safeIntegers)."""
+    if type(value) is int:
+        return value
+    if type(value) is float and value.is_integer() and abs(value) <= 2**53:
+        return int(value)
+    return None
+
+
 def _sql_hamming(settings: FingerprintSettings) -> Callable:
     def sql_hamming(a, b):
         if a is None or b is None:
@@ -89,11 +100,12 @@ def _sql_simhash_block(settings: FingerprintSettings) -> Callable:
         if fingerprint is None or i is None:
             return None
         fingerprint = _fingerprint_arg("simhash_block", fingerprint, "first ")
-        if type(i) is not int or not 0 <= i < BLOCKS:
+        whole = sql_whole_number(i)
+        if whole is None or not 0 <= whole < BLOCKS:
             raise InvalidInput(
                 f"simhash_block(): the block number must be 0 to {BLOCKS - 1} (b0 = top bits), not {i!r}"
             )
-        return blocks(fingerprint)[i]
+        return blocks(fingerprint)[whole]
 
     return sql_simhash_block
 
