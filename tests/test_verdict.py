@@ -100,10 +100,10 @@ def test_every_surface_gives_each_dupes_pair_the_same_verdict(indexes, kind):
     pairs = _dupes(db)
     assert len(pairs) > 20
     kinds = {r["checked_by"] for r in pairs.values()}
-    assert "estimated" in kinds  # sure estimates decide everywhere
     if kind == "stored":
-        assert "exact" in kinds  # unsure ones are settled exactly where the texts are at hand
-    else:  # only two short texts are exact: their exact data is kept (core/short_texts.py)
+        assert kinds == {"exact"}  # issue 33: where both texts are at hand, every verdict is exact
+    else:
+        assert "estimated" in kinds  # only two short texts are exact: their exact data is kept (core/short_texts.py)
         assert {r["checked_by"] for r in pairs.values() if not _short_pair(r, names, docs)} == {"estimated"}
         assert {r["checked_by"] for r in pairs.values() if _short_pair(r, names, docs)} == {"exact"}
         assert any(r["certainty"] < CERTAIN for r in pairs.values())  # the uncertain band exists here

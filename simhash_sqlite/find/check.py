@@ -46,7 +46,7 @@ from .pairs import Progress, near_pairs
 from .queries import Query
 from .search import Match, SearchResult
 from .sketch_pairs import sketch_pairs
-from .verdict import CERTAIN, CheckSummary, Verdict, judge, sketch_verdict, validate_threshold
+from .verdict import CERTAIN, FILTER_CERTAIN, CheckSummary, Verdict, judge, sketch_verdict, validate_threshold
 
 # Shingle sets kept between pairs (8 bytes per distinct shingle, about one per character). Pairs of a
 # dupes chunk are visited in order of their first document, so most reuse is between neighbours.
@@ -359,7 +359,8 @@ class PairCheck:
             estimate[both] = given
             sure[both] = certainty(given, self.threshold, sizes_of(a, self.scheme), sizes_of(b, self.scheme),
                                    self.scheme)
-        decided = (sure >= CERTAIN) & ~short
+        # issue 33's rule (find/verdict.judge): only the filter decides unread; the rest, one by one below
+        decided = (estimate < self.threshold) & (sure >= FILTER_CERTAIN)
         keep = decided & (estimate >= self.threshold)
         jaccard = np.where(decided, estimate, np.nan)
         certain = np.where(decided, sure, np.nan)
