@@ -86,6 +86,7 @@ SMOKE = [
     Smoke("extension_near.py", "{tmp}/small.db --make 20000 --queries 50 --repeat 1", programs=("sqlite3",),
           built="simhash.so"),
     Smoke("fuzz_extension.py", "--seconds 10", programs=("cc",), long=True),
+    Smoke("extension_memory.py", "--mb 1", programs=("/usr/bin/time",), built="simhash.so"),
     Smoke("extension_short_texts.py", "--documents 400 --queries 30 --repeat 1", programs=("cc",),
           built="simhash.so"),
     Smoke("short_texts.py", "{tmp}/short.jsonl --jsonl {en} {zh} --per-language 40"),

@@ -404,6 +404,66 @@ static size_t set_distinct(shc_work *w, uint64_t *h, size_t n)
     return d;
 }
 
+/* Sorted, then each value once: an in-place radix sort (most significant byte first, 256 buckets a pass,
+ * American flag style), insertion sort below 32 values. No memory beyond the array and a small stack:
+ * what a huge text's distinct n-grams need (a set would take 16-32 bytes an n-gram; issue 36 item 8). */
+static void radix_sort_u64(uint64_t *h, size_t n, int shift)
+{
+    if (n < 32) {
+        for (size_t i = 1; i < n; i++) {
+            uint64_t v = h[i];
+            size_t j = i;
+            while (j > 0 && h[j - 1] > v) {
+                h[j] = h[j - 1];
+                j--;
+            }
+            h[j] = v;
+        }
+        return;
+    }
+    size_t count[256] = {0}, start[257], next[256];
+    for (size_t i = 0; i < n; i++)
+        count[(h[i] >> shift) & 0xFF]++;
+    start[0] = 0;
+    for (int b = 0; b < 256; b++)
+        start[b + 1] = start[b] + count[b], next[b] = start[b];
+    for (int b = 0; b < 256; b++) {
+        while (next[b] < start[b + 1]) { /* put each value of this bucket's range where it belongs */
+            uint64_t v = h[next[b]];
+            int d = (int)((v >> shift) & 0xFF);
+            if (d == b) {
+                next[b]++;
+                continue;
+            }
+            h[next[b]] = h[next[d]];
+            h[next[d]++] = v;
+        }
+    }
+    if (shift == 0)
+        return;
+    for (int b = 0; b < 256; b++)
+        radix_sort_u64(h + start[b], start[b + 1] - start[b], shift - 8);
+}
+
+size_t shc_sorted_distinct(uint64_t *h, size_t n)
+{
+    if (!h || n == 0)
+        return 0;
+    radix_sort_u64(h, n, 56);
+    size_t d = 1;
+    for (size_t i = 1; i < n; i++)
+        if (h[i] != h[d - 1])
+            h[d++] = h[i];
+    return d;
+}
+
+/* Above this many n-grams (a text over fingerprint.LONG_TEXT, which Python fingerprints in pieces: only
+ * the loadable extension passes one whole) a text's distinct hashes are found by sorting them in place
+ * rather than by the set, whose 2-4 slots an n-gram took 22-37 bytes a character in all: memory stays
+ * about 12 bytes an ASCII character (the units and the hashes), at 2.5 times the time (10 MB of words:
+ * 1.77 s against 0.71 s, bench/extension_memory.py's text). */
+#define SORT_DISTINCT_ABOVE (1u << 22)
+
 /* ---------------------------------------------------------------- text to units (features.char_units) */
 
 /* Strict UTF-8 to code points (utf8_step.h, the extension's decoder too). 0, or SHC_DECLINED | why. */
@@ -1355,7 +1415,8 @@ SHC_INLINE int one_text_body(shc_work *w, const unsigned char *text, size_t len,
     if (want_fp || shared) {
         int n = want_fp ? ngram : SKETCH_NGRAM;
         size_t count = ngram_hashes(w->units, m, n, w->hashes, pairs);
-        if (want_fp && weights != SHC_WEIGHTS_COUNT && set_reset(w, count, weights == SHC_WEIGHTS_LOG))
+        if (want_fp && weights != SHC_WEIGHTS_COUNT && !(weights == SHC_WEIGHTS_BINARY && count > SORT_DISTINCT_ABOVE) &&
+            set_reset(w, count, weights == SHC_WEIGHTS_LOG))
             return SHC_DECLINED | SHC_WHY_MEMORY;
         bitsum sums;
         bitsum_init(&sums);
@@ -1368,7 +1429,8 @@ SHC_INLINE int one_text_body(shc_work *w, const unsigned char *text, size_t len,
             if (shared)
                 sketch_add_all(w, bins, w->hashes, count);
         } else if (weights == SHC_WEIGHTS_BINARY) {
-            size_t distinct = set_distinct(w, w->hashes, count);
+            size_t distinct = count > SORT_DISTINCT_ABOVE ? shc_sorted_distinct(w->hashes, count)
+                                                          : set_distinct(w, w->hashes, count);
             bitsum_add_all(&sums, w->hashes, distinct);
             if (shared)
                 sketch_add_all(w, bins, w->hashes, distinct);

@@ -117,6 +117,10 @@ SHC_API int shc_text(shc_work *work, const char *text, size_t len, int32_t ngram
 SHC_API int shc_normalize(shc_work *work, const char *text, size_t len, const uint32_t **units, size_t *count,
                           uint8_t *status);
 
+/* Sorts h[0..n) ascending in place and moves each value once to its front: returns how many distinct
+ * values there are (no memory is allocated; the extension's exact check uses it for shingle sets). */
+SHC_API size_t shc_sorted_distinct(uint64_t *h, size_t n);
+
 /* Bits that differ (fingerprint.hamming). */
 SHC_API int shc_hamming(uint64_t a, uint64_t b);
 /* The four 16-bit blocks, most significant first (fingerprint.blocks: b0 = bits 63..48). */

@@ -150,12 +150,8 @@ static int64_t shingles_of_units(const uint32_t *units, size_t count, uint64_t *
         for (size_t j = 1; j < gram; j++) v = splitmix_mix(v ^ units[s + j]);
         h[s] = v;
     }
-    qsort(h, grams, sizeof(uint64_t), cmp_u64);
-    size_t distinct = 0;
-    for (size_t s = 0; s < grams; s++)
-        if (distinct == 0 || h[s] != h[distinct - 1]) h[distinct++] = h[s];
     *out = h;
-    return (int64_t)distinct;
+    return (int64_t)shc_sorted_distinct(h, grams); /* in place: no second array (qsort may make one) */
 }
 
 /* core/shingles.shingle_set of UTF-8 text: the shingles of features.normalize(text) (NFKC, case folded,
