@@ -392,7 +392,13 @@ const queries = JSON.parse(require('fs').readFileSync(0, 'utf8'));
 const db = new Database(path, { readonly: true });
 db.loadExtension(extension);
 const near = db.prepare('SELECT key, distance, jaccard, checked_by FROM simhash_near(?, 7)');
-console.log(JSON.stringify(queries.map(q => near.raw().all(q))));
+// k bound as a JavaScript number: a REAL 7.0 (issue 36 item 8)
+const bound = db.prepare('SELECT key, distance, jaccard, checked_by FROM simhash_near(?, ?)');
+// fingerprints as BigInt (safeIntegers): all 64 bits, back into hamming()
+const fps = db.prepare('SELECT fingerprint FROM documents ORDER BY id LIMIT 2').safeIntegers().raw().all().map(r => r[0]);
+const distance = db.prepare('SELECT hamming(?, ?)').pluck().get(fps[0], fps[1]);
+console.log(JSON.stringify({near: queries.map(q => near.raw().all(q)), bound: queries.map(q => bound.raw().all(q, 7)),
+                            fingerprints: fps.map(String), distance}));
 """
 
 
@@ -427,9 +433,15 @@ def test_node_better_sqlite3_loads_it(corpus, request, tmp_path):
     run = subprocess.run(["node", str(script), str(path), EXTENSION], input=json.dumps(queries), env=env,
                          capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr
-    got = [[tuple(row) for row in rows] for rows in json.loads(run.stdout)]
+    answer = json.loads(run.stdout)
+    got = [[tuple(row) for row in rows] for rows in answer["near"]]
     assert got == [[(key, d, j, how) for key, d, _, _, j, how, _ in package_near(path, q, 7, 1)] for q in queries]
     assert any(got)
+    assert answer["bound"] == answer["near"]  # 7 bound as a JavaScript number (REAL) is k = 7
+    with SimhashIndex(path, readonly=True) as index:
+        stored = [fp for (fp,) in index.conn.execute("SELECT fingerprint FROM documents ORDER BY id LIMIT 2")]
+    assert [int(x) for x in answer["fingerprints"]] == stored  # all 64 bits, as BigInt
+    assert answer["distance"] == bin((stored[0] ^ stored[1]) & (2**64 - 1)).count("1")
 
 
 # -- safety: bad input is an SQL error, never a crash ----------------------------------------------------
