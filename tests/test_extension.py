@@ -395,7 +395,8 @@ const near = db.prepare('SELECT key, distance, jaccard, checked_by FROM simhash_
 // k bound as a JavaScript number: a REAL 7.0 (issue 36 item 8)
 const bound = db.prepare('SELECT key, distance, jaccard, checked_by FROM simhash_near(?, ?)');
 // fingerprints as BigInt (safeIntegers): all 64 bits, back into hamming()
-const fps = db.prepare('SELECT fingerprint FROM documents ORDER BY id LIMIT 2').safeIntegers().raw().all().map(r => r[0]);
+const fps = db.prepare('SELECT fingerprint FROM documents ORDER BY id LIMIT 2').safeIntegers().raw().all()
+  .map(r => r[0]);
 const distance = db.prepare('SELECT hamming(?, ?)').pluck().get(fps[0], fps[1]);
 console.log(JSON.stringify({near: queries.map(q => near.raw().all(q)), bound: queries.map(q => bound.raw().all(q, 7)),
                             fingerprints: fps.map(String), distance}));
