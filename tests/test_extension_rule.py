@@ -17,9 +17,10 @@ import apsw
 import pytest
 from test_extension import EXTENSION, WHY_NOT, extension_connection
 
-from simhash_sqlite import Document, SimhashIndex
+from simhash_sqlite import Document, SimhashIndex, to_signed
 from simhash_sqlite.core import rule, settings, short_texts, sketch
 from simhash_sqlite.core.features import normalize
+from simhash_sqlite.core.fingerprint import reference_simhash_many
 from simhash_sqlite.core.shingles import jaccard
 from simhash_sqlite.find import search, verdict
 from simhash_sqlite.native import gen_rule_constants
@@ -160,7 +161,7 @@ def _documents(per: int = 2048) -> dict[str, str]:
 
 
 @needs_extension
-@pytest.mark.slow  # every code point, five ways: about 20 s
+@pytest.mark.slow  # every code point, five ways: about 20 s of CPU
 def test_the_extensions_jaccard_is_of_the_normalized_text_for_every_code_point(tmp_path):
     """Each stored text holds 2,048 code points in five contexts (alone, between a letter and a mark it may
     compose with, before marks out of order, after a jamo, between letters); the query is its Python
@@ -171,6 +172,10 @@ def test_the_extensions_jaccard_is_of_the_normalized_text_for_every_code_point(t
     with SimhashIndex(path, create=True, store_text=True) as index:
         index.add(Document(key, text) for key, text in stored.items())
     conn = extension_connection(path)
+    # the extension's fingerprint of each (a tenth, against the numpy reference): computed, never refused
+    sample = list(stored.values())[::10]
+    got = [conn.execute("SELECT simhash(?)", (text,)).get for text in sample]
+    assert got == [None if fp is None else to_signed(fp) for fp in reference_simhash_many(sample)]
     for key, text in stored.items():
         query = normalize(text)
         found = conn.execute("SELECT key, jaccard, checked_by FROM simhash_near(?, 64) WHERE key = ?", (query, key))
