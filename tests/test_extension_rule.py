@@ -190,36 +190,36 @@ GOOD_FINGERPRINT = ('{"features": "chars", "hash": "blake2b64+splitmix64", "hmm"
 GOOD_SKETCH = '{"bins": 944, "bits": 1, "ngram": 5, "size_bits": 16, "version": 2}'
 # (key, value): refused (True) or taken (False), by store/meta.py and by the extension alike
 SETTINGS = [
-    ("sketch", GOOD_SKETCH.replace('"ngram": 5', '"ngram": 0'), True),
-    ("sketch", GOOD_SKETCH.replace('"version": 2', '"version": 3'), True),
-    ("sketch", GOOD_SKETCH.replace('"bins": 944', '"bins": 65537'), True),
-    ("sketch", GOOD_SKETCH.replace('"bits": 1', '"bits": 3'), True),
-    ("sketch", GOOD_SKETCH.replace('"bits": 1', '"bits": true'), True),
-    ("sketch", GOOD_SKETCH.replace('"size_bits": 16', '"size_bits": 8'), True),
-    ("sketch", GOOD_SKETCH.replace('"size_bits": 16', '"colour": 16'), True),
-    ("sketch", '{"bins": 944}', True),
-    ("sketch", '{"bins": 960, "bits": 1}', False),  # version 1, as older indexes record it
-    ("store_text", "yes", True),
-    ("store_text", "", True),
-    ("store_text", "1", False),
-    ("short_texts", '{"bytes": 352, "format": 99}', True),
-    ("short_texts", '{"bytes": 352, "format": 1.0}', True),
-    ("short_texts", '{"bytes": 0, "format": 1}', True),
-    ("short_texts", '{"format": 1}', True),
-    ("short_texts", '{"bytes": 352, "format": 1, "from_id": -1}', True),
-    ("short_texts", '{"bytes": 352, "format": 1, "extra": 1}', True),
-    ("short_texts", "[]", True),
-    ("short_texts", '{"bytes": 352, "format": 1, "from_id": 7}', False),
-    ("fingerprint", GOOD_FINGERPRINT.replace('"hmm": false', '"hmm": 0'), True),
-    ("fingerprint", GOOD_FINGERPRINT.replace('"ngram": 5', '"ngram": 5.0'), True),
-    ("fingerprint", GOOD_FINGERPRINT.replace('"version": 1', '"version": 1.0'), False),  # Python: 1.0 == 1
-    ("fingerprint", GOOD_FINGERPRINT.replace('"hmm": false', '"hmm": true'), False),
+    ("sketch", GOOD_SKETCH.replace('"ngram": 5', '"ngram": 0'), True, True),
+    ("sketch", GOOD_SKETCH.replace('"version": 2', '"version": 3'), True, True),
+    ("sketch", GOOD_SKETCH.replace('"bins": 944', '"bins": 65537'), True, True),
+    ("sketch", GOOD_SKETCH.replace('"bits": 1', '"bits": 3'), True, True),
+    ("sketch", GOOD_SKETCH.replace('"bits": 1', '"bits": true'), True, False),
+    ("sketch", GOOD_SKETCH.replace('"size_bits": 16', '"size_bits": 8'), True, True),
+    ("sketch", GOOD_SKETCH.replace('"size_bits": 16', '"colour": 16'), True, False),
+    ("sketch", '{"bins": 944}', True, False),
+    ("sketch", '{"bins": 960, "bits": 1}', False, False),  # version 1, as older indexes record it
+    ("store_text", "yes", True, True),
+    ("store_text", "", True, True),
+    ("store_text", "1", False, False),
+    ("short_texts", '{"bytes": 352, "format": 99}', True, True),
+    ("short_texts", '{"bytes": 352, "format": 1.0}', True, False),
+    ("short_texts", '{"bytes": 0, "format": 1}', True, True),
+    ("short_texts", '{"format": 1}', True, False),
+    ("short_texts", '{"bytes": 352, "format": 1, "from_id": -1}', True, False),
+    ("short_texts", '{"bytes": 352, "format": 1, "extra": 1}', True, True),
+    ("short_texts", "[]", True, True),
+    ("short_texts", '{"bytes": 352, "format": 1, "from_id": 7}', False, False),
+    ("fingerprint", GOOD_FINGERPRINT.replace('"hmm": false', '"hmm": 0'), True, False),
+    ("fingerprint", GOOD_FINGERPRINT.replace('"ngram": 5', '"ngram": 5.0'), True, False),
+    ("fingerprint", GOOD_FINGERPRINT.replace('"version": 1', '"version": 1.0'), False, False),  # Python: 1.0 == 1
+    ("fingerprint", GOOD_FINGERPRINT.replace('"hmm": false', '"hmm": true'), False, False),
 ]
 
 
 @needs_extension
-@pytest.mark.parametrize("key, value, refused", SETTINGS)
-def test_the_extension_refuses_the_files_simq_refuses(tmp_path, key, value, refused):
+@pytest.mark.parametrize("key, value, refused, same_words", SETTINGS)
+def test_the_extension_refuses_the_files_simq_refuses(tmp_path, key, value, refused, same_words):
     from simhash_sqlite.errors import InvalidMetadata
     from simhash_sqlite.store.meta import meta_problems
 
@@ -239,8 +239,10 @@ def test_the_extension_refuses_the_files_simq_refuses(tmp_path, key, value, refu
     for sql in ("SELECT simhash('the quick brown fox')", "SELECT count(*) FROM simhash_near('the quick brown fox', 12)",
                 "SELECT count(*) FROM simhash_near(7, 3)"):
         if refused:
-            with pytest.raises(apsw.SQLError, match=f"simhash_meta '{key}' is not valid"):
+            with pytest.raises(apsw.SQLError, match=f"simhash_meta '{key}' is not valid") as raised:
                 conn.execute(sql).get
+            if same_words:  # (where Python shows a value's repr or an exception's text, the words differ)
+                assert f"({meta_problems({key: value})[0][1]});" in str(raised.value)
         else:
             conn.execute(sql).get
 

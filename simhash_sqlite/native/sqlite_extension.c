@@ -362,7 +362,7 @@ static char *read_json_object(sqlite3 *db, const char *json, int len, member_fn 
     if (rc != SQLITE_ROW && rc != SQLITE_DONE) error = sqlite3_mprintf("%s", sqlite3_errmsg(db));
     sqlite3_finalize(st);
     if (error) return error;
-    if (!ok) return sqlite3_mprintf("it is not a JSON object");
+    if (!ok) return sqlite3_mprintf("not a JSON object");
     rc = sqlite3_prepare_v2(db, "SELECT key, type, atom FROM json_each(?1)", -1, &st, NULL);
     if (rc != SQLITE_OK) {
         error = sqlite3_mprintf("reading it needs SQLite's JSON functions (%s)", sqlite3_errmsg(db));
@@ -559,6 +559,12 @@ static int read_settings(sqlite3 *db, ext_settings *s) {
             scheme_fields f = {0, 0, TRUTH_NGRAM, SKETCH_VERSION, 0, 0, 0};
             problem = read_json_object(db, value, len, scheme_member, &f);
             if (!problem) problem = scheme_problem(&f);
+            if (problem) { /* store/meta.sketch_problem names the value first */
+                char *named = sqlite3_mprintf("%.200s: %s", value, problem);
+                sqlite3_free(problem);
+                problem = named;
+                nomem |= !problem;
+            }
             if (!problem) {
                 shc_scheme scheme = {(int32_t)f.bins, (int32_t)f.bits, (int32_t)f.size_bits};
                 sqlite3_free(s->scheme_error);
@@ -569,14 +575,17 @@ static int read_settings(sqlite3 *db, ext_settings *s) {
                 else s->scheme = scheme;
             }
         } else if (which == 2) { /* store/meta.store_text_problem; SimhashIndex: meta.get("store_text") == "1" */
-            if (strcmp(value, "0") && strcmp(value, "1")) problem = sqlite3_mprintf("must be 0 or 1");
+            if (strcmp(value, "0") && strcmp(value, "1")) problem = sqlite3_mprintf("must be 0 or 1, not '%.40s'", value);
             s->store_text = !strcmp(value, "1");
         } else if (which == 3) {
             short_fields f = {0, 0, 0, 0};
             problem = read_json_object(db, value, len, short_member, &f);
             if (!problem && !(f.has_format && f.format == SHORT_TEXT_FORMAT))
-                problem = sqlite3_mprintf("format must be %d", SHORT_TEXT_FORMAT);
-            if (!problem && !(f.has_bytes && f.bytes >= 1)) problem = sqlite3_mprintf("bytes must be a whole number above 0");
+                problem = f.has_format ? sqlite3_mprintf("format must be %d, not %lld", SHORT_TEXT_FORMAT, f.format)
+                                       : sqlite3_mprintf("format must be %d", SHORT_TEXT_FORMAT);
+            if (!problem && !(f.has_bytes && f.bytes >= 1))
+                problem = f.has_bytes ? sqlite3_mprintf("bytes must be a whole number above 0, not %lld", f.bytes)
+                                      : sqlite3_mprintf("bytes must be a whole number above 0");
         }
         problems[which] = problem;
     }
