@@ -109,6 +109,13 @@ def generate_tables(root: Path, out_dir: Path) -> str | None:
     return _run([sys.executable, str(script), str(out_dir / "_unicode_tables.h")], root)
 
 
+def generate_rule_constants(root: Path, out_dir: Path) -> str | None:
+    """The rule's numbers and the default settings from simhash_sqlite/core/rule.py (never copied by hand)."""
+    script = root / NATIVE / "gen_rule_constants.py"
+    rule = root / "simhash_sqlite" / "core" / "rule.py"
+    return _run([sys.executable, str(script), str(rule), str(out_dir / "_rule_constants.h")], root)
+
+
 def no_compiler(work: Path) -> str | None:
     """Why the C compiler cannot compile an empty program (None: it can)."""
     test = work / "compiler_test.c"
@@ -153,7 +160,7 @@ def build(root: Path, out_dir: Path, targets: list[Target] = TARGETS) -> dict[st
         work = Path(tmp)
         # Every target says the same first reason: no compiler (not "/bin/false failed" for one and a
         # missing header for another), else tables that could not be made.
-        why_first = no_compiler(work) or generate_tables(root, work)
+        why_first = no_compiler(work) or generate_tables(root, work) or generate_rule_constants(root, work)
         for target in targets:
             file = target.name + library_suffix()
             why = why_first

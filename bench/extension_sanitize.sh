@@ -11,6 +11,7 @@ out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 python=${PYTHON:-.venv/bin/python}
 "$python" simhash_sqlite/native/gen_unicode_tables.py "$out/_unicode_tables.h"
+"$python" simhash_sqlite/native/gen_rule_constants.py "$out/_rule_constants.h"
 ${CC:-cc} -O1 -g -std=c99 -fPIC -shared -ffp-contract=off -fno-omit-frame-pointer -fsanitize=address,undefined \
     -fno-sanitize-recover=all -DSIMHASH_HAVE_ZLIB -I"$out" -Isimhash_sqlite/native \
     -Isimhash_sqlite/native/vendor/sqlite -o "$out/simhash.so" \

@@ -69,6 +69,8 @@ def without_zlib(folder: Path) -> str:
     native = Path(loadable_path()).parent
     subprocess.run([sys.executable, str(native / "gen_unicode_tables.py"), str(folder / "_unicode_tables.h")],
                    check=True)
+    subprocess.run([sys.executable, str(native / "gen_rule_constants.py"), str(folder / "_rule_constants.h")],
+                   check=True)
     out = folder / Path(loadable_path()).name
     subprocess.run([os.environ.get("CC", "cc"), "-O3", "-std=c99", "-fPIC", "-shared", "-ffp-contract=off",
                     f"-I{folder}", f"-I{native}", f"-I{native / 'vendor' / 'sqlite'}", "-o", str(out),

@@ -14,8 +14,8 @@ deflate, zip bombs to the read limit and far past it, streams padded with empty 
 deflate of invalid UTF-8 / UTF-16. Statements call every function with random arguments (every SQL type,
 0 to 3 of them, edge integers, invalid UTF-8, huge texts, blobs of any length), simhash_near with random
 arguments, hidden columns, joins and orders, and now and then change the file under it (simhash_meta
-rewritten with random JSON, sketches and short texts' data replaced, store_text flipped, tables dropped),
-so the settings cache is exercised too; most queries are short texts, so the exact check of short pairs
+rewritten with random JSON, short_texts and store_text tampered, sketches and short texts' data replaced,
+tables dropped), so the settings cache is exercised too; most queries are short texts, so the exact check of short pairs
 (inflate, decode, Jaccard) runs on every candidate that keeps data.
 
 An SQL error is the expected answer to bad input; a sanitizer report, a crash or a leak (LeakSanitizer at
@@ -54,6 +54,8 @@ def build(work: Path, coverage: bool = False) -> tuple[Path, Path]:
     cc = os.environ.get("CC", "cc")
     tables = work / "_unicode_tables.h"
     subprocess.run([sys.executable, str(NATIVE / "gen_unicode_tables.py"), str(tables)], check=True)
+    subprocess.run([sys.executable, str(NATIVE / "gen_rule_constants.py"), str(tables.parent / "_rule_constants.h")],
+                   check=True)
     extension = work / "simhash.so"
     flags = COVERAGE if coverage else SANITIZE
     subprocess.run(

@@ -121,6 +121,8 @@ SMOKE = [
     Smoke("extension_sanitize.sh", None, programs=("cc",), suite="safety", full=""),
     Smoke("browser_search.py", "{en} --index {tmp}/browser.db --queries 5", ("playwright",), programs=("chromium",),
           suite="web", full="{crawl} --index {tmp}/browser.db --k 7"),
+    Smoke("extension_memory.py", "--mb 1", programs=("/usr/bin/time",), built="simhash.so", suite="native",
+          full="--mb 10,50"),
     Smoke("extension_short_texts.py", "--documents 400 --queries 30 --repeat 1", programs=("cc",),
           built="simhash.so", suite="native", full=""),
     Smoke("short_texts.py", "{tmp}/short.jsonl --jsonl {en} {zh} --per-language 40",

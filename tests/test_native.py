@@ -162,7 +162,7 @@ def test_sketches_alone_equal_the_reference(batch, scheme):
 
 @needs_core
 def test_what_it_declines_and_what_it_computes():
-    both, normalize, surrogate = native.HAS_FINGERPRINT | native.HAS_SKETCH, native.DECLINED | 3, native.DECLINED | 2
+    both, surrogate = native.HAS_FINGERPRINT | native.HAS_SKETCH, native.DECLINED | 2
     cases = {
         "": 0,  # no features
         "!!! ...": 0,
@@ -171,9 +171,11 @@ def test_what_it_declines_and_what_it_computes():
         "a\u0316\u0305b": both,  # marks that compose with nothing, in canonical order
         "\u0301abc": both,  # a mark that composes with some letters, with none before it
         "x\u0301 \u0995\u09be \u091c\u093c": both,  # ... after letters it does not compose with
-        "e\u0301t": normalize,  # it does compose with e (to \u00e9): full NFKC needed
-        "\u00e9\u0323": normalize,  # a mark after a letter with a decomposition
-        "a\u0301\u0316b": normalize,  # marks out of canonical order
+        "e\u0301t": both,  # it does compose with e (to \u00e9): full NFKC (nfkc.h)
+        "\u00e9\u0323": both,  # a mark after a letter with a decomposition
+        "a\u0301\u0316b": both,  # marks out of canonical order
+        "Jos\u00b4e \u00b4": both,  # NFKC: a space and a mark (issue 36 item 8)
+        "\u1100\u1161\u11a8 \uac00\u11a8": both,  # conjoining jamo
         "ab\ud800cd": surrogate,
     }
     _, _, status = _raw(list(cases), scheme=DEFAULT_SCHEME)
@@ -624,3 +626,19 @@ def test_lsh_table_pairs_refuse_what_lies_beyond_the_rows():
     ]:
         with pytest.raises(ValueError, match="refused the LSH table"):
             native.window_pairs(LIB, rows, bad_packed, 3, 16, 8, table, 0.0, DEFAULT_SCHEME)
+
+
+@needs_core
+@pytest.mark.slow  # a 4.4 M character text through the numpy reference: about 15 s
+def test_a_text_of_more_n_grams_than_the_set_takes_is_sorted_to_the_same_numbers():
+    """Above SORT_DISTINCT_ABOVE (2**22) n-grams the core finds the distinct hashes by sorting them in place
+    (a huge query in the extension: issue 36 item 8), with the same fingerprint and sketch, and repeats."""
+    rng = np.random.default_rng(3)
+    words = ["".join(chr(97 + int(c)) for c in rng.integers(0, 16, int(n))) for n in rng.integers(2, 10, 4000)]
+    text = " ".join(words[int(i)] for i in rng.integers(0, len(words), 800_000))  # about 4.4 M characters
+    assert len(text) > (1 << 22) + 5
+    for settings_ in (FingerprintSettings(), FingerprintSettings(weights="log")):
+        got = _outcome(simhash_and_sketch_many, [text, text[:1000]], settings_, DEFAULT_SCHEME)
+        assert got == _outcome(reference_simhash_and_sketch_many, [text, text[:1000]], settings_, DEFAULT_SCHEME)
+    _, _, status = _raw([text], scheme=DEFAULT_SCHEME)
+    assert not status[0] & native.DECLINED

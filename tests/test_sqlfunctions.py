@@ -51,6 +51,7 @@ TWINS = {
     "simhash_block": "test_block_agrees_with_python_and_the_stored_columns",
     "simhash_hex": "test_hex_round_trips_agree_with_python",
     "simhash_from_hex": "test_hex_round_trips_agree_with_python",
+    "simhash_version": "test_version_says_the_build_and_the_rule",
 }
 
 
@@ -106,7 +107,22 @@ def test_hex_round_trips_agree_with_python(fp):
     assert to_unsigned(sql(f"SELECT 0x{to_hex(fp)}")) == fp
 
 
-@pytest.mark.parametrize("function", [f.name for f in FUNCTIONS])
+def test_version_says_the_build_and_the_rule():
+    import json
+    import unicodedata
+
+    from simhash_sqlite.core import rule
+    from simhash_sqlite.native.gen_rule_constants import digest
+    from simhash_sqlite.version import __version__
+
+    info = json.loads(sql("SELECT simhash_version()"))
+    assert set(info) == {"package", "kernels", "zlib", "unicode", "sqlite", "rule", "rule_digest"}
+    assert info["package"] == __version__ and info["unicode"] == unicodedata.unidata_version
+    assert info["sqlite"] == apsw.sqlite_lib_version() and info["kernels"] in ("portable", "avx2", "avx512", "numpy")
+    assert info["rule"]["FILTER_CERTAIN"] == rule.FILTER_CERTAIN and info["rule_digest"] == digest(info["rule"])
+
+
+@pytest.mark.parametrize("function", [f.name for f in FUNCTIONS if f.numargs])
 def test_null_in_null_out(function):
     numargs = next(f.numargs for f in FUNCTIONS if f.name == function)
     assert sql(f"SELECT {function}({', '.join(['NULL'] * numargs)})") is None

@@ -9,23 +9,22 @@ import numpy as np
 
 from ..errors import InvalidArgument, InvalidInput, SettingsMismatch
 
-# Bumped whenever the same settings would give different fingerprints.
-ALGORITHM_VERSION = 1
+# Importable here as before; rule.py says why each has its value (the extension's header is made from it).
+from .rule import (  # noqa: F401
+    ALGORITHM_VERSION,
+    CONFIRM_K,
+    DEFAULT_NGRAM,
+    DEFAULT_THRESHOLD,
+    DEFAULT_WEIGHTS,
+    HASH_SCHEME,
+    RECOMMENDED_K,
+)
+
 FEATURE_KINDS = ("chars", "words")
 WEIGHT_KINDS = ("count", "log", "binary")
-HASH_SCHEME = "blake2b64+splitmix64"
-
-# Chosen by bench/quality.py (BENCHMARKS.md, issue 5) against the truth "Jaccard of character
-# 5-shingles >= 0.8": character 5-grams with binary weights beat counts by 0.02-0.05 F1 in Chinese and
-# English; word 3-grams were within 0.01 (noise) but need a tokenizer. RECOMMENDED_K is where the F1
-# of fingerprints alone peaks; CONFIRM_K finds 96% of those pairs as candidates for an exact check.
-RECOMMENDED_K = 9
-CONFIRM_K = 12
 # On a corpus of texts under this many characters, precision at RECOMMENDED_K fell to 0.37-0.59
 # (bench/quality.py --lengths 12,200): for them, use k <= 8 or check candidates exactly.
 SHORT_TEXT = 200
-# The exact 5-shingle Jaccard from which two texts are near-duplicates (docs/quality.md).
-DEFAULT_THRESHOLD = 0.8
 
 
 def validate_k(k) -> int:
@@ -55,8 +54,8 @@ class FingerprintSettings:
     """
 
     features: str = "chars"
-    ngram: int = 5
-    weights: str = "binary"
+    ngram: int = DEFAULT_NGRAM
+    weights: str = DEFAULT_WEIGHTS
     hmm: bool = False
     hash: str = HASH_SCHEME
     version: int = ALGORITHM_VERSION

@@ -4,7 +4,8 @@ A shingle is a run of n characters of the normalised text (features.normalize: N
 whitespace runs folded to one space, stripped): the one normalisation the fingerprint and the sketch
 use too, so a pair has one Jaccard, whatever measured it (docs/quality.md). Shingles are hashed to
 64 bits with the same splitmix64 chain as features; a collision needs two distinct 5-character runs
-to share a 64-bit value, which is negligible at the sizes compared here.
+to share a 64-bit value, which is negligible at the sizes compared here. The loadable extension computes the
+same sets in C (sqlite_extension.c).
 """
 
 from __future__ import annotations
@@ -12,8 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from .features import distinct, ngram_hashes, normalize
-
-TRUTH_NGRAM = 5
+from .rule import TRUTH_NGRAM
 
 
 def fold_space(text: str) -> str:

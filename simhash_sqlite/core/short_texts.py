@@ -31,23 +31,21 @@ import zlib
 
 import numpy as np
 
+# The sizes are in core/rule.py (the loadable extension reads the same data). SHORT_TEXT_DEFLATED_MOST:
+# deflate is most of the cost of the data (17 us a text of 750 bytes, whose fingerprint and sketch take 3;
+# over a crawl's texts tried, as much CPU as all its fingerprints), and it seldom makes short text three
+# times smaller: no text of the tuning set of more than 744 bytes took SHORT_TEXT_BYTES, nor of a crawl's
+# 32k texts tried (bench/crawl.py) of more than 613; of that crawl's deflating, a fifth was of texts of
+# more than 768 bytes.
+from .rule import (  # noqa: F401 (importable here, as before)
+    SHORT_TEXT_BYTES,
+    SHORT_TEXT_DEFLATED_MOST,
+    SHORT_TEXT_FORMAT,
+    SHORT_TEXT_MOST,
+    SHORT_TEXT_READ_MOST,
+)
 from .shingles import fold_space, shingle_set
 
-SHORT_TEXT_BYTES = 352
-# Longer texts (characters, or UTF-8 bytes once folded) are not tried: on the tuning set no text of more
-# than 744 UTF-8 bytes deflated to SHORT_TEXT_BYTES.
-SHORT_TEXT_MOST = 1024
-# Nor are texts of more bytes than this to deflate (of the folded text, in the encoding stored). Deflate is
-# most of the cost of the data (17 us a text of 750 bytes, whose fingerprint and sketch take 3; over a
-# crawl's texts tried, as much CPU as all its fingerprints), and it seldom makes short text three times
-# smaller: no text of the tuning set of more than 744 bytes took SHORT_TEXT_BYTES, nor of a crawl's 32k
-# texts tried (bench/crawl.py) of more than 613; of that crawl's deflating, a fifth was of texts of more
-# than 768 bytes.
-SHORT_TEXT_DEFLATED_MOST = 768
-SHORT_TEXT_FORMAT = 1
-# The most a stored form may inflate to: UTF-16 takes at most 2 bytes a UTF-8 byte, and indexes made before
-# SHORT_TEXT_DEFLATED_MOST hold texts of up to SHORT_TEXT_MOST UTF-8 bytes.
-SHORT_TEXT_READ_MOST = 2 * SHORT_TEXT_MOST
 _ENCODINGS = ("utf-8", "utf-16-le")
 
 

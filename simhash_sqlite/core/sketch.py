@@ -35,6 +35,15 @@ import numpy as np
 
 from .. import native
 from .features import char_units, mix, units_features
+from .rule import (
+    DEFAULT_SKETCH_BINS,
+    DEFAULT_SKETCH_BITS,
+    DEFAULT_SKETCH_SIZE_BITS,
+    MAX_BINS,
+    RATIO_SLACK,
+    SKETCH_VERSION,
+    SPREAD_FACTOR,
+)
 from .settings import FingerprintSettings
 from .shingles import TRUTH_NGRAM
 
@@ -42,10 +51,7 @@ _U64 = np.uint64
 _EMPTY = np.uint32(0xFFFFFFFF)  # the bin saw no shingle (a shingle whose 32-bit value is this is taken for none)
 # Texts per vectorized pass: bounds the temporary arrays (about 40 bytes per character).
 CHUNK_CHARACTERS = 128_000
-SKETCH_VERSION = 2
-# A scheme is refused past this many bins (a sketch of 128 KiB at 16 bits): the default
-# has 944, and a tampered count would otherwise size every array made from it (a MemoryError at 2e9).
-MAX_BINS = 1 << 16
+# SKETCH_VERSION (the newest) and MAX_BINS (a tampered scheme's bound) are in rule.py, beside the default.
 # The distinct-shingle count's code: 0 = unknown, else 1 + round(SIZE_STEPS * log2(count)), at most 2**16 - 1
 # (counts up to about 2**32; every count below about 2,950 decodes exactly).
 SIZE_STEPS = 2048
@@ -126,7 +132,10 @@ class SketchScheme:
 # Version 2 gives 16 of the 960 bins to the distinct-shingle count (bench/estimate_rule.py: -0.002 en, -0.000 zh F1 for
 # the bins; with the size rule +0.005 en, +0.011 zh over 960 bins alone), in the same 120 bytes.
 SCHEME_V1 = SketchScheme(bins=960, bits=1, version=1)
-DEFAULT_SCHEME = SketchScheme(bins=944, bits=1, version=2, size_bits=16)
+DEFAULT_SCHEME = SketchScheme(
+    bins=DEFAULT_SKETCH_BINS, bits=DEFAULT_SKETCH_BITS, version=SKETCH_VERSION,
+    size_bits=DEFAULT_SKETCH_SIZE_BITS,
+)
 
 
 # The shingles a sketch is made of: what a default fingerprint's features are (FingerprintSettings()),
@@ -632,14 +641,8 @@ def estimate_spread(jaccard: np.ndarray, scheme: SketchScheme) -> np.ndarray:
 # of the (1 - J) bins bins that disagree repeat where a pair of sources recurs: N + N**2 / P for N coin
 # bins over P = (1 - J) F F_small distinct pairs of sources. Where F = bins this is the binomial.
 # Generated pairs (bench/certainty.py) measured the spread 5-12% above the model at 20-6,000 shingles,
-# near the line: SPREAD_FACTOR covers that rather than fitting each size.
-SPREAD_FACTOR = 1.12
-# A size ratio this far below the threshold rules the pair out. The sketch and the exact check count the same
-# shingles (of the normalised text), so the bound J <= min/max holds up to the sizes' 16-bit log coding:
-# on the tuning sets (bench/certainty_texts.py --filter) the sketches' ratio was within 0.00075 of the exact
-# sets' (0 for texts under about 1,000 shingles), and no true pair had a ratio below the threshold. (0.01
-# while the exact check kept case: two pairs of ratio 0.798-0.799 had an exact Jaccard of 0.801.)
-RATIO_SLACK = 0.002
+# near the line: SPREAD_FACTOR (core/rule.py) covers that rather than fitting each size. A size ratio
+# RATIO_SLACK (core/rule.py) below the threshold rules the pair out.
 
 
 def pair_spread(jaccard, size_a, size_b, scheme: SketchScheme = DEFAULT_SCHEME) -> np.ndarray:

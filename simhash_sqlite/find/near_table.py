@@ -25,6 +25,7 @@ import apsw
 from ..core.fingerprint import to_signed, to_unsigned
 from ..core.settings import CONFIRM_K
 from ..errors import InvalidInput
+from ..store.functions import sql_whole_number
 from .search import Match
 
 
@@ -60,10 +61,12 @@ def register_near_table(conn: apsw.Connection, index: Searchable) -> None:
 def search(index: Searchable, query, k, check=1) -> list[Match]:
     """One call of simhash_near(query, k, checked): the matches of SimhashIndex.near (checked unless
     `checked` is 0), or [] for no query."""
-    if type(k) is not int:
+    # (a REAL that is a whole number too: a JavaScript number binds as one)
+    if sql_whole_number(k) is None:
         raise InvalidInput(f"{NAME}(): k must be a whole number from 0 to 64, not {k!r}")
-    if check not in (0, 1) or type(check) is not int:
+    if sql_whole_number(check) not in (0, 1):
         raise InvalidInput(f"{NAME}(): the third argument (checked) must be 1 or 0, not {check!r}")
+    k, check = sql_whole_number(k), sql_whole_number(check)
     if query is None:
         return []
     if isinstance(query, str):

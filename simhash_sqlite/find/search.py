@@ -28,18 +28,15 @@ import apsw
 import numpy as np
 
 from ..core.fingerprint import BLOCK_BITS, BLOCKS, similarity, to_unsigned
+from ..core.rule import PROBE_ROW_NS, PROBE_SEEK_NS, SCAN_LOAD_ROW_NS, SCAN_ROW_NS
 from ..core.settings import DEFAULT_THRESHOLD, candidate_k, validate_k
 from ..errors import InvalidArgument
 from .verdict import CheckSummary, validate_threshold
 
 BLOCK_VALUES = 1 << BLOCK_BITS
 
-# Cost model for choosing a plan, in nanoseconds, measured at 10M random fingerprints (bench/search.py
-# and interleaved runs of both plans forced, BENCHMARKS.md, issue 3); only their ratios matter.
-PROBE_SEEK_NS = 1_500  # one index seek for one probed block value
-PROBE_ROW_NS = 160  # one candidate read from a block index (group_concat, parsed, checked)
-SCAN_ROW_NS = 2  # one fingerprint checked by the numpy scan, the array already in memory
-SCAN_LOAD_ROW_NS = 220  # one fingerprint read into the scan array (once per change of the index)
+# The cost model for choosing a plan (core/rule.py: PROBE_SEEK_NS, PROBE_ROW_NS, SCAN_ROW_NS, SCAN_LOAD_ROW_NS,
+# nanoseconds measured at 10M random fingerprints; only their ratios matter).
 
 # The check reads each candidate's sketch: a probe plan seeks each match's row, a scan reads every row's
 # sketch with its fingerprint and id once per change of the index (bench/near_k.py on 100k pages).

@@ -13,6 +13,8 @@ core/shingles.py, the normalisation the sketch measures too):
 3. else the sketches' estimate decides, with its certainty (core.sketch.certainty: the probability that
    the true Jaccard is on the estimate's side of the threshold), "estimated";
 4. else the distance, within min(k, RECOMMENDED_K), "distance".
+The loadable extension's near_filter applies the same rule, its numbers generated from core/rule.py;
+tests/test_extension_rule.py runs one table of cases through both.
 A verdict short of CERTAIN (an estimate, or distance alone) is uncertain: listed apart, and dedup keeps
 the document unless asked to drop on it."""
 
@@ -24,6 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..core.rule import CERTAIN, FILTER_CERTAIN
 from ..core.settings import CONFIRM_K, DEFAULT_THRESHOLD, RECOMMENDED_K
 from ..core.shingles import jaccard_of_sets
 from ..core.sketch import DEFAULT_SCHEME, SketchScheme, certainty, estimate_many, sizes_of
@@ -41,15 +44,8 @@ def fallback_k(k: int) -> int:
     return min(k, RECOMMENDED_K)
 
 
-# A verdict at least this sure (sketch.certainty) needs no exact check and is not listed as uncertain: an
-# estimate about 3.1 standard deviations from the threshold. bench/certainty.py: on 20,000 generated pairs
-# 2 such verdicts of 14,047 were wrong, and 70% of the verdicts at J 0.6-1.0 were this sure.
-CERTAIN = 0.999
-# The sketch filter's certainty: an estimate below the threshold at least this sure is not checked against
-# the texts. bench/certainty_texts.py on real texts (tuned on /work/shared/corpus pairs, reported on a
-# held-out set): see docs/quality.md. Far above CERTAIN: two pairs at 0.9995 had estimates 0.722 and 0.727
-# against exact 0.809 and 0.800.
-FILTER_CERTAIN = 0.999999
+# CERTAIN (core/rule.py): an estimate this sure is not listed as uncertain. FILTER_CERTAIN: an estimate
+# below the threshold this sure drops the pair without reading its texts.
 CHECKED_BY = ("exact", "estimated", "distance")
 EXACT, ESTIMATED, DISTANCE = range(3)  # Verdicts.code: the index into CHECKED_BY
 

@@ -215,6 +215,43 @@ def main(out_path: str) -> None:
     lines.append(f"static const uint32_t shc_fold_data[{max(1, len(fold_data))}] = {{")
     lines.extend("    " + ", ".join(map(str, fold_data[i : i + 16])) + "," for i in range(0, len(fold_data), 16))
     lines.append("};")
+    # Full NFKC for the texts the one pass cannot take (nfkc.h): NFKD of every code point it changes (Hangul
+    # syllables apart: they decompose by arithmetic), and every primary composite, (first << 21 | second)
+    # sorted, beside what it composes to (Hangul LV and LVT apart, by arithmetic too).
+    decomposed = [
+        c for c in range(LIMIT)
+        if not 0xD800 <= c <= 0xDFFF and not 0xAC00 <= c <= 0xD7A3 and unicodedata.normalize("NFKD", chr(c)) != chr(c)
+    ]  # fmt: skip
+    nfkd_data: list[int] = []
+    nfkd_starts: list[int] = []
+    for c in decomposed:
+        nfkd_starts.append(len(nfkd_data))
+        nfkd_data.extend(map(ord, unicodedata.normalize("NFKD", chr(c))))
+    nfkd_starts.append(len(nfkd_data))
+    lines.append(f"#define SHC_NFKD_COUNT {len(decomposed)}")
+    lines.append(f"#define SHC_NFKD_LONGEST {max(b - a for a, b in zip(nfkd_starts, nfkd_starts[1:]))}")
+    for name, values in (("shc_nfkd_cp", decomposed), ("shc_nfkd_at", nfkd_starts), ("shc_nfkd_data", nfkd_data)):
+        lines.append(f"static const uint32_t {name}[{len(values)}] = {{")
+        lines.extend("    " + ", ".join(map(str, values[i : i + 16])) + "," for i in range(0, len(values), 16))
+        lines.append("};")
+    composites = {}
+    for c in range(LIMIT):
+        if 0xD800 <= c <= 0xDFFF or 0xAC00 <= c <= 0xD7A3:
+            continue
+        parts = unicodedata.decomposition(chr(c)).split()
+        if len(parts) == 2 and not parts[0].startswith("<"):
+            first, second = int(parts[0], 16), int(parts[1], 16)
+            if unicodedata.normalize("NFC", chr(first) + chr(second)) == chr(c):
+                composites[first << 21 | second] = c
+    keys = sorted(composites)
+    lines.append(f"#define SHC_COMPOSE_COUNT {len(keys)}")
+    lines.append(f"static const uint64_t shc_compose_key[{max(1, len(keys))}] = {{")
+    lines.extend("    " + ", ".join(f"{v}ull" for v in keys[i : i + 8]) + "," for i in range(0, len(keys), 8))
+    lines.append("};")
+    lines.append(f"static const uint32_t shc_compose_to[{max(1, len(keys))}] = {{")
+    targets = [composites[v] for v in keys]
+    lines.extend("    " + ", ".join(map(str, targets[i : i + 16])) + "," for i in range(0, len(targets), 16))
+    lines.append("};")
     with open(out_path, "w", encoding="ascii") as f:
         f.write("\n".join(lines) + "\n")
 

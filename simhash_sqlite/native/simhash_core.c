@@ -404,6 +404,66 @@ static size_t set_distinct(shc_work *w, uint64_t *h, size_t n)
     return d;
 }
 
+/* Sorted, then each value once: an in-place radix sort (most significant byte first, 256 buckets a pass,
+ * American flag style), insertion sort below 32 values. No memory beyond the array and a small stack:
+ * what a huge text's distinct n-grams need (a set would take 16-32 bytes an n-gram; issue 36 item 8). */
+static void radix_sort_u64(uint64_t *h, size_t n, int shift)
+{
+    if (n < 32) {
+        for (size_t i = 1; i < n; i++) {
+            uint64_t v = h[i];
+            size_t j = i;
+            while (j > 0 && h[j - 1] > v) {
+                h[j] = h[j - 1];
+                j--;
+            }
+            h[j] = v;
+        }
+        return;
+    }
+    size_t count[256] = {0}, start[257], next[256];
+    for (size_t i = 0; i < n; i++)
+        count[(h[i] >> shift) & 0xFF]++;
+    start[0] = 0;
+    for (int b = 0; b < 256; b++)
+        start[b + 1] = start[b] + count[b], next[b] = start[b];
+    for (int b = 0; b < 256; b++) {
+        while (next[b] < start[b + 1]) { /* put each value of this bucket's range where it belongs */
+            uint64_t v = h[next[b]];
+            int d = (int)((v >> shift) & 0xFF);
+            if (d == b) {
+                next[b]++;
+                continue;
+            }
+            h[next[b]] = h[next[d]];
+            h[next[d]++] = v;
+        }
+    }
+    if (shift == 0)
+        return;
+    for (int b = 0; b < 256; b++)
+        radix_sort_u64(h + start[b], start[b + 1] - start[b], shift - 8);
+}
+
+size_t shc_sorted_distinct(uint64_t *h, size_t n)
+{
+    if (!h || n == 0)
+        return 0;
+    radix_sort_u64(h, n, 56);
+    size_t d = 1;
+    for (size_t i = 1; i < n; i++)
+        if (h[i] != h[d - 1])
+            h[d++] = h[i];
+    return d;
+}
+
+/* Above this many n-grams (a text over fingerprint.LONG_TEXT, which Python fingerprints in pieces: only
+ * the loadable extension passes one whole) a text's distinct hashes are found by sorting them in place
+ * rather than by the set, whose 2-4 slots an n-gram took 22-37 bytes a character in all: memory stays
+ * about 12 bytes an ASCII character (the units and the hashes), at 2.5 times the time (10 MB of words:
+ * 1.77 s against 0.71 s, bench/extension_memory.py's text). */
+#define SORT_DISTINCT_ABOVE (1u << 22)
+
 /* ---------------------------------------------------------------- text to units (features.char_units) */
 
 /* Strict UTF-8 to code points (utf8_step.h, the extension's decoder too). 0, or SHC_DECLINED | why. */
@@ -436,6 +496,8 @@ static int surely_nfkc(const uint32_t *cp, size_t n)
     }
     return 1;
 }
+
+#include "nfkc.h" /* full NFKC, where the replacement below is not enough */
 
 /* NFKC(cp) where NFKC changes cp: its replacement and length, else NULL. */
 static const uint32_t *nfkc_of(uint32_t cp, size_t *len)
@@ -473,13 +535,15 @@ static const uint32_t *fold_of(uint32_t cp, size_t *len)
 
 /* features.char_units over w->units[0..*n) (the decoded code points): the normalized, case-folded code
  * points with whitespace runs folded to one space and none at either end, left in w->units. *n becomes
- * the count of units, 0 for a text without a letter or digit. 0, or SHC_DECLINED | why.
+ * the count of units, 0 for a text without a letter or digit (unless featureless_too: features.normalize
+ * of any text). 0, or SHC_DECLINED | why.
  *
  * normalize() leaves a normalized text alone and otherwise makes NFKC of it (the full-width fold it
  * tries first is NFKC of those characters). Replacing every character NFKC changes by NFKC of it
  * leaves NFKD, hence NFKC, of the text as it was; where the result is certainly normalized it IS
- * NFKC of the text (and, for a text that was normalized already, the text itself). */
-static int normalize_units(shc_work *w, size_t *n)
+ * NFKC of the text (and, for a text that was normalized already, the text itself). Where it is not
+ * certainly normalized, full NFKC (nfkc.h) of the text as it was. */
+static int normalize_units(shc_work *w, size_t *n, int featureless_too)
 {
     size_t count = *n;
     uint32_t *u = w->units;
@@ -500,8 +564,15 @@ static int normalize_units(shc_work *w, size_t *n)
                 v[k++] = u[i];
             }
         }
-        if (!surely_nfkc(v, k))
-            return SHC_DECLINED | SHC_WHY_NORMALIZE;
+        if (!surely_nfkc(v, k)) {
+            size_t room = nfkd_room(u, count);
+            if (reserve((void **)&w->spare, &w->spare_cap, room + 1, sizeof(uint32_t)))
+                return SHC_DECLINED | SHC_WHY_MEMORY;
+            v = w->spare;
+            k = full_nfkc(u, count, v);
+            if (k == (size_t)-1)
+                return SHC_DECLINED | SHC_WHY_MEMORY;
+        }
         /* the buffers change places: the units are now in w->units */
         w->spare = w->units, w->units = v;
         size_t cap = w->spare_cap;
@@ -562,7 +633,7 @@ static int normalize_units(shc_work *w, size_t *n)
         size_t cap = w->spare_cap;
         w->spare_cap = w->units_cap, w->units_cap = cap;
     }
-    *n = alnum ? out : 0;
+    *n = alnum || featureless_too ? out : 0;
     return 0;
 }
 
@@ -1324,7 +1395,7 @@ SHC_INLINE int one_text_body(shc_work *w, const unsigned char *text, size_t len,
         r = decode_utf8(text, len, w->units, &m);
         if (r)
             return r;
-        r = normalize_units(w, &m);
+        r = normalize_units(w, &m, 0);
     }
     if (r)
         return r;
@@ -1344,7 +1415,8 @@ SHC_INLINE int one_text_body(shc_work *w, const unsigned char *text, size_t len,
     if (want_fp || shared) {
         int n = want_fp ? ngram : SKETCH_NGRAM;
         size_t count = ngram_hashes(w->units, m, n, w->hashes, pairs);
-        if (want_fp && weights != SHC_WEIGHTS_COUNT && set_reset(w, count, weights == SHC_WEIGHTS_LOG))
+        if (want_fp && weights != SHC_WEIGHTS_COUNT && !(weights == SHC_WEIGHTS_BINARY && count > SORT_DISTINCT_ABOVE) &&
+            set_reset(w, count, weights == SHC_WEIGHTS_LOG))
             return SHC_DECLINED | SHC_WHY_MEMORY;
         bitsum sums;
         bitsum_init(&sums);
@@ -1357,7 +1429,8 @@ SHC_INLINE int one_text_body(shc_work *w, const unsigned char *text, size_t len,
             if (shared)
                 sketch_add_all(w, bins, w->hashes, count);
         } else if (weights == SHC_WEIGHTS_BINARY) {
-            size_t distinct = set_distinct(w, w->hashes, count);
+            size_t distinct = count > SORT_DISTINCT_ABOVE ? shc_sorted_distinct(w->hashes, count)
+                                                          : set_distinct(w, w->hashes, count);
             bitsum_add_all(&sums, w->hashes, distinct);
             if (shared)
                 sketch_add_all(w, bins, w->hashes, distinct);
@@ -1480,6 +1553,34 @@ int shc_text(shc_work *w, const char *text, size_t len, int32_t ngram, int32_t w
             memset(sketch, 0, nbytes);
     }
     *status = (uint8_t)r;
+    return 0;
+}
+
+int shc_normalize(shc_work *w, const char *text, size_t len, const uint32_t **units, size_t *count, uint8_t *status)
+{
+    if (!w || !units || !count || !status || (!text && len))
+        return SHC_ERR_ARGUMENT;
+    const unsigned char *s = (const unsigned char *)(text ? text : "");
+    *units = NULL;
+    *count = 0;
+    *status = 0;
+    if (reserve((void **)&w->units, &w->units_cap, len + 1, sizeof(uint32_t))) {
+        *status = SHC_DECLINED | SHC_WHY_MEMORY;
+        return 0;
+    }
+    size_t m = 0;
+    int r = fast_units(w, s, len, &m, KERNEL_PORTABLE);
+    if (r == NEEDS_GENERAL_PATH || (r == 0 && m == 0)) { /* (the one pass gives none for a featureless text) */
+        r = decode_utf8(s, len, w->units, &m);
+        if (r == 0)
+            r = normalize_units(w, &m, 1);
+    }
+    if (r) {
+        *status = (uint8_t)r;
+        return 0;
+    }
+    *units = w->units;
+    *count = m;
     return 0;
 }
 

@@ -7,11 +7,10 @@
  * another host reports an error or NULL). It never declines silently and never guesses.
  *
  * Text is UTF-8. A text is declined (SHC_DECLINED | reason) when it holds invalid UTF-8, an encoded
- * surrogate (Python's 'surrogatepass' encoding of a lone surrogate), or a sequence whose NFKC the core
- * cannot be sure of without a full normalisation (a combining mark that composes with the letter before
- * it, or follows a letter with a canonical decomposition, marks out of canonical order, conjoining
- * jamo; see docs/native.md). Compatibility characters (full-width forms,
- * no-break space, ligatures, ...) and multi-character case folds (sharp s) are computed. The Unicode
+ * surrogate (Python's 'surrogatepass' encoding of a lone surrogate). Compatibility characters (full-width
+ * forms, no-break space, ligatures, ...), multi-character case folds (sharp s) and full NFKC (marks that
+ * compose, marks out of canonical order, conjoining jamo, U+00B4: nfkc.h; see docs/native.md) are
+ * computed. The Unicode
  * tables are generated at build time from the build interpreter's unicodedata; shc_unidata_version()
  * says which Unicode version.
  *
@@ -54,7 +53,7 @@ extern "C" {
 #define SHC_DECLINED 0x80        /* not computed: the low bits say why (outputs zeroed) */
 #define SHC_WHY_UTF8 1           /*   invalid UTF-8 (overlong, truncated, beyond U+10FFFF, ...) */
 #define SHC_WHY_SURROGATE 2      /*   an encoded surrogate (U+D800..U+DFFF) */
-#define SHC_WHY_NORMALIZE 3      /*   may need full NFKC (beyond the full-width fold) */
+#define SHC_WHY_NORMALIZE 3      /*   (reserved: full NFKC is computed now, nfkc.h) */
 #define SHC_WHY_FOLD 4           /*   (reserved: multi-character case folds are computed now) */
 #define SHC_WHY_ROUNDING 5       /*   a log weight or size code too near a rounding tie to be sure */
 #define SHC_WHY_MEMORY 6         /*   out of memory for this text */
@@ -109,6 +108,18 @@ SHC_API int shc_batch(shc_work *work, const char *buf, const int64_t *offsets, s
 /* One text: *status as above; returns 0 or a negative SHC_ERR_*. fingerprint/sketch may be NULL. */
 SHC_API int shc_text(shc_work *work, const char *text, size_t len, int32_t ngram, int32_t weights,
                      const shc_scheme *scheme, uint64_t *fingerprint, uint8_t *sketch, uint8_t *status);
+
+/* features.normalize(text) as code points: NFKC, case folded, whitespace runs folded to one space and
+ * none at either end (what the exact check shingles; unlike the fingerprint's units, also for a text
+ * without a letter or digit). *units points into work's memory, valid until work's next use; *count of
+ * them. *status: 0, or SHC_DECLINED | why (invalid UTF-8, an encoded surrogate, memory; never
+ * SHC_WHY_NORMALIZE: full NFKC is computed). Returns 0 or SHC_ERR_ARGUMENT. */
+SHC_API int shc_normalize(shc_work *work, const char *text, size_t len, const uint32_t **units, size_t *count,
+                          uint8_t *status);
+
+/* Sorts h[0..n) ascending in place and moves each value once to its front: returns how many distinct
+ * values there are (no memory is allocated; the extension's exact check uses it for shingle sets). */
+SHC_API size_t shc_sorted_distinct(uint64_t *h, size_t n);
 
 /* Bits that differ (fingerprint.hamming). */
 SHC_API int shc_hamming(uint64_t a, uint64_t b);

@@ -11,15 +11,22 @@ The same table registers them on the stdlib's sqlite3 connections that Datasette
 
 from __future__ import annotations
 
+import json
+import unicodedata
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import apsw
 
+from .. import native
+from ..core import rule
 from ..core.fingerprint import BLOCKS, blocks, from_hex, hamming, simhash, similarity, to_hex, to_signed
 from ..core.settings import FingerprintSettings
 from ..errors import InvalidInput, SimhashError
+from ..native.gen_rule_constants import digest
+from ..version import __version__
 
 if TYPE_CHECKING:
     import sqlite3
@@ -45,6 +52,17 @@ def _fingerprint_arg(function: str, value, position: str = "") -> int:
             f"int64; simhash_from_hex() converts hex), got {type(value).__name__} {value!r:.40}"
         )
     return value
+
+
+def sql_whole_number(value) -> int | None:
+    """An SQL integer argument (k, a block number, checked) as an int: an INTEGER, or a REAL that is a whole
+    number (Node's better-sqlite3 binds a JavaScript number 7 as REAL 7.0); None for anything else.
+    Fingerprints are never taken from a REAL: a double holds only 53 bits (docs/sql.md: safeIntegers)."""
+    if type(value) is int:
+        return value
+    if type(value) is float and value.is_integer() and abs(value) <= 2**53:
+        return int(value)
+    return None
 
 
 def _sql_hamming(settings: FingerprintSettings) -> Callable:
@@ -83,11 +101,12 @@ def _sql_simhash_block(settings: FingerprintSettings) -> Callable:
         if fingerprint is None or i is None:
             return None
         fingerprint = _fingerprint_arg("simhash_block", fingerprint, "first ")
-        if type(i) is not int or not 0 <= i < BLOCKS:
+        whole = sql_whole_number(i)
+        if whole is None or not 0 <= whole < BLOCKS:
             raise InvalidInput(
                 f"simhash_block(): the block number must be 0 to {BLOCKS - 1} (b0 = top bits), not {i!r}"
             )
-        return blocks(fingerprint)[i]
+        return blocks(fingerprint)[whole]
 
     return sql_simhash_block
 
@@ -117,9 +136,43 @@ def _sql_simhash_from_hex(settings: FingerprintSettings) -> Callable:
     return sql_simhash_from_hex
 
 
+def rule_values() -> dict:
+    """core/rule.py's constants by name: what the loadable extension's header was generated from."""
+    return {name: value for name, value in vars(rule).items() if name.isupper()}
+
+
+def version_info(sqlite_version: str) -> dict:
+    """What simhash_version() reports, the same keys as the loadable extension's: the package version, the
+    kernels that compute fingerprints ("portable", "avx2", "avx512"; "numpy" without the C core), zlib's
+    version (short texts' exact data), the Unicode version of the normalisation, the SQLite library's
+    version, the rule's constants (core/rule.py) and their digest."""
+    lib = native.core()
+    return {
+        "package": __version__,
+        "kernels": native.kernels(lib) if lib is not None else "numpy",
+        "zlib": zlib.ZLIB_RUNTIME_VERSION,
+        "unicode": unicodedata.unidata_version,
+        "sqlite": sqlite_version,
+        "rule": rule_values(),
+        "rule_digest": digest(rule_values()),
+    }
+
+
+def _sql_simhash_version(settings: FingerprintSettings, sqlite_version: str | None = None) -> Callable:
+    answer = json.dumps(version_info(sqlite_version or apsw.sqlite_lib_version()), separators=(",", ":"))
+
+    def sql_simhash_version():
+        return answer
+
+    return sql_simhash_version
+
+
 FUNCTIONS = (
+    # Not innocuous: it reads the index's settings (simhash_meta), so a schema object (a view, a trigger)
+    # of a file from elsewhere cannot call it with trusted_schema off. Deterministic: within one index its
+    # settings never change, and SQLite may then compute simhash('literal') once per statement.
     SqlFunction(
-        "simhash", 1, _sql_simhash, innocuous=True, deterministic=True, arguments="text",
+        "simhash", 1, _sql_simhash, innocuous=False, deterministic=True, arguments="text",
         summary="the fingerprint of a text with the index's own settings, as the stored signed int64; "
         "NULL for a text without features",
         example="SELECT simhash_hex(simhash('hello world'))", result="535e078da051fa3c",
@@ -149,6 +202,12 @@ FUNCTIONS = (
         summary="the stored signed int64 of a hex fingerprint (up to 16 digits, optional 0x)",
         example="SELECT simhash_from_hex('ffffffffffffffff')", result=-1,
     ),
+    SqlFunction(
+        "simhash_version", 0, _sql_simhash_version, innocuous=True, deterministic=True,
+        summary="JSON: the package version, kernels, zlib and Unicode versions, the SQLite version, the "
+        "rule's constants and their digest (the same keys from the loadable extension)",
+        example="SELECT json_extract(simhash_version(), '$.rule.CONFIRM_K')", result=rule.CONFIRM_K,
+    ),
 )
 
 
@@ -170,10 +229,13 @@ def register_functions(conn: apsw.Connection, settings: FingerprintSettings) -> 
 def register_sqlite3_functions(conn: sqlite3.Connection, settings: FingerprintSettings) -> None:
     """Register every function in FUNCTIONS on a stdlib sqlite3 connection. sqlite3 has no way to mark
     a function innocuous; its errors reach SQL as "user-defined function raised exception"."""
+    import sqlite3
+
     for function in FUNCTIONS:
-        conn.create_function(
-            function.name, function.numargs, function.make(settings), deterministic=function.deterministic
-        )
+        # simhash_version() names the library this connection uses
+        made = _sql_simhash_version(settings, sqlite3.sqlite_version) if function.name == "simhash_version" else (
+            function.make(settings))
+        conn.create_function(function.name, function.numargs, made, deterministic=function.deterministic)
 
 
 def sqlite3_settings(conn: sqlite3.Connection) -> FingerprintSettings | None:

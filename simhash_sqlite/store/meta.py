@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 
+from ..core.rule import SHORT_TEXT_FORMAT
 from ..core.settings import FingerprintSettings
 from ..core.sketch import SketchScheme
 from ..errors import InvalidInput, InvalidMetadata
@@ -44,9 +45,38 @@ def key_root_problem(value: str) -> str | None:
     return None
 
 
+def short_texts_problem(value: str) -> str | None:
+    """The exact data of short texts an index keeps (core/short_texts.py): {"bytes": the cut, "format":
+    SHORT_TEXT_FORMAT}, and "from_id" where it began keeping them after its first documents. A format this
+    version does not read is refused, not misread."""
+    try:
+        info = json.loads(value)
+    except (ValueError, TypeError, RecursionError):
+        return "not JSON"
+    if not isinstance(info, dict):
+        return "not a JSON object"
+    unknown = sorted(set(info) - {"bytes", "format", "from_id"})
+    if unknown:
+        return f"unknown short text settings: {', '.join(unknown)}"
+
+    def whole(x) -> bool:
+        return isinstance(x, int) and not isinstance(x, bool)
+
+    if not whole(info.get("format")) or info["format"] != SHORT_TEXT_FORMAT:
+        return f"format must be {SHORT_TEXT_FORMAT}, not {info.get('format')!r:.40}"
+    if not whole(info.get("bytes")) or info["bytes"] < 1:
+        return f"bytes must be a whole number above 0, not {info.get('bytes')!r:.40}"
+    if "from_id" in info and not (whole(info["from_id"]) and info["from_id"] >= 0):
+        return f"from_id must be a whole number, not negative, not {info['from_id']!r:.40}"
+    return None
+
+
+# The loadable extension (native/sqlite_extension.c, read_settings) applies the same rules, in this order,
+# and refuses the same files: tests/test_extension_rule.py runs one table of tampered files through both.
+# key_root alone is not read there: it only says where simq finds the files of relative keys.
 CHECKS = {
     "fingerprint": fingerprint_problem, "sketch": sketch_problem, "store_text": store_text_problem,
-    "key_root": key_root_problem,
+    "short_texts": short_texts_problem, "key_root": key_root_problem,
 }
 
 

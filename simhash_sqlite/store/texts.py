@@ -7,12 +7,13 @@ import hashlib
 import os
 from typing import TYPE_CHECKING
 
+# Texts up to READ_WHOLE_BYTES (core/rule.py) are read whole (by add, and here for a check); larger ones are
+# fingerprinted in pieces and never held whole, so a check cannot compare them: judged by distance alone.
+from ..core.rule import READ_WHOLE_BYTES
+
 if TYPE_CHECKING:  # (a pool worker imports content_hash_of_utf8 without the database layer)
     from .database import IndexFile
 
-# Texts up to this size are read whole (by add, and here for a check); larger ones are fingerprinted
-# in pieces and never held whole, so a check cannot compare them: they are judged by distance alone.
-READ_WHOLE_BYTES = 32 << 20
 
 
 def content_hash(text: str) -> bytes:

@@ -141,6 +141,17 @@ static void check_texts(shc_work *w, shc_work *w2, const unsigned char *buf, con
                           s, &fp, one, &s1);
         CHECK(r1 == 0 && s1 == st[i] && fp == fps[i] && memcmp(one, sk + i * nbytes, nbytes) == 0,
               "text %zu alone differs from the batch (status %u vs %u)", i, s1, st[i]);
+        /* features.normalize of it: never declined where the fingerprint was not (full NFKC, nfkc.h) */
+        const uint32_t *units = NULL;
+        size_t count = 0;
+        uint8_t ns = 0xFF;
+        size_t len = (size_t)(offsets[i + 1] - offsets[i]);
+        CHECK(shc_normalize(w2, (const char *)buf + offsets[i], len, &units, &count, &ns) == 0, "normalize failed");
+        CHECK(ns == 0 || (ns & SHC_DECLINED && (ns & 0x7F) != SHC_WHY_NORMALIZE), "normalize status %u", ns);
+        if (!(st[i] & SHC_DECLINED))
+            CHECK(ns == 0 && (count == 0 || units != NULL), "normalize declined a text the core fingerprinted");
+        for (size_t k = 0; ns == 0 && k < count; k++)
+            CHECK(units[k] <= 0x10FFFF && (units[k] < 0xD800 || units[k] > 0xDFFF), "a unit out of range");
     }
     /* fingerprints only, sketches only: the same values */
     uint64_t *fps2 = malloc(sizeof(uint64_t) * (n ? n : 1));
@@ -156,6 +167,31 @@ static void check_texts(shc_work *w, shc_work *w2, const unsigned char *buf, con
     free(sk);
     free(st);
     free(one);
+}
+
+/* shc_sorted_distinct on random values, with repeats: ascending, each once, the same set. */
+static void check_sorted_distinct(void)
+{
+    size_t n = rnd() % 5000;
+    uint64_t *h = malloc(sizeof(uint64_t) * (n ? n : 1)), *copy = malloc(sizeof(uint64_t) * (n ? n : 1));
+    for (size_t i = 0; i < n; i++)
+        h[i] = (rnd() % 3 == 0 && i) ? h[rnd() % i] : (rnd() % 2 ? rnd() : rnd() % 300);
+    memcpy(copy, h, sizeof(uint64_t) * n);
+    size_t d = shc_sorted_distinct(h, n);
+    CHECK(d <= n && (n == 0 || d >= 1), "distinct count %zu of %zu", d, n);
+    for (size_t i = 1; i < d; i++)
+        CHECK(h[i - 1] < h[i], "not ascending at %zu", i);
+    for (size_t i = 0; i < n; i++) { /* every value is still there */
+        size_t lo = 0, hi = d;
+        while (lo < hi) {
+            size_t mid = lo + (hi - lo) / 2;
+            if (h[mid] < copy[i]) lo = mid + 1;
+            else hi = mid;
+        }
+        CHECK(lo < d && h[lo] == copy[i], "value %zu lost", i);
+    }
+    free(h);
+    free(copy);
 }
 
 static void check_estimates(const shc_scheme *s)
@@ -318,6 +354,7 @@ int main(int argc, char **argv)
         check_texts(w, w2, buf, offsets, n, ngram, weights, s);
         check_estimates(s);
         check_window_pairs(s);
+        check_sorted_distinct();
         rounds++;
         texts += (long)n;
     }
