@@ -4,6 +4,7 @@ tagged for the platform whose extension loads and answers."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import shutil
@@ -115,3 +116,16 @@ def test_the_vendored_headers_are_the_ones_the_readme_names():
     for name in ("sqlite3.h", "sqlite3ext.h"):
         digest = hashlib.sha256((VENDORED / name).read_bytes()).hexdigest()
         assert f"{digest}  {name}" in readme, name
+
+
+def test_the_committed_webassembly_was_built_from_these_sources():
+    """wasm/build.sh records the sha256 of every source it compiled: a C change without a rebuild of the page's
+    SQLite (simhash_sqlite/web/browser/) fails here, where no emcc is needed to see it."""
+    recorded = (ROOT / "simhash_sqlite" / "web" / "browser" / "sources.sha256").read_text().splitlines()
+    stale = []
+    for line in recorded:
+        digest, name = line.split(maxsplit=1)
+        path = ROOT / name
+        if not path.exists() or hashlib.sha256(path.read_bytes()).hexdigest() != digest:
+            stale.append(name)
+    assert recorded and stale == [], f"rebuild with wasm/build.sh: changed since the committed build: {stale}"

@@ -25,6 +25,7 @@ fi
 echo "$SQLITE_SHA256  $amalgamation" | sha256sum -c --quiet -
 python3 -c 'import unicodedata, sys; v = unicodedata.unidata_version; sys.exit(0 if v == "14.0.0" else f"Unicode {v}: build with Python 3.11 (Unicode 14.0.0)")'
 python3 simhash_sqlite/native/gen_unicode_tables.py "$work/_unicode_tables.h"
+python3 simhash_sqlite/native/gen_rule_constants.py simhash_sqlite/core/rule.py "$work/_rule_constants.h"
 cp "$amalgamation" "$work/sqlite3.c"
 cp simhash_sqlite/native/vendor/sqlite/sqlite3.h "$work/sqlite3.h"
 # Relative paths and a fixed working folder keep the output free of this machine's paths.
@@ -41,4 +42,7 @@ cp simhash_sqlite/native/sqlite_extension.c simhash_sqlite/native/simhash_core.c
 )
 mkdir -p "$OUT"
 cp "$work/sqlite-simhash.js" "$work/sqlite-simhash.wasm" "$OUT/"
+# What the build read, so a test without emcc sees a committed build older than its C sources.
+sha256sum simhash_sqlite/native/sqlite_extension.c simhash_sqlite/native/simhash_core.c simhash_sqlite/native/*.h \
+    simhash_sqlite/core/rule.py simhash_sqlite/version.py wasm/browser_api.c wasm/build.sh >"$OUT/sources.sha256"
 sha256sum "$OUT/sqlite-simhash.js" "$OUT/sqlite-simhash.wasm"
