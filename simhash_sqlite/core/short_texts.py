@@ -93,8 +93,10 @@ def short_text_of(data: bytes) -> str:
         raw = unpacker.decompress(data[1:], SHORT_TEXT_READ_MOST + 1)
         if not unpacker.eof or unpacker.unconsumed_tail or len(raw) > SHORT_TEXT_READ_MOST:
             raise ValueError(f"a stored short text that does not end within {SHORT_TEXT_READ_MOST} bytes")
-        return raw.decode(_ENCODINGS[data[0]], "surrogatepass")
-    except (zlib.error, UnicodeDecodeError) as exc:
+        text = raw.decode(_ENCODINGS[data[0]], "surrogatepass")
+        text.encode("utf-8")  # a lone surrogate: no text add stores has one (the extension refuses it too)
+        return text
+    except (zlib.error, UnicodeError) as exc:
         raise ValueError(f"a damaged stored short text: {exc}") from None
 
 
