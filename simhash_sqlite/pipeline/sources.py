@@ -40,7 +40,7 @@ from ..index import SimhashIndex
 from ..store import texts
 from ..store.documents import Document, FingerprintedDocument, fingerprinted
 from ..store.texts import content_hash
-from .jsonl import ChunkRecords, LineChunk, RecordRules, read_line_chunk
+from .jsonl import ChunkRecords, LineChunk, RecordRules, native_path, read_line_chunk
 
 BINARY_SNIFF_BYTES = 8192
 JSONL_SUFFIXES = (".jsonl", ".ndjson")
@@ -58,6 +58,8 @@ CHUNK_BYTES = 1 << 20  # JSONL is read, parsed and fingerprinted in chunks of ab
 # 8 and 16 processes, at 0.040, 0.044 and 0.052 CPU-s a MB (one run each); again 79 and 72 MB/s on 8 and 16, at
 # 0.046 and 0.054 (medians of two). add is left on every core: 8 against 16 went one way, then the other.
 DEDUP_PROCESSES = 8
+# JSONL read in Python (no C core) takes one more process per this many bytes of input (processes_for).
+PROCESS_BYTES = 128 << 20
 LOCAL_CHUNK_BYTES = 16 << 20  # a chunk this large (a very long line) is not copied to a worker
 # Bits of the set that says which ids cannot have been seen (Reader._note_keys): 4 MiB, whatever the input.
 # An id whose bit is clear is new without a look in the table; at 10M ids a quarter still need the look.
@@ -358,11 +360,12 @@ class Reader:
         for_index: bool = True, sketches: bool = True, lines: bool = True,
     ) -> Iterator[tuple[Document | FingerprintedDocument, bytes | None]]:
         """One document per line with its raw line, the files one stream: memory does not grow with them."""
-        return self._records(_opened(paths), settings, store_text, for_index, sketches, lines)
+        return self._records(_opened(paths), settings, store_text, for_index, sketches, lines, _files_bytes(paths))
 
     def _records(
         self, inputs: Iterable[tuple[str, object]], settings: FingerprintSettings | None = None,
         store_text: bool = False, for_index: bool = True, sketches: bool = True, lines: bool = True,
+        size: int | None = None,
     ) -> Iterator[tuple[Document | FingerprintedDocument, bytes | None]]:
         """The records of JSONL inputs ((name, binary stream, or why it could not be opened)) with
         their lines, in order. Without settings, Documents; with them, FingerprintedDocuments, parsed
@@ -370,7 +373,8 @@ class Reader:
         pool.map_in_order). for_index: with content hashes, and a text over stream_over characters
         fingerprinted in pieces and not kept (unless store_text, which keeps the texts); else (dedup)
         neither. sketches: with each fingerprint, the text's sketch. lines: False gives None for each
-        line (add does not need them: they are not copied out of their chunks)."""
+        line (add does not need them: they are not copied out of their chunks). size: the inputs' bytes (None:
+        not known, as for stdin), which bound the processes of the Python path (processes_for)."""
         rules = RecordRules(
             text_field=self.text_field, id_field=self.id_field, encoding=self.encoding, errors=self.errors,
             require_id=self.require_id, max_record_bytes=MAX_RECORD_BYTES, settings=settings,
@@ -384,9 +388,13 @@ class Reader:
         done: Iterator[tuple[tuple[LineChunk, RecordRules], ChunkRecords]]
         if settings is None:  # the texts themselves are wanted: nothing to gain from copying them back
             done = ((task, read_line_chunk(task)) for task in tasks)
-        else:
-            done = map_in_order(read_line_chunk, tasks, weight=_task_bytes, local=_task_local,
+        elif native_path(rules):  # chunks in C, the GIL released: threads, nothing to start or copy
+            done = map_in_order(read_line_chunk, tasks, weight=_task_bytes, threads=True,
                                 most=None if for_index else DEDUP_PROCESSES)
+        else:  # the Python path: processes, as many as the input's size pays for
+            most = processes_for(size)
+            done = map_in_order(read_line_chunk, tasks, weight=_task_bytes, local=_task_local,
+                                most=most if for_index else min(most, DEDUP_PROCESSES))
         for (chunk, _), records in done:
             self.bytes_read += chunk.size
             if chunk.error is not None:
@@ -615,6 +623,24 @@ def _opened(paths: Iterable[str]) -> Iterator[tuple[str, object]]:
             continue
         with handle:
             yield path, handle
+
+
+def processes_for(size: int | None) -> int:
+    """Processes (the caller included) worth starting for JSONL of `size` bytes read in Python (None: unknown,
+    as stdin): one more per PROCESS_BYTES. A spawned worker imports numpy and the package (~0.35 CPU-s) and
+    its rows come back pickled, so a worker for less than that much input costs more CPU than it saves time."""
+    return 1 << 30 if size is None else 1 + size // PROCESS_BYTES
+
+
+def _files_bytes(paths: list[str]) -> int:
+    """The files' sizes together (one that cannot be read counts 0: it is skipped with the reason)."""
+    total = 0
+    for path in paths:
+        try:
+            total += os.path.getsize(path)
+        except OSError:
+            pass
+    return total
 
 
 def _task_bytes(task: tuple[LineChunk, RecordRules]) -> int:
