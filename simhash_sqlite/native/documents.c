@@ -652,7 +652,8 @@ int shc_docs_chunk(shc_docs *d, const char *data, size_t len, const shc_doc_rule
         } else if (!grow(&d->text, &d->text_cap, body + 1) && keys_used + body <= o->keys_capacity) {
             size_t key_len = 0, text_len = 0;
             int has_id;
-            if (!parse_record(d, p, end - position, r, o->keys + keys_used, &key_len, &has_id, &text_len)) {
+            if (!parse_record(d, p, end - position, r, (unsigned char *)o->keys + keys_used, &key_len, &has_id,
+                              &text_len)) {
                 size_t chars = 0;
                 for (size_t k = 0; k < text_len; k++)
                     chars += (d->text[k] & 0xC0) != 0x80;

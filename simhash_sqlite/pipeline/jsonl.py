@@ -119,6 +119,8 @@ def _parsed(
         return False, None, None, None, f"not {rules.encoding}; try --encoding or --errors replace"
     except json.JSONDecodeError as exc:
         return False, None, None, None, f"not JSON ({exc.msg})"
+    except ValueError:  # int()'s limit on digits (sys.get_int_max_str_digits), met by json's scanner
+        return False, None, None, None, "not JSON here (an integer of more digits than Python reads)"
     except RecursionError:
         return False, None, None, None, "JSON nested too deeply"
     if type(record) is not dict:
