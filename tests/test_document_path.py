@@ -66,7 +66,9 @@ def test_plain_crawl_lines_are_all_read_in_c():
         json.dumps({"id": f"p{i}", "text": f"Page {i}: the quick brown fox jumps over the lazy dog " * (i % 7 + 1),
                     "url": f"https://example.com/{i}", "n": i, "tags": ["a", {"b": None}], "f": 1.5e3})
         for i in range(200)
-    ] + [json.dumps({"id": i, "text": "中文的文本，用来测试压缩的形式。" * (i % 5 + 1)}, ensure_ascii=False) for i in range(100)]
+    ]
+    chinese = "中文的文本，用来测试压缩的形式。"
+    lines += [json.dumps({"id": i, "text": chinese * (i % 5 + 1)}, ensure_ascii=False) for i in range(100)]
     rows = same_records(("\n".join(lines) + "\n").encode())
     assert records_in_c(rows) == 300
 
