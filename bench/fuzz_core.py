@@ -7,7 +7,8 @@ simhash_many, simhash_and_sketch_many, sketch_many, estimate_many, the raw batch
 where the core did not decline, the LSH tables of sketch_pairs (random rows with near copies, random
 windows and thresholds, against the reference's deduplicated codes), and add's document path (JSONL chunks of
 those texts, escaped and mutated byte by byte, read by pipeline/jsonl.read_chunk in C against python_chunk).
-A difference is written to --failures (JSON lines, made at the first difference: a clean run writes no file) and counted.
+A difference is written to --failures (JSON lines, made at the first difference: a clean run writes no
+file) and counted.
 
     python bench/fuzz_core.py --seconds 300 [--seed 1] [--failures fuzz_failures.jsonl]
 
