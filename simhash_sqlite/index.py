@@ -24,7 +24,14 @@ from .find.queries import FailedQuery, Query
 from .find.review import HonouredPairs
 from .find.search import Match, Plan, Searcher, SearchOptions, SearchResult, near_sql, probe_cost_ns
 from .store.database import connect, record_meta, retry_busy, write_transaction
-from .store.documents import AddReport, Document, FingerprintedDocument, ShortTexts, StoredDocument
+from .store.documents import (
+    AddReport,
+    Document,
+    FingerprintedBatch,
+    FingerprintedDocument,
+    ShortTexts,
+    StoredDocument,
+)
 from .store.functions import register_functions
 from .store.meta import validate_meta
 from .store.texts import text_of
@@ -231,7 +238,7 @@ class SimhashIndex:
 
     def add(
         self,
-        documents: Iterable[Document | FingerprintedDocument],
+        documents: Iterable[Document | FingerprintedDocument | FingerprintedBatch],
         *,
         batch_size: int | None = None,
         on_batch: Callable[[AddReport], None] | None = None,

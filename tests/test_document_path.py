@@ -210,3 +210,47 @@ def hostile_lines(draw) -> bytes:
 @given(st.lists(hostile_lines(), min_size=1, max_size=8), st.sampled_from(["\n", "\r\n"]))
 def test_hostile_lines_read_as_the_python_path_reads_them(lines, newline):
     same_records(newline.encode().join(lines))
+
+
+def _index_rows(path) -> list[tuple]:
+    import apsw
+
+    conn = apsw.Connection(str(path))
+    try:
+        return list(conn.execute("SELECT key, fingerprint, b0, b1, b2, b3, length, content_hash, text, sketch, "
+                                 "short_text FROM documents ORDER BY id"))
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize("store_text", [False, True])
+def test_columns_write_what_documents_one_by_one_write(tmp_path, monkeypatch, store_text):
+    """add() of packed_documents (FingerprintedBatch columns) writes the rows and reports the counts that
+    add() of documents() does: new, changed, unchanged and repeated ids, texts without features, batches cut
+    across chunks, an add into an index that holds some of the keys."""
+    from simhash_sqlite import SimhashIndex
+    from simhash_sqlite.pipeline import sources
+    from simhash_sqlite.pipeline.sources import Reader
+
+    monkeypatch.setattr(sources, "CHUNK_BYTES", 2048)  # many chunks, batches across them
+    first, second = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    first.write_text("".join(json.dumps({"id": f"k{i % 180}", "text": f"text {i} " * (i % 9) or "!!"}) + "\n"
+                             for i in range(200)))
+    second.write_text("".join(json.dumps({"id": f"k{i}", "text": f"text {i} " * (i % 9) if i % 3 else "changed"})
+                              + "\n" for i in range(0, 260, 2)))
+    results = {}
+    for packed in (False, True):
+        db = tmp_path / f"{packed}.db"
+        reports = []
+        with SimhashIndex(db, create=True, store_text=store_text) as index:
+            for path in (first, second):
+                reader = Reader()
+                paths = reader.expand([str(path)])
+                documents = (reader.packed_documents(paths, index.settings, store_text, index.sketch_scheme) if packed
+                             else reader.documents(paths, index.settings, store_text, index.sketch_scheme))
+                report = index.add(documents, batch_size=70)
+                reports.append((report.added, report.updated, report.unchanged, report.without_features,
+                                report.batches, report.characters, report.short, reader.duplicate_count))
+        results[packed] = (_index_rows(db), reports)
+    assert results[True] == results[False]
+    assert results[True][1][0][7] == 20 and results[True][1][1][1] > 0  # repeated ids, updates: both seen

@@ -454,7 +454,7 @@ def add(
                     print(_progress_line(current), file=sys.stderr, flush=True)
 
             try:
-                documents = reader.documents(paths, index.settings, index.store_text, index.sketch_scheme)
+                documents = reader.packed_documents(paths, index.settings, index.store_text, index.sketch_scheme)
                 report = index.add(documents, batch_size=batch_size, on_batch=on_batch)
             except KeyboardInterrupt:
                 raise fail(

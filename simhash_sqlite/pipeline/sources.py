@@ -27,6 +27,7 @@ import stat
 import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import cast
 
 import apsw
 import numpy as np
@@ -38,7 +39,7 @@ from ..core.sketch import DEFAULT_SCHEME, SketchScheme
 from ..errors import InvalidArgument, InvalidInput
 from ..index import SimhashIndex
 from ..store import texts
-from ..store.documents import Document, FingerprintedDocument, fingerprinted
+from ..store.documents import Document, FingerprintedBatch, FingerprintedDocument, fingerprinted
 from ..store.texts import content_hash
 from .jsonl import ChunkRecords, LineChunk, RecordRules, native_path, read_line_chunk
 
@@ -185,6 +186,18 @@ class Reader:
                     document = self._file(path, named, settings, store_text)
                     if document is not None:
                         yield document
+
+    def packed_documents(
+        self, paths: list[tuple[str, bool]], settings: FingerprintSettings, store_text: bool = False,
+        scheme: SketchScheme | None = None,
+    ) -> Iterator[Document | FingerprintedDocument | FingerprintedBatch]:
+        """documents(), but the records of a JSONL chunk come as one FingerprintedBatch where they all have ids
+        and none was skipped: what add() writes without an object per document."""
+        self._packed = True
+        try:
+            yield from self.documents(paths, settings, store_text, scheme)
+        finally:
+            self._packed = False
 
     def entries(
         self, paths: list[tuple[str, bool]], settings: FingerprintSettings | None = None, sketches: bool = True
@@ -401,7 +414,33 @@ class Reader:
                 self._skip(chunk.path, chunk.error, True)
             for number in chunk.overlong:
                 self._skip(f"{chunk.path}:{number}", f"line longer than {MAX_RECORD_BYTES >> 20} MiB", True)
+            if getattr(self, "_packed", False) and not records.skips and not records.failures \
+                    and not self.keep_repeats and None not in records.keys and not lines:
+                batch = self._chunk_batch(chunk, records, rules)
+                if len(batch):
+                    yield batch, None  # type: ignore[misc]  # only under packed_documents, which passes it on
+                continue
             yield from self._chunk_documents(chunk, records, chunk.path, rules, lines)
+
+    def _chunk_batch(self, chunk: LineChunk, records: ChunkRecords, rules: RecordRules) -> FingerprintedBatch:
+        """A chunk's records as columns (all with ids, none skipped): the repeated ids left out (the first stays)."""
+        keys = cast(list[str], records.keys)  # (no None: the caller checked)
+        places = [f"{chunk.path}:{chunk.first_line + line}" for line in records.lines]
+        first = self._note_keys(keys, places)
+        count = len(keys)
+        batch = FingerprintedBatch(
+            keys, records.fingerprints, records.lengths, records.hashes or [b""] * count,
+            records.sketches or [None] * count, records.short_texts or [None] * count,
+            list(records.texts) if records.texts is not None else None,
+        )  # fmt: skip
+        if all(first):
+            return batch
+        kept = [i for i, met_first in enumerate(first) if met_first]
+        return FingerprintedBatch(
+            [batch.keys[i] for i in kept], [batch.fingerprints[i] for i in kept], [batch.lengths[i] for i in kept],
+            [batch.content_hashes[i] for i in kept], [batch.sketches[i] for i in kept],
+            [batch.short_texts[i] for i in kept], None if batch.texts is None else [batch.texts[i] for i in kept],
+        )  # fmt: skip
 
     def _chunk_documents(
         self, chunk: LineChunk, records: ChunkRecords, path: str, rules: RecordRules, lines: bool = True
