@@ -83,6 +83,7 @@ SMOKE = [
     Smoke("core_speed.py", "--generated-mb 0.2 --repeats 1"),
     Smoke("core_alone.py", "{en} {zh} --turns 1 --kernels all --limit-mb 0.3", built="_simhash_core.so"),
     Smoke("fuzz_core.py", "--seconds 5 --failures {tmp}/failures.jsonl", built="_simhash_core.so"),
+    Smoke("writer_floor.py", "--small", programs=("cc",)),
     Smoke("extension_near.py", "{tmp}/small.db --make 20000 --queries 50 --repeat 1", programs=("sqlite3",),
           built="simhash.so"),
     Smoke("fuzz_extension.py", "--seconds 10", programs=("cc",), long=True),
