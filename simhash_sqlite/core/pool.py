@@ -1,8 +1,9 @@
-"""Fingerprints of many texts on every core: a process pool for large adds, as many workers as are free.
+"""Fingerprints of many texts on every core: threads or processes for large adds, as many as are free.
 
 Fingerprints are pure functions of (text, settings), so workers give exactly what one process
 gives. Small batches stay in the calling process, where starting workers would cost more than it
-saves. SIMQ_WORKERS sets the number of processes, the caller included (1: never use a pool).
+saves. SIMQ_WORKERS sets the number of workers (threads or processes), the caller included (1: never use a
+pool).
 
 Without it, the number of workers follows the machine while a long run goes (Room): every
 DECIDE_EVERY seconds, two samples of /proc/stat say how many CPUs were idle in between, plus those
@@ -13,15 +14,17 @@ decided once from the 1-minute load average (a rule kept where there is no /proc
 add started at a load above 1 ran in one process for all of its 18 minutes, and on 2 cores our own
 busy process alone holds the load near 1, so nothing could turn a pool on mid-run.
 
-Processes, not threads, though the C core releases the GIL while it computes: in the chunks an add
-computes (JSON parsed, content hashes, fingerprints and sketches, short-text data) the C call is about a
-third of the CPU and the rest holds the GIL, so threads cannot bring the wall below about 0.68 of one
-process's, on any number of cores; processes have no such bound. bench/threads_vs_pool.py (a 216 MB
-crawl, 2 workers, medians of 3 interleaved, 2 quiet cores, 2026-11-26): one process 3.57 s wall, 3.56
-CPU-s; the process pool 2.12 s, 3.86 CPU-s; threads 2.41 s, 3.61 CPU-s (1.14x the pool's wall; 0.95-1.17x
-over four runs at load 4.5-7 before the core's new kernels). Threads cost less CPU (no worker to start,
-nothing pickled) but were never faster, so the pool stays (threads: map_in_order(threads=True), for the
-bench).
+Threads where the C core reads the chunks, processes elsewhere. Where the core's document path is built
+(native/documents.c), a chunk of JSONL becomes finished rows in one C call that releases the GIL for all but a
+few percent of it, so threads read chunks in parallel with nothing to start and nothing to copy:
+pipeline/sources.py passes threads=True to map_in_order (one process, the critical path the main thread's
+parsing of results and SQLite writes). Before that path, the C call was a third of a chunk's CPU and the
+rest held the GIL: threads could not bring the wall below about 0.68 of one process's, so processes were
+used, at a cost: each spawned worker imports numpy and the package (~0.35 CPU-s), and every chunk's rows
+come back pickled (issue 40 measured 2.2-2.3x one process's CPU at 16 workers). bench/add_scaling.py on an
+80k-page crawl (113 MB, 2 cores): one process 3.2 CPU-s, two threads the same CPU within 2%. The process
+pool stays for the numpy reference (no C core, another encoding, words features), sized by the input
+(sources.processes_for: a worker per 128 MB), and for FingerprintJob's text files.
 """
 
 from __future__ import annotations
