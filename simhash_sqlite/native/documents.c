@@ -613,6 +613,20 @@ static int is_blank(const unsigned char *s, size_t n)
     return 1;
 }
 
+size_t shc_docs_lines(const char *data, size_t len)
+{
+    size_t lines = 0;
+    const char *p = data, *end = data + len;
+    while (p < end) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        lines++;
+        if (!nl)
+            break;
+        p = nl + 1;
+    }
+    return lines;
+}
+
 int shc_docs_chunk(shc_docs *d, const char *data, size_t len, const shc_doc_rules *r, shc_doc_out *o, size_t *lines)
 {
     *lines = 0;
@@ -649,7 +663,7 @@ int shc_docs_chunk(shc_docs *d, const char *data, size_t len, const shc_doc_rule
             /* overlong: the Python path says so */
         } else if (is_blank(p, end - position)) {
             o->kind[line] = SHC_LINE_BLANK;
-        } else if (!grow(&d->text, &d->text_cap, body + 1) && keys_used + body <= o->keys_capacity) {
+        } else if (!grow(&d->text, &d->text_cap, body + 1) && keys_used + body + 1 <= o->keys_capacity) {
             size_t key_len = 0, text_len = 0;
             int has_id;
             if (!parse_record(d, p, end - position, r, (unsigned char *)o->keys + keys_used, &key_len, &has_id,
@@ -681,10 +695,11 @@ int shc_docs_chunk(shc_docs *d, const char *data, size_t len, const shc_doc_rule
                     o->has_id[line] = (uint8_t)has_id;
                     o->key_start[line] = (int64_t)keys_used;
                     o->key_end[line] = (int64_t)(keys_used + key_len);
+                    o->keys[keys_used + key_len] = '\0'; /* keys end to end, each ended by a NUL (none holds one) */
                     o->lengths[line] = (int64_t)chars;
                     o->short_start[line] = (int64_t)shorts_used;
                     o->short_end[line] = (int64_t)(shorts_used + (size_t)short_len);
-                    keys_used += key_len;
+                    keys_used += key_len + 1;
                     shorts_used += (size_t)short_len;
                 }
             }

@@ -38,7 +38,9 @@ typedef struct shc_doc_rules {
 /* Where the rows go: arrays of `capacity` lines each (the caller counts the chunk's lines). Line i's bytes
  * are data[start[i], end[i]) (its newline included); a record's key is keys[key_start[i], key_end[i]) (UTF-8,
  * has_id[i] 0: none), its short text's data shorts[short_start[i], short_end[i]) (empty: None), its
- * fingerprint fingerprints[i] and sketch sketches[i * bytes] valid as status[i] says (shc_text). */
+ * fingerprint fingerprints[i] and sketch sketches[i * bytes] valid as status[i] says (shc_text). Every record's
+ * key is followed by a NUL in keys (an empty one where it has none; no key holds a NUL), so that the keys can
+ * be split at once. */
 typedef struct shc_doc_out {
     size_t capacity;
     uint8_t *kind;
@@ -48,7 +50,7 @@ typedef struct shc_doc_out {
     int64_t *key_start;
     int64_t *key_end;
     char *keys;
-    size_t keys_capacity; /* the chunk's length is always enough */
+    size_t keys_capacity; /* the chunk's length + its lines is always enough */
     int64_t *lengths;     /* characters */
     uint8_t *hashes;      /* 16 bytes a line */
     uint64_t *fingerprints;
@@ -73,6 +75,9 @@ SHC_API const char *shc_docs_zlib_version(void);
  * caller reads the chunk in Python). */
 SHC_API int shc_docs_chunk(shc_docs *docs, const char *data, size_t len, const shc_doc_rules *rules,
                            shc_doc_out *out, size_t *lines);
+
+/* The lines of a chunk of len bytes (its newlines, and one more for a last line without its newline). */
+SHC_API size_t shc_docs_lines(const char *data, size_t len);
 
 /* BLAKE2b with a 16-byte digest and no key (hashlib.blake2b(data, digest_size=16)). */
 SHC_API void shc_blake2b_128(const unsigned char *data, size_t len, unsigned char out[16]);

@@ -54,6 +54,8 @@ def _functions(lib: ctypes.CDLL) -> bool:
         lib.shc_docs_zlib_version.restype = ctypes.c_char_p
         lib.shc_docs_chunk.restype = ctypes.c_int
         lib.shc_docs_chunk.argtypes = [p, ctypes.c_char_p, ctypes.c_size_t, p, p, p]
+        lib.shc_docs_lines.restype = ctypes.c_size_t
+        lib.shc_docs_lines.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
         lib.shc_blake2b_128.argtypes = [ctypes.c_char_p, ctypes.c_size_t, p]
         lib.shc_is_space.restype = ctypes.c_int
         lib.shc_is_space.argtypes = [ctypes.c_uint32]
@@ -109,7 +111,7 @@ class Rows:
     has_id: np.ndarray
     key_start: np.ndarray
     key_end: np.ndarray
-    keys: bytes
+    keys: bytes  # every record's key followed by a NUL (an empty key where it has none)
     lengths: np.ndarray
     hashes: np.ndarray  # (capacity, 16) uint8
     fingerprints: np.ndarray
@@ -150,8 +152,8 @@ def read_rows(lib: ctypes.CDLL, data: bytes, plan: Plan) -> Rows | None:
     """The rows of a chunk of whole lines; None where the C path refused it (out of memory: read it in Python)."""
     from . import WEIGHTS
 
-    capacity = data.count(b"\n") + 1
     size = len(data)
+    capacity = lib.shc_docs_lines(data, size) or 1  # (the GIL released, as bytes.count does not)
     c_scheme = scheme_struct(plan.scheme) if plan.scheme is not None else None
     nbytes = lib.shc_sketch_bytes(ctypes.byref(c_scheme)) if c_scheme is not None else 0
     kind = np.empty(capacity, dtype=np.uint8)
@@ -160,7 +162,9 @@ def read_rows(lib: ctypes.CDLL, data: bytes, plan: Plan) -> Rows | None:
     has_id = np.empty(capacity, dtype=np.uint8)
     key_start = np.empty(capacity, dtype=np.int64)
     key_end = np.empty(capacity, dtype=np.int64)
-    keys = ctypes.create_string_buffer(max(size, 1))
+    # Buffers numpy leaves unwritten (create_string_buffer zeroes them, holding the GIL: 3 ms a chunk).
+    keys_capacity = size + capacity
+    keys = np.empty(keys_capacity, dtype=np.uint8)
     lengths = np.empty(capacity, dtype=np.int64)
     hashes = np.empty((capacity, 16), dtype=np.uint8)
     fingerprints = np.empty(capacity, dtype=np.uint64)
@@ -169,7 +173,7 @@ def read_rows(lib: ctypes.CDLL, data: bytes, plan: Plan) -> Rows | None:
     short_start = np.empty(capacity, dtype=np.int64)
     short_end = np.empty(capacity, dtype=np.int64)
     shorts_capacity = size + 16 * capacity + 1
-    shorts = ctypes.create_string_buffer(shorts_capacity if plan.short_texts else 1)
+    shorts = np.empty(shorts_capacity if plan.short_texts else 1, dtype=np.uint8)
     rules = _Rules(
         plan.text_field, len(plan.text_field), plan.id_field, len(plan.id_field), plan.max_record_bytes,
         plan.whole_most, int(plan.require_id), plan.ngram, WEIGHTS[plan.weights], int(plan.content_hashes),
@@ -178,9 +182,9 @@ def read_rows(lib: ctypes.CDLL, data: bytes, plan: Plan) -> Rows | None:
     )  # fmt: skip
     out = _Out(
         capacity, kind.ctypes.data, start.ctypes.data, end.ctypes.data, has_id.ctypes.data, key_start.ctypes.data,
-        key_end.ctypes.data, ctypes.addressof(keys), max(size, 1), lengths.ctypes.data, hashes.ctypes.data,
+        key_end.ctypes.data, keys.ctypes.data, keys_capacity, lengths.ctypes.data, hashes.ctypes.data,
         fingerprints.ctypes.data, status.ctypes.data, sketches.ctypes.data if sketches is not None else None,
-        short_start.ctypes.data, short_end.ctypes.data, ctypes.addressof(shorts),
+        short_start.ctypes.data, short_end.ctypes.data, shorts.ctypes.data,
         shorts_capacity if plan.short_texts else 1,
     )  # fmt: skip
     lines = ctypes.c_size_t(0)
@@ -190,9 +194,9 @@ def read_rows(lib: ctypes.CDLL, data: bytes, plan: Plan) -> Rows | None:
     if code:
         return None
     records = np.flatnonzero(kind[: lines.value] == LINE_RECORD)
-    used = int(key_end[records].max(initial=0))
+    used = int(key_end[records].max(initial=-1)) + 1  # (each key is followed by a NUL)
     shorts_used = int(short_end[records].max(initial=0)) if plan.short_texts else 0
     return Rows(
-        lines.value, kind, start, end, has_id, key_start, key_end, ctypes.string_at(keys, used), lengths, hashes,
-        fingerprints, status, sketches, short_start, short_end, ctypes.string_at(shorts, shorts_used),
+        lines.value, kind, start, end, has_id, key_start, key_end, keys[:used].tobytes(), lengths, hashes,
+        fingerprints, status, sketches, short_start, short_end, shorts[:shorts_used].tobytes(),
     )  # fmt: skip

@@ -228,10 +228,11 @@ def _from_rows(data: bytes, rows: native_documents.Rows, rules: RecordRules) -> 
     out.lines = at.tolist()
     out.starts = rows.start[at].tolist()
     out.ends = rows.end[at].tolist()
-    keys, shorts = rows.keys, rows.shorts
-    out.keys = [
-        keys[a:b].decode("utf-8") if there else None
-        for a, b, there in zip(rows.key_start[at].tolist(), rows.key_end[at].tolist(), rows.has_id[at].tolist())
+    shorts = rows.shorts
+    keys = rows.keys.decode("utf-8").split("\x00")[:-1]  # every record's key ended by a NUL: one split
+    has_id = rows.has_id[at]
+    out.keys = list[str | None](keys) if has_id.all() else [
+        key if there else None for key, there in zip(keys, has_id.tolist())
     ]
     out.lengths = rows.lengths[at].tolist()
     if rules.content_hashes:

@@ -62,6 +62,7 @@ DEDUP_PROCESSES = 8
 # JSONL read in Python (no C core) takes one more process per this many bytes of input (processes_for).
 PROCESS_BYTES = 128 << 20
 LOCAL_CHUNK_BYTES = 16 << 20  # a chunk this large (a very long line) is not copied to a worker
+PLACE_BITS = 40  # a place number's bits for the line (Reader._places): 10^12 lines an input
 # Bits of the set that says which ids cannot have been seen (Reader._note_keys): 4 MiB, whatever the input.
 # An id whose bit is clear is new without a look in the table; at 10M ids a quarter still need the look.
 SEEN_BITS = 1 << 25
@@ -126,6 +127,8 @@ class Reader:
         if self.errors not in ERROR_POLICIES:
             raise InvalidArgument(f"errors must be one of {', '.join(ERROR_POLICIES)}, not {self.errors!r}")
         self._seen: apsw.Connection | None = None
+        self._place_paths: list[str] = []  # the inputs of the places in _seen (_places)
+        self._place_numbers: dict[str, int] = {}
         self._seen_bits: np.ndarray | None = None  # a bit set a hash of each id seen (_note_keys)
         if self.stdin_key is not None and (not self.stdin_key or "\x00" in self.stdin_key):
             raise InvalidInput("the key for stdin must be a non-empty text without NUL characters")
@@ -425,8 +428,7 @@ class Reader:
     def _chunk_batch(self, chunk: LineChunk, records: ChunkRecords, rules: RecordRules) -> FingerprintedBatch:
         """A chunk's records as columns (all with ids, none skipped): the repeated ids left out (the first stays)."""
         keys = cast(list[str], records.keys)  # (no None: the caller checked)
-        places = [f"{chunk.path}:{chunk.first_line + line}" for line in records.lines]
-        first = self._note_keys(keys, places)
+        first = self._note_keys(keys, self._places(chunk.path, chunk.first_line, records.lines))
         count = len(keys)
         batch = FingerprintedBatch(
             keys, records.fingerprints, records.lengths, records.hashes or [b""] * count,
@@ -450,9 +452,9 @@ class Reader:
         None, and the line is not copied out of the chunk)."""
         skips = iter(records.skips)
         skip = next(skips, None)
-        places = [f"{path}:{chunk.first_line + line}" for line in records.lines]
-        keys = [self._keyed_by_line(where) if key is None else key for key, where in zip(records.keys, places)]
-        first = self._note_keys(keys, places)
+        keys = [self._keyed_by_line(f"{path}:{chunk.first_line + line}") if key is None else key
+                for key, line in zip(records.keys, records.lines)]
+        first = self._note_keys(keys, self._places(path, chunk.first_line, records.lines))
         # The columns a record is made of, looked up once a chunk (absent ones: a list of the default).
         count, data, failures, keep_repeats = len(keys), chunk.data, records.failures, self.keep_repeats
         texts = records.texts if records.texts is not None else [None] * count
@@ -468,7 +470,7 @@ class Reader:
             if not first[i] and not keep_repeats:
                 continue  # a repeated id: the first record stays (a second add is then a no-op)
             if failures and i in failures:
-                self._skip(places[i], failures[i], True)
+                self._skip(f"{path}:{chunk.first_line + line}", failures[i], True)
                 continue
             raw = data[starts[i] : ends[i]] if lines else None
             if plain:
@@ -532,7 +534,19 @@ class Reader:
         if held or size or overlong:
             yield LineChunk(b"".join(parts), number, size, tuple(overlong), path)
 
-    def _note_keys(self, keys: list[str], places: list[str]) -> list[bool]:
+    def _places(self, path: str, first_line: int, lines: list[int]) -> list[int]:
+        """Each record's place as a number (its input's number << PLACE_BITS | its line): what the table of ids
+        seen keeps, made without a string a record (_place_text makes the path:line of the few reported)."""
+        number = self._place_numbers.get(path)
+        if number is None:
+            number = self._place_numbers[path] = len(self._place_paths)
+            self._place_paths.append(path)
+        return (np.asarray(lines, dtype=np.int64) + (first_line + (number << PLACE_BITS))).tolist()
+
+    def _place_text(self, place: int) -> str:
+        return f"{self._place_paths[place >> PLACE_BITS]}:{place & ((1 << PLACE_BITS) - 1)}"
+
+    def _note_keys(self, keys: list[str], places: list[int]) -> list[bool]:
         """For each record of a chunk, True where its id is met first in this run; an id met again is
         reported (the first record stays). Two statements a chunk, in one transaction: the ids that may
         have been seen looked up, then the new ones inserted (an INSERT ... RETURNING a record took twice
@@ -541,7 +555,7 @@ class Reader:
         seen, bits = self._seen, self._seen_bits
         if seen is None or bits is None:
             seen = self._seen = apsw.Connection("")  # a temporary file: memory does not grow with the ids
-            seen.execute("CREATE TABLE seen (key TEXT PRIMARY KEY, place TEXT) WITHOUT ROWID")
+            seen.execute("CREATE TABLE seen (key TEXT PRIMARY KEY, place INTEGER) WITHOUT ROWID")
             # Nothing to roll back in a table of this run's own (a failed add discards it): no journal.
             seen.pragma("journal_mode", "off")
             bits = self._seen_bits = np.zeros(SEEN_BITS >> 3, dtype=np.uint8)
@@ -552,13 +566,16 @@ class Reader:
         with seen:
             known = dict(seen.execute("SELECT key, place FROM seen WHERE key IN carray(?)",
                                       (apsw.carray(tuple(maybe)),))) if maybe else {}
-            new: dict[str, str] = {}  # key -> place, of the ids met first in this chunk
-            first = []
-            for key, where in zip(keys, places):
-                met = key in known or key in new
-                first.append(not met)
-                if not met:
-                    new[key] = where
+            new: dict[str, int] = dict(zip(keys, places)) if not maybe else {}  # key -> place, met first here
+            if len(new) == len(keys):  # none seen before, none twice (the common case: no loop)
+                first = [True] * len(keys)
+            else:
+                new, first = {}, []
+                for key, where in zip(keys, places):
+                    met = key in known or key in new
+                    first.append(not met)
+                    if not met:
+                        new[key] = where
             if new:
                 seen.executemany("INSERT INTO seen VALUES (?, ?)", new.items())
         for key, where, met_first in zip(keys, places, first):
@@ -566,7 +583,7 @@ class Reader:
                 self.duplicate_count += 1
                 if len(self.duplicates) < KEPT_SKIPS:
                     place = known[key] if key in known else new[key]
-                    self.duplicates.append(Duplicate(where, key, place))
+                    self.duplicates.append(Duplicate(self._place_text(where), key, self._place_text(place)))
         return first
 
     def _skip(self, where: str, reason: str, named: bool) -> None:

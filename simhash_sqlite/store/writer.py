@@ -171,7 +171,7 @@ def _batch_counts(prepared: _PreparedBatch) -> AddReport:
         without_features=len(prepared.no_features),
         batches=1,
         characters=prepared.characters,
-        short=sum(1 for n in prepared.lengths if n < SHORT_TEXT),
+        short=int(np.count_nonzero(np.fromiter(prepared.lengths, np.int64, len(prepared.lengths)) < SHORT_TEXT)),
         last_key=prepared.batch.keys[-1] if isinstance(prepared.batch, FingerprintedBatch) else prepared.batch[-1].key,
     )
 
@@ -256,6 +256,9 @@ def validate_batch_size(batch_size) -> None:
 
 def _check_keys(keys: Iterable[str]) -> None:
     """Keys with NUL characters are refused: carray and SQLite's C-string functions cut them there."""
+    keys = keys if isinstance(keys, (list, tuple, set)) else list(keys)
+    if "\x00" not in "".join(keys):  # one pass in C over all of them (the common case)
+        return
     for key in keys:
         if "\x00" in key:
             raise InvalidInput(f"a key must not contain a NUL character: {key!r}")
@@ -475,7 +478,7 @@ class Writer:
         """The upsert rows of a FingerprintedBatch, built column by column; and the keys without a fingerprint."""
         count = len(batch.keys)
         fingerprints = batch.fingerprints
-        without = [key for key, fp in zip(batch.keys, fingerprints) if fp is None]
+        without = [key for key, fp in zip(batch.keys, fingerprints) if fp is None] if None in fingerprints else []
         columns: list[Any]
         if without:
             present = [fp for fp in fingerprints if fp is not None]

@@ -147,8 +147,8 @@ static void check_chunk(shc_docs *d, const char *data, size_t len, const shc_doc
     size_t lines_expected = newlines + (len && data[len - 1] != '\n');
     size_t capacity = newlines + 1;
     outputs a, b;
-    outputs_new(&a, capacity, len, len + 16 * capacity + 1, nbytes);
-    outputs_new(&b, capacity, len, len + 16 * capacity + 1, nbytes);
+    outputs_new(&a, capacity, len + capacity, len + 16 * capacity + 1, nbytes);
+    outputs_new(&b, capacity, len + capacity, len + 16 * capacity + 1, nbytes);
     size_t lines = 0, lines_b = 0;
     int rc = shc_docs_chunk(d, data, len, r, &a.out, &lines);
     CHECK(rc == 0, "chunk refused (%d)", rc);
@@ -163,12 +163,13 @@ static void check_chunk(shc_docs *d, const char *data, size_t len, const shc_doc
                 continue;
             CHECK((size_t)a.out.key_start[i] == keys && a.out.key_end[i] >= a.out.key_start[i], "key range");
             CHECK((size_t)a.out.short_start[i] == shorts && a.out.short_end[i] >= a.out.short_start[i], "short range");
-            keys = (size_t)a.out.key_end[i];
+            CHECK(a.out.keys[a.out.key_end[i]] == 0, "a key not ended by a NUL");
+            keys = (size_t)a.out.key_end[i] + 1;
             shorts = (size_t)a.out.short_end[i];
             CHECK(a.out.lengths[i] <= a.out.end[i] - a.out.start[i], "length beyond the line");
             CHECK((a.out.status[i] & ~3u) == 0, "status %d", a.out.status[i]);
         }
-        CHECK(keys <= len, "keys beyond their buffer");
+        CHECK(keys <= len + lines, "keys beyond their buffer");
         rc = shc_docs_chunk(d, data, len, r, &b.out, &lines_b);
         CHECK(rc == 0 && lines_b == lines && !memcmp(a.out.kind, b.out.kind, lines), "not the same twice");
         for (size_t i = 0; rc == 0 && i < lines; i++) {
@@ -186,7 +187,7 @@ static void check_chunk(shc_docs *d, const char *data, size_t len, const shc_doc
     outputs_free(&b);
     if (lines_expected > 0) { /* too few lines of room: refused, nothing written out of bounds (ASan) */
         outputs small;
-        outputs_new(&small, lines_expected - 1, len, len + 16 * capacity + 1, nbytes);
+        outputs_new(&small, lines_expected - 1, len + capacity, len + 16 * capacity + 1, nbytes);
         rc = shc_docs_chunk(d, data, len, r, &small.out, &lines);
         CHECK(rc == SHC_ERR_ARGUMENT, "a chunk of too many lines accepted (%d)", rc);
         outputs_free(&small);
