@@ -254,3 +254,28 @@ def test_columns_write_what_documents_one_by_one_write(tmp_path, monkeypatch, st
         results[packed] = (_index_rows(db), reports)
     assert results[True] == results[False]
     assert results[True][1][0][7] == 20 and results[True][1][1][1] > 0  # repeated ids, updates: both seen
+
+
+def test_jsonl_is_read_on_threads_in_c_and_on_processes_the_input_pays_for_in_python(tmp_path, monkeypatch):
+    """With the C path, chunks go to threads (no worker to start, nothing to copy), on every core; the Python
+    path's processes are bounded by the input's size (sources.processes_for: one per PROCESS_BYTES)."""
+    from simhash_sqlite.core import pool
+    from simhash_sqlite.pipeline import sources
+
+    path = tmp_path / "small.jsonl"
+    path.write_text("".join(json.dumps({"id": str(i), "text": f"text {i}"}) + "\n" for i in range(50)))
+    asked = []
+
+    def spy(function, items, **options):
+        asked.append((options.get("threads", False), options.get("most")))
+        return pool.map_in_order(function, items, **options)
+
+    monkeypatch.setattr(sources, "map_in_order", spy)
+    reader = sources.Reader()
+    assert len(list(reader.documents(reader.expand([str(path)]), FingerprintSettings()))) == 50
+    monkeypatch.setenv("SIMHASH_SQLITE_CORE", "python")
+    reader = sources.Reader()
+    assert len(list(reader.documents(reader.expand([str(path)]), FingerprintSettings()))) == 50
+    assert asked == [(True, None), (False, 1)]
+    assert sources.processes_for(None) > 64 and sources.processes_for(0) == 1
+    assert sources.processes_for(3 * sources.PROCESS_BYTES) == 4
