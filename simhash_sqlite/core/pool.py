@@ -377,8 +377,10 @@ def map_in_order(
     would start more at once); with none, this process computes everything. The pool starts only once
     an item is read past the first POOL_AFTER_BYTES (by weight) while a worker has room, and until a
     worker is ready everything is done here. local(item) True: always done here (an item too large to
-    be worth copying to a worker). threads: a thread pool (bench/threads_vs_pool.py). most: processes at
-    most (workers())."""
+    be worth copying to a worker). threads: a thread pool, for a function that releases the GIL (the C
+    document path): a thread per core, and while every core has one the calling thread waits for the next
+    result instead of computing it (its own work, writing to SQLite, is the critical path: on 2 cores it
+    took a third of the chunks besides and ended last). most: workers at most (workers())."""
     size = workers(most)
     keep_freed_memory()
     items = iter(items)
@@ -401,12 +403,15 @@ def map_in_order(
                 return
             spare = ROOM.spare(size)
             if pool is None and spare >= 1 and beyond:
-                pool, ready = _pool(size - 1, threads=True) if threads else _pool(size - 1)  # one cache key each
+                # Threads: one per core, so that this thread can wait for results instead of computing them (its
+                # own work, writing, stays on time; a waiting thread takes no CPU). Processes: one less.
+                pool, ready = _pool(size, threads=True) if threads else _pool(size - 1)  # one cache key each
             if pool is not None and ready is not None and ready.done() and spare >= 1:
                 _hand_out(pool, window, function, local, len(window) if spare == size - 1 else spare)
             head = window[0]
             if head.result is _PENDING and head.future is not None and not head.future.done():
-                if _take_one(window, function):
+                waits = threads and spare == size - 1  # every core has a thread of the pool
+                if not waits and _take_one(window, function):
                     continue  # look again: the head may be done now
                 head.result = head.future.result()  # everything else is under way: wait
             window.popleft()
