@@ -21,8 +21,9 @@ pipeline/sources.py passes threads=True to map_in_order (one process, the critic
 parsing of results and SQLite writes). Before that path, the C call was a third of a chunk's CPU and the
 rest held the GIL: threads could not bring the wall below about 0.68 of one process's, so processes were
 used, at a cost: each spawned worker imports numpy and the package (~0.35 CPU-s), and every chunk's rows
-come back pickled (issue 40 measured 2.2-2.3x one process's CPU at 16 workers). bench/add_scaling.py on an
-80k-page crawl (113 MB, 2 cores): one process 3.2 CPU-s, two threads the same CPU within 2%. The process
+come back pickled (issue 40 measured 2.2-2.3x one process's CPU at 16 workers). bench/add_scaling.py on
+80k-page crawls (113 and 213 MB, 2 cores): two threads took 0.97-1.02x one process's CPU, for an idle-core
+bound of 2.04x (docs/native.md, "Threads or processes"). The process
 pool stays for the numpy reference (no C core, another encoding, words features), sized by the input
 (sources.processes_for: a worker per 128 MB), and for FingerprintJob's text files.
 """
