@@ -63,8 +63,15 @@ ZLIB = Option(
     "simq checks them exactly from the index's short_text data (core/short_texts.py)",
 )
 
+ZLIB_CORE = Option(
+    "zlib", "zlib.h", "SIMHASH_HAVE_ZLIB", "z",
+    "add computes short texts' exact data with Python's zlib module (the same bytes, more CPU)",
+)
+
 TARGETS = [
-    Target("_simhash_core", (str(NATIVE / "simhash_core.c"),)),
+    # The core and the per-document path of add (documents.c: short texts deflated with zlib where its header is
+    # there; without it the path leaves short texts to Python's zlib).
+    Target("_simhash_core", (str(NATIVE / "simhash_core.c"), str(NATIVE / "documents.c")), options=(ZLIB_CORE,)),
     # The loadable SQLite extension, the core compiled in. Named simhash so that SQLite derives its entry
     # point (sqlite3_simhash_init) from the file name: `.load .../simhash` needs no entry point.
     # zlib, where its header is there (Debian's zlib1g-dev), reads short texts' exact data (deflated): libz.so.1

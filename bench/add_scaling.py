@@ -12,8 +12,11 @@ byte for byte, and so must the indexes' contents (every column but added_at): th
 Across the two trees a difference is only reported (a tree may write another sketch format).
 
 Columns, medians of --runs: MB/s of wall time; CPU seconds per MB of the main process (the writer: it
-reads, hands out chunks, writes) and of its pool workers, user + system; peak RSS of the largest
-process; for this tree, the speed-up over its own one-process run and over the baseline. Below the
+reads, hands out chunks, writes; with its threads) and of its pool's worker processes, user + system; peak RSS
+of the largest process; for this tree, the speed-up over its own one-process run, MB per CPU-s (whole tree),
+the idle-core bound (one process's CPU over the critical path's: the busiest of the main thread, another
+thread, a worker process, or the whole CPU shared evenly over the workers; the speed-up idle cores would give,
+whatever the load), and over the baseline. Below the
 table: dedup's MB/s over add's (the aim: >= 0.8 on all cores). On a shared machine wall time mostly
 measures the other jobs: the load average is printed per row, and a pure CPU loop's speed-up on
 every core shows what the machine gave (2.0 on an idle 2-core machine); CPU s/MB is what the code
@@ -37,12 +40,37 @@ import apsw
 from common import CORES, ROOT, baseline_tree, commit_of, load, parallel_headroom, print_machine, run_env
 
 # The CLI as the `simq` script runs it, writing its own CPU time and its workers' (reaped at exit) to a file.
-SCRIPT = """import atexit, json, os, resource, sys
+# Threads (the C document path reads chunks on them) are counted apart: each thread's CPU is read from
+# /proc/self/task as the thread pool shuts down, and the main thread's at exit; the busiest of them is the
+# critical path, what the wall would be on idle cores.
+SCRIPT = """import atexit, concurrent.futures, json, os, resource, sys, threading, time
+
+_threads = {}
+
+def _thread_ticks():
+    try:
+        for tid in os.listdir("/proc/self/task"):
+            if int(tid) != threading.main_thread().native_id:
+                with open(f"/proc/self/task/{tid}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+                used = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+                _threads[tid] = max(_threads.get(tid, 0), used)
+    except OSError:
+        pass
+
+_shutdown = concurrent.futures.ThreadPoolExecutor.shutdown
+
+def _counted_shutdown(self, *args, **kwargs):
+    _thread_ticks()
+    return _shutdown(self, *args, **kwargs)
+
+concurrent.futures.ThreadPoolExecutor.shutdown = _counted_shutdown
 
 def _usage():
     me, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     with open(os.environ["ADD_SCALING_USAGE"], "w") as f:
-        json.dump({"writer": me.ru_utime + me.ru_stime, "workers": children.ru_utime + children.ru_stime}, f)
+        json.dump({"writer": me.ru_utime + me.ru_stime, "workers": children.ru_utime + children.ru_stime,
+                   "main": time.thread_time(), "busiest_thread": max(_threads.values(), default=0.0)}, f)
 
 atexit.register(_usage)  # registered first, so it runs last: after the pool's shutdown reaped the workers
 from simhash_sqlite.cli import main
@@ -61,8 +89,10 @@ def repeated(source: Path, copies: int, target: Path) -> tuple[float, int]:
     return target.stat().st_size / 1e6, len(texts) * copies
 
 
-def timed(command: list[str], env: dict[str, str], cwd: Path) -> tuple[float, float, float, float]:
-    """(wall s, CPU s of the main process, CPU s of its workers, peak RSS MiB) of one subprocess."""
+def timed(command: list[str], env: dict[str, str], cwd: Path) -> tuple[float, ...]:
+    """(wall s, CPU s of the main process (its threads too), CPU s of its worker processes, peak RSS MiB, CPU s
+    of the critical path: the busiest of the main thread, another thread, a worker process on average) of one
+    subprocess."""
     usage_file = cwd / "usage.json"
     usage_file.unlink(missing_ok=True)
     start = time.perf_counter()
@@ -75,7 +105,11 @@ def timed(command: list[str], env: dict[str, str], cwd: Path) -> tuple[float, fl
         raise SystemExit(f"{' '.join(command)} failed:\n{child.stderr.read().decode()}")
     child.stderr.close()
     split = json.loads(usage_file.read_text())
-    return wall, split["writer"], split["workers"], usage.ru_maxrss / 1024
+    processes = int(env.get("SIMQ_WORKERS", "1"))
+    per_process = split["workers"] / (processes - 1) if processes > 1 else 0.0
+    shared = (split["writer"] + split["workers"]) / processes  # n cores can do no better than share it all
+    critical = max(split.get("main", split["writer"]), split.get("busiest_thread", 0.0), per_process, shared)
+    return wall, split["writer"], split["workers"], usage.ru_maxrss / 1024, critical
 
 
 def index_digest(db: Path) -> str:
@@ -134,7 +168,7 @@ def main() -> None:
                         made = index_digest(db) if command == "add" else hashlib.sha256(out.read_bytes()).hexdigest()
                         digests.setdefault((command, name), set()).add(made)
                 medians = {
-                    name: tuple(statistics.median(r[i] for r in results) for i in range(4))
+                    name: tuple(statistics.median(r[i] for r in results) for i in range(5))
                     for name, results in runs.items()
                 }
                 rows.append((source.name, command, n, mb, docs, medians, load().split(",")[0]))
@@ -160,16 +194,21 @@ def main() -> None:
     header = ["input", "command", "processes", "load"]
     for name in names:
         header += [f"{name} MB/s", f"{name} CPU s/MB writer + workers", f"{name} peak RSS MiB"]
-    header += [f"{this} vs its 1 process"] + ([f"{this} / baseline"] if len(names) > 1 else [])
+    header += [f"{this} vs its 1 process", f"{this} MB per CPU-s", f"{this} idle-core bound"]
+    header += [f"{this} / baseline"] if len(names) > 1 else []
     print("| " + " | ".join(header) + " |")
     print("|" + "---|" * len(header))
     one = {(src, cmd): med[this] for src, cmd, n, _, _, med, _ in rows if n == min(workers)}
     for src, command, n, mb, docs, medians, row_load in rows:
         cells = [f"{src} ({mb:.0f} MB, {docs:,} docs)", command, str(n), row_load]
         for name in names:
-            wall, writer, pool, rss = medians[name]
+            wall, writer, pool, rss, _ = medians[name]
             cells += [f"{mb / wall:.2f}", f"{writer / mb:.3f} + {pool / mb:.3f}", f"{rss:.0f}"]
         cells.append(f"{one[(src, command)][0] / medians[this][0]:.2f}x")
+        # what n idle cores would give: one process's CPU over the busiest thread's or process's
+        cells.append(f"{mb / (medians[this][1] + medians[this][2]):.1f}")
+        one_cpu = one[(src, command)][1] + one[(src, command)][2]
+        cells.append(f"{one_cpu / max(medians[this][4], 1e-9):.2f}x")
         if len(names) > 1:
             cells.append(f"{medians[names[0]][0] / medians[this][0]:.2f}x")
         print("| " + " | ".join(cells) + " |")

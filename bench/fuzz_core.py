@@ -4,9 +4,11 @@ Random texts (every plane, combining marks, compatibility forms, multi-character
 controls, mutations of the previous texts, long runs) in random batches, with random settings and
 schemes; random sketch rows for the estimate. Every entry point is compared with the numpy reference:
 simhash_many, simhash_and_sketch_many, sketch_many, estimate_many, the raw batch (no fallback)
-where the core did not decline, and the LSH tables of sketch_pairs (random rows with near copies, random
-windows and thresholds, against the reference's deduplicated codes). A difference is written to
---failures (JSON lines, made at the first difference: a clean run writes no file) and counted.
+where the core did not decline, the LSH tables of sketch_pairs (random rows with near copies, random
+windows and thresholds, against the reference's deduplicated codes), and add's document path (JSONL chunks of
+those texts, escaped and mutated byte by byte, read by pipeline/jsonl.read_chunk in C against python_chunk).
+A difference is written to --failures (JSON lines, made at the first difference: a clean run writes no
+file) and counted.
 
     python bench/fuzz_core.py --seconds 300 [--seed 1] [--failures fuzz_failures.jsonl]
 
@@ -41,6 +43,10 @@ from simhash_sqlite.core.sketch import (
     sketch_many,
 )
 from simhash_sqlite.find.sketch_pairs import _estimated, _windows, _words, candidate_codes, table_pairs
+from simhash_sqlite.pipeline.jsonl import RecordRules, python_chunk, read_chunk
+
+CHUNK_FIELDS = ("skips", "lines", "starts", "ends", "keys", "lengths", "hashes", "fingerprints", "sketches",
+                "short_texts", "failures")  # fmt: skip
 
 RANGES = [(0x20, 0x7E), (0, 0x20), (0x7F, 0xA0), (0x300, 0x36F), (0x4E00, 0x9FFF), (0xFF00, 0xFFEF), (0x3000, 0x303F),
           (0xAC00, 0xD7A3), (0x1100, 0x11FF), (0x1F300, 0x1FAFF), (0xD800, 0xDFFF), (0x80, 0x24F), (0x2000, 0x206F),
@@ -112,6 +118,26 @@ def lsh_tables(lib, rng: random.Random, scheme: SketchScheme, fail) -> int:
     return 1
 
 
+def jsonl_chunk(rng: random.Random, texts: list[str]) -> bytes:
+    """JSONL lines of these texts, fields and escapes drawn at random, then mutated: bytes changed, cut short."""
+    lines = []
+    for i, text in enumerate(texts):
+        record = {"id": rng.choice([str(i), i, f"k\\u{i:04x}", None]), "text": text}
+        if rng.random() < 0.3:
+            record["extra"] = rng.choice([[1, {"a": None}], 1.5e300, "x" * rng.randrange(50), True])
+        line = json.dumps(record, ensure_ascii=rng.random() < 0.5)
+        if rng.random() < 0.1:
+            line = line.replace('"text"', '"te\\u0078t"')
+        lines.append(line.encode("utf-8", "surrogatepass"))
+    data = bytearray(b"\n".join(lines))
+    for _ in range(rng.choice([0, 0, 0, 1, 3])):
+        if data:
+            data[rng.randrange(len(data))] = rng.randrange(256)
+    if data and rng.random() < 0.1:
+        del data[rng.randrange(len(data)) :]
+    return bytes(data)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=300)
@@ -124,7 +150,7 @@ def main() -> int:
         return 2
     rng = random.Random(args.seed)
     previous: list[str] = []
-    counts = {"batches": 0, "texts": 0, "declined": 0, "estimates": 0, "tables": 0, "failures": 0}
+    counts = {"batches": 0, "texts": 0, "declined": 0, "estimates": 0, "tables": 0, "chunks": 0, "failures": 0}
     start = time.monotonic()
     written: list = []  # the failures file, opened at the first failure: a clean run leaves none behind
 
@@ -181,6 +207,16 @@ def main() -> int:
             fail("estimate_many", a=a.tobytes().hex(), b=b.tobytes().hex(), scheme=scheme)
         if counts["batches"] % 10 == 0:
             counts["tables"] += lsh_tables(lib, rng, scheme, fail)
+        data = jsonl_chunk(rng, batch)
+        rules = RecordRules(settings=settings, scheme=scheme,
+                            short_texts=rng.random() < 0.7, stream_over=rng.choice([None, 50, 1 << 25]))
+        ours, reference = outcome(read_chunk, data, rules), outcome(python_chunk, data, rules)
+        if isinstance(ours, str) or isinstance(reference, str):
+            if ours != reference:
+                fail("read_chunk", data=data.hex(), settings=settings, scheme=scheme, ours=ours, reference=reference)
+        elif any(getattr(ours, name) != getattr(reference, name) for name in CHUNK_FIELDS):
+            fail("read_chunk", data=data.hex(), settings=settings, scheme=scheme)
+        counts["chunks"] += 1
         counts["batches"] += 1
         counts["texts"] += len(batch)
         counts["estimates"] += pairs

@@ -113,6 +113,7 @@ SMOKE = [
     Smoke("native_sanitize.sh", None, programs=("cc",), suite="safety", full="300"),
     Smoke("startup.py", "--documents 200 --runs 2 --baseline none", suite="search",
           full="--documents 2000 --runs 30 --baseline none"),
+    Smoke("writer_floor.py", "--small", programs=("cc",), suite="add", full="--small --runs 5"),
     Smoke("extension_near.py", "{tmp}/small.db --make 20000 --queries 50 --repeat 1", programs=("sqlite3",),
           built="simhash.so", suite="native", full="{tmp}/simq-1m.db --make 1000000"),
     Smoke("near_k.py", "{tmp}/near.db {en} --make --ks 3,32 --queries 3 --repeat 1", programs=("sqlite3",),

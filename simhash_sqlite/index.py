@@ -33,7 +33,14 @@ from .find.search import (
     probe_cost_ns,
 )
 from .store.database import connect, read_only, record_meta, retry_busy, write_transaction
-from .store.documents import AddReport, Document, FingerprintedDocument, ShortTexts, StoredDocument
+from .store.documents import (
+    AddReport,
+    Document,
+    FingerprintedBatch,
+    FingerprintedDocument,
+    ShortTexts,
+    StoredDocument,
+)
 from .store.functions import register_functions
 from .store.meta import validate_meta
 from .store.texts import text_of
@@ -246,7 +253,7 @@ class SimhashIndex:
 
     def add(
         self,
-        documents: Iterable[Document | FingerprintedDocument],
+        documents: Iterable[Document | FingerprintedDocument | FingerprintedBatch],
         *,
         batch_size: int | None = None,
         on_batch: Callable[[AddReport], None] | None = None,

@@ -336,7 +336,8 @@ def _alive(pid):
 def test_an_add_killed_while_its_workers_run_leaves_no_workers_and_resumes_to_the_same_index(tmp_path):
     path = tmp_path / "big.jsonl"
     _big_mixed_jsonl(path)
-    env = dict(os.environ, SIMQ_WORKERS="2")
+    # The numpy reference reads JSONL on worker processes (the C path reads it on threads of this process).
+    env = dict(os.environ, SIMQ_WORKERS="2", SIMHASH_SQLITE_CORE="python")
     command = [sys.executable, "-m", "simhash_sqlite", "add", "--db", "i.db", "--batch-size", "50",
                "--progress-json", "big.jsonl"]
     log = tmp_path / "stderr.log"

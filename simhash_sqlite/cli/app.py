@@ -491,7 +491,7 @@ def add(
 
             try:
                 reader.key_root = index.key_root  # files keyed as the index keys them, from any folder
-                documents = reader.documents(paths, index.settings, index.store_text, index.sketch_scheme)
+                documents = reader.packed_documents(paths, index.settings, index.store_text, index.sketch_scheme)
                 report = index.add(documents, batch_size=batch_size, on_batch=on_batch)
             except KeyboardInterrupt:
                 raise fail(

@@ -1,8 +1,9 @@
-"""Fingerprints of many texts on every core: a process pool for large adds, as many workers as are free.
+"""Fingerprints of many texts on every core: threads or processes for large adds, as many as are free.
 
 Fingerprints are pure functions of (text, settings), so workers give exactly what one process
 gives. Small batches stay in the calling process, where starting workers would cost more than it
-saves. SIMQ_WORKERS sets the number of processes, the caller included (1: never use a pool).
+saves. SIMQ_WORKERS sets the number of workers (threads or processes), the caller included (1: never use a
+pool).
 
 Without it, the number of workers follows the machine while a long run goes (Room): every
 DECIDE_EVERY seconds, two samples of /proc/stat say how many CPUs were idle in between, plus those
@@ -13,15 +14,18 @@ decided once from the 1-minute load average (a rule kept where there is no /proc
 add started at a load above 1 ran in one process for all of its 18 minutes, and on 2 cores our own
 busy process alone holds the load near 1, so nothing could turn a pool on mid-run.
 
-Processes, not threads, though the C core releases the GIL while it computes: in the chunks an add
-computes (JSON parsed, content hashes, fingerprints and sketches, short-text data) the C call is about a
-third of the CPU and the rest holds the GIL, so threads cannot bring the wall below about 0.68 of one
-process's, on any number of cores; processes have no such bound. bench/threads_vs_pool.py (a 216 MB
-crawl, 2 workers, medians of 3 interleaved, 2 quiet cores, 2026-11-26): one process 3.57 s wall, 3.56
-CPU-s; the process pool 2.12 s, 3.86 CPU-s; threads 2.41 s, 3.61 CPU-s (1.14x the pool's wall; 0.95-1.17x
-over four runs at load 4.5-7 before the core's new kernels). Threads cost less CPU (no worker to start,
-nothing pickled) but were never faster, so the pool stays (threads: map_in_order(threads=True), for the
-bench).
+Threads where the C core reads the chunks, processes elsewhere. Where the core's document path is built
+(native/documents.c), a chunk of JSONL becomes finished rows in one C call that releases the GIL for all but a
+few percent of it, so threads read chunks in parallel with nothing to start and nothing to copy:
+pipeline/sources.py passes threads=True to map_in_order (one process, the critical path the main thread's
+parsing of results and SQLite writes). Before that path, the C call was a third of a chunk's CPU and the
+rest held the GIL: threads could not bring the wall below about 0.68 of one process's, so processes were
+used, at a cost: each spawned worker imports numpy and the package (~0.35 CPU-s), and every chunk's rows
+come back pickled (issue 40 measured 2.2-2.3x one process's CPU at 16 workers). bench/add_scaling.py on
+80k-page crawls (113 and 213 MB, 2 cores): two threads took 0.97-1.02x one process's CPU, for an idle-core
+bound of 2.04x (docs/native.md, "Threads or processes"). The process
+pool stays for the numpy reference (no C core, another encoding, words features), sized by the input
+(sources.processes_for: a worker per 128 MB), and for FingerprintJob's text files.
 """
 
 from __future__ import annotations
@@ -374,8 +378,10 @@ def map_in_order(
     would start more at once); with none, this process computes everything. The pool starts only once
     an item is read past the first POOL_AFTER_BYTES (by weight) while a worker has room, and until a
     worker is ready everything is done here. local(item) True: always done here (an item too large to
-    be worth copying to a worker). threads: a thread pool (bench/threads_vs_pool.py). most: processes at
-    most (workers())."""
+    be worth copying to a worker). threads: a thread pool, for a function that releases the GIL (the C
+    document path): a thread per core, and while every core has one the calling thread waits for the next
+    result instead of computing it (its own work, writing to SQLite, is the critical path: on 2 cores it
+    took a third of the chunks besides and ended last). most: workers at most (workers())."""
     size = workers(most)
     keep_freed_memory()
     items = iter(items)
@@ -398,12 +404,15 @@ def map_in_order(
                 return
             spare = ROOM.spare(size)
             if pool is None and spare >= 1 and beyond:
-                pool, ready = _pool(size - 1, threads=True) if threads else _pool(size - 1)  # one cache key each
+                # Threads: one per core, so that this thread can wait for results instead of computing them (its
+                # own work, writing, stays on time; a waiting thread takes no CPU). Processes: one less.
+                pool, ready = _pool(size, threads=True) if threads else _pool(size - 1)  # one cache key each
             if pool is not None and ready is not None and ready.done() and spare >= 1:
                 _hand_out(pool, window, function, local, len(window) if spare == size - 1 else spare)
             head = window[0]
             if head.result is _PENDING and head.future is not None and not head.future.done():
-                if _take_one(window, function):
+                waits = threads and spare == size - 1  # every core has a thread of the pool
+                if not waits and _take_one(window, function):
                     continue  # look again: the head may be done now
                 head.result = head.future.result()  # everything else is under way: wait
             window.popleft()

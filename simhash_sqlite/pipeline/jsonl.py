@@ -9,16 +9,26 @@ asked for (an index that stores them), never the lines (the reader has them).
 
 from __future__ import annotations
 
+import codecs
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 
-from ..core.fingerprint import simhash_and_sketch_many, simhash_many
+import numpy as np
+
+from ..core.fingerprint import LONG_TEXT, simhash_and_sketch_many, simhash_many
 from ..core.pieces import PIECE_CHARS, simhash_and_sketch_pieces
 from ..core.settings import FingerprintSettings
-from ..core.short_texts import SHORT_TEXT_MOST, short_text_data
+from ..core.short_texts import (
+    SHORT_TEXT_BYTES,
+    SHORT_TEXT_DEFLATED_MOST,
+    SHORT_TEXT_MOST,
+    short_text_data,
+)
 from ..core.sketch import DEFAULT_SCHEME, SketchScheme
 from ..errors import InvalidInput
+from ..native import documents as native_documents
 from ..store.texts import content_hash_of_utf8
 
 
@@ -109,6 +119,8 @@ def _parsed(
         return False, None, None, None, f"not {rules.encoding}; try --encoding or --errors replace"
     except json.JSONDecodeError as exc:
         return False, None, None, None, f"not JSON ({exc.msg})"
+    except ValueError:  # int()'s limit on digits (sys.get_int_max_str_digits), met by json's scanner
+        return False, None, None, None, "not JSON here (an integer of more digits than Python reads)"
     except RecursionError:
         return False, None, None, None, "JSON nested too deeply"
     if type(record) is not dict:
@@ -163,6 +175,118 @@ def utf8_of(text: str) -> bytes | None:
 def read_chunk(data: bytes, rules: RecordRules) -> ChunkRecords:
     """The records of whole JSONL lines (the last may lack its newline): skipped lines with their
     reasons, and for the rest what rules ask for. Blank lines are neither.
+
+    Where the C core's document path is built and the rules are ones it computes, one C call reads the chunk
+    (native/documents.c, the GIL released) and the lines it is not sure of are read here the Python way
+    (python_chunk): the same records either way, bit for bit."""
+    plan = _native_plan(rules)
+    if plan is not None:
+        lib = native_documents.library()
+        rows = native_documents.read_rows(lib, data, plan) if lib is not None else None
+        if rows is not None:
+            return _from_rows(data, rows, rules)
+    return python_chunk(data, rules)
+
+
+def native_path(rules: RecordRules) -> bool:
+    """Whether read_chunk() reads chunks under these rules in C (the GIL released for nearly all of it: threads
+    read chunks in parallel at no start-up cost, where processes would each import numpy and pickle rows)."""
+    return _native_plan(rules) is not None and native_documents.library() is not None
+
+
+@lru_cache(maxsize=64)
+def _native_plan(rules: RecordRules) -> native_documents.Plan | None:
+    """The C path's plan for these rules, or None where they ask for what only the Python path does (no
+    fingerprints, texts kept, another encoding, words, a short text deflated by another zlib)."""
+    settings = rules.settings
+    if settings is None or rules.keep_texts or rules.text_field == rules.id_field:
+        return None
+    try:
+        if codecs.lookup(rules.encoding).name != "utf-8":
+            return None
+    except LookupError:
+        return None
+    lib = native_documents.library()
+    scheme = rules.scheme if rules.sketches else None
+    if lib is None or not native_documents.plan_supported(lib, settings, scheme):
+        return None
+    if rules.short_texts and not native_documents.same_zlib(lib):
+        return None
+    whole_most = LONG_TEXT if rules.stream_over is None else min(rules.stream_over, LONG_TEXT)
+    return native_documents.Plan(
+        rules.text_field.encode("utf-8", "surrogatepass"), rules.id_field.encode("utf-8", "surrogatepass"),
+        rules.max_record_bytes, whole_most, rules.require_id, settings.ngram, settings.weights, rules.content_hashes,
+        rules.short_texts, SHORT_TEXT_BYTES, SHORT_TEXT_MOST, SHORT_TEXT_DEFLATED_MOST, scheme,
+    )  # fmt: skip
+
+
+def _from_rows(data: bytes, rows: native_documents.Rows, rules: RecordRules) -> ChunkRecords:
+    """ChunkRecords of the C path's rows, the lines it left read by python_chunk and merged in line order."""
+    kind = rows.kind[: rows.lines]
+    at = np.flatnonzero(kind == native_documents.LINE_RECORD)
+    out = ChunkRecords()
+    out.lines = at.tolist()
+    out.starts = rows.start[at].tolist()
+    out.ends = rows.end[at].tolist()
+    shorts = rows.shorts
+    keys = rows.keys.decode("utf-8").split("\x00")[:-1]  # every record's key ended by a NUL: one split
+    has_id = rows.has_id[at]
+    out.keys = list[str | None](keys) if has_id.all() else [
+        key if there else None for key, there in zip(keys, has_id.tolist())
+    ]
+    out.lengths = rows.lengths[at].tolist()
+    if rules.content_hashes:
+        flat = rows.hashes[at].tobytes()
+        out.hashes = [flat[i : i + 16] for i in range(0, len(flat), 16)]
+    status = rows.status[at]
+    out.fingerprints = [
+        fp if s & native_documents.HAS_FINGERPRINT else None
+        for fp, s in zip(rows.fingerprints[at].tolist(), status.tolist())
+    ]
+    if rules.sketches and rows.sketches is not None:
+        width = rows.sketches.shape[1]
+        flat = rows.sketches[at].tobytes()
+        out.sketches = [
+            flat[i * width : (i + 1) * width] if s & native_documents.HAS_SKETCH else None
+            for i, s in enumerate(status.tolist())
+        ]
+    if rules.short_texts:
+        out.short_texts = [
+            shorts[a:b] if b > a else None for a, b in zip(rows.short_start[at].tolist(), rows.short_end[at].tolist())
+        ]
+    left = np.flatnonzero(kind == native_documents.LINE_PYTHON)
+    if len(left):
+        _merge_python_lines(out, data, rows, left.tolist(), rules)
+    return out
+
+
+def _merge_python_lines(
+    out: ChunkRecords, data: bytes, rows: native_documents.Rows, left: list[int], rules: RecordRules
+) -> None:
+    """The lines the C path left, read by python_chunk as a chunk of their own, merged into out in line order."""
+    starts, ends = rows.start[left].tolist(), rows.end[left].tolist()
+    apart = python_chunk(b"".join(data[a:b] for a, b in zip(starts, ends)), rules)
+    out.skips = [(left[line], reason, idless) for line, reason, idless in apart.skips]
+    if not apart.lines:
+        return
+    lines = out.lines + [left[line] for line in apart.lines]
+    order = sorted(range(len(lines)), key=lines.__getitem__)
+    native_count = len(out.lines)
+    out.lines = [lines[i] for i in order]
+    out.starts = [(out.starts[i] if i < native_count else starts[apart.lines[i - native_count]]) for i in order]
+    out.ends = [(out.ends[i] if i < native_count else ends[apart.lines[i - native_count]]) for i in order]
+    for name in ("keys", "lengths", "hashes", "fingerprints", "sketches", "short_texts"):
+        mine, theirs = getattr(out, name), getattr(apart, name)
+        if mine or theirs:
+            both = mine + theirs
+            setattr(out, name, [both[i] for i in order])
+    if apart.failures:
+        where = {old: new for new, old in enumerate(order)}
+        out.failures = {where[native_count + i]: why for i, why in apart.failures.items()}
+
+
+def python_chunk(data: bytes, rules: RecordRules) -> ChunkRecords:
+    """read_chunk() in Python, line by line: the reference, and the path of every line the C path leaves.
 
     Each text is encoded to UTF-8 once (by the check for unpaired surrogates, _parsed), and those bytes
     are its content hash's and the C core's: they were encoded again for each before (a tenth of the CPU)."""

@@ -28,6 +28,7 @@ import stat
 import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import cast
 
 import apsw
 import numpy as np
@@ -39,9 +40,9 @@ from ..core.sketch import DEFAULT_SCHEME, SketchScheme
 from ..errors import InvalidArgument, InvalidInput
 from ..index import SimhashIndex
 from ..store import texts
-from ..store.documents import Document, FingerprintedDocument, fingerprinted
+from ..store.documents import Document, FingerprintedBatch, FingerprintedDocument, fingerprinted
 from ..store.texts import content_hash
-from .jsonl import ChunkRecords, LineChunk, RecordRules, read_line_chunk
+from .jsonl import ChunkRecords, LineChunk, RecordRules, native_path, read_line_chunk
 
 BINARY_SNIFF_BYTES = 8192
 JSONL_SUFFIXES = (".jsonl", ".ndjson")
@@ -59,7 +60,10 @@ CHUNK_BYTES = 1 << 20  # JSONL is read, parsed and fingerprinted in chunks of ab
 # 8 and 16 processes, at 0.040, 0.044 and 0.052 CPU-s a MB (one run each); again 79 and 72 MB/s on 8 and 16, at
 # 0.046 and 0.054 (medians of two). add is left on every core: 8 against 16 went one way, then the other.
 DEDUP_PROCESSES = 8
+# JSONL read in Python (no C core) takes one more process per this many bytes of input (processes_for).
+PROCESS_BYTES = 128 << 20
 LOCAL_CHUNK_BYTES = 16 << 20  # a chunk this large (a very long line) is not copied to a worker
+PLACE_BITS = 40  # a place number's bits for the line (Reader._places): 10^12 lines an input
 # Bits of the set that says which ids cannot have been seen (Reader._note_keys): 4 MiB, whatever the input.
 # An id whose bit is clear is new without a look in the table; at 10M ids a quarter still need the look.
 SEEN_BITS = 1 << 25
@@ -125,6 +129,8 @@ class Reader:
         if self.errors not in ERROR_POLICIES:
             raise InvalidArgument(f"errors must be one of {', '.join(ERROR_POLICIES)}, not {self.errors!r}")
         self._seen: apsw.Connection | None = None
+        self._place_paths: list[str] = []  # the inputs of the places in _seen (_places)
+        self._place_numbers: dict[str, int] = {}
         self._seen_bits: np.ndarray | None = None  # a bit set a hash of each id seen (_note_keys)
         if self.stdin_key is not None and (not self.stdin_key or "\x00" in self.stdin_key):
             raise InvalidInput("the key for stdin must be a non-empty text without NUL characters")
@@ -185,6 +191,18 @@ class Reader:
                     document = self._file(path, named, settings, store_text)
                     if document is not None:
                         yield document
+
+    def packed_documents(
+        self, paths: list[tuple[str, bool]], settings: FingerprintSettings, store_text: bool = False,
+        scheme: SketchScheme | None = None,
+    ) -> Iterator[Document | FingerprintedDocument | FingerprintedBatch]:
+        """documents(), but the records of a JSONL chunk come as one FingerprintedBatch where they all have ids
+        and none was skipped: what add() writes without an object per document."""
+        self._packed = True
+        try:
+            yield from self.documents(paths, settings, store_text, scheme)
+        finally:
+            self._packed = False
 
     def entries(
         self, paths: list[tuple[str, bool]], settings: FingerprintSettings | None = None, sketches: bool = True
@@ -360,11 +378,12 @@ class Reader:
         for_index: bool = True, sketches: bool = True, lines: bool = True,
     ) -> Iterator[tuple[Document | FingerprintedDocument, bytes | None]]:
         """One document per line with its raw line, the files one stream: memory does not grow with them."""
-        return self._records(_opened(paths), settings, store_text, for_index, sketches, lines)
+        return self._records(_opened(paths), settings, store_text, for_index, sketches, lines, _files_bytes(paths))
 
     def _records(
         self, inputs: Iterable[tuple[str, object]], settings: FingerprintSettings | None = None,
         store_text: bool = False, for_index: bool = True, sketches: bool = True, lines: bool = True,
+        size: int | None = None,
     ) -> Iterator[tuple[Document | FingerprintedDocument, bytes | None]]:
         """The records of JSONL inputs ((name, binary stream, or why it could not be opened)) with
         their lines, in order. Without settings, Documents; with them, FingerprintedDocuments, parsed
@@ -372,7 +391,8 @@ class Reader:
         pool.map_in_order). for_index: with content hashes, and a text over stream_over characters
         fingerprinted in pieces and not kept (unless store_text, which keeps the texts); else (dedup)
         neither. sketches: with each fingerprint, the text's sketch. lines: False gives None for each
-        line (add does not need them: they are not copied out of their chunks)."""
+        line (add does not need them: they are not copied out of their chunks). size: the inputs' bytes (None:
+        not known, as for stdin), which bound the processes of the Python path (processes_for)."""
         rules = RecordRules(
             text_field=self.text_field, id_field=self.id_field, encoding=self.encoding, errors=self.errors,
             require_id=self.require_id, max_record_bytes=MAX_RECORD_BYTES, settings=settings,
@@ -386,16 +406,45 @@ class Reader:
         done: Iterator[tuple[tuple[LineChunk, RecordRules], ChunkRecords]]
         if settings is None:  # the texts themselves are wanted: nothing to gain from copying them back
             done = ((task, read_line_chunk(task)) for task in tasks)
-        else:
-            done = map_in_order(read_line_chunk, tasks, weight=_task_bytes, local=_task_local,
+        elif native_path(rules):  # chunks in C, the GIL released: threads, nothing to start or copy
+            done = map_in_order(read_line_chunk, tasks, weight=_task_bytes, threads=True,
                                 most=None if for_index else DEDUP_PROCESSES)
+        else:  # the Python path: processes, as many as the input's size pays for
+            most = processes_for(size)
+            done = map_in_order(read_line_chunk, tasks, weight=_task_bytes, local=_task_local,
+                                most=most if for_index else min(most, DEDUP_PROCESSES))
         for (chunk, _), records in done:
             self.bytes_read += chunk.size
             if chunk.error is not None:
                 self._skip(chunk.path, chunk.error, True)
             for number in chunk.overlong:
                 self._skip(f"{chunk.path}:{number}", f"line longer than {MAX_RECORD_BYTES >> 20} MiB", True)
+            if getattr(self, "_packed", False) and not records.skips and not records.failures \
+                    and not self.keep_repeats and None not in records.keys and not lines:
+                batch = self._chunk_batch(chunk, records, rules)
+                if len(batch):
+                    yield batch, None  # type: ignore[misc]  # only under packed_documents, which passes it on
+                continue
             yield from self._chunk_documents(chunk, records, chunk.path, rules, lines)
+
+    def _chunk_batch(self, chunk: LineChunk, records: ChunkRecords, rules: RecordRules) -> FingerprintedBatch:
+        """A chunk's records as columns (all with ids, none skipped): the repeated ids left out (the first stays)."""
+        keys = cast(list[str], records.keys)  # (no None: the caller checked)
+        first = self._note_keys(keys, self._places(chunk.path, chunk.first_line, records.lines))
+        count = len(keys)
+        batch = FingerprintedBatch(
+            keys, records.fingerprints, records.lengths, records.hashes or [b""] * count,
+            records.sketches or [None] * count, records.short_texts or [None] * count,
+            list(records.texts) if records.texts is not None else None,
+        )  # fmt: skip
+        if all(first):
+            return batch
+        kept = [i for i, met_first in enumerate(first) if met_first]
+        return FingerprintedBatch(
+            [batch.keys[i] for i in kept], [batch.fingerprints[i] for i in kept], [batch.lengths[i] for i in kept],
+            [batch.content_hashes[i] for i in kept], [batch.sketches[i] for i in kept],
+            [batch.short_texts[i] for i in kept], None if batch.texts is None else [batch.texts[i] for i in kept],
+        )  # fmt: skip
 
     def _chunk_documents(
         self, chunk: LineChunk, records: ChunkRecords, path: str, rules: RecordRules, lines: bool = True
@@ -405,9 +454,9 @@ class Reader:
         None, and the line is not copied out of the chunk)."""
         skips = iter(records.skips)
         skip = next(skips, None)
-        places = [f"{path}:{chunk.first_line + line}" for line in records.lines]
-        keys = [self._keyed_by_line(where) if key is None else key for key, where in zip(records.keys, places)]
-        first = self._note_keys(keys, places)
+        keys = [self._keyed_by_line(f"{path}:{chunk.first_line + line}") if key is None else key
+                for key, line in zip(records.keys, records.lines)]
+        first = self._note_keys(keys, self._places(path, chunk.first_line, records.lines))
         # The columns a record is made of, looked up once a chunk (absent ones: a list of the default).
         count, data, failures, keep_repeats = len(keys), chunk.data, records.failures, self.keep_repeats
         texts = records.texts if records.texts is not None else [None] * count
@@ -423,7 +472,7 @@ class Reader:
             if not first[i] and not keep_repeats:
                 continue  # a repeated id: the first record stays (a second add is then a no-op)
             if failures and i in failures:
-                self._skip(places[i], failures[i], True)
+                self._skip(f"{path}:{chunk.first_line + line}", failures[i], True)
                 continue
             raw = data[starts[i] : ends[i]] if lines else None
             if plain:
@@ -487,7 +536,19 @@ class Reader:
         if held or size or overlong:
             yield LineChunk(b"".join(parts), number, size, tuple(overlong), path)
 
-    def _note_keys(self, keys: list[str], places: list[str]) -> list[bool]:
+    def _places(self, path: str, first_line: int, lines: list[int]) -> list[int]:
+        """Each record's place as a number (its input's number << PLACE_BITS | its line): what the table of ids
+        seen keeps, made without a string a record (_place_text makes the path:line of the few reported)."""
+        number = self._place_numbers.get(path)
+        if number is None:
+            number = self._place_numbers[path] = len(self._place_paths)
+            self._place_paths.append(path)
+        return (np.asarray(lines, dtype=np.int64) + (first_line + (number << PLACE_BITS))).tolist()
+
+    def _place_text(self, place: int) -> str:
+        return f"{self._place_paths[place >> PLACE_BITS]}:{place & ((1 << PLACE_BITS) - 1)}"
+
+    def _note_keys(self, keys: list[str], places: list[int]) -> list[bool]:
         """For each record of a chunk, True where its id is met first in this run; an id met again is
         reported (the first record stays). Two statements a chunk, in one transaction: the ids that may
         have been seen looked up, then the new ones inserted (an INSERT ... RETURNING a record took twice
@@ -496,7 +557,7 @@ class Reader:
         seen, bits = self._seen, self._seen_bits
         if seen is None or bits is None:
             seen = self._seen = apsw.Connection("")  # a temporary file: memory does not grow with the ids
-            seen.execute("CREATE TABLE seen (key TEXT PRIMARY KEY, place TEXT) WITHOUT ROWID")
+            seen.execute("CREATE TABLE seen (key TEXT PRIMARY KEY, place INTEGER) WITHOUT ROWID")
             # Nothing to roll back in a table of this run's own (a failed add discards it): no journal.
             seen.pragma("journal_mode", "off")
             bits = self._seen_bits = np.zeros(SEEN_BITS >> 3, dtype=np.uint8)
@@ -507,13 +568,16 @@ class Reader:
         with seen:
             known = dict(seen.execute("SELECT key, place FROM seen WHERE key IN carray(?)",
                                       (apsw.carray(tuple(maybe)),))) if maybe else {}
-            new: dict[str, str] = {}  # key -> place, of the ids met first in this chunk
-            first = []
-            for key, where in zip(keys, places):
-                met = key in known or key in new
-                first.append(not met)
-                if not met:
-                    new[key] = where
+            new: dict[str, int] = dict(zip(keys, places)) if not maybe else {}  # key -> place, met first here
+            if len(new) == len(keys):  # none seen before, none twice (the common case: no loop)
+                first = [True] * len(keys)
+            else:
+                new, first = {}, []
+                for key, where in zip(keys, places):
+                    met = key in known or key in new
+                    first.append(not met)
+                    if not met:
+                        new[key] = where
             if new:
                 seen.executemany("INSERT INTO seen VALUES (?, ?)", new.items())
         for key, where, met_first in zip(keys, places, first):
@@ -521,7 +585,7 @@ class Reader:
                 self.duplicate_count += 1
                 if len(self.duplicates) < KEPT_SKIPS:
                     place = known[key] if key in known else new[key]
-                    self.duplicates.append(Duplicate(where, key, place))
+                    self.duplicates.append(Duplicate(self._place_text(where), key, self._place_text(place)))
         return first
 
     def _skip(self, where: str, reason: str, named: bool) -> None:
@@ -618,6 +682,24 @@ def _opened(paths: Iterable[str]) -> Iterator[tuple[str, object]]:
             continue
         with handle:
             yield path, handle
+
+
+def processes_for(size: int | None) -> int:
+    """Processes (the caller included) worth starting for JSONL of `size` bytes read in Python (None: unknown,
+    as stdin): one more per PROCESS_BYTES. A spawned worker imports numpy and the package (~0.35 CPU-s) and
+    its rows come back pickled, so a worker for less than that much input costs more CPU than it saves time."""
+    return 1 << 30 if size is None else 1 + size // PROCESS_BYTES
+
+
+def _files_bytes(paths: list[str]) -> int:
+    """The files' sizes together (one that cannot be read counts 0: it is skipped with the reason)."""
+    total = 0
+    for path in paths:
+        try:
+            total += os.path.getsize(path)
+        except OSError:
+            pass
+    return total
 
 
 def _task_bytes(task: tuple[LineChunk, RecordRules]) -> int:

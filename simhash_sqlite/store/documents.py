@@ -30,6 +30,52 @@ class FingerprintedDocument:
     short_text: bytes | None = None  # short_texts.short_text_data() of a short text, when the reader made it
 
 
+@dataclass
+class FingerprintedBatch:
+    """Fingerprinted documents as columns, in order (the records of a JSONL chunk, pipeline.sources.Reader with
+    packed=True): what add() writes without an object per document. Keys are distinct."""
+
+    keys: list[str]
+    fingerprints: list[int | None]
+    lengths: list[int]
+    content_hashes: list[bytes]
+    sketches: list[bytes | None]
+    short_texts: list[bytes | None]
+    texts: list[str | None] | None = None  # for an index that stores texts
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def part(self, start: int, end: int) -> FingerprintedBatch:
+        """Documents start to end (a slice of every column)."""
+        return FingerprintedBatch(
+            self.keys[start:end], self.fingerprints[start:end], self.lengths[start:end],
+            self.content_hashes[start:end], self.sketches[start:end], self.short_texts[start:end],
+            None if self.texts is None else self.texts[start:end],
+        )  # fmt: skip
+
+    def documents(self) -> list[FingerprintedDocument]:
+        """One FingerprintedDocument per row, for a consumer that wants objects."""
+        texts = self.texts if self.texts is not None else [None] * len(self.keys)
+        return [
+            fingerprinted(*row)
+            for row in zip(self.keys, self.fingerprints, self.lengths, self.content_hashes, self.sketches, texts,
+                           self.short_texts)
+        ]  # fmt: skip
+
+
+def joined(batches: list[FingerprintedBatch]) -> FingerprintedBatch:
+    """The batches' rows, one after the other."""
+    if len(batches) == 1:
+        return batches[0]
+    texts = None if any(b.texts is None for b in batches) else [t for b in batches for t in b.texts or ()]
+    return FingerprintedBatch(
+        [k for b in batches for k in b.keys], [f for b in batches for f in b.fingerprints],
+        [n for b in batches for n in b.lengths], [h for b in batches for h in b.content_hashes],
+        [s for b in batches for s in b.sketches], [s for b in batches for s in b.short_texts], texts,
+    )  # fmt: skip
+
+
 _new = object.__new__
 
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import os
 import weakref
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from itertools import islice
+from typing import Any
 
 import apsw
 import numpy as np
@@ -20,7 +21,7 @@ from ..core.short_texts import short_text_data
 from ..core.sketch import SketchScheme
 from ..errors import InvalidArgument, InvalidInput
 from .database import build_search_indexes, bulk_load, drop_search_indexes, search_indexes, write_transaction
-from .documents import AddReport, Document, FingerprintedDocument
+from .documents import AddReport, Document, FingerprintedBatch, FingerprintedDocument, joined
 from .texts import content_hash
 
 DEFAULT_BATCH_SIZE = 1000
@@ -74,7 +75,7 @@ _CLUSTERS_STALE = (
 class _PreparedBatch:
     """A batch read and compared with the index, its fingerprints being computed; not yet written."""
 
-    batch: list[Document | FingerprintedDocument]
+    batch: list[Document | FingerprintedDocument] | FingerprintedBatch
     changed: list[tuple[Document | FingerprintedDocument, bytes]]  # (document, content hash) to write
     digests: dict[str, bytes]  # key -> content hash of the changed documents
     fingerprints: FingerprintJob  # of the changed Documents' texts, in order
@@ -86,6 +87,8 @@ class _PreparedBatch:
     data_version: int = 0  # the file's PRAGMA data_version when the stored content hashes were read
     characters: int = 0  # of every document of the batch
     lengths: list[int] = field(default_factory=list)  # of the changed documents, in order
+    rows: list[tuple] | None = None  # a FingerprintedBatch's rows, made in _prepare_packed (no `changed`)
+    rows_without_features: list[str] = field(default_factory=list)  # their keys without a fingerprint
 
 
 class _Commits:
@@ -168,8 +171,8 @@ def _batch_counts(prepared: _PreparedBatch) -> AddReport:
         without_features=len(prepared.no_features),
         batches=1,
         characters=prepared.characters,
-        short=sum(1 for n in prepared.lengths if n < SHORT_TEXT),
-        last_key=prepared.batch[-1].key,
+        short=int(np.count_nonzero(np.fromiter(prepared.lengths, np.int64, len(prepared.lengths)) < SHORT_TEXT)),
+        last_key=prepared.batch.keys[-1] if isinstance(prepared.batch, FingerprintedBatch) else prepared.batch[-1].key,
     )
 
 
@@ -179,6 +182,68 @@ def _merge_counts(report: AddReport, more: AddReport) -> None:
         setattr(report, name, getattr(report, name) + getattr(more, name))
     report.no_features.extend(more.no_features[: max(0, KEPT_KEYS - len(report.no_features))])
     report.last_key = more.last_key
+
+
+_ABSENT = object()
+
+
+class _NothingToFingerprint:
+    """The FingerprintJob of a batch that came fingerprinted: nothing to wait for."""
+
+    def result(self, meanwhile=None) -> list:
+        return []
+
+    def _take_one(self) -> bool:
+        return False
+
+
+_NOTHING_TO_FINGERPRINT: FingerprintJob = _NothingToFingerprint()  # type: ignore[assignment]
+
+
+def _rows_of(batch: FingerprintedBatch, picked: list[int]) -> FingerprintedBatch:
+    """The batch's documents at these positions, in order."""
+
+    def pick(column):
+        return [column[i] for i in picked]
+
+    return FingerprintedBatch(
+        pick(batch.keys), pick(batch.fingerprints), pick(batch.lengths), pick(batch.content_hashes),
+        pick(batch.sketches), pick(batch.short_texts), None if batch.texts is None else pick(batch.texts),
+    )  # fmt: skip
+
+
+def _batches(
+    items: Iterator[Document | FingerprintedDocument | FingerprintedBatch], size: int
+) -> Iterator[list[Document | FingerprintedDocument] | FingerprintedBatch]:
+    """The documents in batches of `size` (the last may be smaller, and a batch ends where documents given one
+    by one meet columns): lists of documents, or FingerprintedBatches joined and cut to size."""
+    loose: list[Document | FingerprintedDocument] = []
+    packed: list[FingerprintedBatch] = []
+    held = 0  # documents in packed
+    for item in items:
+        if isinstance(item, FingerprintedBatch):
+            if loose:
+                yield loose
+                loose = []
+            packed.append(item)
+            held += len(item)
+            while held >= size:
+                whole = joined(packed)
+                yield whole.part(0, size)
+                rest = whole.part(size, len(whole))
+                packed, held = ([rest] if len(rest) else []), len(rest)
+            continue
+        if packed:
+            yield joined(packed)
+            packed, held = [], 0
+        loose.append(item)
+        if len(loose) >= size:
+            yield loose
+            loose = []
+    if packed:
+        yield joined(packed)
+    if loose:
+        yield loose
 
 
 MAX_BATCH_SIZE = 100_000_000  # far past any useful batch, and below what islice() can take
@@ -191,6 +256,9 @@ def validate_batch_size(batch_size) -> None:
 
 def _check_keys(keys: Iterable[str]) -> None:
     """Keys with NUL characters are refused: carray and SQLite's C-string functions cut them there."""
+    keys = keys if isinstance(keys, (list, tuple, set)) else list(keys)
+    if "\x00" not in "".join(keys):  # one pass in C over all of them (the common case)
+        return
     for key in keys:
         if "\x00" in key:
             raise InvalidInput(f"a key must not contain a NUL character: {key!r}")
@@ -286,7 +354,7 @@ class Writer:
 
     def add(
         self,
-        documents: Iterable[Document | FingerprintedDocument],
+        documents: Iterable[Document | FingerprintedDocument | FingerprintedBatch],
         *,
         batch_size: int | None = None,
         on_batch: Callable[[AddReport], None] | None = None,
@@ -296,7 +364,7 @@ class Writer:
         if batch_size is not None:
             validate_batch_size(batch_size)
         report = AddReport()
-        iterator = iter(documents)
+        batches = _batches(iter(documents), batch_size or DEFAULT_BATCH_SIZE)
         commits = _Commits(self, report, batch_size, on_batch)
         # A pipeline of two batches: the next batch is read, hashed and handed to the pool's workers
         # before this one is written, so that the workers fingerprint while this process parses
@@ -306,7 +374,7 @@ class Writer:
             try:
                 while True:
                     try:
-                        batch = list(islice(iterator, batch_size or DEFAULT_BATCH_SIZE))
+                        batch = next(batches, None)
                         prepared = self._prepare_batch(batch, pending) if batch else None
                     except BaseException:  # the input failed or Ctrl-C: every batch read in full is still written
                         if pending is not None:
@@ -327,12 +395,14 @@ class Writer:
         return report
 
     def _prepare_batch(
-        self, batch: list[Document | FingerprintedDocument], pending: _PreparedBatch | None
+        self, batch: list[Document | FingerprintedDocument] | FingerprintedBatch, pending: _PreparedBatch | None
     ) -> _PreparedBatch:
         """Which documents of the batch are new or changed, with their fingerprints under way.
 
         pending: the batch before, not yet written; its keys count as stored with their new content.
         """
+        if isinstance(batch, FingerprintedBatch):
+            return self._prepare_packed(batch, pending)
         data_version = self.conn.pragma("data_version")  # before the read: a commit after it is seen as one
         batch_keys = {doc.key for doc in batch}
         known = self._content_hashes(batch_keys)
@@ -370,6 +440,62 @@ class Writer:
             new_keys=new_keys, data_version=data_version, characters=characters, lengths=lengths,
         )
 
+    def _prepare_packed(self, batch: FingerprintedBatch, pending: _PreparedBatch | None) -> _PreparedBatch:
+        """_prepare_batch of columns: the same comparison, and the rows to write made at once from the columns
+        (no object per document; into an index that holds none of the keys, no loop over them in Python)."""
+        data_version = self.conn.pragma("data_version")
+        keys, hashes, lengths = batch.keys, batch.content_hashes, batch.lengths
+        batch_keys = set(keys)
+        known = self._content_hashes(batch_keys)
+        if pending is not None:
+            known.update((key, pending.digests[key]) for key in batch_keys & pending.digests.keys())
+        if not known and len(batch_keys) == len(keys):  # all new
+            chosen = batch
+            added, updated, unchanged, new_keys = len(keys), 0, 0, batch_keys
+        else:
+            picked, added, updated, unchanged, new_keys = [], 0, 0, 0, set()
+            for i, (key, digest) in enumerate(zip(keys, hashes)):
+                stored = known.get(key, _ABSENT)
+                if stored == digest:
+                    unchanged += 1
+                    continue
+                if stored is _ABSENT:
+                    added += 1
+                    new_keys.add(key)
+                else:
+                    updated += 1
+                known[key] = digest
+                picked.append(i)
+            chosen = batch if len(picked) == len(keys) else _rows_of(batch, picked)
+        rows, without = self._packed_rows(chosen)
+        return _PreparedBatch(
+            batch, [], dict(zip(chosen.keys, chosen.content_hashes)), _NOTHING_TO_FINGERPRINT, added, updated,
+            unchanged, new_keys=new_keys, data_version=data_version, characters=sum(lengths),
+            lengths=chosen.lengths, rows=rows, rows_without_features=without,
+        )  # fmt: skip
+
+    def _packed_rows(self, batch: FingerprintedBatch) -> tuple[list[tuple], list[str]]:
+        """The upsert rows of a FingerprintedBatch, built column by column; and the keys without a fingerprint."""
+        count = len(batch.keys)
+        fingerprints = batch.fingerprints
+        without = [key for key, fp in zip(batch.keys, fingerprints) if fp is None] if None in fingerprints else []
+        columns: list[Any]
+        if without:
+            present = [fp for fp in fingerprints if fp is not None]
+            made = iter(zip(*_signed_blocks(present)))
+            nothing = (None,) * 5
+            columns = list(zip(*[nothing if fp is None else next(made) for fp in fingerprints]))
+        else:
+            columns = _signed_blocks(fingerprints) if count else [[]] * 5
+        texts: Sequence[str | None]
+        shorts: Sequence[bytes | None]
+        if self.store_text and batch.texts is not None:
+            texts, shorts = batch.texts, (None,) * count
+        else:
+            texts, shorts = (None,) * count, batch.short_texts  # (None where there is no fingerprint)
+        rows = list(zip(batch.keys, *columns, batch.lengths, batch.content_hashes, texts, batch.sketches, shorts))
+        return rows, without
+
     def _compared_again(self, prepared: _PreparedBatch, rows: list[tuple]) -> list[tuple]:
         """The rows of a prepared batch still to write, its counts corrected, compared with the index as it
         is now (in the open transaction): a row another process wrote meanwhile with the same content is
@@ -397,6 +523,10 @@ class Writer:
     def _batch_rows(self, prepared: _PreparedBatch, after: _PreparedBatch | None = None) -> list[tuple]:
         """The rows to upsert for a prepared batch. after: the batch prepared next, whose fingerprints
         this process works on while the workers finish this one's."""
+        if prepared.rows is not None:
+            prepared.no_features.extend(prepared.rows_without_features)
+            rows, prepared.rows = prepared.rows, None
+            return rows
         computed = iter(prepared.fingerprints.result(after.fingerprints if after is not None else None))
         made = [
             (doc.fingerprint, doc.sketch) if isinstance(doc, FingerprintedDocument) else next(computed)

@@ -1,0 +1,90 @@
+/* The per-document path of `simq add` in C: a chunk of JSONL lines to finished rows in one call
+ * (documents.c). Built into the core's library (_simhash_core); the Python face is native/documents.py.
+ * Thread safety: a shc_docs is one thread's state (never shared at the same time); everything else is
+ * reentrant. */
+#ifndef SIMHASH_DOCUMENTS_H
+#define SIMHASH_DOCUMENTS_H
+
+#include "simhash_core.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* What each line of a chunk is. */
+#define SHC_LINE_BLANK 0  /* nothing but whitespace: neither a record nor a skip */
+#define SHC_LINE_RECORD 1 /* a record, its row written */
+#define SHC_LINE_PYTHON 2 /* not sure: the Python path reads it (a skip, an escape in a field name, ...) */
+
+/* How a line becomes a row (pipeline/jsonl.py RecordRules). */
+typedef struct shc_doc_rules {
+    const char *text_field; /* UTF-8, text_field_len bytes; must differ from id_field */
+    int64_t text_field_len;
+    const char *id_field;
+    int64_t id_field_len;
+    int64_t max_record_bytes; /* a longer line (without its newline) goes to the Python path */
+    int64_t whole_most;       /* a text of more characters goes to the Python path (fingerprinted in pieces) */
+    int32_t require_id;       /* a record without the id field goes to the Python path (its skip) */
+    int32_t ngram;            /* the fingerprint's settings (shc_check_settings) */
+    int32_t weights;
+    int32_t content_hashes;   /* BLAKE2b-128 of each text's UTF-8 */
+    int32_t short_texts;      /* core/short_texts.short_text_data of each text with a fingerprint */
+    int32_t short_limit;      /* SHORT_TEXT_BYTES */
+    int32_t short_most;       /* SHORT_TEXT_MOST */
+    int32_t deflated_most;    /* SHORT_TEXT_DEFLATED_MOST */
+    const shc_scheme *scheme; /* the sketches' scheme; NULL: no sketches */
+} shc_doc_rules;
+
+/* Where the rows go: arrays of `capacity` lines each (the caller counts the chunk's lines). Line i's bytes
+ * are data[start[i], end[i]) (its newline included); a record's key is keys[key_start[i], key_end[i]) (UTF-8,
+ * has_id[i] 0: none), its short text's data shorts[short_start[i], short_end[i]) (empty: None), its
+ * fingerprint fingerprints[i] and sketch sketches[i * bytes] valid as status[i] says (shc_text). Every record's
+ * key is followed by a NUL in keys (an empty one where it has none; no key holds a NUL), so that the keys can
+ * be split at once. */
+typedef struct shc_doc_out {
+    size_t capacity;
+    uint8_t *kind;
+    int64_t *start;
+    int64_t *end;
+    uint8_t *has_id;
+    int64_t *key_start;
+    int64_t *key_end;
+    char *keys;
+    size_t keys_capacity; /* the chunk's length + its lines is always enough */
+    int64_t *lengths;     /* characters */
+    uint8_t *hashes;      /* 16 bytes a line */
+    uint64_t *fingerprints;
+    uint8_t *status;
+    uint8_t *sketches;
+    int64_t *short_start;
+    int64_t *short_end;
+    uint8_t *shorts;
+    size_t shorts_capacity; /* the chunk's length + 16 a line is always enough */
+} shc_doc_out;
+
+typedef struct shc_docs shc_docs;
+SHC_API shc_docs *shc_docs_new(void);
+SHC_API void shc_docs_free(shc_docs *docs);
+
+/* The zlib the short texts are deflated with (zlibVersion()), "" where the library was built without it
+ * (then short_texts is refused): its bytes equal Python's zlib module's only with the same zlib. */
+SHC_API const char *shc_docs_zlib_version(void);
+
+/* The rows of the chunk's lines (data, len bytes; the last line may lack its newline). *lines: how many lines
+ * were written. Returns 0, SHC_ERR_ARGUMENT (rules or capacities that do not fit), SHC_ERR_MEMORY (the
+ * caller reads the chunk in Python). */
+SHC_API int shc_docs_chunk(shc_docs *docs, const char *data, size_t len, const shc_doc_rules *rules,
+                           shc_doc_out *out, size_t *lines);
+
+/* The lines of a chunk of len bytes (its newlines, and one more for a last line without its newline). */
+SHC_API size_t shc_docs_lines(const char *data, size_t len);
+
+/* BLAKE2b with a 16-byte digest and no key (hashlib.blake2b(data, digest_size=16)). */
+SHC_API void shc_blake2b_128(const unsigned char *data, size_t len, unsigned char out[16]);
+/* str.isspace of one code point (what fold_space folds). */
+SHC_API int shc_is_space(uint32_t cp);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

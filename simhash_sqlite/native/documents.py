@@ -1,0 +1,202 @@
+"""The per-document path of add in C (documents.c), through ctypes: a chunk of JSONL lines to rows in one call.
+
+One call per chunk does what pipeline/jsonl.py does per line in Python (parse, unescape, UTF-8 check, content
+hash, fingerprint, sketch, short text data, length), and releases the GIL while it runs: threads read chunks
+in parallel. A line the C scanner is not sure of comes back marked SHC_LINE_PYTHON, and the caller reads it
+the Python way (never a different answer: pipeline/jsonl.py's tests compare the two on hostile input).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+import zlib
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+
+from . import core, scheme_struct, supports
+
+LINE_BLANK, LINE_RECORD, LINE_PYTHON = 0, 1, 2
+HAS_FINGERPRINT, HAS_SKETCH = 0x01, 0x02
+
+
+class _Rules(ctypes.Structure):
+    _fields_ = [
+        ("text_field", ctypes.c_char_p), ("text_field_len", ctypes.c_int64),
+        ("id_field", ctypes.c_char_p), ("id_field_len", ctypes.c_int64),
+        ("max_record_bytes", ctypes.c_int64), ("whole_most", ctypes.c_int64),
+        ("require_id", ctypes.c_int32), ("ngram", ctypes.c_int32), ("weights", ctypes.c_int32),
+        ("content_hashes", ctypes.c_int32), ("short_texts", ctypes.c_int32), ("short_limit", ctypes.c_int32),
+        ("short_most", ctypes.c_int32), ("deflated_most", ctypes.c_int32), ("scheme", ctypes.c_void_p),
+    ]  # fmt: skip
+
+
+class _Out(ctypes.Structure):
+    _fields_ = [
+        ("capacity", ctypes.c_size_t), ("kind", ctypes.c_void_p), ("start", ctypes.c_void_p),
+        ("end", ctypes.c_void_p), ("has_id", ctypes.c_void_p), ("key_start", ctypes.c_void_p),
+        ("key_end", ctypes.c_void_p), ("keys", ctypes.c_void_p), ("keys_capacity", ctypes.c_size_t),
+        ("lengths", ctypes.c_void_p), ("hashes", ctypes.c_void_p), ("fingerprints", ctypes.c_void_p),
+        ("status", ctypes.c_void_p), ("sketches", ctypes.c_void_p), ("short_start", ctypes.c_void_p),
+        ("short_end", ctypes.c_void_p), ("shorts", ctypes.c_void_p), ("shorts_capacity", ctypes.c_size_t),
+    ]  # fmt: skip
+
+
+@lru_cache(maxsize=None)
+def _functions(lib: ctypes.CDLL) -> bool:
+    """Declare the document path's functions; False where this library lacks them (an older build)."""
+    try:
+        p = ctypes.c_void_p
+        lib.shc_docs_new.restype = p
+        lib.shc_docs_free.argtypes = [p]
+        lib.shc_docs_zlib_version.restype = ctypes.c_char_p
+        lib.shc_docs_chunk.restype = ctypes.c_int
+        lib.shc_docs_chunk.argtypes = [p, ctypes.c_char_p, ctypes.c_size_t, p, p, p]
+        lib.shc_docs_lines.restype = ctypes.c_size_t
+        lib.shc_docs_lines.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
+        lib.shc_blake2b_128.argtypes = [ctypes.c_char_p, ctypes.c_size_t, p]
+        lib.shc_is_space.restype = ctypes.c_int
+        lib.shc_is_space.argtypes = [ctypes.c_uint32]
+    except AttributeError:
+        return False
+    return True
+
+
+def library() -> ctypes.CDLL | None:
+    """The core with its document path, where the switch lets the core run (native.core()) and it is built."""
+    lib = core()
+    return lib if lib is not None and _functions(lib) else None
+
+
+def same_zlib(lib: ctypes.CDLL) -> bool:
+    """Whether the core deflates short texts with the zlib Python's zlib module runs (the same bytes)."""
+    return lib.shc_docs_zlib_version().decode() == zlib.ZLIB_RUNTIME_VERSION
+
+
+class _State:
+    """One thread's shc_docs, freed with the thread's local attributes."""
+
+    def __init__(self, lib: ctypes.CDLL) -> None:
+        self.lib = lib
+        self.pointer = lib.shc_docs_new()
+        if not self.pointer:
+            raise MemoryError("the C core could not allocate its document state")
+
+    def __del__(self) -> None:
+        if getattr(self, "pointer", None):
+            self.lib.shc_docs_free(self.pointer)
+            self.pointer = None
+
+
+_local = threading.local()
+
+
+def _state(lib: ctypes.CDLL) -> _State:
+    state = getattr(_local, "docs", None)
+    if state is None or state.lib is not lib:
+        state = _local.docs = _State(lib)
+    return state
+
+
+@dataclass(frozen=True)
+class Rows:
+    """What shc_docs_chunk wrote for `lines` lines (the arrays are as long as the chunk could hold)."""
+
+    lines: int
+    kind: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+    has_id: np.ndarray
+    key_start: np.ndarray
+    key_end: np.ndarray
+    keys: bytes  # every record's key followed by a NUL (an empty key where it has none)
+    lengths: np.ndarray
+    hashes: np.ndarray  # (capacity, 16) uint8
+    fingerprints: np.ndarray
+    status: np.ndarray
+    sketches: np.ndarray | None  # (capacity, bytes) uint8
+    short_start: np.ndarray
+    short_end: np.ndarray
+    shorts: bytes
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Everything of RecordRules the C path needs, as C values (made once per rules: rules_for)."""
+
+    text_field: bytes
+    id_field: bytes
+    max_record_bytes: int
+    whole_most: int
+    require_id: bool
+    ngram: int
+    weights: str  # FingerprintSettings.weights
+    content_hashes: bool
+    short_texts: bool
+    short_limit: int
+    short_most: int
+    deflated_most: int
+    scheme: object | None  # sketch.SketchScheme or None
+
+
+def plan_supported(lib: ctypes.CDLL, settings, scheme) -> bool:
+    """Whether the core computes these settings' fingerprints and this scheme's sketches (None: no sketches)."""
+    if not supports(settings):
+        return False
+    return scheme is None or lib.shc_sketch_bytes(ctypes.byref(scheme_struct(scheme))) > 0
+
+
+def read_rows(lib: ctypes.CDLL, data: bytes, plan: Plan) -> Rows | None:
+    """The rows of a chunk of whole lines; None where the C path refused it (out of memory: read it in Python)."""
+    from . import WEIGHTS
+
+    size = len(data)
+    capacity = lib.shc_docs_lines(data, size) or 1  # (the GIL released, as bytes.count does not)
+    c_scheme = scheme_struct(plan.scheme) if plan.scheme is not None else None
+    nbytes = lib.shc_sketch_bytes(ctypes.byref(c_scheme)) if c_scheme is not None else 0
+    kind = np.empty(capacity, dtype=np.uint8)
+    start = np.empty(capacity, dtype=np.int64)
+    end = np.empty(capacity, dtype=np.int64)
+    has_id = np.empty(capacity, dtype=np.uint8)
+    key_start = np.empty(capacity, dtype=np.int64)
+    key_end = np.empty(capacity, dtype=np.int64)
+    # Buffers numpy leaves unwritten (create_string_buffer zeroes them, holding the GIL: 3 ms a chunk).
+    keys_capacity = size + capacity
+    keys = np.empty(keys_capacity, dtype=np.uint8)
+    lengths = np.empty(capacity, dtype=np.int64)
+    hashes = np.empty((capacity, 16), dtype=np.uint8)
+    fingerprints = np.empty(capacity, dtype=np.uint64)
+    status = np.empty(capacity, dtype=np.uint8)
+    sketches = np.empty((capacity, nbytes), dtype=np.uint8) if nbytes else None
+    short_start = np.empty(capacity, dtype=np.int64)
+    short_end = np.empty(capacity, dtype=np.int64)
+    shorts_capacity = size + 16 * capacity + 1
+    shorts = np.empty(shorts_capacity if plan.short_texts else 1, dtype=np.uint8)
+    rules = _Rules(
+        plan.text_field, len(plan.text_field), plan.id_field, len(plan.id_field), plan.max_record_bytes,
+        plan.whole_most, int(plan.require_id), plan.ngram, WEIGHTS[plan.weights], int(plan.content_hashes),
+        int(plan.short_texts), plan.short_limit, plan.short_most, plan.deflated_most,
+        ctypes.addressof(c_scheme) if c_scheme is not None else None,
+    )  # fmt: skip
+    out = _Out(
+        capacity, kind.ctypes.data, start.ctypes.data, end.ctypes.data, has_id.ctypes.data, key_start.ctypes.data,
+        key_end.ctypes.data, keys.ctypes.data, keys_capacity, lengths.ctypes.data, hashes.ctypes.data,
+        fingerprints.ctypes.data, status.ctypes.data, sketches.ctypes.data if sketches is not None else None,
+        short_start.ctypes.data, short_end.ctypes.data, shorts.ctypes.data,
+        shorts_capacity if plan.short_texts else 1,
+    )  # fmt: skip
+    lines = ctypes.c_size_t(0)
+    code = lib.shc_docs_chunk(
+        _state(lib).pointer, data, size, ctypes.byref(rules), ctypes.byref(out), ctypes.byref(lines)
+    )
+    if code:
+        return None
+    records = np.flatnonzero(kind[: lines.value] == LINE_RECORD)
+    used = int(key_end[records].max(initial=-1)) + 1  # (each key is followed by a NUL)
+    shorts_used = int(short_end[records].max(initial=0)) if plan.short_texts else 0
+    return Rows(
+        lines.value, kind, start, end, has_id, key_start, key_end, keys[:used].tobytes(), lengths, hashes,
+        fingerprints, status, sketches, short_start, short_end, shorts[:shorts_used].tobytes(),
+    )  # fmt: skip

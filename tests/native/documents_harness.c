@@ -1,0 +1,242 @@
+/* A C harness for documents.c (add's document path), meant to run under AddressSanitizer and
+ * UndefinedBehaviorSanitizer (bench/native_sanitize.sh builds and runs it). Random chunks of JSONL lines:
+ * plain records, records with every escape, lone and paired surrogates, raw control bytes, nesting, numbers,
+ * then mutated byte by byte, cut short, in buffers of exactly their length (so that a read past the end is
+ * caught). It checks what must hold whatever the input:
+ *   - every line is counted once, its bounds are the chunk's newlines, its kind is one of the three;
+ *   - a record's key and short-text ranges lie within what was written, in order, its length is at most its
+ *     line's bytes, its status is a valid shc_text status;
+ *   - outputs too small give SHC_ERR_ARGUMENT, never a write out of bounds; the same chunk twice gives the
+ *     same rows (the state carries nothing over from one chunk to the next).
+ * Usage: documents_harness [seconds] [seed]. Exit 0 when every check held. */
+#include "documents.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static uint64_t rng_state = 0x2545F4914F6CDD1Dull;
+static uint64_t rnd(void)
+{
+    uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static long failures = 0;
+#define CHECK(cond, ...)                                                                                             \
+    do {                                                                                                             \
+        if (!(cond)) {                                                                                               \
+            failures++;                                                                                              \
+            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                                    \
+            fprintf(stderr, __VA_ARGS__);                                                                            \
+            fputc('\n', stderr);                                                                                     \
+        }                                                                                                            \
+    } while (0)
+
+static const char *const PIECES[] = {
+    "hello", " ", "\\n", "\\t", "\\\"", "\\\\", "\\/", "\\u00e9", "\\ud83d\\ude00", "\\ud800", "\\udc00", "\\u0000",
+    "\xe4\xb8\xad\xe6\x96\x87", "\xf0\x9f\x98\x80", "\xc3\xa9", "\xff", "\xed\xa0\x80", "\x01", "\\x", "\\u12",
+    "\xe3\x80\x80", "\xc2\xa0", "word ", "e\xcc\x81",
+};
+#define NPIECES (sizeof PIECES / sizeof PIECES[0])
+static const char *const VALUES[] = {
+    "1", "-0", "0.5e-3", "01", "1.", "NaN", "-Infinity", "true", "false", "null", "[]", "{}", "[1,[2,{\"a\":3}]]",
+    "\"str\"", "12345678901234567890", "{\"text\":1}", "[[[[[[[[[[[[]]]]]]]]]]]]",
+};
+#define NVALUES (sizeof VALUES / sizeof VALUES[0])
+
+static size_t put(char *buf, size_t at, size_t cap, const char *s)
+{
+    size_t n = strlen(s);
+    if (at + n > cap)
+        return at;
+    memcpy(buf + at, s, n);
+    return at + n;
+}
+
+static size_t make_string(char *buf, size_t at, size_t cap)
+{
+    at = put(buf, at, cap, "\"");
+    size_t pieces = rnd() % 40;
+    if (rnd() % 8 == 0)
+        pieces = 200 + rnd() % 600;
+    for (size_t i = 0; i < pieces; i++)
+        at = put(buf, at, cap, rnd() % 3 ? PIECES[rnd() % 3 == 0 ? rnd() % NPIECES : 22] : PIECES[rnd() % NPIECES]);
+    return put(buf, at, cap, "\"");
+}
+
+static size_t make_line(char *buf, size_t at, size_t cap)
+{
+    if (rnd() % 20 == 0)
+        return put(buf, at, cap, rnd() % 2 ? "   " : "\x0b");
+    at = put(buf, at, cap, rnd() % 10 == 0 ? " {" : "{");
+    size_t fields = rnd() % 5;
+    for (size_t f = 0; f < fields; f++) {
+        if (f)
+            at = put(buf, at, cap, rnd() % 2 ? ", " : ",");
+        static const char *const names[] = {"\"text\"", "\"id\"", "\"url\"", "\"te\\u0078t\"", "\"x\""};
+        at = put(buf, at, cap, names[rnd() % 5]);
+        at = put(buf, at, cap, rnd() % 2 ? ": " : ":");
+        if (rnd() % 3)
+            at = make_string(buf, at, cap);
+        else
+            at = put(buf, at, cap, VALUES[rnd() % NVALUES]);
+    }
+    return put(buf, at, cap, rnd() % 10 == 0 ? "} " : "}");
+}
+
+static size_t make_chunk(char *buf, size_t cap)
+{
+    size_t at = 0, lines = rnd() % 12;
+    for (size_t i = 0; i < lines; i++) {
+        at = make_line(buf, at, cap);
+        if (i + 1 < lines || rnd() % 2)
+            at = put(buf, at, cap, rnd() % 5 ? "\n" : "\r\n");
+    }
+    size_t mutations = rnd() % 4;
+    for (size_t i = 0; i < mutations && at; i++)
+        buf[rnd() % at] = (char)(rnd() % 256);
+    if (at && rnd() % 5 == 0)
+        at = rnd() % at;
+    return at;
+}
+
+typedef struct {
+    shc_doc_out out;
+    void *blocks[16];
+} outputs;
+
+static void outputs_new(outputs *o, size_t capacity, size_t keys, size_t shorts, size_t nbytes)
+{
+    memset(o, 0, sizeof *o);
+    o->out.capacity = capacity;
+    size_t n = capacity ? capacity : 1;
+    o->blocks[0] = o->out.kind = malloc(n);
+    o->blocks[1] = o->out.start = malloc(n * 8);
+    o->blocks[2] = o->out.end = malloc(n * 8);
+    o->blocks[3] = o->out.has_id = malloc(n);
+    o->blocks[4] = o->out.key_start = malloc(n * 8);
+    o->blocks[5] = o->out.key_end = malloc(n * 8);
+    o->blocks[6] = o->out.keys = malloc(keys ? keys : 1);
+    o->out.keys_capacity = keys;
+    o->blocks[7] = o->out.lengths = malloc(n * 8);
+    o->blocks[8] = o->out.hashes = malloc(n * 16);
+    o->blocks[9] = o->out.fingerprints = malloc(n * 8);
+    o->blocks[10] = o->out.status = malloc(n);
+    o->blocks[11] = o->out.sketches = malloc(n * nbytes);
+    o->blocks[12] = o->out.short_start = malloc(n * 8);
+    o->blocks[13] = o->out.short_end = malloc(n * 8);
+    o->blocks[14] = o->out.shorts = malloc(shorts ? shorts : 1);
+    o->out.shorts_capacity = shorts;
+}
+
+static void outputs_free(outputs *o)
+{
+    for (size_t i = 0; i < 16; i++)
+        free(o->blocks[i]);
+}
+
+static void check_chunk(shc_docs *d, const char *data, size_t len, const shc_doc_rules *r, size_t nbytes)
+{
+    size_t newlines = 0;
+    for (size_t i = 0; i < len; i++)
+        newlines += data[i] == '\n';
+    size_t lines_expected = newlines + (len && data[len - 1] != '\n');
+    size_t capacity = newlines + 1;
+    outputs a, b;
+    outputs_new(&a, capacity, len + capacity, len + 16 * capacity + 1, nbytes);
+    outputs_new(&b, capacity, len + capacity, len + 16 * capacity + 1, nbytes);
+    size_t lines = 0, lines_b = 0;
+    int rc = shc_docs_chunk(d, data, len, r, &a.out, &lines);
+    CHECK(rc == 0, "chunk refused (%d)", rc);
+    if (rc == 0) {
+        CHECK(lines == lines_expected, "%zu lines, expected %zu", lines, lines_expected);
+        size_t keys = 0, shorts = 0;
+        for (size_t i = 0; i < lines; i++) {
+            CHECK(a.out.start[i] == (i ? a.out.end[i - 1] : 0), "line %zu starts elsewhere", i);
+            CHECK(a.out.end[i] > a.out.start[i] && (size_t)a.out.end[i] <= len, "line %zu ends elsewhere", i);
+            CHECK(a.out.kind[i] <= SHC_LINE_PYTHON, "kind %d", a.out.kind[i]);
+            if (a.out.kind[i] != SHC_LINE_RECORD)
+                continue;
+            CHECK((size_t)a.out.key_start[i] == keys && a.out.key_end[i] >= a.out.key_start[i], "key range");
+            CHECK((size_t)a.out.short_start[i] == shorts && a.out.short_end[i] >= a.out.short_start[i], "short range");
+            CHECK(a.out.keys[a.out.key_end[i]] == 0, "a key not ended by a NUL");
+            keys = (size_t)a.out.key_end[i] + 1;
+            shorts = (size_t)a.out.short_end[i];
+            CHECK(a.out.lengths[i] <= a.out.end[i] - a.out.start[i], "length beyond the line");
+            CHECK((a.out.status[i] & ~3u) == 0, "status %d", a.out.status[i]);
+        }
+        CHECK(keys <= len + lines, "keys beyond their buffer");
+        rc = shc_docs_chunk(d, data, len, r, &b.out, &lines_b);
+        CHECK(rc == 0 && lines_b == lines && !memcmp(a.out.kind, b.out.kind, lines), "not the same twice");
+        for (size_t i = 0; rc == 0 && i < lines; i++) {
+            if (a.out.kind[i] != SHC_LINE_RECORD)
+                continue;
+            CHECK(a.out.fingerprints[i] == b.out.fingerprints[i] && !memcmp(a.out.hashes + 16 * i, b.out.hashes + 16 * i, 16),
+                  "a record differs the second time");
+            CHECK(a.out.short_end[i] - a.out.short_start[i] == b.out.short_end[i] - b.out.short_start[i] &&
+                      !memcmp(a.out.shorts + a.out.short_start[i], b.out.shorts + b.out.short_start[i],
+                              (size_t)(a.out.short_end[i] - a.out.short_start[i])),
+                  "a short text differs the second time");
+        }
+    }
+    outputs_free(&a);
+    outputs_free(&b);
+    if (lines_expected > 0) { /* too few lines of room: refused, nothing written out of bounds (ASan) */
+        outputs small;
+        outputs_new(&small, lines_expected - 1, len + capacity, len + 16 * capacity + 1, nbytes);
+        rc = shc_docs_chunk(d, data, len, r, &small.out, &lines);
+        CHECK(rc == SHC_ERR_ARGUMENT, "a chunk of too many lines accepted (%d)", rc);
+        outputs_free(&small);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    double seconds = argc > 1 ? atof(argv[1]) : 10.0;
+    if (argc > 2)
+        rng_state = strtoull(argv[2], NULL, 10);
+    static const unsigned char empty_digest[16] = {0xca, 0xe6, 0x69, 0x41, 0xd9, 0xef, 0xbd, 0x40,
+                                                   0x4e, 0x4d, 0x88, 0x75, 0x8e, 0xa6, 0x76, 0x70};
+    unsigned char digest[16];
+    shc_blake2b_128((const unsigned char *)"", 0, digest);
+    CHECK(!memcmp(digest, empty_digest, 16), "BLAKE2b-128 of nothing");
+    shc_docs *d = shc_docs_new();
+    if (!d)
+        return 2;
+    shc_scheme scheme = {944, 1, 16};
+    size_t nbytes = shc_sketch_bytes(&scheme);
+    int zlib = shc_docs_zlib_version()[0] != 0;
+    shc_doc_rules rules = {"text", 4, "id", 2, 1 << 20, 1 << 22, 0, 5, 0, 1, zlib, 352, 1024, 768, &scheme};
+    shc_doc_out none;
+    memset(&none, 0, sizeof none);
+    size_t lines;
+    CHECK(shc_docs_chunk(d, "x", 1, NULL, &none, &lines) == SHC_ERR_ARGUMENT, "no rules accepted");
+    shc_doc_rules bad = rules;
+    bad.ngram = 0;
+    CHECK(shc_docs_chunk(d, "x", 1, &bad, &none, &lines) == SHC_ERR_ARGUMENT, "bad settings accepted");
+    clock_t start = clock();
+    long rounds = 0;
+    size_t cap = 1 << 16;
+    char *scratch = malloc(cap);
+    while ((double)(clock() - start) / CLOCKS_PER_SEC < seconds) {
+        size_t len = make_chunk(scratch, cap);
+        char *data = malloc(len ? len : 1); /* exactly its length: a read past it is caught */
+        memcpy(data, scratch, len);
+        rules.require_id = (int32_t)(rnd() % 4 == 0);
+        rules.max_record_bytes = rnd() % 4 == 0 ? (int64_t)(rnd() % 200) : 1 << 20;
+        rules.whole_most = rnd() % 4 == 0 ? (int64_t)(rnd() % 100) : 1 << 22;
+        rules.weights = (int32_t)(rnd() % 3);
+        rules.scheme = rnd() % 4 == 0 ? NULL : &scheme;
+        check_chunk(d, data, len, &rules, rules.scheme ? nbytes : 1);
+        free(data);
+        rounds++;
+    }
+    free(scratch);
+    shc_docs_free(d);
+    printf("%ld chunks, %ld failures, zlib %s\n", rounds, failures, zlib ? shc_docs_zlib_version() : "none");
+    return failures ? 1 : 0;
+}

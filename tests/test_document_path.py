@@ -1,0 +1,281 @@
+"""add's document path in C (native/documents.c) against the Python path it stands for: every line of every
+chunk gives the same record, skip or blank, bit for bit, on hostile JSON as on plain crawl lines."""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import json
+import random
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from simhash_sqlite.core.fingerprint import to_hex
+from simhash_sqlite.core.settings import FingerprintSettings
+from simhash_sqlite.core.short_texts import short_text_data
+from simhash_sqlite.core.sketch import SketchScheme
+from simhash_sqlite.native import documents as native_documents
+from simhash_sqlite.pipeline import jsonl
+from simhash_sqlite.pipeline.jsonl import RecordRules, python_chunk, read_chunk
+
+LIB = native_documents.library()
+pytestmark = pytest.mark.skipif(LIB is None, reason="the C core's document path is not built")
+
+FIELDS = ("skips", "lines", "starts", "ends", "keys", "lengths", "hashes", "fingerprints", "sketches",
+          "short_texts", "failures", "texts")  # fmt: skip
+RULES = RecordRules(settings=FingerprintSettings(), short_texts=True, stream_over=1 << 25)
+
+
+def same_records(data: bytes, rules: RecordRules = RULES) -> native_documents.Rows:
+    """read_chunk (C, the Python path for the lines it leaves) gives what python_chunk gives; the C rows."""
+    plan = jsonl._native_plan(rules)
+    assert plan is not None
+    ours, reference = read_chunk(data, rules), python_chunk(data, rules)
+    for name in FIELDS:
+        assert getattr(ours, name) == getattr(reference, name), name
+    rows = native_documents.read_rows(LIB, data, plan)
+    assert rows is not None
+    return rows
+
+
+def records_in_c(rows: native_documents.Rows) -> int:
+    return int(np.count_nonzero(rows.kind[: rows.lines] == native_documents.LINE_RECORD))
+
+
+def test_blake2b_is_hashlibs():
+    rng = random.Random(3)
+    for size in [*range(0, 300), 1000, 4096, 100_000]:
+        data = rng.randbytes(size)
+        out = ctypes.create_string_buffer(16)
+        LIB.shc_blake2b_128(data, len(data), out)
+        assert out.raw == hashlib.blake2b(data, digest_size=16).digest(), size
+
+
+def test_whitespace_is_str_isspace_for_every_code_point():
+    spaces = [cp for cp in range(0x110000) if chr(cp).isspace()]
+    assert [cp for cp in range(0x110000) if LIB.shc_is_space(cp)] == spaces
+
+
+def test_plain_crawl_lines_are_all_read_in_c():
+    lines = [
+        json.dumps({"id": f"p{i}", "text": f"Page {i}: the quick brown fox jumps over the lazy dog " * (i % 7 + 1),
+                    "url": f"https://example.com/{i}", "n": i, "tags": ["a", {"b": None}], "f": 1.5e3})
+        for i in range(200)
+    ]
+    chinese = "中文的文本，用来测试压缩的形式。"
+    lines += [json.dumps({"id": i, "text": chinese * (i % 5 + 1)}, ensure_ascii=False) for i in range(100)]
+    rows = same_records(("\n".join(lines) + "\n").encode())
+    assert records_in_c(rows) == 300
+
+
+def test_escapes_and_surrogates():
+    lines = [
+        r'{"id": "a\/b", "text": "caf\u00e9 \ud83d\ude00 tab\tnew\nline \"q\" \\ end"}',
+        r'{"id": "lone", "text": "x \ud800 y"}',  # lone high surrogate: skipped by the Python path
+        r'{"id": "low", "text": "x \udc00 y"}',
+        r'{"id": "pair\ud83d\ude00", "text": "emoji key"}',
+        r'{"id": "bad", "text": "bad \x escape"}',
+        r'{"id": "nul\u0000", "text": "nul in the id"}',
+        r'{"id": "t", "text": "nul \u0000 in the text"}',
+        r'{"te\u0078t": "escaped field name", "id": "e"}',
+        '{"id": "ctl", "text": "raw \x01 control"}',
+        '{"id": "-0", "text": "negative zero id"}',
+        '{"id": -0, "text": "negative zero number id"}',
+        '{"id": 12345678901234567890123, "text": "big integer id"}',
+        '{"id": 1.5, "text": "float id"}',
+        '{"id": true, "text": "bool id"}',
+        '{"id": null, "text": "null id"}',
+        '{"text": "no id"}',
+        '{"id": "x", "text": 5}',
+        '{"id": "x"}',
+        '{"id": "dup", "text": "first", "text": "second"}',
+        '{"id": "d1", "id": "d2", "text": "two ids"}',
+        '{"id": "nan", "text": "t", "v": NaN}',
+        '{"id": "inf", "text": "t", "v": -Infinity}',
+        '{"id": "num", "text": "t", "v": 01}',
+        '{"id": "num2", "text": "t", "v": 1.}',
+        '{"id": "num3", "text": "t", "v": 1e5, "w": -0.5E-3}',
+        '[1, 2]',
+        '"a string"',
+        '{"id": "trail", "text": "t"} x',
+        '{"id": "trail2", "text": "t"}   \t\r',
+        '   {"id": "lead", "text": "leading space"}',
+        '\ufeff{"id": "bom", "text": "t"}',
+        '{"id": "deep", "text": "t", "v": ' + "[" * 150 + "]" * 150 + "}",
+        '{"id": "deeper", "text": "t", "v": ' + "[" * 5000 + "]" * 5000 + "}",
+        '{"id": "long number", "text": "t", "v": ' + "9" * 5000 + "}",
+        "\x0b\x0c",
+        "",
+        "   ",
+        '{"id": "sym", "text": "!!! ??? ..."}',  # no letter or digit: no fingerprint
+        '{"id": "ws", "text": "\\u3000 a\\u00a0b\\u2028c  \\t d\\u0085"}',
+        '{"id": "nfkc", "text": "e\\u0301 combining"}',  # the core declines: the reference computes it
+    ]
+    data = "\n".join(lines).encode("utf-8", "surrogatepass")
+    rows = same_records(data)
+    assert records_in_c(rows) >= 10
+
+
+def test_invalid_utf8_and_a_line_without_its_newline():
+    data = b'{"id": "a", "text": "ok"}\n{"id": "b", "text": "bad \xff byte"}\n{"id": "c", "text": "\xed\xa0\x80"}\n' \
+           b'{"id": "d", "text": "over\xc0\xafong"}\n{"id": "e", "text": "last"}'
+    same_records(data)
+    same_records(data, replace(RULES, errors="replace"))
+
+
+def test_rules_the_c_path_follows():
+    data = "\n".join(json.dumps({"doc": f"k{i}", "body": "words " * i, "text": "other"}) for i in range(50)).encode()
+    for rules in (
+        replace(RULES, text_field="body", id_field="doc"),
+        replace(RULES, require_id=True, id_field="missing"),
+        replace(RULES, content_hashes=False, short_texts=False),
+        replace(RULES, sketches=False, short_texts=False),
+        replace(RULES, stream_over=20),  # longer texts are fingerprinted in pieces by the Python path
+        replace(RULES, max_record_bytes=100),
+        replace(RULES, scheme=SketchScheme(bins=960, bits=1, version=1)),
+        replace(RULES, settings=FingerprintSettings(weights="log", ngram=3)),
+    ):
+        same_records(data, rules)
+
+
+def test_golden_fingerprints_through_the_document_path():
+    golden = Path(__file__).parent / "golden" / "fingerprints.jsonl"
+    rows = [json.loads(line) for line in golden.read_text(encoding="utf-8").splitlines()]
+    for settings_ in {json.dumps(row["settings"], sort_keys=True) for row in rows}:
+        chosen = [row for row in rows if json.dumps(row["settings"], sort_keys=True) == settings_]
+        fingerprint_settings = FingerprintSettings(**json.loads(settings_))
+        if fingerprint_settings.features != "chars":
+            continue  # words: the Python path's alone (the core fingerprints character n-grams)
+        rules = replace(RULES, settings=fingerprint_settings)
+        data = "".join(json.dumps({"id": str(i), "text": row["text"]}) + "\n" for i, row in enumerate(chosen)).encode()
+        records = read_chunk(data, rules)
+        got = {int(key): fp for key, fp in zip(records.keys, records.fingerprints)}
+        for i, row in enumerate(chosen):
+            assert (None if got.get(i) is None else to_hex(got[i])) == row["simhash"], row
+
+
+def _short_texts(texts: list[str]) -> None:
+    data = "".join(json.dumps({"id": str(i), "text": t}) + "\n" for i, t in enumerate(texts)).encode()
+    records = read_chunk(data, RULES)
+    assert records.short_texts == [short_text_data(t) if fp is not None else None
+                                   for t, fp in zip(texts, records.fingerprints)]
+
+
+def test_short_texts_are_short_text_datas_bytes():
+    rng = random.Random(5)
+    words = ["alpha", "beta", "中文", "文本", "😀", "x", "\u3000", "\t", "  ", "é", "Straße"]
+    texts = ["".join(rng.choice(words) + rng.choice(["", " ", "\n"]) for _ in range(rng.randint(1, 300)))
+             for _ in range(300)]
+    texts += ["a" * n for n in (1, 351, 352, 1023, 1024, 1025)] + ["中" * n for n in (383, 384, 385, 700)]
+    _short_texts(texts)
+
+
+json_text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=60) | st.text(max_size=20)
+
+
+json_value = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | json_text,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(json_text, inner, max_size=3),
+    max_leaves=8,
+)
+field_names = st.sampled_from(["id", "text", "url", "te\\u0078t", "x"])
+
+
+@st.composite
+def hostile_lines(draw) -> bytes:
+    fields = draw(st.lists(st.tuples(field_names, json_value | json_text | st.integers()), max_size=5))
+    parts = []
+    for name, value in fields:
+        encoded = json.dumps(value, ensure_ascii=draw(st.booleans()))
+        parts.append(f'"{name}"{draw(st.sampled_from([":", " : ", ":  "]))}{encoded}')
+    line = "{" + draw(st.sampled_from([",", ", ", " ,\t"])).join(parts) + "}"
+    raw = line.encode("utf-8", "surrogatepass")
+    mangle = draw(st.integers(0, 6))
+    if mangle == 1 and raw:  # a byte changed anywhere
+        at = draw(st.integers(0, len(raw) - 1))
+        raw = raw[:at] + bytes([draw(st.integers(0, 255))]) + raw[at + 1 :]
+    elif mangle == 2:  # a raw lone surrogate escape in a string
+        raw = raw.replace(b'"text": "', b'"text": "\\ud834', 1)
+    elif mangle == 3 and raw:  # cut short
+        raw = raw[: draw(st.integers(0, len(raw)))]
+    return raw
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(hostile_lines(), min_size=1, max_size=8), st.sampled_from(["\n", "\r\n"]))
+def test_hostile_lines_read_as_the_python_path_reads_them(lines, newline):
+    same_records(newline.encode().join(lines))
+
+
+def _index_rows(path) -> list[tuple]:
+    import apsw
+
+    conn = apsw.Connection(str(path))
+    try:
+        return list(conn.execute("SELECT key, fingerprint, b0, b1, b2, b3, length, content_hash, text, sketch, "
+                                 "short_text FROM documents ORDER BY id"))
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize("store_text", [False, True])
+def test_columns_write_what_documents_one_by_one_write(tmp_path, monkeypatch, store_text):
+    """add() of packed_documents (FingerprintedBatch columns) writes the rows and reports the counts that
+    add() of documents() does: new, changed, unchanged and repeated ids, texts without features, batches cut
+    across chunks, an add into an index that holds some of the keys."""
+    from simhash_sqlite import SimhashIndex
+    from simhash_sqlite.pipeline import sources
+    from simhash_sqlite.pipeline.sources import Reader
+
+    monkeypatch.setattr(sources, "CHUNK_BYTES", 2048)  # many chunks, batches across them
+    first, second = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    first.write_text("".join(json.dumps({"id": f"k{i % 180}", "text": f"text {i} " * (i % 9) or "!!"}) + "\n"
+                             for i in range(200)))
+    second.write_text("".join(json.dumps({"id": f"k{i}", "text": f"text {i} " * (i % 9) if i % 3 else "changed"})
+                              + "\n" for i in range(0, 260, 2)))
+    results = {}
+    for packed in (False, True):
+        db = tmp_path / f"{packed}.db"
+        reports = []
+        with SimhashIndex(db, create=True, store_text=store_text) as index:
+            for path in (first, second):
+                reader = Reader()
+                paths = reader.expand([str(path)])
+                documents = (reader.packed_documents(paths, index.settings, store_text, index.sketch_scheme) if packed
+                             else reader.documents(paths, index.settings, store_text, index.sketch_scheme))
+                report = index.add(documents, batch_size=70)
+                reports.append((report.added, report.updated, report.unchanged, report.without_features,
+                                report.batches, report.characters, report.short, reader.duplicate_count))
+        results[packed] = (_index_rows(db), reports)
+    assert results[True] == results[False]
+    assert results[True][1][0][7] == 20 and results[True][1][1][1] > 0  # repeated ids, updates: both seen
+
+
+def test_jsonl_is_read_on_threads_in_c_and_on_processes_the_input_pays_for_in_python(tmp_path, monkeypatch):
+    """With the C path, chunks go to threads (no worker to start, nothing to copy), on every core; the Python
+    path's processes are bounded by the input's size (sources.processes_for: one per PROCESS_BYTES)."""
+    from simhash_sqlite.core import pool
+    from simhash_sqlite.pipeline import sources
+
+    path = tmp_path / "small.jsonl"
+    path.write_text("".join(json.dumps({"id": str(i), "text": f"text {i}"}) + "\n" for i in range(50)))
+    asked = []
+
+    def spy(function, items, **options):
+        asked.append((options.get("threads", False), options.get("most")))
+        return pool.map_in_order(function, items, **options)
+
+    monkeypatch.setattr(sources, "map_in_order", spy)
+    reader = sources.Reader()
+    assert len(list(reader.documents(reader.expand([str(path)]), FingerprintSettings()))) == 50
+    monkeypatch.setenv("SIMHASH_SQLITE_CORE", "python")
+    reader = sources.Reader()
+    assert len(list(reader.documents(reader.expand([str(path)]), FingerprintSettings()))) == 50
+    assert asked == [(True, None), (False, 1)]
+    assert sources.processes_for(None) > 64 and sources.processes_for(0) == 1
+    assert sources.processes_for(3 * sources.PROCESS_BYTES) == 4
