@@ -51,19 +51,29 @@ def default_memory() -> int:
 
 
 class SpillFolder:
-    """A folder for spilled runs and labels, made on first use (beside the output, else the temporary
-    folder) and removed by close()."""
+    """The folder the kept set spills to: NEAR.spill beside the output (a killed run's is removed when the
+    next run for that output starts), else one in the temporary folder; made on first use, removed by
+    close()."""
 
     def __init__(self, near: str | None = None) -> None:
         self.near = near
         self.path: str | None = None
         self.bytes = 0  # written so far (the spill the report shows)
         self.files = 0
+        if near is not None:
+            shutil.rmtree(self._beside(), ignore_errors=True)
+
+    def _beside(self) -> str:
+        assert self.near is not None
+        return os.path.abspath(self.near) + ".spill"
 
     def new_file(self, suffix: str) -> str:
         if self.path is None:
-            parent = os.path.dirname(os.path.abspath(self.near)) if self.near else None
-            self.path = tempfile.mkdtemp(prefix=".simq-spill-", dir=parent)
+            if self.near is None:
+                self.path = tempfile.mkdtemp(prefix="simq-spill-")
+            else:
+                self.path = self._beside()
+                os.makedirs(self.path)
         self.files += 1
         return os.path.join(self.path, f"{self.files}{suffix}")
 
