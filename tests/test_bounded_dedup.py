@@ -55,7 +55,8 @@ def test_spilled_sketches_find_every_near_duplicate_sharing_a_window(tmp_path_fa
     rows = np.array(rows, dtype=np.uint8)
     folder = SpillFolder(str(tmp_path_factory.mktemp("spill") / "out.jsonl"))
     found = KeptSketches(threshold, budget=budget, folder=folder)
-    spill_module.SpilledRun.BLOCK = block
+    # (and with small blocks, a search reads one block at a time: spill.READ_BLOCKS)
+    spill_module.SpilledRun.BLOCK, spill_module.READ_BLOCKS = block, 1 if block == 3 else 2048
     for lo in range(0, kept_count, 3):
         found.add(kept[lo : lo + 3], np.arange(lo, min(lo + 3, kept_count)) * 10)
     if budget == 1:
@@ -70,7 +71,7 @@ def test_spilled_sketches_find_every_near_duplicate_sharing_a_window(tmp_path_fa
                 want.append((i, 10 * j, round(estimate(a, b), 9)))
     found.close()
     folder.close()
-    spill_module.SpilledRun.BLOCK = 512
+    spill_module.SpilledRun.BLOCK, spill_module.READ_BLOCKS = 512, 2048
     assert got == sorted(want)
 
 
@@ -101,4 +102,35 @@ def test_a_spilled_run_reads_every_block_that_holds_a_wanted_code(tmp_path_facto
         run.close()
     finally:
         spill_module.SpilledRun.BLOCK = 512
+        folder.close()
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.integers(0, 20), max_size=200), st.lists(st.integers(0, 20), max_size=200),
+       st.sampled_from([1, 3, 512]), st.sampled_from([1, 4, 1 << 20]))
+def test_two_spilled_runs_merge_on_disk_into_the_run_of_both(tmp_path_factory, older, newer, block, chunk):
+    """SpilledRun.merged, a chunk at a time: the codes of both in order (the newer's positions after the
+    older's), the fence of every block's first code, the rows and labels of the older then the newer."""
+    folder = SpillFolder(str(tmp_path_factory.mktemp("spill") / "out.jsonl"))
+    spill_module.SpilledRun.BLOCK, spill_module.MERGE_CHUNK = block, chunk
+    try:
+        def run(tops, first_label):
+            codes = np.sort(np.array(tops, dtype=np.uint64) << np.uint64(32) | np.arange(len(tops), dtype=np.uint64))
+            rows = (np.arange(len(tops) * 2) % 251).astype(np.uint8).reshape(-1, 2)
+            return spill_module.SpilledRun(folder, rows, np.arange(len(tops)) + first_label, codes), codes, rows
+
+        a, a_codes, a_rows = run(older, 0)
+        b, b_codes, b_rows = run(newer, 1000)
+        merged = spill_module.SpilledRun.merged(folder, a, b)
+        want = np.sort(np.concatenate((a_codes, b_codes + np.uint64(len(older)))))
+        got = np.fromfile(merged.codes_path, dtype=np.uint64)
+        assert got.tolist() == want.tolist() and merged.fence.tolist() == want[::block].tolist()
+        positions = np.arange(len(older) + len(newer))
+        rows, labels = merged.rows_and_labels(positions)
+        assert rows.tolist() == np.concatenate((a_rows, b_rows)).tolist()
+        assert labels.tolist() == list(range(len(older))) + list(range(1000, 1000 + len(newer)))
+        assert not os.path.exists(a.codes_path) and not os.path.exists(b.records_path)
+        merged.close()
+    finally:
+        spill_module.SpilledRun.BLOCK, spill_module.MERGE_CHUNK = 512, 1 << 20
         folder.close()

@@ -59,6 +59,10 @@ BATCH = 2000
 # at +0.01 recall 0.972-0.976 with 0.22-0.24%, at +0.02 recall 0.957-0.962 with 0.07-0.13%.
 DROP_MARGIN = 0.01
 NO_MATCH = np.iinfo(np.int64).max
+# Batches grow by BATCH for every SPILLED_A_BATCH_STEP spilled kept documents, to SPILLED_BATCH_MOST times
+# BATCH (32,000 documents: their raw lines and codes, some 100 MB at crawl pages).
+SPILLED_A_BATCH_STEP = 250_000
+SPILLED_BATCH_MOST = 16
 
 
 def drop_cut(threshold: float) -> float:
@@ -348,6 +352,10 @@ class KeptSketches:
             largest = max(range(len(self.runs)), key=lambda i: len(self.runs[i].rows))
             run = self.runs.pop(largest)
             self.spilled.append(SpilledRun(self.folder, run.rows, run.labels, run.codes))
+            # Merged on disk as the runs in RAM are: O(log n) runs to search.
+            while len(self.spilled) > 1 and 2 * len(self.spilled[-1]) >= len(self.spilled[-2]):
+                newer_spilled, older_spilled = self.spilled.pop(), self.spilled.pop()
+                self.spilled.append(SpilledRun.merged(self.folder, older_spilled, newer_spilled))
 
     def matches(
         self, rows: np.ndarray, codes: np.ndarray | None = None
@@ -367,7 +375,12 @@ class KeptSketches:
                     out_label.append(run.labels[pp[keep]])
                     out_estimate.append(estimate[keep])
             for spilled in self.spilled:
-                q, position = _candidates(spilled.codes_near(codes & _HIGH), codes, len(spilled))
+                wanted, found = codes & _HIGH, [np.empty(0, np.int64)]
+                for lo, hi in spilled.slices(wanted):  # a few MiB of the run read at a time
+                    q, position = _candidates(spilled.codes_near(wanted[lo:hi]), codes[lo:hi], len(spilled))
+                    found.append(q * len(spilled) + position)
+                pair = np.unique(np.concatenate(found))  # a pair sharing windows in two slices: once
+                q, position = pair // len(spilled), pair % len(spilled)
                 for lo in range(0, len(q), ESTIMATE_CHUNK):
                     qq, pp = q[lo : lo + ESTIMATE_CHUNK], position[lo : lo + ESTIMATE_CHUNK]
                     distinct, back = np.unique(pp, return_inverse=True)
@@ -573,7 +586,7 @@ class Deduplicator:
         batch: list[tuple[Document | FingerprintedDocument, bytes | None]] = []
         for entry in self._timed(entries):
             batch.append(entry)
-            if len(batch) >= self.batch_size:
+            if len(batch) >= self._batch_target():
                 started = self._start(batch, pending is not None)
                 if pending is not None:
                     yield from self._decide(pending[0], self._fingerprints(*pending, started))
@@ -600,6 +613,13 @@ class Deduplicator:
             self.sketches.close()
         self.labels.close()
         self.spill.close()
+
+    def _batch_target(self) -> int:
+        """Documents a batch: batch_size, larger once the kept set has spilled. A batch reads every block of
+        the spilled runs its codes may be in, which is most of them past a few hundred thousand spilled
+        documents (24-bit keys: most are taken), so a larger batch reads them for more documents at a time."""
+        spilled = sum(len(run) for run in self.sketches.spilled) if self.sketches is not None else 0
+        return self.batch_size * max(1, min(SPILLED_BATCH_MOST, spilled // SPILLED_A_BATCH_STEP))
 
     def _timed(self, entries: Iterable) -> Iterator:
         """The entries, their reading counted in fingerprint_seconds (the reader fingerprints JSONL)."""

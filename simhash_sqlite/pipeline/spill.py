@@ -89,6 +89,8 @@ def _write(path: str, array: np.ndarray) -> int:
     return array.nbytes
 
 
+# A search of a spilled run reads at most this many of its blocks at a time (8 MiB).
+READ_BLOCKS = 2048
 # Spans of wanted items closer than this many items are read as one (a read costs more than a few KiB).
 _GAP = 32
 
@@ -118,15 +120,44 @@ class SpilledRun:
     BLOCK = 512  # codes a block: 4 KiB
 
     def __init__(self, folder: SpillFolder, rows: np.ndarray, labels: np.ndarray, codes: np.ndarray) -> None:
-        self.count, self.row_bytes, self.codes_count = len(rows), rows.shape[1], len(codes)
-        records = np.empty((len(rows), self.row_bytes + 8), dtype=np.uint8)
-        records[:, : self.row_bytes] = rows
-        records[:, self.row_bytes :] = labels.astype("<i8").view(np.uint8).reshape(-1, 8)
-        self.codes_path, self.records_path = folder.new_file(".codes"), folder.new_file(".rows")
-        folder.bytes += _write(self.codes_path, codes) + _write(self.records_path, records)
-        self.fence = codes[:: self.BLOCK].copy()
+        records = np.empty((len(rows), rows.shape[1] + 8), dtype=np.uint8)
+        records[:, : rows.shape[1]] = rows
+        records[:, rows.shape[1] :] = labels.astype("<i8").view(np.uint8).reshape(-1, 8)
+        codes_path, records_path = folder.new_file(".codes"), folder.new_file(".rows")
+        folder.bytes += _write(codes_path, codes) + _write(records_path, records)
+        self._open(codes_path, records_path, len(rows), rows.shape[1], len(codes), codes[:: self.BLOCK].copy())
+
+    def _open(self, codes_path: str, records_path: str, count: int, row_bytes: int, codes_count: int,
+              fence: np.ndarray) -> None:
+        self.codes_path, self.records_path = codes_path, records_path
+        self.count, self.row_bytes, self.codes_count, self.fence = count, row_bytes, codes_count, fence
         self.codes_fd = os.open(self.codes_path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
         self.records_fd = os.open(self.records_path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
+
+    @classmethod
+    def merged(cls, folder: SpillFolder, older: SpilledRun, newer: SpilledRun) -> SpilledRun:
+        """One run of two, merged a chunk at a time (MERGE_CHUNK codes of each in RAM); their files go."""
+        run = cls.__new__(cls)
+        codes_path, records_path = folder.new_file(".codes"), folder.new_file(".rows")
+        with open(records_path, "wb") as out:
+            for source in (older, newer):
+                with open(source.records_path, "rb") as handle:
+                    shutil.copyfileobj(handle, out, 1 << 20)
+        fence: list[np.ndarray] = []
+        written = 0
+        with open(codes_path, "wb") as out:
+            for part in _merged_codes(older, newer):
+                fence.append(part[(-written) % cls.BLOCK :: cls.BLOCK].copy())  # not a view: the part goes
+                written += len(part)
+                part.tofile(out)
+        folder.bytes += written * 8 + (older.count + newer.count) * (older.row_bytes + 8)
+        run._open(codes_path, records_path, older.count + newer.count, older.row_bytes, written,
+                  np.concatenate(fence) if fence else np.empty(0, np.uint64))
+        for source in (older, newer):
+            source.close()
+            for path in (source.codes_path, source.records_path):
+                os.unlink(path)
+        return run
 
     def __len__(self) -> int:
         return self.count
@@ -147,6 +178,15 @@ class SpilledRun:
         for lo in range(0, self.codes_count, chunk):
             n = min(chunk, self.codes_count - lo)
             yield np.frombuffer(os.pread(self.codes_fd, n * 8, lo * 8), dtype=np.uint64)
+
+    def slices(self, wanted: np.ndarray) -> Iterator[tuple[int, int]]:
+        """(lo, hi): slices of wanted (sorted code tops) whose codes_near() reads about READ_BLOCKS blocks at
+        most (more only where one code's entries span more)."""
+        if len(wanted) == 0:
+            return
+        group = np.maximum(np.searchsorted(self.fence, wanted, side="left") - 1, 0) // READ_BLOCKS
+        breaks = np.flatnonzero(group[1:] != group[:-1]) + 1
+        yield from zip(np.concatenate(([0], breaks)).tolist(), np.concatenate((breaks, [len(wanted)])).tolist())
 
     def codes_near(self, wanted: np.ndarray) -> np.ndarray:
         """The run's codes in every block that may hold a code whose top is in `wanted` (sorted code tops):
@@ -176,6 +216,35 @@ class SpilledRun:
 
 
 _LOW = np.uint64((1 << 32) - 1)
+MERGE_CHUNK = 1 << 20  # codes of each run read at once by a merge (8 MiB)
+
+
+def _merged_codes(older: SpilledRun, newer: SpilledRun) -> Iterator[np.ndarray]:
+    """The codes of two runs in order, the newer's positions after the older's, a part at a time."""
+    add = np.uint64(older.count)
+    sources = [(older, np.uint64(0)), (newer, add)]
+    at = [0, 0]
+    buffers = [np.empty(0, np.uint64), np.empty(0, np.uint64)]
+    while True:
+        for i, (run, plus) in enumerate(sources):
+            if len(buffers[i]) == 0 and at[i] < run.codes_count:
+                n = min(MERGE_CHUNK, run.codes_count - at[i])
+                buffers[i] = np.frombuffer(os.pread(run.codes_fd, n * 8, at[i] * 8), dtype=np.uint64) + plus
+                at[i] += n
+        live = [i for i in (0, 1) if len(buffers[i])]
+        if not live:
+            return
+        if len(live) == 1:  # one run is done: the other's buffer as it is
+            yield buffers[live[0]]
+            buffers[live[0]] = np.empty(0, np.uint64)
+            continue
+        # Everything up to the smaller of the two buffers' last codes can be placed now; one buffer empties.
+        limit = min(buffers[0][-1], buffers[1][-1])
+        cut = [int(np.searchsorted(buffers[i], limit, side="right")) for i in (0, 1)]
+        part = np.concatenate((buffers[0][: cut[0]], buffers[1][: cut[1]]))
+        part.sort(kind="stable")  # two sorted pieces: timsort merges them
+        buffers = [buffers[0][cut[0] :], buffers[1][cut[1] :]]
+        yield part
 
 
 class KeptLabels:
