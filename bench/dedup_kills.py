@@ -18,12 +18,11 @@ import os
 import random
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-import common  # noqa: F401  (the checkout beside this script first on the path)
+from common import SIMQ, Failures, print_machine
 from scale import generate
 
 
@@ -41,6 +40,8 @@ def main() -> None:
     parser.add_argument("--memory", default="4M", help="dedup's --memory (small: the spilled kept set is resumed too)")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
+    print_machine()
+    failures = Failures()
     rng = random.Random(args.seed)
     with tempfile.TemporaryDirectory(prefix="simq-kills-") as folder:
         data = Path(folder) / "pages.jsonl"
@@ -48,7 +49,7 @@ def main() -> None:
             generate(args.pages, handle)
 
         def command(out: Path) -> list[str]:
-            return [sys.executable, "-m", "simhash_sqlite", "dedup", str(data), "-o", str(out),
+            return SIMQ + ["dedup", str(data), "-o", str(out),
                     "--dupes", str(out.with_suffix(".dupes")), "--memory", args.memory]
 
         reference = Path(folder) / "reference.jsonl"
@@ -73,7 +74,8 @@ def main() -> None:
                 continue
             kills += sent == signal.SIGKILL
             interrupts += sent == signal.SIGINT
-            if sent == signal.SIGINT and process.returncode != 130:
+            # (-2: the signal came before Python set its handler, as a Ctrl-C at start-up does)
+            if sent == signal.SIGINT and process.returncode not in (130, -signal.SIGINT):
                 raise SystemExit(f"Ctrl-C gave exit status {process.returncode}: {stderr.decode()}")
             decided_at_kills.append(state(out))
             progress += len(decided_at_kills) > 1 and decided_at_kills[-1] > decided_at_kills[-2]
@@ -89,8 +91,10 @@ def main() -> None:
                   "kept": len(reference.read_bytes().splitlines()), "kept_identical": same,
                   "dupes_identical": same_dupes, "left_behind": left, "load": os.getloadavg()}
         print(json.dumps(result))
-        if not (same and same_dupes and not left):
-            raise SystemExit(1)
+        failures.expect(same, "the kept records differ from the uninterrupted run's")
+        failures.expect(same_dupes, "the --dupes file differs from the uninterrupted run's")
+        failures.expect(not left, f"files left beside the output: {left}")
+    failures.exit()
 
 
 if __name__ == "__main__":

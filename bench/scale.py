@@ -19,6 +19,7 @@ from a made-up vocabulary, so the bench needs nothing outside the repository. De
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import random
@@ -31,8 +32,8 @@ import threading
 import time
 from collections.abc import Iterator
 
-import common  # noqa: F401  (the checkout beside this script first on the path)
 import numpy as np
+from common import SIMQ, Failures, print_machine
 
 VOCABULARY = 30_000
 KINDS = ["mirror", "counter", "cut", "edit2", "edit5", "rewrite40"]
@@ -109,10 +110,6 @@ def generate(n: int, sink) -> None:
     sink.flush()
 
 
-def simq() -> list[str]:
-    return [sys.executable, "-m", "simhash_sqlite"]
-
-
 def measured(command: list[str], *, stdin=None, watch: str | None = None, feed: int | None = None) -> dict:
     """Run a command; wall, CPU, peak RSS of its largest process, and the largest size of the folder `watch`
     (the spill); feed: pages generated into its stdin by a thread of this process (not counted)."""
@@ -147,7 +144,13 @@ def measured(command: list[str], *, stdin=None, watch: str | None = None, feed: 
         raise SystemExit(f"{' '.join(command)} failed: {stderr[-2000:]}")
     return {"wall_s": round(time.perf_counter() - started, 1), "cpu_s": round(usage.ru_utime + usage.ru_stime, 1),
             "peak_rss_mb": round(usage.ru_maxrss / 1024), "spill_mb": round(spill[0] / 2**20, 1),
-            "summary": stderr.strip().splitlines()[-1] if stderr.strip() else ""}
+            "summary": _summary(stderr)}
+
+
+def _summary(stderr: str) -> str:
+    """The command's own summary line (the last one that counts documents or pairs)."""
+    lines = [line for line in stderr.strip().splitlines() if "document" in line or "pair" in line]
+    return lines[-1] if lines else ""
 
 
 def run(args: argparse.Namespace) -> dict:
@@ -156,17 +159,20 @@ def run(args: argparse.Namespace) -> dict:
     memory = ["--memory", args.memory] if args.memory else []
     result: dict = {"pages": args.n, "memory": args.memory or "default", "load": os.getloadavg()}
     kept = os.path.join(folder, "kept.jsonl")
-    result["dedup_stream"] = measured(simq() + ["dedup", "-", "-o", kept] + memory, watch=folder, feed=args.n)
+    result["dedup_stream"] = measured(SIMQ + ["dedup", "-", "-o", kept] + memory, watch=folder, feed=args.n)
+    digest = hashlib.sha256()
+    lines = 0
     with open(kept, "rb") as handle:
-        result["dedup_stream"]["kept"] = sum(1 for _ in handle)
+        for line in handle:
+            digest.update(line)
+            lines += 1
+    result["dedup_stream"]["kept"], result["dedup_stream"]["kept_sha256"] = lines, digest.hexdigest()[:16]
     if not args.skip_index:
         pages, db = os.path.join(folder, "pages.jsonl"), os.path.join(folder, "pages.db")
         with open(pages, "wb") as handle:
             generate(args.n, handle)
-        result["add"] = measured(simq() + ["add", "--db", db, pages])
-        with open(os.path.join(folder, "pairs.jsonl"), "wb") as pairs:
-            result["dupes"] = measured(simq() + ["dupes", "--db", db, "--format", "jsonl"], stdin=None)
-            del pairs
+        result["add"] = measured(SIMQ + ["add", "--db", db, pages])
+        result["dupes"] = measured(SIMQ + ["dupes", "--db", db, "--format", "jsonl"])
         os.unlink(pages)
     if not args.out:
         shutil.rmtree(folder, ignore_errors=True)
@@ -189,12 +195,17 @@ def main() -> None:
     if args.command == "generate":
         generate(args.n, sys.stdout.buffer)
         return
+    print_machine()
+    failures = Failures()
     result = run(args)
     text = json.dumps(result, indent=1)
     print(text)
     if args.json:
         with open(args.json, "w") as handle:
             handle.write(text + "\n")
+    kept = result["dedup_stream"]["kept"]
+    failures.expect(0.8 * args.n < kept < args.n, f"dedup kept {kept:,} of {args.n:,} pages (about 94% expected)")
+    failures.exit()
 
 
 if __name__ == "__main__":

@@ -62,6 +62,8 @@ SMOKE = [
     Smoke("crawl.py", "{en} {zh} --n 300 --out {tmp}/crawl.jsonl"),
     Smoke("debian_docs.py", "{tmp} {tmp}/docs.jsonl --sample --min-chars 10"),
     Smoke("dedup.py", "{en} {zh} --originals 10 --repeats 1"),
+    Smoke("dedup_kills.py", "--pages 3000 --kills 3"),
+    Smoke("scale.py", "run 2000 --memory 1M"),
     Smoke("dupes_model_scale.py", "--sizes 20000 --folder {tmp} --candidate-recall"),
     Smoke("dupes_scale.py", "{en} --sizes 1500 --baseline none"),
     Smoke("estimate_limits.py", "{en} {zh} --originals 30"),

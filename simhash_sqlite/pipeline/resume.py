@@ -14,6 +14,7 @@ its first documents are read and skipped.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
@@ -42,19 +43,29 @@ def input_identity(paths: list[str]) -> list[list[Any]]:
     return out
 
 
+@contextlib.contextmanager
+def _named(shown: str) -> Iterator[None]:
+    """An OSError names the output the user gave (OUT, not OUT.partial or OUT.resume)."""
+    try:
+        yield
+    except OSError as exc:
+        raise OSError(exc.errno, exc.strerror, shown) from None
+
+
 class _File:
     """An append-only file written in whole lines: a failed write (a full disk) is cut back to the lines
-    written before it."""
+    written before it. Errors name `shown`."""
 
-    def __init__(self, path: str, keep: int | None, mode_of: str | None = None) -> None:
-        self.path = path
+    def __init__(self, path: str, keep: int | None, shown: str, mode_of: str | None = None) -> None:
+        self.path, self.shown = path, shown
         flags = os.O_WRONLY | os.O_CREAT | getattr(os, "O_BINARY", 0)
         mode = 0o666
         if mode_of is not None and os.path.exists(mode_of):
             mode = os.stat(mode_of).st_mode & 0o777
         if keep is None:
             flags |= os.O_TRUNC
-        self.fd = os.open(path, flags, mode)
+        with _named(shown):
+            self.fd = os.open(path, flags, mode)
         if keep is not None:
             length = os.fstat(self.fd).st_size
             if length < keep:
@@ -79,13 +90,15 @@ class _File:
             while written < len(data):
                 written += os.write(self.fd, data[written:])
         except OSError as exc:
-            os.ftruncate(self.fd, self.length)  # no part of a line stays
-            os.lseek(self.fd, self.length, os.SEEK_SET)
-            raise OSError(exc.errno, exc.strerror, self.path) from None
+            with contextlib.suppress(OSError):
+                os.ftruncate(self.fd, self.length)  # no part of a line stays
+                os.lseek(self.fd, self.length, os.SEEK_SET)
+            raise OSError(exc.errno, exc.strerror, self.shown) from None
         self.length += written
 
     def sync(self) -> None:
-        os.fsync(self.fd)
+        with _named(self.shown):
+            os.fsync(self.fd)
 
     def close(self) -> None:
         if self.fd >= 0:
@@ -107,6 +120,7 @@ class ResumableOutput:
         self.counts: dict[str, int] = {}  # committed
         self.pending_counts = dict.fromkeys(_COUNTS, 0)  # written
         self.last_commit = time.monotonic()
+        self.resumed = self.finished = False
 
     def earlier(self) -> dict[str, Any] | None:
         """The committed state of an interrupted run of this output, if any."""
@@ -142,12 +156,18 @@ class ResumableOutput:
             if not os.path.exists(self.kept_path) or os.path.getsize(self.kept_path) < self.decided:
                 raise InvalidInput(f"{self.kept_path} is shorter than its last commit; run with --restart")
         lengths = state["lengths"] if state is not None else [None, None, None]
-        self.files = [_File(partial, lengths[0], self.out), _File(self.kept_path, lengths[1])]
-        if self.dupes is not None:
-            self.files.append(_File(self.dupes + ".partial", lengths[2], self.dupes))
-        if state is None:
-            self._write_state()
-        return state is not None
+        try:
+            self.files = [_File(partial, lengths[0], self.out, self.out), _File(self.kept_path, lengths[1], self.out)]
+            if self.dupes is not None:
+                self.files.append(_File(self.dupes + ".partial", lengths[2], self.dupes, self.dupes))
+            if state is None:
+                self._write_state()
+        except OSError:
+            if state is None:  # nothing was committed: nothing stays
+                self.discard()
+            raise
+        self.resumed = state is not None
+        return self.resumed
 
     def kept_before(self, entries: Iterator[T]) -> Iterator[T]:
         """The interrupted run's kept documents, from the first documents it decided of entries (which are
@@ -211,20 +231,28 @@ class ResumableOutput:
         state = dict(self.identity, decided=self.decided, counts=self.counts,
                      lengths=[f.length for f in self.files[:2]] + [self.files[2].length if self.dupes else None])
         temporary = self.state_path + ".tmp"
-        with open(temporary, "w", encoding="utf-8") as handle:
-            json.dump(state, handle)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temporary, self.state_path)
+        try:
+            with _named(self.out):
+                with open(temporary, "w", encoding="utf-8") as handle:
+                    json.dump(state, handle)
+                    handle.flush()
+                    os.fsync(handle.fileno())
+                os.replace(temporary, self.state_path)
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.unlink(temporary)
+            raise
 
     def finish(self) -> None:
         """The run is done: the outputs take their places, and the state goes."""
         self.commit()
         for file in self.files:
             file.close()
-        if self.dupes is not None:
-            os.replace(self.dupes + ".partial", self.dupes)
-        os.replace(self.out + ".partial", self.out)
+        with _named(self.out):
+            if self.dupes is not None:
+                os.replace(self.dupes + ".partial", self.dupes)
+            os.replace(self.out + ".partial", self.out)
+        self.finished = True
         self.discard()
 
     def discard(self) -> None:
@@ -234,13 +262,23 @@ class ResumableOutput:
                 file.close()
             except OSError:
                 pass
-        for path in (self.out + ".partial", self.kept_path, self.state_path,
+        for path in (self.out + ".partial", self.kept_path, self.state_path, self.state_path + ".tmp",
                      None if self.dupes is None else self.dupes + ".partial"):
             if path is not None:
                 try:
                     os.unlink(path)
                 except FileNotFoundError:
                     pass
+
+    def abandon(self) -> None:
+        """At the end of a run that did not finish: its files stay for the next run to continue from, unless
+        it committed nothing of its own or of a run it continued (then they go)."""
+        if self.finished:
+            return
+        if self.decided == 0 and not self.resumed:
+            self.discard()
+        else:
+            self.close()
 
     def close(self) -> None:
         """Leave the files as committed (an interrupted run)."""
