@@ -5,19 +5,20 @@ A near-duplicate is judged as `simq dupes` judges one (confirm.DuplicateSearch):
 that shares a window of the sketch's LSH tables (sketch_pairs.py, always its 24/12 windows here: a stream
 does not know its size, where `dupes` widens them past 2**20 documents) and whose estimated 5-shingle
 Jaccard reaches the threshold ("estimated"), here plus a small margin (DROP_MARGIN): a drop cannot be
-undone. The texts are in hand as they stream, but only the sketch (120 bytes), the fingerprint and the
-LSH codes of each kept document are kept, so memory grows with the kept documents (752 bytes each), not
-with their text. An
-indexed document without a sketch (an index made before sketches whose texts are gone) is judged by
-distance, within min(k, RECOMMENDED_K) ("distance"). With an explicit k the candidates are the kept
-documents within k, checked the same way; without the check, within k (RECOMMENDED_K by default) by
-distance alone, as before sketches.
+undone. The texts are in hand as they stream, but only the sketch (120 bytes), the fingerprint, the key
+and the LSH codes of each kept document are kept (about 1.1 KB in RAM), not their text; past the memory
+budget (`memory`) the kept set spills to disk (spill.py) with the same decisions. An indexed document
+without a sketch (an index made before sketches whose texts are gone) is judged by distance, within
+min(k, RECOMMENDED_K) ("distance"). With an explicit k the candidates are the kept documents within k,
+checked the same way; without the check, within k (RECOMMENDED_K by default) by distance alone, as
+before sketches.
 
 Kept sketches live in sorted runs (KeptSketches), kept fingerprints in an exact multi-index (KeptSet):
-runs merged like a binary counter, so O(log n) runs. Documents are fingerprinted and sketched a batch at
-a time (one pass over their shingles), the batch is searched against the kept runs and within itself,
-then a short sequential pass decides keep or drop in input order: a document is dropped for its best
-kept partner (highest estimate, then the earliest; for distance, the closest). The decisions do not
+runs merged like a binary counter, so O(log n) runs, the largest moved to disk past the budget (and
+merged there the same way); the kept documents' keys, fingerprints and short texts in KeptLabels.
+Documents are fingerprinted and sketched a batch at a time (one pass over their shingles), the batch is
+searched against the kept runs and within itself, then a short sequential pass decides keep or drop in
+input order: a document is dropped for its best kept partner (highest estimate, then the earliest; for distance, the closest). The decisions do not
 depend on where batches end, and the pair rule is symmetric, so the kept set is the greedy one over the
 pairs in input order: the same as spark.py's on the same input.
 """
