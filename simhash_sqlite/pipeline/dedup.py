@@ -18,9 +18,10 @@ runs merged like a binary counter, so O(log n) runs, the largest moved to disk p
 merged there the same way); the kept documents' keys, fingerprints and short texts in KeptLabels.
 Documents are fingerprinted and sketched a batch at a time (one pass over their shingles), the batch is
 searched against the kept runs and within itself, then a short sequential pass decides keep or drop in
-input order: a document is dropped for its best kept partner (highest estimate, then the earliest; for distance, the closest). The decisions do not
-depend on where batches end, and the pair rule is symmetric, so the kept set is the greedy one over the
-pairs in input order: the same as spark.py's on the same input.
+input order: a document is dropped for its best kept partner (highest estimate, then the earliest; for
+distance, the closest). The decisions do not depend on where batches end, and the pair rule is
+symmetric, so the kept set is the greedy one over the pairs in input order: the same as spark.py's on the
+same input.
 """
 
 from __future__ import annotations
