@@ -177,3 +177,24 @@ def test_a_full_disk_is_one_line_and_the_same_command_finishes_once_there_is_roo
     assert out.read_bytes() == (disk / "fresh.jsonl").read_bytes()
     assert out.with_suffix(".dupes").read_bytes() == (disk / "fresh.dupes").read_bytes()
     assert leftovers(out) == []
+
+
+def test_a_stream_given_again_from_its_start_continues(tmp_path, reference):
+    data, kept, dupes = reference
+    out = tmp_path / "kept.jsonl"
+    stream = [str(SIMQ), "dedup", "-", "-o", str(out), "--dupes", str(out.with_suffix(".dupes"))]
+    with data.open("rb") as given:
+        process = subprocess.Popen(stream, stdin=given, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 60
+        while process.poll() is None and decided(out) == 0 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+    if process.returncode == 0:
+        pytest.skip("the dedup finished before the kill")
+    assert decided(out) > 0
+    with data.open("rb") as again:
+        run = subprocess.run(stream, stdin=again, capture_output=True)
+    assert run.returncode == 0, run.stderr
+    assert b"continuing the interrupted run" in run.stderr
+    assert out.read_bytes() == kept and out.with_suffix(".dupes").read_bytes() == dupes
