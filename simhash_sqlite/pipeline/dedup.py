@@ -922,7 +922,14 @@ def dedup(
     """Keep-first deduplication of documents (or (document, raw line) pairs) in their order; memory: the
     kept set's budget in RAM (past it, it spills to the temporary folder; None: no bound)."""
     pairs = ((e, None) if isinstance(e, Document) else e for e in entries)
+    # Made here, not in the generator: a wrong argument raises at the call, as it did.
     deduplicator = Deduplicator(k, settings, against=against, check=check, threshold=threshold, memory=memory)
+    return _closed_after(deduplicator, pairs)
+
+
+def _closed_after(
+    deduplicator: Deduplicator, pairs: Iterable[tuple[Document | FingerprintedDocument, bytes | None]]
+) -> Iterator[Decision]:
     try:
         yield from deduplicator.run(pairs)
     finally:
