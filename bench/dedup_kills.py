@@ -4,10 +4,10 @@
 
 Writes N synthetic crawl pages (bench/scale.py's) to a temporary JSONL file, runs `simq dedup` on them once
 uninterrupted (the reference), then runs the same command K times, each killed at a random moment of its
-run (SIGKILL, or every third time SIGINT as Ctrl-C sends it), every run continuing the last, and a final
-run to the end. The kept records and the --dupes file must equal the reference byte for byte, with no
-partial file, state or spill folder left. Prints one JSON line. Small mode for bench/smoke.py:
---pages 3000 --kills 3.
+run (half of them just after a fresh commit; SIGKILL, or every third time SIGINT as Ctrl-C sends it), every
+run continuing the last, and a final run to the end. The kept records and the --dupes file must equal the
+reference byte for byte, with no partial file, state or spill folder left. Prints one JSON line. Small
+mode for bench/smoke.py: --pages 3000 --kills 3.
 """
 
 from __future__ import annotations
@@ -62,7 +62,16 @@ def main() -> None:
         for number in range(args.kills):
             process = subprocess.Popen(command(out), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-            time.sleep(rng.uniform(0.2, 1.5 * seconds))
+            # Half the kills come after a commit past the last one (so that the runs get further), half at any
+            # moment of a run as long as the uninterrupted one (start-up and the re-reading of what was
+            # decided included).
+            if number % 2 == 0:
+                before, deadline = state(out), time.monotonic() + 10 * seconds
+                while process.poll() is None and state(out) <= before and time.monotonic() < deadline:
+                    time.sleep(0.02)
+                time.sleep(rng.uniform(0, 1.0))
+            else:
+                time.sleep(rng.uniform(0.2, 1.5 * seconds))
             sent = signal.SIGINT if number % 3 == 2 else signal.SIGKILL
             process.send_signal(sent)
             _, stderr = process.communicate()
