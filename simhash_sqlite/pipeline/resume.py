@@ -249,9 +249,10 @@ class ResumableOutput:
         for file in self.files:
             file.close()
         with _named(self.out):
+            # OUT first: a run killed between the two finds no OUT.partial and starts again (see open()).
+            os.replace(self.out + ".partial", self.out)
             if self.dupes is not None:
                 os.replace(self.dupes + ".partial", self.dupes)
-            os.replace(self.out + ".partial", self.out)
         self.finished = True
         self.discard()
 
