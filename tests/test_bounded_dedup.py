@@ -81,7 +81,7 @@ def test_memory_sizes():
     for bad in ("", "lots", "2X", "-1G", "1K"):
         with pytest.raises(InvalidArgument):
             parse_memory(bad)
-    assert LEAST_MEMORY <= default_memory() <= 2 << 30
+    assert LEAST_MEMORY <= default_memory() <= 1 << 30
 
 
 @settings(max_examples=40, deadline=None)

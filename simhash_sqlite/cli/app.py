@@ -1664,7 +1664,7 @@ def dedup(
         typer.Option(
             "--memory", metavar="SIZE",
             help="RAM for the kept set (512M, 2G); past it the kept set spills to a folder beside --out, with the "
-            "same result. \\[default: a quarter of the machine's memory, at most 2G]",
+            "same result. \\[default: a quarter of the machine's memory, at most 1G]",
             show_default=False,
         ),
     ] = None,
