@@ -134,3 +134,27 @@ def test_two_spilled_runs_merge_on_disk_into_the_run_of_both(tmp_path_factory, o
     finally:
         spill_module.SpilledRun.BLOCK, spill_module.MERGE_CHUNK = 512, 1 << 20
         folder.close()
+
+
+def test_kept_labels_in_ram_and_spilled_answer_alike(tmp_path):
+    """KeptLabels: keys, fingerprints, sizes (NaN kept) and short texts, the same from RAM and from its file."""
+    from simhash_sqlite.pipeline.spill import KeptLabels
+
+    folder = SpillFolder(str(tmp_path / "out.jsonl"))
+    spilled, ram = KeptLabels(1, folder), KeptLabels()
+    for i in range(50):
+        for labels in (spilled, ram):
+            labels.append(f"key {i}", (i * 0x9E3779B97F4A7C15) % 2**64, float("nan") if i % 7 == 0 else i / 3,
+                          b"short %d" % i if i % 3 == 0 else None)
+        if i % 10 == 9:
+            spilled.spill_if_over()
+    assert spilled.base == 50 and ram.base == 0
+    labels = np.array([0, 7, 13, 49, 3, 3])
+    assert spilled.values_of(labels).tolist() == ram.values_of(labels).tolist()
+    np.testing.assert_array_equal(spilled.sizes_of(labels), ram.sizes_of(labels))
+    for label in range(50):
+        assert spilled.key_of(label) == ram.key_of(label) == f"key {label}"
+        assert spilled.short_of(label) == ram.short_of(label)
+        assert np.isnan(spilled.size_of(label)) == (label % 7 == 0)
+    spilled.close()
+    folder.close()

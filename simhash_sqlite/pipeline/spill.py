@@ -322,6 +322,16 @@ class KeptLabels:
             out[~ram] = np.array([found[a] for a in labels[~ram].tolist()], dtype=np.int64).view(np.uint64)
         return out
 
+    def sizes_of(self, labels: np.ndarray) -> np.ndarray:
+        """The distinct-shingle counts of many labels (NaN: none), as values_of gives fingerprints."""
+        out = np.empty(len(labels))
+        ram = labels >= self.base
+        out[ram] = self.sizes[labels[ram] - self.base]
+        if not ram.all():
+            found = self._rows(labels[~ram], "size")
+            out[~ram] = np.array([np.nan if found[a] is None else found[a] for a in labels[~ram].tolist()], dtype=float)
+        return out
+
     def size_of(self, label: int) -> float:
         if label >= self.base:
             return float(self.sizes[label - self.base])
