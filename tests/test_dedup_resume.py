@@ -36,6 +36,12 @@ def corpus(path: Path, count: int = 12_000, seed: int = 3) -> None:
             handle.write(json.dumps({"id": f"d{i}", "text": " ".join(body)}) + "\n")
 
 
+@pytest.fixture(autouse=True)
+def often(monkeypatch):
+    """Commits every 0.1 s (2 s by default), so that kills after a commit come early in these short runs."""
+    monkeypatch.setenv("SIMQ_COMMIT_SECONDS", "0.1")
+
+
 def command(data: Path, out: Path, *extra: str) -> list[str]:
     return [str(SIMQ), "dedup", str(data), "-o", str(out), "--dupes", str(out.with_suffix(".dupes")), *extra]
 

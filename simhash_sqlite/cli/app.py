@@ -1723,8 +1723,9 @@ def dedup(
                          "text_field": text_field, "id_field": id_field, "encoding": encoding, "errors": errors}
             committed = ResumableOutput(str(out_path), None if dupes_file is None else str(dupes_file), arguments,
                                         input_identity([p for p, _ in paths]))
-            stack.callback(committed.close)
-            if committed.open(resume) and committed.decided:
+            continuing = committed.open(resume)  # (a refusal leaves an interrupted run's files as they are)
+            stack.callback(committed.abandon)
+            if continuing and committed.decided:
                 say(f"continuing the interrupted run writing {out_path}: {committed.decided:,} documents were "
                     "decided (--restart starts again)", to_stderr=True)
                 deduplicator.prime(committed.kept_before(entries))

@@ -26,7 +26,7 @@ from ..store.documents import length_of
 from .dedup import Decision, DedupReport
 
 T = TypeVar("T")
-COMMIT_SECONDS = 2.0
+COMMIT_SECONDS = 2.0  # the environment's SIMQ_COMMIT_SECONDS, where set, instead (tests commit more often)
 STATE_VERSION = 1
 _COUNTS = ("read", "kept", "dropped", "without_features", "estimated", "exact", "by_distance", "characters")
 
@@ -121,6 +121,10 @@ class ResumableOutput:
         self.pending_counts = dict.fromkeys(_COUNTS, 0)  # written
         self.last_commit = time.monotonic()
         self.resumed = self.finished = False
+        try:
+            self.every = float(os.environ.get("SIMQ_COMMIT_SECONDS", COMMIT_SECONDS))
+        except ValueError:
+            self.every = COMMIT_SECONDS
 
     def earlier(self) -> dict[str, Any] | None:
         """The committed state of an interrupted run of this output, if any."""
@@ -213,7 +217,7 @@ class ResumableOutput:
                 counts["by_distance" if decision.checked_by == "distance" else decision.checked_by] += 1
 
     def maybe_commit(self) -> None:
-        if time.monotonic() - self.last_commit >= COMMIT_SECONDS:
+        if time.monotonic() - self.last_commit >= self.every:
             self.commit()
 
     def commit(self) -> None:
