@@ -1,6 +1,6 @@
 """simq dedup killed at random moments, again and again, resumes to the kept set of an uninterrupted run.
 
-    python bench/dedup_kills.py [--pages N] [--kills K] [--memory SIZE] [--seed S]
+    python bench/dedup_kills.py [--pages N] [--kills K] [--memory SIZE] [--seed S] [--commit-seconds S]
 
 Writes N synthetic crawl pages (bench/scale.py's) to a temporary JSONL file, runs `simq dedup` on them once
 uninterrupted (the reference), then runs the same command K times, each killed at a random moment of its
@@ -39,10 +39,13 @@ def main() -> None:
     parser.add_argument("--kills", type=int, default=20)
     parser.add_argument("--memory", default="4M", help="dedup's --memory (small: the spilled kept set is resumed too)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--commit-seconds", default="0.5",
+                        help="SIMQ_COMMIT_SECONDS of the runs (2 s by default: few commits in a short run)")
     args = parser.parse_args()
     print_machine()
     failures = Failures()
     rng = random.Random(args.seed)
+    os.environ["SIMQ_COMMIT_SECONDS"] = args.commit_seconds  # for every simq started below
     with tempfile.TemporaryDirectory(prefix="simq-kills-") as folder:
         data = Path(folder) / "pages.jsonl"
         with data.open("wb") as handle:
