@@ -85,7 +85,7 @@ print(json.dumps({
     "duplicate_of": [d.duplicate_of for d in decisions],
     "checked_by": [getattr(d, "checked_by", None) for d in decisions],
     "fingerprint_seconds": statistics.median(fp), "dedup_seconds": statistics.median(dd),
-    "kept_bytes": None if sketches is None else sketches.nbytes + 8 * len(deduplicator.keys),
+    "kept_bytes": None if sketches is None else sketches.nbytes + deduplicator.labels.nbytes,
 }))
 """
 

@@ -54,7 +54,9 @@ from ..find.search import Match, executed_sql, near_sql
 from ..find.verdict import CERTAIN, CheckSummary, fallback_k, validate_threshold
 from ..index import SimhashIndex
 from ..pipeline.dedup import Deduplicator
+from ..pipeline.resume import ResumableOutput, input_identity
 from ..pipeline.sources import STDIN, Reader, read_one, size_text, stale_keys
+from ..pipeline.spill import default_memory, parse_memory
 from ..sql.user_sql import parse_params, run_query
 from ..store import texts
 from ..store.database import damaged_message, disk_message
@@ -1752,10 +1754,30 @@ def dedup(
     ] = True,
     threshold: ThresholdOption = DEFAULT_THRESHOLD,
     drop_uncertain: DropUncertainOption = False,
+    memory: Annotated[
+        Optional[str],
+        typer.Option(
+            "--memory", metavar="SIZE",
+            help="RAM for the kept set (512M, 2G); past it the kept set spills to a folder beside --out, with the "
+            "same result. \\[default: a quarter of the machine's memory, at most 1G]",
+            show_default=False,
+        ),
+    ] = None,
+    resume: Annotated[
+        Optional[bool],
+        typer.Option(
+            "--resume/--restart",
+            help="Continue the interrupted run writing --out (it must exist), or start again. \\[default: continue "
+            "one made with the same arguments and inputs]",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Keep-first filter: write each document unless one kept before it (or in --against) is a near-duplicate.
 
     The fingerprint options default as for simq add; with --against, the index's settings apply.
+
+    A killed run continues when run again: OUT.partial and OUT.resume hold what it committed.
     """
     reader = _reader(jsonl, text_field, id_field, encoding, errors, keep_repeats=True)
     paths = reader.expand(inputs)
@@ -1765,12 +1787,16 @@ def dedup(
     if dupes_file is not None and os.path.abspath(dupes_file) == os.path.abspath(out_path):
         raise InvalidInput("--dupes and --out name the same file")
     requested: dict[str, Any] = {"features": features, "ngram": ngram, "weights": weights, "hmm": hmm}
+    budget = parse_memory(memory) if memory is not None else default_memory()
+    to_stdout = str(out_path) == "-"
     with contextlib.ExitStack() as stack:
         index = stack.enter_context(SimhashIndex(against, readonly=True, **requested)) if against is not None else None
         chosen = {name: value for name, value in requested.items() if value is not None}
         settings = index.settings if index is not None else FingerprintSettings(**chosen)
         deduplicator = Deduplicator(k, settings, against=index, check=check, threshold=threshold,
-                                    drop_uncertain=drop_uncertain)
+                                    drop_uncertain=drop_uncertain, memory=budget,
+                                    spill_near=None if to_stdout else str(out_path))
+        stack.callback(deduplicator.close)
         if index is not None and deduplicator.report.against_unsketched:
             say(
                 f"{against}: {deduplicator.report.against_unsketched:,} of {deduplicator.report.against:,} documents "
@@ -1778,23 +1804,47 @@ def dedup(
                 f"(within {fallback_k(deduplicator.k)})",
                 to_stderr=True,
             )
-        # The files are written beside their places and moved there at the end: a run that fails (every
-        # input skipped, an error) leaves an earlier output as it was.
-        outputs = [stack.enter_context(output.ReplacedOnSuccess(p)) for p in (out_path, dupes_file)
-                   if p is not None and str(p) != "-"]
-        sink = sys.stdout.buffer if str(out_path) == "-" else outputs[0].handle
-        side = outputs[-1].handle if dupes_file is not None else None
-        assert sink is not None  # each output was opened by entering it
-        total = sum(_size_of(p) for p, _ in paths) or None
         report = deduplicator.report
-        with output.progress("bytes", hidden=str(out_path) == "-" and out.is_terminal) as progress:
+        # JSONL comes fingerprinted (and sketched when checking) from the reader, on every core.
+        entries = iter(reader.entries(paths, deduplicator.settings, sketches=deduplicator.check))
+        # Regular files (or none yet) are written resumably (pipeline/resume.py): OUT.partial, moved to OUT
+        # at the end, so a run that fails leaves an earlier output as it was. stdout, devices and pipes are
+        # written in place, and not resumed.
+        resumable = not to_stdout and all(p is None or _regular_or_absent(p) for p in (out_path, dupes_file))
+        committed: ResumableOutput | None = None
+        outputs: list[output.ReplacedOnSuccess] = []
+        if resumable:
+            arguments = {"k": k, "check": check, "threshold": threshold, "drop_uncertain": drop_uncertain,
+                         "settings": settings.describe(),
+                         "against": None if against is None else os.path.abspath(against), "jsonl": jsonl,
+                         "text_field": text_field, "id_field": id_field, "encoding": encoding, "errors": errors}
+            committed = ResumableOutput(str(out_path), None if dupes_file is None else str(dupes_file), arguments,
+                                        input_identity([p for p, _ in paths]))
+            continuing = committed.open(resume)  # (a refusal leaves an interrupted run's files as they are)
+            stack.callback(committed.abandon)
+            if continuing and committed.decided:
+                say(f"continuing the interrupted run writing {out_path}: {committed.decided:,} documents were "
+                    "decided (--restart starts again)", to_stderr=True)
+                deduplicator.prime(committed.kept_before(entries))
+                committed.restore(report)
+        elif resume:
+            raise InvalidInput("--resume needs --out (and --dupes) to be files")
+        else:
+            outputs = [stack.enter_context(output.ReplacedOnSuccess(p)) for p in (out_path, dupes_file)
+                       if p is not None and str(p) != "-"]
+        sink = sys.stdout.buffer if to_stdout else (None if committed else outputs[0].handle)
+        side = outputs[-1].handle if dupes_file is not None and outputs else None
+        total = sum(_size_of(p) for p, _ in paths) or None
+        with output.progress("bytes", hidden=to_stdout and out.is_terminal) as progress:
             task = progress.add_task("", total=total)
             try:
-                # JSONL comes fingerprinted (and sketched when checking) from the reader, on every core.
-                entries = reader.entries(paths, deduplicator.settings, sketches=deduplicator.check)
-                for count, decision in enumerate(deduplicator.run(entries), 1):
-                    if decision.kept:
-                        sink.write(decision.output_line(text_field, id_field))
+                for count, decision in enumerate(deduplicator.run(entries), report.read + 1):
+                    if committed is not None:
+                        committed.write(decision, decision.output_line(text_field, id_field) if decision.kept
+                                        else decision.dupe_line() if dupes_file is not None else b"")
+                        committed.maybe_commit()
+                    elif decision.kept:
+                        sink.write(decision.output_line(text_field, id_field))  # type: ignore[union-attr]
                     elif side is not None:
                         side.write(decision.dupe_line())
                     if count % 500 == 0:
@@ -1803,15 +1853,26 @@ def dedup(
                             description=f"{count:,} docs, {report.kept:,} kept, {report.dropped:,} dropped",
                         )
             except KeyboardInterrupt:
+                if committed is not None:
+                    committed.commit()
+                    raise fail(f"interrupted after {committed.decided:,} documents; run the same command again to "
+                               f"continue ({out_path}.partial holds the {committed.counts['kept']:,} kept so far)",
+                               130) from None
                 for written in outputs:
                     written.commit()
                 raise fail(
                     f"interrupted after {report.read:,} documents; {out_path} holds the documents kept so far", 130
                 ) from None
-        sink.flush()
+        if sink is not None:
+            sink.flush()
         if not (reader.skip_count and not report.read):  # else the files stay as they were (the error below)
+            if committed is not None:
+                committed.finish()
             for written in outputs:
                 written.commit()
+        elif committed is not None:
+            committed.discard()
+    spilled = deduplicator.spill.bytes
     _print_reader_notes(reader)
     for skip in reader.skipped[:SHOWN_SKIPS]:
         warn("skipped", skip.where, ": ", skip.reason)
@@ -1820,7 +1881,9 @@ def dedup(
         f"{_count(report.read, 'document')}: {report.kept:,} kept, {report.dropped:,} dropped ({share:.1%}) "
         + _dedup_rule(deduplicator)
         + (f" against {report.against:,} indexed" if against is not None else "")
-        + f", {reader.skip_count:,} skipped; {report.seconds:.1f} s "
+        + f", {reader.skip_count:,} skipped"
+        + (f", {spilled / 2**20:,.0f} MiB of the kept set spilled to disk" if spilled else "")
+        + f"; {report.seconds:.1f} s "
         f"(fingerprints {report.fingerprint_seconds:.1f} s, search {report.search_seconds:.1f} s, "
         f"{report.read / max(report.seconds, 1e-9):,.0f} documents/s)",
         to_stderr=True,
@@ -1833,6 +1896,10 @@ def dedup(
     if any(skip.named for skip in reader.skipped):
         raise fail(f"{_count(reader.skip_count, 'input was', 'inputs were')} skipped (see above); the rest was "
                    "filtered")
+
+
+def _regular_or_absent(path: Path) -> bool:
+    return not path.exists() or path.is_file()
 
 
 def _dedup_rule(deduplicator: Deduplicator) -> str:

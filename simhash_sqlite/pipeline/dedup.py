@@ -5,22 +5,25 @@ A near-duplicate is judged by the pair rule of `simq dupes` (find/verdict.py dec
 candidate that shares a window of the sketch's LSH tables (sketch_pairs.py, always its 24/12 windows
 here: a stream does not know its size, where `dupes` widens them past 2**20 documents); two short texts
 by their exact Jaccard (their exact data is kept, core/short_texts.py), others by the sketches' estimate.
-The texts are in hand as they stream, but only the sketch (120 bytes), the fingerprint and the LSH codes
-of each kept document are kept, so memory grows with the kept documents (752 bytes each), not with
-their text. An indexed document without a sketch (an index made before sketches whose texts are gone)
-is judged by distance, within min(k, RECOMMENDED_K) ("distance"). A drop cannot be undone, so when
+The texts are in hand as they stream, but only the sketch (120 bytes), the fingerprint, the key and the
+LSH codes of each kept document are kept (about 1.1 KB in RAM), not their text; past the memory budget
+(`memory`) the kept set spills to disk (spill.py) with the same decisions. An indexed document without a
+sketch (an index made before sketches whose texts are gone) is judged by distance, within min(k,
+RECOMMENDED_K) ("distance"). A drop cannot be undone, so when
 unsure, keep: a document is dropped only on a verdict that is exact or at least verdict.CERTAIN sure,
 unless drop_uncertain asks to drop on an uncertain one too (an estimate short of CERTAIN, distance
 alone). With an explicit k the candidates are the kept documents within k, checked the same way; without
 the check, within k (RECOMMENDED_K by default) by distance alone, as before sketches.
 
 Kept sketches live in sorted runs (KeptSketches), kept fingerprints in an exact multi-index (KeptSet):
-runs merged like a binary counter, so O(log n) runs. Documents are fingerprinted and sketched a batch at
-a time (one pass over their shingles), the batch is searched against the kept runs and within itself,
-then a short sequential pass decides keep or drop in input order: a document is dropped for its best
-kept partner (highest estimate, then the earliest; for distance, the closest). The decisions do not
-depend on where batches end, and the pair rule is symmetric, so the kept set is the greedy one over the
-pairs in input order: the same as spark.py's on the same input.
+runs merged like a binary counter, so O(log n) runs, the largest moved to disk past the budget (and
+merged there the same way); the kept documents' keys, fingerprints and short texts in KeptLabels.
+Documents are fingerprinted and sketched a batch at a time (one pass over their shingles), the batch is
+searched against the kept runs and within itself, then a short sequential pass decides keep or drop in
+input order: a document is dropped for its best kept partner (highest estimate, then the earliest; for
+distance, the closest). The decisions do not depend on where batches end, and the pair rule is
+symmetric, so the kept set is the greedy one over the pairs in input order: the same as spark.py's on the
+same input.
 """
 
 from __future__ import annotations
@@ -51,9 +54,14 @@ from ..index import SimhashIndex
 from ..store.documents import Document, FingerprintedDocument, length_of
 from ..store.labels import apart_keys, keeper_keys
 from .sources import DEDUP_PROCESSES
+from .spill import KeptLabels, SpilledRun, SpillFolder
 
 BATCH = 2000
 NO_MATCH = np.iinfo(np.int64).max
+# Batches grow by BATCH for every SPILLED_A_BATCH_STEP spilled kept documents, to SPILLED_BATCH_MOST times
+# BATCH (32,000 documents: their raw lines and codes, some 100 MB at crawl pages).
+SPILLED_A_BATCH_STEP = 250_000
+SPILLED_BATCH_MOST = 16
 
 
 class _Run:
@@ -258,39 +266,59 @@ class _SketchRun:
     def candidates(self, queries: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(query number, run position) for every query code found here, each pair once; queries:
         sorted_codes() of the query rows (sorted, the binary searches walk the run once)."""
-        wanted = queries & _HIGH
-        lo = np.searchsorted(self.codes, wanted, side="left")
-        # Most codes are in no run: one search, and a second only for those found.
-        hits = np.flatnonzero((self.codes.take(np.minimum(lo, len(self.codes) - 1)) & _HIGH) == wanted)
-        if len(hits) == 0:
-            return np.empty(0, np.int64), np.empty(0, np.int64)
-        lo = lo[hits]
-        count = np.searchsorted(self.codes, wanted[hits] | _LOW, side="right") - lo
-        q = np.repeat((queries[hits] & _LOW).view(np.int64), count)
-        step = np.arange(len(q), dtype=np.int64) - np.repeat(np.cumsum(count) - count, count)
-        position = (self.codes[np.repeat(lo, count) + step] & _LOW).view(np.int64)
-        pair = np.unique(q * len(self.rows) + position)  # a pair sharing several windows: once
-        return pair // len(self.rows), pair % len(self.rows)
+        return _candidates(self.codes, queries, len(self.rows))
+
+
+def _candidates(run_codes: np.ndarray, queries: np.ndarray, count: int) -> tuple[np.ndarray, np.ndarray]:
+    """_SketchRun.candidates over run_codes: a run's sorted codes, or a sorted part of them that holds every
+    code of the queries' (SpilledRun.codes_near); count: the run's rows."""
+    if len(run_codes) == 0:
+        return np.empty(0, np.int64), np.empty(0, np.int64)
+    wanted = queries & _HIGH
+    lo = np.searchsorted(run_codes, wanted, side="left")
+    # Most codes are in no run: one search, and a second only for those found.
+    hits = np.flatnonzero((run_codes.take(np.minimum(lo, len(run_codes) - 1)) & _HIGH) == wanted)
+    if len(hits) == 0:
+        return np.empty(0, np.int64), np.empty(0, np.int64)
+    lo = lo[hits]
+    found = np.searchsorted(run_codes, wanted[hits] | _LOW, side="right") - lo
+    q = np.repeat((queries[hits] & _LOW).view(np.int64), found)
+    step = np.arange(len(q), dtype=np.int64) - np.repeat(np.cumsum(found) - found, found)
+    position = (run_codes[np.repeat(lo, found) + step] & _LOW).view(np.int64)
+    pair = np.unique(q * count + position)  # a pair sharing several windows: once
+    return pair // count, pair % count
 
 
 class KeptSketches:
     """Sketches kept so far, each with an integer label; finds every kept one that shares an LSH window
     with a query and whose estimated Jaccard with it reaches the threshold. The rows' sorted_codes() may
-    be passed in where the caller has them (a batch is searched, then its kept rows added)."""
+    be passed in where the caller has them (a batch is searched, then its kept rows added).
 
-    def __init__(self, threshold: float = DEFAULT_THRESHOLD, scheme: SketchScheme = DEFAULT_SCHEME) -> None:
+    budget: the bytes the runs and the bit map may hold in RAM (None: no bound); past it the largest run
+    moves to `folder` (spill.SpilledRun), where it is searched with the same answers."""
+
+    def __init__(
+        self, threshold: float = DEFAULT_THRESHOLD, scheme: SketchScheme = DEFAULT_SCHEME,
+        budget: int | None = None, folder: SpillFolder | None = None,
+    ) -> None:
         self.threshold, self.scheme = validate_threshold(threshold), scheme
+        self.budget, self.folder = budget, folder if budget is not None else None
         self.runs: list[_SketchRun] = []
+        self.spilled: list[SpilledRun] = []
         self.seen = np.zeros(0, dtype=np.uint8)  # bit map of the kept codes' top seen_bits bits
         self.seen_bits = 0
+        # The bit map takes at most an eighth of the budget (its bits past that let more absent codes pass).
+        self.seen_most = SEEN_MOST if budget is None else max(SEEN_FIRST, min(SEEN_MOST, budget.bit_length() - 1))
         self.codes = 0
 
     def __len__(self) -> int:
-        return sum(len(run.rows) for run in self.runs)
+        return sum(len(run.rows) for run in self.runs) + sum(len(run) for run in self.spilled)
 
     @property
     def nbytes(self) -> int:
-        return self.seen.nbytes + sum(run.rows.nbytes + run.labels.nbytes + run.codes.nbytes for run in self.runs)
+        """Bytes held in RAM."""
+        return (self.seen.nbytes + sum(run.rows.nbytes + run.labels.nbytes + run.codes.nbytes for run in self.runs)
+                + sum(run.nbytes for run in self.spilled))
 
     def add(self, rows: np.ndarray, labels: np.ndarray, codes: np.ndarray | None = None) -> None:
         if len(rows) == 0:
@@ -301,21 +329,34 @@ class KeptSketches:
             newer, older = self.runs.pop(), self.runs.pop()
             self.runs.append(_SketchRun.merged(older, newer))
         self.codes += len(codes)
-        bits = min(max(SEEN_FIRST, (self.codes * SEEN_BITS_A_CODE - 1).bit_length()), SEEN_MOST)
+        bits = min(max(SEEN_FIRST, (self.codes * SEEN_BITS_A_CODE - 1).bit_length()), self.seen_most)
         if bits != self.seen_bits:  # grown: every kept code again (each time the codes double)
             self.seen, self.seen_bits = np.zeros(1 << (bits - 3), dtype=np.uint8), bits
+            for spilled in self.spilled:
+                for part in spilled.codes_in_chunks(SEEN_CHUNK):
+                    _mark_seen(self.seen, part, bits)
             for run in self.runs:
                 for lo in range(0, len(run.codes), SEEN_CHUNK):  # a few MB of temporaries at a time
                     _mark_seen(self.seen, run.codes[lo : lo + SEEN_CHUNK], bits)
         else:
             _mark_seen(self.seen, codes, bits)
+        # Over the budget: the largest runs (the oldest) go to disk. A merge copies its two runs, so the
+        # runs in RAM are held to half the budget.
+        while self.folder is not None and self.budget is not None and self.runs and 2 * self.nbytes > self.budget:
+            largest = max(range(len(self.runs)), key=lambda i: len(self.runs[i].rows))
+            run = self.runs.pop(largest)
+            self.spilled.append(SpilledRun(self.folder, run.rows, run.labels, run.codes))
+            # Merged on disk as the runs in RAM are: O(log n) runs to search.
+            while len(self.spilled) > 1 and 2 * len(self.spilled[-1]) >= len(self.spilled[-2]):
+                newer_spilled, older_spilled = self.spilled.pop(), self.spilled.pop()
+                self.spilled.append(SpilledRun.merged(self.folder, older_spilled, newer_spilled))
 
     def matches(
         self, rows: np.ndarray, codes: np.ndarray | None = None
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(query number, label, estimate) of every kept near-duplicate of each query row."""
         out_q, out_label, out_estimate = [np.empty(0, np.int64)], [np.empty(0, np.int64)], [np.empty(0)]
-        if len(rows) and self.runs:
+        if len(rows) and (self.runs or self.spilled):
             codes = sorted_codes(rows, self.scheme) if codes is None else codes
             codes = codes[_is_seen(self.seen, codes, self.seen_bits)]  # still sorted
             for run in self.runs:
@@ -327,7 +368,27 @@ class KeptSketches:
                     out_q.append(qq[keep])
                     out_label.append(run.labels[pp[keep]])
                     out_estimate.append(estimate[keep])
+            for spilled in self.spilled:
+                wanted, found = codes & _HIGH, [np.empty(0, np.int64)]
+                for lo, hi in spilled.slices(wanted):  # a few MiB of the run read at a time
+                    q, position = _candidates(spilled.codes_near(wanted[lo:hi]), codes[lo:hi], len(spilled))
+                    found.append(q * len(spilled) + position)
+                pair = np.unique(np.concatenate(found))  # a pair sharing windows in two slices: once
+                q, position = pair // len(spilled), pair % len(spilled)
+                for lo in range(0, len(q), ESTIMATE_CHUNK):
+                    qq, pp = q[lo : lo + ESTIMATE_CHUNK], position[lo : lo + ESTIMATE_CHUNK]
+                    distinct, back = np.unique(pp, return_inverse=True)
+                    their_rows, their_labels = spilled.rows_and_labels(distinct)
+                    estimate = estimate_many(rows[qq], their_rows[back], self.scheme)
+                    keep = estimate >= self.threshold
+                    out_q.append(qq[keep])
+                    out_label.append(their_labels[back[keep]])
+                    out_estimate.append(estimate[keep])
         return np.concatenate(out_q), np.concatenate(out_label), np.concatenate(out_estimate)
+
+    def close(self) -> None:
+        for run in self.spilled:
+            run.close()
 
 
 @dataclass(frozen=True)
@@ -434,6 +495,8 @@ class Deduplicator:
         threshold: float = DEFAULT_THRESHOLD,
         batch_size: int = BATCH,
         drop_uncertain: bool = False,
+        memory: int | None = None,
+        spill_near: str | None = None,
     ) -> None:
         if against is not None and settings is not None and settings != against.settings:
             raise SettingsMismatch(
@@ -452,15 +515,21 @@ class Deduplicator:
         # Two short texts are judged by their exact Jaccard (core/short_texts.py), so candidates go down to
         # EXACT_MARGIN below the threshold, as dupes' do.
         self.low = max(0.0, self.threshold - EXACT_MARGIN)
-        self.sketches = KeptSketches(self.low) if self.by_sketch else None
-        self.kept_short: dict[int, bytes] = {}  # label -> a kept short text's exact data
+        # memory: the kept set's budget in RAM (None: unbounded); past it, sketches and labels spill to a
+        # folder beside spill_near (the output) or in the temporary folder. A quarter for the labels.
+        self.memory = memory
+        self.spill = SpillFolder(spill_near)
+        self.sketches = KeptSketches(
+            self.low, budget=None if memory is None else memory - memory // 4, folder=self.spill
+        ) if self.by_sketch else None
         self.short_sets: OrderedDict[int, np.ndarray | None] = OrderedDict()  # label -> its shingles (recent)
-        self.keys: list[str] = []  # label -> key of documents kept from the input
-        self.kept_values = np.empty(1024, dtype=np.uint64)  # label -> fingerprint
-        self.kept_sizes = np.empty(1024)  # label -> distinct-shingle count its sketch records (NaN: none)
+        # label -> key, fingerprint, distinct-shingle count its sketch records (NaN: none) and short text of
+        # each document kept from the input
+        self.labels = KeptLabels(None if memory is None else memory // 4, self.spill)
         self.kept_rows = np.empty((1024 if check and not self.by_sketch else 0, DEFAULT_SCHEME.nbytes), np.uint8)
         self.kept_sketched = np.empty(len(self.kept_rows), dtype=bool)
         self.report = DedupReport()
+        self.priming = False  # prime(): every document is kept
         self.against = against
         self.against_short = np.zeros(0, dtype=bool)
         self.against_ids = np.empty(0, dtype=np.int64)
@@ -513,7 +582,7 @@ class Deduplicator:
         batch: list[tuple[Document | FingerprintedDocument, bytes | None]] = []
         for entry in self._timed(entries):
             batch.append(entry)
-            if len(batch) >= self.batch_size:
+            if len(batch) >= self._batch_target():
                 started = self._start(batch, pending is not None)
                 if pending is not None:
                     yield from self._decide(pending[0], self._fingerprints(*pending, started))
@@ -523,6 +592,30 @@ class Deduplicator:
             yield from self._decide(pending[0], self._fingerprints(*pending, last))
         if last is not None:
             yield from self._decide(batch, self._fingerprints(batch, last, None))
+
+    def prime(self, entries: Iterable[tuple[Document | FingerprintedDocument, bytes | None]]) -> None:
+        """Take the documents an earlier run kept, in their order, as kept, without searching (a resumed
+        run: resume.py); the report is left as it was."""
+        report, self.report, self.priming = self.report, DedupReport(), True
+        try:
+            for _ in self.run(entries):
+                pass
+        finally:
+            self.report, self.priming = report, False
+
+    def close(self) -> None:
+        """Remove the spilled kept set (the deduplicator cannot run after this)."""
+        if self.sketches is not None:
+            self.sketches.close()
+        self.labels.close()
+        self.spill.close()
+
+    def _batch_target(self) -> int:
+        """Documents a batch: batch_size, larger once the kept set has spilled. A batch reads every block of
+        the spilled runs its codes may be in, which is most of them past a few hundred thousand spilled
+        documents (24-bit keys: most are taken), so a larger batch reads them for more documents at a time."""
+        spilled = sum(len(run) for run in self.sketches.spilled) if self.sketches is not None else 0
+        return self.batch_size * max(1, min(SPILLED_BATCH_MOST, spilled // SPILLED_A_BATCH_STEP))
 
     def _timed(self, entries: Iterable) -> Iterator:
         """The entries, their reading counted in fingerprint_seconds (the reader fingerprints JSONL)."""
@@ -583,8 +676,8 @@ class Deduplicator:
         # The members' distinct-shingle counts, as their sketches record them (for kept ones and certainties).
         sizes = sizes_of(rows, DEFAULT_SCHEME) if self.check else None
         self.batch_sizes = sizes
-        options = self._options_among_kept(values, rows, sketched, codes)
-        earlier = self._pairs_within_batch(values, rows, sketched, codes)
+        options = {} if self.priming else self._options_among_kept(values, rows, sketched, codes)
+        earlier = {} if self.priming else self._pairs_within_batch(values, rows, sketched, codes)
         match: dict[int, tuple] = {}  # member -> its winning option
         kept_labels: dict[int, int] = {}  # kept member -> its label
         new_members: list[int] = []
@@ -599,9 +692,8 @@ class Deduplicator:
                 match[j] = min(mine)
             else:
                 size = sizes[j] if sizes is not None and sketched[j] else np.nan
-                kept_labels[j] = self._keep(batch[have[j]][0].key, values[j], rows[j], sketched[j], size)
-                if (data := self.batch_short[j]) is not None:
-                    self.kept_short[kept_labels[j]] = data
+                kept_labels[j] = self._keep(batch[have[j]][0].key, values[j], rows[j], sketched[j], size,
+                                            self.batch_short[j])
                 new_members.append(j)
         new = np.array(new_members, dtype=np.int64)
         labels = np.array([kept_labels[j] for j in new.tolist()], dtype=np.int64)
@@ -614,6 +706,7 @@ class Deduplicator:
             )
         else:
             self.prints.add(values[new], labels)
+        self.labels.spill_if_over()
         names = self._indexed_keys([option[2] for option in match.values() if option[2] < 0])
         self.report.search_seconds += time.perf_counter() - searching
         position = {i: j for j, i in enumerate(have)}
@@ -622,7 +715,7 @@ class Deduplicator:
             member = position.get(i)
             if member is not None and member in match:
                 rank, _, label, d, e, how, sure = match[member]
-                key = names[label] if label < 0 else self.keys[label]
+                key = names[label] if label < 0 else self.labels.key_of(label)
                 out.append(Decision(document, raw, fp, key, d, e, how, sure))
                 self.report.dropped += 1
                 self.report.estimated += how == "estimated"
@@ -644,18 +737,15 @@ class Deduplicator:
         apart = self.apart.get(key)
         if not apart:
             return options
-        return [o for o in options if (self.apart_labels.get(o[2]) if o[2] < 0 else self.keys[o[2]]) not in apart]
+        return [o for o in options
+                if (self.apart_labels.get(o[2]) if o[2] < 0 else self.labels.key_of(o[2])) not in apart]
 
-    def _keep(self, key: str, value: np.uint64, row: np.ndarray, sketched: bool, size: float) -> int:
+    def _keep(
+        self, key: str, value: np.uint64, row: np.ndarray, sketched: bool, size: float, short: bytes | None
+    ) -> int:
         """Keep a member of the batch (size: the distinct-shingle count its sketch records, NaN: none or no
-        check); its label."""
-        label = len(self.keys)
-        self.keys.append(key)
-        if label == len(self.kept_values):  # grow by doubling: amortized constant
-            self.kept_values = np.concatenate((self.kept_values, np.empty_like(self.kept_values)))
-            self.kept_sizes = np.concatenate((self.kept_sizes, np.empty_like(self.kept_sizes)))
-        self.kept_values[label] = value
-        self.kept_sizes[label] = size
+        check; short: its short text's exact data); its label."""
+        label = self.labels.append(key, int(value), size, short)
         if len(self.kept_rows):
             if label == len(self.kept_rows):
                 self.kept_rows = np.concatenate((self.kept_rows, np.empty_like(self.kept_rows)))
@@ -666,7 +756,7 @@ class Deduplicator:
     def _value_of(self, labels: np.ndarray) -> np.ndarray:
         out = np.empty(len(labels), dtype=np.uint64)
         mine = labels >= 0
-        out[mine] = self.kept_values[labels[mine]]
+        out[mine] = self.labels.values_of(labels[mine])
         out[~mine] = self.against_values[-1 - labels[~mine]]
         return out
 
@@ -708,7 +798,7 @@ class Deduplicator:
         if members:
             theirs = self.batch_sizes[label]
         else:
-            theirs = np.where(label >= 0, self.kept_sizes[np.maximum(label, 0)],
+            theirs = np.where(label >= 0, self.labels.sizes_of(np.maximum(label, 0)),
                               self.against_sizes[np.minimum(-1 - label, len(self.against_sizes) - 1)]
                               if len(self.against_sizes) else np.nan)
         sure = np.full(len(q), np.nan)
@@ -812,7 +902,7 @@ class Deduplicator:
             self.short_sets.move_to_end(label)
             return self.short_sets[label]
         if label >= 0:
-            data = self.kept_short.get(label)
+            data = self.labels.short_of(label)
         elif self.against is not None and self.against_short[-1 - label]:
             data = self.against.conn.execute(
                 "SELECT short_text FROM documents WHERE id = ?", (int(self.against_ids[-1 - label]),)
@@ -842,9 +932,21 @@ def dedup(
     check: bool = True,
     threshold: float = DEFAULT_THRESHOLD,
     drop_uncertain: bool = False,
+    memory: int | None = None,
 ) -> Iterator[Decision]:
-    """Keep-first deduplication of documents (or (document, raw line) pairs) in their order."""
+    """Keep-first deduplication of documents (or (document, raw line) pairs) in their order; memory: the
+    kept set's budget in RAM (past it, it spills to the temporary folder; None: no bound)."""
     pairs = ((e, None) if isinstance(e, Document) else e for e in entries)
+    # Made here, not in the generator: a wrong argument raises at the call, as it did.
     deduplicator = Deduplicator(k, settings, against=against, check=check, threshold=threshold,
-                                drop_uncertain=drop_uncertain)
-    return deduplicator.run(pairs)
+                                drop_uncertain=drop_uncertain, memory=memory)
+    return _closed_after(deduplicator, pairs)
+
+
+def _closed_after(
+    deduplicator: Deduplicator, pairs: Iterable[tuple[Document | FingerprintedDocument, bytes | None]]
+) -> Iterator[Decision]:
+    try:
+        yield from deduplicator.run(pairs)
+    finally:
+        deduplicator.close()

@@ -1,0 +1,212 @@
+"""The scale bench: dedup of a stream, and dupes of an index, at N synthetic crawl pages, in bounded memory.
+
+    python bench/scale.py generate N > pages.jsonl        # the pages alone (JSONL on stdout)
+    python bench/scale.py run N [--memory SIZE] [--skip-index] [--out FOLDER] [--json FILE]
+
+`run` streams N pages through `simq dedup - -o kept.jsonl` (the pages are made as they are read, never stored),
+then (unless --skip-index) writes them once to a JSONL file, builds an index of them with `simq add` and
+runs `simq dupes` on it, each command measured on its own: wall, CPU (user + system of the command and
+its children), peak RSS (the largest of the command's processes, from wait4) and the spill (the largest
+size the spill folder beside the output reached, sampled every 0.2 s). `--memory` is passed to dedup
+(default: dedup's own default budget). Small mode for bench/smoke.py: `run 2000 --memory 1M`.
+
+The pages have the shape of the synthetic crawl the scale aims are set on (pages of 150-6,000 characters,
+log-normal lengths with median near 500, half English words, half Chinese characters, Zipf draws; 4% of
+the originals have 1 to 4 near copies: mirrored, counter-changed, cut, 2% and 5% edited, 40% rewritten), but
+from a made-up vocabulary, so the bench needs nothing outside the repository. Deterministic for a given N.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import random
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+
+import numpy as np
+from common import SIMQ, Failures, print_machine
+
+VOCABULARY = 30_000
+KINDS = ["mirror", "counter", "cut", "edit2", "edit5", "rewrite40"]
+
+
+class Pages:
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self.rng = np.random.default_rng(n)
+        self.r = random.Random(n)
+        letters = np.array(list("etaoinshrdlucmfwypvbgkjqxz"))
+        weights = np.linspace(2.0, 0.2, len(letters))
+        weights /= weights.sum()
+        lengths = self.rng.integers(2, 10, VOCABULARY)
+        self.en = np.array(["".join(self.rng.choice(letters, size, p=weights)) for size in lengths], dtype=object)
+        self.zh = np.array([chr(0x4E00 + i) for i in self.rng.permutation(20_000)[:VOCABULARY // 4]], dtype=object)
+        self.cdf = {}
+        for lang, words in (("en", self.en), ("zh", self.zh)):
+            ranks = np.arange(1, len(words) + 1)
+            self.cdf[lang] = np.cumsum(1 / ranks) / (1 / ranks).sum()
+
+    def draw(self, lang: str, size: int) -> np.ndarray:
+        words = self.en if lang == "en" else self.zh
+        return words[np.minimum(np.searchsorted(self.cdf[lang], self.rng.random(size)), len(words) - 1)]
+
+    def text(self, lang: str, length: int) -> str:
+        if lang == "en":
+            tokens = self.draw(lang, max(5, length // 6))
+            return "\n".join(" ".join(tokens[i : i + 12]) for i in range(0, len(tokens), 12))
+        tokens = self.draw(lang, max(5, length))
+        return "\n".join("".join(tokens[i : i + 40]) for i in range(0, len(tokens), 40))
+
+    def copy(self, text: str, lang: str, kind: str) -> str:
+        r = self.r
+        if kind == "mirror":
+            return f"Mirrored from site{r.randint(1, 999)}.example\n" + text + "\n-- archived copy --"
+        if kind == "counter":
+            return f"views: {r.randint(1, 99999)}  updated 2026-{r.randint(1, 12):02d}-{r.randint(1, 28):02d}\n" + text
+        lines = text.split("\n")
+        if kind == "cut":
+            k, i = max(1, len(lines) // 12), r.randrange(len(lines))
+            return "\n".join(lines[:i] + lines[i + k :])
+        share = {"edit2": 0.02, "edit5": 0.05, "rewrite40": 0.4}[kind]
+        out = []
+        for line in lines:
+            tokens = line.split(" ") if lang == "en" else list(line)
+            new = self.draw(lang, len(tokens))
+            tokens = [new[i] if r.random() < share else x for i, x in enumerate(tokens)]
+            out.append((" " if lang == "en" else "").join(tokens))
+        return "\n".join(out)
+
+    def __iter__(self) -> Iterator[bytes]:
+        made, r = 0, self.r
+        while made < self.n:
+            lang = "en" if r.random() < 0.5 else "zh"
+            base = self.text(lang, int(min(6000, max(150, r.lognormvariate(6.2, 0.8)))))
+            family = [base]
+            if r.random() < 0.04:
+                family += [self.copy(base, lang, kind) for kind in r.sample(KINDS, r.randint(1, 4))]
+            for i, text in enumerate(family[: self.n - made]):
+                key = f"{made}" if i == 0 else f"{made}~{i}"
+                yield (json.dumps({"id": key, "text": text}, ensure_ascii=False) + "\n").encode("utf-8")
+            made += len(family)
+
+
+def generate(n: int, sink) -> None:
+    buffer = []
+    for line in Pages(n):
+        buffer.append(line)
+        if len(buffer) >= 1000:
+            sink.write(b"".join(buffer))
+            buffer = []
+    sink.write(b"".join(buffer))
+    sink.flush()
+
+
+def measured(command: list[str], *, stdin=None, watch: str | None = None, feed: int | None = None) -> dict:
+    """Run a command; wall, CPU, peak RSS of its largest process, and the largest size of the folder `watch`
+    (the spill); feed: pages generated into its stdin by a thread of this process (not counted)."""
+    started = time.perf_counter()
+    process = subprocess.Popen(command, stdin=subprocess.PIPE if feed else stdin, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE)
+    if feed:
+        writer = threading.Thread(target=lambda: (generate(feed, process.stdin), process.stdin.close()))
+        writer.start()
+    spill, stop = [0], threading.Event()
+
+    def sample() -> None:
+        while not stop.wait(0.2):
+            if watch and os.path.isdir(watch):
+                total = 0
+                for entry in os.scandir(watch):
+                    if entry.name.endswith(".spill"):
+                        for root, _, files in os.walk(entry.path):
+                            total += sum(os.path.getsize(os.path.join(root, f)) for f in files
+                                         if os.path.exists(os.path.join(root, f)))
+                spill[0] = max(spill[0], total)
+
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    _, status, usage = os.wait4(process.pid, 0)
+    stop.set()
+    sampler.join()
+    stderr = process.stderr.read().decode("utf-8", "replace")
+    if feed:
+        writer.join()
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"{' '.join(command)} failed: {stderr[-2000:]}")
+    return {"wall_s": round(time.perf_counter() - started, 1), "cpu_s": round(usage.ru_utime + usage.ru_stime, 1),
+            "peak_rss_mb": round(usage.ru_maxrss / 1024), "spill_mb": round(spill[0] / 2**20, 1),
+            "summary": _summary(stderr)}
+
+
+def _summary(stderr: str) -> str:
+    """The command's own summary line (the last one that counts documents or pairs)."""
+    lines = [line for line in stderr.strip().splitlines() if "document" in line or "pair" in line]
+    return lines[-1] if lines else ""
+
+
+def run(args: argparse.Namespace) -> dict:
+    folder = args.out or tempfile.mkdtemp(prefix="simq-scale-")
+    os.makedirs(folder, exist_ok=True)
+    memory = ["--memory", args.memory] if args.memory else []
+    result: dict = {"pages": args.n, "memory": args.memory or "default", "load": os.getloadavg()}
+    kept = os.path.join(folder, "kept.jsonl")
+    result["dedup_stream"] = measured(SIMQ + ["dedup", "-", "-o", kept] + memory, watch=folder, feed=args.n)
+    digest = hashlib.sha256()
+    lines = 0
+    with open(kept, "rb") as handle:
+        for line in handle:
+            digest.update(line)
+            lines += 1
+    result["dedup_stream"]["kept"], result["dedup_stream"]["kept_sha256"] = lines, digest.hexdigest()[:16]
+    if not args.skip_index:
+        pages, db = os.path.join(folder, "pages.jsonl"), os.path.join(folder, "pages.db")
+        with open(pages, "wb") as handle:
+            generate(args.n, handle)
+        result["add"] = measured(SIMQ + ["add", "--db", db, pages])
+        result["dupes"] = measured(SIMQ + ["dupes", "--db", db, "--format", "jsonl"])
+        os.unlink(pages)
+    if not args.out:
+        shutil.rmtree(folder, ignore_errors=True)
+    result["bench_peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    commands = parser.add_subparsers(dest="command", required=True)
+    made = commands.add_parser("generate")
+    made.add_argument("n", type=int)
+    measure = commands.add_parser("run")
+    measure.add_argument("n", type=int)
+    measure.add_argument("--memory")
+    measure.add_argument("--skip-index", action="store_true")
+    measure.add_argument("--out")
+    measure.add_argument("--json")
+    args = parser.parse_args()
+    if args.command == "generate":
+        generate(args.n, sys.stdout.buffer)
+        return
+    print_machine()
+    failures = Failures()
+    result = run(args)
+    text = json.dumps(result, indent=1)
+    print(text)
+    if args.json:
+        with open(args.json, "w") as handle:
+            handle.write(text + "\n")
+    kept = result["dedup_stream"]["kept"]
+    failures.expect(0.8 * args.n < kept < args.n, f"dedup kept {kept:,} of {args.n:,} pages (about 94% expected)")
+    failures.exit()
+
+
+if __name__ == "__main__":
+    main()

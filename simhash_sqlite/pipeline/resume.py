@@ -1,0 +1,296 @@
+"""dedup's outputs written so that a killed run (SIGKILL, Ctrl-C, a full disk) continues where it stopped.
+
+While it runs, `simq dedup -o OUT` writes OUT.partial (and DUPES.partial for --dupes) and, every
+COMMIT_SECONDS, commits: the lines decided so far are written whole and synced, and then OUT.resume
+(JSON: the arguments, the inputs' sizes and times, how many input documents were decided, the files'
+lengths and the counts) is replaced, with OUT.resume-kept beside it (one byte a decided document: kept or
+not). Only a finished run renames OUT.partial to OUT, so OUT is always a whole earlier output or the new
+one. Run again with the same arguments, a run cuts the files back to their committed lengths (dropping
+any line a kill left half written), reads the input again, takes the documents the earlier run kept as
+kept without searching (Deduplicator.prime), and goes on from the first undecided one: the kept set is
+the uninterrupted run's. A stream (stdin) is resumed the same way when it is given again from its start;
+its first documents are read and skipped.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import time
+from collections.abc import Iterator
+from typing import Any, TypeVar
+
+from ..errors import InvalidInput
+from ..store.documents import length_of
+from .dedup import Decision, DedupReport
+
+T = TypeVar("T")
+COMMIT_SECONDS = 2.0  # the environment's SIMQ_COMMIT_SECONDS, where set, instead (tests commit more often)
+STATE_VERSION = 1
+_COUNTS = ("read", "kept", "dropped", "without_features", "estimated", "exact", "by_distance", "characters")
+
+
+def input_identity(paths: list[str]) -> list[list[Any]]:
+    """Each input as [path, size, modification time in ns] ([path] for stdin): a changed input is refused."""
+    out: list[list[Any]] = []
+    for path in paths:
+        try:
+            info = os.stat(path) if path != "-" else None
+        except OSError:
+            info = None
+        out.append([path] if info is None else [path, info.st_size, info.st_mtime_ns])
+    return out
+
+
+@contextlib.contextmanager
+def _named(shown: str) -> Iterator[None]:
+    """An OSError names the output the user gave (OUT, not OUT.partial or OUT.resume)."""
+    try:
+        yield
+    except OSError as exc:
+        raise OSError(exc.errno, exc.strerror, shown) from None
+
+
+class _File:
+    """An append-only file written in whole lines: a failed write (a full disk) is cut back to the lines
+    written before it. Errors name `shown`."""
+
+    def __init__(self, path: str, keep: int | None, shown: str, mode_of: str | None = None) -> None:
+        self.path, self.shown = path, shown
+        flags = os.O_WRONLY | os.O_CREAT | getattr(os, "O_BINARY", 0)
+        mode = 0o666
+        if mode_of is not None and os.path.exists(mode_of):
+            mode = os.stat(mode_of).st_mode & 0o777
+        if keep is None:
+            flags |= os.O_TRUNC
+        with _named(shown):
+            self.fd = os.open(path, flags, mode)
+        if keep is not None:
+            length = os.fstat(self.fd).st_size
+            if length < keep:
+                os.close(self.fd)
+                raise InvalidInput(f"{path} is shorter than its last commit ({length:,} < {keep:,} bytes): it was "
+                                   "changed; run with --restart")
+            os.ftruncate(self.fd, keep)
+        self.length = keep or 0
+        os.lseek(self.fd, self.length, os.SEEK_SET)
+        self.pending: list[bytes] = []
+
+    def write(self, data: bytes) -> None:
+        self.pending.append(data)
+
+    def flush(self) -> None:
+        if not self.pending:
+            return
+        data = memoryview(b"".join(self.pending))
+        self.pending = []
+        written = 0
+        try:
+            while written < len(data):
+                written += os.write(self.fd, data[written:])
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                os.ftruncate(self.fd, self.length)  # no part of a line stays
+                os.lseek(self.fd, self.length, os.SEEK_SET)
+            raise OSError(exc.errno, exc.strerror, self.shown) from None
+        self.length += written
+
+    def sync(self) -> None:
+        with _named(self.shown):
+            os.fsync(self.fd)
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            fd, self.fd = self.fd, -1
+            os.close(fd)
+
+
+class ResumableOutput:
+    """The kept records (and the dropped ones, with dupes) of one dedup run, resumable. arguments: what
+    decides the output (a changed one is refused); inputs: input_identity() of the inputs."""
+
+    def __init__(self, out: str, dupes: str | None, arguments: dict[str, Any], inputs: list[list[Any]]) -> None:
+        self.out, self.dupes = out, dupes
+        self.state_path, self.kept_path = out + ".resume", out + ".resume-kept"
+        self.identity = {"version": STATE_VERSION, "arguments": arguments, "inputs": inputs,
+                         "dupes": None if dupes is None else os.path.abspath(dupes)}
+        self.files: list[_File] = []
+        self.decided = 0  # input documents decided and committed
+        self.counts: dict[str, int] = {}  # committed
+        self.pending_counts = dict.fromkeys(_COUNTS, 0)  # written
+        self.last_commit = time.monotonic()
+        self.resumed = self.finished = False
+        try:
+            self.every = float(os.environ.get("SIMQ_COMMIT_SECONDS", COMMIT_SECONDS))
+        except ValueError:
+            self.every = COMMIT_SECONDS
+
+    def earlier(self) -> dict[str, Any] | None:
+        """The committed state of an interrupted run of this output, if any."""
+        try:
+            with open(self.state_path, encoding="utf-8") as handle:
+                state = json.load(handle)
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError) as exc:
+            raise InvalidInput(f"{self.state_path} cannot be read ({exc}); run with --restart") from None
+        return state if isinstance(state, dict) else None
+
+    def open(self, resume: bool | None) -> bool:
+        """Start, or continue an interrupted run (resume None: when there is one; True: there must be one;
+        False: start again). True when continuing."""
+        state = self.earlier() if resume is not False else None
+        partial = self.out + ".partial"
+        if state is not None and not os.path.exists(partial):
+            state = None  # its output is gone: nothing to continue
+        if resume and state is None:
+            raise InvalidInput(f"nothing to resume: no interrupted run writing {self.out} ({self.state_path})")
+        if state is not None:
+            changed = [name for name in ("version", "arguments", "inputs", "dupes")
+                       if state.get(name) != json.loads(json.dumps(self.identity[name]))]
+            if changed:
+                what = {"version": "another version of simq", "arguments": "other arguments",
+                        "inputs": "inputs of other sizes or times", "dupes": "another --dupes file"}
+                raise InvalidInput(f"{self.out} has an interrupted run made with "
+                                   f"{' and '.join(what[c] for c in changed)}; run with --restart to start again, "
+                                   "or with the arguments and inputs it had to continue it")
+            self.decided, self.counts = int(state["decided"]), dict(state["counts"])
+            self.pending_counts.update({name: int(self.counts.get(name, 0)) for name in _COUNTS})
+            if not os.path.exists(self.kept_path) or os.path.getsize(self.kept_path) < self.decided:
+                raise InvalidInput(f"{self.kept_path} is shorter than its last commit; run with --restart")
+        lengths = state["lengths"] if state is not None else [None, None, None]
+        try:
+            self.files = [_File(partial, lengths[0], self.out, self.out), _File(self.kept_path, lengths[1], self.out)]
+            if self.dupes is not None:
+                self.files.append(_File(self.dupes + ".partial", lengths[2], self.dupes, self.dupes))
+            if state is None:
+                self._write_state()
+        except OSError:
+            if state is None:  # nothing was committed: nothing stays
+                self.discard()
+            raise
+        self.resumed = state is not None
+        return self.resumed
+
+    def kept_before(self, entries: Iterator[T]) -> Iterator[T]:
+        """The interrupted run's kept documents, from the first documents it decided of entries (which are
+        taken from it); raises when entries end before them."""
+        read = 0
+        with open(self.kept_path, "rb") as handle:
+            while read < self.decided:
+                flags = handle.read(min(self.decided - read, 1 << 20))
+                if not flags:
+                    raise InvalidInput(f"{self.kept_path} is shorter than its last commit; run with --restart")
+                for flag in flags:
+                    entry = next(entries, None)
+                    if entry is None:
+                        raise InvalidInput(f"the inputs hold fewer documents ({read:,}) than the interrupted run "
+                                           f"decided ({self.decided:,}); run with --restart")
+                    read += 1
+                    if flag:
+                        yield entry
+
+    def restore(self, report: DedupReport) -> None:
+        """The counts of the run continued, into the report of this one (which counts on from them)."""
+        for name in _COUNTS:
+            setattr(report, name, int(self.counts.get(name, 0)))
+
+    def write(self, decision: Decision, line: bytes) -> None:
+        """One decided document: its output line (a kept record, or the dupes line; b"" for none)."""
+        if decision.kept:
+            self.files[0].write(line)
+        elif line and self.dupes is not None:
+            self.files[2].write(line)
+        self.files[1].write(b"\x01" if decision.kept else b"\x00")
+        # Counted here, not taken from the report: it counts a batch as it is decided, before its
+        # decisions are written.
+        counts = self.pending_counts
+        counts["read"] += 1
+        counts["characters"] += length_of(decision.document)
+        if decision.kept:
+            counts["kept"] += 1
+            counts["without_features"] += decision.fingerprint is None
+        else:
+            counts["dropped"] += 1
+            if decision.checked_by in ("estimated", "exact", "distance"):
+                counts["by_distance" if decision.checked_by == "distance" else decision.checked_by] += 1
+
+    def maybe_commit(self) -> None:
+        if time.monotonic() - self.last_commit >= self.every:
+            self.commit()
+
+    def commit(self) -> None:
+        """The lines written so far, whole, on disk; then the state that names them."""
+        for file in self.files:
+            file.flush()
+        for file in self.files:
+            file.sync()
+        self.decided = self.pending_counts["read"]
+        self.counts = dict(self.pending_counts)
+        self._write_state()
+        self.last_commit = time.monotonic()
+
+    def _write_state(self) -> None:
+        state = dict(self.identity, decided=self.decided, counts=self.counts,
+                     lengths=[f.length for f in self.files[:2]] + [self.files[2].length if self.dupes else None])
+        temporary = self.state_path + ".tmp"
+        try:
+            with _named(self.out):
+                with open(temporary, "w", encoding="utf-8") as handle:
+                    json.dump(state, handle)
+                    handle.flush()
+                    os.fsync(handle.fileno())
+                os.replace(temporary, self.state_path)
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.unlink(temporary)
+            raise
+
+    def finish(self) -> None:
+        """The run is done: the outputs take their places, and the state goes."""
+        self.commit()
+        for file in self.files:
+            file.close()
+        with _named(self.out):
+            # OUT first: a run killed between the two finds no OUT.partial and starts again (see open()).
+            os.replace(self.out + ".partial", self.out)
+            if self.dupes is not None:
+                os.replace(self.dupes + ".partial", self.dupes)
+        self.finished = True
+        self.discard()
+
+    def discard(self) -> None:
+        """Remove the partial outputs and the state (a run that read nothing leaves the outputs as they were)."""
+        for file in self.files:
+            try:
+                file.close()
+            except OSError:
+                pass
+        for path in (self.out + ".partial", self.kept_path, self.state_path, self.state_path + ".tmp",
+                     None if self.dupes is None else self.dupes + ".partial"):
+            if path is not None:
+                try:
+                    os.unlink(path)
+                except FileNotFoundError:
+                    pass
+
+    def abandon(self) -> None:
+        """At the end of a run that did not finish: its files stay for the next run to continue from, unless
+        it committed nothing of its own or of a run it continued (then they go)."""
+        if self.finished:
+            return
+        if self.decided == 0 and not self.resumed:
+            self.discard()
+        else:
+            self.close()
+
+    def close(self) -> None:
+        """Leave the files as committed (an interrupted run)."""
+        for file in self.files:
+            try:
+                file.close()
+            except OSError:
+                pass
+        self.files = []
+
