@@ -15,7 +15,7 @@ import sys
 # solve). Set before anything imports numpy; a value the user set stays.
 BLAS_THREADS = "OPENBLAS_NUM_THREADS"
 
-INTERRUPTED = 130  # the exit status of Ctrl-C, as cli/app.py's commands give it
+INTERRUPTED = 130  # the exit status of Ctrl-C, as simq's commands give it (cli/errors.py)
 
 
 def main() -> None:

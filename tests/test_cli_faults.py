@@ -148,7 +148,8 @@ def test_every_k_says_what_it_is_for_and_they_agree(runner, tmp_path):
 
     from simhash_sqlite.cli.app import app
 
-    near = typer.main.get_command(app).commands["near"]
+    group = typer.main.get_command(app)
+    near = group.get_command(group.make_context("simq", ["near"]), "near")
     k_help = next(param.help for param in near.params if param.name == "k")
     assert f"default: {CONFIRM_K} with --check, {RECOMMENDED_K} with --no-check" in k_help
 
@@ -301,7 +302,8 @@ def test_simqs_parameters_convert_as_typers_own_conversion_does_without_pydantic
     from simhash_sqlite.cli import params
     from simhash_sqlite.cli.app import app
 
-    near = typer.main.get_command(app).commands["near"]
+    group = typer.main.get_command(app)
+    near = group.get_command(group.make_context("simq", ["near"]), "near")
     ctx = near.make_context("near", ["x"], resilient_parsing=True)
     by_name = {param.name: param for param in near.params}
 
@@ -331,20 +333,39 @@ def test_a_command_imports_neither_pydantic_nor_what_it_does_not_use(small_index
     assert "numpy.ma" not in imported and "rich.progress" not in imported and "zipfile" not in imported
 
 
-def test_simq_builds_only_the_command_it_runs_and_the_same_one():
+def test_simq_lists_every_command_in_its_module_and_builds_each_there():
+    """app.py's COMMANDS names each command of the *_commands modules once, with the module defining it, and
+    the group builds a command from that module's definition (its options, help and panel) when asked."""
+    import inspect
+
     import typer
 
-    from simhash_sqlite.cli.app import OLD_COMMANDS, _only_the_command, app
+    from simhash_sqlite.cli.app import COMMANDS, OLD_COMMANDS, app, registered
 
-    full = typer.main.get_command(app)
-    for name in [*full.commands, *OLD_COMMANDS]:
-        group = typer.main.get_command(_only_the_command([name, "--help"]))
-        current = OLD_COMMANDS.get(name, name)
-        assert list(group.commands) == [current]
-        ours, theirs = group.commands[current], full.commands[current]
-        assert [(p.name, p.opts, p.help) for p in ours.params] == [(p.name, p.opts, p.help) for p in theirs.params]
-    for args in ([], ["--version"], ["nosuchcommand"], ["--help"]):
-        assert _only_the_command(args) is app
+    defined = {name: module for module in set(COMMANDS.values()) for name in registered(module)}
+    assert defined == COMMANDS
+    group = typer.main.get_command(app)
+    context = group.make_context("simq", ["--help"], resilient_parsing=True)
+    assert group.list_commands(context) == list(COMMANDS)
+    for name in [*COMMANDS, *OLD_COMMANDS]:
+        command = group.get_command(context, OLD_COMMANDS.get(name, name))
+        info = registered(COMMANDS[command.name])[command.name]
+        assert inspect.unwrap(command.callback) is inspect.unwrap(info.callback)
+        assert command.rich_help_panel == info.rich_help_panel is not None
+    assert group.get_command(context, "nosuch") is None
+
+
+@pytest.mark.parametrize("args", [["hash", "x"], ["near", "--key", "a.txt"], ["dupes"], ["serve", "--help"]])
+def test_a_command_line_imports_only_its_own_command_module(small_index, args):
+    """simq imports the module of the command it runs and no other command's (their library imports with them)."""
+    from simhash_sqlite.cli.app import COMMANDS
+
+    run = subprocess.run([sys.executable, "-X", "importtime", SIMQ, *args, "--db", small_index],
+                         capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    imported = {line.split("|")[-1].strip() for line in run.stderr.splitlines() if line.startswith("import time:")}
+    commands = {name for name in imported if name.startswith("simhash_sqlite.cli.") and name.endswith("_commands")}
+    assert commands == {f"simhash_sqlite.cli.{COMMANDS[args[0]]}"}
 
 
 @pytest.mark.slow

@@ -797,7 +797,7 @@ def test_an_empty_new_index_goes_only_while_no_other_process_has_it_open(tmp_pat
     """An add that skipped every input removes the file it made, but not one a second add (creating the same
     file at the same moment) has open: that add's documents would go with it."""
     from simhash_sqlite import Document, SimhashIndex
-    from simhash_sqlite.cli.app import _remove_index_file
+    from simhash_sqlite.cli.index_commands import _remove_index_file
 
     paths = [tmp_path / f"{name}.db" for name in ("alone", "shared", "filled")]
     for path in paths:

@@ -1,4 +1,5 @@
-"""The `simq` command line: a thin layer over the library (app.py) and its terminal output (output.py)."""
+"""The `simq` command line: a thin layer over the library (app.py, the *_commands.py modules) and its terminal
+output (output.py)."""
 
 from .app import app, main
 
