@@ -1,4 +1,5 @@
 import os
+import subprocess
 
 import pytest
 from typer.testing import CliRunner
@@ -26,6 +27,22 @@ def runner():
 @pytest.fixture(autouse=True)
 def _no_db_env(monkeypatch):
     monkeypatch.delenv("SIMQ_DB", raising=False)
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 1 MiB tmpfs (root only), unmounted afterwards: a full disk for the tests of full disks."""
+    if os.geteuid() != 0:
+        pytest.skip("a full disk is made by mounting a small tmpfs, which needs root")
+    mount = tmp_path / "small"
+    mount.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)], capture_output=True)
+    if done.returncode:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode(errors='replace').strip()}")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
 
 
 def integrity_ok(path) -> bool:

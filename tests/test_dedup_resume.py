@@ -4,7 +4,6 @@ The venv's simq by path, killed at random moments; bench/dedup_kills.py does the
 """
 
 import json
-import os
 import random
 import signal
 import subprocess
@@ -148,26 +147,10 @@ def test_a_changed_argument_or_input_is_refused_and_restart_starts_again(tmp_pat
     assert nothing.returncode == 1 and "nothing to resume" in nothing.stderr
 
 
-@pytest.fixture
-def disk(tmp_path):
-    """A 1 MiB tmpfs (root only), unmounted afterwards."""
-    if os.geteuid() != 0:
-        pytest.skip("a full disk is made by mounting a small tmpfs, which needs root")
-    mount = tmp_path / "small"
-    mount.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)], capture_output=True)
-    if done.returncode:
-        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode(errors='replace').strip()}")
-    try:
-        yield mount
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], check=False)
-
-
-def test_a_full_disk_is_one_line_and_the_same_command_finishes_once_there_is_room(reference, disk):
+def test_a_full_disk_is_one_line_and_the_same_command_finishes_once_there_is_room(reference, small_disk):
     data, kept, dupes = reference
     assert len(kept) > 1 << 20  # more than the disk holds
-    out = disk / "kept.jsonl"
+    out = small_disk / "kept.jsonl"
     full = subprocess.run(command(data, out, "--no-check", "-k", "3"), capture_output=True, text=True)
     assert full.returncode == 1 and "Traceback" not in full.stderr, full.stderr
     assert full.stderr.startswith("error: the disk holding") and str(out) in full.stderr
@@ -175,13 +158,13 @@ def test_a_full_disk_is_one_line_and_the_same_command_finishes_once_there_is_roo
     partial = out.with_name(out.name + ".partial")
     if partial.exists():  # a commit came before the disk filled: whole lines only
         assert partial.read_bytes()[-1:] in (b"", b"\n")
-    subprocess.run(["mount", "-o", "remount,size=64m", str(disk)], check=True)
+    subprocess.run(["mount", "-o", "remount,size=64m", str(small_disk)], check=True)
     done = subprocess.run(command(data, out, "--no-check", "-k", "3"), capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
-    again = subprocess.run(command(data, disk / "fresh.jsonl", "--no-check", "-k", "3"), capture_output=True)
+    again = subprocess.run(command(data, small_disk / "fresh.jsonl", "--no-check", "-k", "3"), capture_output=True)
     assert again.returncode == 0
-    assert out.read_bytes() == (disk / "fresh.jsonl").read_bytes()
-    assert out.with_suffix(".dupes").read_bytes() == (disk / "fresh.dupes").read_bytes()
+    assert out.read_bytes() == (small_disk / "fresh.jsonl").read_bytes()
+    assert out.with_suffix(".dupes").read_bytes() == (small_disk / "fresh.dupes").read_bytes()
     assert leftovers(out) == []
 
 

@@ -185,22 +185,6 @@ def test_near_batch_answers_every_line_after_invalid_utf8(indexed):
     assert files_of(folder) == before
 
 
-@pytest.fixture
-def small_disk(tmp_path):
-    """A 1 MiB tmpfs (root only), unmounted afterwards."""
-    if os.geteuid() != 0:
-        pytest.skip("a full disk is made by mounting a small tmpfs, which needs root")
-    mount = tmp_path / "small"
-    mount.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)], capture_output=True)
-    if done.returncode:
-        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode(errors='replace').strip()}")
-    try:
-        yield mount
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], check=False)
-
-
 def fill(folder: Path) -> None:
     """Fill the file system holding folder to the last block."""
     with open(folder / "filler", "wb", buffering=0) as handle, contextlib.suppress(OSError):
