@@ -313,6 +313,16 @@ def test_a_server_on_another_address_checks_origins_not_names():
     assert refusal(post) is not None
 
 
+def test_an_in_process_client_has_no_port_and_no_host_to_check():
+    """Datasette's own client and httpx's ASGI transport give a server without a port: no socket, so no page of
+    another site reaches it; a cross-origin POST is still refused."""
+    from simhash_sqlite.web.same_origin import refusal
+
+    assert refusal({**_scope("GET", b"localhost"), "server": ("127.0.0.1", None)}) is None
+    post = {**_scope("POST", b"localhost", origin=b"http://evil.example"), "server": ("127.0.0.1", None)}
+    assert refusal(post) is not None
+
+
 # -- another SQLite user of the same file (the server's two processes: tests/test_web_locks.py) ---------
 
 

@@ -33,6 +33,7 @@ except simhash_sqlite.ExtensionMissing as exc:
 
 ROOT = Path(__file__).resolve().parents[1]
 NATIVE = ROOT / "simhash_sqlite" / "native"
+RULE = ROOT / "simhash_sqlite" / "core" / "rule.py"
 NPM = ROOT / "npm"
 COLUMNS = "key, distance, similarity, fingerprint, jaccard, checked_by, certainty"
 NEAR = f"SELECT {COLUMNS} FROM simhash_near(?, ?, ?)"
@@ -178,7 +179,7 @@ def static_host(request) -> Path:
     sqlite3_c = amalgamation(request)
     sources = [NATIVE / "sqlite_extension.c", NATIVE / "simhash_core.c", ROOT / "tests" / "hosts" / "static_host.c"]
     digest = hashlib.sha256(unicodedata.unidata_version.encode())
-    for file in [sqlite3_c, *sources, *NATIVE.glob("*.h")]:
+    for file in [sqlite3_c, *sources, *NATIVE.glob("*.h"), RULE]:
         digest.update(file.read_bytes())
     folder = Path(request.config.cache.mkdir("static-host")) / digest.hexdigest()[:16]
     program = folder / "static_host"
@@ -187,6 +188,9 @@ def static_host(request) -> Path:
     folder.mkdir(exist_ok=True)
     subprocess.run([sys.executable, str(NATIVE / "gen_unicode_tables.py"), str(folder / "_unicode_tables.h")],
                    check=True)  # fmt: skip
+    # the extension's constants, generated as the install generates them
+    subprocess.run([sys.executable, str(NATIVE / "gen_rule_constants.py"), str(RULE),
+                    str(folder / "_rule_constants.h")], check=True)  # fmt: skip
     zlib = ["-DSIMHASH_HAVE_ZLIB"] if _compiles(compiler, "zlib.h", folder) else []
     steps = [
         [compiler, "-O0", "-c", "-o", str(folder / "sqlite3.o"), str(sqlite3_c)],

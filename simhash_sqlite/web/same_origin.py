@@ -42,8 +42,10 @@ def refusal(scope: dict) -> str | None:
     for name, value in scope.get("headers") or ():
         headers.setdefault(name.lower(), value)
     host = headers.get(b"host", b"").decode("latin-1").strip().lower()
-    server = scope.get("server")  # (address, port) the connection came in on; None for an in-process client
-    if server and _loopback(str(server[0])) and host not in allowed_hosts(int(server[1])):
+    # (address, port) the connection came in on; None, or no port, for an in-process client (Datasette's own
+    # test client, httpx's ASGI transport): no socket, so no page of another site can reach it
+    server = scope.get("server")
+    if server and server[1] is not None and _loopback(str(server[0])) and host not in allowed_hosts(int(server[1])):
         return (f"Host {host or '(none)'!r:.80} is not this server: it answers 127.0.0.1:{server[1]}, "
                 f"localhost:{server[1]} and [::1]:{server[1]} only")
     if scope.get("method", "GET") in SAFE_METHODS:
