@@ -9,11 +9,11 @@ The texts are in hand as they stream, but only the sketch (120 bytes), the finge
 LSH codes of each kept document are kept (about 1.1 KB in RAM), not their text; past the memory budget
 (`memory`) the kept set spills to disk (spill.py) with the same decisions. An indexed document without a
 sketch (an index made before sketches whose texts are gone) is judged by distance, within min(k,
-RECOMMENDED_K) ("distance"). A drop cannot be undone, so when
-unsure, keep: a document is dropped only on a verdict that is exact or at least verdict.CERTAIN sure,
-unless drop_uncertain asks to drop on an uncertain one too (an estimate short of CERTAIN, distance
-alone). With an explicit k the candidates are the kept documents within k, checked the same way; without
-the check, within k (RECOMMENDED_K by default) by distance alone, as before sketches.
+RECOMMENDED_K) ("distance"). A drop cannot be undone, so when unsure, keep: a document is dropped only on
+a verdict that is exact or at least verdict.CERTAIN sure, unless drop_uncertain asks to drop on an
+uncertain one too (an estimate short of CERTAIN, distance alone). With an explicit k the candidates are
+the kept documents within k, checked the same way; without the check, within k (RECOMMENDED_K by
+default) by distance alone, as before sketches.
 
 Kept sketches live in sorted runs (KeptSketches), kept fingerprints in an exact multi-index (KeptSet):
 runs merged like a binary counter, so O(log n) runs, the largest moved to disk past the budget (and
