@@ -16,25 +16,10 @@
 #include <string.h>
 #include <time.h>
 
-static uint64_t rng_state = 0x853c49e6748fea9bull;
-static uint64_t rnd(void)
-{
-    uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
+#include "harness.h"
 
-static long failures = 0;
-#define CHECK(cond, ...)                                                                                             \
-    do {                                                                                                             \
-        if (!(cond)) {                                                                                               \
-            failures++;                                                                                              \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                                    \
-            fprintf(stderr, __VA_ARGS__);                                                                            \
-            fputc('\n', stderr);                                                                                     \
-        }                                                                                                            \
-    } while (0)
+/* The seed of the random cases unless argv[2] gives one. */
+#define DEFAULT_SEED 0x853c49e6748fea9bull
 
 static const shc_scheme SCHEMES[] = {{944, 1, 16}, {960, 1, 0}, {240, 2, 0}, {120, 4, 16}, {60, 8, 0},
                                      {30, 16, 16}, {3, 8, 0},   {8, 1, 0},   {1, 8, 16},   {65536, 1, 16}};
@@ -322,8 +307,7 @@ static void fixed_cases(shc_work *w)
 int main(int argc, char **argv)
 {
     double seconds = argc > 1 ? atof(argv[1]) : 10.0;
-    if (argc > 2)
-        rng_state = strtoull(argv[2], NULL, 10);
+    rng_state = argc > 2 ? strtoull(argv[2], NULL, 10) : DEFAULT_SEED;
     shc_work *w = shc_work_new(), *w2 = shc_work_new();
     if (!w || !w2)
         return 2;

@@ -16,25 +16,10 @@
 #include <string.h>
 #include <time.h>
 
-static uint64_t rng_state = 0x2545F4914F6CDD1Dull;
-static uint64_t rnd(void)
-{
-    uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
+#include "harness.h"
 
-static long failures = 0;
-#define CHECK(cond, ...)                                                                                             \
-    do {                                                                                                             \
-        if (!(cond)) {                                                                                               \
-            failures++;                                                                                              \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                                    \
-            fprintf(stderr, __VA_ARGS__);                                                                            \
-            fputc('\n', stderr);                                                                                     \
-        }                                                                                                            \
-    } while (0)
+/* The seed of the random cases unless argv[2] gives one. */
+#define DEFAULT_SEED 0x2545F4914F6CDD1Dull
 
 static const char *const PIECES[] = {
     "hello", " ", "\\n", "\\t", "\\\"", "\\\\", "\\/", "\\u00e9", "\\ud83d\\ude00", "\\ud800", "\\udc00", "\\u0000",
@@ -197,8 +182,7 @@ static void check_chunk(shc_docs *d, const char *data, size_t len, const shc_doc
 int main(int argc, char **argv)
 {
     double seconds = argc > 1 ? atof(argv[1]) : 10.0;
-    if (argc > 2)
-        rng_state = strtoull(argv[2], NULL, 10);
+    rng_state = argc > 2 ? strtoull(argv[2], NULL, 10) : DEFAULT_SEED;
     static const unsigned char empty_digest[16] = {0xca, 0xe6, 0x69, 0x41, 0xd9, 0xef, 0xbd, 0x40,
                                                    0x4e, 0x4d, 0x88, 0x75, 0x8e, 0xa6, 0x76, 0x70};
     unsigned char digest[16];
