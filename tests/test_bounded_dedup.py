@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_dedup import bits_of, decisions_of, estimate, near_copies, shares_a_window
+from test_dedup import bits_of, brute_force_matches, decisions_of, kept_matches, near_copies
 
 from simhash_sqlite.core.sketch import DEFAULT_SCHEME
 from simhash_sqlite.errors import InvalidArgument
@@ -61,18 +61,11 @@ def test_spilled_sketches_find_every_near_duplicate_sharing_a_window(tmp_path_fa
         found.add(kept[lo : lo + 3], np.arange(lo, min(lo + 3, kept_count)) * 10)
     if budget == 1:
         assert not found.runs and sum(len(run) for run in found.spilled) == kept_count  # all of it on disk
-    q, label, got_estimate = found.matches(rows)
-    got = sorted(zip(q.tolist(), label.tolist(), np.round(got_estimate, 9).tolist()))
-    want = []
-    for i, row in enumerate(rows):
-        for j, other in enumerate(kept):
-            a, b = row.tobytes(), other.tobytes()
-            if shares_a_window(bits_of(a), bits_of(b)) and estimate(a, b) >= threshold:
-                want.append((i, 10 * j, round(estimate(a, b), 9)))
+    got = kept_matches(found, rows)
     found.close()
     folder.close()
     spill_module.SpilledRun.BLOCK, spill_module.READ_BLOCKS = 512, 2048
-    assert got == sorted(want)
+    assert got == brute_force_matches(rows, kept, threshold)
 
 
 def test_memory_sizes():

@@ -96,6 +96,23 @@ def estimate(a: bytes, b: bytes) -> float:
     return float(sharpened(np.array([bins]), np.array([min(x, y) / max(x, y)]), DEFAULT_SCHEME)[0])
 
 
+def kept_matches(found: KeptSketches, rows: np.ndarray) -> list[tuple[int, int, float]]:
+    """found.matches(rows) as sorted (query, label, estimate) triples."""
+    q, label, got_estimate = found.matches(rows)
+    return sorted(zip(q.tolist(), label.tolist(), np.round(got_estimate, 9).tolist()))
+
+
+def brute_force_matches(rows: np.ndarray, kept: np.ndarray, threshold: float) -> list[tuple[int, int, float]]:
+    """What kept_matches must give, pair by pair, for kept rows labelled 10 * their position."""
+    want = []
+    for i, row in enumerate(rows):
+        for j, other in enumerate(kept):
+            a, b = row.tobytes(), other.tobytes()
+            if shares_a_window(bits_of(a), bits_of(b)) and estimate(a, b) >= threshold:
+                want.append((i, 10 * j, round(estimate(a, b), 9)))
+    return sorted(want)
+
+
 def brute_checked_keep_first(texts: list[str], k: int | None = None, drop_uncertain: bool = False):
     """Keep-first with the check: a kept document is a duplicate's partner when it is a candidate (shares
     a window and the estimate reaches 0.8 - EXACT_MARGIN, or with k: within k), the sketch filter does not
@@ -223,15 +240,7 @@ def kept_sketches_against_brute_force(seed, kept_count, queries, threshold):
     found = KeptSketches(threshold)
     for lo in range(0, kept_count, 7):  # several runs, merged as they grow
         found.add(kept[lo : lo + 7], np.arange(lo, min(lo + 7, kept_count)) * 10)
-    q, label, got_estimate = found.matches(rows)
-    got = sorted(zip(q.tolist(), label.tolist(), np.round(got_estimate, 9).tolist()))
-    want = []
-    for i, row in enumerate(rows):
-        for j, other in enumerate(kept):
-            a, b = row.tobytes(), other.tobytes()
-            if shares_a_window(bits_of(a), bits_of(b)) and estimate(a, b) >= threshold:
-                want.append((i, 10 * j, round(estimate(a, b), 9)))
-    assert got == sorted(want)
+    assert kept_matches(found, rows) == brute_force_matches(rows, kept, threshold)
 
 
 def write_jsonl(path, records):

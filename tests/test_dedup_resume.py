@@ -52,6 +52,14 @@ def decided(out: Path) -> int:
         return 0
 
 
+def signal_after_first_commit(process: subprocess.Popen, out: Path, sig: int) -> None:
+    """Send `sig` once the run writing `out` has committed a decision (or ended, or after 60 s)."""
+    deadline = time.monotonic() + 60
+    while process.poll() is None and decided(out) == 0 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    process.send_signal(sig)
+
+
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory):
     folder = tmp_path_factory.mktemp("resume")
@@ -102,10 +110,7 @@ def test_ctrl_c_commits_and_the_same_command_continues(tmp_path, reference):
     out = tmp_path / "kept.jsonl"
     process = subprocess.Popen(command(data, out), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                                preexec_fn=as_foreground)
-    deadline = time.monotonic() + 60
-    while process.poll() is None and decided(out) == 0 and time.monotonic() < deadline:
-        time.sleep(0.02)
-    process.send_signal(signal.SIGINT)
+    signal_after_first_commit(process, out, signal.SIGINT)
     _, stderr = process.communicate(timeout=60)
     if process.returncode == 0:
         pytest.skip("the dedup finished before the interrupt arrived")
@@ -125,10 +130,7 @@ def test_a_changed_argument_or_input_is_refused_and_restart_starts_again(tmp_pat
     data, kept, _ = reference
     out = tmp_path / "kept.jsonl"
     process = subprocess.Popen(command(data, out), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 60
-    while process.poll() is None and decided(out) == 0 and time.monotonic() < deadline:
-        time.sleep(0.02)
-    process.send_signal(signal.SIGKILL)
+    signal_after_first_commit(process, out, signal.SIGKILL)
     process.wait()
     if process.returncode == 0:
         pytest.skip("the dedup finished before the kill")
@@ -174,10 +176,7 @@ def test_a_stream_given_again_from_its_start_continues(tmp_path, reference):
     stream = [str(SIMQ), "dedup", "-", "-o", str(out), "--dupes", str(out.with_suffix(".dupes"))]
     with data.open("rb") as given:
         process = subprocess.Popen(stream, stdin=given, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 60
-        while process.poll() is None and decided(out) == 0 and time.monotonic() < deadline:
-            time.sleep(0.02)
-        process.send_signal(signal.SIGKILL)
+        signal_after_first_commit(process, out, signal.SIGKILL)
         process.wait()
     if process.returncode == 0:
         pytest.skip("the dedup finished before the kill")
