@@ -399,7 +399,7 @@ def test_dedup_reads_on_at_most_dedup_processes_and_add_on_every_core(tmp_path, 
     asked = []
 
     def spy(function, items, **options):
-        asked.append(options.get("most"))
+        asked.append((options.get("threads", False), options.get("most")))
         return parallel.map_in_order(function, items, **options)
 
     monkeypatch.setattr(sources, "map_in_order", spy)
@@ -407,4 +407,9 @@ def test_dedup_reads_on_at_most_dedup_processes_and_add_on_every_core(tmp_path, 
     added = list(reader.documents(reader.expand([str(path)]), FingerprintSettings()))
     reader = sources.Reader()  # (a reader skips an id it met before)
     deduped = list(reader.entries(reader.expand([str(path)]), FingerprintSettings()))
-    assert asked == [None, sources.DEDUP_PROCESSES] and len(added) == len(deduped) > 0
+    if asked[0][0]:  # the C core reads the chunks on threads
+        assert asked == [(True, None), (True, sources.DEDUP_PROCESSES)]
+    else:  # the Python path: processes, as many as the input's size pays for (at most DEDUP_PROCESSES in dedup)
+        most = sources.processes_for(path.stat().st_size)
+        assert asked == [(False, most), (False, min(most, sources.DEDUP_PROCESSES))]
+    assert len(added) == len(deduped) > 0
