@@ -608,7 +608,11 @@ static long short_text(shc_docs *d, const unsigned char *text, size_t len, const
     } else if (plain_len > (size_t)r->deflated_most) {
         return 0;
     }
-    /* As zlib.compressobj(9, DEFLATED, -15): compress() (Z_NO_FLUSH) then flush() (Z_FINISH). */
+    /* As zlib.compressobj(9, DEFLATED, -15): compress() (Z_NO_FLUSH) then flush() (Z_FINISH). The output
+     * room ends at the limit, yet that saves no work: a text this short is one block, which zlib writes only at
+     * Z_FINISH, after all its matching. Nor does the length bound the deflated size (a run deflates about
+     * 1000:1): of a scaleset crawl's texts tried, the 31% too long to keep took 47% of deflate's time, and no
+     * cheap test proves one too long before deflate has run (BENCHMARKS.md, "Where add's CPU goes"). */
     if (deflateReset(&d->zs) != Z_OK)
         return SHC_ERR_MEMORY;
     out[0] = form;
