@@ -7,7 +7,7 @@ import json
 import os
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from .core.features import jieba_version
 from .core.fingerprint import BLOCKS, simhash, simhash_and_sketch_many, to_signed, to_unsigned
@@ -15,13 +15,9 @@ from .core.settings import DEFAULT_THRESHOLD, FingerprintSettings
 from .core.short_texts import SHORT_TEXT_MOST, short_text_scheme
 from .core.sketch import DEFAULT_SCHEME, SketchScheme, sketch_many
 from .errors import IndexNotFound, InvalidInput, SettingsMismatch
-from .find.chains import below_members
 from .find.check import DuplicateSearch, PreparedQuery, ShingleCache, check_candidates
-from .find.clusters import Cluster, ClusterReport, cluster_index, clustering_info, read_clusters, record_chains
 from .find.near_table import register_near_table
-from .find.pairs import Progress
 from .find.queries import FailedQuery, Query
-from .find.review import HonouredPairs
 from .find.search import (
     MATCH_ROW_NS,
     Match,
@@ -46,6 +42,14 @@ from .store.meta import validate_meta
 from .store.texts import text_of
 from .store.writer import BULK_CACHE_MIB, FINGERPRINT_BATCH_SIZE, SKETCH_UPGRADE_BATCH, Writer
 from .version import __version__
+
+if TYPE_CHECKING:
+    from .find.clusters import Cluster, ClusterReport
+    from .find.pairs import Progress
+    from .find.review import HonouredPairs
+
+# find.clusters, find.review and find.chains (whole-corpus pairs and clusters) are imported by the methods that
+# use them: a search or an add does not (bench/startup.py).
 
 
 @dataclass(frozen=True)
@@ -357,6 +361,8 @@ class SimhashIndex:
             "SELECT count(*), count(*) - count(fingerprint) FROM documents"
         ).get
         size = sum(os.path.getsize(p) for p in (self.path, self.path + "-wal") if os.path.exists(p))
+        from .find.clusters import clustering_info
+
         clusters = clustering_info(self.conn)
         if clusters is not None and clusters["documents"] != documents:
             # Documents added or deleted behind simq's back (another program) leave the flag unset.
@@ -526,6 +532,8 @@ class SimhashIndex:
         pairs whose verdict is uncertain instead, kept or not (DuplicatePair.keeps), to review.
         on_progress(done, total): how far the pair search is, for a progress bar. Pairs a person labelled
         "not a duplicate" (simq serve --review) are left out."""
+        from .find.review import HonouredPairs
+
         return HonouredPairs(
             DuplicateSearch(self, k, threshold, check=check, uncertain=uncertain, on_progress=on_progress), self.conn
         )
@@ -544,6 +552,9 @@ class SimhashIndex:
         The report's `check` holds how the pairs were judged (None without check). Labels are honoured:
         documents labelled "not a duplicate" of each other never share a cluster, and a member a person
         chose to keep is its cluster's representative."""
+        from .find.chains import below_members
+        from .find.clusters import cluster_index, record_chains
+
         pairs = self.dupes(k, check=check, threshold=threshold, on_progress=on_progress)
         if pairs.report is None and not pairs.apart_ids:
             return cluster_index(self.conn, pairs.k, representative, on_progress=on_progress)
@@ -562,6 +573,8 @@ class SimhashIndex:
 
     def cluster_list(self, *, min_size: int = 2) -> Iterator[Cluster]:
         """The clusters written by the last clusters() run, with their member keys."""
+        from .find.clusters import read_clusters
+
         return read_clusters(self.conn, min_size)
 
     def near_sql(self, k: int = 3) -> str:

@@ -176,6 +176,11 @@ def test_hash_prints_the_index_fingerprint(runner, db_path, corpus):
     assert result.stdout.strip() == to_hex(simhash(CHINESE, FingerprintSettings(features="words", ngram=2)))
     result = simq(runner, "hash", "--db", db_path / "absent.db", "hello world")
     assert result.stdout.strip() == to_hex(simhash("hello world"))
+    # "-" reads stdin (search_commands spells it without importing the reader)
+    result = runner.invoke(app, ["hash", "--db", str(db_path), "-"], input=CHINESE)
+    assert result.exit_code == 0 and result.stdout.strip() == to_hex(
+        simhash(CHINESE, FingerprintSettings(features="words", ngram=2))
+    )
 
 
 def test_db_from_the_environment(runner, corpus, tmp_path, monkeypatch):

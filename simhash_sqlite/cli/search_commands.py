@@ -5,12 +5,10 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
-from ..analysis.explain import Explanation, verdicts
-from ..analysis.explain import explain as explain_pair
 from ..core.fingerprint import from_hex, simhash, to_hex, to_signed
 from ..core.settings import DEFAULT_THRESHOLD, FingerprintSettings, candidate_k
 from ..errors import InvalidArgument, InvalidInput
@@ -18,7 +16,6 @@ from ..find.queries import FailedQuery, guess_format, parse_queries
 from ..find.search import Match, executed_sql, near_sql
 from ..find.verdict import CheckSummary, validate_threshold
 from ..index import SimhashIndex
-from ..pipeline.sources import STDIN, read_one, size_text
 from ..store import texts
 from ..store.documents import FingerprintedDocument
 from . import output
@@ -39,6 +36,14 @@ from .options import (
 )
 from .output import err, out, plain
 from .reports import counted, print_check_summary, say, tell_sketch_upgrade, verdict_json, warn
+
+if TYPE_CHECKING:
+    from ..analysis.explain import Explanation
+
+# Imported where a command needs them, not by every command line of this module: explain's analysis and the
+# file reader (pipeline.sources: the pool, the writer) are a third of `simq near --key`'s and `simq hash`'s
+# start-up (bench/startup.py).
+STDIN = "-"  # as pipeline.sources.STDIN: stdin in place of a file or text
 
 commands = typer.Typer()  # this module's commands; app.py lists them all, in --help's order
 
@@ -241,6 +246,8 @@ def _query_of_file(
     large to read whole, its fingerprint (made in pieces), said on stderr."""
     if text is not None or fingerprint is not None:
         raise InvalidInput("give one of a text, --file, --key or --hash")
+    from ..pipeline.sources import read_one, size_text
+
     document = read_one(str(path), settings, encoding=encoding, errors=errors)
     if not isinstance(document, FingerprintedDocument):
         return document.text, None
@@ -280,6 +287,8 @@ def hash_command(
         with SimhashIndex(db, readonly=True) as index:
             settings = index.settings
     if file is not None:
+        from ..pipeline.sources import read_one
+
         document = read_one(str(file), settings, encoding=encoding, errors=errors)
         if isinstance(document, FingerprintedDocument):  # streamed
             fingerprint = document.fingerprint
@@ -310,6 +319,8 @@ def explain_command(
 
     json, jsonl, csv and tsv print one record (lists as JSON in csv and tsv cells).
     """
+    from ..analysis.explain import explain as explain_pair
+
     format_ = output.choose_format(format_, as_json)
     with SimhashIndex(db, readonly=True) as index:
         result = explain_pair(index, a, b, top=top)
@@ -333,6 +344,12 @@ def _explanation_json(e: Explanation) -> dict:
     }
 
 
+def _verdicts(e: Explanation):
+    from ..analysis.explain import verdicts
+
+    return verdicts(e)
+
+
 def _print_explanation(e: Explanation) -> None:
     def num(x):
         return "-" if x is None else f"{x:.3f}"
@@ -344,7 +361,7 @@ def _print_explanation(e: Explanation) -> None:
         "5-shingle Jaccard estimated from the sketches": num(e.estimated_jaccard),
         "exact 5-shingle Jaccard": num(e.exact_jaccard),
         "features": e.settings.describe(),
-        **dict(verdicts(e)),
+        **dict(_verdicts(e)),
     }
     output.render_one(summary, "table", title=f"{e.a.name}  vs  {e.b.name}")
     if e.shared or e.only_a or e.only_b:

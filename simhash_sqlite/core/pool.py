@@ -34,7 +34,6 @@ import atexit
 import ctypes
 import functools
 import gc
-import multiprocessing
 import os
 import signal
 import sys
@@ -42,7 +41,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures import Executor, Future
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -217,6 +216,11 @@ def _start_worker(parent: int) -> None:
 def _pool(size: int, threads: bool = False) -> tuple[Executor, Future]:
     """The pool, and a future that is done once a worker is ready (imports made, tables built).
     threads: a thread pool instead (bench/threads_vs_pool.py compares them)."""
+    # (imported here: multiprocessing and the executors are a tenth of a search's start-up, which never
+    # starts a pool; bench/startup.py)
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+
     pool: Executor
     if threads:
         pool = ThreadPoolExecutor(size)

@@ -71,17 +71,32 @@ static void b2_compress(uint64_t h[8], const unsigned char block[128], uint64_t 
     v[12] ^= counted; /* the high word of the counter stays 0: texts are far below 2^64 bytes */
     if (last)
         v[14] = ~v[14];
-    for (int r = 0; r < 12; r++) {
-        const uint8_t *s = B2_SIGMA[r];
-        B2_G(0, 4, 8, 12, m[s[0]], m[s[1]]);
-        B2_G(1, 5, 9, 13, m[s[2]], m[s[3]]);
-        B2_G(2, 6, 10, 14, m[s[4]], m[s[5]]);
-        B2_G(3, 7, 11, 15, m[s[6]], m[s[7]]);
-        B2_G(0, 5, 10, 15, m[s[8]], m[s[9]]);
-        B2_G(1, 6, 11, 12, m[s[10]], m[s[11]]);
-        B2_G(2, 7, 8, 13, m[s[12]], m[s[13]]);
-        B2_G(3, 4, 9, 14, m[s[14]], m[s[15]]);
-    }
+    /* The 12 rounds written out, so that each message word's index is a constant (in a loop, read from
+     * B2_SIGMA at each step: the message words stayed in memory, a third more instructions a block). */
+#define B2_ROUND(r)                                                                                                  \
+    do {                                                                                                             \
+        B2_G(0, 4, 8, 12, m[B2_SIGMA[r][0]], m[B2_SIGMA[r][1]]);                                                     \
+        B2_G(1, 5, 9, 13, m[B2_SIGMA[r][2]], m[B2_SIGMA[r][3]]);                                                     \
+        B2_G(2, 6, 10, 14, m[B2_SIGMA[r][4]], m[B2_SIGMA[r][5]]);                                                    \
+        B2_G(3, 7, 11, 15, m[B2_SIGMA[r][6]], m[B2_SIGMA[r][7]]);                                                    \
+        B2_G(0, 5, 10, 15, m[B2_SIGMA[r][8]], m[B2_SIGMA[r][9]]);                                                    \
+        B2_G(1, 6, 11, 12, m[B2_SIGMA[r][10]], m[B2_SIGMA[r][11]]);                                                  \
+        B2_G(2, 7, 8, 13, m[B2_SIGMA[r][12]], m[B2_SIGMA[r][13]]);                                                   \
+        B2_G(3, 4, 9, 14, m[B2_SIGMA[r][14]], m[B2_SIGMA[r][15]]);                                                   \
+    } while (0)
+    B2_ROUND(0);
+    B2_ROUND(1);
+    B2_ROUND(2);
+    B2_ROUND(3);
+    B2_ROUND(4);
+    B2_ROUND(5);
+    B2_ROUND(6);
+    B2_ROUND(7);
+    B2_ROUND(8);
+    B2_ROUND(9);
+    B2_ROUND(10);
+    B2_ROUND(11);
+#undef B2_ROUND
     for (int i = 0; i < 8; i++)
         h[i] ^= v[i] ^ v[i + 8];
 }
@@ -259,12 +274,19 @@ static int scan_string(scan *c, unsigned char *out, size_t *written, int *escape
     *escaped = 0;
     *nul = 0;
     for (;;) {
+        /* a run of bytes that stand for themselves (ASCII and valid UTF-8 sequences), copied at once at its
+         * end: a copy for each multibyte character was a tenth of the scan of a Chinese page */
         size_t run = i;
-        while (i < n && s[i] >= 0x20 && s[i] < 0x80 && s[i] != '"' && s[i] != '\\')
-            i++;
-        if (out && i > run) {
-            memcpy(out + w, s + run, i - run);
+        for (;;) {
+            while (i < n && s[i] >= 0x20 && s[i] < 0x80 && s[i] != '"' && s[i] != '\\')
+                i++;
+            if (i >= n || s[i] < 0x80)
+                break;
+            if (utf8_step(s, n, &i) < 0)
+                return -1;
         }
+        if (out && i > run)
+            memcpy(out + w, s + run, i - run);
         w += i - run;
         if (i >= n)
             return -1;
@@ -276,15 +298,6 @@ static int scan_string(scan *c, unsigned char *out, size_t *written, int *escape
         }
         if (ch < 0x20)
             return -1; /* a control character: json's strict mode refuses it */
-        if (ch >= 0x80) {
-            size_t at = i;
-            if (utf8_step(s, n, &i) < 0)
-                return -1;
-            if (out)
-                memcpy(out + w, s + at, i - at);
-            w += i - at;
-            continue;
-        }
         /* a backslash */
         *escaped = 1;
         if (i + 1 >= n)
@@ -531,6 +544,22 @@ static long short_text(shc_docs *d, const unsigned char *text, size_t len, const
     size_t w = 0, chars = 0, astral = 0, i = 0;
     int pending = 0;
     while (i < len) {
+        unsigned ch = text[i];
+        if (ch < 0x80) { /* (most characters of an English page: no decoding, no call) */
+            i++;
+            if ((ch >= 0x09 && ch <= 0x0D) || (ch >= 0x1C && ch <= 0x20)) {
+                pending = w > 0;
+                continue;
+            }
+            if (pending) {
+                d->plain[w++] = ' ';
+                chars++;
+                pending = 0;
+            }
+            d->plain[w++] = (unsigned char)ch;
+            chars++;
+            continue;
+        }
         size_t at = i;
         int32_t cp = utf8_step(text, len, &i);
         if (cp < 0)
@@ -579,7 +608,11 @@ static long short_text(shc_docs *d, const unsigned char *text, size_t len, const
     } else if (plain_len > (size_t)r->deflated_most) {
         return 0;
     }
-    /* As zlib.compressobj(9, DEFLATED, -15): compress() (Z_NO_FLUSH) then flush() (Z_FINISH). */
+    /* As zlib.compressobj(9, DEFLATED, -15): compress() (Z_NO_FLUSH) then flush() (Z_FINISH). The output
+     * room ends at the limit, yet that saves no work: a text this short is one block, which zlib writes only at
+     * Z_FINISH, after all its matching. Nor does the length bound the deflated size (a run deflates about
+     * 1000:1): of a scaleset crawl's texts tried, the 31% too long to keep took 47% of deflate's time, and no
+     * cheap test proves one too long before deflate has run (BENCHMARKS.md, "Where add's CPU goes"). */
     if (deflateReset(&d->zs) != Z_OK)
         return SHC_ERR_MEMORY;
     out[0] = form;
