@@ -20,8 +20,9 @@ With --pages, throughput only, on the corpus files' own documents (whole pages, 
 Methods: the default (sketch LSH candidates, the pair rule, dropped only on a sure verdict), the same with
 --drop-uncertain (an unsure estimate >= 0.8 drops too), the same with --no-check
 (distance <= RECOMMENDED_K), and, with --baseline-src (a checkout of an older commit, e.g. `git archive
-3ab780e | tar -x -C DIR`), that code's default (k = 3, distance). With --spark, `simq spark-dedup` on
-the same file (local[2]): its kept set, scored the same way and compared with the default's.
+3ab780e | tar -x -C DIR`), that code with --baseline-args (default {"k": 3}: distance; {} for its
+default). With --spark, `simq spark-dedup` on the same file (local[2]): its kept set, scored the same way
+and compared with the default's.
 """
 
 from __future__ import annotations
@@ -177,7 +178,8 @@ def pages_throughput(args) -> None:
                         count, characters = count + 1, characters + len(record["text"])
         methods = {"checked (default)": (ROOT, {}), "--no-check (k <= 9)": (ROOT, {"check": False})}
         if args.baseline_src:
-            methods[f"baseline: {args.baseline_src.name} default (k = 3)"] = (args.baseline_src, {"k": 3})
+            methods[f"baseline: {args.baseline_src.name} {json.dumps(args.baseline_args)}"] = (
+                args.baseline_src, args.baseline_args)
         print(f"{count:,} pages, {characters / count:,.0f} characters on average; medians of {args.repeats} runs\n")
         print("| method | kept | fingerprints alone s | dedup s | ratio | documents/s |")
         print("| --- | ---: | ---: | ---: | ---: | ---: |")
@@ -194,6 +196,8 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--baseline-src", type=Path, help="a checkout of the baseline commit (its simhash_sqlite/)")
+    parser.add_argument("--baseline-args", type=json.loads, default={"k": 3},
+                        help='the baseline\'s Deduplicator arguments (JSON; default {"k": 3}; {} for its default)')
     parser.add_argument("--spark", action="store_true", help="also run simq spark-dedup (local[2])")
     parser.add_argument("--json", type=Path)
     parser.add_argument("--pages", action="store_true",
@@ -218,7 +222,8 @@ def main() -> None:
         methods = {"checked (default)": (ROOT, {}), "checked, --drop-uncertain": (ROOT, {"drop_uncertain": True}),
                    "--no-check (k <= 9)": (ROOT, {"check": False})}
         if args.baseline_src:
-            methods[f"baseline: {args.baseline_src.name} default (k = 3)"] = (args.baseline_src, {"k": 3})
+            methods[f"baseline: {args.baseline_src.name} {json.dumps(args.baseline_args)}"] = (
+                args.baseline_src, args.baseline_args)
         for name, (src, kwargs) in methods.items():
             got = run_child(src, path, kwargs, args.repeats)
             kept = np.array(got["kept"])
