@@ -18,7 +18,7 @@ from simhash_sqlite.core.shingles import jaccard, jaccard_of_sets, shingle_set
 from simhash_sqlite.core.sketch import DEFAULT_SCHEME, certainty, sharpened, sizes_of, sketch
 from simhash_sqlite.find.check import EXACT_MARGIN
 from simhash_sqlite.find.sketch_pairs import sketch_pairs
-from simhash_sqlite.find.verdict import CERTAIN, FILTER_CERTAIN
+from simhash_sqlite.find.verdict import FILTER_CERTAIN
 from simhash_sqlite.pipeline.dedup import (
     BATCH,
     KeptSet,
