@@ -1,7 +1,7 @@
 """Streaming dedup (and spark-dedup), checked: recall of true pairs, false drops and throughput.
 
-    .venv/bin/python bench/dedup.py CORPUS.jsonl ... [--originals 300] [--repeats 3] \
-        [--baseline-src DIR] [--spark] [--json out.json]
+    .venv/bin/python bench/dedup.py CORPUS.jsonl ... [--originals 300] [--repeats 3] [--language zh] \
+        [--baseline-src DIR] [--baseline-args '{}'] [--spark] [--json out.json]
 
 The documents are bench/quality.py's: sections of real text, each with one perturbed copy of every
 kind (boilerplate, advert, numbers, edit2, edit5, rewrite15, rewrite40, truncate), in a seeded random
@@ -91,14 +91,17 @@ print(json.dumps({
 """
 
 
-def build(paths: list[str], per_language: int, seed: int) -> tuple[list[str], list[str]]:
-    """(texts in input order, their kinds), from bench/quality.py's machinery."""
+def build(paths: list[str], per_language: int, seed: int, language: str | None = None) -> tuple[list[str], list[str]]:
+    """(texts in input order, their kinds), from bench/quality.py's machinery (language: that language's
+    sections alone)."""
     from quality import build_corpus, load_originals
 
     rng = random.Random(seed)
     originals = load_originals(paths, per_language, rng)
     texts, kinds = [], []
     for lang, chosen in originals.items():
+        if language is not None and lang != language:
+            continue
         corpus = build_corpus(lang, chosen, seed)
         texts += corpus.texts
         kinds += corpus.kind
@@ -194,6 +197,7 @@ def main() -> None:
     parser.add_argument("corpus", nargs="+")
     parser.add_argument("--originals", type=int, default=300, help="originals per language")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--language", choices=["en", "zh"], help="that language's sections alone (default: all)")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--baseline-src", type=Path, help="a checkout of the baseline commit (its simhash_sqlite/)")
     parser.add_argument("--baseline-args", type=json.loads, default={"k": 3},
@@ -208,7 +212,7 @@ def main() -> None:
         pages_throughput(args)
         return
 
-    texts, _ = build(args.corpus, args.originals, args.seed)
+    texts, _ = build(args.corpus, args.originals, args.seed, args.language)
     pairs = truth(texts)
     results = {}
     failures = Failures()
@@ -248,7 +252,8 @@ def main() -> None:
                 "dedup_seconds": seconds,
                 "same_kept_as_dedup": kept_ids == results["checked (default)"]["kept_ids"],
             }
-    print(f"{len(texts):,} documents ({args.originals} originals per language, 8 copies each), "
+    print(f"{len(texts):,} documents ({args.originals} originals per language"
+          f"{'' if args.language is None else ', ' + args.language + ' alone'}, 8 copies each), "
           f"{len(pairs[0]):,} pairs with Jaccard >= 0.8; medians of {args.repeats} runs\n")
     print("| method | kept | dropped | recall of true pairs | false drops (share of all) | wrong verdicts "
           "| fingerprints alone s | dedup s | ratio | bytes per kept doc |")
