@@ -329,8 +329,9 @@ def spark_dedup(
         bool,
         typer.Option(
             "--check/--no-check",
-            help="Pair two documents by the rule of simq dedup (the exact Jaccard of two short texts, else the "
-            "sketches' estimate, the verdict sure); --no-check: by distance alone.",
+            help="Pair two documents by the rule of simq dedup (the exact Jaccard of the two texts; against an "
+            "earlier run's documents, whose texts it does not keep, of two short texts, else the sketches' estimate, "
+            "the verdict sure); --no-check: by distance alone.",
         ),
     ] = True,
     threshold: ThresholdOption = DEFAULT_THRESHOLD,
