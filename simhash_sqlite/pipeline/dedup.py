@@ -481,7 +481,7 @@ _ESTIMATED, _BY_DISTANCE = 0, 1  # (an exact Jaccard ranks as an estimate does: 
 # Shingle sets of kept texts held at once, in bytes (8 a distinct shingle, about one a character): most
 # candidates are recent documents' near-copies, read again for each. At most a sixteenth of the budget.
 SHINGLES_KEPT_BYTES = 64 << 20
-_UNMADE = object()  # a batch member's shingle set not made yet
+_UNMADE = object()  # a shingle set not made yet (or no longer kept)
 
 
 def _default_line_text(line: bytes) -> str | None:
@@ -495,7 +495,8 @@ def _whole(text: str | None) -> str | None:
 
 
 class _RecentShingles:
-    """Shingle sets by label, the least recently used going past a byte budget (None, out of reach, too)."""
+    """Shingle sets by label (or batch member), the least recently used going past a byte budget (None, out
+    of reach, too); get() gives _UNMADE for one not held."""
 
     def __init__(self, most_bytes: int) -> None:
         self.most_bytes = most_bytes
@@ -713,8 +714,9 @@ class Deduplicator:
         searching = time.perf_counter()
         have = [i for i, fp in enumerate(prints) if fp is not None]  # members: the batch's featured documents
         self.batch_entries = [batch[i] for i in have]
-        # Their shingle sets, made when a pair's exact check needs them (most have no candidate).
-        self.batch_sets: list[np.ndarray | None | object] = [_UNMADE] * len(have)
+        # Their shingle sets, made when a pair's exact check needs them (most have no candidate), the least
+        # recently used going past the same bytes as the kept ones' (a batch grows to 32,000 documents).
+        self.batch_sets = _RecentShingles(self.kept_shingles.most_bytes)
         values = np.array([prints[i] for i in have], dtype=np.uint64)
         rows, sketched = rows[have], sketched[have]
         # The sketched members' LSH codes, made once: searched in the kept runs, then those of the kept
@@ -942,7 +944,7 @@ class Deduplicator:
 
     def _batch_set(self, member: int) -> np.ndarray | None:
         """The shingle set of a batch member's text (None: out of reach)."""
-        made = self.batch_sets[member]
+        made = self.batch_sets.get(member)
         if made is _UNMADE:
             document, raw = self.batch_entries[member]
             text = document.text if document.text is not None else None if raw is None else self.line_text(raw)
@@ -950,7 +952,7 @@ class Deduplicator:
                 made = shingle_set(text)  # type: ignore[arg-type]
             else:  # a FingerprintedDocument without its line: a short text's exact data, if any
                 made = short_text_shingles(getattr(document, "short_text", None)) if text is None else None
-            self.batch_sets[member] = made
+            self.batch_sets.put(member, made)
         return made  # type: ignore[return-value]
 
     def _kept_set(self, label: int) -> np.ndarray | None:
