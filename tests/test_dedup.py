@@ -471,3 +471,28 @@ def test_the_default_keeps_what_keep_first_by_the_exact_jaccard_keeps(tmp_path_f
             assert deduplicator.texts.read_count > 0  # kept texts were read back (else: all within one batch)
         if memory is not None:
             assert deduplicator.labels.base > 0  # the offsets spilled with the labels, and were read there
+
+
+def test_against_an_index_that_stores_its_texts_is_exact_without_sketches_or_short_texts(tmp_path):
+    """An indexed document's text is read as dupes reads it (its stored text): exact, where before its
+    pairs fell to the estimate, or to distance without a sketch."""
+    from simhash_sqlite import Deduplicator
+
+    rng = random.Random(4)
+    old = [text(rng, 240) for _ in range(3)]
+    db = tmp_path / "old.db"
+    with SimhashIndex(db, create=True, store_text=True) as index:
+        index.add(Document(f"old{i}", t) for i, t in enumerate(old))
+    conn = apsw.Connection(str(db))
+    conn.execute("UPDATE documents SET sketch = NULL, short_text = NULL WHERE key = 'old1'")
+    conn.close()
+    new = [edit(rng, old[0], 12), edit(rng, old[1], 3), edit(rng, old[2], 60), text(rng, 240)]
+    with SimhashIndex(db, readonly=True) as index:
+        deduplicator = Deduplicator(against=index)
+        got = list(deduplicator.run((Document(f"new{i}", t), None) for i, t in enumerate(new)))
+        deduplicator.close()
+    want = [jaccard(n, o) for n, o in zip(new, old)]
+    assert want[0] >= 0.8 and want[1] >= 0.8 and want[2] < 0.8  # (the test's own premise)
+    assert [(d.duplicate_of, d.checked_by) for d in got] == [("old0", "exact"), ("old1", "exact"), (None, None),
+                                                            (None, None)]
+    assert [d.jaccard for d in got[:2]] == pytest.approx(want[:2])
