@@ -1,7 +1,7 @@
 """Streaming dedup (and spark-dedup), checked: recall of true pairs, false drops and throughput.
 
-    .venv/bin/python bench/dedup.py CORPUS.jsonl ... [--originals 300] [--repeats 3] \
-        [--baseline-src DIR] [--spark] [--json out.json]
+    .venv/bin/python bench/dedup.py CORPUS.jsonl ... [--originals 300] [--repeats 3] [--language zh] \
+        [--baseline-src DIR] [--baseline-args '{}'] [--spark] [--json out.json]
 
 The documents are bench/quality.py's: sections of real text, each with one perturbed copy of every
 kind (boilerplate, advert, numbers, edit2, edit5, rewrite15, rewrite40, truncate), in a seeded random
@@ -20,8 +20,9 @@ With --pages, throughput only, on the corpus files' own documents (whole pages, 
 Methods: the default (sketch LSH candidates, the pair rule, dropped only on a sure verdict), the same with
 --drop-uncertain (an unsure estimate >= 0.8 drops too), the same with --no-check
 (distance <= RECOMMENDED_K), and, with --baseline-src (a checkout of an older commit, e.g. `git archive
-3ab780e | tar -x -C DIR`), that code's default (k = 3, distance). With --spark, `simq spark-dedup` on
-the same file (local[2]): its kept set, scored the same way and compared with the default's.
+3ab780e | tar -x -C DIR`), that code with --baseline-args (default {"k": 3}: distance; {} for its
+default). With --spark, `simq spark-dedup` on the same file (local[2]): its kept set, scored the same way
+and compared with the default's.
 """
 
 from __future__ import annotations
@@ -90,14 +91,17 @@ print(json.dumps({
 """
 
 
-def build(paths: list[str], per_language: int, seed: int) -> tuple[list[str], list[str]]:
-    """(texts in input order, their kinds), from bench/quality.py's machinery."""
+def build(paths: list[str], per_language: int, seed: int, language: str | None = None) -> tuple[list[str], list[str]]:
+    """(texts in input order, their kinds), from bench/quality.py's machinery (language: that language's
+    sections alone)."""
     from quality import build_corpus, load_originals
 
     rng = random.Random(seed)
     originals = load_originals(paths, per_language, rng)
     texts, kinds = [], []
     for lang, chosen in originals.items():
+        if language is not None and lang != language:
+            continue
         corpus = build_corpus(lang, chosen, seed)
         texts += corpus.texts
         kinds += corpus.kind
@@ -177,7 +181,8 @@ def pages_throughput(args) -> None:
                         count, characters = count + 1, characters + len(record["text"])
         methods = {"checked (default)": (ROOT, {}), "--no-check (k <= 9)": (ROOT, {"check": False})}
         if args.baseline_src:
-            methods[f"baseline: {args.baseline_src.name} default (k = 3)"] = (args.baseline_src, {"k": 3})
+            methods[f"baseline: {args.baseline_src.name} {json.dumps(args.baseline_args)}"] = (
+                args.baseline_src, args.baseline_args)
         print(f"{count:,} pages, {characters / count:,.0f} characters on average; medians of {args.repeats} runs\n")
         print("| method | kept | fingerprints alone s | dedup s | ratio | documents/s |")
         print("| --- | ---: | ---: | ---: | ---: | ---: |")
@@ -192,8 +197,11 @@ def main() -> None:
     parser.add_argument("corpus", nargs="+")
     parser.add_argument("--originals", type=int, default=300, help="originals per language")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--language", choices=["en", "zh"], help="that language's sections alone (default: all)")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--baseline-src", type=Path, help="a checkout of the baseline commit (its simhash_sqlite/)")
+    parser.add_argument("--baseline-args", type=json.loads, default={"k": 3},
+                        help='the baseline\'s Deduplicator arguments (JSON; default {"k": 3}; {} for its default)')
     parser.add_argument("--spark", action="store_true", help="also run simq spark-dedup (local[2])")
     parser.add_argument("--json", type=Path)
     parser.add_argument("--pages", action="store_true",
@@ -204,7 +212,7 @@ def main() -> None:
         pages_throughput(args)
         return
 
-    texts, _ = build(args.corpus, args.originals, args.seed)
+    texts, _ = build(args.corpus, args.originals, args.seed, args.language)
     pairs = truth(texts)
     results = {}
     failures = Failures()
@@ -218,7 +226,8 @@ def main() -> None:
         methods = {"checked (default)": (ROOT, {}), "checked, --drop-uncertain": (ROOT, {"drop_uncertain": True}),
                    "--no-check (k <= 9)": (ROOT, {"check": False})}
         if args.baseline_src:
-            methods[f"baseline: {args.baseline_src.name} default (k = 3)"] = (args.baseline_src, {"k": 3})
+            methods[f"baseline: {args.baseline_src.name} {json.dumps(args.baseline_args)}"] = (
+                args.baseline_src, args.baseline_args)
         for name, (src, kwargs) in methods.items():
             got = run_child(src, path, kwargs, args.repeats)
             kept = np.array(got["kept"])
@@ -243,7 +252,8 @@ def main() -> None:
                 "dedup_seconds": seconds,
                 "same_kept_as_dedup": kept_ids == results["checked (default)"]["kept_ids"],
             }
-    print(f"{len(texts):,} documents ({args.originals} originals per language, 8 copies each), "
+    print(f"{len(texts):,} documents ({args.originals} originals per language"
+          f"{'' if args.language is None else ', ' + args.language + ' alone'}, 8 copies each), "
           f"{len(pairs[0]):,} pairs with Jaccard >= 0.8; medians of {args.repeats} runs\n")
     print("| method | kept | dropped | recall of true pairs | false drops (share of all) | wrong verdicts "
           "| fingerprints alone s | dedup s | ratio | bytes per kept doc |")

@@ -53,8 +53,9 @@ import numpy as np
 
 from .core.features import jieba_version
 from .core.fingerprint import simhash, simhash_and_sketch_many, to_signed, to_unsigned
+from .core.rule import READ_WHOLE_BYTES
 from .core.settings import CONFIRM_K, DEFAULT_THRESHOLD, FingerprintSettings, candidate_k
-from .core.shingles import jaccard_of_sets
+from .core.shingles import jaccard_of_sets, shingle_set
 from .core.short_texts import short_text_data, short_text_shingles
 from .core.sketch import DEFAULT_SCHEME, as_rows
 from .find.block_tables import BlockTables
@@ -70,6 +71,7 @@ from .version import __version__
 JOB_ERRORS = (PySparkException, Py4JError)
 MANIFEST = "manifest.json"
 OUTPUTS = ("fingerprints", "pairs", "clusters", "kept")
+TEXTS = "_texts"  # the documents' texts by node, while the job runs (the exact check's)
 
 
 # -- session and input ---------------------------------------------------------------------------
@@ -228,27 +230,66 @@ def window_codes_udf(sketches: pd.Series) -> pd.Series:
 VERDICT_SCHEMA = "jaccard double, checked_by string, certainty double, drops boolean"
 
 
-def verdict_udf(threshold: float, k: int, drop_uncertain: bool, low: float | None):
+def _pair_estimates(fa: pd.Series, fb: pd.Series, sa: pd.Series, sb: pd.Series, threshold: float):
+    """(distance, estimate, certainty) of candidate pairs' columns (NaN where a sketch is missing)."""
+    distance = np.bitwise_count(fa.to_numpy(np.int64) ^ fb.to_numpy(np.int64)).astype(np.int64)
+    rows_a, present_a = as_rows([None if x is None else bytes(x) for x in sa])
+    rows_b, present_b = as_rows([None if x is None else bytes(x) for x in sb])
+    estimate, sure = sketch_estimates(rows_a, rows_b, present_a & present_b, threshold)
+    return distance, estimate, sure
+
+
+def _shingles_of(value, texts: bool) -> np.ndarray | None:
+    """The shingle set of a pair's side: a text (texts; None past READ_WHOLE_BYTES characters, as the
+    check everywhere) or a short text's exact data."""
+    if value is None:
+        return None
+    if texts:
+        return shingle_set(value) if len(value) <= READ_WHOLE_BYTES else None
+    return short_text_shingles(bytes(value))
+
+
+def texts_wanted_udf(threshold: float, k: int, low: float | None):
+    """Which candidate pairs (fingerprint, sketch of each side) the exact check needs the texts of: those
+    decide() asks about (the sketch filter does not decide them), and, with low, whose estimate is not below
+    it (else no candidate, as in simq dedup). The others never drop a document, so their texts are not
+    joined."""
+
+    @pandas_udf("boolean")  # type: ignore[call-overload]
+    def wanted(fa: pd.Series, fb: pd.Series, sa: pd.Series, sb: pd.Series) -> pd.Series:
+        distance, estimate, sure = _pair_estimates(fa, fb, sa, sb, threshold)
+        asked = np.zeros(len(distance), dtype=bool)
+
+        def exact(at: np.ndarray) -> np.ndarray:
+            asked[at] = True
+            return np.full(len(at), np.nan)
+
+        decide(distance, estimate, sure, exact, threshold=threshold, k=k)
+        if low is not None:
+            asked &= ~(estimate < low)
+        return pd.Series(asked, dtype=bool)
+
+    return wanted
+
+
+def verdict_udf(threshold: float, k: int, drop_uncertain: bool, low: float | None, texts: bool = False):
     """The pair rule (find/verdict.py decide(), as simq dupes and dedup judge) over columns of candidate
-    pairs: (fingerprint, sketch, short_text) of each side -> (jaccard, checked_by, certainty, drops). drops:
-    the verdict drops the later document, as simq dedup's (kept, and sure unless drop_uncertain); low: a
-    pair of the sketches' LSH whose estimate is below it is no candidate, as in simq dedup (None: all are)."""
+    pairs: (fingerprint, sketch, and the text (texts) or short_text) of each side -> (jaccard, checked_by,
+    certainty, drops). drops: the verdict drops the later document, as simq dedup's (kept, and sure unless
+    drop_uncertain); low: a pair of the sketches' LSH whose estimate is below it is no candidate, as in simq
+    dedup (None: all are)."""
 
     @pandas_udf(VERDICT_SCHEMA)  # type: ignore[call-overload]  # pyspark stub lacks the type-hint form
     def verdict(fa: pd.Series, fb: pd.Series, sa: pd.Series, sb: pd.Series, ta: pd.Series, tb: pd.Series
                 ) -> pd.DataFrame:
-        distance = np.bitwise_count(fa.to_numpy(np.int64) ^ fb.to_numpy(np.int64)).astype(np.int64)
-        rows_a, present_a = as_rows([None if x is None else bytes(x) for x in sa])
-        rows_b, present_b = as_rows([None if x is None else bytes(x) for x in sb])
-        estimate, sure = sketch_estimates(rows_a, rows_b, present_a & present_b, threshold)
+        distance, estimate, sure = _pair_estimates(fa, fb, sa, sb, threshold)
         texts_a, texts_b = list(ta), list(tb)
 
         def exact(at: np.ndarray) -> np.ndarray:
             out = np.full(len(at), np.nan)
             for n, i in enumerate(at.tolist()):
-                x, y = texts_a[i], texts_b[i]
-                a = None if x is None else short_text_shingles(bytes(x))
-                b = None if a is None or y is None else short_text_shingles(bytes(y))
+                a = _shingles_of(texts_a[i], texts)
+                b = None if a is None else _shingles_of(texts_b[i], texts)
                 if a is not None and b is not None:
                     out[n] = jaccard_of_sets(a, b)
             return out
@@ -428,38 +469,47 @@ def _only_row(aggregate: DataFrame) -> Row:
 # -- clusters and the kept set ---------------------------------------------------------------------
 
 
-def sketch_pairs(docs: DataFrame, threshold: float, drop_uncertain: bool = False) -> DataFrame:
+def sketch_pairs(
+    docs: DataFrame, threshold: float, drop_uncertain: bool = False, texts: DataFrame | None = None
+) -> DataFrame:
     """(a, b, distance, jaccard, checked_by) with a < b for every pair of documents (columns node,
     fingerprint, sketch, short_text) that shares an LSH window of their sketches, whose estimate is at least
-    threshold - EXACT_MARGIN and whose verdict drops a document (verdict_udf): the pairs simq dedup finds
-    (and simq dupes up to 2**20 documents)."""
+    threshold - EXACT_MARGIN and whose verdict drops a document (verdict_udf; texts: (node, text) of the
+    documents, for the exact check): the pairs simq dedup finds (and simq dupes up to 2**20 documents)."""
     sketched = docs.where(F.col("sketch").isNotNull())
     codes = sketched.select("node", F.explode(window_codes_udf("sketch")).alias("code"))
     x, y = codes.alias("x"), codes.alias("y")
     candidates = x.join(y, (F.col("x.code") == F.col("y.code")) & (F.col("x.node") < F.col("y.node"))).select(
         F.col("x.node").alias("a"), F.col("y.node").alias("b")
     ).distinct()
-    return _verified(candidates, sketched, threshold, CONFIRM_K, drop_uncertain, max(0.0, threshold - EXACT_MARGIN))
+    return _verified(candidates, sketched, threshold, CONFIRM_K, drop_uncertain, max(0.0, threshold - EXACT_MARGIN),
+                     texts)
 
 
 def _verified(
     candidates: DataFrame, docs: DataFrame, threshold: float, k: int, drop_uncertain: bool = False,
-    low: float | None = None,
+    low: float | None = None, texts: DataFrame | None = None,
 ) -> DataFrame:
     """Candidate pairs (a, b) of docs' nodes (columns node, fingerprint, sketch, and short_text where kept)
     whose verdict drops a document, by the one pair rule (verdict_udf; k: the candidates' radius, the
-    distance rule's within min(k, RECOMMENDED_K)): (a, b, distance, jaccard, checked_by)."""
+    distance rule's within min(k, RECOMMENDED_K)): (a, b, distance, jaccard, checked_by). texts: (node,
+    text) of every node: both texts are at hand, so the pairs the sketch filter lets through (texts_wanted_udf)
+    are joined with them and judged by their exact Jaccard; without, two short texts' exact data."""
     if "short_text" not in docs.columns:
         docs = docs.withColumn("short_text", F.lit(None).cast("binary"))
     sa, sb = docs.alias("sa"), docs.alias("sb")
     joined = candidates.join(sa, F.col("a") == F.col("sa.node")).join(sb, F.col("b") == F.col("sb.node"))
+    sides = [F.col("sa.fingerprint"), F.col("sb.fingerprint"), F.col("sa.sketch"), F.col("sb.sketch")]
+    text_a, text_b = F.col("sa.short_text"), F.col("sb.short_text")
+    if texts is not None:
+        joined = joined.where(texts_wanted_udf(threshold, k, low)(*sides))
+        ta, tb = texts.alias("ta"), texts.alias("tb")
+        joined = joined.join(ta, F.col("a") == F.col("ta.node")).join(tb, F.col("b") == F.col("tb.node"))
+        text_a, text_b = F.col("ta.text"), F.col("tb.text")
     distance = F.bit_count(F.col("sa.fingerprint").bitwiseXOR(F.col("sb.fingerprint"))).cast("int")
     judged = joined.select(
         "a", "b", distance.alias("distance"),
-        verdict_udf(threshold, k, drop_uncertain, low)(
-            F.col("sa.fingerprint"), F.col("sb.fingerprint"), F.col("sa.sketch"), F.col("sb.sketch"),
-            F.col("sa.short_text"), F.col("sb.short_text"),
-        ).alias("_verdict"),
+        verdict_udf(threshold, k, drop_uncertain, low, texts is not None)(*sides, text_a, text_b).alias("_verdict"),
     )
     return judged.where(F.col("_verdict.drops")).select(
         "a", "b", "distance", F.col("_verdict.jaccard").alias("jaccard"),
@@ -690,9 +740,15 @@ def run_dedup(
         ).withColumn("node", F.monotonically_increasing_id())
         if keep_by == text_col:
             located = located.withColumn(keep_by, F.col("_text"))
-        made = fingerprints_and_sketches(located, settings, "_text", "id", "node", "_file", "_block", *extra)
-        fps = saved(made.select("id", "fingerprint", hex_of("fingerprint").alias("hex"), "sketch", "short_text",
-                                "length", "content_hash", "node", "_file", "_block", *extra), "fingerprints")
+        made = fingerprints_and_sketches(located, settings, "_text", "id", "node", "_file", "_block", "_text",
+                                         *extra)
+        # Written with the texts in one job (the node numbers are made once), then without them: the exact
+        # check joins its pairs with the texts (TEXTS, removed at the end).
+        work = saved(made.select("id", "fingerprint", hex_of("fingerprint").alias("hex"), "sketch", "short_text",
+                                 "length", "content_hash", "node", "_file", "_block", *extra,
+                                 F.col("_text").alias("text")), TEXTS)
+        fps = saved(work.drop("text"), "fingerprints")
+        texts = work.where(F.col("fingerprint").isNotNull()).select("node", "text") if check else None
         report.documents, featured = _only_row(fps.agg(F.count("*"), F.count("fingerprint")))
         report.without_features = report.documents - featured
 
@@ -707,7 +763,7 @@ def run_dedup(
     with _phase(report, "pairs"):
         nodes = todo.where(F.col("fingerprint").isNotNull())
         if by_sketch:
-            edges = sketch_pairs(nodes, threshold, drop_uncertain)
+            edges = sketch_pairs(nodes, threshold, drop_uncertain, texts)
         else:
             distinct = distinct_fingerprints(nodes).persist(StorageLevel.MEMORY_AND_DISK)
             report.distinct_fingerprints = distinct.count()
@@ -717,7 +773,7 @@ def run_dedup(
             within = document_pairs(nodes.select(F.col("node").alias("id"), "fingerprint"), fp_pairs).select(
                 F.col("id_a").alias("a"), F.col("id_b").alias("b")
             )
-            edges = _verified(within, nodes, threshold, k, drop_uncertain) if check else within.join(
+            edges = _verified(within, nodes, threshold, k, drop_uncertain, texts=texts) if check else within.join(
                 nodes.select(F.col("node").alias("a"), F.col("fingerprint").alias("fa")), "a"
             ).join(nodes.select(F.col("node").alias("b"), F.col("fingerprint").alias("fb")), "b").select(
                 "a", "b", F.bit_count(F.col("fa").bitwiseXOR(F.col("fb"))).cast("int").alias("distance"),
@@ -749,8 +805,10 @@ def run_dedup(
     if sqlite_shards:
         with _phase(report, "sqlite_shards"):
             report.shards = write_shards(fps, os.path.join(out, "sqlite"), sqlite_shards, settings)
+    shutil.rmtree(os.path.join(out, TEXTS), ignore_errors=True)
     report.seconds = time.perf_counter() - started
-    rule = {"check": "the pair rule of simq dupes (exact for short texts, else estimated)" if check else "distance",
+    rule = {"check": "the pair rule of simq dupes (the exact Jaccard of the two texts; against an earlier run, "
+                     "exact for two short texts, else estimated)" if check else "distance",
             "candidates": "sketch LSH" if by_sketch else f"within {k}",
             "threshold": threshold if check else None, "drop_uncertain": drop_uncertain if check else None,
             "k": None if by_sketch else k}
@@ -837,7 +895,7 @@ def _prepare_out(out: str, overwrite: bool) -> None:
         if not overwrite:
             raise InvalidInput(f"{out} is not empty (an earlier output; --overwrite replaces it)")
         if not os.path.exists(os.path.join(out, MANIFEST)) and not any(
-            os.path.exists(os.path.join(out, name)) for name in OUTPUTS
+            os.path.exists(os.path.join(out, name)) for name in (*OUTPUTS, TEXTS)
         ):
             raise InvalidInput(f"{out} holds other files than a spark-dedup output; refusing to overwrite it")
         shutil.rmtree(out)

@@ -138,7 +138,7 @@ def test_kept_labels_in_ram_and_spilled_answer_alike(tmp_path):
     for i in range(50):
         for labels in (spilled, ram):
             labels.append(f"key {i}", (i * 0x9E3779B97F4A7C15) % 2**64, float("nan") if i % 7 == 0 else i / 3,
-                          b"short %d" % i if i % 3 == 0 else None)
+                          b"short %d" % i if i % 3 == 0 else None, -1 if i % 4 == 0 else 1000 * i)
         if i % 10 == 9:
             spilled.spill_if_over()
     assert spilled.base == 50 and ram.base == 0
@@ -148,6 +148,25 @@ def test_kept_labels_in_ram_and_spilled_answer_alike(tmp_path):
     for label in range(50):
         assert spilled.key_of(label) == ram.key_of(label) == f"key {label}"
         assert spilled.short_of(label) == ram.short_of(label)
+        assert spilled.text_at_of(label) == ram.text_at_of(label) == (-1 if label % 4 == 0 else 1000 * label)
         assert np.isnan(spilled.size_of(label)) == (label % 7 == 0)
     spilled.close()
+    folder.close()
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from([0, 1]), st.binary(max_size=3000)), max_size=40),
+       st.sampled_from([1, 64, 1 << 20]), st.integers(0, 2**16))
+def test_kept_texts_read_back_what_was_appended(tmp_path_factory, records, flush, seed):
+    """KeptTexts: each record read back by its offset, from the file or from the buffer not yet written."""
+    from simhash_sqlite.pipeline.spill import KeptTexts
+
+    folder = SpillFolder(str(tmp_path_factory.mktemp("texts") / "out.jsonl"))
+    texts = KeptTexts(folder)
+    texts.FLUSH = flush
+    offsets = [texts.append(kind, data) for kind, data in records]
+    order = np.random.default_rng(seed).permutation(len(records)).tolist()
+    assert [texts.read(offsets[i]) for i in order] == [records[i] for i in order]
+    assert texts.read_count == len(records) and texts.bytes == sum(9 + len(data) for _, data in records)
+    texts.close()
     folder.close()

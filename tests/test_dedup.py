@@ -8,17 +8,17 @@ import apsw
 import numpy as np
 import pytest
 from conftest import integrity_ok
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from test_cli import assert_clean_error, simq
 
 from simhash_sqlite import Document, SimhashIndex, hamming, simhash
-from simhash_sqlite.core.shingles import jaccard
-from simhash_sqlite.core.short_texts import short_text_data
+from simhash_sqlite.core.settings import FingerprintSettings
+from simhash_sqlite.core.shingles import jaccard, jaccard_of_sets, shingle_set
 from simhash_sqlite.core.sketch import DEFAULT_SCHEME, certainty, sharpened, sizes_of, sketch
 from simhash_sqlite.find.check import EXACT_MARGIN
 from simhash_sqlite.find.sketch_pairs import sketch_pairs
-from simhash_sqlite.find.verdict import CERTAIN, FILTER_CERTAIN
+from simhash_sqlite.find.verdict import FILTER_CERTAIN
 from simhash_sqlite.pipeline.dedup import (
     BATCH,
     KeptSet,
@@ -113,21 +113,20 @@ def brute_force_matches(rows: np.ndarray, kept: np.ndarray, threshold: float) ->
     return sorted(want)
 
 
-def brute_checked_keep_first(texts: list[str], k: int | None = None, drop_uncertain: bool = False):
-    """Keep-first with the check: a kept document is a duplicate's partner when it is a candidate (shares
-    a window and the estimate reaches 0.8 - EXACT_MARGIN, or with k: within k), the sketch filter does not
-    rule it out (an estimate below 0.8 at least FILTER_CERTAIN sure) and, for two short texts
-    (core/short_texts.py), their exact Jaccard reaches 0.8, for others the estimate reaches 0.8 with
-    certainty >= CERTAIN (when unsure, keep; any certainty with drop_uncertain); the highest Jaccard wins,
-    then the earliest."""
-    kept: list[tuple[int, int, np.ndarray, bool]] = []
+def brute_checked_keep_first(texts: list[str], k: int | None = None):
+    """Keep-first with the check, both texts at hand: a kept document is a duplicate's partner when it is a
+    candidate (shares a window and the estimate reaches 0.8 - EXACT_MARGIN, or with k: within k), the sketch
+    filter does not rule it out (an estimate below 0.8 at least FILTER_CERTAIN sure) and the exact Jaccard of
+    the two texts reaches 0.8; the highest Jaccard wins, then the earliest. Rows: (kept, partner, distance,
+    Jaccard, how)."""
+    kept: list[tuple[int, int, bytes]] = []
     out = []
     for i, body in enumerate(texts):
-        fp, blob, short = simhash(body), sketch(body), short_text_data(body) is not None
+        fp, blob = simhash(body), sketch(body)
         near = []
         if blob is not None:
             mine = bits_of(blob)
-            for j, f, theirs, their_short in kept:
+            for j, f, theirs in kept:
                 e = estimate(blob, theirs)
                 if k is None and not (shares_a_window(mine, bits_of(theirs)) and e >= 0.8 - EXACT_MARGIN):
                     continue
@@ -137,18 +136,30 @@ def brute_checked_keep_first(texts: list[str], k: int | None = None, drop_uncert
                 sure = float(certainty(np.array([e]), 0.8, *sizes)[0])
                 if e < 0.8 and sure >= FILTER_CERTAIN:
                     continue
-                if short and their_short:
-                    if (x := jaccard(body, texts[j])) >= 0.8:
-                        near.append((-x, j, hamming(fp, f), "exact"))
-                elif e >= 0.8 and (sure >= CERTAIN or drop_uncertain):
-                    near.append((-e, j, hamming(fp, f), "estimated"))
+                if (x := jaccard(body, texts[j])) >= 0.8:
+                    near.append((-x, j, hamming(fp, f), "exact"))
         if near:
             e, j, d, how = min(near)
             out.append((False, j, d, -e, how))
         else:
             out.append((True, None, None, None, None))
             if blob is not None:
-                kept.append((i, fp, blob, short))
+                kept.append((i, fp, blob))
+    return out
+
+
+def brute_keep_first_by_jaccard(texts: list[str]) -> list[int | None]:
+    """Keep-first by the exact Jaccard alone, every pair: each document's partner (the earlier kept document
+    of the highest Jaccard >= 0.8, then the earliest), None where it is kept."""
+    sets = [shingle_set(t) for t in texts]
+    kept: list[int] = []
+    out: list[int | None] = []
+    for i, mine in enumerate(sets):
+        scored = [(-jaccard_of_sets(mine, sets[j]), j) for j in kept] if simhash(texts[i]) is not None else []
+        best = min((x for x in scored if -x[0] >= 0.8), default=None)
+        out.append(None if best is None else best[1])
+        if best is None and simhash(texts[i]) is not None:
+            kept.append(i)
     return out
 
 
@@ -174,7 +185,7 @@ def test_checked_keep_first_equals_a_sequential_brute_force_across_batches():
     texts = near_copies(5)
     expected = brute_checked_keep_first(texts)
     assert 20 < sum(not kept for kept, *_ in expected) < len(texts) - 40  # both verdicts, many times
-    assert {row[4] for row in expected} == {None, "exact", "estimated"}  # short texts and longer ones
+    assert {row[4] for row in expected} == {None, "exact"}  # short texts and longer ones: both texts at hand
     for batch_size in (BATCH, 7, 1):  # decisions must not depend on where batches end
         got = decisions_of(texts, batch_size)
         assert [(d.kept, None if d.kept else int(d.duplicate_of), d.distance) for d in got] == [
@@ -404,3 +415,84 @@ def test_checked_keep_first_is_the_same_when_batch_pairs_come_from_sketch_pairs(
     expected = [(d.kept, d.duplicate_of, d.distance, d.jaccard) for d in decisions_of(texts, 50)]
     monkeypatch.setattr(dedup_module, "BATCH_CODE_PAIRS", 0)
     assert [(d.kept, d.duplicate_of, d.distance, d.jaccard) for d in decisions_of(texts, 50)] == expected
+
+
+def around_the_line(seed: int, originals: int = 12, copies: int = 90) -> list[str]:
+    """Long texts (not short: no exact data) and copies with 2-14% of their words changed: exact Jaccards on
+    both sides of 0.8, many near it, where the sketches' estimate is unsure."""
+    rng = random.Random(seed)
+    bodies = [text(rng, 240) for _ in range(originals)]
+    return [edit(rng, rng.choice(bodies), rng.choice([0, 5, 10, 14, 17, 20, 24, 28, 34])) for _ in range(copies)]
+
+
+def candidate_pairs(texts: list[str]) -> set[tuple[int, int]]:
+    """The pairs dedup may compare: sharing a window of the sketches' LSH tables, estimate >= 0.8 - EXACT_MARGIN."""
+    rows = np.array([np.frombuffer(sketch(t), np.uint8) for t in texts])
+    found = set()
+    for left, right, _ in sketch_pairs(rows, 0.8 - EXACT_MARGIN, width=24, step=12):
+        found |= set(zip(left.tolist(), right.tolist()))
+    return found
+
+
+@pytest.mark.slow  # about 2 s an example
+@settings(max_examples=6, deadline=None)
+@given(st.integers(0, 2**32 - 1))
+def test_the_default_keeps_what_keep_first_by_the_exact_jaccard_keeps(tmp_path_factory, seed):
+    """Both texts at hand (documents, or JSONL lines read back from the kept texts), every pair the sketches
+    make a candidate is judged by its exact Jaccard, so the kept set is keep-first by the exact Jaccard over
+    all pairs wherever every true pair is a candidate: in any batches, at any budget, from text or JSONL."""
+    texts = around_the_line(seed)
+    want = brute_keep_first_by_jaccard(texts)
+    sets = [shingle_set(t) for t in texts]
+    true_pairs = {(i, j) for j in range(len(texts)) for i in range(j) if jaccard_of_sets(sets[i], sets[j]) >= 0.8}
+    assume(true_pairs <= {tuple(sorted(p)) for p in candidate_pairs(texts)})
+    # The estimate alone would judge some of these pairs otherwise: the test is of the exact check.
+    rows = {i: sketch(t) for i, t in enumerate(texts)}
+    assert any((estimate(rows[i], rows[j]) >= 0.8) != ((i, j) in true_pairs)
+               for i, j in candidate_pairs(texts))
+    data = tmp_path_factory.mktemp("exact") / "data.jsonl"
+    write_jsonl(data, [{"id": str(i), "text": t} for i, t in enumerate(texts)])
+    from simhash_sqlite import Deduplicator
+    from simhash_sqlite.pipeline.sources import Reader
+
+    for batch_size, memory, jsonl in ((BATCH, None, False), (7, None, True), (5, 20_000, True), (1, 20_000, False)):
+        if jsonl:
+            reader = Reader(jsonl=True)
+            entries = reader.entries(reader.expand([str(data)]), FingerprintSettings())
+        else:
+            entries = ((Document(str(i), t), None) for i, t in enumerate(texts))
+        deduplicator = Deduplicator(batch_size=batch_size, memory=memory)
+        got = list(deduplicator.run(entries))
+        deduplicator.close()
+        assert [None if d.kept else int(d.duplicate_of) for d in got] == want
+        assert {d.checked_by for d in got if not d.kept} == {"exact"}
+        assert deduplicator.report.exact == deduplicator.report.dropped == sum(j is not None for j in want)
+        if batch_size < len(texts):
+            assert deduplicator.texts.read_count > 0  # kept texts were read back (else: all within one batch)
+        if memory is not None:
+            assert deduplicator.labels.base > 0  # the offsets spilled with the labels, and were read there
+
+
+def test_against_an_index_that_stores_its_texts_is_exact_without_sketches_or_short_texts(tmp_path):
+    """An indexed document's text is read as dupes reads it (its stored text): exact, where before its
+    pairs fell to the estimate, or to distance without a sketch."""
+    from simhash_sqlite import Deduplicator
+
+    rng = random.Random(4)
+    old = [text(rng, 240) for _ in range(3)]
+    db = tmp_path / "old.db"
+    with SimhashIndex(db, create=True, store_text=True) as index:
+        index.add(Document(f"old{i}", t) for i, t in enumerate(old))
+    conn = apsw.Connection(str(db))
+    conn.execute("UPDATE documents SET sketch = NULL, short_text = NULL WHERE key = 'old1'")
+    conn.close()
+    new = [edit(rng, old[0], 12), edit(rng, old[1], 3), edit(rng, old[2], 60), text(rng, 240)]
+    with SimhashIndex(db, readonly=True) as index:
+        deduplicator = Deduplicator(against=index)
+        got = list(deduplicator.run((Document(f"new{i}", t), None) for i, t in enumerate(new)))
+        deduplicator.close()
+    want = [jaccard(n, o) for n, o in zip(new, old)]
+    assert want[0] >= 0.8 and want[1] >= 0.8 and want[2] < 0.8  # (the test's own premise)
+    assert [(d.duplicate_of, d.checked_by) for d in got] == [("old0", "exact"), ("old1", "exact"), (None, None),
+                                                            (None, None)]
+    assert [d.jaccard for d in got[:2]] == pytest.approx(want[:2])

@@ -2,7 +2,7 @@
 checked_by, certainty and verdict from every other surface: the library's near and explain, the CLI's
 near, explain and dupes, `simq dedup --dupes`, the web pages (search and pair, through `simq serve`) and
 SQL's simhash_near. On an index with stored texts, one added from JSONL without them, and one of files
-deleted after the add."""
+deleted after the add. dedup has both texts of every pair, so its drops carry the stored index's verdicts."""
 
 from __future__ import annotations
 
@@ -145,7 +145,9 @@ def test_every_surface_gives_each_dupes_pair_the_same_verdict(indexes, kind):
 
 def test_dedup_drops_carry_the_verdict_dupes_gives_the_pair(indexes, tmp_path):
     made, _, jsonl = indexes
-    pairs = _dupes(made["jsonl"][0])
+    # dedup reads both texts of every pair (its input's, and its kept ones' back), so its drops carry the
+    # verdict dupes gives where both texts are at hand: on the index that stores them.
+    pairs = _dupes(made["stored"][0])
     dropped = tmp_path / "dropped.jsonl"
     done = simq("dedup", str(jsonl), "-o", str(tmp_path / "kept.jsonl"), "--dupes", str(dropped))
     assert done.exit_code == 0, done.stderr
@@ -153,7 +155,7 @@ def test_dedup_drops_carry_the_verdict_dupes_gives_the_pair(indexes, tmp_path):
     assert len(rows) > 5
     for row in rows:
         pair = pairs[frozenset((row["key"], row["duplicate_of"]))]
-        assert _key({**row, "duplicate": True}) == _key(pair)
+        assert _key({**row, "duplicate": True}) == _key(pair) and row["checked_by"] == "exact"
 
 
 @pytest.mark.parametrize("kind", ["stored", "jsonl"])
@@ -246,17 +248,17 @@ def test_near_many_clusters_the_pair_page_and_the_library_dedup_give_each_pair_t
                     assert (_rounded(v.jaccard), v.checked_by, _rounded(v.certainty), v.keeps) == _key(row)
                     compared += 1
         assert compared > 10
-    # dedup over the same texts in the same order: each drop carries its pair's verdict, and is sure.
+    # dedup over the same texts in the same order: it has both texts of every pair (the kept ones read back),
+    # so each drop carries the verdict the pair gets where both texts are at hand: the stored index's.
+    with_texts = _dupes(made["stored"][0])
     ordered = sorted(by_key, key=lambda key: list(docs).index(by_key[key]))
     decisions = list(dedup(Document(key, docs[by_key[key]]) for key in ordered))
     dropped = [d for d in decisions if not d.kept]
     assert len(dropped) > 5
     for d in dropped:
-        row = pairs[frozenset((d.document.key, d.duplicate_of))]
-        if kind == "stored":  # dedup holds only short texts' exact data: longer pairs are estimated there
-            assert d.checked_by in ("exact", "estimated") and d.certainty >= CERTAIN
-        else:
-            assert (_rounded(d.jaccard), d.checked_by, _rounded(d.certainty), True) == _key(row)
+        row = with_texts[frozenset((by_key[d.document.key], by_key[d.duplicate_of]))]
+        assert (_rounded(d.jaccard), d.checked_by, _rounded(d.certainty), True) == _key(row)
+        assert d.checked_by == "exact"
 
 
 def _chain_corpus() -> dict[str, str]:

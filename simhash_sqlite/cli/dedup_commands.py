@@ -87,8 +87,8 @@ def dedup(
         typer.Option(
             "--check/--no-check",
             help="Drop a document only if its pair with a kept one is a near-duplicate by the rule of simq dupes "
-            "(the exact 5-shingle Jaccard of two short texts, else the sketches' estimate) and the verdict is sure "
-            "(exact, or an estimate of certainty >= 0.999); --no-check: by distance alone.",
+            "(the exact 5-shingle Jaccard of the two texts; the sketches' estimate only where a text is out of reach, "
+            "and then only when sure: certainty >= 0.999); --no-check: by distance alone.",
         ),
     ] = True,
     threshold: ThresholdOption = DEFAULT_THRESHOLD,
@@ -134,7 +134,7 @@ def dedup(
         settings = index.settings if index is not None else FingerprintSettings(**chosen)
         deduplicator = Deduplicator(k, settings, against=index, check=check, threshold=threshold,
                                     drop_uncertain=drop_uncertain, memory=budget,
-                                    spill_near=None if to_stdout else str(out_path))
+                                    spill_near=None if to_stdout else str(out_path), line_text=reader.text_of_line)
         stack.callback(deduplicator.close)
         if index is not None and deduplicator.report.against_unsketched:
             say(
@@ -212,6 +212,7 @@ def dedup(
         elif committed is not None:
             committed.discard()
     spilled = deduplicator.spill.bytes
+    kept_texts = deduplicator.texts.bytes if deduplicator.texts is not None else 0
     print_reader_notes(reader)
     for skip in reader.skipped[:SHOWN_SKIPS]:
         warn("skipped", skip.where, ": ", skip.reason)
@@ -222,6 +223,8 @@ def dedup(
         + (f" against {report.against:,} indexed" if against is not None else "")
         + f", {reader.skip_count:,} skipped"
         + (f", {spilled / 2**20:,.0f} MiB of the kept set spilled to disk" if spilled else "")
+        + (f", {kept_texts / 2**20:,.0f} MiB of kept texts on disk for the exact check"
+           if kept_texts >= 1 << 20 else "")
         + f"; {report.seconds:.1f} s "
         f"(fingerprints {report.fingerprint_seconds:.1f} s, search {report.search_seconds:.1f} s, "
         f"{report.read / max(report.seconds, 1e-9):,.0f} documents/s)",
@@ -246,8 +249,9 @@ def _dedup_rule(deduplicator: Deduplicator) -> str:
     if not deduplicator.check:
         return f"within k={deduplicator.k} (distance alone)"
     found = "sketch LSH candidates" if deduplicator.by_sketch else f"candidates within k={deduplicator.k}"
-    rule = f"by {found} with estimated Jaccard >= {deduplicator.threshold:g}"
-    how = [f"{report.exact:,} of two short texts by their exact Jaccard"] if report.exact else []
+    rule = f"by {found} with Jaccard >= {deduplicator.threshold:g}"
+    how = [f"{report.exact:,} by the exact Jaccard of the texts"] if report.exact else []
+    how += [f"{report.estimated:,} by the sketches' estimate (a text out of reach)"] if report.estimated else []
     how += [f"{report.by_distance:,} by distance alone"] if report.by_distance else []
     return rule + (f" ({'; '.join(how)})" if how else "")
 
@@ -325,8 +329,9 @@ def spark_dedup(
         bool,
         typer.Option(
             "--check/--no-check",
-            help="Pair two documents by the rule of simq dedup (the exact Jaccard of two short texts, else the "
-            "sketches' estimate, the verdict sure); --no-check: by distance alone.",
+            help="Pair two documents by the rule of simq dedup (the exact Jaccard of the two texts; against an "
+            "earlier run's documents, whose texts it does not keep, of two short texts, else the sketches' estimate, "
+            "the verdict sure); --no-check: by distance alone.",
         ),
     ] = True,
     threshold: ThresholdOption = DEFAULT_THRESHOLD,

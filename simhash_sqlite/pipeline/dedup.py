@@ -3,17 +3,21 @@
 
 A near-duplicate is judged by the pair rule of `simq dupes` (find/verdict.py decide()): by default a
 candidate that shares a window of the sketch's LSH tables (sketch_pairs.py, always its 24/12 windows
-here: a stream does not know its size, where `dupes` widens them past 2**20 documents); two short texts
-by their exact Jaccard (their exact data is kept, core/short_texts.py), others by the sketches' estimate.
-The texts are in hand as they stream, but only the sketch (120 bytes), the fingerprint, the key and the
-LSH codes of each kept document are kept (about 1.1 KB in RAM), not their text; past the memory budget
-(`memory`) the kept set spills to disk (spill.py) with the same decisions. An indexed document without a
-sketch (an index made before sketches whose texts are gone) is judged by distance, within min(k,
-RECOMMENDED_K) ("distance"). A drop cannot be undone, so when unsure, keep: a document is dropped only on
-a verdict that is exact or at least verdict.CERTAIN sure, unless drop_uncertain asks to drop on an
-uncertain one too (an estimate short of CERTAIN, distance alone). With an explicit k the candidates are
-the kept documents within k, checked the same way; without the check, within k (RECOMMENDED_K by
-default) by distance alone, as before sketches.
+here: a stream does not know its size, where `dupes` widens them past 2**20 documents). Both texts of a
+pair are at hand (the incoming document's, and the kept one's, written to disk as it was kept), so
+every candidate the sketch filter lets through is judged by the exact 5-shingle Jaccard of the two
+normalised texts ("exact", the function dupes uses for stored texts: core/shingles.py), the estimate
+only deciding which pairs are read. In RAM each kept document costs its sketch (120 bytes), fingerprint,
+key, LSH codes and the offset of its text in the kept-texts file (spill.KeptTexts; about 1.1 KB), and its
+text costs its bytes on disk (a JSONL record's line, or the text's UTF-8); past the memory budget
+(`memory`) the kept set spills to disk (spill.py) with the same decisions. A text out of reach (an indexed
+document whose text the index does not store and whose file changed, a FingerprintedDocument given without
+its line, a text of more than READ_WHOLE_BYTES characters) leaves its pairs to the sketches' estimate, or,
+without a sketch (an index made before sketches), to distance within min(k, RECOMMENDED_K) ("distance").
+A drop cannot be undone, so when unsure, keep: a document is dropped only on a verdict that is exact or at
+least verdict.CERTAIN sure, unless drop_uncertain asks to drop on an uncertain one too (an estimate short
+of CERTAIN, distance alone). With an explicit k the candidates are the kept documents within k, checked the
+same way; without the check, within k (RECOMMENDED_K by default) by distance alone, as before sketches.
 
 Kept sketches live in sorted runs (KeptSketches), kept fingerprints in an exact multi-index (KeptSet):
 runs merged like a binary counter, so O(log n) runs, the largest moved to disk past the budget (and
@@ -31,7 +35,7 @@ from __future__ import annotations
 import json
 import time
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 import apsw
@@ -39,22 +43,24 @@ import numpy as np
 
 from ..core.fingerprint import to_hex
 from ..core.pool import FingerprintJob
+from ..core.rule import READ_WHOLE_BYTES
 from ..core.settings import CONFIRM_K, DEFAULT_THRESHOLD, FingerprintSettings, candidate_k, validate_k
-from ..core.shingles import jaccard_of_sets
-from ..core.short_texts import short_text_data, short_text_shingles
+from ..core.shingles import jaccard_of_sets, shingle_set
+from ..core.short_texts import short_text_shingles
 from ..core.sketch import DEFAULT_SCHEME, SketchScheme, as_rows, certainty, estimate_many, sizes_of
 from ..errors import SettingsMismatch
 from ..find.arrays import keys_of
 from ..find.block_tables import choose_tables
-from ..find.check import EXACT_MARGIN, load_arrays_and_short
+from ..find.check import ENTRY_BYTES, EXACT_MARGIN, ShingleCache, load_arrays_and_short
 from ..find.pairs import CHUNK, _groups, near_pairs, sorted_by, within_groups
 from ..find.sketch_pairs import WINDOW_BITS, WINDOW_STEP, sketch_pairs, window_keys
 from ..find.verdict import decide, fallback_k, validate_threshold
 from ..index import SimhashIndex
 from ..store.documents import Document, FingerprintedDocument, length_of
 from ..store.labels import apart_keys, keeper_keys
+from .jsonl import RecordRules, parse_record
 from .sources import DEDUP_PROCESSES
-from .spill import KeptLabels, SpilledRun, SpillFolder
+from .spill import KeptLabels, KeptTexts, SpilledRun, SpillFolder
 
 BATCH = 2000
 NO_MATCH = np.iinfo(np.int64).max
@@ -395,8 +401,8 @@ class KeptSketches:
 class Decision:
     """What happened to one input document. duplicate_of is the key of the earlier kept document (or
     indexed one, with --against) it duplicates, None when kept; jaccard and checked_by say how that was
-    judged ("exact": the exact Jaccard of two short texts; "estimated": the sketches' estimate; "distance":
-    by distance alone; None: check turned off)."""
+    judged ("exact": the exact Jaccard of the two texts; "estimated": the sketches' estimate, a text out of
+    reach; "distance": by distance alone; None: check turned off)."""
 
     document: Document | FingerprintedDocument  # (a JSONL record fingerprinted by the reader: no text)
     raw: bytes | None  # the JSONL line it came from, passed through unchanged
@@ -457,7 +463,7 @@ class DedupReport:
     against: int = 0  # fingerprints loaded from the existing index
     against_unsketched: int = 0  # of those, without a sketch: judged by distance
     estimated: int = 0  # dropped by the sketches' estimate
-    exact: int = 0  # dropped by the exact Jaccard of two short texts (core/short_texts.py)
+    exact: int = 0  # dropped by the exact Jaccard of the two texts
     by_distance: int = 0  # dropped by distance alone
     characters: int = 0
     fingerprint_seconds: float = 0.0  # reading the input, fingerprints and sketches
@@ -472,9 +478,43 @@ class DedupReport:
 # An option for a document: (rank, score, label, distance, jaccard, how, certainty); the smallest wins.
 # Estimated matches first, the highest estimate, then the earliest label; then distance ones, closest first.
 _ESTIMATED, _BY_DISTANCE = 0, 1  # (an exact Jaccard ranks as an estimate does: the highest first)
-# Shingle sets of kept short texts held at once (most candidates are recent documents' near-copies).
-SHORT_SETS_KEPT = 50_000
-_UNMADE = object()  # a batch member's shingle set not made yet
+# Shingle sets of kept texts held at once, in bytes (8 a distinct shingle, about one a character): most
+# candidates are recent documents' near-copies, read again for each. At most a sixteenth of the budget.
+SHINGLES_KEPT_BYTES = 64 << 20
+_UNMADE = object()  # a shingle set not made yet (or no longer kept)
+
+
+def _default_line_text(line: bytes) -> str | None:
+    """The text of a JSONL line under the default fields ("text", "id"): Reader.text_of_line's."""
+    return parse_record(line, RecordRules())[2]
+
+
+def _whole(text: str | None) -> str | None:
+    """A text the check reads (one of more than READ_WHOLE_BYTES characters is judged without it)."""
+    return text if text is not None and len(text) <= READ_WHOLE_BYTES else None
+
+
+class _RecentShingles:
+    """Shingle sets by label (or batch member), the least recently used going past a byte budget (None, out
+    of reach, too); get() gives _UNMADE for one not held."""
+
+    def __init__(self, most_bytes: int) -> None:
+        self.most_bytes = most_bytes
+        self.entries: OrderedDict[int, np.ndarray | None] = OrderedDict()
+        self.bytes = 0
+
+    def get(self, label: int) -> np.ndarray | None | object:
+        found = self.entries.get(label, _UNMADE)
+        if found is not _UNMADE:
+            self.entries.move_to_end(label)
+        return found
+
+    def put(self, label: int, shingles: np.ndarray | None) -> None:
+        self.entries[label] = shingles
+        self.bytes += ENTRY_BYTES + (0 if shingles is None else shingles.nbytes)
+        while self.bytes > self.most_bytes and self.entries:
+            _, old = self.entries.popitem(last=False)
+            self.bytes -= ENTRY_BYTES + (0 if old is None else old.nbytes)
 
 
 class Deduplicator:
@@ -483,7 +523,8 @@ class Deduplicator:
     LSH candidates (any distance, the default), or the candidate radius; without the check the distance
     (RECOMMENDED_K by default). Feed run() (Document, raw line or None) pairs, e.g. from
     Reader.entries(); FingerprintedDocuments (Reader.entries(paths, settings, sketches=check)) come with
-    their fingerprints and sketches made with these settings. `report` counts as it goes."""
+    their fingerprints and sketches made with these settings, and their texts are read from their JSONL
+    lines by line_text (the reader's text_of_line; default: the field "text"). `report` counts as it goes."""
 
     def __init__(
         self,
@@ -497,6 +538,7 @@ class Deduplicator:
         drop_uncertain: bool = False,
         memory: int | None = None,
         spill_near: str | None = None,
+        line_text: Callable[[bytes], str | None] | None = None,
     ) -> None:
         if against is not None and settings is not None and settings != against.settings:
             raise SettingsMismatch(
@@ -512,26 +554,32 @@ class Deduplicator:
         # Fingerprint candidates: all kept documents (explicit k, or no check), or, with sketch LSH, only
         # indexed ones without a sketch, judged by distance within fallback_k.
         self.prints = KeptSet(fallback_k(CONFIRM_K) if self.by_sketch else self.k)
-        # Two short texts are judged by their exact Jaccard (core/short_texts.py), so candidates go down to
-        # EXACT_MARGIN below the threshold, as dupes' do.
+        # Pairs are judged by their exact Jaccard, so candidates go down to EXACT_MARGIN below the
+        # threshold, as dupes' do.
         self.low = max(0.0, self.threshold - EXACT_MARGIN)
         # memory: the kept set's budget in RAM (None: unbounded); past it, sketches and labels spill to a
-        # folder beside spill_near (the output) or in the temporary folder. A quarter for the labels.
+        # folder beside spill_near (the output) or in the temporary folder. A quarter for the labels, at
+        # most a sixteenth for the recent kept texts' shingles, the rest for the sketches.
         self.memory = memory
         self.spill = SpillFolder(spill_near)
+        recent = SHINGLES_KEPT_BYTES if memory is None else min(SHINGLES_KEPT_BYTES, memory // 16)
         self.sketches = KeptSketches(
-            self.low, budget=None if memory is None else memory - memory // 4, folder=self.spill
+            self.low, budget=None if memory is None else memory - memory // 4 - recent, folder=self.spill
         ) if self.by_sketch else None
-        self.short_sets: OrderedDict[int, np.ndarray | None] = OrderedDict()  # label -> its shingles (recent)
-        # label -> key, fingerprint, distinct-shingle count its sketch records (NaN: none) and short text of
-        # each document kept from the input
+        # The kept documents' texts, on disk in the spill folder (with the check), and the shingle sets of
+        # those read lately; an indexed document's are read as dupes reads them (its stored text, its file).
+        self.line_text = line_text or _default_line_text
+        self.texts = KeptTexts(self.spill) if check else None
+        self.kept_shingles = _RecentShingles(recent)
+        self.against_shingles = ShingleCache(against, recent) if against is not None and check else None
+        # label -> key, fingerprint, distinct-shingle count its sketch records (NaN: none), its text's offset
+        # in self.texts of each document kept from the input
         self.labels = KeptLabels(None if memory is None else memory // 4, self.spill)
         self.kept_rows = np.empty((1024 if check and not self.by_sketch else 0, DEFAULT_SCHEME.nbytes), np.uint8)
         self.kept_sketched = np.empty(len(self.kept_rows), dtype=bool)
         self.report = DedupReport()
         self.priming = False  # prime(): every document is kept
         self.against = against
-        self.against_short = np.zeros(0, dtype=bool)
         self.against_ids = np.empty(0, dtype=np.int64)
         self.against_values = np.empty(0, dtype=np.uint64)
         self.against_rows = np.empty((0, DEFAULT_SCHEME.nbytes), dtype=np.uint8)
@@ -546,9 +594,8 @@ class Deduplicator:
             self._load_against(against)
 
     def _load_against(self, index: SimhashIndex) -> None:
-        ids, values, rows, present, short = load_arrays_and_short(index.conn, index.sketch_scheme,
-                                                                  index.short_texts.column)
-        self.against_short = short & self.check
+        ids, values, rows, present, _ = load_arrays_and_short(index.conn, index.sketch_scheme,
+                                                              index.short_texts.column)
         if not self.check or index.sketch_scheme != DEFAULT_SCHEME or "sketch" not in index._meta():
             # No sketches, or of another scheme (an index made by an older version): by distance.
             present[:] = False
@@ -607,6 +654,8 @@ class Deduplicator:
         """Remove the spilled kept set (the deduplicator cannot run after this)."""
         if self.sketches is not None:
             self.sketches.close()
+        if self.texts is not None:
+            self.texts.close()
         self.labels.close()
         self.spill.close()
 
@@ -664,10 +713,10 @@ class Deduplicator:
         prints, rows, sketched = computed
         searching = time.perf_counter()
         have = [i for i, fp in enumerate(prints) if fp is not None]  # members: the batch's featured documents
-        # The members' short texts (exact data and shingles), where they are short.
-        self.batch_short = [self._short_of(batch[i][0]) for i in have] if self.check else [None] * len(have)
-        # Their shingle sets, made when a pair of two short texts needs them (most have no candidate).
-        self.batch_sets: list[np.ndarray | None | object] = [_UNMADE] * len(have)
+        self.batch_entries = [batch[i] for i in have]
+        # Their shingle sets, made when a pair's exact check needs them (most have no candidate), the least
+        # recently used going past the same bytes as the kept ones' (a batch grows to 32,000 documents).
+        self.batch_sets = _RecentShingles(self.kept_shingles.most_bytes)
         values = np.array([prints[i] for i in have], dtype=np.uint64)
         rows, sketched = rows[have], sketched[have]
         # The sketched members' LSH codes, made once: searched in the kept runs, then those of the kept
@@ -692,8 +741,7 @@ class Deduplicator:
                 match[j] = min(mine)
             else:
                 size = sizes[j] if sizes is not None and sketched[j] else np.nan
-                kept_labels[j] = self._keep(batch[have[j]][0].key, values[j], rows[j], sketched[j], size,
-                                            self.batch_short[j])
+                kept_labels[j] = self._keep(batch[have[j]], values[j], rows[j], sketched[j], size)
                 new_members.append(j)
         new = np.array(new_members, dtype=np.int64)
         labels = np.array([kept_labels[j] for j in new.tolist()], dtype=np.int64)
@@ -741,11 +789,21 @@ class Deduplicator:
                 if (self.apart_labels.get(o[2]) if o[2] < 0 else self.labels.key_of(o[2])) not in apart]
 
     def _keep(
-        self, key: str, value: np.uint64, row: np.ndarray, sketched: bool, size: float, short: bytes | None
+        self, entry: tuple[Document | FingerprintedDocument, bytes | None], value: np.uint64, row: np.ndarray,
+        sketched: bool, size: float,
     ) -> int:
         """Keep a member of the batch (size: the distinct-shingle count its sketch records, NaN: none or no
-        check; short: its short text's exact data); its label."""
-        label = self.labels.append(key, int(value), size, short)
+        check), its text written to self.texts; its label."""
+        document, raw = entry
+        text_at, short = -1, None
+        if self.texts is not None:
+            if document.text is not None:
+                text_at = self.texts.append(KeptTexts.TEXT, document.text.encode("utf-8", "surrogatepass"))
+            elif raw is not None:
+                text_at = self.texts.append(KeptTexts.LINE, raw)
+            elif isinstance(document, FingerprintedDocument):  # no text at all: a short text's exact data
+                short = document.short_text
+        label = self.labels.append(document.key, int(value), size, short, text_at)
         if len(self.kept_rows):
             if label == len(self.kept_rows):
                 self.kept_rows = np.concatenate((self.kept_rows, np.empty_like(self.kept_rows)))
@@ -873,16 +931,11 @@ class Deduplicator:
                 earlier.setdefault(y, []).append(option)
         return earlier
 
-    # -- short texts: exact ----------------------------------------------------------------------------
-
-    def _short_of(self, document: Document | FingerprintedDocument) -> bytes | None:
-        if isinstance(document, FingerprintedDocument):
-            return document.short_text
-        return short_text_data(document.text)
+    # -- the exact check: both texts ----------------------------------------------------------------------
 
     def _exact(self, j: int, a: int, members: bool) -> float | None:
-        """The exact Jaccard of member j and `a` (a batch member if members, else a kept or indexed
-        label) where both are short texts, else None."""
+        """The exact Jaccard of member j and `a` (a batch member if members, else a kept or indexed label)
+        where both texts are at hand, else None."""
         mine = self._batch_set(j)
         if mine is None:
             return None
@@ -890,29 +943,37 @@ class Deduplicator:
         return None if theirs is None else jaccard_of_sets(mine, theirs)
 
     def _batch_set(self, member: int) -> np.ndarray | None:
-        """The shingle set of a batch member's short text (None: not a short text, or unreadable)."""
-        made = self.batch_sets[member]
+        """The shingle set of a batch member's text (None: out of reach)."""
+        made = self.batch_sets.get(member)
         if made is _UNMADE:
-            data = self.batch_short[member]
-            made = self.batch_sets[member] = None if data is None else short_text_shingles(data)
+            document, raw = self.batch_entries[member]
+            text = document.text if document.text is not None else None if raw is None else self.line_text(raw)
+            if _whole(text) is not None:
+                made = shingle_set(text)  # type: ignore[arg-type]
+            else:  # a FingerprintedDocument without its line: a short text's exact data, if any
+                made = short_text_shingles(getattr(document, "short_text", None)) if text is None else None
+            self.batch_sets.put(member, made)
         return made  # type: ignore[return-value]
 
     def _kept_set(self, label: int) -> np.ndarray | None:
-        if label in self.short_sets:
-            self.short_sets.move_to_end(label)
-            return self.short_sets[label]
-        if label >= 0:
-            data = self.labels.short_of(label)
-        elif self.against is not None and self.against_short[-1 - label]:
-            data = self.against.conn.execute(
-                "SELECT short_text FROM documents WHERE id = ?", (int(self.against_ids[-1 - label]),)
-            ).get
+        """The shingle set of a kept document's text (None: out of reach): read back from self.texts, or for
+        an indexed document (label below zero), as dupes reads it (check.ShingleCache)."""
+        if label < 0:
+            assert self.against_shingles is not None  # (labels below zero are the against index's)
+            return self.against_shingles(self._indexed_keys([label])[label])
+        made = self.kept_shingles.get(label)
+        if made is not _UNMADE:
+            return made  # type: ignore[return-value]
+        at = self.labels.text_at_of(label)
+        if at >= 0:
+            assert self.texts is not None
+            kind, data = self.texts.read(at)
+            text = data.decode("utf-8", "surrogatepass") if kind == KeptTexts.TEXT else self.line_text(data)
+            made = shingle_set(text) if _whole(text) is not None else None  # type: ignore[arg-type]
         else:
-            data = None
-        self.short_sets[label] = None if data is None else short_text_shingles(data)
-        if len(self.short_sets) > SHORT_SETS_KEPT:
-            self.short_sets.popitem(last=False)
-        return self.short_sets[label]
+            made = short_text_shingles(self.labels.short_of(label))
+        self.kept_shingles.put(label, made)
+        return made
 
     def _indexed_keys(self, labels: list[int]) -> dict[int, str]:
         if not labels:

@@ -42,7 +42,7 @@ from ..index import SimhashIndex
 from ..store import texts
 from ..store.documents import Document, FingerprintedBatch, FingerprintedDocument, fingerprinted
 from ..store.texts import content_hash
-from .jsonl import ChunkRecords, LineChunk, RecordRules, native_path, read_line_chunk
+from .jsonl import ChunkRecords, LineChunk, RecordRules, native_path, parse_record, read_line_chunk
 
 BINARY_SNIFF_BYTES = 8192
 JSONL_SUFFIXES = (".jsonl", ".ndjson")
@@ -231,6 +231,13 @@ class Reader:
                 else:
                     for document in self.documents([(path, named)]):
                         yield document, None
+
+    def text_of_line(self, line: bytes) -> str | None:
+        """The text of one of entries()'s JSONL lines, read as this reader reads them (None: a line it
+        skips): dedup reads a kept record's text back from its line for the exact check."""
+        rules = RecordRules(text_field=self.text_field, id_field=self.id_field, encoding=self.encoding,
+                            errors=self.errors)
+        return parse_record(line, rules)[2]
 
     def _jsonl_file(self, path: str) -> bool:
         return path != STDIN and (self.jsonl or path.endswith(JSONL_SUFFIXES)) and not _undecodable_name(path)

@@ -6,6 +6,10 @@ its sorted LSH codes, and each document's sketch row with its label) and searche
 4 KiB blocks that may hold a query's codes (a fence of every block's first code stays in RAM); the labels'
 keys, fingerprints and short texts move to an SQLite file in the same folder. A spilled run answers exactly
 what it answered in RAM, so the kept set does not depend on the budget.
+
+The kept documents' texts are on disk from the start (KeptTexts: one file in the same folder, appended as
+documents are kept, read back by offset for the exact check of a later pair); only their offsets are in RAM,
+with the labels, and they spill with them.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import struct
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -251,8 +256,9 @@ def _merged_codes(older: SpilledRun, newer: SpilledRun) -> Iterator[np.ndarray]:
 
 class KeptLabels:
     """What dedup keeps of each document kept from the input, by label (0, 1, ... in input order): its key,
-    fingerprint, distinct-shingle count (NaN: none) and short text's exact data. The newest stay in RAM;
-    when they pass `budget` bytes they move to an SQLite file in the spill folder."""
+    fingerprint, distinct-shingle count (NaN: none), where its text is in KeptTexts (-1: nowhere) and, for a
+    short text whose text is nowhere, its exact data. The newest stay in RAM; when they pass `budget` bytes
+    they move to an SQLite file in the spill folder."""
 
     def __init__(self, budget: int | None = None, folder: SpillFolder | None = None) -> None:
         self.budget, self.folder = budget, folder
@@ -260,6 +266,7 @@ class KeptLabels:
         self.keys: list[str] = []
         self.values = np.empty(1024, dtype=np.uint64)
         self.sizes = np.empty(1024)
+        self.text_at = np.empty(1024, dtype=np.int64)
         self.short: dict[int, bytes] = {}
         self.ram = 0  # bytes of the keys and short texts in RAM (estimated as CPython stores them)
         self.conn: apsw.Connection | None = None
@@ -269,16 +276,17 @@ class KeptLabels:
 
     @property
     def nbytes(self) -> int:
-        return self.ram + self.values.nbytes + self.sizes.nbytes
+        return self.ram + self.values.nbytes + self.sizes.nbytes + self.text_at.nbytes
 
-    def append(self, key: str, value: int, size: float, short: bytes | None) -> int:
+    def append(self, key: str, value: int, size: float, short: bytes | None, text_at: int = -1) -> int:
         label = len(self)
         tail = len(self.keys)
         if tail == len(self.values):  # grow by doubling: amortized constant
             self.values = np.concatenate((self.values, np.empty_like(self.values)))
             self.sizes = np.concatenate((self.sizes, np.empty_like(self.sizes)))
+            self.text_at = np.concatenate((self.text_at, np.empty_like(self.text_at)))
         self.keys.append(key)
-        self.values[tail], self.sizes[tail] = value, size
+        self.values[tail], self.sizes[tail], self.text_at[tail] = value, size, text_at
         self.ram += sys.getsizeof(key) + 8
         if short is not None:
             self.short[label] = short
@@ -292,20 +300,23 @@ class KeptLabels:
             self.conn = apsw.Connection(self.folder.new_file(".labels.db"))
             for statement in ("PRAGMA journal_mode=OFF", "PRAGMA synchronous=OFF", "PRAGMA cache_size=-2048",
                               "CREATE TABLE kept(label INTEGER PRIMARY KEY, key TEXT, value INTEGER, size REAL, "
-                              "short BLOB)"):
+                              "short BLOB, text_at INTEGER)"):
                 self.conn.execute(statement).fetchall()
         n = len(self.keys)
         signed = self.values[:n].view(np.int64).tolist()
         sizes = [None if s != s else s for s in self.sizes[:n].tolist()]  # NaN as NULL
+        text_at = self.text_at[:n].tolist()
         with self.conn:
             self.conn.executemany(
-                "INSERT INTO kept VALUES (?, ?, ?, ?, ?)",
-                ((self.base + i, self.keys[i], signed[i], sizes[i], self.short.get(self.base + i)) for i in range(n)),
+                "INSERT INTO kept VALUES (?, ?, ?, ?, ?, ?)",
+                ((self.base + i, self.keys[i], signed[i], sizes[i], self.short.get(self.base + i), text_at[i])
+                 for i in range(n)),
             )
-        self.folder.bytes += sum(len(k) + 24 for k in self.keys) + sum(len(s) for s in self.short.values())
+        self.folder.bytes += sum(len(k) + 32 for k in self.keys) + sum(len(s) for s in self.short.values())
         self.base += n
         self.keys, self.short, self.ram = [], {}, 0
         self.values, self.sizes = np.empty(1024, dtype=np.uint64), np.empty(1024)
+        self.text_at = np.empty(1024, dtype=np.int64)
 
     def _rows(self, labels: np.ndarray, column: str) -> dict[int, object]:
         assert self.conn is not None
@@ -343,6 +354,12 @@ class KeptLabels:
             return self.keys[label - self.base]
         return str(self._rows(np.array([label]), "key")[label])
 
+    def text_at_of(self, label: int) -> int:
+        """Where the label's text is in KeptTexts (-1: nowhere)."""
+        if label >= self.base:
+            return int(self.text_at[label - self.base])
+        return int(self._rows(np.array([label]), "text_at")[label])  # type: ignore[call-overload]
+
     def short_of(self, label: int) -> bytes | None:
         if label >= self.base:
             return self.short.get(label)
@@ -353,3 +370,65 @@ class KeptLabels:
         if self.conn is not None:
             self.conn.close()
             self.conn = None
+
+
+class KeptTexts:
+    """The texts of dedup's kept documents, for the exact check of a later pair: each appended, as it is kept,
+    to one file in the spill folder (a JSONL record as its line, parsed again when read; any other text as
+    its UTF-8), and read back by the offset append() returned. Nothing of it is in RAM but a write buffer of
+    at most FLUSH bytes: the kept set's budget does not change with the texts, and neither does what is read.
+    Records: a kind byte (TEXT or LINE), the length (8 bytes, little-endian), the bytes."""
+
+    TEXT, LINE = 0, 1
+    FLUSH = 1 << 20
+    _HEAD = struct.Struct("<BQ")
+
+    def __init__(self, folder: SpillFolder) -> None:
+        self.folder = folder
+        self.fd = -1
+        self.flushed = 0  # bytes in the file; the buffer's follow
+        self.buffer = bytearray()
+        self.bytes = 0  # written so far (flushed or in the buffer)
+        self.read_count = 0  # records read back
+
+    def append(self, kind: int, data: bytes) -> int:
+        offset = self.bytes
+        self.buffer += self._HEAD.pack(kind, len(data))
+        self.buffer += data
+        self.bytes += self._HEAD.size + len(data)
+        if len(self.buffer) >= self.FLUSH:
+            self.flush()
+        return offset
+
+    def flush(self) -> None:
+        if not self.buffer:
+            return
+        if self.fd < 0:
+            self.fd = os.open(self.folder.new_file(".texts"), os.O_RDWR | os.O_CREAT | getattr(os, "O_BINARY", 0))
+        data = memoryview(self.buffer)
+        written = 0
+        while written < len(data):
+            written += os.pwrite(self.fd, data[written:], self.flushed + written)
+        data.release()
+        self.flushed += written
+        self.buffer = bytearray()
+
+    def read(self, offset: int) -> tuple[int, bytes]:
+        """(kind, bytes) of the record at offset."""
+        self.read_count += 1
+        head = self._HEAD.size
+        if offset >= self.flushed:  # still in the buffer
+            at = offset - self.flushed
+            kind, length = self._HEAD.unpack_from(self.buffer, at)
+            return kind, bytes(self.buffer[at + head : at + head + length])
+        kind, length = self._HEAD.unpack(os.pread(self.fd, head, offset))  # (flushed whole: records too)
+        data = os.pread(self.fd, length, offset + head)
+        if len(data) != length:
+            raise OSError(f"the kept texts file ended early at {offset + head + len(data):,}")
+        return kind, data
+
+    def close(self) -> None:
+        self.buffer = bytearray()
+        if self.fd >= 0:
+            fd, self.fd = self.fd, -1
+            os.close(fd)
