@@ -308,9 +308,10 @@ class BoundedPairs:
         for i in np.flatnonzero(~plain).tolist():
             xs, ys = self._documents(a[i], slot_a[i]), self._documents(b[i], slot_b[i])
             left, right = np.repeat(xs, len(ys)), np.tile(ys, len(xs))
-            count = len(left)
-            yield (np.minimum(left, right), np.maximum(left, right), np.full(count, estimate[i]),
-                   np.repeat(rows_a[i : i + 1], count, axis=0), np.repeat(rows_b[i : i + 1], count, axis=0))
+            swapped = left > right  # a copy of the later sketch may come first: its row goes first too
+            row_of = np.stack((rows_a[i], rows_b[i]))
+            yield (np.minimum(left, right), np.maximum(left, right), np.full(len(left), estimate[i]),
+                   row_of[swapped.astype(np.intp)], row_of[(~swapped).astype(np.intp)])
 
     def _copy_slot(self, numbers: np.ndarray) -> np.ndarray:
         """Where each number is among the copied ones, -1 when it has no copies."""
@@ -327,7 +328,7 @@ class BoundedPairs:
 
     # -- candidates found elsewhere (within k of the fingerprints) -----------------------------------
 
-    def with_rows(self, pairs: Iterable[tuple[np.ndarray, np.ndarray]]) -> Iterator[tuple[np.ndarray, ...]]:
+    def with_rows(self, pairs: Iterable[tuple[np.ndarray, np.ndarray]]) -> Iterator[tuple]:
         """(left, right, None, rows of left, rows of right) of the given pairs of positions (left <
         right), read part by part (each pair once, as given once)."""
         spool = PairSpool(self.scratch, len(self.ids), None, self.part_rows, self.parts, self.share)

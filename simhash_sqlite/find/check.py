@@ -432,7 +432,8 @@ def _joined(parts: list[tuple]) -> tuple:
 def _rows_joined(rows: tuple[np.ndarray, ...], lefts: tuple[np.ndarray, ...]) -> np.ndarray:
     """The chunks' rows one after another, zeros for a chunk that came without (no pair with two sketches)."""
     nbytes = rows[0].shape[1]
-    return np.concatenate([r if len(r) == len(x) else np.zeros((len(x), nbytes), np.uint8) for r, x in zip(rows, lefts)])
+    return np.concatenate([r if len(r) == len(x) else np.zeros((len(x), nbytes), np.uint8)
+                           for r, x in zip(rows, lefts)])
 
 
 def _chain(*iterables):

@@ -73,7 +73,7 @@ class BucketedRuns:
             raise ValueError(f"a code's bucket {int(tops[-1])} is past the last, {self.count - 1}")
         edges = np.searchsorted(tops, np.arange(self.count + 1, dtype=_U64)).astype(np.int64)
         del tops
-        os.pwrite(self._fd, run.data, self.size * 8)  # type: ignore[arg-type]
+        os.pwrite(self._fd, run.data, self.size * 8)
         self.starts.append(edges + self.size)
         self.size += len(run)
         self.folder.bytes += run.nbytes
