@@ -59,7 +59,7 @@ def below_members(
     threshold = threshold_of(index) if threshold is None else threshold
     conn = index.conn
     scheme = index.sketch_scheme
-    by_chunk = needs_bound(conn.execute("SELECT count(fingerprint) FROM documents").get, scheme.nbytes, memory)
+    by_chunk = needs_bound(conn.execute("SELECT count(*) FROM documents").get, scheme.nbytes, memory)
     if not by_chunk:
         ids, values, rows, present = load_arrays(conn, scheme)
     pairs = np.array(

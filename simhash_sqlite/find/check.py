@@ -276,7 +276,7 @@ class DuplicateSearch:
             return
         scheme = self.index.sketch_scheme
         bounded = None
-        if needs_bound(conn.execute("SELECT count(fingerprint) FROM documents").get, scheme.nbytes, self.memory):
+        if needs_bound(conn.execute("SELECT count(*) FROM documents").get, scheme.nbytes, self.memory):
             assert self.memory is not None
             bounded = BoundedPairs(conn, scheme, self.index.short_texts.column, self.memory)
             ids, values, present, short = bounded.ids, bounded.values, bounded.present, bounded.short
