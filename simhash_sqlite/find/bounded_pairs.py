@@ -258,7 +258,8 @@ class BoundedPairs:
         shift = width + low - split
         runs = BucketedRuns(self.scratch, shift, len(starts) << split)
         try:
-            per_run = max(1, self.share // (16 * len(starts)))  # distinct sketches a run holds
+            # Distinct sketches a run holds: its codes and a words copy, sorted in place, within a share.
+            per_run = max(1, self.share // (16 * len(starts)))
             at = 0
             while at < m:
                 lo, hi = int(self.position[at]), int(self.position[min(m, at + per_run) - 1]) + 1
@@ -362,7 +363,7 @@ class PairSpool:
         self.runs = BucketedRuns(folder, 2 * self.bits, parts * parts)
         self.pending: list[np.ndarray] = []
         self.pending_count = 0
-        self.run_size = max(1, share // 16)
+        self.run_size = max(1, share // 24)  # pending codes, joined (a copy) and sorted in place: within a share
 
     def _part(self, numbers: np.ndarray) -> np.ndarray:
         at = numbers if self.positions is None else self.positions[numbers]

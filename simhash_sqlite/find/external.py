@@ -65,14 +65,15 @@ class BucketedRuns:
         self.size = 0  # codes written
 
     def add(self, codes: np.ndarray) -> None:
+        """Write the codes (a uint64 array, sorted here in place: no copy) as one run."""
         if not len(codes):
             return
-        run = np.sort(np.asarray(codes, dtype=_U64))
-        tops = run >> _U64(self.shift)
-        if int(tops[-1]) >= self.count:
-            raise ValueError(f"a code's bucket {int(tops[-1])} is past the last, {self.count - 1}")
-        edges = np.searchsorted(tops, np.arange(self.count + 1, dtype=_U64)).astype(np.int64)
-        del tops
+        run = codes if codes.dtype == _U64 else codes.astype(_U64)
+        run.sort()
+        if int(run[-1]) >> self.shift >= self.count:
+            raise ValueError(f"a code's bucket {int(run[-1]) >> self.shift} is past the last, {self.count - 1}")
+        starts = np.array([b << self.shift for b in range(self.count)], dtype=_U64)
+        edges = np.append(np.searchsorted(run, starts), len(run)).astype(np.int64)
         os.pwrite(self._fd, run.data, self.size * 8)
         self.starts.append(edges + self.size)
         self.size += len(run)
