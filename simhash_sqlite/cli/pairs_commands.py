@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import os
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -56,20 +57,28 @@ from .reports import counted, k_uses, print_check_summary, progress_to, say, tel
 
 commands = typer.Typer()  # this module's commands; app.py lists them all, in --help's order
 
-# --memory of dupes and clusters: dedup's option (parsed the same way, the same default), for the pair search.
+# --memory of dupes and clusters: dedup's option, parsed the same way. Its default is half the machine's
+# memory, not dedup's (a quarter, at most 1G): past the budget the search writes every sketch's window codes
+# to disk (18 GB at 10M documents), far slower than in RAM there (BENCHMARKS.md), so the disk is kept for
+# indexes that would not fit (10M documents need about 3.8 GB in RAM).
 PairsMemoryOption = Annotated[
     Optional[str],
     typer.Option(
         "--memory", metavar="SIZE",
         help="RAM for the pair search (512M, 2G); an index that needs more is searched from sorted runs in the "
-        "temporary folder, with the same pairs. \\[default: a quarter of the machine's memory, at most 1G]",
+        "temporary folder, with the same pairs. \\[default: half the machine's memory]",
         show_default=False,
     ),
 ]
 
 
 def _budget(memory: Optional[str]) -> int:
-    return parse_memory(memory) if memory is not None else default_memory()
+    if memory is not None:
+        return parse_memory(memory)
+    try:
+        return max(default_memory(), os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 2)
+    except (ValueError, OSError, AttributeError):  # no sysconf (Windows): dedup's default
+        return default_memory()
 
 
 @commands.command("calibrate", rich_help_panel=DUPLICATES_PANEL)
