@@ -2,6 +2,7 @@
 
     python bench/scale.py generate N > pages.jsonl        # the pages alone (JSONL on stdout)
     python bench/scale.py run N [--memory SIZE] [--skip-index] [--out FOLDER] [--json FILE]
+    python bench/scale.py dupes [DB | --pages N] [--budgets 64G,default,256M] [--clusters] [--json FILE]
 
 `run` streams N pages through `simq dedup - -o kept.jsonl` (the pages are made as they are read, never stored),
 then (unless --skip-index) writes them once to a JSONL file, builds an index of them with `simq add` and
@@ -9,6 +10,12 @@ runs `simq dupes` on it, each command measured on its own: wall, CPU (user + sys
 its children), peak RSS (the largest of the command's processes, from wait4) and the spill (the largest
 size the spill folder beside the output reached, sampled every 0.2 s). `--memory` is passed to dedup
 (default: dedup's own default budget). Small mode for bench/smoke.py: `run 2000 --memory 1M`.
+
+`dupes` runs `simq dupes` (and with --clusters `simq clusters`) of an existing index once at each budget, side
+by side: a budget past what the index needs (64G) is the in-memory path, a smaller one the search from sorted
+runs on disk (find/bounded_pairs.py); each run's wall, CPU, peak RSS and the largest size its scratch folder
+(TMPDIR) reached, and whether its pairs (sorted lines) and its clusters table equal the first budget's.
+Small mode: `dupes --pages 4000 --budgets 64G,1M --clusters`.
 
 The pages have the shape of the synthetic crawl the scale aims are set on (pages of 150-6,000 characters,
 log-normal lengths with median near 500, half English words, half Chinese characters, Zipf draws; 4% of
@@ -147,6 +154,83 @@ def measured(command: list[str], *, stdin=None, watch: str | None = None, feed: 
             "summary": _summary(stderr)}
 
 
+def _folder_bytes(path: str) -> int:
+    total = 0
+    for root, _, files in os.walk(path):
+        for name in files:
+            try:
+                total += os.path.getsize(os.path.join(root, name))
+            except OSError:  # removed while walked
+                pass
+    return total
+
+
+def budgets(args: argparse.Namespace) -> dict:
+    """simq dupes (and clusters) of one index at each budget, side by side."""
+    result: dict = {"db": args.db, "load": os.getloadavg(), "runs": []}
+    folder = tempfile.mkdtemp(prefix="simq-budgets-")
+    scratch = os.path.join(folder, "tmp")
+    first: dict = {}
+    try:
+        for budget in args.budgets.split(","):
+            memory = [] if budget == "default" else ["--memory", budget]
+            os.makedirs(scratch, exist_ok=True)
+            out = os.path.join(folder, "pairs.jsonl")
+            run = {"memory": budget, "dupes": _scratch_measured(
+                SIMQ + ["dupes", "--db", args.db, "--format", "jsonl", "--out", out] + memory, scratch)}
+            with open(out, "rb") as handle:
+                run["dupes"]["pairs"] = sum(1 for _ in handle)
+            run["dupes"]["pairs_sha256"] = _sorted_digest(out)
+            os.unlink(out)
+            if args.clusters:
+                run["clusters"] = _scratch_measured(
+                    SIMQ + ["clusters", "--db", args.db, "--format", "jsonl", "--out", out] + memory, scratch)
+                run["clusters"]["table_sha256"] = _sorted_digest(out)
+                os.unlink(out)
+            run["scratch_left"] = len(os.listdir(scratch))
+            for name in ("dupes", "clusters"):
+                if name in run:
+                    key = "pairs_sha256" if name == "dupes" else "table_sha256"
+                    first.setdefault(name, run[name][key])
+                    run[name]["same_as_first"] = run[name][key] == first[name]
+            result["runs"].append(run)
+            print(json.dumps(run), flush=True)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    return result
+
+
+def _scratch_measured(command: list[str], scratch: str) -> dict:
+    """measured() with TMPDIR=scratch, and the largest size the scratch folder reached."""
+    peak, stop = [0], threading.Event()
+
+    def sample() -> None:
+        while not stop.wait(0.2):
+            peak[0] = max(peak[0], _folder_bytes(scratch))
+
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    before = os.environ.get("TMPDIR")
+    os.environ["TMPDIR"] = scratch
+    try:
+        result = measured(command)
+    finally:
+        stop.set()
+        sampler.join()
+        if before is None:
+            del os.environ["TMPDIR"]
+        else:
+            os.environ["TMPDIR"] = before
+    result["scratch_mb"] = round(peak[0] / 2**20, 1)
+    return result
+
+
+def _sorted_digest(path: str) -> str:
+    with open(path, "rb") as handle:
+        lines = sorted(handle)
+    return hashlib.sha256(b"".join(lines)).hexdigest()[:16]
+
+
 def _summary(stderr: str) -> str:
     """The command's own summary line (the last one that counts documents or pairs)."""
     lines = [line for line in stderr.strip().splitlines() if "document" in line or "pair" in line]
@@ -191,12 +275,21 @@ def main() -> None:
     measure.add_argument("--skip-index", action="store_true")
     measure.add_argument("--out")
     measure.add_argument("--json")
+    pairs = commands.add_parser("dupes")
+    pairs.add_argument("db", nargs="?", help="an index [default: one of --pages generated pages, made first]")
+    pairs.add_argument("--pages", type=int, default=1500)
+    pairs.add_argument("--budgets", default="64G,default,256M,64M")
+    pairs.add_argument("--clusters", action="store_true")
+    pairs.add_argument("--json")
     args = parser.parse_args()
     if args.command == "generate":
         generate(args.n, sys.stdout.buffer)
         return
     print_machine()
     failures = Failures()
+    if args.command == "dupes":
+        _dupes_main(args, failures)
+        return
     result = run(args)
     text = json.dumps(result, indent=1)
     print(text)
@@ -205,6 +298,33 @@ def main() -> None:
             handle.write(text + "\n")
     kept = result["dedup_stream"]["kept"]
     failures.expect(0.8 * args.n < kept < args.n, f"dedup kept {kept:,} of {args.n:,} pages (about 94% expected)")
+    failures.exit()
+
+
+def _dupes_main(args: argparse.Namespace, failures: Failures) -> None:
+    made = None
+    if args.db is None:  # an index of --pages generated pages, made here
+        made = tempfile.mkdtemp(prefix="simq-budgets-index-")
+        pages, args.db = os.path.join(made, "pages.jsonl"), os.path.join(made, "pages.db")
+        with open(pages, "wb") as handle:
+            generate(args.pages, handle)
+        subprocess.run(SIMQ + ["add", "--db", args.db, pages], check=True, capture_output=True)
+        os.unlink(pages)
+    try:
+        result = budgets(args)
+    finally:
+        if made is not None:
+            shutil.rmtree(made, ignore_errors=True)
+    text = json.dumps(result, indent=1)
+    print(text)
+    if args.json:
+        with open(args.json, "w") as handle:
+            handle.write(text + "\n")
+    for run in result["runs"]:
+        for name in ("dupes", "clusters"):
+            if name in run:
+                failures.expect(run[name]["same_as_first"], f"{name} at {run['memory']} differs from the first's")
+        failures.expect(run["scratch_left"] == 0, f"{run['scratch_left']} scratch files left at {run['memory']}")
     failures.exit()
 
 

@@ -524,6 +524,7 @@ class SimhashIndex:
         threshold: float = DEFAULT_THRESHOLD,
         uncertain: bool = False,
         on_progress: Progress | None = None,
+        memory: int | None = None,
     ) -> HonouredPairs:
         """Every pair of near-duplicate documents, each once (first added first), streamed in no
         particular order: the pairs within k, checked as in search() (same defaults). Iterate the
@@ -531,11 +532,13 @@ class SimhashIndex:
         the candidates come from the sketches (check.DuplicateSearch), at any distance. uncertain: the
         pairs whose verdict is uncertain instead, kept or not (DuplicatePair.keeps), to review.
         on_progress(done, total): how far the pair search is, for a progress bar. Pairs a person labelled
-        "not a duplicate" (simq serve --review) are left out."""
+        "not a duplicate" (simq serve --review) are left out. memory: bytes of RAM for the search (None:
+        unbounded); past them the candidates are sorted on disk (find/bounded_pairs.py), the same pairs."""
         from .find.review import HonouredPairs
 
         return HonouredPairs(
-            DuplicateSearch(self, k, threshold, check=check, uncertain=uncertain, on_progress=on_progress), self.conn
+            DuplicateSearch(self, k, threshold, check=check, uncertain=uncertain, on_progress=on_progress,
+                            memory=memory), self.conn,
         )
 
     def clusters(
@@ -546,16 +549,17 @@ class SimhashIndex:
         threshold: float = DEFAULT_THRESHOLD,
         representative: str = "first",
         on_progress: Progress | None = None,
+        memory: int | None = None,
     ) -> ClusterReport:
         """Group documents into connected components of the dupes() pairs and write them to the
         clusters table (cluster = lowest id; representative by rule: first, last, longest, shortest).
         The report's `check` holds how the pairs were judged (None without check). Labels are honoured:
         documents labelled "not a duplicate" of each other never share a cluster, and a member a person
-        chose to keep is its cluster's representative."""
+        chose to keep is its cluster's representative. memory: as in dupes()."""
         from .find.chains import below_members
         from .find.clusters import cluster_index, record_chains
 
-        pairs = self.dupes(k, check=check, threshold=threshold, on_progress=on_progress)
+        pairs = self.dupes(k, check=check, threshold=threshold, on_progress=on_progress, memory=memory)
         if pairs.report is None and not pairs.apart_ids:
             return cluster_index(self.conn, pairs.k, representative, on_progress=on_progress)
         if pairs.report is None:  # distance alone, with pairs kept apart: those within k are the edges
@@ -565,7 +569,7 @@ class SimhashIndex:
         )
         made = pairs.report.candidates_from  # known once the pairs have been read
         # Chains: members the check does not keep against their representative, counted for stats.
-        chained = below_members(self, pairs.report.threshold)
+        chained = below_members(self, pairs.report.threshold, memory=memory)
         below = sum(map(len, chained.values()))
         if report.saved:
             record_chains(self.conn, made, below)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import os
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -28,6 +29,7 @@ from ..find.review import (
 )
 from ..find.verdict import CERTAIN, CheckSummary
 from ..index import SimhashIndex
+from ..pipeline.spill import default_memory, parse_memory
 from ..web.plots import (
     distance_chart,
     distance_distribution,
@@ -54,6 +56,29 @@ from .output import line, out, printable
 from .reports import counted, k_uses, print_check_summary, progress_to, say, tell_sketch_upgrade, verdict_json, warn
 
 commands = typer.Typer()  # this module's commands; app.py lists them all, in --help's order
+
+# --memory of dupes and clusters: dedup's option, parsed the same way. Its default is half the machine's
+# memory, not dedup's (a quarter, at most 1G): past the budget the search writes every sketch's window codes
+# to disk (18 GB at 10M documents), far slower than in RAM there (BENCHMARKS.md), so the disk is kept for
+# indexes that would not fit (10M documents need about 3.8 GB in RAM).
+PairsMemoryOption = Annotated[
+    Optional[str],
+    typer.Option(
+        "--memory", metavar="SIZE",
+        help="RAM for the pair search (512M, 2G); an index that needs more is searched from sorted runs in the "
+        "temporary folder, with the same pairs. \\[default: half the machine's memory]",
+        show_default=False,
+    ),
+]
+
+
+def _budget(memory: Optional[str]) -> int:
+    if memory is not None:
+        return parse_memory(memory)
+    try:
+        return max(default_memory(), os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 2)
+    except (ValueError, OSError, AttributeError):  # no sysconf (Windows): dedup's default
+        return default_memory()
 
 
 @commands.command("calibrate", rich_help_panel=DUPLICATES_PANEL)
@@ -247,6 +272,7 @@ def dupes(
             f"{CERTAIN}, the texts out of reach, or by distance alone), near-duplicates or not, to review them.",
         ),
     ] = False,
+    memory: PairsMemoryOption = None,
 ) -> None:
     """Every pair of near-duplicate documents, each once, checked by the Jaccard of their texts.
 
@@ -261,11 +287,13 @@ def dupes(
     if uncertain and not check:
         raise InvalidArgument("--uncertain lists checked pairs: it cannot go with --no-check")
     streaming_here = format_ != "table" and output_path is None and out.is_terminal
+    budget = _budget(memory)
     with SimhashIndex(db, readonly=True) as index, output.progress("share", hidden=streaming_here) as progress:
         tell_sketch_upgrade(index)
         task = progress.add_task("pairs", total=None)
         found = index.dupes(
-            k, check=check, threshold=threshold, uncertain=uncertain, on_progress=progress_to(progress, task)
+            k, check=check, threshold=threshold, uncertain=uncertain, on_progress=progress_to(progress, task),
+            memory=budget,
         )
         pairs, report = iter(found), found.report
         records = map(_pair_json, pairs)
@@ -342,6 +370,7 @@ def clusters(
     min_size: Annotated[int, typer.Option(help="Show/export clusters of at least this many documents.", min=1)] = 2,
     check: CheckOption = True,
     threshold: ThresholdOption = DEFAULT_THRESHOLD,
+    memory: PairsMemoryOption = None,
 ) -> None:
     """Cluster documents (chains of the pairs simq dupes finds), write the clusters table, show or export them.
 
@@ -349,13 +378,14 @@ def clusters(
     csv and tsv one member a row.
     """
     format_ = output.choose_format(format_, as_json)
+    budget = _budget(memory)
     with SimhashIndex(db) as index:
         tell_sketch_upgrade(index)
         with output.progress("share") as progress:
             task = progress.add_task("clustering", total=None)
             report = index.clusters(
                 k, check=check, threshold=threshold, representative=representative,
-                on_progress=progress_to(progress, task),
+                on_progress=progress_to(progress, task), memory=budget,
             )
         found_by = "with " + candidates_text({"candidates": report.candidates, "k": report.k})
         found = index.cluster_list(min_size=min_size)

@@ -21,6 +21,7 @@ from ..core.settings import DEFAULT_THRESHOLD
 from ..errors import InvalidInput
 from ..store.database import IndexFile
 from .arrays import keys_of
+from .bounded_pairs import arrays_of, needs_bound
 from .check import PairCheck, load_arrays
 from .verdict import Verdict
 
@@ -49,12 +50,18 @@ def threshold_of(index: IndexFile) -> float:
     return info.get("jaccard") or DEFAULT_THRESHOLD
 
 
-def below_members(index: IndexFile, threshold: float | None = None) -> dict[int, list[tuple[str, Verdict]]]:
+def below_members(
+    index: IndexFile, threshold: float | None = None, memory: int | None = None
+) -> dict[int, list[tuple[str, Verdict]]]:
     """Every member of a cluster of two or more that the check does not keep against its representative:
-    cluster -> [(key, verdict)], in id order. The verdicts of all members in vectorized chunks."""
+    cluster -> [(key, verdict)], in id order. The verdicts of all members in vectorized chunks. memory:
+    as for all pairs (bounded_pairs.py); past it each chunk's fingerprints and sketches are read by id."""
     threshold = threshold_of(index) if threshold is None else threshold
     conn = index.conn
-    ids, values, rows, present = load_arrays(conn, index.sketch_scheme)
+    scheme = index.sketch_scheme
+    by_chunk = needs_bound(conn.execute("SELECT count(*) FROM documents").get, scheme.nbytes, memory)
+    if not by_chunk:
+        ids, values, rows, present = load_arrays(conn, scheme)
     pairs = np.array(
         conn.execute(
             "SELECT id, representative, cluster FROM clusters WHERE size > 1 AND id != representative ORDER BY id"
@@ -65,6 +72,8 @@ def below_members(index: IndexFile, threshold: float | None = None) -> dict[int,
     found: dict[int, list[tuple[str, Verdict]]] = {}
     for lo in range(0, len(pairs), CHUNK):
         member, rep, cluster = pairs[lo : lo + CHUNK].T
+        if by_chunk:
+            ids, values, rows, present = arrays_of(conn, scheme, np.concatenate((member, rep)))
         a, b = np.searchsorted(ids, rep), np.searchsorted(ids, member)
         known = (a < len(ids)) & (b < len(ids))
         known[known] &= (ids[a[known]] == rep[known]) & (ids[b[known]] == member[known])  # both fingerprinted

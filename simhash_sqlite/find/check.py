@@ -41,6 +41,7 @@ from ..store import texts
 from ..store.database import IndexFile
 from ..store.texts import key_path, text_of
 from .arrays import DuplicatePair, keys_of, load_fingerprints
+from .bounded_pairs import BoundedPairs, needs_bound
 from .pairs import Progress, near_pairs
 from .queries import Query
 from .search import Candidates, Match, SearchResult
@@ -226,6 +227,7 @@ class DuplicateSearch:
         uncertain: bool = False,
         cache_bytes: int = CACHE_BYTES,
         on_progress: Progress | None = None,
+        memory: int | None = None,
     ) -> None:
         if uncertain and not check:
             raise InvalidInput("only checked pairs have a certainty: uncertain needs the check")
@@ -235,6 +237,9 @@ class DuplicateSearch:
         self.cache_bytes = cache_bytes
         self.uncertain = uncertain
         self.by_sketch = check and k is None  # LSH candidates, if every document turns out to have a sketch
+        # RAM for the search (None: unbounded); an index whose in-memory search needs more is searched from
+        # disk (bounded_pairs.py), with the same pairs and verdicts.
+        self.memory = memory
 
     def __iter__(self) -> Iterator[DuplicatePair]:
         for chunk in self._chunks():
@@ -270,7 +275,23 @@ class DuplicateSearch:
                 yield _Chunk(first, second, part.distance, keys)
             return
         scheme = self.index.sketch_scheme
-        ids, values, rows, present, short = load_arrays_and_short(conn, scheme, self.index.short_texts.column)
+        bounded = None
+        if needs_bound(conn.execute("SELECT count(*) FROM documents").get, scheme.nbytes, self.memory):
+            assert self.memory is not None
+            bounded = BoundedPairs(conn, scheme, self.index.short_texts.column, self.memory)
+            ids, values, present, short = bounded.ids, bounded.values, bounded.present, bounded.short
+            rows = np.zeros((0, scheme.nbytes), dtype=np.uint8)  # on disk: each batch comes with its rows
+        else:
+            ids, values, rows, present, short = load_arrays_and_short(conn, scheme, self.index.short_texts.column)
+        try:
+            yield from self._judged(ids, values, rows, present, short, bounded)
+        finally:
+            if bounded is not None:
+                bounded.close()
+
+    def _judged(self, ids, values, rows, present, short, bounded: BoundedPairs | None) -> Iterator[_Chunk]:
+        conn, report, scheme = self.index.conn, self.report, self.index.sketch_scheme
+        assert report is not None
         unsketched = np.flatnonzero(~present)
         if self.by_sketch and present.any() and len(unsketched) * len(values) <= MIXED_BRUTE_PAIRS:
             report.k, report.candidates_from = ANY_DISTANCE, "sketch"
@@ -278,26 +299,39 @@ class DuplicateSearch:
             # short texts' exact data, core/short_texts.py), or is listed.
             wider = self.uncertain or self.index.store_text or short.any() or _any_file_key(conn, self.index.key_root)
             low = max(0.0, report.threshold - EXACT_MARGIN) if wider else report.threshold
-            sketched = np.flatnonzero(present)
-            # Every document sketched (the usual case): the rows as they are, not a copy (1.2 GB at 10M).
-            candidates = sketch_pairs(rows if len(sketched) == len(rows) else rows[sketched], low, scheme)
-            parts = _chain(
-                ((sketched[p.left], sketched[p.right], p.estimate) for p in candidates),
-                ((left, right, None) for left, right in _pairs_of_unsketched(values, unsketched, self.k)),
-            )
+            unsketched_pairs = _pairs_of_unsketched(values, unsketched, self.k)
+            if bounded is not None:
+                no_rows = np.zeros((0, scheme.nbytes), dtype=np.uint8)  # unsketched pairs need no rows
+                parts = _chain(
+                    bounded.sketch_pairs(low),
+                    ((left, right, None, no_rows, no_rows) for left, right in unsketched_pairs),
+                )
+            else:
+                sketched = np.flatnonzero(present)
+                # Every document sketched (the usual case): the rows as they are, not a copy (1.2 GB at 10M).
+                candidates = sketch_pairs(rows if len(sketched) == len(rows) else rows[sketched], low, scheme)
+                parts = _chain(
+                    ((sketched[p.left], sketched[p.right], p.estimate, None, None) for p in candidates),
+                    ((left, right, None, None, None) for left, right in unsketched_pairs),
+                )
         else:
-            parts = ((p.left, p.right, None) for p in near_pairs(values, self.k, on_progress=self.on_progress))
+            within = ((p.left, p.right) for p in near_pairs(values, self.k, on_progress=self.on_progress))
+            parts = bounded.with_rows(within) if bounded is not None else ((a, b, None, None, None) for a, b in within)
         check = PairCheck(self.index, report, self.cache_bytes)
-        for left, right, estimate in _batched(parts):
+        for left, right, estimate, rows_left, rows_right in _batched(parts):
             order = np.lexsort((right, left))  # each document's pairs side by side: cache hits
             left, right, estimate = left[order], right[order], estimate[order]
+            if rows_left is None:
+                rows_left, rows_right = rows[left], rows[right]
+            else:
+                rows_left, rows_right = rows_left[order], rows_right[order]
             first, second = ids[left], ids[right]
             distance = np.bitwise_count(values[left] ^ values[right]).astype(np.int64)
             keys = keys_of(conn, np.concatenate((first, second)))
             both = present[left] & present[right]
             verdicts = check.judge(
                 [keys[i] for i in first.tolist()], [keys[i] for i in second.tolist()], distance,
-                rows[left], rows[right], both, estimate,
+                rows_left, rows_right, both, estimate,
             )
             chosen = verdicts.uncertain if self.uncertain else verdicts.keep
             if chosen.any():
@@ -367,15 +401,18 @@ class PairCheck:
 BATCH_PAIRS = 1 << 15
 
 
-def _batched(parts) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
-    """(left, right, estimate or None) chunks joined into batches of at least BATCH_PAIRS pairs, as
-    (left, right, estimate) with NaN where no estimate came with the pair."""
-    pending: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+def _batched(parts) -> Iterator[tuple]:
+    """(left, right, estimate or None, rows of left, rows of right) chunks joined into batches of at
+    least BATCH_PAIRS pairs, with NaN where no estimate came with the pair. The rows are None where the
+    caller holds every row (the in-memory search), else each chunk's own (bounded_pairs.py; an empty
+    array where no pair of the chunk has two sketches)."""
+    pending: list[tuple] = []
     count = 0
-    for left, right, estimate in parts:
+    for left, right, estimate, rows_left, rows_right in parts:
         if len(left) == 0:
             continue
-        pending.append((left, right, np.full(len(left), np.nan) if estimate is None else estimate))
+        pending.append((left, right, np.full(len(left), np.nan) if estimate is None else estimate,
+                        rows_left, rows_right))
         count += len(left)
         if count >= BATCH_PAIRS:
             yield _joined(pending)
@@ -384,9 +421,19 @@ def _batched(parts) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
         yield _joined(pending)
 
 
-def _joined(parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    lefts, rights, estimates = zip(*parts)
-    return np.concatenate(lefts), np.concatenate(rights), np.concatenate(estimates)
+def _joined(parts: list[tuple]) -> tuple:
+    lefts, rights, estimates, rows_left, rows_right = zip(*parts)
+    joined = [np.concatenate(lefts), np.concatenate(rights), np.concatenate(estimates)]
+    if rows_left[0] is None:
+        return (*joined, None, None)
+    return (*joined, _rows_joined(rows_left, lefts), _rows_joined(rows_right, lefts))
+
+
+def _rows_joined(rows: tuple[np.ndarray, ...], lefts: tuple[np.ndarray, ...]) -> np.ndarray:
+    """The chunks' rows one after another, zeros for a chunk that came without (no pair with two sketches)."""
+    nbytes = rows[0].shape[1]
+    return np.concatenate([r if len(r) == len(x) else np.zeros((len(x), nbytes), np.uint8)
+                           for r, x in zip(rows, lefts)])
 
 
 def _chain(*iterables):

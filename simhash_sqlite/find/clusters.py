@@ -3,6 +3,7 @@ computed with a vectorized union-find and written back to the index's `clusters`
 
 from __future__ import annotations
 
+import itertools
 import json
 import time
 from collections.abc import Iterable, Iterator
@@ -35,12 +36,26 @@ def _compress(parent: np.ndarray) -> None:
         parent[:] = grand
 
 
+def _roots(parent: np.ndarray, nodes: np.ndarray) -> np.ndarray:
+    """The root of each node, halving the paths walked (each node passed points to its grandparent):
+    the work is the pairs' paths, not the whole array, so a batch of pairs costs its own size."""
+    at = nodes
+    while True:
+        up = parent[at]
+        grand = parent[up]
+        moving = up != grand
+        if not moving.any():
+            return up
+        parent[at[moving]] = grand[moving]  # path halving: any ancestor is still on the way to the root
+        at = np.where(moving, grand, up)
+
+
 def _union(parent: np.ndarray, a: np.ndarray, b: np.ndarray) -> None:
     """Join the components of each pair. Roots are hooked under the smaller root, so a root is
-    always the lowest node of its component, and no cycle can form."""
+    always the lowest node of its component, and no cycle can form. The forest is one int64 array
+    over row numbers: 8 bytes a document."""
     while len(a):
-        _compress(parent)
-        root_a, root_b = parent[a], parent[b]
+        root_a, root_b = _roots(parent, a), _roots(parent, b)
         apart = root_a != root_b
         a, b, root_a, root_b = a[apart], b[apart], root_a[apart], root_b[apart]
         if len(a):
@@ -190,6 +205,20 @@ def _positions(ids: np.ndarray, wanted: np.ndarray) -> np.ndarray:
     return np.where(ids[at] == wanted, at, -1)
 
 
+def _ids_and_lengths(conn: apsw.Connection) -> tuple[np.ndarray, np.ndarray]:
+    """Every document's id (ascending) and length, as arrays (16 bytes a document, not a list of tuples)."""
+    with conn:
+        count = conn.execute("SELECT count(*) FROM documents").get
+        ids, lengths = np.empty(count, dtype=np.int64), np.empty(count, dtype=np.int64)
+        found = conn.execute("SELECT id, coalesce(length, 0) FROM documents ORDER BY id")
+        n = 0
+        while chunk := list(itertools.islice(found, INSERT_BATCH)):
+            ids[n : n + len(chunk)] = [i for i, _ in chunk]
+            lengths[n : n + len(chunk)] = [length for _, length in chunk]
+            n += len(chunk)
+    return ids[:n], lengths[:n]
+
+
 def cluster_index(
     conn: apsw.Connection,
     k: int,
@@ -210,15 +239,14 @@ def cluster_index(
     if representative not in REPRESENTATIVE_RULES:
         rules = ", ".join(REPRESENTATIVE_RULES)
         raise InvalidArgument(f"representative must be one of {rules}, not {representative!r}")
-    with conn:  # one snapshot for the documents and the fingerprints
-        rows = conn.execute("SELECT id, coalesce(length, 0) FROM documents ORDER BY id").fetchall()
-        stored = load_fingerprints(conn)
-    ids = np.array([r[0] for r in rows], dtype=np.int64)
-    lengths = np.array([r[1] for r in rows], dtype=np.int64)
     if pairs is None:
+        with conn:  # one snapshot for the documents and the fingerprints
+            ids, lengths = _ids_and_lengths(conn)
+            stored = load_fingerprints(conn)
         labels = ids.copy()  # documents without features are clusters of one
         labels[np.searchsorted(ids, stored.ids)] = stored.ids[component_labels(stored.values, k, on_progress)]
     else:
+        ids, lengths = _ids_and_lengths(conn)
         labels = pair_components(ids, pairs, apart_ids(conn))
     slots = np.searchsorted(ids, labels)
     sizes = np.bincount(slots, minlength=len(ids))[slots]
