@@ -39,7 +39,7 @@ from ..core.sketch import DEFAULT_SCHEME, SketchScheme
 from ..errors import InvalidInput
 from ..store import texts
 from ..store.database import IndexFile
-from ..store.texts import key_path, text_of
+from ..store.texts import key_path
 from .arrays import DuplicatePair, keys_of, load_fingerprints
 from .pairs import Progress, near_pairs
 from .queries import Query
@@ -84,8 +84,7 @@ class ShingleCache:
         self.entries: OrderedDict[str, np.ndarray | None] = OrderedDict()
         self.bytes = 0
         self.sketches: OrderedDict[str, bytes | None] = OrderedDict()
-        short = "short_text" if index.short_texts.column else "NULL"
-        self._query = f"SELECT text, content_hash, {short} FROM documents WHERE key = ?"
+        self.texts = texts.TextReader(index)  # stored texts, unchanged files, JSONL lines; short texts' data
 
     def sketch(self, key: str) -> bytes | None:
         """The stored sketch of a key (None: none stored); the last SKETCHES_KEPT are kept."""
@@ -103,16 +102,26 @@ class ShingleCache:
         if key in self.entries:
             self.entries.move_to_end(key)
             return self.entries[key]
-        row = self.index.conn.execute(self._query, (key,)).get
-        text = None if row is None else text_of(key, row[0], row[1], self.index.key_root)
+        self._keep(key, self.texts.row(key))
+        return self.entries[key]
+
+    def prefetch(self, keys: Iterable[str]) -> None:
+        """The shingles of keys not yet cached, their texts read together (JSONL lines in file order)."""
+        missing = [key for key in keys if key not in self.entries]
+        if missing:
+            found = self.texts.rows(missing)
+            for key in dict.fromkeys(missing):
+                self._keep(key, found.get(key))
+
+    def _keep(self, key: str, row: tuple[str | None, bytes | None] | None) -> None:
+        text = None if row is None else row[0]
         # Else a short text's exact data (core/short_texts.py), where the index keeps it.
-        shingles = shingle_set(text) if text is not None else None if row is None else short_text_shingles(row[2])
+        shingles = shingle_set(text) if text is not None else None if row is None else short_text_shingles(row[1])
         self.entries[key] = shingles
         self.bytes += _cost(shingles)
         while self.bytes > self.max_bytes and len(self.entries) > 1:
             _, old = self.entries.popitem(last=False)
             self.bytes -= _cost(old)
-        return shingles
 
 
 SKETCHES_KEPT = 100_000
@@ -276,7 +285,8 @@ class DuplicateSearch:
             report.k, report.candidates_from = ANY_DISTANCE, "sketch"
             # Below the threshold too where an unsure estimate may be settled by the texts (stored, files, or
             # short texts' exact data, core/short_texts.py), or is listed.
-            wider = self.uncertain or self.index.store_text or short.any() or _any_file_key(conn, self.index.key_root)
+            wider = (self.uncertain or self.index.store_text or short.any() or texts.lines_recorded(conn)
+                     or _any_file_key(conn, self.index.key_root))
             low = max(0.0, report.threshold - EXACT_MARGIN) if wider else report.threshold
             sketched = np.flatnonzero(present)
             # Every document sketched (the usual case): the rows as they are, not a copy (1.2 GB at 10M).
@@ -352,7 +362,11 @@ class PairCheck:
 
         def exact(at: np.ndarray) -> np.ndarray:
             out = np.full(len(at), np.nan)
-            for n, i in enumerate(at.tolist()):
+            pairs = at.tolist()
+            # Texts read together, the second side only where the first is at hand.
+            shingles.prefetch(first[i] for i in pairs)
+            shingles.prefetch(second[i] for i in pairs if shingles.entries.get(first[i]) is not None)
+            for n, i in enumerate(pairs):
                 sa = shingles(first[i])
                 sb = None if sa is None else shingles(second[i])
                 if sa is not None and sb is not None:
