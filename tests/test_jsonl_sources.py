@@ -18,6 +18,7 @@ from simhash_sqlite.native import SWITCH
 from simhash_sqlite.pipeline import sources
 from simhash_sqlite.pipeline.sources import Reader
 from simhash_sqlite.store.texts import TextReader, content_hash, key_path
+from simhash_sqlite.web.pages import missing_text_reason
 
 # What makes a file as it was before migration 0006 (with PRAGMA user_version set back by the caller).
 WITHOUT_SOURCES = (
@@ -130,6 +131,8 @@ def test_a_source_edited_moved_or_truncated_falls_back_to_the_estimate(runner, t
     # Moved away, or replaced by a folder: every pair of long texts estimated, nothing fails.
     source.unlink()
     assert kinds_beyond_short(runner, db) == {"estimated"}
+    with SimhashIndex(db) as index:  # the pair page says why a text is not shown
+        assert f"its line in {source} has changed" in missing_text_reason(index, edit)
     source.mkdir()
     assert kinds_beyond_short(runner, db) == {"estimated"}
 

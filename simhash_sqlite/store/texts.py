@@ -94,6 +94,16 @@ def lines_recorded(conn) -> bool:
     return has_sources(conn) and conn.execute("SELECT 1 FROM sources LIMIT 1").get is not None
 
 
+def source_of(index: IndexFile, key: str) -> str | None:
+    """The path of the JSONL file a stored key was read from (key_path: from the index's key_root), or None."""
+    if not has_sources(index.conn):
+        return None
+    path = index.conn.execute(
+        "SELECT path FROM sources WHERE id = (SELECT source FROM documents WHERE key = ?)", (key,)
+    ).get
+    return key_path(path, index.key_root) if isinstance(path, str) else None
+
+
 def text_of_line(raw: bytes, source: SourceFile) -> str | None:
     """The text field of one JSONL line read by the source's rules (pipeline.jsonl reads it the same way
     for add), or None where the line is not such a record. The caller compares its content hash."""
