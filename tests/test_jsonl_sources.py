@@ -214,8 +214,24 @@ def test_an_index_made_before_sources_is_read_read_only_and_upgraded(runner, tmp
     # Read-only: not migrated, its JSONL documents estimated (their short texts exact).
     assert kinds_beyond_short(runner, db) == {"estimated"}
     assert apsw.Connection(str(db)).pragma("user_version") == 5
-    assert simq(runner, "add", "--db", db, source).exit_code == 0  # migrated; unchanged rows keep no line
+    # Added again: migrated, and the unchanged documents get their lines (nothing else written).
+    added = simq(runner, "add", "--db", db, source)
+    assert added.exit_code == 0 and f"{len(texts)} unchanged" in added.stdout, added.output
+    assert kinds_beyond_short(runner, db) == {"exact"}
     assert simq(runner, "integrity", "--db", db).exit_code == 0
+
+
+def test_a_line_that_moved_within_its_file_is_found_again_by_the_next_add(runner, tmp_path):
+    texts = family_texts(seed=10, families=4)
+    source = tmp_path / "crawl.jsonl"
+    write_jsonl(source, texts)
+    db = tmp_path / "x.db"
+    assert simq(runner, "add", "--db", db, source).exit_code == 0
+    write_jsonl(source, dict(reversed(texts.items())), extra=False)  # the same records, elsewhere
+    assert kinds_beyond_short(runner, db) == {"estimated"}
+    again = simq(runner, "add", "--db", db, source)
+    assert again.exit_code == 0 and f"{len(texts)} unchanged" in again.stdout
+    assert kinds_beyond_short(runner, db) == {"exact"}
 
 
 def lines_of(path, reader: Reader, **read) -> dict[str, tuple[int, int]]:

@@ -89,6 +89,9 @@ class _PreparedBatch:
     lengths: list[int] = field(default_factory=list)  # of the changed documents, in order
     rows: list[tuple] | None = None  # a FingerprintedBatch's rows, made in _prepare_packed (no `changed`)
     rows_without_features: list[str] = field(default_factory=list)  # their keys without a fingerprint
+    # (_RELOCATE's parameters) unchanged documents whose JSONL line is recorded again: an index made before
+    # lines were, or a line that moved within its file
+    relocated: list[tuple] = field(default_factory=list)
 
 
 class _Commits:
@@ -128,6 +131,12 @@ class _Commits:
                 drop_search_indexes(self.writer.conn)
                 self.bulk = True
             self.writer.conn.executemany(_UPSERT, rows)
+        if prepared.relocated:  # no change of content: the clusters stay as they are
+            if self.open is None:
+                with write_transaction(self.writer.conn):
+                    self.writer.conn.executemany(_RELOCATE, prepared.relocated)
+            else:
+                self.writer.conn.executemany(_RELOCATE, prepared.relocated)
         _merge_counts(self.written, _batch_counts(prepared))
         self.documents += len(prepared.batch)
         # Batches with nothing to write (all unchanged) are reported at once when no transaction is open.
@@ -284,6 +293,13 @@ RETURNING id
 """
 
 
+# An unchanged document's line, written only where it differs (a re-add of the same file writes nothing).
+_RELOCATE = """
+UPDATE documents SET source = ?, line_at = ?, line_bytes = ?
+WHERE key = ? AND (source IS NOT ? OR line_at IS NOT ? OR line_bytes IS NOT ?) AND text IS NULL
+"""
+
+
 _UPSERT_FINGERPRINT = """
 INSERT INTO documents (key, fingerprint, b0, b1, b2, b3) VALUES (?, ?, ?, ?, ?, ?)
 ON CONFLICT (key) DO UPDATE SET
@@ -421,6 +437,7 @@ class Writer:
         if pending is not None:
             known.update((key, pending.digests[key]) for key in batch_keys & pending.digests.keys())
         changed, added, updated, unchanged, new_keys = [], 0, 0, 0, set()
+        relocated: list[tuple] = []
         lengths: list[int] = []  # of the changed documents
         characters, plain = 0, []
         for doc in batch:
@@ -433,6 +450,8 @@ class Writer:
             stored = known.get(key)
             if stored == digest:
                 unchanged += 1
+                if isinstance(doc, FingerprintedDocument) and doc.line is not None and not self.store_text:
+                    relocated.append(self._relocation(key, doc.line))
                 continue
             if stored is not None or key in known:
                 updated += 1
@@ -450,6 +469,7 @@ class Writer:
         return _PreparedBatch(
             batch, changed, digests, fingerprints, added, updated, unchanged,
             new_keys=new_keys, data_version=data_version, characters=characters, lengths=lengths,
+            relocated=relocated,
         )
 
     def _prepare_packed(self, batch: FingerprintedBatch, pending: _PreparedBatch | None) -> _PreparedBatch:
@@ -461,15 +481,19 @@ class Writer:
         known = self._content_hashes(batch_keys)
         if pending is not None:
             known.update((key, pending.digests[key]) for key in batch_keys & pending.digests.keys())
+        relocated: list[tuple] = []
         if not known and len(batch_keys) == len(keys):  # all new
             chosen = batch
             added, updated, unchanged, new_keys = len(keys), 0, 0, batch_keys
         else:
             picked, added, updated, unchanged, new_keys = [], 0, 0, 0, set()
+            lines = batch.lines if batch.lines is not None and not self.store_text else None
             for i, (key, digest) in enumerate(zip(keys, hashes)):
                 stored = known.get(key, _ABSENT)
                 if stored == digest:
                     unchanged += 1
+                    if lines is not None and (line := lines[i]) is not None:
+                        relocated.append(self._relocation(key, line))
                     continue
                 if stored is _ABSENT:
                     added += 1
@@ -483,8 +507,13 @@ class Writer:
         return _PreparedBatch(
             batch, [], dict(zip(chosen.keys, chosen.content_hashes)), _NOTHING_TO_FINGERPRINT, added, updated,
             unchanged, new_keys=new_keys, data_version=data_version, characters=sum(lengths),
-            lengths=chosen.lengths, rows=rows, rows_without_features=without,
+            lengths=chosen.lengths, rows=rows, rows_without_features=without, relocated=relocated,
         )  # fmt: skip
+
+    def _relocation(self, key: str, line: LineAt) -> tuple:
+        """_RELOCATE's parameters for an unchanged document's line (where it is now, in the file added again)."""
+        source = self._source_id(line[0])
+        return source, line[1], line[2], key, source, line[1], line[2]
 
     def _packed_rows(self, batch: FingerprintedBatch) -> tuple[list[tuple], list[str]]:
         """The upsert rows of a FingerprintedBatch, built column by column; and the keys without a fingerprint."""
