@@ -104,7 +104,7 @@ def test_the_text_field_and_encoding_of_the_add_are_read_back(runner, tmp_path):
     path, field, encoding, errors = conn.execute("SELECT path, text_field, encoding, errors FROM sources").fetchall()[0]
     conn.close()
     assert (field, encoding, errors) == ("body", "utf-8", "strict")
-    assert os.path.samefile(key_path(path, json.loads(root) if root.startswith('"') else root), source)
+    assert os.path.samefile(key_path(path, root), source)
 
 
 def test_a_source_edited_moved_or_truncated_falls_back_to_the_estimate(runner, tmp_path):
@@ -131,6 +131,8 @@ def test_a_source_edited_moved_or_truncated_falls_back_to_the_estimate(runner, t
     # Moved away, or replaced by a folder: every pair of long texts estimated, nothing fails.
     source.unlink()
     assert kinds_beyond_short(runner, db) == {"estimated"}
+    checked = simq(runner, "integrity", "--db", db)  # a source gone is said, not a problem
+    assert checked.exit_code == 0 and "1 of the files changed or gone" in checked.output, checked.output
     with SimhashIndex(db) as index:  # the pair page says why a text is not shown
         assert f"its line in {source} has changed" in missing_text_reason(index, edit)
     source.mkdir()
@@ -153,6 +155,8 @@ def test_hostile_places_never_read_past_the_end_or_fail(runner, tmp_path):
         conn.execute("UPDATE documents SET line_at = ?, line_bytes = ? WHERE key = ?", (at, size, key))
     conn.execute("UPDATE documents SET source = 99 WHERE key = ?", (keys[len(hostile)],))
     conn.close()
+    checked = simq(runner, "integrity", "--db", db)
+    assert checked.exit_code == 1 and "JSONL line is recorded wrongly" in checked.output
     got = pairs(runner, db)
     with SimhashIndex(db) as index:
         reader = TextReader(index)
