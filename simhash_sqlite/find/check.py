@@ -62,6 +62,8 @@ CACHE_BYTES = 256 << 20
 # What an entry costs besides its array (key, dict slot, array header): so a cache of keys whose text is
 # out of reach (None) is bounded too.
 ENTRY_BYTES = 256
+# What room() takes an entry to cost before any is cached (a page of about 8,000 characters).
+FIRST_ENTRY_BYTES = 64 << 10
 # All pairs by sketch LSH, where texts may be at hand: candidates whose estimate is this far below the
 # threshold still get the exact check (about 5 standard deviations of the estimate near 0.8).
 EXACT_MARGIN = 0.1
@@ -104,6 +106,11 @@ class ShingleCache:
             return self.entries[key]
         self._keep(key, self.texts.row(key))
         return self.entries[key]
+
+    def room(self) -> int:
+        """How many keys' shingles fit in a quarter of the budget, by the average entry so far (at least 2)."""
+        average = self.bytes / len(self.entries) if self.entries else FIRST_ENTRY_BYTES
+        return max(2, int(self.max_bytes / 4 / max(average, ENTRY_BYTES)))
 
     def prefetch(self, keys: Iterable[str]) -> None:
         """The shingles of keys not yet cached, their texts read together (JSONL lines in file order)."""
@@ -362,15 +369,19 @@ class PairCheck:
 
         def exact(at: np.ndarray) -> np.ndarray:
             out = np.full(len(at), np.nan)
-            pairs = at.tolist()
-            # Texts read together, the second side only where the first is at hand.
-            shingles.prefetch(first[i] for i in pairs)
-            shingles.prefetch(second[i] for i in pairs if shingles.entries.get(first[i]) is not None)
-            for n, i in enumerate(pairs):
-                sa = shingles(first[i])
-                sb = None if sa is None else shingles(second[i])
-                if sa is not None and sb is not None:
-                    out[n] = jaccard_of_sets(sa, sb)
+            pairs, n = at.tolist(), 0
+            while n < len(pairs):
+                # Texts read together, as many pairs as the cache holds (else what was read is gone before it is
+                # used), the second side only where the first is at hand.
+                part = pairs[n : n + shingles.room() // 2]
+                shingles.prefetch(first[i] for i in part)
+                shingles.prefetch(second[i] for i in part if shingles.entries.get(first[i]) is not None)
+                for i in part:
+                    sa = shingles(first[i])
+                    sb = None if sa is None else shingles(second[i])
+                    if sa is not None and sb is not None:
+                        out[n] = jaccard_of_sets(sa, sb)
+                    n += 1
             return out
 
         return exact
