@@ -321,7 +321,7 @@ def _check_lines(conn: apsw.Connection, report: IntegrityReport) -> None:
     files = conn.execute("SELECT path, size, mtime_ns FROM sources").fetchall()
     for path, size, mtime in files:
         try:
-            info = os.stat(key_path(path, root))
+            info = os.stat(key_path(str(path), root if isinstance(root, str) else None))
             changed += (info.st_size, info.st_mtime_ns) != (size, mtime)
         except (OSError, TypeError, ValueError):
             changed += 1

@@ -11,7 +11,7 @@ import stat
 from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, BinaryIO
 
 # Texts up to READ_WHOLE_BYTES (core/rule.py) are read whole (by add, and here for a check); larger ones are
 # fingerprinted in pieces and never held whole, so a check cannot compare them: judged by distance alone.
@@ -136,7 +136,7 @@ class TextReader:
         place = "source, line_at, line_bytes" if self.lines else "NULL, NULL, NULL"
         self._columns = f"key, text, content_hash, {short}, {place}"
         self._sources: dict[int, SourceFile | None] | None = None
-        self._open: OrderedDict[int, int | None] = OrderedDict()  # source id -> descriptor (None: unreadable)
+        self._open: OrderedDict[int, BinaryIO | None] = OrderedDict()  # source id -> file (None: unreadable)
         self._index_file = _file_id(conn.filename) if conn.filename else None
 
     def row(self, key: str) -> tuple[str | None, bytes | None] | None:
@@ -205,38 +205,31 @@ class TextReader:
     def _descriptor(self, source: int) -> int | None:
         if source in self._open:
             self._open.move_to_end(source)
-            return self._open[source]
+            handle = self._open[source]
+            return None if handle is None else handle.fileno()
         described = self._source(source)
         handle = None
         if described is not None:
             path = key_path(described.path, self.index.key_root)
             try:
-                handle = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
-                info = os.fstat(handle)
-                if not stat.S_ISREG(info.st_mode) or (info.st_dev, info.st_ino) == self._index_file:
-                    os.close(handle)
-                    handle = None
+                # Looked at before it is opened: the index's own file is never opened (nor closed) here.
+                if _file_id(path) != self._index_file and stat.S_ISREG(os.stat(path).st_mode):
+                    handle = open(path, "rb", buffering=0)  # noqa: SIM115 (kept open, closed by close())
             except OSError:
                 handle = None
         self._open[source] = handle
         while len(self._open) > OPEN_SOURCES:
             _, old = self._open.popitem(last=False)
             if old is not None:
-                os.close(old)
-        return handle
+                old.close()
+        return None if handle is None else handle.fileno()
 
     def close(self) -> None:
-        """Close the sources it holds open (also done when it is collected)."""
+        """Close the sources it holds open (a file object each: also closed when the reader is collected)."""
         while self._open:
             _, handle = self._open.popitem()
             if handle is not None:
-                os.close(handle)
-
-    def __del__(self) -> None:
-        try:
-            self.close()
-        except Exception:
-            pass
+                handle.close()
 
 
 # The longest line read back: add skips longer ones (sources.MAX_RECORD_BYTES), so a larger recorded
