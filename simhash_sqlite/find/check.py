@@ -369,22 +369,43 @@ class PairCheck:
 
         def exact(at: np.ndarray) -> np.ndarray:
             out = np.full(len(at), np.nan)
-            pairs, n = at.tolist(), 0
-            while n < len(pairs):
+            pairs = at.tolist()
+            order, n = _by_component(pairs, first, second), 0
+            while n < len(order):
                 # Texts read together, as many pairs as the cache holds (else what was read is gone before it is
                 # used), the second side only where the first is at hand.
-                part = pairs[n : n + shingles.room() // 2]
-                shingles.prefetch(first[i] for i in part)
-                shingles.prefetch(second[i] for i in part if shingles.entries.get(first[i]) is not None)
-                for i in part:
-                    sa = shingles(first[i])
-                    sb = None if sa is None else shingles(second[i])
+                part = order[n : n + shingles.room() // 2]
+                shingles.prefetch(first[pairs[p]] for p in part)
+                shingles.prefetch(second[pairs[p]] for p in part if shingles.entries.get(first[pairs[p]]) is not None)
+                for p in part:
+                    sa = shingles(first[pairs[p]])
+                    sb = None if sa is None else shingles(second[pairs[p]])
                     if sa is not None and sb is not None:
-                        out[n] = jaccard_of_sets(sa, sb)
-                    n += 1
+                        out[p] = jaccard_of_sets(sa, sb)
+                n += len(part)
             return out
 
         return exact
+
+
+def _by_component(pairs: list[int], first: list[str], second: list[str]) -> list[int]:
+    """Positions of the pairs (first[i], second[i]) grouped by the connected components of their keys, in order
+    within each: a family's texts are then read and shingled together, once, while the pairs come ordered by
+    their first document (whose family members lie anywhere in a crawl, and left the cache between visits)."""
+    parent: dict[str, str] = {}
+
+    def root(key: str) -> str:
+        while (up := parent.get(key, key)) != key:
+            parent[key] = parent.get(up, up)
+            key = up
+        return key
+
+    for i in pairs:
+        a, b = root(first[i]), root(second[i])
+        if a != b:
+            parent[a] = b
+    roots = [root(first[i]) for i in pairs]
+    return sorted(range(len(pairs)), key=roots.__getitem__)
 
 
 # Candidates are judged this many at a time at least (the LSH yields many small chunks: copies of one
