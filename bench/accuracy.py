@@ -2,15 +2,15 @@
 
     .venv/bin/python bench/accuracy.py HELD_OUT.jsonl ... [--originals 400] [--seed 5]
 
-Texts as in bench/quality.py (sections of real documents, each with one perturbed copy of every kind,
-fixed seed); truth: every pair whose exact 5-shingle Jaccard is >= 0.8 (quality.truth_pairs). Each
-language's texts are added to two index files in a temporary folder, one with --store-text and one
-without, and `index.dupes()` runs at its defaults (the check on: exact where texts are stored, the
-sketches' estimate where not; candidates from the sketches); and a third index without stored texts added
-from the texts written as a JSONL file, as `simq add` adds one: its lines are read again for the exact
-check. Side by side: the distance alone (`dupes --no-check`, k = 9), and datasketch MinHashLSH (128 permutations, threshold 0.8, the same
-shingles), its pairs as returned. Times are medians of --repeats runs (MinHashLSH: one run, signatures
-and LSH together); bytes per document: the index file after the add (with its WAL), over the documents.
+Texts as in bench/quality.py (sections of real documents, each with one perturbed copy of every kind, fixed
+seed); truth: every pair whose exact 5-shingle Jaccard is >= 0.8 (quality.truth_pairs). Each language's texts
+are added to two index files in a temporary folder, one with --store-text and one without, and `index.dupes()`
+runs at its defaults (the check on: exact where texts are stored, the sketches' estimate where not; candidates
+from the sketches); and a third index without stored texts added from the texts written as a JSONL file, as
+`simq add` adds one: its lines are read again for the exact check. Side by side: the distance alone (`dupes
+--no-check`, k = 9), and datasketch MinHashLSH (128 permutations, threshold 0.8, the same shingles), its pairs
+as returned. Times are medians of --repeats runs (MinHashLSH: one run, signatures and LSH together); bytes per
+document: the index file after the add (with its WAL), over the documents.
 """
 
 from __future__ import annotations
