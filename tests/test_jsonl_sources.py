@@ -154,13 +154,14 @@ def test_hostile_places_never_read_past_the_end_or_fail(runner, tmp_path):
     for key, (at, size) in zip(keys, hostile):
         conn.execute("UPDATE documents SET line_at = ?, line_bytes = ? WHERE key = ?", (at, size, key))
     conn.execute("UPDATE documents SET source = 99 WHERE key = ?", (keys[len(hostile)],))
+    conn.execute("UPDATE documents SET line_at = NULL WHERE key = ?", (keys[len(hostile) + 1],))  # not all three
     conn.close()
     checked = simq(runner, "integrity", "--db", db)
     assert checked.exit_code == 1 and "JSONL line is recorded wrongly" in checked.output
     got = pairs(runner, db)
     with SimhashIndex(db) as index:
         reader = TextReader(index)
-        for key in keys[: len(hostile) + 1]:
+        for key in keys[: len(hostile) + 2]:
             assert reader.row(key)[0] is None, key
         assert reader.row(keys[-1])[0] == texts[keys[-1]]
     assert "exact" in {r["checked_by"] for r in got.values()}

@@ -163,7 +163,7 @@ class TextReader:
                 lines.append((source, at, size, key, digest, short))
                 continue
             out[key] = (text_of(key, text, digest, self.index.key_root), short)
-        lines.sort(key=lambda line: (line[0], line[1]))
+        lines.sort(key=lambda line: (line[0], line[1] if type(line[1]) is int else -1))  # (NULL: a damaged row)
         for source, at, size, key, digest, short in lines:
             out[key] = (self._line(source, at, size, digest), short)
         return out
