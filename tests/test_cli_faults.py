@@ -22,15 +22,18 @@ WORDS = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu x
 
 
 def _damaged(tmp_path, documents=600):
-    """An index whose data pages in the middle hold random bytes (its schema page is intact)."""
+    """An index whose documents table has three leaf pages in its middle holding random bytes (its schema page
+    is intact): every search reads them (which pages they are depends on the schema's layout, so dbstat says)."""
     path = tmp_path / "damaged.db"
     rnd = random.Random(0)
     with SimhashIndex(path, create=True) as index:
         index.add(Document(f"doc{i}", " ".join(rnd.choice(WORDS) for _ in range(60))) for i in range(documents))
-    middle = os.path.getsize(path) // 4096 // 2
+        leaves = [page for (page,) in index.conn.execute(
+            "SELECT pageno FROM dbstat WHERE name = 'documents' AND pagetype = 'leaf' ORDER BY pageno")]
+    middle = len(leaves) // 2
     with open(path, "r+b") as handle:
-        for page in range(middle, middle + 3):
-            handle.seek(page * 4096)
+        for page in leaves[middle : middle + 3]:
+            handle.seek((page - 1) * 4096)
             handle.write(random.Random(page).randbytes(4096))
     return path
 

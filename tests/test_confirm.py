@@ -280,17 +280,23 @@ def test_files_edited_or_gone_after_add_are_judged_by_their_sketches(runner, tmp
     assert table.exit_code == 0 and " - " in table.stdout  # the unchecked row's jaccard cell
 
 
-def test_jsonl_without_store_text_is_judged_by_the_sketches(runner, stored, tmp_path):
-    """(Before sketches this test asserted that such an index is judged by distance alone.)"""
+def test_jsonl_without_store_text_is_checked_from_its_lines_then_by_the_sketches(runner, stored, tmp_path):
+    """(Before sketches this test asserted that such an index is judged by distance alone; before migration 0006,
+    by the sketches.) The JSONL file's lines are read again: exact; once it is gone, the estimate."""
     _, docs, fps = stored
     source = tmp_path / "docs.jsonl"
     source.write_text("".join(json.dumps({"id": k, "text": t}) + "\n" for k, t in docs.items()), encoding="utf-8")
     db = tmp_path / "plain.db"
     assert simq(runner, "add", "--db", db, source).exit_code == 0
+    at_hand = [json.loads(x) for x in simq(runner, "dupes", "--db", db, "--format", "jsonl").stdout.splitlines()]
+    want_all, _ = reference(docs, fps, 64)
+    assert {r["checked_by"] for r in at_hand} == {"exact"}
+    for r in at_hand:
+        assert r["jaccard"] == pytest.approx(brute_jaccard(docs[r["first"]], docs[r["second"]]), abs=1e-4)
+    source.unlink()
     confirmed = simq(runner, "dupes", "--db", db, "--format", "jsonl")
     rows = [json.loads(x) for x in confirmed.stdout.splitlines()]
     sketches = {key: sketch(text) for key, text in docs.items()}
-    want_all, _ = reference(docs, fps, 64)
     for r in rows:
         assert r["checked_by"] == "estimated" and r["checked"] is True
         assert r["jaccard"] == pytest.approx(estimate_jaccard(sketches[r["first"]], sketches[r["second"]]), abs=1e-4)

@@ -17,6 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_cli import assert_clean_error, simq
+from test_jsonl_sources import WITHOUT_SOURCES
 from unprivileged import run_unprivileged
 from web_helpers import corpus, stored_index, web_extra
 
@@ -290,7 +291,7 @@ def test_an_older_index_without_the_labels_tables_is_refused_read_only_in_one_li
     stored_index(db)
     conn = apsw.Connection(str(db))  # a version-3 file, as simq made it before labels and short texts
     conn.execute("DROP TABLE labels; DROP TABLE keepers; ALTER TABLE documents DROP COLUMN short_text; "
-                 "PRAGMA user_version = 3")
+                 f"{WITHOUT_SOURCES} PRAGMA user_version = 3")
     conn.close()
     assert integrity_check(db).ok
     folder = tmp_path / "locked"

@@ -10,6 +10,7 @@ import random
 import apsw
 import pytest
 from test_cli import simq
+from test_jsonl_sources import WITHOUT_SOURCES
 
 from simhash_sqlite import Document, SimhashIndex
 from simhash_sqlite.core.shingles import fold_space, jaccard, shingle_set
@@ -180,7 +181,7 @@ def older_index(path, texts: dict[str, str]) -> None:
         index.add(Document(key, text) for key, text in texts.items())
     conn = apsw.Connection(str(path))
     last = max(number for number, _, _ in migrations() if number < 5)
-    conn.execute("ALTER TABLE documents DROP COLUMN short_text")
+    conn.execute(WITHOUT_SOURCES + "ALTER TABLE documents DROP COLUMN short_text")
     conn.execute("DELETE FROM simhash_meta WHERE key = 'short_texts'")
     conn.pragma("user_version", last)
     conn.close()

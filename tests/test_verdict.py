@@ -1,8 +1,10 @@
 """One verdict everywhere (find/verdict.py decide()): every pair `simq dupes` reports gets the same Jaccard,
 checked_by, certainty and verdict from every other surface: the library's near and explain, the CLI's
 near, explain and dupes, `simq dedup --dupes`, the web pages (search and pair, through `simq serve`) and
-SQL's simhash_near. On an index with stored texts, one added from JSONL without them, and one of files
-deleted after the add. dedup has both texts of every pair, so its drops carry the stored index's verdicts."""
+SQL's simhash_near. On an index with stored texts, one added from JSONL without them whose file is still
+there (its lines are read again: exact, as stored texts), one whose JSONL file was moved away after the add,
+and one of files deleted after the add. dedup has both texts of every pair, so its drops carry the stored
+index's verdicts."""
 
 from __future__ import annotations
 
@@ -47,8 +49,8 @@ def _corpus() -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def indexes(tmp_path_factory):
-    """{kind: (db, keys by name)} for an index storing texts, one of JSONL without texts, and one of
-    files deleted after the add; and the JSONL file."""
+    """{kind: (db, keys by name)} for an index storing texts, one of JSONL without texts ("lines": the file
+    still there; "jsonl": moved away after the add), and one of files deleted after the add; and the JSONL file."""
     docs = _corpus()
     root = tmp_path_factory.mktemp("verdict")
     jsonl = root / "corpus.jsonl"
@@ -57,8 +59,14 @@ def indexes(tmp_path_factory):
     stored = root / "stored.db"
     assert simq("add", str(jsonl), "--db", str(stored), "--store-text").exit_code == 0
     made["stored"] = (stored, {k: k for k in docs})
+    lines = root / "lines.db"
+    assert simq("add", str(jsonl), "--db", str(lines)).exit_code == 0
+    made["lines"] = (lines, {k: k for k in docs})
+    moved = root / "moved.jsonl"
+    shutil.copy(jsonl, moved)
     bare = root / "jsonl.db"
-    assert simq("add", str(jsonl), "--db", str(bare)).exit_code == 0
+    assert simq("add", str(moved), "--db", str(bare)).exit_code == 0
+    moved.unlink()  # its lines out of reach: the sketches' estimate
     made["jsonl"] = (bare, {k: k for k in docs})
     folder = root / "files"
     folder.mkdir()
@@ -93,14 +101,14 @@ def _dupes(db: Path, *options: str) -> dict[frozenset, dict]:
     return {frozenset((r["first"], r["second"])): r for r in rows}
 
 
-@pytest.mark.parametrize("kind", ["stored", "jsonl", "gone"])
+@pytest.mark.parametrize("kind", ["stored", "lines", "jsonl", "gone"])
 def test_every_surface_gives_each_dupes_pair_the_same_verdict(indexes, kind):
     made, docs, _ = indexes
     db, names = made[kind]
     pairs = _dupes(db)
     assert len(pairs) > 20
     kinds = {r["checked_by"] for r in pairs.values()}
-    if kind == "stored":
+    if kind in ("stored", "lines"):
         assert kinds == {"exact"}  # where both texts are at hand the exact Jaccard decides, sure estimate or not
     else:  # only two short texts are exact: their exact data is kept (core/short_texts.py)
         assert {r["checked_by"] for r in pairs.values() if not _short_pair(r, names, docs)} == {"estimated"}
@@ -158,7 +166,7 @@ def test_dedup_drops_carry_the_verdict_dupes_gives_the_pair(indexes, tmp_path):
         assert _key({**row, "duplicate": True}) == _key(pair) and row["checked_by"] == "exact"
 
 
-@pytest.mark.parametrize("kind", ["stored", "jsonl"])
+@pytest.mark.parametrize("kind", ["stored", "lines", "jsonl"])
 def test_uncertain_lists_exactly_the_unsure_verdicts(indexes, kind):
     made, _, _ = indexes
     db = made[kind][0]
@@ -169,7 +177,7 @@ def test_uncertain_lists_exactly_the_unsure_verdicts(indexes, kind):
     assert kept == {p for p, r in pairs.items() if r["certainty"] < CERTAIN}
     for pair in kept:
         assert _key(listed[pair]) == _key(pairs[pair])
-    if kind == "stored":  # texts settle every unsure estimate
+    if kind in ("stored", "lines"):  # texts settle every unsure estimate
         assert not listed
     else:
         assert any(not r["duplicate"] for r in listed.values())  # just below the line, listed for review
@@ -184,7 +192,7 @@ _WORDS = {"exact Jaccard": "exact", "estimated Jaccard (stored sketch)": "estima
 
 
 @pytest.mark.skipif(not WEB, reason="the web pages need the [web] extra")
-@pytest.mark.parametrize("kind", ["stored", "jsonl"])
+@pytest.mark.parametrize("kind", ["stored", "lines", "jsonl"])
 def test_the_web_pages_give_each_dupes_pair_the_same_verdict(indexes, kind, tmp_path):
     from web_helpers import get, serving
 
@@ -211,7 +219,7 @@ def test_the_web_pages_give_each_dupes_pair_the_same_verdict(indexes, kind, tmp_
             assert abs(float(m[2]) - row["jaccard"]) < 6e-4 and abs(float(m[4]) - row["certainty"]) < 6e-4
 
 
-@pytest.mark.parametrize("kind", ["stored", "jsonl", "gone"])
+@pytest.mark.parametrize("kind", ["stored", "lines", "jsonl", "gone"])
 def test_near_many_clusters_the_pair_page_and_the_library_dedup_give_each_pair_the_same_verdict(indexes, kind):
     """The surfaces the test above does not walk: near_many, the cluster page's members against their
     representative, the web pair page's data (pages.pair_view) and dedup() in the library."""

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from ..core.shingles import jaccard_of_sets, shingle_set
 from ..errors import InvalidArgument, InvalidInput
 from ..index import SimhashIndex
-from ..store.texts import stored_text
+from ..store.texts import TextReader
 from .explain import estimated_jaccard
 
 DEFAULT_MAX_K = 16
@@ -71,10 +71,12 @@ def calibrate(
     seen: set[tuple[str, str]] = set()
     shingles: dict[str, object] = {}
     queried = without_text = 0
+    texts = TextReader(index)  # one for the run: JSONL sources stay open between keys
 
     def shingles_of(key):
         if key not in shingles:
-            text = stored_text(index, key)
+            found = texts.row(key)
+            text = None if found is None else found[0]
             shingles[key] = None if text is None else shingle_set(text)
         return shingles[key]
 

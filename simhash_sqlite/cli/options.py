@@ -61,8 +61,8 @@ CheckOption = Annotated[
     typer.Option(
         "--check/--no-check",
         help="Keep a candidate only if its 5-shingle Jaccard (of the normalised texts) reaches --threshold: exact "
-        "where both texts can be read (stored with --store-text, short texts' exact data, the unchanged files), "
-        "else estimated from the stored sketches; one without either is kept if within min(k, "
+        "where both texts can be read (stored with --store-text, short texts' exact data, unchanged files and JSONL "
+        "lines), else estimated from the stored sketches; one without either is kept if within min(k, "
         f"{RECOMMENDED_K}). Candidates the sketches are sure fall below it are dropped unread.",
     ),
 ]

@@ -82,7 +82,8 @@ def print_check_summary(
             "hint",
             f"{report.uncertain:,} verdict{'s rest' if report.uncertain != 1 else ' rests'} on an uncertain "
             "estimate, the texts being out of reach: list them with simq dupes --uncertain to review them, or add "
-            "the documents with --store-text for exact checks",
+            "the documents with --store-text, or again from files and JSONL files left where they are, for exact "
+            "checks",
         )
     if missing and hint:
         warn(

@@ -39,7 +39,7 @@ from ..core.sketch import DEFAULT_SCHEME, SketchScheme
 from ..errors import InvalidInput
 from ..store import texts
 from ..store.database import IndexFile
-from ..store.texts import key_path, text_of
+from ..store.texts import key_path
 from .arrays import DuplicatePair, keys_of, load_fingerprints
 from .bounded_pairs import BoundedPairs, needs_bound
 from .pairs import Progress, near_pairs
@@ -63,6 +63,8 @@ CACHE_BYTES = 256 << 20
 # What an entry costs besides its array (key, dict slot, array header): so a cache of keys whose text is
 # out of reach (None) is bounded too.
 ENTRY_BYTES = 256
+# What room() takes an entry to cost before any is cached (a page of about 8,000 characters).
+FIRST_ENTRY_BYTES = 64 << 10
 # All pairs by sketch LSH, where texts may be at hand: candidates whose estimate is this far below the
 # threshold still get the exact check (about 5 standard deviations of the estimate near 0.8).
 EXACT_MARGIN = 0.1
@@ -85,8 +87,7 @@ class ShingleCache:
         self.entries: OrderedDict[str, np.ndarray | None] = OrderedDict()
         self.bytes = 0
         self.sketches: OrderedDict[str, bytes | None] = OrderedDict()
-        short = "short_text" if index.short_texts.column else "NULL"
-        self._query = f"SELECT text, content_hash, {short} FROM documents WHERE key = ?"
+        self.texts = texts.TextReader(index)  # stored texts, unchanged files, JSONL lines; short texts' data
 
     def sketch(self, key: str) -> bytes | None:
         """The stored sketch of a key (None: none stored); the last SKETCHES_KEPT are kept."""
@@ -104,16 +105,31 @@ class ShingleCache:
         if key in self.entries:
             self.entries.move_to_end(key)
             return self.entries[key]
-        row = self.index.conn.execute(self._query, (key,)).get
-        text = None if row is None else text_of(key, row[0], row[1], self.index.key_root)
+        self._keep(key, self.texts.row(key))
+        return self.entries[key]
+
+    def room(self) -> int:
+        """How many keys' shingles fit in a quarter of the budget, by the average entry so far (at least 2)."""
+        average = self.bytes / len(self.entries) if self.entries else FIRST_ENTRY_BYTES
+        return max(2, int(self.max_bytes / 4 / max(average, ENTRY_BYTES)))
+
+    def prefetch(self, keys: Iterable[str]) -> None:
+        """The shingles of keys not yet cached, their texts read together (JSONL lines in file order)."""
+        missing = [key for key in keys if key not in self.entries]
+        if missing:
+            found = self.texts.rows(missing)
+            for key in dict.fromkeys(missing):
+                self._keep(key, found.get(key))
+
+    def _keep(self, key: str, row: tuple[str | None, bytes | None] | None) -> None:
+        text = None if row is None else row[0]
         # Else a short text's exact data (core/short_texts.py), where the index keeps it.
-        shingles = shingle_set(text) if text is not None else None if row is None else short_text_shingles(row[2])
+        shingles = shingle_set(text) if text is not None else None if row is None else short_text_shingles(row[1])
         self.entries[key] = shingles
         self.bytes += _cost(shingles)
         while self.bytes > self.max_bytes and len(self.entries) > 1:
             _, old = self.entries.popitem(last=False)
             self.bytes -= _cost(old)
-        return shingles
 
 
 SKETCHES_KEPT = 100_000
@@ -297,7 +313,8 @@ class DuplicateSearch:
             report.k, report.candidates_from = ANY_DISTANCE, "sketch"
             # Below the threshold too where an unsure estimate may be settled by the texts (stored, files, or
             # short texts' exact data, core/short_texts.py), or is listed.
-            wider = self.uncertain or self.index.store_text or short.any() or _any_file_key(conn, self.index.key_root)
+            wider = (self.uncertain or self.index.store_text or short.any() or texts.lines_recorded(conn)
+                     or _any_file_key(conn, self.index.key_root))
             low = max(0.0, report.threshold - EXACT_MARGIN) if wider else report.threshold
             unsketched_pairs = _pairs_of_unsketched(values, unsketched, self.k)
             if bounded is not None:
@@ -386,14 +403,43 @@ class PairCheck:
 
         def exact(at: np.ndarray) -> np.ndarray:
             out = np.full(len(at), np.nan)
-            for n, i in enumerate(at.tolist()):
-                sa = shingles(first[i])
-                sb = None if sa is None else shingles(second[i])
-                if sa is not None and sb is not None:
-                    out[n] = jaccard_of_sets(sa, sb)
+            pairs = at.tolist()
+            order, n = _by_component(pairs, first, second), 0
+            while n < len(order):
+                # Texts read together, as many pairs as the cache holds (else what was read is gone before it is
+                # used), the second side only where the first is at hand.
+                part = order[n : n + shingles.room() // 2]
+                shingles.prefetch(first[pairs[p]] for p in part)
+                shingles.prefetch(second[pairs[p]] for p in part if shingles.entries.get(first[pairs[p]]) is not None)
+                for p in part:
+                    sa = shingles(first[pairs[p]])
+                    sb = None if sa is None else shingles(second[pairs[p]])
+                    if sa is not None and sb is not None:
+                        out[p] = jaccard_of_sets(sa, sb)
+                n += len(part)
             return out
 
         return exact
+
+
+def _by_component(pairs: list[int], first: list[str], second: list[str]) -> list[int]:
+    """Positions of the pairs (first[i], second[i]) grouped by the connected components of their keys, in order
+    within each: a family's texts are then read and shingled together, once, while the pairs come ordered by
+    their first document (whose family members lie anywhere in a crawl, and left the cache between visits)."""
+    parent: dict[str, str] = {}
+
+    def root(key: str) -> str:
+        while (up := parent.get(key, key)) != key:
+            parent[key] = parent.get(up, up)
+            key = up
+        return key
+
+    for i in pairs:
+        a, b = root(first[i]), root(second[i])
+        if a != b:
+            parent[a] = b
+    roots = [root(first[i]) for i in pairs]
+    return sorted(range(len(pairs)), key=roots.__getitem__)
 
 
 # Candidates are judged this many at a time at least (the LSH yields many small chunks: copies of one

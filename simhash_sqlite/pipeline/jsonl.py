@@ -29,7 +29,7 @@ from ..core.short_texts import (
 from ..core.sketch import DEFAULT_SCHEME, SketchScheme
 from ..errors import InvalidInput
 from ..native import documents as native_documents
-from ..store.texts import content_hash_of_utf8
+from ..store.texts import SourceFile, content_hash_of_utf8
 
 
 @dataclass(frozen=True)
@@ -80,6 +80,8 @@ class LineChunk:
     overlong: tuple[int, ...] = ()  # lines just before it, skipped as too long
     path: str = ""  # the input's name in messages and path:line keys
     error: str | None = None  # the input could not be opened: why
+    offset: int = 0  # where data begins in the input
+    source: SourceFile | None = None  # the file its lines can be read from again (None: stdin, not for an index)
 
 
 def parse_record(raw: bytes, rules: RecordRules) -> tuple[bool, str | None, str | None, str | None]:

@@ -40,8 +40,8 @@ from ..core.sketch import DEFAULT_SCHEME, SketchScheme
 from ..errors import InvalidArgument, InvalidInput
 from ..index import SimhashIndex
 from ..store import texts
-from ..store.documents import Document, FingerprintedBatch, FingerprintedDocument, fingerprinted
-from ..store.texts import content_hash
+from ..store.documents import Document, FingerprintedBatch, FingerprintedDocument, LineAt, fingerprinted
+from ..store.texts import SourceFile, content_hash
 from .jsonl import ChunkRecords, LineChunk, RecordRules, native_path, parse_record, read_line_chunk
 
 BINARY_SNIFF_BYTES = 8192
@@ -409,7 +409,9 @@ class Reader:
             scheme=self.sketch_scheme if for_index else DEFAULT_SCHEME,
             short_texts=sketches and settings is not None and not store_text,
         )
-        tasks = ((chunk, rules) for chunk in self._line_chunks(inputs))
+        # Where each record's line is, for an index that does not store texts: it reads them again (store/texts.py).
+        lines_at = settings is not None and for_index and not store_text
+        tasks = ((chunk, rules) for chunk in self._line_chunks(inputs, lines_at))
         done: Iterator[tuple[tuple[LineChunk, RecordRules], ChunkRecords]]
         if settings is None:  # the texts themselves are wanted: nothing to gain from copying them back
             done = ((task, read_line_chunk(task)) for task in tasks)
@@ -442,7 +444,7 @@ class Reader:
         batch = FingerprintedBatch(
             keys, records.fingerprints, records.lengths, records.hashes or [b""] * count,
             records.sketches or [None] * count, records.short_texts or [None] * count,
-            list(records.texts) if records.texts is not None else None,
+            list(records.texts) if records.texts is not None else None, _lines_at(chunk, records),
         )  # fmt: skip
         if all(first):
             return batch
@@ -451,6 +453,7 @@ class Reader:
             [batch.keys[i] for i in kept], [batch.fingerprints[i] for i in kept], [batch.lengths[i] for i in kept],
             [batch.content_hashes[i] for i in kept], [batch.sketches[i] for i in kept],
             [batch.short_texts[i] for i in kept], None if batch.texts is None else [batch.texts[i] for i in kept],
+            None if batch.lines is None else [batch.lines[i] for i in kept],
         )  # fmt: skip
 
     def _chunk_documents(
@@ -471,6 +474,7 @@ class Reader:
         sketches = records.sketches or [None] * count
         shorts = records.short_texts or [None] * count
         fingerprints, lengths, starts, ends = records.fingerprints, records.lengths, records.starts, records.ends
+        places = _lines_at(chunk, records) or [None] * count
         plain = rules.settings is None
         for i, line in enumerate(records.lines):
             while skip is not None and skip[0] < line:
@@ -487,7 +491,8 @@ class Reader:
                 assert text is not None, "without settings read_chunk returns every text"
                 yield Document(keys[i], text), raw
                 continue
-            yield fingerprinted(keys[i], fingerprints[i], lengths[i], hashes[i], sketches[i], texts[i], shorts[i]), raw
+            yield fingerprinted(keys[i], fingerprints[i], lengths[i], hashes[i], sketches[i], texts[i], shorts[i],
+                                places[i]), raw
         while skip is not None:
             self._skipped_line(f"{path}:{chunk.first_line + skip[0]}", skip)
             skip = next(skips, None)
@@ -502,26 +507,41 @@ class Reader:
         self.first_keyed_by_line = self.first_keyed_by_line or where
         return where
 
-    def _line_chunks(self, inputs: Iterable[tuple[str, object]]) -> Iterator[LineChunk]:
+    def _line_chunks(self, inputs: Iterable[tuple[str, object]], lines_at: bool = False) -> Iterator[LineChunk]:
         """Each input's whole lines in chunks of about CHUNK_BYTES (an input that could not be opened:
-        an empty chunk with the reason)."""
+        an empty chunk with the reason). lines_at: chunks of a regular file name it as their source (where
+        an index finds their lines again, store/texts.py)."""
         for path, handle in inputs:
             if isinstance(handle, str):
                 yield LineChunk(b"", 1, 0, path=path, error=handle)
             else:
-                yield from self._handle_chunks(handle, path)
+                yield from self._handle_chunks(handle, path, self._source(handle, path) if lines_at else None)
 
-    def _handle_chunks(self, handle, path: str) -> Iterator[LineChunk]:
+    def _source(self, handle, path: str) -> SourceFile | None:
+        """The SourceFile of an opened JSONL file, keyed as files are (path_key); None for anything that
+        cannot be read again at an offset (stdin, a pipe or device)."""
+        try:
+            info = os.fstat(handle.fileno())
+        except (OSError, AttributeError, ValueError):
+            return None
+        if not stat.S_ISREG(info.st_mode):
+            return None
+        name = path if self.key_root is None else path_key(path, self.key_root)
+        return SourceFile(name, info.st_size, info.st_mtime_ns, self.text_field, self.encoding, self.errors)
+
+    def _handle_chunks(self, handle, path: str, source: SourceFile | None = None) -> Iterator[LineChunk]:
         """A stream's whole lines in chunks of about CHUNK_BYTES. A line longer than MAX_RECORD_BYTES is
         skipped here without being held (noted in the next chunk), so memory stays bounded."""
         read = handle.read  # whole chunks also from a pipe (read1 gives 64 KiB there: more passes, ~6% more CPU)
         number = 1  # the number of the next line to begin
         parts: list[bytes] = []  # a line begun and not yet ended
         held = size = 0  # bytes in parts; bytes read since the last chunk
+        total = 0  # bytes read from the stream
         overlong: list[int] = []
         skipping = False  # inside an overlong line: reading on to its end
         while block := read(CHUNK_BYTES):
             size += len(block)
+            total += len(block)
             if skipping:
                 end = block.find(b"\n")
                 if end < 0:
@@ -537,11 +557,11 @@ class Reader:
                 continue
             data = b"".join((*parts, block[: last + 1]))
             parts, held = [block[last + 1 :]], len(block) - last - 1
-            yield LineChunk(data, number, size, tuple(overlong), path)
+            yield LineChunk(data, number, size, tuple(overlong), path, offset=total - held - len(data), source=source)
             number += int(np.count_nonzero(np.frombuffer(data, dtype=np.uint8) == 10))  # 10x data.count(b"\n")
             size, overlong = 0, []
         if held or size or overlong:
-            yield LineChunk(b"".join(parts), number, size, tuple(overlong), path)
+            yield LineChunk(b"".join(parts), number, size, tuple(overlong), path, offset=total - held, source=source)
 
     def _places(self, path: str, first_line: int, lines: list[int]) -> list[int]:
         """Each record's place as a number (its input's number << PLACE_BITS | its line): what the table of ids
@@ -601,6 +621,15 @@ class Reader:
         if len(self.skipped) < KEPT_SKIPS:
             self.skipped.append(Skipped(where, reason, named))
         return None
+
+
+def _lines_at(chunk: LineChunk, records: ChunkRecords) -> list[LineAt | None] | None:
+    """Where each record's line is in the chunk's source file (None: the chunk names none)."""
+    source = chunk.source
+    if source is None:
+        return None
+    offset = chunk.offset
+    return [(source, offset + start, end - start) for start, end in zip(records.starts, records.ends)]
 
 
 def size_text(count: int) -> str:

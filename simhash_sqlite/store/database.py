@@ -33,8 +33,9 @@ LOCK_WAIT_SECONDS = 120.0
 QUICK_CHECK_SECONDS = 2.0
 # Migrations that only add tables of their own, which the code reads as empty when they are missing: a
 # file without them (made by an older version) is still read, read-only, without the upgrade it cannot
-# take. Written to, it is migrated as always.
-OPTIONAL_MIGRATIONS = frozenset({"labels"})
+# take. Written to, it is migrated as always. (sources also adds documents' line columns: store/texts.py
+# reads them only where the table is there.)
+OPTIONAL_MIGRATIONS = frozenset({"labels", "sources"})
 
 
 class IndexFile(Protocol):

@@ -5,6 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..core.short_texts import SHORT_TEXT_BYTES, SHORT_TEXT_MOST
+from .texts import SourceFile
+
+# Where a JSONL record's line is: (its file, the line's first byte, its bytes with the newline), so that its text
+# can be read again for an exact check (store/texts.py TextReader).
+LineAt = tuple[SourceFile, int, int]
 
 
 @dataclass(frozen=True)
@@ -28,6 +33,7 @@ class FingerprintedDocument:
     sketch: bytes | None = None  # sketch.sketch() of the text, when the reader made one
     text: str | None = None  # the text, for an index that stores texts (never one streamed in pieces)
     short_text: bytes | None = None  # short_texts.short_text_data() of a short text, when the reader made it
+    line: LineAt | None = None  # a JSONL record's line in a file that can be read again (not stdin)
 
 
 @dataclass
@@ -42,6 +48,7 @@ class FingerprintedBatch:
     sketches: list[bytes | None]
     short_texts: list[bytes | None]
     texts: list[str | None] | None = None  # for an index that stores texts
+    lines: list[LineAt | None] | None = None  # where each record's line is (None: nowhere to read it again)
 
     def __len__(self) -> int:
         return len(self.keys)
@@ -52,15 +59,17 @@ class FingerprintedBatch:
             self.keys[start:end], self.fingerprints[start:end], self.lengths[start:end],
             self.content_hashes[start:end], self.sketches[start:end], self.short_texts[start:end],
             None if self.texts is None else self.texts[start:end],
+            None if self.lines is None else self.lines[start:end],
         )  # fmt: skip
 
     def documents(self) -> list[FingerprintedDocument]:
         """One FingerprintedDocument per row, for a consumer that wants objects."""
         texts = self.texts if self.texts is not None else [None] * len(self.keys)
+        lines = self.lines if self.lines is not None else [None] * len(self.keys)
         return [
             fingerprinted(*row)
             for row in zip(self.keys, self.fingerprints, self.lengths, self.content_hashes, self.sketches, texts,
-                           self.short_texts)
+                           self.short_texts, lines)
         ]  # fmt: skip
 
 
@@ -69,10 +78,13 @@ def joined(batches: list[FingerprintedBatch]) -> FingerprintedBatch:
     if len(batches) == 1:
         return batches[0]
     texts = None if any(b.texts is None for b in batches) else [t for b in batches for t in b.texts or ()]
+    lines = None
+    if any(b.lines is not None for b in batches):
+        lines = [line for b in batches for line in (b.lines if b.lines is not None else [None] * len(b))]
     return FingerprintedBatch(
         [k for b in batches for k in b.keys], [f for b in batches for f in b.fingerprints],
         [n for b in batches for n in b.lengths], [h for b in batches for h in b.content_hashes],
-        [s for b in batches for s in b.sketches], [s for b in batches for s in b.short_texts], texts,
+        [s for b in batches for s in b.sketches], [s for b in batches for s in b.short_texts], texts, lines,
     )  # fmt: skip
 
 
@@ -81,13 +93,13 @@ _new = object.__new__
 
 def fingerprinted(
     key: str, fingerprint: int | None, length: int, content_hash: bytes, sketch: bytes | None, text: str | None,
-    short_text: bytes | None,
+    short_text: bytes | None, line: LineAt | None = None,
 ) -> FingerprintedDocument:
     """FingerprintedDocument(...), the same object, made without the frozen dataclass's __init__ (an
     object.__setattr__ a field: 4 times the cost, paid once a JSONL record by the reading process)."""
     document = _new(FingerprintedDocument)
     document.__dict__.update(key=key, fingerprint=fingerprint, length=length, content_hash=content_hash,
-                             sketch=sketch, text=text, short_text=short_text)
+                             sketch=sketch, text=text, short_text=short_text, line=line)
     return document
 
 

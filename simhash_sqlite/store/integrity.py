@@ -28,11 +28,13 @@ from .database import (
 )
 from .labels import label_problems
 from .meta import clusters_record_problem, meta_problems
+from .texts import key_path
 
 SHOWN = 5  # offending keys listed per failed check
 SKETCH_SCHEMA = 3  # the migration that added documents.sketch
 LABELS_SCHEMA = 4  # the migration that added the labels and keepers tables
 SHORT_TEXT_SCHEMA = 5  # the migration that added documents.short_text
+SOURCES_SCHEMA = 6  # the migration that added sources and documents' JSONL lines
 
 
 @dataclass(frozen=True)
@@ -112,6 +114,8 @@ def _check_index(path: str, rehash: bool, on_progress) -> IntegrityReport:
             _step(report, "sketches", lambda: _check_sketches(conn, report))
         _step(report, "short texts", lambda: _check_short_texts(conn, report, version, store_text))
         _step(report, "clusters", lambda: _check_clusters(conn, report))
+        if version >= SOURCES_SCHEMA:
+            _step(report, "jsonl lines", lambda: _check_lines(conn, report))
         if version >= LABELS_SCHEMA:
             _step(report, "labels", lambda: report.add("labels", *label_problems(conn)))
         if rehash:
@@ -300,6 +304,32 @@ def _check_sketches(conn: apsw.Connection, report: IntegrityReport) -> None:
     problems = [f"{len(wrong)} document(s) whose sketch is not {scheme.nbytes} bytes: {_keys(wrong)}"] if wrong else []
     detail = f"{scheme.describe()}; {missing:,} document(s) with a fingerprint but no sketch (checked by distance)"
     report.add("sketches", problems, detail)
+
+
+def _check_lines(conn: apsw.Connection, report: IntegrityReport) -> None:
+    """A JSONL document's line (migration 0006) names a sources row, at an offset >= 0, of at least one byte, all
+    three set or none, and only where no text is stored. The files themselves may have gone or changed: said, not a
+    problem (their documents are estimated)."""
+    wrong = conn.execute(
+        "SELECT key FROM documents WHERE (source IS NULL) + (line_at IS NULL) + (line_bytes IS NULL) NOT IN (0, 3) "
+        "OR (source IS NOT NULL AND (line_at < 0 OR line_bytes < 1 OR text IS NOT NULL "
+        "OR source NOT IN (SELECT id FROM sources))) ORDER BY id LIMIT 1000"
+    ).fetchall()
+    count = conn.execute("SELECT count(*) FROM documents WHERE source IS NOT NULL").get
+    root = dict(conn.execute("SELECT key, value FROM simhash_meta")).get("key_root")
+    changed = 0
+    files = conn.execute("SELECT path, size, mtime_ns FROM sources").fetchall()
+    for path, size, mtime in files:
+        try:
+            info = os.stat(key_path(str(path), root if isinstance(root, str) else None))
+            changed += (info.st_size, info.st_mtime_ns) != (size, mtime)
+        except (OSError, TypeError, ValueError):
+            changed += 1
+    problems = [f"{len(wrong)} document(s) whose JSONL line is recorded wrongly: {_keys(wrong)}"] if wrong else []
+    fine = f"{count:,} document(s) whose JSONL line is recorded, in {len(files):,} file(s)"
+    if changed:
+        fine += f"; {changed:,} of the files changed or gone since they were added (their lines are checked by hash)"
+    report.add("jsonl lines", problems, fine)
 
 
 def _check_short_texts(conn: apsw.Connection, report: IntegrityReport, version: int, store_text: bool | None) -> None:

@@ -1,11 +1,17 @@
-"""The text behind a stored key, for exact checks: the copy kept in the index (--store-text), or the
-file at the key's path when it still holds what was indexed (same content hash)."""
+"""The text behind a stored key, for exact checks: the copy kept in the index (--store-text), the file at
+the key's path, or the JSONL line it was added from (its source, offset and length, migration 0006), when
+that still holds what was indexed (the same content hash: an edited, moved or truncated file gives None)."""
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
-from typing import TYPE_CHECKING
+import stat
+from collections import OrderedDict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, BinaryIO
 
 # Texts up to READ_WHOLE_BYTES (core/rule.py) are read whole (by add, and here for a check); larger ones are
 # fingerprinted in pieces and never held whole, so a check cannot compare them: judged by distance alone.
@@ -27,12 +33,14 @@ def content_hash_of_utf8(utf8: bytes) -> bytes:
 
 
 def stored_text(index: IndexFile, key: str) -> str | None:
-    """The indexed text of `key`, or None when neither a stored copy nor the unchanged file exists."""
-    row = index.conn.execute("SELECT text, content_hash FROM documents WHERE key = ?", (key,)).get
-    if row is None:
-        return None
-    text, digest = row
-    return text_of(key, text, digest, index.key_root)
+    """The indexed text of `key`, or None when neither a stored copy nor the unchanged file or JSONL line
+    exists."""
+    reader = TextReader(index)
+    try:
+        found = reader.row(key)
+    finally:
+        reader.close()
+    return None if found is None else found[0]
 
 
 def key_path(key: str, root: str | None) -> str:
@@ -59,3 +67,179 @@ def text_of(key: str, text: str | None, digest: bytes | None, root: str | None =
     except (OSError, UnicodeDecodeError):
         return None
     return on_disk if content_hash(on_disk) == digest else None
+
+
+@dataclass(frozen=True)
+class SourceFile:
+    """A JSONL file documents were added from, as the index records it (table sources): path relative to
+    the index's key_root when inside it, else absolute (as file keys are); its size and modification time
+    when it was read; the rules its lines were read by (simq add's --text-field, --encoding, --errors)."""
+
+    path: str
+    size: int
+    mtime_ns: int
+    text_field: str = "text"
+    encoding: str = "utf-8"
+    errors: str = "strict"
+
+
+def has_sources(conn) -> bool:
+    """The index records where JSONL documents' lines are (migration 0006; an older file opened read-only
+    has not got it)."""
+    return conn.execute("SELECT 1 FROM main.sqlite_schema WHERE type = 'table' AND name = 'sources'").get is not None
+
+
+def lines_recorded(conn) -> bool:
+    """Some documents were added from JSONL files whose lines the index can read again."""
+    return has_sources(conn) and conn.execute("SELECT 1 FROM sources LIMIT 1").get is not None
+
+
+def source_of(index: IndexFile, key: str) -> str | None:
+    """The path of the JSONL file a stored key was read from (key_path: from the index's key_root), or None."""
+    if not has_sources(index.conn):
+        return None
+    path = index.conn.execute(
+        "SELECT path FROM sources WHERE id = (SELECT source FROM documents WHERE key = ?)", (key,)
+    ).get
+    return key_path(path, index.key_root) if isinstance(path, str) else None
+
+
+def text_of_line(raw: bytes, source: SourceFile) -> str | None:
+    """The text field of one JSONL line read by the source's rules (pipeline.jsonl reads it the same way
+    for add), or None where the line is not such a record. The caller compares its content hash."""
+    try:
+        record = json.loads(raw.decode(source.encoding, source.errors))
+    except (UnicodeDecodeError, LookupError, ValueError, RecursionError):
+        return None
+    text = record.get(source.text_field) if type(record) is dict else None
+    return text if type(text) is str else None
+
+
+# JSONL files kept open while texts are read from them: a dupes run reads from one crawl file, or a few.
+OPEN_SOURCES = 8
+# Rows looked up at a time by TextReader.rows (one statement each: a dupes batch's keys in a few).
+ROWS_AT_ONCE = 4096
+
+
+class TextReader:
+    """The texts of stored documents by key, for exact checks: stored copies, unchanged files, and JSONL
+    lines (read with pread from files kept open, OPEN_SOURCES at most, in order of their offsets when many
+    are asked for at once). A line is accepted only when its text's content hash is the stored one; a
+    source that cannot be opened, a line past the file's end or not a record gives None, never an error.
+    The file of the index itself is never opened (closing a descriptor of it would drop SQLite's locks)."""
+
+    def __init__(self, index: IndexFile) -> None:
+        self.index = index
+        conn = index.conn
+        short = "short_text" if index.short_texts.column else "NULL"
+        self.lines = has_sources(conn)
+        place = "source, line_at, line_bytes" if self.lines else "NULL, NULL, NULL"
+        self._columns = f"key, text, content_hash, {short}, {place}"
+        self._sources: dict[int, SourceFile | None] | None = None
+        self._open: OrderedDict[int, BinaryIO | None] = OrderedDict()  # source id -> file (None: unreadable)
+        self._index_file = _file_id(conn.filename) if conn.filename else None
+
+    def row(self, key: str) -> tuple[str | None, bytes | None] | None:
+        """(text or None, short text data or None) of a key; None when the key is not stored."""
+        found = self.index.conn.execute(f"SELECT {self._columns} FROM documents WHERE key = ?", (key,)).get
+        return None if found is None else self._texts([found])[key]
+
+    def rows(self, keys: Iterable[str]) -> dict[str, tuple[str | None, bytes | None]]:
+        """row() of many keys (those not stored are left out), the JSONL lines read in file order."""
+        import apsw  # (here: a pool worker imports this module for content_hash alone)
+
+        wanted = list(dict.fromkeys(keys))
+        found: list[tuple] = []
+        for at in range(0, len(wanted), ROWS_AT_ONCE):
+            part = apsw.carray(tuple(wanted[at : at + ROWS_AT_ONCE]))
+            found += self.index.conn.execute(f"SELECT {self._columns} FROM documents WHERE key IN carray(?)", (part,))
+        return self._texts(found)
+
+    def _texts(self, found: list[tuple]) -> dict[str, tuple[str | None, bytes | None]]:
+        out: dict[str, tuple[str | None, bytes | None]] = {}
+        lines = []
+        for key, text, digest, short, source, at, size in found:
+            if text is None and source is not None and digest is not None:
+                lines.append((source, at, size, key, digest, short))
+                continue
+            out[key] = (text_of(key, text, digest, self.index.key_root), short)
+        lines.sort(key=lambda line: (line[0], line[1] if type(line[1]) is int else -1))  # (NULL: a damaged row)
+        for source, at, size, key, digest, short in lines:
+            out[key] = (self._line(source, at, size, digest), short)
+        return out
+
+    def _line(self, source: int, at, size, digest: bytes) -> str | None:
+        """The text of the line at (at, size) in the source, when its content hash is digest."""
+        if type(at) is not int or type(size) is not int or at < 0 or not 0 < size <= MAX_LINE_BYTES:
+            return None
+        handle = self._descriptor(source)
+        if handle is None:
+            return None
+        try:
+            raw = os.pread(handle, size, at)
+        except (OSError, OverflowError, ValueError):
+            return None
+        if len(raw) != size:  # past the end: the file is shorter than when it was added
+            return None
+        described = self._source(source)
+        text = None if described is None else text_of_line(raw, described)
+        if text is None or len(text) > READ_WHOLE_BYTES:  # a longer text was fingerprinted in pieces
+            return None
+        try:
+            return text if content_hash(text) == digest else None
+        except UnicodeEncodeError:  # (surrogatepass encodes every str; kept for safety)
+            return None
+
+    def _source(self, source: int) -> SourceFile | None:
+        if self._sources is None:
+            self._sources = {
+                number: SourceFile(path, size, mtime, field, encoding, errors)
+                for number, path, size, mtime, field, encoding, errors in self.index.conn.execute(
+                    "SELECT id, path, size, mtime_ns, text_field, encoding, errors FROM sources"
+                )
+                if isinstance(path, str) and isinstance(field, str) and isinstance(encoding, str)
+                and isinstance(errors, str)
+            }
+        return self._sources.get(source)
+
+    def _descriptor(self, source: int) -> int | None:
+        if source in self._open:
+            self._open.move_to_end(source)
+            handle = self._open[source]
+            return None if handle is None else handle.fileno()
+        described = self._source(source)
+        handle = None
+        if described is not None:
+            path = key_path(described.path, self.index.key_root)
+            try:
+                # Looked at before it is opened: the index's own file is never opened (nor closed) here.
+                if _file_id(path) != self._index_file and stat.S_ISREG(os.stat(path).st_mode):
+                    handle = open(path, "rb", buffering=0)  # noqa: SIM115 (kept open, closed by close())
+            except OSError:
+                handle = None
+        self._open[source] = handle
+        while len(self._open) > OPEN_SOURCES:
+            _, old = self._open.popitem(last=False)
+            if old is not None:
+                old.close()
+        return None if handle is None else handle.fileno()
+
+    def close(self) -> None:
+        """Close the sources it holds open (a file object each: also closed when the reader is collected)."""
+        while self._open:
+            _, handle = self._open.popitem()
+            if handle is not None:
+                handle.close()
+
+
+# The longest line read back: add skips longer ones (sources.MAX_RECORD_BYTES), so a larger recorded
+# length is not ours and is never allocated.
+MAX_LINE_BYTES = 128 << 20
+
+
+def _file_id(path: str) -> tuple[int, int] | None:
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    return info.st_dev, info.st_ino

@@ -21,8 +21,8 @@ from ..core.short_texts import short_text_data
 from ..core.sketch import SketchScheme
 from ..errors import InvalidArgument, InvalidInput
 from .database import build_search_indexes, bulk_load, drop_search_indexes, search_indexes, write_transaction
-from .documents import AddReport, Document, FingerprintedBatch, FingerprintedDocument, joined
-from .texts import content_hash
+from .documents import AddReport, Document, FingerprintedBatch, FingerprintedDocument, LineAt, joined
+from .texts import SourceFile, content_hash
 
 DEFAULT_BATCH_SIZE = 1000
 # add() without a batch size: documents are read 1000 at a time, but into a large index one transaction
@@ -89,6 +89,9 @@ class _PreparedBatch:
     lengths: list[int] = field(default_factory=list)  # of the changed documents, in order
     rows: list[tuple] | None = None  # a FingerprintedBatch's rows, made in _prepare_packed (no `changed`)
     rows_without_features: list[str] = field(default_factory=list)  # their keys without a fingerprint
+    # (_RELOCATE's parameters) unchanged documents whose JSONL line is recorded again: an index made before
+    # lines were, or a line that moved within its file
+    relocated: list[tuple] = field(default_factory=list)
 
 
 class _Commits:
@@ -128,6 +131,12 @@ class _Commits:
                 drop_search_indexes(self.writer.conn)
                 self.bulk = True
             self.writer.conn.executemany(_UPSERT, rows)
+        if prepared.relocated:  # no change of content: the clusters stay as they are
+            if self.open is None:
+                with write_transaction(self.writer.conn):
+                    self.writer.conn.executemany(_RELOCATE, prepared.relocated)
+            else:
+                self.writer.conn.executemany(_RELOCATE, prepared.relocated)
         _merge_counts(self.written, _batch_counts(prepared))
         self.documents += len(prepared.batch)
         # Batches with nothing to write (all unchanged) are reported at once when no transaction is open.
@@ -209,6 +218,7 @@ def _rows_of(batch: FingerprintedBatch, picked: list[int]) -> FingerprintedBatch
     return FingerprintedBatch(
         pick(batch.keys), pick(batch.fingerprints), pick(batch.lengths), pick(batch.content_hashes),
         pick(batch.sketches), pick(batch.short_texts), None if batch.texts is None else pick(batch.texts),
+        None if batch.lines is None else pick(batch.lines),
     )  # fmt: skip
 
 
@@ -265,12 +275,28 @@ def _check_keys(keys: Iterable[str]) -> None:
 
 
 _UPSERT = """
-INSERT INTO documents (key, fingerprint, b0, b1, b2, b3, length, content_hash, text, sketch, short_text)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+INSERT INTO documents (key, fingerprint, b0, b1, b2, b3, length, content_hash, text, sketch, short_text, source,
+    line_at, line_bytes)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (key) DO UPDATE SET
     fingerprint = excluded.fingerprint, b0 = excluded.b0, b1 = excluded.b1, b2 = excluded.b2,
     b3 = excluded.b3, length = excluded.length, content_hash = excluded.content_hash,
-    text = excluded.text, added_at = excluded.added_at, sketch = excluded.sketch, short_text = excluded.short_text
+    text = excluded.text, added_at = excluded.added_at, sketch = excluded.sketch, short_text = excluded.short_text,
+    source = excluded.source, line_at = excluded.line_at, line_bytes = excluded.line_bytes
+"""
+
+
+_SOURCE = """
+INSERT INTO sources (path, size, mtime_ns, text_field, encoding, errors) VALUES (?, ?, ?, ?, ?, ?)
+ON CONFLICT (path, text_field, encoding, errors) DO UPDATE SET size = excluded.size, mtime_ns = excluded.mtime_ns
+RETURNING id
+"""
+
+
+# An unchanged document's line, written only where it differs (a re-add of the same file writes nothing).
+_RELOCATE = """
+UPDATE documents SET source = ?, line_at = ?, line_bytes = ?
+WHERE key = ? AND (source IS NOT ? OR line_at IS NOT ? OR line_bytes IS NOT ?) AND text IS NULL
 """
 
 
@@ -279,7 +305,7 @@ INSERT INTO documents (key, fingerprint, b0, b1, b2, b3) VALUES (?, ?, ?, ?, ?, 
 ON CONFLICT (key) DO UPDATE SET
     fingerprint = excluded.fingerprint, b0 = excluded.b0, b1 = excluded.b1, b2 = excluded.b2,
     b3 = excluded.b3, length = NULL, content_hash = NULL, text = NULL, added_at = excluded.added_at, sketch = NULL,
-    short_text = NULL
+    short_text = NULL, source = NULL, line_at = NULL, line_bytes = NULL
 """
 
 def _fingerprint_rows(batch: list[tuple[str, int]]) -> list[tuple]:
@@ -351,6 +377,7 @@ class Writer:
     ) -> None:
         self.conn, self.path, self.settings = conn, path, settings
         self.sketch_scheme, self.store_text = sketch_scheme, store_text
+        self._sources: dict[SourceFile, int] = {}  # sources rows met in this add (_source_id)
 
     def add(
         self,
@@ -364,6 +391,7 @@ class Writer:
         if batch_size is not None:
             validate_batch_size(batch_size)
         report = AddReport()
+        self._sources = {}
         batches = _batches(iter(documents), batch_size or DEFAULT_BATCH_SIZE)
         commits = _Commits(self, report, batch_size, on_batch)
         # A pipeline of two batches: the next batch is read, hashed and handed to the pool's workers
@@ -409,6 +437,7 @@ class Writer:
         if pending is not None:
             known.update((key, pending.digests[key]) for key in batch_keys & pending.digests.keys())
         changed, added, updated, unchanged, new_keys = [], 0, 0, 0, set()
+        relocated: list[tuple] = []
         lengths: list[int] = []  # of the changed documents
         characters, plain = 0, []
         for doc in batch:
@@ -421,6 +450,8 @@ class Writer:
             stored = known.get(key)
             if stored == digest:
                 unchanged += 1
+                if isinstance(doc, FingerprintedDocument) and doc.line is not None and not self.store_text:
+                    relocated.append(self._relocation(key, doc.line))
                 continue
             if stored is not None or key in known:
                 updated += 1
@@ -438,6 +469,7 @@ class Writer:
         return _PreparedBatch(
             batch, changed, digests, fingerprints, added, updated, unchanged,
             new_keys=new_keys, data_version=data_version, characters=characters, lengths=lengths,
+            relocated=relocated,
         )
 
     def _prepare_packed(self, batch: FingerprintedBatch, pending: _PreparedBatch | None) -> _PreparedBatch:
@@ -449,15 +481,19 @@ class Writer:
         known = self._content_hashes(batch_keys)
         if pending is not None:
             known.update((key, pending.digests[key]) for key in batch_keys & pending.digests.keys())
+        relocated: list[tuple] = []
         if not known and len(batch_keys) == len(keys):  # all new
             chosen = batch
             added, updated, unchanged, new_keys = len(keys), 0, 0, batch_keys
         else:
             picked, added, updated, unchanged, new_keys = [], 0, 0, 0, set()
+            lines = batch.lines if batch.lines is not None and not self.store_text else None
             for i, (key, digest) in enumerate(zip(keys, hashes)):
                 stored = known.get(key, _ABSENT)
                 if stored == digest:
                     unchanged += 1
+                    if lines is not None and (line := lines[i]) is not None:
+                        relocated.append(self._relocation(key, line))
                     continue
                 if stored is _ABSENT:
                     added += 1
@@ -471,8 +507,13 @@ class Writer:
         return _PreparedBatch(
             batch, [], dict(zip(chosen.keys, chosen.content_hashes)), _NOTHING_TO_FINGERPRINT, added, updated,
             unchanged, new_keys=new_keys, data_version=data_version, characters=sum(lengths),
-            lengths=chosen.lengths, rows=rows, rows_without_features=without,
+            lengths=chosen.lengths, rows=rows, rows_without_features=without, relocated=relocated,
         )  # fmt: skip
+
+    def _relocation(self, key: str, line: LineAt) -> tuple:
+        """_RELOCATE's parameters for an unchanged document's line (where it is now, in the file added again)."""
+        source = self._source_id(line[0])
+        return source, line[1], line[2], key, source, line[1], line[2]
 
     def _packed_rows(self, batch: FingerprintedBatch) -> tuple[list[tuple], list[str]]:
         """The upsert rows of a FingerprintedBatch, built column by column; and the keys without a fingerprint."""
@@ -493,8 +534,33 @@ class Writer:
             texts, shorts = batch.texts, (None,) * count
         else:
             texts, shorts = (None,) * count, batch.short_texts  # (None where there is no fingerprint)
-        rows = list(zip(batch.keys, *columns, batch.lengths, batch.content_hashes, texts, batch.sketches, shorts))
+        rows = list(zip(batch.keys, *columns, batch.lengths, batch.content_hashes, texts, batch.sketches, shorts,
+                        *self._line_columns(batch.lines, count)))
         return rows, without
+
+    def _line_columns(self, lines: Sequence[LineAt | None] | None, count: int) -> list[Sequence[int | None]]:
+        """The (source, line_at, line_bytes) columns of a batch's lines (None: no line to read again, or an
+        index that stores its texts, which reads those)."""
+        if lines is None or self.store_text:
+            return [(None,) * count] * 3
+        ids = [self._source_id(line[0]) if line is not None else None for line in lines]
+        return [ids, [line[1] if line is not None else None for line in lines],
+                [line[2] if line is not None else None for line in lines]]
+
+    def _source_id(self, source: SourceFile) -> int:
+        """The sources row of a JSONL file (made, or its size and mtime brought up to date, once an add)."""
+        known = self._sources.get(source)
+        if known is None:
+            def record() -> int:
+                return self.conn.execute(_SOURCE, (source.path, source.size, source.mtime_ns, source.text_field,
+                                                   source.encoding, source.errors)).get
+            if self.conn.get_autocommit():
+                with write_transaction(self.conn):
+                    known = record()
+            else:  # inside the add's open transaction
+                known = record()
+            self._sources[source] = known
+        return known
 
     def _compared_again(self, prepared: _PreparedBatch, rows: list[tuple]) -> list[tuple]:
         """The rows of a prepared batch still to write, its counts corrected, compared with the index as it
@@ -548,7 +614,9 @@ class Writer:
                 elif doc.text is not None:
                     short = short_text_data(doc.text)
             text = doc.text if store_text else None
-            rows.append((doc.key, *fingerprint_columns, length, digest, text, sketch, short))
+            line = doc.line if isinstance(doc, FingerprintedDocument) and not store_text else None
+            place = (None, None, None) if line is None else (self._source_id(line[0]), line[1], line[2])
+            rows.append((doc.key, *fingerprint_columns, length, digest, text, sketch, short, *place))
         return rows
 
     def transaction_size(self) -> int:

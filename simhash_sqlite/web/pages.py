@@ -23,7 +23,7 @@ from ..find.chains import MemberVerdict, cluster_members
 from ..find.clusters import candidates_text, clustering_info
 from ..find.verdict import CheckSummary
 from ..index import SimhashIndex
-from ..store.texts import key_path
+from ..store.texts import key_path, source_of
 from .plots import SizeBand, cluster_sizes, distance_distribution, distance_png, size_bands
 
 # An uploaded file or pasted text larger than this is refused (the page holds it in memory).
@@ -218,6 +218,9 @@ def pair_view(index: SimhashIndex, a: str, b: str) -> PairView:
 def missing_text_reason(index: SimhashIndex, key: str) -> str:
     """Why a stored key's text cannot be shown."""
     where = "the index does not store texts" if not index.store_text else "its text was not stored"
+    source = source_of(index, key)
+    if source is not None:
+        return f"{where}, and its line in {source} has changed since it was indexed, or the file is gone"
     path = key_path(key, index.key_root)
     if os.path.isfile(path):
         return f"{where}, and the file {path} has changed since it was indexed"
