@@ -99,6 +99,11 @@ class ShingleCache:
             self.sketches.popitem(last=False)
         return self.sketches[key]
 
+    def may_read(self, key: str) -> bool:
+        """Whether a row that stores no text but a content hash may have it at hand: its file at the key's path
+        (store.texts.text_of's gate) or a text cached already. native_near asks before reading a row again."""
+        return key in self.entries or os.path.isfile(key_path(key, self.index.key_root))
+
     def __call__(self, key: str) -> np.ndarray | None:
         if key in self.entries:
             self.entries.move_to_end(key)

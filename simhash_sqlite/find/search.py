@@ -341,6 +341,11 @@ class Searcher:
             self._counted_rows = int(counts[0].sum())
         return self._counts
 
+    def needs_fingerprint(self) -> bool:
+        """Whether plan() depends on the query's fingerprint: the block counts are loaded (a batch met a hot
+        bucket), so a query's own buckets decide."""
+        return self._counts is not None
+
     def plan(self, k: int, fingerprint: int | None = None, checked: bool = False) -> Plan:
         """The plan near() uses for this k (and, when block counts are loaded, this fingerprint); checked:
         for a checked search (within(), which reads the matches' sketches too)."""
