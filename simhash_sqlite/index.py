@@ -11,7 +11,7 @@ from typing import Any, cast
 
 from .core.features import jieba_version
 from .core.fingerprint import BLOCKS, simhash, simhash_and_sketch_many, to_signed, to_unsigned
-from .core.settings import DEFAULT_THRESHOLD, FingerprintSettings
+from .core.settings import DEFAULT_THRESHOLD, FingerprintSettings, validate_k
 from .core.short_texts import SHORT_TEXT_MOST, short_text_scheme
 from .core.sketch import DEFAULT_SCHEME, SketchScheme, sketch_many
 from .errors import IndexNotFound, InvalidInput, SettingsMismatch
@@ -583,7 +583,7 @@ class SimhashIndex:
 
     def plan(self, k: int, fingerprint: int | None = None) -> Plan:
         """The plan near() would use for this k (and fingerprint, when block counts are known)."""
-        return self._searcher.plan(k, fingerprint)
+        return self._searcher.plan(validate_k(k), fingerprint)
 
     def _query_fingerprint(self, text: str | None, fingerprint: int | None, key: str | None) -> int:
         if sum(x is not None for x in (text, fingerprint, key)) != 1:

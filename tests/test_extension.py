@@ -482,7 +482,8 @@ def test_the_package_entry_point_gives_every_candidate_with_its_verdict(corpus, 
         elif i % 4 == 1:
             raw.execute("UPDATE documents SET short_text = ? WHERE key = ?", (rng.randbytes(rng.randint(0, 400)), key))
         elif i % 4 == 2:
-            raw.execute("UPDATE documents SET text = ?, content_hash = NULL WHERE key = ?", ("".join(chr(rng.randint(32, 0x2FFF)) for _ in range(rng.randint(0, 60))), key))
+            text = "".join(chr(rng.randint(32, 0x2FFF)) for _ in range(rng.randint(0, 60)))
+            raw.execute("UPDATE documents SET text = ?, content_hash = NULL WHERE key = ?", (text, key))
     raw.close()
     conn = extension_connection(path)
     verdicts = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)

@@ -32,7 +32,7 @@ from ..native.extension import ExtensionMissing, built_without, loadable_path
 from ..store import texts
 from .queries import Query
 from .search import Match, Plan, SearchResult
-from .verdict import CheckSummary, Verdict, judge
+from .verdict import CheckSummary, judge
 
 ENTRY_POINT = "sqlite3_simhash_package_init"  # registers simhash_near_verdicts only
 VERDICTS_SQL = (
@@ -112,7 +112,7 @@ class NativeNear:
                         again = judge(distance, estimate=jaccard if how == "estimated" else None, sure=certainty,
                                       exact=lambda: exact, threshold=threshold, k=k)
                         jaccard, how, certainty, keep = again.jaccard, again.checked_by, again.certainty, again.keeps
-            report.count(Verdict(bool(keep), jaccard, how, certainty))
+            report.count_one(bool(keep), how, certainty)
             if keep or certainty is None or certainty < CERTAIN:
                 matches.append(Match(key, stored & _MASK64, distance, jaccard, how, certainty, bool(keep)))
         matches.sort(key=lambda m: (m.distance, m.key))
