@@ -27,9 +27,10 @@ from ..core.rule import CERTAIN
 from ..core.settings import DEFAULT_THRESHOLD
 from ..core.shingles import jaccard_of_sets, shingle_set
 from ..errors import InvalidInput
-from ..native import NativeUnavailable, core
+from ..native import NativeUnavailable, core, mode
 from ..native.extension import ExtensionMissing, built_without, loadable_path
 from ..store import texts
+from .check import ShingleCache
 from .queries import Query
 from .search import Match, Plan, SearchResult
 from .verdict import CheckSummary, judge
@@ -74,15 +75,15 @@ class NativeNear:
         return True
 
     def search(
-        self, query: Query, k: int, threshold: float, limit: int | None, plan: Plan, shingles
+        self, query: Query, k: int, threshold: float, limit: int | None, plan: Plan, shingles: ShingleCache
     ) -> SearchResult | None:
         """The checked search of a text or a fingerprint by the probes of `plan`, or None where the reference
         path must answer (see the module's docstring). shingles: the search's check.ShingleCache."""
         text = query.text
         if query.key is not None or (text is None) == (query.fingerprint is None):  # the reference says what is wrong
             return None
-        if threshold != DEFAULT_THRESHOLD or plan.kind == "scan" or not self.usable():
-            return None
+        if threshold != DEFAULT_THRESHOLD or plan.kind == "scan" or not self.usable() or mode() == "python":
+            return None  # (the switch is read at every call, as the core's)
         argument = text if text is not None else to_signed(query.fingerprint)  # type: ignore[arg-type]
         try:
             rows: list[Any] = self.conn.execute(VERDICTS_SQL, (argument, k)).fetchall()

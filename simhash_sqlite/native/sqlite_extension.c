@@ -21,6 +21,10 @@
  * bit-identical to the Python reference; a setting the core does not compute (features "words": jieba)
  * and a text it declines are SQL errors that say so, never another fingerprint.
  *
+ * A second entry point, sqlite3_simhash_package_init, registers only simhash_near_verdicts: the same search
+ * with every candidate and its verdict, which the Python package runs in its own connection (find/native_near.py),
+ * so `simq near` and this table share one C path.
+ *
  * Safety: every argument is type-checked; wrong types, NULLs, huge texts, blobs of any length, a
  * tampered simhash_meta or missing tables give an SQL error (or NULL where the apsw side gives NULL),
  * never a read out of bounds. The extension only reads the database.
