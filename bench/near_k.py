@@ -12,9 +12,9 @@ near-copies). For each k:
   same file (`SELECT ... FROM simhash_near(?, k)`), one after the other for each query; the median CPU
   seconds a query of each (time.process_time: the machine is shared), and their ratio; and the package's
   near_many over all the queries at once (its bulk path), CPU seconds a query;
-- whole processes: `simq near --file Q --k k --format jsonl` and the stock `sqlite3` shell loading the
-  extension (`simq extension` prints its path) and running simhash_near(CAST(readfile(Q) AS TEXT), k), one
-  query, median of --repeat;
+- whole processes: `simq near --file Q --k k --format jsonl` (wall seconds, and its CPU seconds) and the stock
+  `sqlite3` shell loading the extension (`simq extension` prints its path) and running
+  simhash_near(CAST(readfile(Q) AS TEXT), k), one query, median of --repeat;
 - answers: the candidate sets agree exactly (simhash_near(q, k, 0) against near(check=False): keys and
   distances); the package's checked answer (which runs the extension's C code where it answers the same,
   find/native_near.py) equals its numpy reference path's (SearchResult: matches, verdicts, counts) and
@@ -31,6 +31,7 @@ import argparse
 import dataclasses
 import json
 import random
+import resource
 import shutil
 import statistics
 import subprocess
@@ -60,6 +61,14 @@ def timed(action) -> tuple[float, object]:
     started = time.perf_counter()
     answer = action()
     return time.perf_counter() - started, answer
+
+
+def child_cpu_timed(action) -> tuple[float, object]:
+    """CPU seconds (user + system) of the child processes that action() ran and waited for."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    answer = action()
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime, answer
 
 
 def cpu_timed(action) -> tuple[float, object]:
@@ -103,7 +112,7 @@ def main() -> None:
     conn.load_extension(extension)
     print(f"\n{len(index):,} documents, {len(queries)} queries, in-process times are medians a query\n")
     print("| k | matches a query | package ms | extension ms | package / extension | near_many ms a query |"
-          " whole simq s | whole sqlite3 s | candidates agree | same as the reference | rows differing |")
+          " whole simq s (CPU s) | whole sqlite3 s | candidates agree | same as the reference | rows differing |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     with tempfile.TemporaryDirectory() as tmp:
         query_file = Path(tmp) / "q.txt"
@@ -131,13 +140,16 @@ def main() -> None:
             same_as_reference &= [answer_of(answer) for _, answer in batch] == answers
             failures.expect(candidates_agree, f"k {k}: the candidate sets differ")
             failures.expect(same_as_reference, f"k {k}: the package's answer differs from its reference path's")
-            simq_runs, shell_runs = [], []
+            simq_runs, shell_runs, simq_cpu = [], [], []
             for _ in range(args.repeat):
                 command = [*SIMQ, "near", "--db", str(args.index), "--file", str(query_file), "--k", str(k),
                            "--format", "jsonl"]
-                seconds, done = timed(lambda: subprocess.run(command, capture_output=True, text=True))
+                seconds, done = timed(lambda: child_cpu_timed(lambda: subprocess.run(command, capture_output=True,
+                                                                                     text=True)))
+                cpu, done = done
                 failures.expect(done.returncode == 0, f"simq near failed: {done.stderr.strip()[-300:]}")
                 simq_runs.append(seconds)
+                simq_cpu.append(cpu)
                 sql = (f"SELECT count(*) FROM simhash_near(CAST(readfile('{query_file}') AS TEXT), {k});")
                 seconds, done = timed(lambda: subprocess.run(
                     [sqlite3, "-readonly", "-batch", "-bail", str(args.index), f".load {extension}", sql],
@@ -147,7 +159,8 @@ def main() -> None:
             package, ext = statistics.median(mine), statistics.median(theirs)
             print(f"| {k} | {statistics.median(matches):g} | {package * 1e3:.2f} | {ext * 1e3:.2f} | "
                   f"{package / ext:.2f} | {batch_seconds / len(queries) * 1e3:.2f} | "
-                  f"{statistics.median(simq_runs):.2f} | {statistics.median(shell_runs):.2f} | "
+                  f"{statistics.median(simq_runs):.2f} ({statistics.median(simq_cpu):.2f}) | "
+                  f"{statistics.median(shell_runs):.2f} | "
                   f"{'yes' if candidates_agree else 'NO'} | {'yes' if same_as_reference else 'NO'} | {differing} |",
                   flush=True)
     index.close()
