@@ -27,7 +27,7 @@ from ..core.rule import CERTAIN
 from ..core.settings import DEFAULT_THRESHOLD
 from ..core.shingles import jaccard_of_sets, shingle_set
 from ..errors import InvalidInput
-from ..native import NativeUnavailable, core, mode
+from ..native import NativeUnavailable, core
 from ..native.extension import ExtensionMissing, built_without, loadable_path
 from ..store import texts
 from .check import ShingleCache
@@ -45,7 +45,8 @@ _MASK64 = (1 << 64) - 1
 
 
 class NativeNear:
-    """simhash_near_verdicts on one connection, loaded on first use; usable() says whether it answers here."""
+    """simhash_near_verdicts on one connection, loaded on first use; usable() says whether it answers here
+    (decided once: SIMHASH_SQLITE_CORE is read when the index first searches, not at every query)."""
 
     def __init__(self, conn: apsw.Connection) -> None:
         self.conn = conn
@@ -82,8 +83,8 @@ class NativeNear:
         text = query.text
         if query.key is not None or (text is None) == (query.fingerprint is None):  # the reference says what is wrong
             return None
-        if threshold != DEFAULT_THRESHOLD or plan.kind == "scan" or not self.usable() or mode() == "python":
-            return None  # (the switch is read at every call, as the core's)
+        if threshold != DEFAULT_THRESHOLD or plan.kind == "scan" or not self.usable():
+            return None
         argument = text if text is not None else to_signed(query.fingerprint)  # type: ignore[arg-type]
         try:
             rows: list[Any] = self.conn.execute(VERDICTS_SQL, (argument, k)).fetchall()
