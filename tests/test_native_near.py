@@ -17,11 +17,12 @@ from test_cli import simq
 from simhash_sqlite import Document, SimhashIndex
 from simhash_sqlite.errors import InvalidInput
 from simhash_sqlite.find.queries import Query
-from simhash_sqlite.native import extension, library_path
+from simhash_sqlite.native import extension, library_path, mode
 
 pytestmark = pytest.mark.skipif(
-    not library_path().exists() or not library_path("simhash").exists() or extension.built_without(),
-    reason="the C core or the loadable extension (with zlib) is not built",
+    not library_path().exists() or not library_path("simhash").exists() or extension.built_without()
+    or mode() == "python",
+    reason="the C core or the loadable extension (with zlib) is not built, or SIMHASH_SQLITE_CORE=python",
 )
 
 
