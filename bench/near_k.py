@@ -9,14 +9,18 @@ near-copies). For each k:
 
 - in-process: the package, SimhashIndex.search(text, k=k) on one open index (the first query loads what the
   plan keeps, as a long-lived process would), and the extension loaded into apsw on a connection to the
-  same file (`SELECT ... FROM simhash_near(?, k)`); the median seconds a query of each, and their ratio;
-- whole processes: `simq near --file Q --k k --format jsonl` and the stock `sqlite3` shell loading the
-  extension (`simq extension` prints its path) and running simhash_near(CAST(readfile(Q) AS TEXT), k), one
-  query, median of --repeat;
+  same file (`SELECT ... FROM simhash_near(?, k)`), one after the other for each query; the median CPU
+  seconds a query of each (time.process_time: the machine is shared), and their ratio; and the package's
+  near_many over all the queries at once (its bulk path), CPU seconds a query;
+- whole processes: `simq near --file Q --k k --format jsonl` (wall seconds, and its CPU seconds) and the stock
+  `sqlite3` shell loading the extension (`simq extension` prints its path) and running
+  simhash_near(CAST(readfile(Q) AS TEXT), k), one query, median of --repeat;
 - answers: the candidate sets agree exactly (simhash_near(q, k, 0) against near(check=False): keys and
-  distances); for the checked answers, the rows both sides judged by the sketches' estimate have the same
-  Jaccard. The extension's rule changes in its own branch (normalised shingles, exact where the texts are at
-  hand): its "exact" rows and the package's may differ until both have it, so those are counted, not failed.
+  distances); the package's checked answer (which runs the extension's C code where it answers the same,
+  find/native_near.py) equals its numpy reference path's (SearchResult: matches, verdicts, counts) and
+  near_many's; the extension's rows equal the package's kept matches (key, distance, Jaccard, checked_by),
+  where the package reads no file the extension cannot (an index made from JSONL: none), else they are
+  counted as differing.
 
 The machine is shared: read the ratios of one run beside the load printed with them.
 """
@@ -24,8 +28,10 @@ The machine is shared: read the ratios of one run beside the load printed with t
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import random
+import resource
 import shutil
 import statistics
 import subprocess
@@ -39,6 +45,7 @@ from common import SIMQ, Failures, print_machine
 import apsw  # isort: skip
 
 from simhash_sqlite import SimhashIndex  # noqa: E402
+from simhash_sqlite.find.queries import Query  # noqa: E402
 from simhash_sqlite.native.extension import loadable_path  # noqa: E402
 
 NEAR = "SELECT key, distance, jaccard, checked_by FROM simhash_near(?, ?)"
@@ -54,6 +61,27 @@ def timed(action) -> tuple[float, object]:
     started = time.perf_counter()
     answer = action()
     return time.perf_counter() - started, answer
+
+
+def child_cpu_timed(action) -> tuple[float, object]:
+    """CPU seconds (user + system) of the child processes that action() ran and waited for."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    answer = action()
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime, answer
+
+
+def cpu_timed(action) -> tuple[float, object]:
+    started = time.process_time()
+    answer = action()
+    return time.process_time() - started, answer
+
+
+def answer_of(result):
+    """What a SearchResult answers: its matches, uncertain verdicts and counts (not the plan, nor the rows
+    it read: a batch that has loaded the scan's arrays scans where a single search probes)."""
+    report = None if result.report is None else dataclasses.replace(result.report, check_seconds=0.0)
+    return result.matches, result.uncertain, report
 
 
 def main() -> None:
@@ -77,45 +105,51 @@ def main() -> None:
     queries = queries_from(args.texts, args.queries, args.seed)
     failures = Failures()
     index = SimhashIndex(args.index, readonly=True)
+    reference = SimhashIndex(args.index, readonly=True)
+    reference._native._usable = False  # the numpy path (find/native_near.py's reference)
     conn = apsw.Connection(str(args.index), flags=apsw.SQLITE_OPEN_READONLY)
     conn.enable_load_extension(True)
     conn.load_extension(extension)
     print(f"\n{len(index):,} documents, {len(queries)} queries, in-process times are medians a query\n")
-    print("| k | matches a query | package ms | extension ms | package / extension | whole simq s | whole sqlite3 s |"
-          " candidates agree | estimated rows agree | other rows differing |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("| k | matches a query | package ms | extension ms | package / extension | near_many ms a query |"
+          " whole simq s (CPU s) | whole sqlite3 s | candidates agree | same as the reference | rows differing |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     with tempfile.TemporaryDirectory() as tmp:
         query_file = Path(tmp) / "q.txt"
         query_file.write_text(queries[0], encoding="utf-8")
         for k in ks:
-            mine, theirs, matches = [], [], []
-            candidates_agree = estimated_agree = True
+            mine, theirs, matches, answers = [], [], [], []
+            candidates_agree = same_as_reference = True
             differing = 0
+            for n, text in enumerate(queries):  # timed side by side first, each first on every other query
+                for side in (0, 1) if n % 2 else (1, 0):
+                    if side == 0:
+                        mine.append(cpu_timed(lambda: index.search(text, k=k))[0])
+                    else:
+                        theirs.append(cpu_timed(lambda: conn.execute(NEAR, (text, k)).fetchall())[0])
             for text in queries:
-                seconds, result = timed(lambda: index.search(text, k=k))
-                mine.append(seconds)
-                seconds, rows = timed(lambda: conn.execute(NEAR, (text, k)).fetchall())
-                theirs.append(seconds)
+                result, rows = index.search(text, k=k), conn.execute(NEAR, (text, k)).fetchall()
                 matches.append(len(result.matches))
+                answers.append(answer_of(result))
+                same_as_reference &= answers[-1] == answer_of(reference.search(text, k=k))
                 plain = {(m.key, m.distance) for m in index.near(text, k=k, check=False)}
                 candidates_agree &= plain == set(conn.execute(CANDIDATES, (text, k)).fetchall())
-                ours = {m.key: m for m in result.matches}
-                for key, _distance, jaccard, how in rows:
-                    m = ours.get(key)
-                    if how == "estimated" and m is not None and m.checked_by == "estimated":
-                        estimated_agree &= abs((m.jaccard or 0) - jaccard) < 1e-9
-                    elif m is None or m.checked_by != how or abs((m.jaccard or 0) - (jaccard or 0)) > 1e-9:
-                        differing += 1
-                differing += sum(1 for key in ours if key not in {r[0] for r in rows})
+                ours = [(m.key, m.distance, m.jaccard, m.checked_by) for m in result.matches]
+                differing += len(set(ours) ^ set(rows))
+            batch_seconds, batch = cpu_timed(lambda: list(index.near_many([Query(text=t) for t in queries], k=k)))
+            same_as_reference &= [answer_of(answer) for _, answer in batch] == answers
             failures.expect(candidates_agree, f"k {k}: the candidate sets differ")
-            failures.expect(estimated_agree, f"k {k}: an estimated row's Jaccard differs")
-            simq_runs, shell_runs = [], []
+            failures.expect(same_as_reference, f"k {k}: the package's answer differs from its reference path's")
+            simq_runs, shell_runs, simq_cpu = [], [], []
             for _ in range(args.repeat):
                 command = [*SIMQ, "near", "--db", str(args.index), "--file", str(query_file), "--k", str(k),
                            "--format", "jsonl"]
-                seconds, done = timed(lambda: subprocess.run(command, capture_output=True, text=True))
+                seconds, done = timed(lambda: child_cpu_timed(lambda: subprocess.run(command, capture_output=True,
+                                                                                     text=True)))
+                cpu, done = done
                 failures.expect(done.returncode == 0, f"simq near failed: {done.stderr.strip()[-300:]}")
                 simq_runs.append(seconds)
+                simq_cpu.append(cpu)
                 sql = (f"SELECT count(*) FROM simhash_near(CAST(readfile('{query_file}') AS TEXT), {k});")
                 seconds, done = timed(lambda: subprocess.run(
                     [sqlite3, "-readonly", "-batch", "-bail", str(args.index), f".load {extension}", sql],
@@ -123,11 +157,14 @@ def main() -> None:
                 failures.expect(done.returncode == 0, f"sqlite3 failed: {done.stderr.strip()[-300:]}")
                 shell_runs.append(seconds)
             package, ext = statistics.median(mine), statistics.median(theirs)
-            print(f"| {k} | {statistics.median(matches):g} | {package * 1e3:.1f} | {ext * 1e3:.1f} | "
-                  f"{package / ext:.2f} | {statistics.median(simq_runs):.2f} | {statistics.median(shell_runs):.2f} | "
-                  f"{'yes' if candidates_agree else 'NO'} | {'yes' if estimated_agree else 'NO'} | {differing} |",
+            print(f"| {k} | {statistics.median(matches):g} | {package * 1e3:.2f} | {ext * 1e3:.2f} | "
+                  f"{package / ext:.2f} | {batch_seconds / len(queries) * 1e3:.2f} | "
+                  f"{statistics.median(simq_runs):.2f} ({statistics.median(simq_cpu):.2f}) | "
+                  f"{statistics.median(shell_runs):.2f} | "
+                  f"{'yes' if candidates_agree else 'NO'} | {'yes' if same_as_reference else 'NO'} | {differing} |",
                   flush=True)
     index.close()
+    reference.close()
     failures.exit()
 
 

@@ -11,11 +11,12 @@ from typing import TYPE_CHECKING, Any, cast
 
 from .core.features import jieba_version
 from .core.fingerprint import BLOCKS, simhash, simhash_and_sketch_many, to_signed, to_unsigned
-from .core.settings import DEFAULT_THRESHOLD, FingerprintSettings
+from .core.settings import DEFAULT_THRESHOLD, FingerprintSettings, validate_k
 from .core.short_texts import SHORT_TEXT_MOST, short_text_scheme
 from .core.sketch import DEFAULT_SCHEME, SketchScheme, sketch_many
 from .errors import IndexNotFound, InvalidInput, SettingsMismatch
 from .find.check import DuplicateSearch, PreparedQuery, ShingleCache, check_candidates
+from .find.native_near import NO_FEATURES, NativeNear
 from .find.near_table import register_near_table
 from .find.queries import FailedQuery, Query
 from .find.search import (
@@ -134,6 +135,7 @@ class SimhashIndex:
             register_near_table(self.conn, self)
             self._writer = Writer(self.conn, self.path, self.settings, self.sketch_scheme, self.store_text)
             self._searcher = Searcher(self.conn)  # keeps scan arrays and block counts between queries
+            self._native = NativeNear(self.conn)  # the checked search in one C call, where it answers the same
         except BaseException:
             self.conn.close()
             raise
@@ -426,7 +428,7 @@ class SimhashIndex:
         if not options.check:
             found = self._query_fingerprint(text, fingerprint, key)
             return self._searcher.search(found, options.k, limit, exclude=key, plan=options.plan)
-        return self._checked_search(self._prepare(query), options, ShingleCache(self))
+        return self._checked_search(query, options, ShingleCache(self))
 
     def _prepare(self, query: Query) -> PreparedQuery:
         """A query made ready for a checked search, once: its fingerprint and sketch from one pass over its
@@ -434,7 +436,7 @@ class SimhashIndex:
         if query.text is not None and query.fingerprint is None and query.key is None:
             prints, sketches = simhash_and_sketch_many([query.text], self.settings, self.sketch_scheme)
             if prints[0] is None:
-                raise InvalidInput("the query text has no features (no letters or digits) to search with")
+                raise InvalidInput(NO_FEATURES)
             return PreparedQuery(query, prints[0], sketches[0])
         found = self._query_fingerprint(query.text, query.fingerprint, query.key)
         sketch = None
@@ -443,7 +445,17 @@ class SimhashIndex:
             sketch = stored if isinstance(stored, bytes) else None
         return PreparedQuery(query, found, sketch)
 
-    def _checked_search(self, query: PreparedQuery, options: SearchOptions, shingles: ShingleCache) -> SearchResult:
+    def _checked_search(self, query: Query, options: SearchOptions, shingles: ShingleCache) -> SearchResult:
+        """A checked search: in one C call where it answers the same (find/native_near.py), else by the
+        reference (Searcher.within, check_candidates)."""
+        if options.plan is not None or not self._searcher.needs_fingerprint():
+            plan = options.plan or self._searcher.plan(options.k, checked=True)
+            found = self._native.search(query, options.k, options.threshold, options.limit, plan, shingles)
+            if found is not None:
+                return found
+        return self._reference_search(self._prepare(query), options, shingles)
+
+    def _reference_search(self, query: PreparedQuery, options: SearchOptions, shingles: ShingleCache) -> SearchResult:
         found = self._searcher.within(
             query.fingerprint, options.k, self.sketch_scheme.nbytes, exclude=query.query.key, plan=options.plan
         )
@@ -490,7 +502,7 @@ class SimhashIndex:
                     fp = self._query_fingerprint(query.text, query.fingerprint, query.key)
                     result = self._searcher.search(fp, k, limit, exclude=query.key, plan=chosen)
                 else:
-                    result = self._checked_search(self._prepare(query), options, shingles)
+                    result = self._checked_search(query, options, shingles)
             except InvalidInput as exc:
                 yield query, FailedQuery(query, str(exc))
                 continue
@@ -588,7 +600,7 @@ class SimhashIndex:
 
     def plan(self, k: int, fingerprint: int | None = None) -> Plan:
         """The plan near() would use for this k (and fingerprint, when block counts are known)."""
-        return self._searcher.plan(k, fingerprint)
+        return self._searcher.plan(validate_k(k), fingerprint)
 
     def _query_fingerprint(self, text: str | None, fingerprint: int | None, key: str | None) -> int:
         if sum(x is not None for x in (text, fingerprint, key)) != 1:
@@ -603,7 +615,7 @@ class SimhashIndex:
         if text is not None:
             fingerprint = self.fingerprint(text)
             if fingerprint is None:
-                raise InvalidInput("the query text has no features (no letters or digits) to search with")
+                raise InvalidInput(NO_FEATURES)
             return fingerprint
         if isinstance(fingerprint, bool) or not isinstance(fingerprint, int):
             raise InvalidInput(f"a fingerprint is an unsigned 64-bit integer, not {fingerprint!r}")

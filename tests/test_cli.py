@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import signal
 import sqlite3
 import subprocess
@@ -12,7 +13,10 @@ import apsw
 import pytest
 from conftest import integrity_ok
 
+from simhash_sqlite import SimhashIndex
 from simhash_sqlite.cli.app import app
+from simhash_sqlite.errors import InvalidArgument
+from simhash_sqlite.find.queries import Query
 from simhash_sqlite.store.database import schema_version
 
 CHINESE = "SimHash 是一种局部敏感哈希算法，常用于海量网页去重。它把文本映射为六十四位指纹，相似文本的指纹只差几位。"
@@ -296,3 +300,22 @@ def test_old_spellings_still_work_and_are_not_shown(tmp_path):
     shown = runner.invoke(app, ["--help"]).stdout + runner.invoke(app, ["dupes", "--help"]).stdout
     assert "--confirm" not in shown and "--jaccard" not in shown and " check " not in shown
     assert "--check" in shown and "--threshold" in shown and "integrity" in shown
+
+
+BAD_K = {"-1": -1, "65": 65, "3.5": 3.5, "abc": "abc"}
+
+
+@pytest.mark.parametrize("typed", list(BAD_K))
+def test_a_bad_k_gets_one_text_from_the_library_and_every_cli_option(runner, db_path, corpus, typed):
+    """k is validated once at each surface (issue 33): the library's entry (settings.validate_k) and the CLI's
+    --k option (params: a bounded whole number), with the same text; the planner below trusts it."""
+    text = f"k must be a whole number from 0 to 64, not {typed}"
+    assert simq(runner, "add", "--db", db_path, corpus).exit_code == 0
+    for command in (["near", "some text"], ["near", "--batch", "-"], ["dupes"], ["clusters"]):
+        assert_clean_error(simq(runner, *command, "--db", db_path, "--k", typed, input=""), text, 2)
+    with SimhashIndex(db_path, readonly=True) as index:
+        for call in (lambda k: index.near("some text", k=k), lambda k: index.search("some text", k=k, check=False),
+                     lambda k: list(index.near_many([Query(text="some text")], k=k)), index.plan, index.near_sql):
+            said = f"k must be a whole number from 0 to 64, not {BAD_K[typed]!r}"
+            with pytest.raises(InvalidArgument, match=re.escape(said)):
+                call(BAD_K[typed])

@@ -469,6 +469,47 @@ def test_blobs_of_any_length_as_sketches_are_judged_as_the_package_judges_them(c
             assert rows_of(conn.execute(NEAR, (query, k, 1))) == package_near(path, query, k, 1)
 
 
+def test_the_package_entry_point_gives_every_candidate_with_its_verdict(corpus, tmp_path):
+    """sqlite3_simhash_package_init (find/native_near.py): only simhash_near_verdicts, whose kept rows are
+    simhash_near's and whose other rows are the candidates it dropped; hostile sketches, texts and short
+    texts are judged without a read out of bounds (bench/extension_sanitize.sh runs this under ASan)."""
+    path = _copy(corpus["sketches"], tmp_path / "verdicts.db")
+    raw = apsw.Connection(str(path))
+    rng = random.Random(4)
+    for i, (key,) in enumerate(raw.execute("SELECT key FROM documents ORDER BY id").fetchall()):
+        if i % 4 == 0:
+            raw.execute("UPDATE documents SET sketch = ? WHERE key = ?", (rng.randbytes(rng.choice([0, 7, 121])), key))
+        elif i % 4 == 1:
+            raw.execute("UPDATE documents SET short_text = ? WHERE key = ?", (rng.randbytes(rng.randint(0, 400)), key))
+        elif i % 4 == 2:
+            text = "".join(chr(rng.randint(32, 0x2FFF)) for _ in range(rng.randint(0, 60)))
+            raw.execute("UPDATE documents SET text = ?, content_hash = NULL WHERE key = ?", (text, key))
+    raw.close()
+    conn = extension_connection(path)
+    verdicts = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
+    verdicts.enable_load_extension(True)
+    verdicts.load_extension(EXTENSION, "sqlite3_simhash_package_init")
+    assert {name for (name,) in verdicts.execute("SELECT name FROM pragma_module_list WHERE name LIKE 'simhash%'")} == {
+        "simhash_near_verdicts"
+    }
+    sql = ("SELECT key, distance, similarity, fingerprint, jaccard, checked_by, certainty, keep "
+           "FROM simhash_near_verdicts(?, ?)")
+    dropped = 0
+    for query in corpus["queries"] + [to_signed(simhash(corpus["queries"][0]))]:
+        for k in (3, 12, 20):
+            first, *rows = verdicts.execute(sql, (query, k)).fetchall()
+            assert first[0] is None and first[7] in (1, 2) and first[1] >= len(rows)
+            if first[7] == 2:  # no features: no candidates
+                assert not rows and not conn.execute(NEAR, (query, k, 0)).fetchall()
+                continue
+            kept = [row[:7] for row in rows if row[7]]
+            assert rows_of(kept) == rows_of(conn.execute(NEAR, (query, k, 1)))
+            assert {row[0] for row in rows} == {row[0] for row in conn.execute(NEAR, (query, k, 0))}
+            dropped += len(rows) - len(kept)
+    assert dropped > 0
+    assert verdicts.execute(sql, ("!!!", 3)).fetchall() == [(None, 0, 1.0, 0, None, None, None, 2)]
+
+
 def test_huge_texts(corpus):
     conn = extension_connection(corpus["sketches"])
     text = " ".join(corpus["stored"].values()) * 12  # about 5 MB

@@ -30,7 +30,7 @@ DbOption = Annotated[
     Path,
     typer.Option("--db", envvar="SIMQ_DB", help="The index file.", show_default=True),
 ]
-KOption = Annotated[int, typer.Option("--k", "-k", help="Largest Hamming distance to report (0-64).")]
+KOption = Annotated[int, typer.Option("--k", "-k", help="Largest Hamming distance to report (0-64).", min=0, max=64)]
 FormatOption = Annotated[
     Optional[str],
     typer.Option(
@@ -53,7 +53,7 @@ CandidateKOption = Annotated[
         "--k", "-k",
         help=f"Largest Hamming distance of a candidate (0-64). "
         f"\\[default: {CONFIRM_K} with --check, {RECOMMENDED_K} with --no-check]",
-        show_default=False,
+        show_default=False, min=0, max=64,
     ),
 ]
 CheckOption = Annotated[

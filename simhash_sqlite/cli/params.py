@@ -82,6 +82,12 @@ def _convert(kind: type, value: Any, info, param, ctx) -> Any:
             return word in TRUE
         raise bad(f"{value!r} is not a valid boolean.", ctx=ctx, param=param)
     number = value if isinstance(value, kind) and not isinstance(value, bool) else _number(kind, _text(value))
+    if kind is int and info.min is not None and info.max is not None and (number is None or not
+                                                                         info.min <= number <= info.max):
+        # A bounded whole number (--k): the text the library gives for the same value (settings.validate_k)
+        name = param.opts[0].lstrip("-") if param.opts else param.name  # as typed: batch-size
+        raise bad(f"{name} must be a whole number from {info.min} to {info.max}, not {_text(value)}", ctx=ctx,
+                  param=param)
     if number is None:
         raise bad(f"{value!r} is not a valid {'integer' if kind is int else 'number'}.", ctx=ctx, param=param)
     if info.min is not None and number < info.min:

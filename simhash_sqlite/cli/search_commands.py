@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Optional
 import typer
 
 from ..core.fingerprint import from_hex, simhash, to_hex, to_signed
-from ..core.settings import DEFAULT_THRESHOLD, FingerprintSettings, candidate_k
+from ..core.settings import DEFAULT_THRESHOLD, FingerprintSettings, default_k
 from ..errors import InvalidArgument, InvalidInput
 from ..find.queries import FailedQuery, guess_format, parse_queries
 from ..find.search import Match, executed_sql, near_sql
@@ -98,7 +98,7 @@ def near(
     estimated from the stored sketches."""
     format_ = output.choose_format(format_, as_json)
     checked_at = validate_threshold(threshold) if check else None  # the batch's threshold; None: unchecked
-    k = candidate_k(k, check)
+    k = default_k(check) if k is None else k  # validated by its option (0-64)
     if batch is not None:
         if any(x is not None for x in (text, file, key, hash_)):
             raise InvalidArgument("--batch reads its queries from the file; give no text, --file, --key or --hash")

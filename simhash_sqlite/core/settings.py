@@ -34,11 +34,14 @@ def validate_k(k) -> int:
     return int(k)
 
 
+def default_k(check: bool) -> int:
+    """The candidate radius when none is given: CONFIRM_K when checking, else RECOMMENDED_K."""
+    return CONFIRM_K if check else RECOMMENDED_K
+
+
 def candidate_k(k: int | None, check: bool) -> int:
-    """The candidate radius: an explicit k, else CONFIRM_K when checking, else RECOMMENDED_K."""
-    if k is None:
-        return CONFIRM_K if check else RECOMMENDED_K
-    return validate_k(k)
+    """The candidate radius: an explicit k (validated: a library's entry calls this), else default_k()."""
+    return default_k(check) if k is None else validate_k(k)
 
 
 @dataclass(frozen=True)

@@ -101,6 +101,14 @@ class ShingleCache:
             self.sketches.popitem(last=False)
         return self.sketches[key]
 
+    def may_read(self, key: str) -> bool:
+        """Whether a row that stores no text but a content hash may have it at hand: its file at the key's path
+        (store.texts.text_of's gate) or a text cached already. native_near asks before reading a row again."""
+        if key in self.entries:
+            return True
+        path = key_path(key, self.index.key_root)
+        return os.access(path, os.F_OK) and os.path.isfile(path)  # access(): no exception where nothing is there
+
     def __call__(self, key: str) -> np.ndarray | None:
         if key in self.entries:
             self.entries.move_to_end(key)

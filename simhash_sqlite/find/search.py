@@ -29,7 +29,7 @@ import numpy as np
 
 from ..core.fingerprint import BLOCK_BITS, BLOCKS, similarity, to_unsigned
 from ..core.rule import PROBE_ROW_NS, PROBE_SEEK_NS, SCAN_LOAD_ROW_NS, SCAN_ROW_NS
-from ..core.settings import DEFAULT_THRESHOLD, candidate_k, validate_k
+from ..core.settings import DEFAULT_THRESHOLD, candidate_k
 from ..errors import InvalidArgument
 from .verdict import CheckSummary, validate_threshold
 
@@ -146,14 +146,14 @@ def probes_per_block(radius: int) -> int:
 def plan_for(
     k: int, rows: int | None = None, candidates: float | None = None, scan_loaded: bool = False, checked: bool = False
 ) -> Plan:
-    """The cheaper exact plan for distance <= k.
+    """The cheaper exact plan for distance <= k (validated by the caller's entry: SearchOptions, SimhashIndex.plan).
 
     rows: documents in the index; candidates: the block hits the probes would read (None: assume
     uniform block values); scan_loaded: the scan's array is already in memory; checked: the check reads
     every match's sketch (the probes seek each match's row; the scan reads the sketches with the
     fingerprints). Without rows, the rule is the share of the table the probes would read (SCAN_SHARE).
     """
-    radius = validate_k(k) // BLOCKS
+    radius = k // BLOCKS
     probe_kind = "blocks" if radius == 0 else "probes"
     probes = BLOCKS * probes_per_block(radius)
     if rows is None:
@@ -170,15 +170,21 @@ def plan_for(
 
 
 def forced_plan(k: int, choice: str | None) -> Plan | None:
-    """None (let the planner choose), or the plan a user forced: "index" or "scan"."""
+    """None (let the planner choose), or the plan a user forced: "index" or "scan" (k: validated already)."""
     if choice is None:
         return None
-    radius = validate_k(k) // BLOCKS
+    radius = k // BLOCKS
     if choice == "scan":
         return Plan("scan", k, radius)
     if choice == "index":
         return Plan("blocks" if radius == 0 else "probes", k, radius)
     raise InvalidArgument(f"plan must be 'index' or 'scan' (or None to choose), not {choice!r}")
+
+
+@lru_cache(maxsize=None)
+def _probe_plan(k: int) -> Plan:
+    radius = k // BLOCKS
+    return Plan("blocks" if radius == 0 else "probes", k, radius)
 
 
 @lru_cache(maxsize=None)
@@ -326,7 +332,7 @@ class Searcher:
 
     def uniform_candidates(self, k: int) -> float:
         """The block hits a query would read if block values were uniform."""
-        return BLOCKS * probes_per_block(validate_k(k) // BLOCKS) * self.rows() / BLOCK_VALUES
+        return BLOCKS * probes_per_block(k // BLOCKS) * self.rows() / BLOCK_VALUES
 
     def load_block_counts(self) -> np.ndarray:
         """Count the rows holding each value of each block (one pass over each block index), so the
@@ -341,14 +347,19 @@ class Searcher:
             self._counted_rows = int(counts[0].sum())
         return self._counts
 
+    def needs_fingerprint(self) -> bool:
+        """Whether plan() depends on the query's fingerprint: the block counts are loaded (a batch met a hot
+        bucket), so a query's own buckets decide."""
+        return self._counts is not None
+
     def plan(self, k: int, fingerprint: int | None = None, checked: bool = False) -> Plan:
         """The plan near() uses for this k (and, when block counts are loaded, this fingerprint); checked:
         for a checked search (within(), which reads the matches' sketches too)."""
-        radius = validate_k(k) // BLOCKS
+        radius = k // BLOCKS
         if radius <= 1 and self._counts is None and self._scan is None and self._checked is None:
             # Probes read at most 4 x 17 / 65,536 of the rows (uniform blocks): no need to ask the
             # index anything; a scan could only win on a tiny index, where both are instant.
-            return Plan("blocks" if radius == 0 else "probes", k, radius)
+            return _probe_plan(k)
         candidates = None
         if self._counts is not None and fingerprint is not None:
             parts = _parts(fingerprint)

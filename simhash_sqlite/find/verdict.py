@@ -285,20 +285,24 @@ class CheckSummary:
 
     def count(self, verdict: Verdict) -> Verdict:
         """Count one verdict (and return it)."""
+        self.count_one(verdict.keeps, verdict.checked_by, verdict.certainty)
+        return verdict
+
+    def count_one(self, keep: bool, checked_by: str, certainty: float | None) -> None:
+        """Count one verdict given by its parts (Verdict's fields)."""
         self.candidates += 1
-        keep = verdict.keeps
-        if verdict.checked_by == "exact":
+        if checked_by == "exact":
             self.checked += keep
             self.rejected += not keep
-        elif verdict.checked_by == "estimated":
+        elif checked_by == "estimated":
+            unsure = certainty is None or certainty < CERTAIN  # Verdict.uncertain
             self.estimated += keep
             self.estimate_rejected += not keep
-            self.sure += not verdict.uncertain
-            self.uncertain += verdict.uncertain
+            self.sure += not unsure
+            self.uncertain += unsure
         else:
             self.unchecked += keep
             self.too_far += not keep
-        return verdict
 
     def count_many(self, verdicts: Verdicts) -> None:
         """Count verdicts decided together."""

@@ -21,6 +21,10 @@
  * bit-identical to the Python reference; a setting the core does not compute (features "words": jieba)
  * and a text it declines are SQL errors that say so, never another fingerprint.
  *
+ * A second entry point, sqlite3_simhash_package_init, registers only simhash_near_verdicts: the same search
+ * with every candidate and its verdict, which the Python package runs in its own connection (find/native_near.py),
+ * so `simq near` and this table share one C path.
+ *
  * Safety: every argument is type-checked; wrong types, NULLs, huge texts, blobs of any length, a
  * tampered simhash_meta or missing tables give an SQL error (or NULL where the apsw side gives NULL),
  * never a read out of bounds. The extension only reads the database.
@@ -954,6 +958,18 @@ int simhash_test_rule(int distance, int k, int has_estimate, double estimate, do
 #define NEAR_SCHEMA                                                                                            \
     "CREATE TABLE x(key TEXT, distance INTEGER, similarity REAL, fingerprint INTEGER, jaccard REAL, "            \
     "checked_by TEXT, certainty REAL, query HIDDEN, k HIDDEN, checked HIDDEN)"
+/* simhash_near_verdicts: the package's own checked search (SimhashIndex.search through find/native_near.py),
+ * registered only by sqlite3_simhash_package_init: simhash_near's columns and every candidate within k as a
+ * row with its verdict (keep) and whether a file may hold its text (elsewhere: the package reads it and
+ * judges again), after a first row of the query's (key NULL, distance: the rows read, fingerprint: the
+ * query's, keep: 1, or 0 where the core declined the text, 2 where it has no features). Probes only: the
+ * package plans the scans itself. */
+#define VERDICTS_NAME "simhash_near_verdicts"
+#define COL_KEEP 10
+#define COL_ELSEWHERE 11
+#define VERDICTS_SCHEMA                                                                                        \
+    "CREATE TABLE x(key TEXT, distance INTEGER, similarity REAL, fingerprint INTEGER, jaccard REAL, "            \
+    "checked_by TEXT, certainty REAL, query HIDDEN, k HIDDEN, checked HIDDEN, keep INTEGER, elsewhere INTEGER)"
 #define NEAR_USAGE NEAR_NAME "() needs a query: SELECT * FROM " NEAR_NAME "('some text', 3) (or an integer fingerprint)"
 
 enum { ST_BLOCK0, ST_BLOCK1, ST_BLOCK2, ST_BLOCK3, ST_SCAN, ST_ROWS, ST_MAXID, ST_ROWS_SHORT, ST_COUNT };
@@ -964,15 +980,18 @@ static const char *const NEAR_SQL[ST_COUNT] = {
     "SELECT fingerprint FROM main.documents WHERE b3 = ?1",
     "SELECT fingerprint FROM main.documents WHERE fingerprint IS NOT NULL",
     /* find/search.KEYS_BY_FINGERPRINT_SQL, with what the check needs */
-    "SELECT key, sketch, text FROM main.documents WHERE b0 = ((?1 >> 48) & 65535) AND fingerprint = ?1",
+    "SELECT key, sketch, text, content_hash IS NOT NULL FROM main.documents WHERE b0 = ((?1 >> 48) & 65535) "
+    "AND fingerprint = ?1",
     "SELECT coalesce(max(id), 0) FROM main.documents",
     /* ST_ROWS where documents has short_text (migration 0005) */
-    "SELECT key, sketch, text, short_text FROM main.documents WHERE b0 = ((?1 >> 48) & 65535) AND fingerprint = ?1",
+    "SELECT key, sketch, text, content_hash IS NOT NULL, short_text FROM main.documents "
+    "WHERE b0 = ((?1 >> 48) & 65535) AND fingerprint = ?1",
 };
 
 typedef struct near_vtab {
     sqlite3_vtab base;
     ext_conn *conn;
+    int verdicts; /* simhash_near_verdicts (the package's search): every candidate, probes only */
     sqlite3_stmt *st[ST_COUNT];
     shc_work *work;
 } near_vtab;
@@ -985,6 +1004,8 @@ typedef struct near_row {
     double jaccard;
     double certainty; /* NaN: NULL */
     int checked_by;   /* 0 NULL, 1 exact, 2 estimated, 3 distance */
+    int keep;         /* simhash_near_verdicts: the verdict (every candidate is a row there) */
+    int elsewhere;    /* simhash_near_verdicts: judged without its text, which a file may hold (text_of) */
 } near_row;
 
 typedef struct near_cursor {
@@ -996,21 +1017,32 @@ typedef struct near_cursor {
 
 static const char *const CHECKED_BY[] = {NULL, "exact", "estimated", "distance"};
 
-static int near_connect(sqlite3 *db, void *aux, int argc, const char *const *argv, sqlite3_vtab **out, char **err) {
-    (void)argv;
+static int connect_table(sqlite3 *db, void *aux, int argc, sqlite3_vtab **out, char **err, int verdicts) {
     if (argc > 3) { /* arguments of CREATE VIRTUAL TABLE (eponymous only: never, but be sure) */
         *err = sqlite3_mprintf(NEAR_NAME " is used as a table-valued function, not with CREATE VIRTUAL TABLE");
         return SQLITE_ERROR;
     }
-    int rc = sqlite3_declare_vtab(db, NEAR_SCHEMA);
+    int rc = sqlite3_declare_vtab(db, verdicts ? VERDICTS_SCHEMA : NEAR_SCHEMA);
     if (rc != SQLITE_OK) return rc;
     near_vtab *v = sqlite3_malloc(sizeof *v);
     if (!v) return SQLITE_NOMEM;
     memset(v, 0, sizeof *v);
     v->conn = aux;
     v->conn->refs++;
+    v->verdicts = verdicts;
     *out = &v->base;
     return SQLITE_OK;
+}
+
+static int near_connect(sqlite3 *db, void *aux, int argc, const char *const *argv, sqlite3_vtab **out, char **err) {
+    (void)argv;
+    return connect_table(db, aux, argc, out, err, 0);
+}
+
+static int verdicts_connect(sqlite3 *db, void *aux, int argc, const char *const *argv, sqlite3_vtab **out,
+                            char **err) {
+    (void)argv;
+    return connect_table(db, aux, argc, out, err, 1);
 }
 
 static int near_disconnect(sqlite3_vtab *base) {
@@ -1180,11 +1212,11 @@ static double probes_per_block(int radius) {
 
 /* Every stored fingerprint within k of q, deduplicated (sorted): find/search.Searcher.search's candidates
  * by the plan the package would choose (probes of the four block columns, or a scan). */
-static int near_candidates(near_vtab *v, uint64_t q, int k, u64s *found) {
+static int near_candidates(near_vtab *v, uint64_t q, int k, u64s *found, sqlite3_int64 *read_out) {
     int radius = k / 4, rc;
     int scan = 0;
     sqlite3_stmt *st;
-    if (radius >= 2) { /* find/search.plan_for with the rows an index seek gives (max(id)) */
+    if (radius >= 2 && !v->verdicts) { /* find/search.plan_for with the rows an index seek gives (max(id)) */
         if ((rc = statement(v, ST_MAXID, &st)) != SQLITE_OK) return rc;
         double rows = 0;
         rc = sqlite3_step(st);
@@ -1218,6 +1250,7 @@ static int near_candidates(near_vtab *v, uint64_t q, int k, u64s *found) {
         if (masks != few) sqlite3_free(masks);
         if (rc != SQLITE_OK) return rc;
     }
+    *read_out = read;
     if (found->count) { /* a match seen through several blocks, or several rows, is sought once */
         qsort(found->items, found->count, sizeof(uint64_t), cmp_u64);
         size_t distinct = 0;
@@ -1240,6 +1273,7 @@ typedef struct candidate {
     int short_text;      /* documents.short_text IS NOT NULL (core/short_texts.py) */
     unsigned char *short_data; /* its bytes where it is a blob (NULL: none, or not a blob) */
     size_t short_len;
+    int text_null, hashed; /* documents.text IS NULL; content_hash IS NOT NULL (its file may hold the text) */
 } candidate;
 
 static int candidate_order(const void *x, const void *y) {
@@ -1305,17 +1339,19 @@ static int near_rows(near_vtab *v, const u64s *found, uint64_t q, size_t sketch_
                 if (blob && !(c->sketch = copy_bytes(blob, sketch_bytes))) { rc = SQLITE_NOMEM; break; }
             }
             if (need_text) {
+                c->text_null = sqlite3_column_type(st, 2) == SQLITE_NULL;
                 if (sqlite3_column_type(st, 2) == SQLITE_TEXT) {
                     const unsigned char *text = sqlite3_column_text(st, 2);
                     size_t len = (size_t)sqlite3_column_bytes(st, 2);
                     if (text && !(c->text = copy_bytes(text, len))) { rc = SQLITE_NOMEM; break; }
                     c->text_len = len;
                 }
-                if (short_column && sqlite3_column_type(st, 3) != SQLITE_NULL) {
+                c->hashed = sqlite3_column_int(st, 3) != 0;
+                if (short_column && sqlite3_column_type(st, 4) != SQLITE_NULL) {
                     c->short_text = 1;
-                    if (sqlite3_column_type(st, 3) == SQLITE_BLOB && sqlite3_column_bytes(st, 3) > 0) {
-                        const void *blob = sqlite3_column_blob(st, 3);
-                        size_t len = (size_t)sqlite3_column_bytes(st, 3);
+                    if (sqlite3_column_type(st, 4) == SQLITE_BLOB && sqlite3_column_bytes(st, 4) > 0) {
+                        const void *blob = sqlite3_column_blob(st, 4);
+                        size_t len = (size_t)sqlite3_column_bytes(st, 4);
                         if (!blob || !(c->short_data = copy_bytes(blob, len))) { rc = SQLITE_NOMEM; break; }
                         c->short_len = len;
                     }
@@ -1332,6 +1368,17 @@ static int near_rows(near_vtab *v, const u64s *found, uint64_t q, size_t sketch_
     }
     *out = list;
     *out_count = count;
+    return SQLITE_OK;
+}
+
+/* simhash_near_verdicts' only row for a query it does not search (keep: 0 declined, 2 no features). */
+static int query_row(near_cursor *cur, sqlite3_int64 read, uint64_t q, int keep) {
+    if (!(cur->rows = sqlite3_malloc64(sizeof(near_row)))) return SQLITE_NOMEM;
+    memset(cur->rows, 0, sizeof(near_row));
+    cur->rows[0].distance = (int)read;
+    cur->rows[0].fingerprint = q;
+    cur->rows[0].keep = keep;
+    cur->count = 1;
     return SQLITE_OK;
 }
 
@@ -1377,6 +1424,10 @@ static int near_filter(sqlite3_vtab_cursor *base, int idx_num, const char *idx_s
             sqlite3_free(my_sketch);
             return SQLITE_NOMEM;
         }
+        if (rc == 0 && (status & SHC_DECLINED) && v->verdicts) { /* the package computes it by its reference */
+            sqlite3_free(my_sketch);
+            return query_row(cur, 0, 0, 0);
+        }
         if (rc != 0 || (status & SHC_DECLINED)) {
             sqlite3_free(my_sketch);
             return vtab_error(&v->base, SQLITE_ERROR,
@@ -1384,7 +1435,10 @@ static int near_filter(sqlite3_vtab_cursor *base, int idx_num, const char *idx_s
                                         "Python side can)",
                               rc != 0 ? "the C core refused the index's settings" : decline_reason(status));
         }
-        if (!(status & SHC_HAS_FINGERPRINT)) { sqlite3_free(my_sketch); return SQLITE_OK; } /* no features */
+        if (!(status & SHC_HAS_FINGERPRINT)) { /* no features */
+            sqlite3_free(my_sketch);
+            return v->verdicts ? query_row(cur, 0, 0, 2) : SQLITE_OK;
+        }
         if (!(status & SHC_HAS_SKETCH)) { sqlite3_free(my_sketch); my_sketch = NULL; }
     } else if (query_type == SQLITE_INTEGER) {
         if ((rc = conn_settings(v->conn, &s)) != SQLITE_OK) return rc;
@@ -1403,7 +1457,8 @@ static int near_filter(sqlite3_vtab_cursor *base, int idx_num, const char *idx_s
         return vtab_error_value(&v->base, NEAR_NAME "(): k must be a whole number from 0 to 64", kv);
     }
     u64s found = {0};
-    rc = near_candidates(v, q, (int)k, &found);
+    sqlite3_int64 read = 0;
+    rc = near_candidates(v, q, (int)k, &found, &read);
     candidate *list = NULL;
     size_t count = 0;
     if (rc == SQLITE_OK)
@@ -1412,8 +1467,15 @@ static int near_filter(sqlite3_vtab_cursor *base, int idx_num, const char *idx_s
     sqlite3_free(found.items);
     if (rc != SQLITE_OK) { sqlite3_free(my_sketch); return rc; }
     if (count > 1) qsort(list, count, sizeof *list, candidate_order);
-    cur->rows = sqlite3_malloc64((count ? count : 1) * sizeof(near_row));
+    cur->rows = sqlite3_malloc64((count + 1) * sizeof(near_row));
     if (!cur->rows) { candidates_free(list, count); sqlite3_free(my_sketch); return SQLITE_NOMEM; }
+    if (v->verdicts) { /* the query's row first */
+        memset(cur->rows, 0, sizeof(near_row));
+        cur->rows[0].distance = (int)(read < INT_MAX ? read : INT_MAX);
+        cur->rows[0].fingerprint = q;
+        cur->rows[0].keep = 1;
+        cur->count = 1;
+    }
     /* The check (find/check.check_search, find/verdict.judge), issue 33's rule in this order: (1) an
      * estimate from both sketches below the threshold with certainty >= FILTER_CERTAIN drops the pair
      * unread; (2) where both texts are at hand (the query's text, and a stored text or a short text's
@@ -1427,7 +1489,7 @@ static int near_filter(sqlite3_vtab_cursor *base, int idx_num, const char *idx_s
     rc = SQLITE_OK;
     for (size_t i = 0; i < count && rc == SQLITE_OK; i++) {
         candidate *c = &list[i];
-        int keep = 1, how = 0;
+        int keep = 1, how = 0, elsewhere = 0;
         double jaccard = 0, sure = NAN, estimate = 0;
         if (checked) {
             int has_estimate = my_sketch && c->sketch &&
@@ -1472,9 +1534,11 @@ static int near_filter(sqlite3_vtab_cursor *base, int idx_num, const char *idx_s
             double exact = theirs_count >= 0 ? jaccard_of_sets(mine, mine_count, theirs, theirs_count) : 0.0;
             verdict judged = rule_judge(c->distance, (int)k, has_estimate, estimate, sure, theirs_count >= 0, exact);
             keep = judged.keep, how = judged.how, jaccard = judged.jaccard, sure = judged.certainty;
+            /* store/texts.text_of: a row without a stored text may have its file at the key's path */
+            elsewhere = query_text && !filtered && how != BY_EXACT && c->text_null && c->hashed;
             sqlite3_free(theirs);
         }
-        if (!keep) continue;
+        if (!keep && !v->verdicts) continue;
         near_row *r = &cur->rows[cur->count++];
         r->key = c->key;
         r->key_len = c->key_len;
@@ -1484,6 +1548,8 @@ static int near_filter(sqlite3_vtab_cursor *base, int idx_num, const char *idx_s
         r->jaccard = jaccard;
         r->certainty = sure;
         r->checked_by = how;
+        r->keep = keep;
+        r->elsewhere = elsewhere;
     }
     sqlite3_free(mine);
     sqlite3_free(my_sketch);
@@ -1503,6 +1569,13 @@ static int near_eof(sqlite3_vtab_cursor *base) {
 
 static int near_column(sqlite3_vtab_cursor *base, sqlite3_context *ctx, int column) {
     near_cursor *c = (near_cursor *)base;
+    if (column == COL_KEEP || column == COL_ELSEWHERE) {
+        if (c->position < c->count) {
+            near_row *r = &c->rows[c->position];
+            sqlite3_result_int(ctx, column == COL_KEEP ? r->keep : r->elsewhere);
+        }
+        return SQLITE_OK;
+    }
     if (column >= COL_QUERY) {
         sqlite3_value *arg = c->args[column - COL_QUERY];
         if (arg) sqlite3_result_value(ctx, arg);
@@ -1513,7 +1586,9 @@ static int near_column(sqlite3_vtab_cursor *base, sqlite3_context *ctx, int colu
     if (c->position >= c->count) return SQLITE_OK;
     near_row *r = &c->rows[c->position];
     switch (column) {
-    case COL_KEY: sqlite3_result_text(ctx, r->key, r->key_len, SQLITE_TRANSIENT); break;
+    case COL_KEY:
+        if (r->key) sqlite3_result_text(ctx, r->key, r->key_len, SQLITE_TRANSIENT);
+        break;
     case COL_DISTANCE: sqlite3_result_int(ctx, r->distance); break;
     case COL_SIMILARITY: sqlite3_result_double(ctx, 1.0 - (double)r->distance / 64.0); break;
     case COL_FINGERPRINT: sqlite3_result_int64(ctx, (sqlite3_int64)r->fingerprint); break;
@@ -1553,7 +1628,50 @@ static sqlite3_module near_module = {
     NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
 };
 
+static sqlite3_module verdicts_module = {
+    0, NULL, verdicts_connect, near_best_index, near_disconnect, NULL, near_open, near_close, near_filter, near_next,
+    near_eof, near_column, near_rowid, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+};
+
 /* ---------------------------------------------------------------------------------------------- */
+
+static int check_versions(char **err) {
+    if (sqlite3_libversion_number() < MIN_SQLITE_VERSION) {
+        *err = sqlite3_mprintf("simhash: SQLite %s is too old: an index's STRICT tables need 3.37 or later",
+                               sqlite3_libversion());
+        return SQLITE_ERROR;
+    }
+    if (shc_abi_version() != SHC_ABI_VERSION) {
+        *err = sqlite3_mprintf("simhash: the C core's ABI does not match the extension");
+        return SQLITE_ERROR;
+    }
+    return SQLITE_OK;
+}
+
+/* The package's entry point (find/native_near.py loads it into an index's own connection): only
+ * simhash_near_verdicts, so the package's functions and its simhash_near stay its own. */
+#ifdef _WIN32
+__declspec(dllexport)
+#else
+__attribute__((visibility("default")))
+#endif
+int sqlite3_simhash_package_init(sqlite3 *db, char **err, const sqlite3_api_routines *api) {
+#ifndef SQLITE_CORE
+    SQLITE_EXTENSION_INIT2(api);
+#else
+    (void)api;
+#endif
+    int rc = check_versions(err);
+    if (rc != SQLITE_OK) return rc;
+    ext_conn *conn = sqlite3_malloc(sizeof *conn);
+    if (!conn) return SQLITE_NOMEM;
+    memset(conn, 0, sizeof *conn);
+    conn->db = db;
+    conn->refs = 1; /* the module */
+    rc = sqlite3_create_module_v2(db, VERDICTS_NAME, &verdicts_module, conn, conn_release);
+    if (rc != SQLITE_OK) *err = sqlite3_mprintf("simhash: registering " VERDICTS_NAME " failed: %s", sqlite3_errmsg(db));
+    return rc;
+}
 
 #ifdef _WIN32
 __declspec(dllexport)
@@ -1566,15 +1684,7 @@ int sqlite3_simhash_init(sqlite3 *db, char **err, const sqlite3_api_routines *ap
 #else
     (void)api;
 #endif
-    if (sqlite3_libversion_number() < MIN_SQLITE_VERSION) {
-        *err = sqlite3_mprintf("simhash: SQLite %s is too old: an index's STRICT tables need 3.37 or later",
-                               sqlite3_libversion());
-        return SQLITE_ERROR;
-    }
-    if (shc_abi_version() != SHC_ABI_VERSION) {
-        *err = sqlite3_mprintf("simhash: the C core's ABI does not match the extension");
-        return SQLITE_ERROR;
-    }
+    if (check_versions(err) != SQLITE_OK) return SQLITE_ERROR;
     ext_conn *conn = sqlite3_malloc(sizeof *conn);
     if (!conn) return SQLITE_NOMEM;
     memset(conn, 0, sizeof *conn);
