@@ -6,6 +6,7 @@ without a sketch)."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import random
 import re
 import string
@@ -139,6 +140,24 @@ def test_with_texts_in_files_some_edited_gone_or_unsketched(runner, tmp_path):
     conn.close()
     seen = compare(db, text_queries(docs, random.Random(6)) + [Query(text=docs[key]) for key in ("f2", "f4", "f6")])
     assert {"checked", "rejected", "estimated", "estimate_rejected", "unchecked"} <= seen
+
+
+def test_with_texts_in_jsonl_lines_some_changed(runner, tmp_path):
+    """Documents added from a JSONL file are checked against their lines read again (store.texts.TextReader):
+    the C path hands them back to Python as it does files, so both paths give exact verdicts; a line changed
+    after the add is estimated by both."""
+    docs = corpus(9)
+    crawl = tmp_path / "crawl.jsonl"
+    lines = [json.dumps({"id": key, "text": text}, ensure_ascii=False) for key, text in docs.items()]
+    crawl.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    db = tmp_path / "lines.db"
+    assert simq(runner, "add", "--db", db, crawl).exit_code == 0
+    # f2's line edited in place with the same length: its hash no longer matches, so it is estimated
+    raw = crawl.read_bytes()
+    at = raw.index(json.dumps(docs["f2"], ensure_ascii=False).encode()) + 2
+    crawl.write_bytes(raw[:at] + (b"Z" if raw[at:at + 1] != b"Z" else b"Y") + raw[at + 1:])
+    seen = compare(db, text_queries(docs, random.Random(10)) + [Query(text=docs[key]) for key in ("f0", "f2", "f4")])
+    assert {"checked", "rejected", "estimated"} <= seen
 
 
 def test_a_batch_answers_as_single_searches(tmp_path):

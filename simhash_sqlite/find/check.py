@@ -102,9 +102,12 @@ class ShingleCache:
         return self.sketches[key]
 
     def may_read(self, key: str) -> bool:
-        """Whether a row that stores no text but a content hash may have it at hand: its file at the key's path
-        (store.texts.text_of's gate) or a text cached already. native_near asks before reading a row again."""
+        """Whether a row that stores no text but a content hash may have it at hand: a text cached already, its
+        JSONL line recorded (store.texts.TextReader), or its file at the key's path (store.texts.text_of's gate).
+        native_near asks before reading a row again."""
         if key in self.entries:
+            return True
+        if self.texts.has_line(key):
             return True
         path = key_path(key, self.index.key_root)
         return os.access(path, os.F_OK) and os.path.isfile(path)  # access(): no exception where nothing is there

@@ -144,6 +144,12 @@ class TextReader:
         found = self.index.conn.execute(f"SELECT {self._columns} FROM documents WHERE key = ?", (key,)).get
         return None if found is None else self._texts([found])[key]
 
+    def has_line(self, key: str) -> bool:
+        """Whether the key's JSONL line is recorded (its text may be read again; row() says if it still is)."""
+        return self.lines and self.index.conn.execute(
+            "SELECT source IS NOT NULL FROM documents WHERE key = ?", (key,)
+        ).get == 1
+
     def rows(self, keys: Iterable[str]) -> dict[str, tuple[str | None, bytes | None]]:
         """row() of many keys (those not stored are left out), the JSONL lines read in file order."""
         import apsw  # (here: a pool worker imports this module for content_hash alone)
