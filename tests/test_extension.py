@@ -6,6 +6,7 @@ build the extension."""
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -416,11 +417,14 @@ def _better_sqlite3(cache) -> Path:
     if shutil.which("npm") is None:
         pytest.skip("npm is not installed (Debian: apt-get install npm)")
     folder = Path(cache.mkdir("better-sqlite3-12"))
-    if not (folder / "node_modules" / "better-sqlite3" / "package.json").exists():
-        install = ["npm", "install", "--no-audit", "--no-fund", "--prefix", str(folder), "better-sqlite3@12"]
-        run = subprocess.run(install, capture_output=True, text=True, timeout=900)
-        if run.returncode:
-            pytest.skip(f"npm could not install better-sqlite3@12: {(run.stderr or run.stdout).strip()[-300:]}")
+    # One install at a time: two xdist workers installing into one folder saw each other's half-made tree.
+    with open(folder / "install.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (folder / "node_modules" / "better-sqlite3" / "build").exists():
+            install = ["npm", "install", "--no-audit", "--no-fund", "--prefix", str(folder), "better-sqlite3@12"]
+            run = subprocess.run(install, capture_output=True, text=True, timeout=900)
+            if run.returncode:
+                pytest.skip(f"npm could not install better-sqlite3@12: {(run.stderr or run.stdout).strip()[-300:]}")
     return folder
 
 
