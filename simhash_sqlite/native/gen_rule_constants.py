@@ -89,7 +89,7 @@ def header(values: dict, version: str = "") -> str:
 
 
 def main(argv: list[str]) -> None:
-    if len(argv) not in (1, 2):
+    if len(argv) not in (1, 2) or any(arg.startswith("-") for arg in argv):  # (--help wrote a file named --help)
         raise SystemExit("usage: gen_rule_constants.py [RULE_PY] OUT.h")
     rule = Path(argv[0] if len(argv) == 2 else RULE_PY)
     try:
