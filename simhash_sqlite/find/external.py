@@ -32,9 +32,13 @@ class ScratchFolder:
         self.bytes = 0  # written so far
         self._finalizer: weakref.finalize | None = None
 
+    def _make(self) -> str:
+        """The folder, made now (the first file is asked for)."""
+        return tempfile.mkdtemp(prefix=self.prefix, dir=self.parent)
+
     def new_file(self, suffix: str) -> str:
         if self.path is None:
-            self.path = tempfile.mkdtemp(prefix=self.prefix, dir=self.parent)
+            self.path = self._make()
             self._finalizer = weakref.finalize(self, shutil.rmtree, self.path, ignore_errors=True)
         self.files += 1
         return os.path.join(self.path, f"{self.files}{suffix}")

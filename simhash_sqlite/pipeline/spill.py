@@ -19,13 +19,13 @@ import re
 import shutil
 import struct
 import sys
-import tempfile
 from collections.abc import Iterator
 
 import apsw
 import numpy as np
 
 from ..errors import InvalidArgument
+from ..find.external import ScratchFolder
 
 # The default budget: a quarter of the machine's memory, at most this much. bench/scale.py, 1M streamed
 # pages (940k kept): peak RSS 1.11 GB at 1G against 1.58 GB at 2G, the same output, CPU 88 s against 75 s;
@@ -57,16 +57,14 @@ def default_memory() -> int:
     return max(LEAST_MEMORY, min(total // 4, DEFAULT_MEMORY_CAP))
 
 
-class SpillFolder:
+class SpillFolder(ScratchFolder):
     """The folder the kept set spills to: NEAR.spill beside the output (a killed run's is removed when the
     next run for that output starts), else one in the temporary folder; made on first use, removed by
-    close()."""
+    close() (find.external.ScratchFolder, as dupes' sorted runs)."""
 
     def __init__(self, near: str | None = None) -> None:
+        super().__init__(prefix="simq-spill-")
         self.near = near
-        self.path: str | None = None
-        self.bytes = 0  # written so far (the spill the report shows)
-        self.files = 0
         if near is not None:
             shutil.rmtree(self._beside(), ignore_errors=True)
 
@@ -74,20 +72,11 @@ class SpillFolder:
         assert self.near is not None
         return os.path.abspath(self.near) + ".spill"
 
-    def new_file(self, suffix: str) -> str:
-        if self.path is None:
-            if self.near is None:
-                self.path = tempfile.mkdtemp(prefix="simq-spill-")
-            else:
-                self.path = self._beside()
-                os.makedirs(self.path)
-        self.files += 1
-        return os.path.join(self.path, f"{self.files}{suffix}")
-
-    def close(self) -> None:
-        if self.path is not None:
-            shutil.rmtree(self.path, ignore_errors=True)
-            self.path = None
+    def _make(self) -> str:
+        if self.near is None:
+            return super()._make()
+        os.makedirs(self._beside())
+        return self._beside()
 
 
 def _write(path: str, array: np.ndarray) -> int:
