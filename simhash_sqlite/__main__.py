@@ -6,7 +6,9 @@ and the CLI's imports (typer, rich, apsw, every layer of the package) cost each 
 never uses.
 """
 
+import _thread
 import os
+import signal
 import sys
 
 # OpenBLAS starts a thread per core when numpy is imported, and those threads cost 0.07 CPU-s of a
@@ -18,8 +20,24 @@ BLAS_THREADS = "OPENBLAS_NUM_THREADS"
 INTERRUPTED = 130  # the exit status of Ctrl-C, as simq's commands give it (cli/errors.py)
 
 
+def _interrupt_again(unraisable) -> None:
+    """sys.unraisablehook: a Ctrl-C that lands in code whose exceptions Python cannot raise (an import lock's
+    weakref callback, while a command imports a module it needs) would be printed as "Exception ignored"
+    with a traceback, and the command would go on; it is delivered to the main thread again instead, where
+    the command stops with its one line and 130. From another thread: in this one the hook itself would get
+    it, and Python ignores that too (if it lands in such code again, it comes back here again)."""
+    if issubclass(unraisable.exc_type, KeyboardInterrupt):
+        if os.name == "nt":  # (os.kill with SIGINT would end the process there)
+            _thread.start_new_thread(_thread.interrupt_main, ())
+        else:  # a real signal: it wakes a call that sleeps or waits, as the first did
+            _thread.start_new_thread(os.kill, (os.getpid(), signal.SIGINT))
+    else:
+        sys.__unraisablehook__(unraisable)
+
+
 def main() -> None:
     os.environ.setdefault(BLAS_THREADS, "1")
+    sys.unraisablehook = _interrupt_again
     try:
         from .cli.app import main as run
 
