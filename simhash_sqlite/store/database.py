@@ -13,13 +13,15 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import apsw
 
-from ..core.sketch import SketchScheme
 from ..errors import DamagedIndex, DiskFull, ForeignSchema, IndexNotFound, NotAnIndex, SchemaTooNew
-from .documents import ShortTexts
+
+if TYPE_CHECKING:  # annotations only: core.sketch imports numpy, which a search by key does without
+    from ..core.sketch import SketchScheme
+    from .documents import ShortTexts
 
 # "SIMH" in ASCII: PRAGMA application_id marks a SQLite file as ours.
 APPLICATION_ID = 0x53494D48

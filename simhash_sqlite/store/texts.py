@@ -50,6 +50,15 @@ def key_path(key: str, root: str | None) -> str:
     return key if root is None or os.path.isabs(key) else os.path.join(root, key)
 
 
+def file_keys_out_of_reach(conn) -> bool:
+    """Some of the first relative keys whose texts live in files, and none of them a file from here (an index
+    made before the root of its keys was recorded, searched from another folder)."""
+    keys = [key for (key,) in conn.execute(
+        "SELECT key FROM documents WHERE text IS NULL AND content_hash IS NOT NULL LIMIT 100"
+    ) if not os.path.isabs(key)]
+    return bool(keys) and not any(os.path.isfile(key) for key in keys)
+
+
 def text_of(key: str, text: str | None, digest: bytes | None, root: str | None = None) -> str | None:
     """A document's text from its row: the stored copy, else the file at `key` (key_path: from `root`)
     if its content hash is still `digest` (a file edited, moved or gone since the add gives None). None
