@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass
+from typing import Any
 
 import apsw
 
@@ -83,6 +84,7 @@ class _IndexFile:
     short_texts: ShortTexts
     key_root: str | None
     store_text: bool
+    sketch_scheme: Any = None  # (not read by TextReader)
 
 
 class QuickIndex:
@@ -179,7 +181,7 @@ class QuickIndex:
         return native._Scheme(info["bins"], info["bits"], info.get("size_bits", 0))
 
     def _judged(self, text: str, key: str | None, k: int, limit: int | None) -> QuickAnswer | None:
-        rows = self.conn.execute(VERDICTS_SQL, (text, k)).fetchall()
+        rows: list[Any] = self.conn.execute(VERDICTS_SQL, (text, k)).fetchall()
         if not rows or rows[0][6] != 1:  # declined, or no features: the reference computes or refuses it
             return None
         report = CheckSummary(k, DEFAULT_THRESHOLD)
