@@ -102,6 +102,11 @@ def test_hash_prints_what_the_full_command_prints(tmp_path, monkeypatch):
             quick, full = both(["hash", text, *extra] if not text.startswith("-") else ["hash", "--", text])
             assert quick is None or quick == full, (text, extra)
     assert both(["hash", "hello world"])[0] is not None
+    with SimhashIndex(tmp_path / "ngram3.db", create=True, ngram=3, weights="count") as index:
+        index.add([Document("a", "some text")])
+    for text in [*texts(rng, 10), "ﬁ ß İstanbul", ""]:
+        quick, full = both(["hash", text, "--db", "ngram3.db", "--signed"])
+        assert quick is None or quick == full, text
 
 
 def test_a_search_by_key_prints_what_the_full_command_prints(tmp_path, monkeypatch):
@@ -116,6 +121,16 @@ def test_a_search_by_key_prints_what_the_full_command_prints(tmp_path, monkeypat
         answered += quick is not None
         assert quick is None or quick == full
     assert answered >= 3  # (k 40 and keys of long texts whose texts are not kept: the full command)
+
+
+def test_hash_with_an_index_s_settings(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with SimhashIndex(tmp_path / "simhash.db", create=True, ngram=4) as index:
+        index.add([Document("a", "some text")])
+    for argv in (["hash", "the quick brown fox"], ["hash", "春眠不觉晓，处处闻啼鸟", "--json"]):
+        quick, full = both(argv)
+        assert quick is not None and quick == full
+        assert quick != both([*argv, "--db", "other.db"])[0]  # the defaults' fingerprint differs (ngram 5)
 
 
 def test_the_lane_hands_on_what_it_does_not_answer(tmp_path, monkeypatch):
@@ -153,7 +168,8 @@ def imported(stderr: str) -> set[str]:
 def test_hash_and_near_by_key_start_without_numpy_typer_or_rich(tmp_path):
     with SimhashIndex(tmp_path / "index.db", create=True, store_text=True) as index:
         index.add(Document(f"d{i}", f"{' '.join(WORDS)} {i} {i * 7 % 5}") for i in range(50))
-    for args in (["hash", "some text to fingerprint"], ["near", "--key", "d1", "--db", "index.db"]):
+    for args in (["hash", "some text to fingerprint"], ["hash", "with the index's settings", "--db", "index.db"],
+                 ["near", "--key", "d1", "--db", "index.db"]):
         done = simq(args, tmp_path)
         assert done.returncode == 0, done.stderr
         heavy = sorted(name for name in imported(done.stderr) if name.split(".")[0] in HEAVY)

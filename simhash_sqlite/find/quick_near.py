@@ -143,6 +143,15 @@ class QuickIndex:
         except (SimhashError, apsw.Error, OSError, ValueError):
             return None
 
+    def fingerprint(self, text: str) -> int | None:
+        """SimhashIndex.fingerprint(text) with the index's settings, by the extension (the query's row of
+        simhash_near_verdicts at k 0); None where the reference must answer (declined, no features, an error)."""
+        try:
+            rows: list[Any] = self.conn.execute(VERDICTS_SQL, (text, 0)).fetchall()
+        except apsw.Error:
+            return None
+        return rows[0][2] & _MASK64 if rows and rows[0][6] == 1 else None
+
     def _text_of_key(self, key: str) -> str | None:
         """The text the reference checks the key by, where the C core makes the key's stored fingerprint and
         sketch from it (so the extension's query is the reference's); else None."""

@@ -7,8 +7,9 @@ the whole package took 150-180 ms of it (bench/startup.py). What it takes:
 - a command line of only the options below, each once, with values click would take as they are;
 - stdout and stderr that are not terminals, and no FORCE_COLOR, TTY_COMPATIBLE or TTY_INTERACTIVE (rich
   then draws plain text, which words.py writes the same); on a terminal, the full command;
-- hash: no index file at --db (an index's settings are read by SimhashIndex) and a text the C core
-  fingerprints (native.fingerprint_one; a text it declines is the numpy reference's);
+- hash: a text the C core fingerprints (native.fingerprint_one with the default settings where no file is at
+  --db, else the extension with the index's: quick_near.QuickIndex.fingerprint); a text it declines is the
+  numpy reference's;
 - near: the check at its default threshold, k <= quick_near.MOST_K, and an answer from find/quick_near.py
   (the loadable extension's simhash_near_verdicts: the same verdicts as the reference, or none).
 tests/test_quick_lane.py runs both lanes on the same command lines and compares every byte and exit status.
@@ -130,10 +131,21 @@ Printed = list[tuple[TextIO, str]]  # (stdout or stderr, text), in order
 
 
 def _hash(options: dict) -> Printed | None:
-    """search_commands.hash_command for a text and no index file."""
+    """search_commands.hash_command for a text, with the settings of the index at --db if there is one."""
     db, format_, texts = _db(options), _format(options), options[""]
-    if db is None or format_ is None or len(texts) != 1 or len(texts[0]) > LONG_TEXT or os.path.lexists(db):
+    if db is None or format_ is None or len(texts) != 1 or len(texts[0]) > LONG_TEXT:
         return None
+    fingerprint = _of_index(db, texts[0]) if os.path.lexists(db) else _of_defaults(texts[0])
+    if fingerprint is None:
+        return None  # declined: the numpy reference; no features: the full command's error
+    signed = fingerprint - (1 << 64) if fingerprint >> 63 else fingerprint
+    if format_ == "table":
+        return [(sys.stdout, f"{signed if options.get('--signed') else hex_of(fingerprint)}\n")]
+    return [(sys.stdout, json_text({"fingerprint": hex_of(fingerprint), "signed": signed}) + "\n")]
+
+
+def _of_defaults(text: str) -> int | None:
+    """The fingerprint of a text with the default settings by the C core, or None (see _hash)."""
     settings = FingerprintSettings()
     try:
         lib = native.core()
@@ -141,13 +153,17 @@ def _hash(options: dict) -> Printed | None:
         return None
     if lib is None or not native.supports(settings):
         return None
-    fingerprint, _, status = native.fingerprint_one(lib, texts[0], ngram=settings.ngram, weights=settings.weights)
-    if status & native.DECLINED or not status & native.HAS_FINGERPRINT:
-        return None  # declined: the numpy reference; no features: the full command's error
-    signed = fingerprint - (1 << 64) if fingerprint >> 63 else fingerprint
-    if format_ == "table":
-        return [(sys.stdout, f"{signed if options.get('--signed') else hex_of(fingerprint)}\n")]
-    return [(sys.stdout, json_text({"fingerprint": hex_of(fingerprint), "signed": signed}) + "\n")]
+    fingerprint, _, status = native.fingerprint_one(lib, text, ngram=settings.ngram, weights=settings.weights)
+    return None if status & native.DECLINED or not status & native.HAS_FINGERPRINT else fingerprint
+
+
+def _of_index(db: str, text: str) -> int | None:
+    """The fingerprint of a text with an index's settings, by the extension the index is searched with."""
+    index = QuickIndex.open(db)
+    if index is None:
+        return None
+    with index:
+        return index.fingerprint(text)
 
 
 def _near(options: dict) -> Printed | None:
