@@ -17,6 +17,7 @@ tests/test_quick_lane.py runs both lanes on the same command lines and compares 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from pathlib import Path
@@ -65,7 +66,13 @@ def run(argv: list[str]) -> int | None:
             stream.write(text)
             stream.flush()
         except BrokenPipeError:  # the reader has gone (simq ... | head): quiet, as every simq command
-            os.dup2(os.open(os.devnull, os.O_WRONLY), stream.fileno())
+            with contextlib.suppress(OSError, ValueError):
+                os.dup2(os.open(os.devnull, os.O_WRONLY), stream.fileno())
+            return 0
+        except OSError as exc:  # (a full disk under > FILE): cli/errors.friendly_errors' line and status
+            said = f"{exc.filename or ''}: {exc.strerror or exc}".lstrip(": ")
+            sys.stderr.write(f"error: {printable(said)}\n")
+            return 1
     return 0
 
 
