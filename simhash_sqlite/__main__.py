@@ -39,6 +39,11 @@ def main() -> None:
     os.environ.setdefault(BLAS_THREADS, "1")
     sys.unraisablehook = _interrupt_again
     try:
+        from .quick.lane import run as quick
+
+        answered = quick(sys.argv[1:])  # hash and near --key, where they answer alike without typer and numpy
+        if answered is not None:
+            raise SystemExit(answered)
         from .cli.app import main as run
 
         run()

@@ -8,8 +8,8 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "simhash_sqlite"
 # ARCHITECTURE.md's drawing, top to bottom; the surfaces share a level, and the CLI may start the others.
-RANK = {"cli": 8, "web": 7, "sql": 7, "spark": 7, "analysis": 6, "pipeline": 5, "index": 4, "find": 3, "store": 2,
-        "core": 1, "native": 0, "errors": -1, "version": -1}
+RANK = {"cli": 8, "quick": 7, "web": 7, "sql": 7, "spark": 7, "analysis": 6, "pipeline": 5, "index": 4, "find": 3,
+        "store": 2, "core": 1, "native": 0, "errors": -1, "version": -1}
 
 
 def upward_imports(path: Path, package: Path = PACKAGE) -> list[str]:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import csv
-import json
 import os
 import stat
 import sys
@@ -30,6 +29,7 @@ if TYPE_CHECKING:  # rich.progress is imported by progress(): a search that show
     from rich.progress import Progress
 
 from ..errors import InvalidArgument, InvalidInput, printable
+from ..quick.words import json_text
 
 FORMATS = ("table", "json", "jsonl", "csv", "tsv")
 PIPED_WIDTH = 1 << 20  # "no wrapping" when stdout is a pipe or a file: wider than any real row
@@ -209,21 +209,7 @@ def json_value(value: object) -> object:
     return value.hex() if isinstance(value, (bytes, bytearray, memoryview)) else value
 
 
-# Line breaks that JSON leaves raw but str.splitlines() and some JSONL readers split on: escaped, so
-# that a JSON line is one line to every reader. (Raw, they can only be inside strings: safe to replace.)
-_RAW_BREAKS = str.maketrans({"\x85": "\\u0085", "\u2028": "\\u2028", "\u2029": "\\u2029"})
-
-
-def _json(value: object) -> str:
-    return json.dumps(value, ensure_ascii=False, default=_json_default).translate(_RAW_BREAKS)
-
-
-def _json_default(value: object) -> object:
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        return bytes(value).hex()
-    if isinstance(value, os.PathLike):
-        return os.fspath(value)
-    raise TypeError(f"{type(value).__name__} is not JSON")
+_json = json_text  # (plain.py: the one JSON line every format writes)
 
 
 def csv_cell(value: object) -> object:

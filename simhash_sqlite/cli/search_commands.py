@@ -13,9 +13,10 @@ from ..core.fingerprint import from_hex, simhash, to_hex, to_signed
 from ..core.settings import DEFAULT_THRESHOLD, FingerprintSettings, default_k
 from ..errors import InvalidArgument, InvalidInput
 from ..find.queries import FailedQuery, guess_format, parse_queries
-from ..find.search import Match, executed_sql, near_sql
+from ..find.search import executed_sql, near_sql
 from ..find.verdict import CheckSummary, validate_threshold
 from ..index import SimhashIndex
+from ..quick.words import match_json
 from ..store import texts
 from ..store.documents import FingerprintedDocument
 from . import output
@@ -134,7 +135,7 @@ def near(
             err.print(executed_sql(result.plan), markup=False, soft_wrap=True)
             err.print("-- the same answer in one statement (near_sql()):", markup=False)
             err.print(near_sql(result.plan), markup=False, soft_wrap=True)
-    records = [_match_json(m) for m in matches]
+    records = [match_json(m) for m in matches]
     if format_ != "table":
         with output.destination(output_path) as handle:
             output.render(records, format_, handle)
@@ -195,7 +196,7 @@ def _near_batch(
                 if answer.report is not None:
                     total.add(answer.report)
                 record["fingerprint"] = to_hex(answer.fingerprint)
-                record["matches"] = [_match_json(m) for m in matches]
+                record["matches"] = [match_json(m) for m in matches]
                 if explain:
                     record["plan"], record["candidates"] = answer.plan.kind, answer.candidates
                     plans[answer.plan.kind] = plans.get(answer.plan.kind, 0) + 1
@@ -222,20 +223,6 @@ def _near_batch(
     if failed:
         queries = counted(answered, "query", "queries")
         raise fail(f"{failed:,} of {queries} could not be searched (see their \"error\" lines)")
-
-
-def _match_json(match: Match) -> dict:
-    """A match as JSON; "jaccard" is the check's (null: not measured), "checked_by" how it was judged."""
-    return {
-        "key": match.key,
-        "distance": match.distance,
-        "similarity": round(match.similarity, 4),
-        "jaccard": None if match.jaccard is None else round(match.jaccard, 4),
-        "checked": match.jaccard is not None,
-        "checked_by": match.checked_by,
-        "certainty": None if match.certainty is None else round(match.certainty, 4),
-        "fingerprint": to_hex(match.fingerprint),
-    }
 
 
 def _query_of_file(

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import json
+import sys
 from dataclasses import asdict, dataclass, fields
-
-import numpy as np
 
 from ..errors import InvalidArgument, InvalidInput, SettingsMismatch
 
@@ -29,9 +28,16 @@ SHORT_TEXT = 200
 
 def validate_k(k) -> int:
     """A Hamming radius as a plain int: a whole number from 0 to 64 (numpy integers too)."""
-    if not isinstance(k, (int, np.integer)) or isinstance(k, bool) or not 0 <= k <= 64:
+    if not (isinstance(k, int) or _numpy_integer(k)) or isinstance(k, bool) or not 0 <= k <= 64:
         raise InvalidArgument(f"k must be a whole number from 0 to 64, not {k!r}")
     return int(k)
+
+
+def _numpy_integer(value) -> bool:
+    """Whether value is a numpy integer, without importing numpy (a third of simq's start-up): where numpy
+    is not imported yet, nothing is one."""
+    numpy = sys.modules.get("numpy")
+    return numpy is not None and isinstance(value, numpy.integer)
 
 
 def default_k(check: bool) -> int:

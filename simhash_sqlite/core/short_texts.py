@@ -28,8 +28,10 @@ from __future__ import annotations
 
 import json
 import zlib
+from typing import TYPE_CHECKING
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
 # The sizes are in core/rule.py (the loadable extension reads the same data). SHORT_TEXT_DEFLATED_MOST:
 # deflate is most of the cost of the data (17 us a text of 750 bytes, whose fingerprint and sketch take 3;
@@ -44,7 +46,9 @@ from .rule import (  # noqa: F401 (importable here, as before)
     SHORT_TEXT_MOST,
     SHORT_TEXT_READ_MOST,
 )
-from .shingles import fold_space, shingle_set
+
+# shingles (numpy) is imported where it is used: reading a short text back (short_text_of) needs neither, and
+# simq near --key reads one without numpy (find/quick_near.py).
 
 _ENCODINGS = ("utf-8", "utf-16-le")
 
@@ -72,6 +76,8 @@ def short_text_data(text: str, limit: int = SHORT_TEXT_BYTES) -> bytes | None:
 
 def encoded(text: str) -> bytes | None:
     """The stored form of a text (None: nothing but whitespace, or too long to try)."""
+    from .shingles import fold_space
+
     folded = fold_space(text)
     utf8 = folded.encode("utf-8", "surrogatepass")
     if not folded or len(utf8) > SHORT_TEXT_MOST:
@@ -105,6 +111,8 @@ def short_text_shingles(data: bytes | None) -> np.ndarray | None:
     be read (its pairs are then estimated)."""
     if data is None:
         return None
+    from .shingles import shingle_set
+
     try:
         return shingle_set(short_text_of(data))
     except ValueError:

@@ -27,19 +27,13 @@ from ..core.rule import CERTAIN
 from ..core.settings import DEFAULT_THRESHOLD
 from ..core.shingles import jaccard_of_sets, shingle_set
 from ..errors import InvalidInput
-from ..native import NativeUnavailable, core
-from ..native.extension import ExtensionMissing, built_without, loadable_path
 from ..store import texts
 from .check import ShingleCache
 from .queries import Query
+from .quick_near import ENTRY_POINT, VERDICTS_SQL, load_verdicts  # noqa: F401 (ENTRY_POINT: importable here)
 from .search import Match, Plan, SearchResult
 from .verdict import CheckSummary, judge
 
-ENTRY_POINT = "sqlite3_simhash_package_init"  # registers simhash_near_verdicts only
-VERDICTS_SQL = (
-    "SELECT key, distance, fingerprint, jaccard, checked_by, certainty, keep, elsewhere "
-    "FROM simhash_near_verdicts(?, ?)"
-)
 NO_FEATURES = "the query text has no features (no letters or digits) to search with"
 _MASK64 = (1 << 64) - 1
 
@@ -58,22 +52,7 @@ class NativeNear:
         return self._usable
 
     def _load(self) -> bool:
-        try:
-            if core() is None:  # the numpy reference everywhere (SIMHASH_SQLITE_CORE=python, or not built)
-                return False
-            if built_without():  # e.g. no zlib: short texts would be estimated where the package reads them
-                return False
-            path = loadable_path()
-        except (NativeUnavailable, ExtensionMissing):
-            return False
-        try:
-            self.conn.enable_load_extension(True)
-            self.conn.load_extension(path, ENTRY_POINT)
-        except apsw.Error:
-            return False
-        finally:
-            self.conn.enable_load_extension(False)
-        return True
+        return load_verdicts(self.conn)
 
     def search(
         self, query: Query, k: int, threshold: float, limit: int | None, plan: Plan, shingles: ShingleCache

@@ -27,10 +27,11 @@ from typing import cast
 import apsw
 import numpy as np
 
-from ..core.fingerprint import BLOCK_BITS, BLOCKS, similarity, to_unsigned
+from ..core.fingerprint import BLOCK_BITS, BLOCKS, to_unsigned
 from ..core.rule import PROBE_ROW_NS, PROBE_SEEK_NS, SCAN_LOAD_ROW_NS, SCAN_ROW_NS
 from ..core.settings import DEFAULT_THRESHOLD, candidate_k
 from ..errors import InvalidArgument
+from .match import Match
 from .verdict import CheckSummary, validate_threshold
 
 BLOCK_VALUES = 1 << BLOCK_BITS
@@ -46,25 +47,6 @@ CHECK_LOAD_ROW_NS = 900
 # Scan when the probes alone would read more than this share of the rows, even with the scan's array
 # still to load (plan_for without an index at hand uses this rule only).
 SCAN_SHARE = SCAN_LOAD_ROW_NS / PROBE_ROW_NS
-
-
-@dataclass(frozen=True)
-class Match:
-    """A document found near a query. `checked_by` says how it was judged: "exact" (Jaccard of the
-    texts), "estimated" (Jaccard estimated from the stored sketches: sure, or no text at hand), "distance"
-    (neither at hand: kept by distance alone), or None (the check was turned off)."""
-
-    key: str
-    fingerprint: int  # unsigned
-    distance: int
-    jaccard: float | None = None  # the Jaccard the check measured or estimated (None: by distance)
-    checked_by: str | None = None
-    certainty: float | None = None  # how sure the verdict is (check.Verdict); None: by distance, or unchecked
-    keeps: bool = True  # the verdict: a near-duplicate (only SearchResult.uncertain holds others)
-
-    @property
-    def similarity(self) -> float:
-        return similarity(self.distance)
 
 
 @dataclass(frozen=True)

@@ -28,10 +28,15 @@ import unicodedata
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from ..errors import SimhashError
+
+if TYPE_CHECKING:
+    import numpy as np
+
+# numpy is imported by the functions that use it: fingerprint_one() and the loading of the core need none, so
+# that `simq hash` and `simq near --key` start without it (cli/quick.py).
 
 ABI_VERSION = 2  # simhash_core.h SHC_ABI_VERSION
 SWITCH = "SIMHASH_SQLITE_CORE"
@@ -226,6 +231,8 @@ def encode(texts) -> tuple[bytes, np.ndarray]:
 
 def encode_parts(parts: list[bytes]) -> tuple[bytes, np.ndarray]:
     """encode() of texts already in UTF-8 ('surrogatepass'), one bytes object each."""
+    import numpy as np
+
     offsets = np.zeros(len(parts) + 1, dtype=np.int64)
     np.cumsum(np.fromiter(map(len, parts), dtype=np.int64, count=len(parts)), out=offsets[1:])
     return b"".join(parts), offsets
@@ -234,6 +241,8 @@ def encode_parts(parts: list[bytes]) -> tuple[bytes, np.ndarray]:
 def _runs(sizes: np.ndarray, limit: int) -> list[tuple[int, int]]:
     """[start, end) runs of consecutive items, each ending at the first item that brings its sum of
     sizes to limit or more (or at the last item): one item at least."""
+    import numpy as np
+
     ends = np.cumsum(sizes)
     runs, start, n = [], 0, len(sizes)
     while start < n:
@@ -251,6 +260,8 @@ def batch(
     """The core over the texts: (fingerprints uint64 or None, sketch rows (n, nbytes) uint8 or None,
     status uint8). Declined texts have status & DECLINED: the caller computes them with the reference.
     utf8: the texts as encode() would write each, where the caller has them (not encoded again)."""
+    import numpy as np
+
     if not isinstance(texts, list):
         texts = list(texts)
     if utf8 is not None and len(utf8) != len(texts):
@@ -287,6 +298,29 @@ def batch(
     return fps, rows, status
 
 
+def fingerprint_one(lib: ctypes.CDLL, text: str, *, ngram: int, weights: str, scheme=None) -> tuple[int, bytes, int]:
+    """batch() of one text without numpy: (fingerprint, sketch bytes (b"" without a scheme), status), each as
+    batch() gives it (the caller reads status for HAS_FINGERPRINT, HAS_SKETCH and DECLINED)."""
+    utf8 = text.encode("utf-8", "surrogatepass")
+    offsets = (ctypes.c_int64 * 2)(0, len(utf8))
+    fingerprint = (ctypes.c_uint64 * 1)()
+    status = (ctypes.c_uint8 * 1)()
+    c_scheme = None if scheme is None else scheme_struct(scheme)
+    nbytes = 0 if c_scheme is None else lib.shc_sketch_bytes(ctypes.byref(c_scheme))
+    if c_scheme is not None and not nbytes:
+        raise ValueError(f"the C core does not support the sketch scheme {scheme}")
+    sketch = (ctypes.c_uint8 * max(nbytes, 1))()
+    code = lib.shc_batch(
+        _scratch(lib).pointer, utf8, offsets, 1, ngram, WEIGHTS[weights],
+        ctypes.byref(c_scheme) if c_scheme is not None else None, fingerprint, sketch if nbytes else None, status,
+    )  # fmt: skip
+    if code:
+        raise ValueError(f"the C core refused the text (error {code})")
+    if len(utf8) > KEEP_SCRATCH_BYTES:
+        _local.scratch = None
+    return fingerprint[0], bytes(sketch)[:nbytes], status[0]
+
+
 class _Cursor(ctypes.Structure):
     _fields_ = [("i", ctypes.c_int64), ("j", ctypes.c_int64)]
 
@@ -303,6 +337,8 @@ def window_pairs(
     right, estimate) of the rows p < q sharing the table's key that agree on no earlier window and whose
     estimate is >= threshold. rows: (n, nbytes) uint8 sketches; packed: the table's sorted
     (key << position_bits | row) words."""
+    import numpy as np
+
     rows = np.ascontiguousarray(rows, dtype=np.uint8)
     packed = np.ascontiguousarray(packed, dtype=np.uint64)
     c_scheme = scheme_struct(scheme)
@@ -332,6 +368,8 @@ def window_pairs(
 
 def estimate_many(lib: ctypes.CDLL, a: np.ndarray, b: np.ndarray, scheme) -> np.ndarray:
     """sketch.estimate_many in C: a and b (pairs, nbytes) uint8 rows."""
+    import numpy as np
+
     a = np.ascontiguousarray(a, dtype=np.uint8)
     b = np.ascontiguousarray(b, dtype=np.uint8)
     out = np.empty(len(a), dtype=np.float64)

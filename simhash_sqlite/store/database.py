@@ -5,21 +5,21 @@ from __future__ import annotations
 import json
 import os
 import re
-import socket
 import time
-import urllib.parse
 import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import apsw
 
-from ..core.sketch import SketchScheme
 from ..errors import DamagedIndex, DiskFull, ForeignSchema, IndexNotFound, NotAnIndex, SchemaTooNew
-from .documents import ShortTexts
+
+if TYPE_CHECKING:  # annotations only: core.sketch imports numpy, which a search by key does without
+    from ..core.sketch import SketchScheme
+    from .documents import ShortTexts
 
 # "SIMH" in ASCII: PRAGMA application_id marks a SQLite file as ours.
 APPLICATION_ID = 0x53494D48
@@ -285,6 +285,8 @@ def readable(conn: apsw.Connection, path: str) -> apsw.Connection:
             f"cannot read {path}: its folder is not writable and {wal} holds changes not yet in the file; "
             "ask its owner to run any simq command on it (which folds them in), or copy the index with its -wal file"
         )
+    import urllib.parse  # (here: a rare case, and a search's start-up does without it)
+
     uri = f"file:{urllib.parse.quote(os.path.abspath(path))}?immutable=1"
     conn = apsw.Connection(uri, flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI)
     harden(conn)
@@ -417,6 +419,8 @@ def loader_running(record: dict) -> bool:
     """The process a bulk load record names is still running on this machine (so it will build the
     indexes itself). A record from another machine, or naming no process, counts as ended."""
     pid = record.get("pid")
+    import socket  # (here: only a bulk load's record names a host; a search's start-up does without it)
+
     if record.get("host") != socket.gethostname() or isinstance(pid, bool) or not isinstance(pid, int) or pid < 1:
         return False
     try:
@@ -433,6 +437,8 @@ def drop_search_indexes(conn: apsw.Connection) -> None:
     for name, _sql in search_indexes():
         conn.execute(f'DROP INDEX IF EXISTS "{name}"')
     started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    import socket
+
     record = {"pid": os.getpid(), "host": socket.gethostname(), "started": started}
     conn.execute(
         "INSERT INTO simhash_meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",

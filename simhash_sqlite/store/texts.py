@@ -4,7 +4,6 @@ that still holds what was indexed (the same content hash: an edited, moved or tr
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import stat
@@ -17,9 +16,14 @@ from typing import TYPE_CHECKING, BinaryIO
 # fingerprinted in pieces and never held whole, so a check cannot compare them: judged by distance alone.
 from ..core.rule import READ_WHOLE_BYTES
 
+try:  # hashlib's blake2b itself (hashlib.blake2b is this), without hashlib's load of OpenSSL: 11 M instructions,
+    # 4% of simq near --key's start-up (bench/startup.py)
+    from _blake2 import blake2b
+except ImportError:  # pragma: no cover (an interpreter without CPython's _blake2)
+    from hashlib import blake2b
+
 if TYPE_CHECKING:  # (a pool worker imports content_hash_of_utf8 without the database layer)
     from .database import IndexFile
-
 
 
 def content_hash(text: str) -> bytes:
@@ -29,7 +33,7 @@ def content_hash(text: str) -> bytes:
 
 def content_hash_of_utf8(utf8: bytes) -> bytes:
     """content_hash() of a text given as its UTF-8 ('surrogatepass'), where the caller has the bytes."""
-    return hashlib.blake2b(utf8, digest_size=16).digest()
+    return blake2b(utf8, digest_size=16).digest()
 
 
 def stored_text(index: IndexFile, key: str) -> str | None:
@@ -48,6 +52,15 @@ def key_path(key: str, root: str | None) -> str:
     keys (simhash_meta 'key_root'), so that it names the same file from any working folder; from the
     working folder when None (an index made before the root was recorded)."""
     return key if root is None or os.path.isabs(key) else os.path.join(root, key)
+
+
+def file_keys_out_of_reach(conn) -> bool:
+    """Some of the first relative keys whose texts live in files, and none of them a file from here (an index
+    made before the root of its keys was recorded, searched from another folder)."""
+    keys = [key for (key,) in conn.execute(
+        "SELECT key FROM documents WHERE text IS NULL AND content_hash IS NOT NULL LIMIT 100"
+    ) if not os.path.isabs(key)]
+    return bool(keys) and not any(os.path.isfile(key) for key in keys)
 
 
 def text_of(key: str, text: str | None, digest: bytes | None, root: str | None = None) -> str | None:
