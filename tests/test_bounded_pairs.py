@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from simhash_sqlite import Document, SimhashIndex
-from simhash_sqlite.cli import app
+from simhash_sqlite.cli.app import app
 from simhash_sqlite.core.sketch import estimate_many
 from simhash_sqlite.find.bounded_pairs import BoundedPairs, needs_bound
 from simhash_sqlite.find.check import load_arrays

@@ -277,7 +277,7 @@ def test_old_spellings_still_work_and_are_not_shown(tmp_path):
     """--confirm/--no-confirm, --jaccard and `simq check` were renamed (CHANGELOG.md): scripts keep working."""
     from typer.testing import CliRunner
 
-    from simhash_sqlite.cli import app
+    from simhash_sqlite.cli.app import app
 
     runner = CliRunner()
     db = str(tmp_path / "old.db")

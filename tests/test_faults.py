@@ -29,7 +29,7 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 from web_helpers import get, serving, web_extra
 
-from simhash_sqlite.cli import app
+from simhash_sqlite.cli.app import app
 
 SIMQ = str(Path(sys.executable).with_name("simq"))  # the venv's console script, by path
 # Peak resident memory of one simq process (and its pool workers) on the small inputs of this file. An

@@ -21,7 +21,7 @@ from test_index import MASK, brute_force
 from typer.testing import CliRunner
 
 from simhash_sqlite import Document, SimhashIndex
-from simhash_sqlite.cli import app
+from simhash_sqlite.cli.app import app
 from simhash_sqlite.core.fingerprint import to_signed
 from simhash_sqlite.find.search import near_params
 from simhash_sqlite.index import FingerprintedDocument

@@ -178,3 +178,63 @@ def test_hash_and_near_by_key_start_without_numpy_typer_or_rich(tmp_path):
         reference = simq(args, tmp_path, SIMHASH_SQLITE_CORE="python")
         assert "numpy" in imported(reference.stderr)
         assert reference.returncode == 0 and reference.stdout == done.stdout
+
+
+def on_a_terminal(args: list[str], cwd: Path, full: bool = False) -> tuple[int, bytes, set[str]]:
+    """(exit status, what a 100-column terminal shows on stdout, modules imported) of simq run as a user runs it
+    at a terminal: the venv's simq (the quick lane first), or with full the command line's own main()."""
+    import fcntl
+    import pty
+    import struct
+    import termios
+
+    script = SIMQ
+    if full:  # the same name as the venv's script, so click calls itself the same
+        (cwd / "full").mkdir(exist_ok=True)
+        script = cwd / "full" / "simq"
+        script.write_text("from simhash_sqlite.cli import main\nmain()\n")
+    environment = {k: v for k, v in os.environ.items() if k not in lane.RICH_VARIABLES and k != lane.DB_VARIABLE}
+    environment.update(TERM="xterm-256color", COLUMNS="100", LINES="40")
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 100, 0, 0))
+    with open(cwd / "imports.txt", "w+b") as imports:  # (-X importtime's lines: a file, never a full pipe)
+        done = subprocess.Popen([sys.executable, "-X", "importtime", str(script), *args], cwd=cwd, env=environment,
+                                stdin=subprocess.DEVNULL, stdout=slave, stderr=imports)
+        os.close(slave)
+        shown = b""
+        while True:
+            try:
+                chunk = os.read(master, 1 << 16)
+            except OSError:  # (Linux: EIO once the terminal's last writer has gone)
+                break
+            if not chunk:
+                break
+            shown += chunk
+        os.close(master)
+        status = done.wait()
+        imports.seek(0)
+        return status, shown, imported(imports.read().decode())
+
+
+def test_on_a_terminal_near_draws_the_full_command_s_table_without_numpy_or_typer(tmp_path):
+    """At a terminal rich draws the table (its widths and styles), so the quick lane prints through the full
+    command's own output.py: the same bytes on the terminal, without numpy, typer or click."""
+    made = texts(random.Random(11), 60)
+    with SimhashIndex(tmp_path / "index.db", create=True, store_text=True) as index:
+        index.add(Document(f"d{i}", t) for i, t in enumerate(made))
+    searches = (["near", "--key", "d0", "--db", "index.db"], ["near", "--key", "d3", "--db", "index.db", "-k", "3"],
+                ["near", made[5] + " extra", "--db", "index.db", "--json"],
+                ["near", "--key", "d7", "--db", "index.db", "-k", "0", "--format", "jsonl"])
+    drew_a_table = False
+    for args in searches:
+        status, shown, modules = on_a_terminal(args, tmp_path)
+        assert status == 0, shown
+        loaded = sorted(name for name in modules if name.split(".")[0] in ("numpy", "typer", "click"))
+        assert loaded == [], f"simq {args} imported {loaded[:8]}"
+        assert (status, shown) == on_a_terminal(args, tmp_path, full=True)[:2], args
+        drew_a_table |= "─".encode() in shown or "━".encode() in shown
+    assert drew_a_table
+    # hash prints plain text on a terminal too (print, as hash_command)
+    status, shown, modules = on_a_terminal(["hash", "the quick brown fox"], tmp_path)
+    assert status == 0 and not {"numpy", "typer", "rich"} & {name.split(".")[0] for name in modules}
+    assert shown == on_a_terminal(["hash", "the quick brown fox"], tmp_path, full=True)[1]

@@ -21,7 +21,7 @@ from typer.testing import CliRunner
 
 from simhash_sqlite import SimhashIndex
 from simhash_sqlite.analysis.explain import explain
-from simhash_sqlite.cli import app
+from simhash_sqlite.cli.app import app
 from simhash_sqlite.core.settings import CONFIRM_K
 from simhash_sqlite.core.short_texts import short_text_data
 from simhash_sqlite.find.verdict import CERTAIN

@@ -90,6 +90,16 @@ out = SimqConsole()
 err = SimqConsole(stderr=True)
 
 
+def warn(label: str, *parts: str) -> None:
+    """A yellow label and a message of user data on stderr, one line."""
+    err.print(line((label, "yellow"), " ", *parts), soft_wrap=True)
+
+
+def say(message: str, *, to_stderr: bool = False) -> None:
+    """A summary line (of user data: paths, keys) on stdout, or stderr."""
+    (err if to_stderr else out).print(plain(message), soft_wrap=True)
+
+
 def choose_format(format_: str | None, as_json: bool, default: str = "table", allowed: Iterable[str] = FORMATS) -> str:
     """The format a command prints: --format, or json for --json (its short form), else the default."""
     allowed = tuple(allowed)

@@ -9,17 +9,9 @@ from ..find.verdict import CheckSummary
 from ..index import SimhashIndex
 from ..quick.words import check_hints, check_summary, counted, keys_out_of_reach_note
 from ..store.texts import file_keys_out_of_reach
-from .output import err, line, out, plain
+from .output import say, warn
 
-
-def warn(label: str, *parts: str) -> None:
-    """A yellow label and a message of user data on stderr, one line."""
-    err.print(line((label, "yellow"), " ", *parts), soft_wrap=True)
-
-
-def say(message: str, *, to_stderr: bool = False) -> None:
-    """A summary line (of user data: paths, keys) on stdout, or stderr."""
-    (err if to_stderr else out).print(plain(message), soft_wrap=True)
+__all__ = ["say", "warn"]  # (re-exported: the commands take them from here)
 
 
 def tell_sketch_upgrade(index: SimhashIndex) -> None:
