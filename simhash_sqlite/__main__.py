@@ -35,13 +35,24 @@ def _interrupt_again(unraisable) -> None:
         sys.__unraisablehook__(unraisable)
 
 
+def _print_near_on_terminal(notes: list[str], records: list[dict], report, k: int, format_: str) -> None:
+    """The quick lane's near answer on a terminal, printed by the full command's own function (rich draws the
+    table for the terminal; typer and the command modules stay unloaded)."""
+    from .cli.reports import print_matches, say
+
+    for note in notes:  # (as reports.tell_sketch_upgrade says it)
+        say(note, to_stderr=True)
+    print_matches(records, report, k, format_)
+
+
 def main() -> None:
     os.environ.setdefault(BLAS_THREADS, "1")
     sys.unraisablehook = _interrupt_again
     try:
         from .quick.lane import run as quick
 
-        answered = quick(sys.argv[1:])  # hash and near --key, where they answer alike without typer and numpy
+        # hash and near --key, where they answer alike without typer and numpy
+        answered = quick(sys.argv[1:], on_terminal=_print_near_on_terminal)
         if answered is not None:
             raise SystemExit(answered)
         from .cli.app import main as run

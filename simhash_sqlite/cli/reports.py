@@ -4,12 +4,18 @@ check's summary, the sketch upgrade an index could use, progress, a verdict as J
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
 from ..core.settings import CONFIRM_K, RECOMMENDED_K, FingerprintSettings
-from ..find.verdict import CheckSummary
-from ..index import SimhashIndex
 from ..quick.words import check_hints, check_summary, counted, keys_out_of_reach_note
-from ..store.texts import file_keys_out_of_reach
+from . import output
 from .output import say, warn
+
+if TYPE_CHECKING:  # (types only: the quick lane prints matches through here without the index's imports)
+    from ..find.verdict import CheckSummary
+    from ..index import SimhashIndex
 
 __all__ = ["say", "warn"]  # (re-exported: the commands take them from here)
 
@@ -18,6 +24,8 @@ def tell_sketch_upgrade(index: SimhashIndex) -> None:
     """Say what opening an index made before sketches did (for writing: which documents could not be
     sketched), or lacks (for a search, which never writes: how to sketch them); and, for an index made
     before the root of its keys was recorded, that its files are out of reach from this folder."""
+    from ..store.texts import file_keys_out_of_reach
+
     if index.key_root is None and file_keys_out_of_reach(index.conn):
         say(keys_out_of_reach_note(index.path), to_stderr=True)
     if index.made_before_sketches:
@@ -46,6 +54,29 @@ def print_check_summary(
     if hint:
         for told in check_hints(report):
             warn("hint", told)
+
+
+def print_matches(
+    records: Sequence[Mapping[str, object]], report: CheckSummary | None, k: int, format_: str,
+    output_path: str | os.PathLike | None = None, *, hint: bool = True,
+) -> None:
+    """What near prints for its matches (match_json records, closest first): the records in format_ (a table
+    with the verdict's columns, or the fingerprint's where nothing was checked) to stdout or -o's file, or the
+    line that there are none, then the check's summary. The full command and the quick lane on a terminal
+    (quick/lane.py, through __main__) print by this one function."""
+    if format_ != "table":
+        with output.destination(output_path) as handle:
+            output.render(records, format_, handle)
+    elif not records:
+        none_checked = report is not None and report.candidates
+        say("no match passed the check" if none_checked else f"no documents within distance {k}")
+    else:
+        # Checked: the verdict takes the fingerprint's place (json has both), so keys keep their width.
+        last = ["jaccard", "checked_by", "certainty"] if report is not None else ["fingerprint"]
+        with output.destination(output_path) as handle:
+            output.render(records, "table", handle, columns=["key", "distance", "similarity", *last], fold=["key"])
+    if report is not None:
+        print_check_summary(report, "match", to_stderr=format_ != "table" or output_path is not None, hint=hint)
 
 
 def recommended_k(settings: FingerprintSettings) -> str:

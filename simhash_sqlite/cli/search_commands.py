@@ -36,7 +36,7 @@ from .options import (
     ThresholdOption,
 )
 from .output import err, out, plain
-from .reports import counted, print_check_summary, say, tell_sketch_upgrade, verdict_json, warn
+from .reports import counted, print_check_summary, print_matches, say, tell_sketch_upgrade, verdict_json, warn
 
 if TYPE_CHECKING:
     from ..analysis.explain import Explanation
@@ -135,22 +135,9 @@ def near(
             err.print(executed_sql(result.plan), markup=False, soft_wrap=True)
             err.print("-- the same answer in one statement (near_sql()):", markup=False)
             err.print(near_sql(result.plan), markup=False, soft_wrap=True)
-    records = [match_json(m) for m in matches]
-    if format_ != "table":
-        with output.destination(output_path) as handle:
-            output.render(records, format_, handle)
-    elif not matches:
-        none_checked = report is not None and report.candidates
-        say("no match passed the check" if none_checked else f"no documents within distance {k}")
-    else:
-        # Checked: the verdict takes the fingerprint's place (json has both), so keys keep their width.
-        last = ["jaccard", "checked_by", "certainty"] if report is not None else ["fingerprint"]
-        with output.destination(output_path) as handle:
-            output.render(records, "table", handle, columns=["key", "distance", "similarity", *last], fold=["key"])
-    if report is not None:
-        # A query too large to read whole has said why its candidates go by distance (_query_of_file).
-        print_check_summary(report, "match", to_stderr=format_ != "table" or output_path is not None,
-                             hint=not (file is not None and text is None))
+    # A query too large to read whole has said why its candidates go by distance (_query_of_file): no hint.
+    print_matches([match_json(m) for m in matches], report, k, format_, output_path,
+                  hint=not (file is not None and text is None))
 
 
 def _near_batch(

@@ -7,7 +7,8 @@ the whole package took 150-180 ms of it (bench/startup.py). What it takes:
 - a command line of only the options below, each once, with values click would take as they are;
 - for near's records and lines: stdout and stderr that are not terminals, and no FORCE_COLOR, TTY_COMPATIBLE or
   TTY_INTERACTIVE (rich then draws plain text, which words.py writes the same); else they are printed by the
-  full command's own calls to cli/output.py (rich, without typer and the command modules: _near_on_terminal);
+  full command's own function (cli/reports.print_matches, handed in by __main__ as on_terminal: rich, without
+  typer and the command modules; this layer imports nothing of cli/);
   hash prints plain text either way (print and render_one's json, as hash_command);
 - hash: a text the C core fingerprints (native.fingerprint_one with the default settings where no file is at
   --db, else the extension with the index's: quick_near.QuickIndex.fingerprint); a text it declines is the
@@ -55,14 +56,19 @@ RICH_VARIABLES = ("FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE")
 LONG_TEXT = 1 << 22  # core.fingerprint.LONG_TEXT: a longer text is fingerprinted in pieces
 
 
-def run(argv: list[str]) -> int | None:
-    """The exit status of a command line this lane answered (0), or None: the full command runs it."""
+# How near's answer is printed on a terminal: (notes for stderr, match_json records, check summary, k, format).
+TerminalPrinter = Callable[[list[str], list[dict], object, int, str], None]
+
+
+def run(argv: list[str], on_terminal: TerminalPrinter | None = None) -> int | None:
+    """The exit status of a command line this lane answered (0), or None: the full command runs it.
+    on_terminal: what prints near's answer on a terminal (None: the full command does)."""
     if not argv or argv[0] not in ("hash", "near"):
         return None
     options = _parsed(argv[1:], HASH_OPTIONS if argv[0] == "hash" else NEAR_OPTIONS)
     if options is None:
         return None
-    printed = _hash(options) if argv[0] == "hash" else _near(options, on_terminal=not _plain_streams())
+    printed = _hash(options) if argv[0] == "hash" else _near(options, None if _plain_streams() else on_terminal)
     if printed is None:
         return None
     if callable(printed):  # rich's consoles print it, and end on a closed pipe as the full command's do
@@ -180,11 +186,13 @@ def _of_index(db: str, text: str) -> int | None:
         return index.fingerprint(text)
 
 
-def _near(options: dict, on_terminal: bool = False) -> Printed | Callable[[], None] | None:
-    """search_commands.near for --key KEY or one text, checked at the default threshold (on_terminal: what
-    prints it through rich)."""
+def _near(options: dict, on_terminal: TerminalPrinter | None = None) -> Printed | Callable[[], None] | None:
+    """search_commands.near for --key KEY or one text, checked at the default threshold (on_terminal: streams
+    that are terminals, and what prints there)."""
     db, format_, texts, key = _db(options), _format(options), options[""], options.get("--key")
     if db is None or format_ is None or len(texts) + (key is not None) != 1:
+        return None
+    if on_terminal is None and not _plain_streams():
         return None
     text = texts[0] if texts else None
     if text is not None and (len(text) > READ_WHOLE_BYTES or ("\n" not in text and os.path.isfile(text))):
@@ -203,8 +211,8 @@ def _near(options: dict, on_terminal: bool = False) -> Printed | Callable[[], No
         notes = [keys_out_of_reach_note(shown)] if index.key_root is None and file_keys_out_of_reach(index.conn) else []
     matches, report = answer.matches, answer.report
     records = [match_json(m) for m in matches]
-    if on_terminal:
-        return functools.partial(_near_on_terminal, notes, records, report, k, format_)
+    if on_terminal is not None:
+        return functools.partial(on_terminal, notes, records, report, k, format_)
     printed: Printed = [(sys.stderr, printable(note) + "\n") for note in notes]
     out, err = sys.stdout, sys.stderr
     if format_ == "json":
@@ -224,26 +232,6 @@ def _near(options: dict, on_terminal: bool = False) -> Printed | Callable[[], No
         printed.append((out if format_ == "table" else err, printable(check_summary(report, "match")) + "\n"))
         printed.extend((err, f"hint {printable(told)}\n") for told in check_hints(report))
     return printed
-
-
-def _near_on_terminal(notes: list[str], records: list[dict], report, k: int, format_: str) -> None:
-    """What search_commands.near prints for this answer, by the same calls of cli/output.py (rich's consoles
-    draw the table and colour the hints for the terminal; typer and the command modules stay unloaded)."""
-    from ..cli import output
-
-    for note in notes:  # (reports.tell_sketch_upgrade)
-        output.say(note, to_stderr=True)
-    if format_ != "table":
-        output.render(records, format_, sys.stdout)
-    elif not records:
-        output.say("no match passed the check" if report.candidates else f"no documents within distance {k}")
-    else:
-        columns = ["key", "distance", "similarity", "jaccard", "checked_by", "certainty"]
-        output.render(records, "table", sys.stdout, columns=columns, fold=["key"])
-    if report.candidates:  # (reports.print_check_summary)
-        output.say(check_summary(report, "match"), to_stderr=format_ != "table")
-        for told in check_hints(report):
-            output.warn("hint", told)
 
 
 def _whole(value, default):
