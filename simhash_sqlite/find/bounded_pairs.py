@@ -27,21 +27,26 @@ from __future__ import annotations
 
 import itertools
 import math
+import os
+import sys
 from collections.abc import Iterable, Iterator
+from typing import NamedTuple
 
 import apsw
 import numpy as np
 
 from ..core.features import mix
+from ..core.pool import workers
 from ..core.sketch import SketchScheme, estimate_many
 from .external import BucketedRuns, ScratchFolder, read_exactly
+from . import resident_pairs
 from .pairs import _groups, fold, position_bits, within_groups
 from .sketch_pairs import _windows, _words, window_keys, window_plan
 
 # RAM a document costs the in-memory search: its sketch row, the row's words (a transposed copy),
-# id, fingerprint, flags, the fold's arrays and its share of a sorted table per thread. bench/scale.py:
-# 532 MiB at 1M pages (with the interpreter's and the shingle cache's), 4.3 GiB at 10M.
-IN_MEMORY_EXTRA = 140
+# id, fingerprint, flags, the fold's arrays and its share of a sorted table per thread. Measured
+# (bench/scale.py, bench/dupes_model_scale.py): 4,046 MB at 10M documents, 396 bytes each past the process's own.
+IN_MEMORY_EXTRA = 160
 # RAM a document costs here whatever the budget: id and fingerprint (8 bytes each), whether it has a
 # sketch and a short text (1 each), and the position of its distinct sketch (8).
 KEPT_BYTES = 26
@@ -61,8 +66,48 @@ def in_memory_bytes(documents: int, nbytes: int) -> int:
 
 
 def needs_bound(documents: int, nbytes: int, memory: int | None) -> bool:
-    """Whether the search of all pairs must run from disk (this module) to stay within `memory` bytes."""
+    """Whether the in-memory search of all pairs would hold more than `memory` bytes."""
     return memory is not None and in_memory_bytes(documents, nbytes) > memory
+
+
+IN_MEMORY, RESIDENT, ON_DISK = "memory", "resident", "disk"
+
+
+class Plan(NamedTuple):
+    """How the search of all pairs runs within a budget: `how` (IN_MEMORY: sketch_pairs; RESIDENT: the rows
+    held once, resident_pairs.py, on `threads` threads; ON_DISK: this module) and the bytes it may take
+    past what the process holds already (`work`)."""
+
+    how: str
+    threads: int
+    work: int
+
+
+def plan(documents: int, nbytes: int, memory: int | None, held: int = 0) -> Plan:
+    """The fastest search whose arrays fit `memory` less `held` (the process's resident memory now and the
+    shingle cache's budget: the budget is the whole process's)."""
+    if memory is None:
+        return Plan(IN_MEMORY, 0, 0)
+    work = memory - held
+    if in_memory_bytes(documents, nbytes) <= work:
+        return Plan(IN_MEMORY, 0, work)
+    if resident_pairs.available():
+        for threads in range(workers(), 0, -1):
+            if resident_pairs.resident_bytes(documents, nbytes, threads) <= work:
+                return Plan(RESIDENT, threads, work)
+    return Plan(ON_DISK, 0, max(LEAST_WORK, work))
+
+
+def resident_memory() -> int:
+    """The process's resident memory now (bytes; its peak so far where /proc is not there)."""
+    try:
+        with open("/proc/self/statm") as handle:
+            return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError, AttributeError):
+        import resource
+
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        return peak if sys.platform == "darwin" else peak * 1024
 
 
 class RowFile:

@@ -41,9 +41,10 @@ from ..store import texts
 from ..store.database import IndexFile
 from ..store.texts import key_path
 from .arrays import DuplicatePair, keys_of, load_fingerprints
-from .bounded_pairs import BoundedPairs, needs_bound
+from .bounded_pairs import IN_MEMORY, ON_DISK, RESIDENT, BoundedPairs, Plan, plan, resident_memory
 from .pairs import Progress, near_pairs
 from .queries import Query
+from .resident_pairs import resident_sketch_pairs
 from .search import Candidates, Match, SearchResult
 from .sketch_pairs import sketch_pairs
 from .verdict import (
@@ -60,6 +61,8 @@ from .verdict import (
 # Shingle sets kept between pairs (8 bytes per distinct shingle, about one per character). Pairs of a
 # dupes chunk are visited in order of their first document, so most reuse is between neighbours.
 CACHE_BYTES = 256 << 20
+# Within a --memory budget the shingle cache takes at most this part of it.
+CACHE_SHARE = 8
 # What an entry costs besides its array (key, dict slot, array header): so a cache of keys whose text is
 # out of reach (None) is bounded too.
 ENTRY_BYTES = 256
@@ -267,6 +270,7 @@ class DuplicateSearch:
         # RAM for the search (None: unbounded); an index whose in-memory search needs more is searched from
         # disk (bounded_pairs.py), with the same pairs and verdicts.
         self.memory = memory
+        self.search_plan: Plan | None = None  # how the last search ran (bounded_pairs.plan)
 
     def __iter__(self) -> Iterator[DuplicatePair]:
         for chunk in self._chunks():
@@ -303,20 +307,26 @@ class DuplicateSearch:
             return
         scheme = self.index.sketch_scheme
         bounded = None
-        if needs_bound(conn.execute("SELECT count(*) FROM documents").get, scheme.nbytes, self.memory):
-            assert self.memory is not None
-            bounded = BoundedPairs(conn, scheme, self.index.short_texts.column, self.memory)
+        # Within a budget the shingle cache takes an eighth of it at most, and the search what is left past
+        # the process's own memory (bounded_pairs.plan).
+        cache_bytes = self.cache_bytes if self.memory is None else min(self.cache_bytes, max(1 << 20, self.memory // CACHE_SHARE))
+        how = plan(conn.execute("SELECT count(*) FROM documents").get, scheme.nbytes, self.memory,
+                   resident_memory() + cache_bytes)
+        self.search_plan = how
+        if how.how == ON_DISK:
+            bounded = BoundedPairs(conn, scheme, self.index.short_texts.column, how.work)
             ids, values, present, short = bounded.ids, bounded.values, bounded.present, bounded.short
             rows = np.zeros((0, scheme.nbytes), dtype=np.uint8)  # on disk: each batch comes with its rows
         else:
             ids, values, rows, present, short = load_arrays_and_short(conn, scheme, self.index.short_texts.column)
         try:
-            yield from self._judged(ids, values, rows, present, short, bounded)
+            yield from self._judged(ids, values, rows, present, short, bounded, how, cache_bytes)
         finally:
             if bounded is not None:
                 bounded.close()
 
-    def _judged(self, ids, values, rows, present, short, bounded: BoundedPairs | None) -> Iterator[_Chunk]:
+    def _judged(self, ids, values, rows, present, short, bounded: BoundedPairs | None, how: Plan,
+                cache_bytes: int) -> Iterator[_Chunk]:
         conn, report, scheme = self.index.conn, self.report, self.index.sketch_scheme
         assert report is not None
         unsketched = np.flatnonzero(~present)
@@ -334,7 +344,16 @@ class DuplicateSearch:
                     bounded.sketch_pairs(low),
                     ((left, right, None, no_rows, no_rows) for left, right in unsketched_pairs),
                 )
+            elif how.how == RESIDENT:
+                every = bool(present.all())
+                found = resident_sketch_pairs(rows, None if every else np.flatnonzero(present), low, scheme,
+                                              how.threads)
+                parts = _chain(
+                    ((p.left, p.right, p.estimate, None, None) for p in found),
+                    ((left, right, None, None, None) for left, right in unsketched_pairs),
+                )
             else:
+                assert how.how == IN_MEMORY
                 sketched = np.flatnonzero(present)
                 # Every document sketched (the usual case): the rows as they are, not a copy (1.2 GB at 10M).
                 candidates = sketch_pairs(rows if len(sketched) == len(rows) else rows[sketched], low, scheme)
@@ -345,7 +364,7 @@ class DuplicateSearch:
         else:
             within = ((p.left, p.right) for p in near_pairs(values, self.k, on_progress=self.on_progress))
             parts = bounded.with_rows(within) if bounded is not None else ((a, b, None, None, None) for a, b in within)
-        check = PairCheck(self.index, report, self.cache_bytes)
+        check = PairCheck(self.index, report, cache_bytes)
         for left, right, estimate, rows_left, rows_right in _batched(parts):
             order = np.lexsort((right, left))  # each document's pairs side by side: cache hits
             left, right, estimate = left[order], right[order], estimate[order]
