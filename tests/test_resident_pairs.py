@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_bounded_pairs import _corpus
 
 import simhash_sqlite.find.check as check_module
 from simhash_sqlite import SimhashIndex
@@ -15,8 +16,6 @@ from simhash_sqlite.core.sketch import DEFAULT_SCHEME
 from simhash_sqlite.find import resident_pairs
 from simhash_sqlite.find.bounded_pairs import IN_MEMORY, ON_DISK, RESIDENT, Plan, in_memory_bytes, plan
 from simhash_sqlite.find.sketch_pairs import _packed_table, _row_packed_table, _words, sketch_pairs
-
-from test_bounded_pairs import _corpus
 
 needs_core = pytest.mark.skipif(not resident_pairs.available(), reason="the resident search needs the C core")
 NBYTES = DEFAULT_SCHEME.nbytes

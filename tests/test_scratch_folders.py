@@ -86,7 +86,7 @@ def test_dupes_past_its_budget_removes_a_killed_runs_scratch(tmp_path, monkeypat
     monkeypatch.setattr(tempfile, "tempdir", str(scratch))
     db = tmp_path / "index.db"
     with SimhashIndex(db, create=True) as index:
-        index.add([Document("a", "one two three four five six seven"), Document("b", "one two three four five six eight")])
+        index.add([Document("a", "one two three four five six seven"), Document("b", "one two three four five six")])
     result = CliRunner().invoke(app, ["dupes", "--db", str(db), "--memory", "1M", "--format", "jsonl"])
     assert result.exit_code == 0, result.output
     assert os.listdir(scratch) == []

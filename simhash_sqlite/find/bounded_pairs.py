@@ -38,9 +38,9 @@ import numpy as np
 from ..core.features import mix
 from ..core.pool import workers
 from ..core.sketch import SketchScheme, estimate_many
-from .external import BucketedRuns, ScratchFolder, read_exactly
 from . import resident_pairs
-from .pairs import _groups, fold, position_bits, within_groups
+from .external import BucketedRuns, ScratchFolder, read_exactly
+from .pairs import _groups, position_bits, within_groups
 from .sketch_pairs import _windows, _words, window_keys, window_plan
 
 # RAM a document costs the in-memory search: its sketch row, the row's words (a transposed copy),
@@ -53,6 +53,8 @@ KEPT_BYTES = 26
 # What the bounded search takes at the least for its runs, parts and buckets, past KEPT_BYTES (the library
 # takes any budget: the tests force many runs, buckets and parts on small indexes; simq's least is 1M).
 LEAST_WORK = 4096
+# The least the disk search's runs, parts and buckets take when the budget is all but spent by the process.
+DISK_FLOOR = 32 << 20
 # Rows read from the index at a time while loading.
 LOAD_ROWS = 1 << 16
 _U64 = np.uint64
@@ -95,7 +97,9 @@ def plan(documents: int, nbytes: int, memory: int | None, held: int = 0) -> Plan
         for threads in range(workers(), 0, -1):
             if resident_pairs.resident_bytes(documents, nbytes, threads) <= work:
                 return Plan(RESIDENT, threads, work)
-    return Plan(ON_DISK, 0, max(LEAST_WORK, work))
+    # A budget below what the process holds already cannot be met: the disk search then takes DISK_FLOOR (or
+    # the whole budget where it is smaller: the tests force tiny budgets to force many runs and parts).
+    return Plan(ON_DISK, 0, max(LEAST_WORK, work, min(memory, DISK_FLOOR)))
 
 
 def resident_memory() -> int:
@@ -206,57 +210,21 @@ class BoundedPairs:
         self.rows.finish()
         self.ids, self.values = ids[:n], values[:n].view(np.uint64)
         self.present, self.short = present[:n], short[:n]
-        self._fold(digest[:n][self.present])
+        sketched_digest = digest[:n][present[:n]]
+        del digest
+        self._fold(sketched_digest)
 
     def _fold(self, digest: np.ndarray) -> None:
-        """Identical sketches folded as sketch_pairs._fold_identical folds them: `position` the position
-        of each distinct sketch's first document (ascending), and for the sketches with copies their
-        numbers (`copied`), and their documents' positions (copy_members[copy_offsets[c]:][:copy_counts[c]])."""
+        """Identical sketches folded as sketch_pairs._fold_identical folds them (resident_pairs.fold_copies,
+        holding only the copies' arrays): `position` the position of each distinct sketch's first document
+        (ascending), and for the sketches with copies their numbers (`copied`), and their documents'
+        positions (copy_members[copy_offsets[c]:][:copy_counts[c]])."""
         sketched = np.flatnonzero(self.present)
-        folded = fold(digest)
+        first, copies = resident_pairs.fold_copies(digest, sketched, self.rows.gather)
         del digest
-        if folded.has_copies and not self._copies_equal(sketched, folded):
-            value_of = self._exact_values(sketched, folded)
-            folded = fold(value_of.astype(_U64))
-        self.position = sketched[folded.members[folded.offsets]]
-        copied = np.flatnonzero(folded.counts > 1)
-        sizes = folded.counts[copied]
-        within = np.arange(int(sizes.sum()), dtype=np.int64) - np.repeat(np.cumsum(sizes) - sizes, sizes)
-        self.copied = copied
-        self.copy_counts = sizes
-        self.copy_offsets = np.cumsum(sizes) - sizes
-        self.copy_members = sketched[folded.members[np.repeat(folded.offsets[copied], sizes) + within]]
-
-    def _copy_groups(self, sketched, folded) -> tuple[np.ndarray, np.ndarray]:
-        """(group number, position) of every document in a group of two or more equal digests."""
-        copied = np.flatnonzero(folded.counts > 1)
-        sizes = folded.counts[copied]
-        within = np.arange(int(sizes.sum()), dtype=np.int64) - np.repeat(np.cumsum(sizes) - sizes, sizes)
-        members = folded.members[np.repeat(folded.offsets[copied], sizes) + within]
-        return np.repeat(copied, sizes), sketched[members]
-
-    def _copies_equal(self, sketched, folded) -> bool:
-        group, positions = self._copy_groups(sketched, folded)
-        order = np.argsort(positions, kind="stable")
-        rows = np.empty((len(positions), self.scheme.nbytes), dtype=np.uint8)
-        rows[order] = self.rows.gather(positions[order])
-        heads = np.concatenate(([True], group[1:] != group[:-1]))
-        first_row = rows[np.flatnonzero(heads)[np.cumsum(heads) - 1]]
-        return bool((rows == first_row).all())
-
-    def _exact_values(self, sketched, folded) -> np.ndarray:
-        """A number for each sketched document that is equal exactly where the rows are (a digest shared
-        by different rows: about n**2 / 2**65 of a chance)."""
-        value_of = folded.value_of().astype(np.int64)
-        group, positions = self._copy_groups(sketched, folded)
-        order = np.argsort(positions, kind="stable")
-        rows = np.empty((len(positions), self.scheme.nbytes), dtype=np.uint8)
-        rows[order] = self.rows.gather(positions[order])
-        as_void = np.ascontiguousarray(rows).view(np.dtype((np.void, rows.shape[1]))).ravel()
-        _, exact = np.unique(as_void, return_inverse=True)
-        at = np.searchsorted(sketched, positions)
-        value_of[at] = len(folded.values) + exact.ravel()
-        return value_of
+        self.position = sketched if first is None else first
+        self.copied = np.searchsorted(self.position, copies.heads)
+        self.copy_counts, self.copy_offsets, self.copy_members = copies.counts, copies.offsets, copies.members
 
     # -- candidates from the sketches' LSH windows --------------------------------------------------
 

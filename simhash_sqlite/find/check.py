@@ -309,7 +309,9 @@ class DuplicateSearch:
         bounded = None
         # Within a budget the shingle cache takes an eighth of it at most, and the search what is left past
         # the process's own memory (bounded_pairs.plan).
-        cache_bytes = self.cache_bytes if self.memory is None else min(self.cache_bytes, max(1 << 20, self.memory // CACHE_SHARE))
+        cache_bytes = self.cache_bytes
+        if self.memory is not None:
+            cache_bytes = min(cache_bytes, max(1 << 20, self.memory // CACHE_SHARE))
         how = plan(conn.execute("SELECT count(*) FROM documents").get, scheme.nbytes, self.memory,
                    resident_memory() + cache_bytes)
         self.search_plan = how

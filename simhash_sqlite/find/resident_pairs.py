@@ -14,7 +14,7 @@ reference path needs the words).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import numpy as np
 
@@ -58,7 +58,7 @@ def _digests(rows: np.ndarray, select: np.ndarray | None) -> np.ndarray:
     return digest
 
 
-class _Copies:
+class Copies:
     """Groups of two or more identical sketches: `heads` the first row of each group (ascending),
     members[offsets[g] : offsets[g] + counts[g]] its rows (ascending); only the copies are held."""
 
@@ -79,52 +79,50 @@ class _Copies:
         return self.members[lo : lo + int(self.counts[slot])]
 
 
-def _fold(rows: np.ndarray, select: np.ndarray | None) -> tuple[np.ndarray | None, _Copies]:
-    """(first, copies): the rows of the distinct sketches, ascending (None: every row, none a copy), and
-    the groups of identical ones. Equal digests are checked row by row (a digest shared by different rows
-    splits them by their bytes)."""
-    digest = _digests(rows, select)
+def fold_copies(
+    digest: np.ndarray, universe: np.ndarray | None, gather: Callable[[np.ndarray], np.ndarray],
+) -> tuple[np.ndarray | None, Copies]:
+    """(first, copies) of the rows universe[i] (ascending; None: row i) whose digests are digest[i]: the
+    rows of the distinct sketches, ascending (None: every row, none a copy), and the groups of identical
+    ones. Equal digests are checked by the rows' bytes (gather: rows at ascending positions; a digest shared
+    by different rows splits them). Holds the digests, a sorted copy and a flag a row while it works, then
+    the copies' arrays only (sketch_pairs._fold_identical holds several words a row)."""
+    n = len(digest)
     ordered = np.sort(digest)
     repeated = ordered[1:][ordered[1:] == ordered[:-1]]
     del ordered
     if not len(repeated):
-        del digest
         empty = np.empty(0, dtype=np.int64)
-        return (None if select is None else select), _Copies(empty, empty, empty, empty)
+        return universe, Copies(empty, empty, empty, empty)
     copied = np.unique(repeated)
-    spot = np.zeros(len(digest), dtype=bool)
-    for lo in range(0, len(digest), ROW_CHUNK):
+    spot = np.zeros(n, dtype=bool)
+    for lo in range(0, n, ROW_CHUNK):
         part = digest[lo : lo + ROW_CHUNK]
         at = np.minimum(np.searchsorted(copied, part), len(copied) - 1)
         spot[lo : lo + ROW_CHUNK] = copied[at] == part
     positions = np.flatnonzero(spot)  # the copies only
     del spot
-    values = digest[positions]
-    del digest
-    row_of = positions if select is None else select[positions]
-    # Exact groups: by digest, then by the rows' bytes (equal digests of different rows: split).
-    gathered = rows[row_of]
+    row_of = positions if universe is None else universe[positions]
+    gathered = gather(row_of)
     as_void = np.ascontiguousarray(gathered).view(np.dtype((np.void, gathered.shape[1]))).ravel()
     _, exact = np.unique(as_void, return_inverse=True)
     del gathered, as_void
-    order = np.lexsort((row_of, exact.ravel()))  # by group, rows ascending within it
-    members, group = row_of[order], exact.ravel()[order]
-    del values
+    exact = exact.ravel()
+    order = np.lexsort((row_of, exact))  # by group, rows ascending within it
+    members, group = row_of[order], exact[order]
     starts = np.flatnonzero(np.concatenate(([True], group[1:] != group[:-1])))
     counts = np.diff(np.append(starts, len(members)))
-    heads = members[starts]
-    several = counts > 1
-    # Rows whose sketch is another's copy (not the first of their group) leave the tables.
+    # Rows whose sketch is an earlier row's (not the first of their group) leave the tables.
     later = np.ones(len(members), dtype=bool)
     later[starts] = False
     dropped = np.sort(members[later])
-    by_head = np.argsort(heads[several], kind="stable")
-    kept_starts, kept_counts = starts[several][by_head], counts[several][by_head]
-    members = np.concatenate([members[s : s + c] for s, c in zip(kept_starts.tolist(), kept_counts.tolist())]) \
-        if len(kept_starts) else np.empty(0, dtype=np.int64)
-    offsets = np.cumsum(kept_counts) - kept_counts
-    copies = _Copies(heads[several][by_head], members, offsets, kept_counts)
-    everything = np.arange(len(rows), dtype=np.int64) if select is None else select
+    several = np.flatnonzero(counts > 1)
+    several = several[np.argsort(members[starts[several]], kind="stable")]  # groups by their first row
+    sizes = counts[several]
+    within = np.arange(int(sizes.sum()), dtype=np.int64) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+    copies = Copies(members[starts[several]], members[np.repeat(starts[several], sizes) + within],
+                    np.cumsum(sizes) - sizes, sizes)
+    everything = np.arange(n, dtype=np.int64) if universe is None else universe
     keep = np.ones(len(everything), dtype=bool)
     keep[np.searchsorted(everything, dropped)] = False
     return everything[keep], copies
@@ -138,7 +136,7 @@ def resident_sketch_pairs(
     lib = native.core()
     if lib is None:
         raise RuntimeError("the resident pair search needs the C core")
-    first, copies = _fold(rows, select)
+    first, copies = fold_copies(_digests(rows, select), select, lambda at: rows[at])
     for i, j in within_groups(copies.offsets, copies.counts):
         yield EstimatedPairs(copies.members[i], copies.members[j], np.ones(len(i)))  # ascending in a group
     m = len(rows) if first is None else len(first)

@@ -67,7 +67,7 @@ class SpillFolder(ScratchFolder):
         self.near = near
         if near is not None and os.path.isdir(self._beside()):
             if lock_held(self._beside()):
-                raise InvalidArgument(f"another simq run is writing {near} (its spill folder {self._beside()} is in use)")
+                raise InvalidArgument(f"another simq run is writing {near} (its spill folder is in use)")
             shutil.rmtree(self._beside(), ignore_errors=True)
 
     def _beside(self) -> str:
