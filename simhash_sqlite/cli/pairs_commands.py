@@ -309,6 +309,10 @@ def dupes(
             output.render(records, format_, handle, columns=columns)
     if report is not None:
         print_check_summary(report, "pair", to_stderr=True, hint=not uncertain)
+    searched = getattr(found, "search_plan", None)
+    if searched is not None and searched.least > budget:
+        warn("memory", f"--memory {budget >> 20}M is below the least this search holds (the process, its arrays "
+                       f"and the disk search's buffers): it took about {-(-searched.least >> 20)}M")
     if found.apart:
         say(f"{counted(found.apart, 'pair')} labelled not a duplicate left out", to_stderr=True)
 

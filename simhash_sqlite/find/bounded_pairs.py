@@ -53,6 +53,10 @@ KEPT_BYTES = 26
 # What the bounded search takes at the least for its runs, parts and buckets, past KEPT_BYTES (the library
 # takes any budget: the tests force many runs, buckets and parts on small indexes; simq's least is 1M).
 LEAST_WORK = 4096
+# What a search holds past its arrays, whatever the budget (measured at 1M documents: the peak RSS less the
+# arrays' bytes): a chunk of rows read from the index as Python objects (about 36 MB), a batch of pairs being
+# judged with its keys, and the pages the allocator keeps of freed tables.
+PROCESS_SLACK = 64 << 20
 # The least the disk search's runs, parts and buckets take when the budget is all but spent by the process.
 DISK_FLOOR = 32 << 20
 # Rows read from the index at a time while loading.
@@ -83,6 +87,7 @@ class Plan(NamedTuple):
     how: str
     threads: int
     work: int
+    least: int = 0  # a budget below this cannot be met: the process, the slack and the disk search's least
 
 
 def plan(documents: int, nbytes: int, memory: int | None, held: int = 0) -> Plan:
@@ -99,7 +104,8 @@ def plan(documents: int, nbytes: int, memory: int | None, held: int = 0) -> Plan
                 return Plan(RESIDENT, threads, work)
     # A budget below what the process holds already cannot be met: the disk search then takes DISK_FLOOR (or
     # the whole budget where it is smaller: the tests force tiny budgets to force many runs and parts).
-    return Plan(ON_DISK, 0, max(LEAST_WORK, work, min(memory, DISK_FLOOR)))
+    least = held + documents * (KEPT_BYTES + resident_pairs.RESIDENT_FOLD) + DISK_FLOOR
+    return Plan(ON_DISK, 0, max(LEAST_WORK, work, min(memory, DISK_FLOOR)), least)
 
 
 def resident_memory() -> int:

@@ -41,7 +41,16 @@ from ..store import texts
 from ..store.database import IndexFile
 from ..store.texts import key_path
 from .arrays import DuplicatePair, keys_of, load_fingerprints
-from .bounded_pairs import IN_MEMORY, ON_DISK, RESIDENT, BoundedPairs, Plan, plan, resident_memory
+from .bounded_pairs import (
+    IN_MEMORY,
+    ON_DISK,
+    PROCESS_SLACK,
+    RESIDENT,
+    BoundedPairs,
+    Plan,
+    plan,
+    resident_memory,
+)
 from .pairs import Progress, near_pairs
 from .queries import Query
 from .resident_pairs import resident_sketch_pairs
@@ -307,13 +316,15 @@ class DuplicateSearch:
             return
         scheme = self.index.sketch_scheme
         bounded = None
-        # Within a budget the shingle cache takes an eighth of it at most, and the search what is left past
-        # the process's own memory (bounded_pairs.plan).
-        cache_bytes = self.cache_bytes
+        # Within a budget the shingle cache takes an eighth of it at most (counted where texts may be read),
+        # and the search what is left past the process's own memory and its slack (bounded_pairs.plan).
+        cache_bytes, held = self.cache_bytes, 0
         if self.memory is not None:
             cache_bytes = min(cache_bytes, max(1 << 20, self.memory // CACHE_SHARE))
-        how = plan(conn.execute("SELECT count(*) FROM documents").get, scheme.nbytes, self.memory,
-                   resident_memory() + cache_bytes)
+            readable = (self.index.store_text or texts.lines_recorded(conn)
+                        or _any_file_key(conn, self.index.key_root))
+            held = resident_memory() + PROCESS_SLACK + (cache_bytes if readable else 0)
+        how = plan(conn.execute("SELECT count(*) FROM documents").get, scheme.nbytes, self.memory, held)
         self.search_plan = how
         if how.how == ON_DISK:
             bounded = BoundedPairs(conn, scheme, self.index.short_texts.column, how.work)
