@@ -203,6 +203,8 @@ def test_cli_memory_option(corpus_index, tmp_path):
     bounded = runner.invoke(app, ["dupes", "--db", str(corpus_index), "--format", "jsonl", "--memory", "1M"])
     assert plain.exit_code == bounded.exit_code == 0
     assert sorted(plain.stdout.splitlines()) == sorted(bounded.stdout.splitlines())
+    assert "--memory 1M is below the least this search holds" in bounded.output  # the process alone is more
+    assert "below the least" not in plain.output
     refused = runner.invoke(app, ["clusters", "--db", str(corpus_index), "--memory", "lots"])
     assert refused.exit_code == 2 and "--memory must be a size" in refused.output  # a usage error
     assert "Traceback" not in refused.output

@@ -58,15 +58,15 @@ from .reports import counted, k_uses, print_check_summary, progress_to, say, tel
 commands = typer.Typer()  # this module's commands; app.py lists them all, in --help's order
 
 # --memory of dupes and clusters: dedup's option, parsed the same way. Its default is half the machine's
-# memory, not dedup's (a quarter, at most 1G): past the budget the search writes every sketch's window codes
-# to disk (18 GB at 10M documents), far slower than in RAM there (BENCHMARKS.md), so the disk is kept for
-# indexes that would not fit (10M documents need about 3.8 GB in RAM).
+# memory, not dedup's (a quarter, at most 1G): below about 400 bytes a document the search holds the rows once
+# (160 bytes a document, about the same CPU), and below that it searches from disk, far slower (BENCHMARKS.md).
 PairsMemoryOption = Annotated[
     Optional[str],
     typer.Option(
         "--memory", metavar="SIZE",
-        help="RAM for the pair search (512M, 2G); an index that needs more is searched from sorted runs in the "
-        "temporary folder, with the same pairs. \\[default: half the machine's memory]",
+        help="RAM for the whole command (512M, 2G); an index that needs more is searched with its sketches held "
+        "once, or from sorted runs in the temporary folder, with the same pairs. \\[default: half the machine's "
+        "memory]",
         show_default=False,
     ),
 ]
@@ -309,6 +309,10 @@ def dupes(
             output.render(records, format_, handle, columns=columns)
     if report is not None:
         print_check_summary(report, "pair", to_stderr=True, hint=not uncertain)
+    searched = getattr(found, "search_plan", None)
+    if searched is not None and searched.least > budget:
+        warn("memory", f"--memory {budget >> 20}M is below the least this search holds (the process, its arrays "
+                       f"and the disk search's buffers): it took about {-(-searched.least >> 20)}M")
     if found.apart:
         say(f"{counted(found.apart, 'pair')} labelled not a duplicate left out", to_stderr=True)
 

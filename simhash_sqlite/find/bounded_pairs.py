@@ -27,27 +27,38 @@ from __future__ import annotations
 
 import itertools
 import math
+import os
+import sys
 from collections.abc import Iterable, Iterator
+from typing import NamedTuple
 
 import apsw
 import numpy as np
 
 from ..core.features import mix
+from ..core.pool import workers
 from ..core.sketch import SketchScheme, estimate_many
+from . import resident_pairs
 from .external import BucketedRuns, ScratchFolder, read_exactly
-from .pairs import _groups, fold, position_bits, within_groups
+from .pairs import _groups, position_bits, within_groups
 from .sketch_pairs import _windows, _words, window_keys, window_plan
 
 # RAM a document costs the in-memory search: its sketch row, the row's words (a transposed copy),
-# id, fingerprint, flags, the fold's arrays and its share of a sorted table per thread. bench/scale.py:
-# 532 MiB at 1M pages (with the interpreter's and the shingle cache's), 4.3 GiB at 10M.
-IN_MEMORY_EXTRA = 140
+# id, fingerprint, flags, the fold's arrays and its share of a sorted table per thread. Measured
+# (bench/scale.py, bench/dupes_model_scale.py): 4,046 MB at 10M documents, 396 bytes each past the process's own.
+IN_MEMORY_EXTRA = 160
 # RAM a document costs here whatever the budget: id and fingerprint (8 bytes each), whether it has a
 # sketch and a short text (1 each), and the position of its distinct sketch (8).
 KEPT_BYTES = 26
 # What the bounded search takes at the least for its runs, parts and buckets, past KEPT_BYTES (the library
 # takes any budget: the tests force many runs, buckets and parts on small indexes; simq's least is 1M).
 LEAST_WORK = 4096
+# What a search holds past its arrays, whatever the budget (measured at 1M documents: the peak RSS less the
+# arrays' bytes): a chunk of rows read from the index as Python objects (about 36 MB), a batch of pairs being
+# judged with its keys, and the pages the allocator keeps of freed tables.
+PROCESS_SLACK = 64 << 20
+# The least the disk search's runs, parts and buckets take when the budget is all but spent by the process.
+DISK_FLOOR = 32 << 20
 # Rows read from the index at a time while loading.
 LOAD_ROWS = 1 << 16
 _U64 = np.uint64
@@ -61,8 +72,52 @@ def in_memory_bytes(documents: int, nbytes: int) -> int:
 
 
 def needs_bound(documents: int, nbytes: int, memory: int | None) -> bool:
-    """Whether the search of all pairs must run from disk (this module) to stay within `memory` bytes."""
+    """Whether the in-memory search of all pairs would hold more than `memory` bytes."""
     return memory is not None and in_memory_bytes(documents, nbytes) > memory
+
+
+IN_MEMORY, RESIDENT, ON_DISK = "memory", "resident", "disk"
+
+
+class Plan(NamedTuple):
+    """How the search of all pairs runs within a budget: `how` (IN_MEMORY: sketch_pairs; RESIDENT: the rows
+    held once, resident_pairs.py, on `threads` threads; ON_DISK: this module) and the bytes it may take
+    past what the process holds already (`work`)."""
+
+    how: str
+    threads: int
+    work: int
+    least: int = 0  # a budget below this cannot be met: the process, the slack and the disk search's least
+
+
+def plan(documents: int, nbytes: int, memory: int | None, held: int = 0) -> Plan:
+    """The fastest search whose arrays fit `memory` less `held` (the process's resident memory now and the
+    shingle cache's budget: the budget is the whole process's)."""
+    if memory is None:
+        return Plan(IN_MEMORY, 0, 0)
+    work = memory - held
+    if in_memory_bytes(documents, nbytes) <= work:
+        return Plan(IN_MEMORY, 0, work)
+    if resident_pairs.available():
+        for threads in range(workers(), 0, -1):
+            if resident_pairs.resident_bytes(documents, nbytes, threads) <= work:
+                return Plan(RESIDENT, threads, work)
+    # A budget below what the process holds already cannot be met: the disk search then takes DISK_FLOOR (or
+    # the whole budget where it is smaller: the tests force tiny budgets to force many runs and parts).
+    least = held + documents * (KEPT_BYTES + resident_pairs.RESIDENT_FOLD) + DISK_FLOOR
+    return Plan(ON_DISK, 0, max(LEAST_WORK, work, min(memory, DISK_FLOOR)), least)
+
+
+def resident_memory() -> int:
+    """The process's resident memory now (bytes; its peak so far where /proc is not there)."""
+    try:
+        with open("/proc/self/statm") as handle:
+            return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError, AttributeError):
+        import resource
+
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        return peak if sys.platform == "darwin" else peak * 1024
 
 
 class RowFile:
@@ -161,57 +216,21 @@ class BoundedPairs:
         self.rows.finish()
         self.ids, self.values = ids[:n], values[:n].view(np.uint64)
         self.present, self.short = present[:n], short[:n]
-        self._fold(digest[:n][self.present])
+        sketched_digest = digest[:n][present[:n]]
+        del digest
+        self._fold(sketched_digest)
 
     def _fold(self, digest: np.ndarray) -> None:
-        """Identical sketches folded as sketch_pairs._fold_identical folds them: `position` the position
-        of each distinct sketch's first document (ascending), and for the sketches with copies their
-        numbers (`copied`), and their documents' positions (copy_members[copy_offsets[c]:][:copy_counts[c]])."""
+        """Identical sketches folded as sketch_pairs._fold_identical folds them (resident_pairs.fold_copies,
+        holding only the copies' arrays): `position` the position of each distinct sketch's first document
+        (ascending), and for the sketches with copies their numbers (`copied`), and their documents'
+        positions (copy_members[copy_offsets[c]:][:copy_counts[c]])."""
         sketched = np.flatnonzero(self.present)
-        folded = fold(digest)
+        first, copies = resident_pairs.fold_copies(digest, sketched, self.rows.gather)
         del digest
-        if folded.has_copies and not self._copies_equal(sketched, folded):
-            value_of = self._exact_values(sketched, folded)
-            folded = fold(value_of.astype(_U64))
-        self.position = sketched[folded.members[folded.offsets]]
-        copied = np.flatnonzero(folded.counts > 1)
-        sizes = folded.counts[copied]
-        within = np.arange(int(sizes.sum()), dtype=np.int64) - np.repeat(np.cumsum(sizes) - sizes, sizes)
-        self.copied = copied
-        self.copy_counts = sizes
-        self.copy_offsets = np.cumsum(sizes) - sizes
-        self.copy_members = sketched[folded.members[np.repeat(folded.offsets[copied], sizes) + within]]
-
-    def _copy_groups(self, sketched, folded) -> tuple[np.ndarray, np.ndarray]:
-        """(group number, position) of every document in a group of two or more equal digests."""
-        copied = np.flatnonzero(folded.counts > 1)
-        sizes = folded.counts[copied]
-        within = np.arange(int(sizes.sum()), dtype=np.int64) - np.repeat(np.cumsum(sizes) - sizes, sizes)
-        members = folded.members[np.repeat(folded.offsets[copied], sizes) + within]
-        return np.repeat(copied, sizes), sketched[members]
-
-    def _copies_equal(self, sketched, folded) -> bool:
-        group, positions = self._copy_groups(sketched, folded)
-        order = np.argsort(positions, kind="stable")
-        rows = np.empty((len(positions), self.scheme.nbytes), dtype=np.uint8)
-        rows[order] = self.rows.gather(positions[order])
-        heads = np.concatenate(([True], group[1:] != group[:-1]))
-        first_row = rows[np.flatnonzero(heads)[np.cumsum(heads) - 1]]
-        return bool((rows == first_row).all())
-
-    def _exact_values(self, sketched, folded) -> np.ndarray:
-        """A number for each sketched document that is equal exactly where the rows are (a digest shared
-        by different rows: about n**2 / 2**65 of a chance)."""
-        value_of = folded.value_of().astype(np.int64)
-        group, positions = self._copy_groups(sketched, folded)
-        order = np.argsort(positions, kind="stable")
-        rows = np.empty((len(positions), self.scheme.nbytes), dtype=np.uint8)
-        rows[order] = self.rows.gather(positions[order])
-        as_void = np.ascontiguousarray(rows).view(np.dtype((np.void, rows.shape[1]))).ravel()
-        _, exact = np.unique(as_void, return_inverse=True)
-        at = np.searchsorted(sketched, positions)
-        value_of[at] = len(folded.values) + exact.ravel()
-        return value_of
+        self.position = sketched if first is None else first
+        self.copied = np.searchsorted(self.position, copies.heads)
+        self.copy_counts, self.copy_offsets, self.copy_members = copies.counts, copies.offsets, copies.members
 
     # -- candidates from the sketches' LSH windows --------------------------------------------------
 

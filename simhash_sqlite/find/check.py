@@ -41,9 +41,19 @@ from ..store import texts
 from ..store.database import IndexFile
 from ..store.texts import key_path
 from .arrays import DuplicatePair, keys_of, load_fingerprints
-from .bounded_pairs import BoundedPairs, needs_bound
+from .bounded_pairs import (
+    IN_MEMORY,
+    ON_DISK,
+    PROCESS_SLACK,
+    RESIDENT,
+    BoundedPairs,
+    Plan,
+    plan,
+    resident_memory,
+)
 from .pairs import Progress, near_pairs
 from .queries import Query
+from .resident_pairs import resident_sketch_pairs
 from .search import Candidates, Match, SearchResult
 from .sketch_pairs import sketch_pairs
 from .verdict import (
@@ -60,6 +70,8 @@ from .verdict import (
 # Shingle sets kept between pairs (8 bytes per distinct shingle, about one per character). Pairs of a
 # dupes chunk are visited in order of their first document, so most reuse is between neighbours.
 CACHE_BYTES = 256 << 20
+# Within a --memory budget the shingle cache takes at most this part of it.
+CACHE_SHARE = 8
 # What an entry costs besides its array (key, dict slot, array header): so a cache of keys whose text is
 # out of reach (None) is bounded too.
 ENTRY_BYTES = 256
@@ -267,6 +279,7 @@ class DuplicateSearch:
         # RAM for the search (None: unbounded); an index whose in-memory search needs more is searched from
         # disk (bounded_pairs.py), with the same pairs and verdicts.
         self.memory = memory
+        self.search_plan: Plan | None = None  # how the last search ran (bounded_pairs.plan)
 
     def __iter__(self) -> Iterator[DuplicatePair]:
         for chunk in self._chunks():
@@ -303,20 +316,30 @@ class DuplicateSearch:
             return
         scheme = self.index.sketch_scheme
         bounded = None
-        if needs_bound(conn.execute("SELECT count(*) FROM documents").get, scheme.nbytes, self.memory):
-            assert self.memory is not None
-            bounded = BoundedPairs(conn, scheme, self.index.short_texts.column, self.memory)
+        # Within a budget the shingle cache takes an eighth of it at most (counted where texts may be read),
+        # and the search what is left past the process's own memory and its slack (bounded_pairs.plan).
+        cache_bytes, held = self.cache_bytes, 0
+        if self.memory is not None:
+            cache_bytes = min(cache_bytes, max(1 << 20, self.memory // CACHE_SHARE))
+            readable = (self.index.store_text or texts.lines_recorded(conn)
+                        or _any_file_key(conn, self.index.key_root))
+            held = resident_memory() + PROCESS_SLACK + (cache_bytes if readable else 0)
+        how = plan(conn.execute("SELECT count(*) FROM documents").get, scheme.nbytes, self.memory, held)
+        self.search_plan = how
+        if how.how == ON_DISK:
+            bounded = BoundedPairs(conn, scheme, self.index.short_texts.column, how.work)
             ids, values, present, short = bounded.ids, bounded.values, bounded.present, bounded.short
             rows = np.zeros((0, scheme.nbytes), dtype=np.uint8)  # on disk: each batch comes with its rows
         else:
             ids, values, rows, present, short = load_arrays_and_short(conn, scheme, self.index.short_texts.column)
         try:
-            yield from self._judged(ids, values, rows, present, short, bounded)
+            yield from self._judged(ids, values, rows, present, short, bounded, how, cache_bytes)
         finally:
             if bounded is not None:
                 bounded.close()
 
-    def _judged(self, ids, values, rows, present, short, bounded: BoundedPairs | None) -> Iterator[_Chunk]:
+    def _judged(self, ids, values, rows, present, short, bounded: BoundedPairs | None, how: Plan,
+                cache_bytes: int) -> Iterator[_Chunk]:
         conn, report, scheme = self.index.conn, self.report, self.index.sketch_scheme
         assert report is not None
         unsketched = np.flatnonzero(~present)
@@ -334,7 +357,16 @@ class DuplicateSearch:
                     bounded.sketch_pairs(low),
                     ((left, right, None, no_rows, no_rows) for left, right in unsketched_pairs),
                 )
+            elif how.how == RESIDENT:
+                every = bool(present.all())
+                found = resident_sketch_pairs(rows, None if every else np.flatnonzero(present), low, scheme,
+                                              how.threads)
+                parts = _chain(
+                    ((p.left, p.right, p.estimate, None, None) for p in found),
+                    ((left, right, None, None, None) for left, right in unsketched_pairs),
+                )
             else:
+                assert how.how == IN_MEMORY
                 sketched = np.flatnonzero(present)
                 # Every document sketched (the usual case): the rows as they are, not a copy (1.2 GB at 10M).
                 candidates = sketch_pairs(rows if len(sketched) == len(rows) else rows[sketched], low, scheme)
@@ -345,7 +377,7 @@ class DuplicateSearch:
         else:
             within = ((p.left, p.right) for p in near_pairs(values, self.k, on_progress=self.on_progress))
             parts = bounded.with_rows(within) if bounded is not None else ((a, b, None, None, None) for a, b in within)
-        check = PairCheck(self.index, report, self.cache_bytes)
+        check = PairCheck(self.index, report, cache_bytes)
         for left, right, estimate, rows_left, rows_right in _batched(parts):
             order = np.lexsort((right, left))  # each document's pairs side by side: cache hits
             left, right, estimate = left[order], right[order], estimate[order]

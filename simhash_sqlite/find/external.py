@@ -18,12 +18,107 @@ from collections.abc import Iterator
 
 import numpy as np
 
+try:
+    import fcntl
+except ImportError:  # Windows: no flock; the pid in the folder's name says whether its owner lives
+    fcntl = None  # type: ignore[assignment]
+
 _U64 = np.uint64
+
+
+# The scratch folders simq makes in the temporary folder: PREFIX + the owner's pid + "-" + a random tail.
+SCRATCH_PREFIXES = ("simq-dupes-", "simq-spill-")
+# In each, a file its owner holds an flock on while it lives (the kernel drops it when the process dies, by
+# SIGKILL too): a folder whose lock can be taken is a dead run's, and the next run removes it.
+LOCK_NAME = ".owner.lock"
+
+
+def hold_lock(folder: str) -> int:
+    """An open descriptor of folder's lock file, flocked (exclusive) until it is closed."""
+    fd = os.open(os.path.join(folder, LOCK_NAME), os.O_RDWR | os.O_CREAT, 0o600)
+    if fcntl is None:
+        return fd
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        raise
+    os.write(fd, f"{os.getpid()}\n".encode())
+    return fd
+
+
+def lock_held(folder: str) -> bool | None:
+    """Whether a live process holds folder's lock; None where it has no lock file (or flock is missing)."""
+    if fcntl is None:
+        return None
+    try:
+        fd = os.open(os.path.join(folder, LOCK_NAME), os.O_RDWR)
+    except FileNotFoundError:
+        return None
+    except OSError:
+        return True  # not ours to judge
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return True
+    finally:
+        os.close(fd)  # the lock, if taken, goes with it
+    return False
+
+
+def owner_alive(folder: str) -> bool:
+    """Whether a live process holds folder's lock (a folder without one: whether the pid in its name lives)."""
+    held = lock_held(folder)
+    return _pid_alive(folder) if held is None else held
+
+
+def _pid_alive(folder: str) -> bool:
+    name = os.path.basename(folder).lstrip(".")
+    prefix = next((p for p in SCRATCH_PREFIXES if name.startswith(p)), None)
+    pid = name[len(prefix):].split("-", 1)[0] if prefix else ""
+    if not pid.isdigit():
+        return True  # not a name of ours: leave it
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # alive, another user's
+    return True
+
+
+def remove_dead_scratch(parent: str | None = None) -> list[str]:
+    """Remove the scratch folders of simq runs that died (SIGKILL, power loss) from the temporary folder (or
+    parent): those named SCRATCH_PREFIXES + pid whose lock no live process holds. The folders removed."""
+    parent = parent or tempfile.gettempdir()
+    try:
+        names = os.listdir(parent)
+    except OSError:
+        return []
+    removed = []
+    for name in names:
+        hidden = name.startswith(".")  # made, not yet locked and renamed (or killed in between)
+        if not name.lstrip(".").startswith(SCRATCH_PREFIXES):
+            continue
+        path = os.path.join(parent, name)
+        if not os.path.isdir(path) or os.path.islink(path):
+            continue
+        if not (_pid_alive(path) if hidden else owner_alive(path)):
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path)
+    return removed
+
+
+def _remove(path: str, lock: int) -> None:
+    shutil.rmtree(path, ignore_errors=True)
+    os.close(lock)  # after the files: a folder is never seen unlocked while it is still ours
 
 
 class ScratchFolder:
     """A folder in the system's temporary folder (or under `parent`), made on first use and removed by
-    close(), by the end of a `with`, or when the object is collected (a generator closed by Ctrl-C)."""
+    close(), by the end of a `with`, or when the object is collected (a generator closed by Ctrl-C). Its
+    owner holds a lock in it while it lives: a run killed outright leaves it, and the next run that makes
+    one removes it (remove_dead_scratch), never a live run's."""
 
     def __init__(self, parent: str | None = None, prefix: str = "simq-dupes-") -> None:
         self.parent, self.prefix = parent, prefix
@@ -32,14 +127,20 @@ class ScratchFolder:
         self.bytes = 0  # written so far
         self._finalizer: weakref.finalize | None = None
 
-    def _make(self) -> str:
-        """The folder, made now (the first file is asked for)."""
-        return tempfile.mkdtemp(prefix=self.prefix, dir=self.parent)
+    def _make(self) -> tuple[str, int]:
+        """The folder, made now (the first file is asked for), and its held lock. It is made under a hidden
+        name and renamed once locked, so that no other run sees it unlocked."""
+        remove_dead_scratch(self.parent)
+        hidden = tempfile.mkdtemp(prefix=f".{self.prefix}{os.getpid()}-", dir=self.parent)
+        lock = hold_lock(hidden)
+        path = os.path.join(os.path.dirname(hidden), os.path.basename(hidden)[1:])
+        os.rename(hidden, path)
+        return path, lock
 
     def new_file(self, suffix: str) -> str:
         if self.path is None:
-            self.path = self._make()
-            self._finalizer = weakref.finalize(self, shutil.rmtree, self.path, ignore_errors=True)
+            self.path, lock = self._make()
+            self._finalizer = weakref.finalize(self, _remove, self.path, lock)
         self.files += 1
         return os.path.join(self.path, f"{self.files}{suffix}")
 

@@ -163,8 +163,40 @@ def _packed_table(words: np.ndarray, start: int, width: int, low: int, low_words
     return packed
 
 
+# Rows whose window bytes are gathered at once by _row_packed_table (a few MB: in cache while shifted).
+ROW_CHUNK = 1 << 16
+
+
+def _row_packed_table(rows: np.ndarray, first: np.ndarray | None, start: int, width: int, low: int) -> np.ndarray:
+    """_packed_table read from the rows themselves, not from a transposed copy of them (_words: as large as
+    the rows): the bytes the window spans of each distinct row (rows[first[a]], or rows[a] where first is
+    None) laid into one little-endian word, shifted to the window, with the row's number under it; sorted.
+    The same words as _packed_table over _words(rows[first]) with first's row numbers under the keys."""
+    byte, shift = divmod(start, 8)
+    spanned = min(rows.shape[1], (start + width + 7) // 8) - byte  # at most 5 (a key of 27 bits at most)
+    m = len(rows) if first is None else len(first)
+    packed = np.zeros(m, dtype="<u8")
+    as_bytes = packed.view(np.uint8).reshape(m, 8)
+    mask = _U64((1 << width) - 1)
+    for lo in range(0, m, ROW_CHUNK):
+        hi = min(m, lo + ROW_CHUNK)
+        part = packed[lo:hi]
+        if first is None:
+            as_bytes[lo:hi, :spanned] = rows[lo:hi, byte : byte + spanned]
+            numbers = np.arange(lo, hi, dtype=_U64)
+        else:
+            as_bytes[lo:hi, :spanned] = rows[first[lo:hi], byte : byte + spanned]
+            numbers = first[lo:hi].astype(_U64)
+        part >>= _U64(shift)
+        part &= mask
+        part <<= _U64(low)
+        part |= numbers
+    packed.sort()
+    return packed
+
+
 def table_pairs(
-    lib, rows: np.ndarray, first: np.ndarray | None, words: np.ndarray, nbits: int, threshold: float,
+    lib, rows: np.ndarray, first: np.ndarray | None, words: np.ndarray | None, nbits: int, threshold: float,
     scheme: SketchScheme, width: int = WINDOW_BITS, step: int = WINDOW_STEP, threads: int | None = None,
 ) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """candidate_codes and their estimates by the C core, table by table: (a, b, estimate) of the
@@ -173,22 +205,26 @@ def table_pairs(
     are gathered and deduplicated (86M of them at 10M documents, nearly all chance agreements that the
     estimate drops), and tables run on `threads` threads (None: pool.workers()): the sort, numpy's
     operations and the C call release the GIL. The tables pack row numbers, not positions, so the core
-    reads rows[p] directly; rows map back to positions at the end."""
-    m = words.shape[1]
+    reads rows[p] directly; rows map back to positions at the end (first ascending). words None: each
+    table's keys are read from the rows (_row_packed_table), and nothing the size of the documents is
+    held but the tables being sorted, one a thread (the search within a budget, bounded_pairs.plan)."""
     low = position_bits(len(rows))
     if width + low > 64:
         raise ValueError(f"{len(rows)} rows are too many for {width}-bit windows")
-    row_words = np.arange(m, dtype=_U64) if first is None else first.astype(_U64)
-    position_of = None
-    if first is not None:
-        position_of = np.empty(len(rows), dtype=np.int64)
-        position_of[first] = np.arange(m, dtype=np.int64)
+    row_words = None
+    if words is not None:
+        row_words = np.arange(words.shape[1], dtype=_U64) if first is None else first.astype(_U64)
     starts = _windows(nbits, width, step)
 
     def one(table: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        packed = _packed_table(words, starts[table], width, low, row_words)
+        if words is None:
+            packed = _row_packed_table(rows, first, starts[table], width, low)
+        else:
+            assert row_words is not None
+            packed = _packed_table(words, starts[table], width, low, row_words)
         a, b, estimate = native.window_pairs(lib, rows, packed, low, width, step, table, threshold, scheme)
-        return (a, b, estimate) if position_of is None else (position_of[a], position_of[b], estimate)
+        del packed
+        return (a, b, estimate) if first is None else (np.searchsorted(first, a), np.searchsorted(first, b), estimate)
 
     count = max(1, min(threads or workers(), len(starts)))
     if count == 1:

@@ -25,7 +25,7 @@ import apsw
 import numpy as np
 
 from ..errors import InvalidArgument
-from ..find.external import ScratchFolder
+from ..find.external import ScratchFolder, hold_lock, lock_held
 
 # The default budget: a quarter of the machine's memory, at most this much. bench/scale.py, 1M streamed
 # pages (940k kept): peak RSS 1.11 GB at 1G against 1.58 GB at 2G, the same output, CPU 88 s against 75 s;
@@ -65,18 +65,20 @@ class SpillFolder(ScratchFolder):
     def __init__(self, near: str | None = None) -> None:
         super().__init__(prefix="simq-spill-")
         self.near = near
-        if near is not None:
+        if near is not None and os.path.isdir(self._beside()):
+            if lock_held(self._beside()):
+                raise InvalidArgument(f"another simq run is writing {near} (its spill folder is in use)")
             shutil.rmtree(self._beside(), ignore_errors=True)
 
     def _beside(self) -> str:
         assert self.near is not None
         return os.path.abspath(self.near) + ".spill"
 
-    def _make(self) -> str:
+    def _make(self) -> tuple[str, int]:
         if self.near is None:
             return super()._make()
         os.makedirs(self._beside())
-        return self._beside()
+        return self._beside(), hold_lock(self._beside())
 
 
 def _write(path: str, array: np.ndarray) -> int:
