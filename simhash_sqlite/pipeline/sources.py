@@ -407,7 +407,9 @@ class Reader:
             stream_over=self.stream_over if settings is not None and for_index and not store_text else None,
             # An index's own scheme (an older index keeps version 1); dedup's sketches are the default's.
             scheme=self.sketch_scheme if for_index else DEFAULT_SCHEME,
-            short_texts=sketches and settings is not None and not store_text,
+            # A short text's exact data (zlib: an eighth of dedup's instructions) only where its text may be
+            # needed without it: not for a filter, which has each record's line to read it from.
+            short_texts=sketches and settings is not None and not store_text and (for_index or not lines),
         )
         # Where each record's line is, for an index that does not store texts: it reads them again (store/texts.py).
         lines_at = settings is not None and for_index and not store_text
