@@ -143,8 +143,13 @@ def kernels(lib: ctypes.CDLL) -> str:
     return lib.shc_kernel().decode()
 
 
+@lru_cache(maxsize=None)
+def _core_path() -> str:
+    return str(library_path())
+
+
 def _loaded() -> _Loaded:
-    return _load(str(library_path()))
+    return _load(_core_path())  # (a Path made each call: a third of a core() call, made a text by the exact check)
 
 
 def mode() -> str:
