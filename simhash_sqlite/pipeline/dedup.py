@@ -58,7 +58,7 @@ from ..find.pairs import CHUNK, _groups, near_pairs, sorted_by, within_groups
 from ..find.sketch_pairs import WINDOW_BITS, WINDOW_STEP, sketch_pairs, window_keys
 from ..find.verdict import decide, fallback_k, validate_threshold
 from ..index import SimhashIndex
-from ..store.documents import Document, FingerprintedDocument, length_of
+from ..store.documents import Document, FingerprintedDocument
 from ..store.labels import apart_keys, keeper_keys
 from .jsonl import RecordRules, parse_record
 from .sources import DEDUP_PROCESSES
@@ -830,8 +830,9 @@ class Deduplicator:
             document, raw = batch[i]
             key = names[label] if label < 0 else self.labels.key_of(label)
             decisions[i] = Decision(document, raw, prints[i], key, d, e, how, sure)
-        decided = DecidedBatch(batch, prints, decisions, sum([length_of(document) for document, _ in batch]),
-                               len(batch) - len(have))
+        characters = sum([document.length if isinstance(document, FingerprintedDocument) else len(document.text)
+                          for document, _ in batch])  # (length_of's, inline: a call a document)
+        decided = DecidedBatch(batch, prints, decisions, characters, len(batch) - len(have))
         report = self.report
         for name, count in decided.counts().items():
             setattr(report, name, getattr(report, name) + count)
@@ -856,7 +857,10 @@ class Deduplicator:
         entries = [self.batch_entries[j] for j in new.tolist()]
         text_at = np.full(len(entries), -1, dtype=np.int64)
         shorts: list[bytes | None] = [None] * len(entries)
-        if self.texts is not None:
+        raws = [raw for _, raw in entries]
+        if self.texts is not None and None not in raws and [d.text for d, _ in entries].count(None) == len(entries):
+            text_at[:] = self.texts.append_many([KeptTexts.LINE] * len(raws), raws)  # (JSONL: every one a line)
+        elif self.texts is not None:
             kinds: list[int] = []
             data: list[bytes] = []
             written: list[int] = []
