@@ -496,3 +496,35 @@ def test_against_an_index_that_stores_its_texts_is_exact_without_sketches_or_sho
     assert [(d.duplicate_of, d.checked_by) for d in got] == [("old0", "exact"), ("old1", "exact"), (None, None),
                                                             (None, None)]
     assert [d.jaccard for d in got[:2]] == pytest.approx(want[:2])
+
+
+@pytest.mark.parametrize("batch_size", [BATCH, 7, 1])
+def test_a_batch_s_lines_are_its_decisions_lines_joined(tmp_path, batch_size):
+    """simq dedup writes a batch at a time (DecidedBatch.output, dupe_lines, kept_flags): the same bytes as each
+    document's Decision.output_line / dupe_line in order, whatever the lines end in (a last line without a
+    newline, CRLF, blank lines between) and for documents without a line (a text file's: a JSON object)."""
+    from simhash_sqlite.pipeline.dedup import DecidedBatch, Deduplicator
+    from simhash_sqlite.pipeline.sources import Reader
+
+    texts = near_copies(8, copies=60)
+    ends = [b"\n", b"\r\n", b"\n\n", b"\r\n"]
+    data = tmp_path / "mixed.jsonl"
+    data.write_bytes(b"".join(json.dumps({"doc": str(i), "body": t}).encode() + ends[i % 4]
+                              for i, t in enumerate(texts)).rstrip(b"\r\n"))
+    reader = Reader(jsonl=True, text_field="body", id_field="doc", keep_repeats=True)
+    jsonl = list(reader.entries(reader.expand([str(data)]), FingerprintSettings()))
+    plain = [(Document(f"t{i}", t + " \u00e9\u4e2d"), None) for i, t in enumerate(texts)]
+    for entries in (jsonl, plain, jsonl[:40] + plain[40:]):
+        deduplicator = Deduplicator(batch_size=batch_size, line_text=reader.text_of_line)
+        batches = list(deduplicator.run_batches(entries))
+        deduplicator.close()
+        assert all(isinstance(decided, DecidedBatch) for decided in batches)
+        decisions = [decision for decided in batches for decision in decided.decisions()]
+        assert [d.document.key for d in decisions] == [document.key for document, _ in entries]
+        assert 10 < sum(not d.kept for d in decisions) < len(entries) - 10
+        assert b"".join(decided.output("body", "doc") for decided in batches) == b"".join(
+            d.output_line("body", "doc") for d in decisions if d.kept)
+        assert b"".join(decided.dupe_lines() for decided in batches) == b"".join(
+            d.dupe_line() for d in decisions if not d.kept)
+        assert b"".join(decided.kept_flags() for decided in batches) == bytes(d.kept for d in decisions)
+        assert deduplicator.report.kept == sum(d.kept for d in decisions)

@@ -642,3 +642,19 @@ def test_a_text_of_more_n_grams_than_the_set_takes_is_sorted_to_the_same_numbers
         assert got == _outcome(reference_simhash_and_sketch_many, [text, text[:1000]], settings_, DEFAULT_SCHEME)
     _, _, status = _raw([text], scheme=DEFAULT_SCHEME)
     assert not status[0] & native.DECLINED
+
+
+@needs_core
+@given(texts, st.sampled_from([1, 2, 3, 5, 7]))
+def test_shingle_sets_equal_the_reference(text, n):
+    """shingles.shingle_set's hashes in C (the exact check's sets: dedup's and dupes'), bit for bit those of
+    the numpy path, for every plane's characters (and lone surrogates, which normalize keeps)."""
+    from simhash_sqlite.core.features import distinct, ngram_hashes, normalize
+    from simhash_sqlite.core.shingles import shingle_set
+
+    normal = normalize(text)
+    codes = np.frombuffer(normal.encode("utf-32-le", "surrogatepass"), dtype="<u4")
+    got = native.shingle_set(codes, n)
+    assert got is not None and got.dtype == np.uint64
+    assert np.array_equal(got, distinct(ngram_hashes(codes.astype(np.uint64), n)))
+    assert np.array_equal(shingle_set(text, n), got if normal else np.empty(0, np.uint64))

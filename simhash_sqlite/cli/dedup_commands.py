@@ -177,20 +177,19 @@ def dedup(
         with output.progress("bytes", hidden=to_stdout and out.is_terminal) as progress:
             task = progress.add_task("", total=total)
             try:
-                for count, decision in enumerate(deduplicator.run(entries), report.read + 1):
+                for decided in deduplicator.run_batches(entries):  # (the report counts each batch as decided)
                     if committed is not None:
-                        committed.write(decision, decision.output_line(text_field, id_field) if decision.kept
-                                        else decision.dupe_line() if dupes_file is not None else b"")
+                        committed.write(decided, decided.output(text_field, id_field),
+                                        decided.dupe_lines() if dupes_file is not None and decided.dropped else b"")
                         committed.maybe_commit()
-                    elif decision.kept:
-                        sink.write(decision.output_line(text_field, id_field))  # type: ignore[union-attr]
-                    elif side is not None:
-                        side.write(decision.dupe_line())
-                    if count % 500 == 0:
-                        progress.update(
-                            task, completed=reader.bytes_read,
-                            description=f"{count:,} docs, {report.kept:,} kept, {report.dropped:,} dropped",
-                        )
+                    else:
+                        sink.write(decided.output(text_field, id_field))  # type: ignore[union-attr]
+                        if side is not None and decided.dropped:
+                            side.write(decided.dupe_lines())
+                    progress.update(
+                        task, completed=reader.bytes_read,
+                        description=f"{report.read:,} docs, {report.kept:,} kept, {report.dropped:,} dropped",
+                    )
             except KeyboardInterrupt:
                 if committed is not None:
                     committed.commit()

@@ -30,6 +30,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from functools import cache, lru_cache
+from typing import cast
 
 import numpy as np
 
@@ -744,6 +745,10 @@ def estimate_jaccard(a: bytes, b: bytes, scheme: SketchScheme = DEFAULT_SCHEME) 
 def as_rows(blobs: Sequence[bytes | None], scheme: SketchScheme = DEFAULT_SCHEME) -> tuple[np.ndarray, np.ndarray]:
     """Stored sketches (None where missing) as a (n, nbytes) uint8 array and a bool array of which exist."""
     nbytes = scheme.nbytes  # (a property: computed each time it is read)
+    if blobs and None not in blobs:  # all there (a batch read by the C core), if all of this scheme's size
+        whole = cast("Sequence[bytes]", blobs)
+        if set(map(len, whole)) == {nbytes}:
+            return np.frombuffer(b"".join(whole), dtype=np.uint8).reshape(-1, nbytes).copy(), np.ones(len(whole), bool)
     present = np.fromiter((b is not None and len(b) == nbytes for b in blobs), dtype=bool, count=len(blobs))
     rows = np.zeros((len(blobs), nbytes), dtype=np.uint8)
     if present.any():

@@ -148,8 +148,13 @@ def kernels(lib: ctypes.CDLL) -> str:
     return lib.shc_kernel().decode()
 
 
+@lru_cache(maxsize=None)
+def _core_path() -> str:
+    return str(library_path())
+
+
 def _loaded() -> _Loaded:
-    return _load(str(library_path()))
+    return _load(_core_path())  # (a Path made each call: a third of a core() call, made a text by the exact check)
 
 
 def mode() -> str:
@@ -384,3 +389,29 @@ def estimate_many(lib: ctypes.CDLL, a: np.ndarray, b: np.ndarray, scheme) -> np.
 
 # The loadable SQLite extension (sqlite_extension.c): its path and a loader, as sqlite_vec's.
 from .extension import ExtensionMissing, load, loadable_path  # noqa: E402, F401
+
+
+@lru_cache(maxsize=None)
+def _shingle_set_function(lib: ctypes.CDLL):
+    """shc_shingle_set, declared; None where this library lacks it (an older build)."""
+    try:
+        function = lib.shc_shingle_set
+    except AttributeError:
+        return None
+    function.restype = ctypes.c_size_t
+    function.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int32, ctypes.c_void_p]
+    return function
+
+
+def shingle_set(units: np.ndarray, n: int) -> np.ndarray | None:
+    """core/shingles.shingle_set's sorted distinct hashes of the n-unit shingles of normalized code points
+    (uint32), in C; None where the reference must run."""
+    lib = core()
+    function = _shingle_set_function(lib) if lib is not None else None
+    if function is None:
+        return None
+    units = np.ascontiguousarray(units, dtype=np.uint32)
+    out = np.empty(len(units), dtype=np.uint64)
+    count = function(units.ctypes.data, len(units), n, out.ctypes.data)
+    # (a set much smaller than its text, a repetitive one, is copied out: a view would hold all of out)
+    return out[:count] if 2 * count >= len(out) else out[:count].copy()

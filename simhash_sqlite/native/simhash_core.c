@@ -1584,6 +1584,13 @@ int shc_normalize(shc_work *w, const char *text, size_t len, const uint32_t **un
     return 0;
 }
 
+size_t shc_shingle_set(const uint32_t *units, size_t count, int32_t n, uint64_t *out)
+{
+    if (!units || !out || count == 0 || n < 1)
+        return 0;
+    return shc_sorted_distinct(out, ngram_hashes(units, count, n, out, NULL)); /* (count - n + 1, or 1) */
+}
+
 int shc_batch(shc_work *w, const char *buf, const int64_t *offsets, size_t n, int32_t ngram, int32_t weights,
               const shc_scheme *scheme, uint64_t *fingerprints, uint8_t *sketches, uint8_t *status)
 {

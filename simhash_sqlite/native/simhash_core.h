@@ -121,6 +121,11 @@ SHC_API int shc_normalize(shc_work *work, const char *text, size_t len, const ui
  * values there are (no memory is allocated; the extension's exact check uses it for shingle sets). */
 SHC_API size_t shc_sorted_distinct(uint64_t *h, size_t n);
 
+/* core/shingles.shingle_set of normalized code points units[0..count): the sorted distinct hashes of their
+ * n-unit shingles (features.ngram_hashes; fewer than n units make one shorter shingle) written to out, which
+ * has room for count values (at most that many are written); returns how many. */
+SHC_API size_t shc_shingle_set(const uint32_t *units, size_t count, int32_t n, uint64_t *out);
+
 /* Bits that differ (fingerprint.hamming). */
 SHC_API int shc_hamming(uint64_t a, uint64_t b);
 /* The four 16-bit blocks, most significant first (fingerprint.blocks: b0 = bits 63..48). */

@@ -34,9 +34,11 @@ from __future__ import annotations
 
 import json
 import time
+from bisect import bisect_left
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from itertools import islice
 
 import apsw
 import numpy as np
@@ -56,7 +58,7 @@ from ..find.pairs import CHUNK, _groups, near_pairs, sorted_by, within_groups
 from ..find.sketch_pairs import WINDOW_BITS, WINDOW_STEP, sketch_pairs, window_keys
 from ..find.verdict import decide, fallback_k, validate_threshold
 from ..index import SimhashIndex
-from ..store.documents import Document, FingerprintedDocument, length_of
+from ..store.documents import Document, FingerprintedDocument
 from ..store.labels import apart_keys, keeper_keys
 from .jsonl import RecordRules, parse_record
 from .sources import DEDUP_PROCESSES
@@ -419,15 +421,7 @@ class Decision:
 
     def output_line(self, text_field: str = "text", id_field: str = "id") -> bytes:
         """The record to write: the input line byte for byte, or a JSON object for a text file."""
-        raw = self.raw
-        if raw is not None:
-            # A line that ends in one newline, without a carriage return before it (as JSONL lines do) is
-            # already what rstrip and the newline make: written as it is, not copied twice.
-            if raw[-1:] == b"\n" and raw[-2:-1] not in (b"\r", b"\n"):
-                return raw
-            return raw.rstrip(b"\r\n") + b"\n"
-        record = {id_field: self.document.key, text_field: self.document.text}
-        return json.dumps(record, ensure_ascii=False).encode("utf-8") + b"\n"
+        return _record_line(self.document, self.raw, text_field, id_field)
 
     def dupe_line(self) -> bytes:
         record = {
@@ -452,6 +446,76 @@ def _kept(document: Document | FingerprintedDocument, raw: bytes | None, fingerp
     decision.__dict__.update(document=document, raw=raw, fingerprint=fingerprint, duplicate_of=None, distance=None,
                              jaccard=None, checked_by=None, certainty=None)
     return decision
+
+
+def _record_line(
+    document: Document | FingerprintedDocument, raw: bytes | None, text_field: str, id_field: str
+) -> bytes:
+    """Decision.output_line of a document and its line."""
+    if raw is not None:
+        # A line that ends in one newline, without a carriage return before it (as JSONL lines do) is
+        # already what rstrip and the newline make: written as it is, not copied twice.
+        if raw[-1:] == b"\n" and raw[-2:-1] not in (b"\r", b"\n"):
+            return raw
+        return raw.rstrip(b"\r\n") + b"\n"
+    record = {id_field: document.key, text_field: document.text}
+    return json.dumps(record, ensure_ascii=False).encode("utf-8") + b"\n"
+
+
+class DecidedBatch:
+    """The decisions of a batch of documents, in input order, without an object per kept one: its entries
+    (document, raw line), their fingerprints, and a Decision for each dropped one by its place in the batch.
+    decisions() gives them one by one (Deduplicator.run); output(), dupe_lines() and kept_flags() give a
+    batch's lines at once (simq dedup)."""
+
+    __slots__ = ("entries", "fingerprints", "dropped", "characters", "without_features")
+
+    def __init__(
+        self, entries: list[tuple[Document | FingerprintedDocument, bytes | None]], fingerprints: list[int | None],
+        dropped: dict[int, Decision], characters: int, without_features: int,
+    ) -> None:
+        self.entries, self.fingerprints, self.dropped = entries, fingerprints, dropped
+        self.characters, self.without_features = characters, without_features  # of the whole batch; of the kept
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    @property
+    def kept(self) -> int:
+        return len(self.entries) - len(self.dropped)
+
+    def decisions(self) -> Iterator[Decision]:
+        dropped = self.dropped
+        for i, ((document, raw), fp) in enumerate(zip(self.entries, self.fingerprints)):
+            decision = dropped.get(i) if dropped else None
+            yield decision if decision is not None else _kept(document, raw, fp)
+
+    def output(self, text_field: str = "text", id_field: str = "id") -> bytes:
+        """The kept documents' output_line()s, joined."""
+        entries = self.entries
+        if self.dropped:
+            entries = [entry for i, entry in enumerate(entries) if i not in self.dropped]
+        # (a JSONL line that ends in one newline is written as it is: _record_line's first case, inline)
+        return b"".join([raw if raw is not None and raw[-1:] == b"\n" and raw[-2:-1] not in (b"\r", b"\n")
+                         else _record_line(document, raw, text_field, id_field) for document, raw in entries])
+
+    def dupe_lines(self) -> bytes:
+        """The dropped documents' dupe_line()s, joined."""
+        return b"".join([self.dropped[i].dupe_line() for i in sorted(self.dropped)])
+
+    def kept_flags(self) -> bytes:
+        """One byte a document: 1 kept, 0 dropped."""
+        flags = bytearray(b"\x01") * len(self.entries)
+        for i in self.dropped:
+            flags[i] = 0
+        return bytes(flags)
+
+    def counts(self) -> dict[str, int]:
+        """What the batch adds to DedupReport's counts (resume.py's names)."""
+        how = [decision.checked_by for decision in self.dropped.values()]
+        return {"read": len(self.entries), "kept": self.kept, "dropped": len(self.dropped),
+                "without_features": self.without_features, "estimated": how.count("estimated"),
+                "exact": how.count("exact"), "by_distance": how.count("distance"), "characters": self.characters}
 
 
 @dataclass
@@ -620,25 +684,31 @@ class Deduplicator:
         self.report.against_unsketched = int((~present).sum()) if self.check else 0
 
     def run(self, entries: Iterable[tuple[Document | FingerprintedDocument, bytes | None]]) -> Iterator[Decision]:
+        """The decision on each entry, in order."""
+        for decided in self.run_batches(entries):
+            yield from decided.decisions()
+
+    def run_batches(
+        self, entries: Iterable[tuple[Document | FingerprintedDocument, bytes | None]]
+    ) -> Iterator[DecidedBatch]:
+        """run()'s decisions a batch at a time (DecidedBatch: no object per kept document)."""
         # A pipeline of two batches, as in SimhashIndex.add(): the next batch is handed to the pool
         # (core.pool.FingerprintJob) before this one is decided, and this process computes the next
         # batch's chunks while the workers finish this one's. Memory holds two batches; the decisions
         # depend only on the fingerprints, sketches and order, so any number of processes gives the
         # same output. Documents fingerprinted by the reader (JSONL, in its workers) need nothing here.
         pending: tuple[list[tuple[Document | FingerprintedDocument, bytes | None]], FingerprintJob] | None = None
-        batch: list[tuple[Document | FingerprintedDocument, bytes | None]] = []
-        for entry in self._timed(entries):
-            batch.append(entry)
-            if len(batch) >= self._batch_target():
-                started = self._start(batch, pending is not None)
-                if pending is not None:
-                    yield from self._decide(pending[0], self._fingerprints(*pending, started))
-                pending, batch = (batch, started), []
-        last = self._start(batch, pending is not None) if batch else None
-        if pending is not None:
-            yield from self._decide(pending[0], self._fingerprints(*pending, last))
-        if last is not None:
-            yield from self._decide(batch, self._fingerprints(batch, last, None))
+        iterator = iter(entries)
+        while True:
+            started = time.perf_counter()  # reading counts as fingerprinting (the reader fingerprints JSONL)
+            batch = list(islice(iterator, self._batch_target()))
+            self.report.fingerprint_seconds += time.perf_counter() - started
+            job = self._start(batch, pending is not None) if batch else None
+            if pending is not None:
+                yield self._decide(pending[0], self._fingerprints(*pending, job))
+            if job is None:
+                return
+            pending = (batch, job)
 
     def prime(self, entries: Iterable[tuple[Document | FingerprintedDocument, bytes | None]]) -> None:
         """Take the documents an earlier run kept, in their order, as kept, without searching (a resumed
@@ -666,17 +736,6 @@ class Deduplicator:
         spilled = sum(len(run) for run in self.sketches.spilled) if self.sketches is not None else 0
         return self.batch_size * max(1, min(SPILLED_BATCH_MOST, spilled // SPILLED_A_BATCH_STEP))
 
-    def _timed(self, entries: Iterable) -> Iterator:
-        """The entries, their reading counted in fingerprint_seconds (the reader fingerprints JSONL)."""
-        iterator = iter(entries)
-        while True:
-            started = time.perf_counter()
-            entry = next(iterator, None)
-            self.report.fingerprint_seconds += time.perf_counter() - started
-            if entry is None:
-                return
-            yield entry
-
     # -- one batch -------------------------------------------------------------------------------------
 
     def _start(
@@ -694,8 +753,15 @@ class Deduplicator:
     ) -> tuple[list[int | None], np.ndarray, np.ndarray]:
         """Fingerprints, sketch rows and which texts have a sketch, of every document of the batch."""
         started = time.perf_counter()
-        computed = iter(job.result(meanwhile))
+        result = job.result(meanwhile)
         self.report.fingerprint_seconds += time.perf_counter() - started
+        if not result:  # every document came fingerprinted (and sketched, when checking), as JSONL does
+            documents = [document for document, _ in batch]
+            prints = [document.fingerprint for document in documents]  # type: ignore[union-attr]
+            if not self.check:
+                return prints, np.zeros((len(prints), 0), np.uint8), np.zeros(len(prints), bool)
+            return prints, *as_rows([document.sketch for document in documents])  # type: ignore[union-attr]
+        computed = iter(result)
         if not self.check:
             prints = [d.fingerprint if isinstance(d, FingerprintedDocument) else next(computed) for d, _ in batch]
             return prints, np.zeros((len(prints), 0), np.uint8), np.zeros(len(prints), bool)
@@ -708,7 +774,7 @@ class Deduplicator:
     def _decide(
         self, batch: list[tuple[Document | FingerprintedDocument, bytes | None]],
         computed: tuple[list[int | None], np.ndarray, np.ndarray],
-    ) -> list[Decision]:
+    ) -> DecidedBatch:
         """Keep or drop each document of the batch, in order; computed: _fingerprints() of its texts."""
         prints, rows, sketched = computed
         searching = time.perf_counter()
@@ -727,24 +793,25 @@ class Deduplicator:
         self.batch_sizes = sizes
         options = {} if self.priming else self._options_among_kept(values, rows, sketched, codes)
         earlier = {} if self.priming else self._pairs_within_batch(values, rows, sketched, codes)
+        # The keep-first pass, in input order, over the members with a candidate only: the rest are kept. A
+        # kept member's label is the next one: its number less the members dropped before it.
+        base = len(self.labels)
         match: dict[int, tuple] = {}  # member -> its winning option
-        kept_labels: dict[int, int] = {}  # kept member -> its label
-        new_members: list[int] = []
-        for j in range(len(have)):
+        dropped: list[int] = []  # the dropped members, ascending
+        for j in sorted(options.keys() | earlier.keys()):
             mine = options.get(j, [])
             for rank, score, a, d, e, how, sure in earlier.get(j, ()):
-                if a in kept_labels:
-                    mine.append((rank, score, kept_labels[a], d, e, how, sure))
+                if a not in match:  # (a < j: decided) kept, with its label
+                    mine.append((rank, score, base + a - bisect_left(dropped, a), d, e, how, sure))
             if mine and (self.apart or self.keepers):
                 mine = self._honoured(batch[have[j]][0].key, mine)
             if mine:
                 match[j] = min(mine)
-            else:
-                size = sizes[j] if sizes is not None and sketched[j] else np.nan
-                kept_labels[j] = self._keep(batch[have[j]], values[j], rows[j], sketched[j], size)
-                new_members.append(j)
-        new = np.array(new_members, dtype=np.int64)
-        labels = np.array([kept_labels[j] for j in new.tolist()], dtype=np.int64)
+                dropped.append(j)
+        kept = np.ones(len(have), dtype=bool)
+        kept[dropped] = False
+        new = np.flatnonzero(kept)
+        labels = self._keep(new, values, rows, sketched, sizes)
         if self.sketches is not None:  # self.by_sketch
             assert codes is not None  # made above whenever there are sketches
             kept = sketched[new]
@@ -757,25 +824,19 @@ class Deduplicator:
         self.labels.spill_if_over()
         names = self._indexed_keys([option[2] for option in match.values() if option[2] < 0])
         self.report.search_seconds += time.perf_counter() - searching
-        position = {i: j for j, i in enumerate(have)}
-        out = []
-        for i, ((document, raw), fp) in enumerate(zip(batch, prints)):
-            member = position.get(i)
-            if member is not None and member in match:
-                rank, _, label, d, e, how, sure = match[member]
-                key = names[label] if label < 0 else self.labels.key_of(label)
-                out.append(Decision(document, raw, fp, key, d, e, how, sure))
-                self.report.dropped += 1
-                self.report.estimated += how == "estimated"
-                self.report.exact += how == "exact"
-                self.report.by_distance += how == "distance"
-            else:
-                out.append(_kept(document, raw, fp))
-                self.report.kept += 1
-                self.report.without_features += fp is None
-            self.report.characters += length_of(document)
-        self.report.read += len(batch)
-        return out
+        decisions: dict[int, Decision] = {}
+        for member, (rank, _, label, d, e, how, sure) in match.items():
+            i = have[member]
+            document, raw = batch[i]
+            key = names[label] if label < 0 else self.labels.key_of(label)
+            decisions[i] = Decision(document, raw, prints[i], key, d, e, how, sure)
+        characters = sum([document.length if isinstance(document, FingerprintedDocument) else len(document.text)
+                          for document, _ in batch])  # (length_of's, inline: a call a document)
+        decided = DecidedBatch(batch, prints, decisions, characters, len(batch) - len(have))
+        report = self.report
+        for name, count in decided.counts().items():
+            setattr(report, name, getattr(report, name) + count)
+        return decided
 
     def _honoured(self, key: str, options: list[tuple]) -> list[tuple]:
         """The options that the against index's labels allow: none for a document chosen to keep, and
@@ -789,27 +850,48 @@ class Deduplicator:
                 if (self.apart_labels.get(o[2]) if o[2] < 0 else self.labels.key_of(o[2])) not in apart]
 
     def _keep(
-        self, entry: tuple[Document | FingerprintedDocument, bytes | None], value: np.uint64, row: np.ndarray,
-        sketched: bool, size: float,
-    ) -> int:
-        """Keep a member of the batch (size: the distinct-shingle count its sketch records, NaN: none or no
-        check), its text written to self.texts; its label."""
-        document, raw = entry
-        text_at, short = -1, None
-        if self.texts is not None:
-            if document.text is not None:
-                text_at = self.texts.append(KeptTexts.TEXT, document.text.encode("utf-8", "surrogatepass"))
-            elif raw is not None:
-                text_at = self.texts.append(KeptTexts.LINE, raw)
-            elif isinstance(document, FingerprintedDocument):  # no text at all: a short text's exact data
-                short = document.short_text
-        label = self.labels.append(document.key, int(value), size, short, text_at)
-        if len(self.kept_rows):
-            if label == len(self.kept_rows):
-                self.kept_rows = np.concatenate((self.kept_rows, np.empty_like(self.kept_rows)))
-                self.kept_sketched = np.concatenate((self.kept_sketched, np.empty_like(self.kept_sketched)))
-            self.kept_rows[label], self.kept_sketched[label] = row, sketched
-        return label
+        self, new: np.ndarray, values: np.ndarray, rows: np.ndarray, sketched: np.ndarray, sizes: np.ndarray | None
+    ) -> np.ndarray:
+        """Keep these members of the batch (ascending), their texts written to self.texts; their labels. sizes:
+        the distinct-shingle counts their sketches record (None: no check)."""
+        entries = [self.batch_entries[j] for j in new.tolist()]
+        text_at = np.full(len(entries), -1, dtype=np.int64)
+        shorts: list[bytes | None] = [None] * len(entries)
+        raws = [raw for _, raw in entries]
+        if self.texts is not None and None not in raws and [d.text for d, _ in entries].count(None) == len(entries):
+            text_at[:] = self.texts.append_many([KeptTexts.LINE] * len(raws), raws)  # (JSONL: every one a line)
+        elif self.texts is not None:
+            kinds: list[int] = []
+            data: list[bytes] = []
+            written: list[int] = []
+            for n, (document, raw) in enumerate(entries):
+                if document.text is not None:
+                    kinds.append(KeptTexts.TEXT)
+                    data.append(document.text.encode("utf-8", "surrogatepass"))
+                elif raw is not None:
+                    kinds.append(KeptTexts.LINE)
+                    data.append(raw)
+                else:
+                    if isinstance(document, FingerprintedDocument):  # no text at all: a short text's exact data
+                        shorts[n] = document.short_text
+                    continue
+                written.append(n)
+            if data:
+                text_at[written] = self.texts.append_many(kinds, data)
+        size = np.where(sketched[new], sizes[new], np.nan) if sizes is not None else np.full(len(new), np.nan)
+        first = self.labels.append_many([document.key for document, _ in entries], values[new], size, shorts, text_at)
+        labels = np.arange(first, first + len(new), dtype=np.int64)
+        if len(self.kept_rows):  # (checked by distance: the kept sketches by label)
+            grown = len(self.kept_rows)
+            while grown < first + len(new):
+                grown *= 2
+            if grown > len(self.kept_rows):
+                self.kept_rows = np.concatenate((self.kept_rows, np.empty_like(self.kept_rows, shape=(
+                    grown - len(self.kept_rows), self.kept_rows.shape[1]))))
+                self.kept_sketched = np.concatenate((self.kept_sketched, np.empty(grown - len(self.kept_sketched),
+                                                                                  dtype=bool)))
+            self.kept_rows[labels], self.kept_sketched[labels] = rows[new], sketched[new]
+        return labels
 
     def _value_of(self, labels: np.ndarray) -> np.ndarray:
         out = np.empty(len(labels), dtype=np.uint64)

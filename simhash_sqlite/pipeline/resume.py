@@ -22,8 +22,7 @@ from collections.abc import Iterator
 from typing import Any, TypeVar
 
 from ..errors import InvalidInput
-from ..store.documents import length_of
-from .dedup import Decision, DedupReport
+from .dedup import DecidedBatch, DedupReport
 
 T = TypeVar("T")
 COMMIT_SECONDS = 2.0  # the environment's SIMQ_COMMIT_SECONDS, where set, instead (tests commit more often)
@@ -196,25 +195,17 @@ class ResumableOutput:
         for name in _COUNTS:
             setattr(report, name, int(self.counts.get(name, 0)))
 
-    def write(self, decision: Decision, line: bytes) -> None:
-        """One decided document: its output line (a kept record, or the dupes line; b"" for none)."""
-        if decision.kept:
-            self.files[0].write(line)
-        elif line and self.dupes is not None:
-            self.files[2].write(line)
-        self.files[1].write(b"\x01" if decision.kept else b"\x00")
+    def write(self, decided: DecidedBatch, out: bytes, dupes: bytes = b"") -> None:
+        """A batch of decided documents: the kept records' lines (out), and the dropped ones' dupes lines."""
+        self.files[0].write(out)
+        if dupes and self.dupes is not None:
+            self.files[2].write(dupes)
+        self.files[1].write(decided.kept_flags())
         # Counted here, not taken from the report: it counts a batch as it is decided, before its
         # decisions are written.
         counts = self.pending_counts
-        counts["read"] += 1
-        counts["characters"] += length_of(decision.document)
-        if decision.kept:
-            counts["kept"] += 1
-            counts["without_features"] += decision.fingerprint is None
-        else:
-            counts["dropped"] += 1
-            if decision.checked_by in ("estimated", "exact", "distance"):
-                counts["by_distance" if decision.checked_by == "distance" else decision.checked_by] += 1
+        for name, count in decided.counts().items():
+            counts[name] += count
 
     def maybe_commit(self) -> None:
         if time.monotonic() - self.last_commit >= self.every:

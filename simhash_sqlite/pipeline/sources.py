@@ -407,7 +407,9 @@ class Reader:
             stream_over=self.stream_over if settings is not None and for_index and not store_text else None,
             # An index's own scheme (an older index keeps version 1); dedup's sketches are the default's.
             scheme=self.sketch_scheme if for_index else DEFAULT_SCHEME,
-            short_texts=sketches and settings is not None and not store_text,
+            # A short text's exact data (zlib: an eighth of dedup's instructions) only where its text may be
+            # needed without it: not for a filter, which has each record's line to read it from.
+            short_texts=sketches and settings is not None and not store_text and (for_index or not lines),
         )
         # Where each record's line is, for an index that does not store texts: it reads them again (store/texts.py).
         lines_at = settings is not None and for_index and not store_text
@@ -476,6 +478,12 @@ class Reader:
         fingerprints, lengths, starts, ends = records.fingerprints, records.lengths, records.starts, records.ends
         places = _lines_at(chunk, records) or [None] * count
         plain = rules.settings is None
+        if not plain and not records.skips and not failures and (keep_repeats or all(first)):
+            # Every record as it is (dedup's chunks, nearly always): one map, not a loop of tests a record.
+            raws = [data[start:end] for start, end in zip(starts, ends)] if lines else [None] * count
+            yield from zip(map(fingerprinted, keys, fingerprints, lengths, hashes, sketches, texts, shorts, places),
+                           raws)
+            return
         for i, line in enumerate(records.lines):
             while skip is not None and skip[0] < line:
                 self._skipped_line(f"{path}:{chunk.first_line + skip[0]}", skip)

@@ -284,6 +284,30 @@ class KeptLabels:
             self.ram += len(short) + 33 + 100  # the bytes object and its dict entry
         return label
 
+    def append_many(
+        self, keys: list[str], values: np.ndarray, sizes: np.ndarray, shorts: list[bytes | None], text_at: np.ndarray
+    ) -> int:
+        """append() of each of many documents, in order; the first one's label (the rest follow it)."""
+        first, count = len(self), len(keys)
+        tail = len(self.keys)
+        if tail + count > len(self.values):  # grow by doubling, as append() does
+            size = len(self.values)
+            while size < tail + count:
+                size *= 2
+            more = size - len(self.values)
+            self.values = np.concatenate((self.values, np.empty(more, dtype=np.uint64)))
+            self.sizes = np.concatenate((self.sizes, np.empty(more)))
+            self.text_at = np.concatenate((self.text_at, np.empty(more, dtype=np.int64)))
+        self.keys += keys
+        self.values[tail : tail + count], self.sizes[tail : tail + count] = values, sizes
+        self.text_at[tail : tail + count] = text_at
+        self.ram += sum(map(sys.getsizeof, keys)) + 8 * count
+        for n, short in enumerate(shorts):
+            if short is not None:
+                self.short[first + n] = short
+                self.ram += len(short) + 33 + 100
+        return first
+
     def spill_if_over(self) -> None:
         if self.budget is None or self.folder is None or self.nbytes <= self.budget or not self.keys:
             return
@@ -390,6 +414,23 @@ class KeptTexts:
         if len(self.buffer) >= self.FLUSH:
             self.flush()
         return offset
+
+    def append_many(self, kinds: list[int], data: list[bytes]) -> np.ndarray:
+        """append() of each (kind, bytes), in order, in one copy into the buffer; their offsets."""
+        lengths = np.fromiter(map(len, data), dtype=np.int64, count=len(data))
+        heads = np.empty(len(data), dtype=[("kind", "u1"), ("length", "<u8")])  # _HEAD's layout, packed
+        heads["kind"], heads["length"] = kinds, lengths
+        packed = heads.tobytes()
+        size = self._HEAD.size
+        offsets = self.bytes + np.concatenate(([0], np.cumsum(lengths + size)[:-1])) if len(data) else lengths
+        parts: list[bytes] = [b""] * (2 * len(data))
+        parts[0::2] = [packed[at : at + size] for at in range(0, len(packed), size)]
+        parts[1::2] = data
+        self.buffer += b"".join(parts)
+        self.bytes += len(packed) + int(lengths.sum())
+        if len(self.buffer) >= self.FLUSH:
+            self.flush()
+        return offsets.astype(np.int64)
 
     def flush(self) -> None:
         if not self.buffer:

@@ -179,6 +179,25 @@ static void check_sorted_distinct(void)
     free(copy);
 }
 
+/* shc_shingle_set on random code points into exactly count slots (the sanitizer catches a write past them):
+ * ascending, each once, at most one a shingle (count - n + 1, or 1 for fewer units than n). */
+static void check_shingle_set(void)
+{
+    size_t count = rnd() % 300;
+    int32_t n = 1 + (int32_t)(rnd() % 8);
+    uint32_t *units = malloc(sizeof(uint32_t) * (count ? count : 1));
+    uint64_t *out = malloc(sizeof(uint64_t) * (count ? count : 1));
+    for (size_t i = 0; i < count; i++)
+        units[i] = rnd() % 2 ? (uint32_t)(rnd() % 4) : (uint32_t)(rnd() % 0x110000); /* repeats, and any */
+    size_t d = shc_shingle_set(count ? units : NULL, count, n, count ? out : NULL);
+    size_t most = count == 0 ? 0 : count < (size_t)n ? 1 : count - (size_t)n + 1;
+    CHECK(d <= most && (count == 0 || d >= 1), "shingle set of %zu from %zu units (n %d)", d, count, n);
+    for (size_t i = 1; i < d; i++)
+        CHECK(out[i - 1] < out[i], "shingle set not ascending at %zu", i);
+    free(units);
+    free(out);
+}
+
 static void check_estimates(const shc_scheme *s)
 {
     size_t nbytes = shc_sketch_bytes(s);
@@ -339,6 +358,7 @@ int main(int argc, char **argv)
         check_estimates(s);
         check_window_pairs(s);
         check_sorted_distinct();
+        check_shingle_set();
         rounds++;
         texts += (long)n;
     }
