@@ -406,6 +406,8 @@ def _shingle_set_function(lib: ctypes.CDLL):
 def shingle_set(units: np.ndarray, n: int) -> np.ndarray | None:
     """core/shingles.shingle_set's sorted distinct hashes of the n-unit shingles of normalized code points
     (uint32), in C; None where the reference must run."""
+    import numpy as np
+
     lib = core()
     function = _shingle_set_function(lib) if lib is not None else None
     if function is None:
