@@ -14,7 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from simhash_sqlite import Document, SimhashIndex
-from simhash_sqlite.cli import app
+from simhash_sqlite.cli.app import app
 from simhash_sqlite.errors import InvalidArgument
 from simhash_sqlite.find.external import ScratchFolder, remove_dead_scratch
 from simhash_sqlite.pipeline.spill import SpillFolder
