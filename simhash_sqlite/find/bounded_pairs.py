@@ -40,7 +40,7 @@ from ..core.pool import workers
 from ..core.sketch import SketchScheme, estimate_many
 from . import resident_pairs
 from .external import BucketedRuns, ScratchFolder, read_exactly
-from .pairs import _groups, position_bits, within_groups
+from .pairs import _groups, position_bits, slots_in, within_groups
 from .sketch_pairs import _windows, _words, window_keys, window_plan
 
 # RAM a document costs the in-memory search: its sketch row, the row's words (a transposed copy),
@@ -335,10 +335,7 @@ class BoundedPairs:
 
     def _copy_slot(self, numbers: np.ndarray) -> np.ndarray:
         """Where each number is among the copied ones, -1 when it has no copies."""
-        if not len(self.copied):
-            return np.full(len(numbers), -1, dtype=np.int64)
-        at = np.minimum(np.searchsorted(self.copied, numbers), len(self.copied) - 1)
-        return np.where(self.copied[at] == numbers, at, -1)
+        return slots_in(self.copied, numbers)
 
     def _documents(self, number: int, slot: int) -> np.ndarray:
         if slot < 0:

@@ -77,6 +77,14 @@ def _groups(sorted_keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return starts.astype(np.int64), (ends - starts).astype(np.int64)
 
 
+def slots_in(sorted_values: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """Where each of values is in sorted_values (distinct, ascending), -1 where it is not there."""
+    if not len(sorted_values):
+        return np.full(len(values), -1, dtype=np.int64)
+    at = np.minimum(np.searchsorted(sorted_values, values), len(sorted_values) - 1)
+    return np.where(sorted_values[at] == values, at, -1)
+
+
 def within_groups(starts: np.ndarray, sizes: np.ndarray, chunk: int = CHUNK) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     """Every pair (i, j), i < j, of positions inside each group [start, start + size), in chunks."""
     if len(starts) == 0:

@@ -21,7 +21,7 @@ import numpy as np
 from .. import native
 from ..core.features import mix
 from ..core.sketch import SketchScheme
-from .pairs import within_groups
+from .pairs import slots_in, within_groups
 from .sketch_pairs import ROW_CHUNK, EstimatedPairs, _words, table_pairs, window_plan
 
 _U64 = np.uint64
@@ -67,10 +67,7 @@ class Copies:
 
     def slot(self, rows: np.ndarray) -> np.ndarray:
         """Each row's group, -1 for a row with no copies."""
-        if not len(self.heads):
-            return np.full(len(rows), -1, dtype=np.int64)
-        at = np.minimum(np.searchsorted(self.heads, rows), len(self.heads) - 1)
-        return np.where(self.heads[at] == rows, at, -1)
+        return slots_in(self.heads, rows)
 
     def of(self, row: int, slot: int) -> np.ndarray:
         if slot < 0:
