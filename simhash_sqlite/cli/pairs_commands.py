@@ -30,6 +30,7 @@ from ..find.review import (
 from ..find.verdict import CERTAIN, CheckSummary
 from ..index import SimhashIndex
 from ..pipeline.spill import default_memory, parse_memory
+from ..quick.words import check_json
 from ..web.plots import (
     distance_chart,
     distance_distribution,
@@ -318,16 +319,13 @@ def dupes(
 
 
 def _pair_json(pair: DuplicatePair) -> dict:
-    """A pair as JSON; "jaccard" is the check's (null: not measured), "checked_by" how it was judged."""
+    """A pair as JSON: its keys, distance and similarity, the check's fields (check_json), its verdict."""
     return {
         "first": pair.first,
         "second": pair.second,
         "distance": pair.distance,
         "similarity": round(pair.similarity, 4),
-        "jaccard": None if pair.jaccard is None else round(pair.jaccard, 4),
-        "checked": pair.jaccard is not None,
-        "checked_by": pair.checked_by,
-        "certainty": None if pair.certainty is None else round(pair.certainty, 4),
+        **check_json(pair.jaccard, pair.checked_by, pair.certainty),
         "duplicate": pair.keeps,
     }
 

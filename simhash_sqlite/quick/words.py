@@ -45,16 +45,24 @@ def hex_of(fingerprint: int) -> str:
     return f"{fingerprint & ((1 << 64) - 1):016x}"
 
 
+def check_json(jaccard: float | None, checked_by: str | None, certainty: float | None) -> dict:
+    """The check's fields of a JSON row: "jaccard" (null: not measured), "checked", "checked_by" (how it was
+    judged) and "certainty"."""
+    return {
+        "jaccard": None if jaccard is None else round(jaccard, 4),
+        "checked": jaccard is not None,
+        "checked_by": checked_by,
+        "certainty": None if certainty is None else round(certainty, 4),
+    }
+
+
 def match_json(match: Match) -> dict:
-    """A match as JSON; "jaccard" is the check's (null: not measured), "checked_by" how it was judged."""
+    """A match as JSON: its key, distance and similarity, the check's fields (check_json), its fingerprint."""
     return {
         "key": match.key,
         "distance": match.distance,
         "similarity": round(match.similarity, 4),
-        "jaccard": None if match.jaccard is None else round(match.jaccard, 4),
-        "checked": match.jaccard is not None,
-        "checked_by": match.checked_by,
-        "certainty": None if match.certainty is None else round(match.certainty, 4),
+        **check_json(match.jaccard, match.checked_by, match.certainty),
         "fingerprint": hex_of(match.fingerprint),
     }
 
