@@ -100,6 +100,7 @@ SLOW_TESTS = {
     "test_the_scanner_without_its_wrappers_is_json_loads",
     "test_python_dash_m_runs_the_cli",  # a cold interpreter and import
     "test_folding_whitespace_first_changes_nothing_for_any_code_point",  # 7 x 1.1M code points: about 8 s
+    "test_the_committed_webassembly_is_what_the_build_script_makes",  # emcc -O2 of SQLite: about 55 s of CPU
 }
 
 
@@ -118,6 +119,15 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.path.name in SLOW_FILES or item.originalname in SLOW_TESTS or item.name in SLOW_CASES:
             item.add_marker(pytest.mark.slow)
+        # Two workers share the suite (pyproject's --dist loadgroup): the tests of a file that share a module
+        # fixture (a Spark session, a browser, a built index) go to one worker as one unit, so it is built
+        # once; every other test is handed out one at a time to whichever worker is free.
+        if any(fixture.scope == "module" and fixture.baseid.endswith(".py")
+               for fixtures in item._fixtureinfo.name2fixturedefs.values() for fixture in fixtures):
+            item.add_marker(pytest.mark.xdist_group(item.path.stem))
+    # The slow tests first: started early, they end before the short ones do, and the two workers finish
+    # together instead of one waiting on a Spark job or a bench run that was handed out last.
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 
 
