@@ -104,6 +104,13 @@ SLOW_TESTS = {
 }
 
 
+# The files that hold the longest runs of the full suite (minutes of wall time on the 2-core CI machine):
+# JVMs (Spark local, standalone and the user's command), the bench smoke run, emcc, pip builds of wheels.
+# Longest first.
+LONGEST = ["test_spark.py", "test_bench_smoke.py", "test_browser_index.py", "test_verdict.py", "test_native.py",
+           "test_extension_short_texts.py", "test_extension_rule.py"]
+
+
 # The heavy walks: one case of each runs in the fast lane, every case in the slow one.
 SLOW_CASES = {
     "test_every_surface_gives_each_dupes_pair_the_same_verdict[gone]",
@@ -125,9 +132,11 @@ def pytest_collection_modifyitems(config, items):
         if any(fixture.scope == "module" and fixture.baseid.endswith(".py")
                for fixtures in item._fixtureinfo.name2fixturedefs.values() for fixture in fixtures):
             item.add_marker(pytest.mark.xdist_group(item.path.stem))
-    # The slow tests first: started early, they end before the short ones do, and the two workers finish
-    # together instead of one waiting on a Spark job or a bench run that was handed out last.
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+    # Handed out in this order (--no-loadscope-reorder): the longest first, then the other slow tests, then
+    # the fast lane. Started early, they end before the short ones do, and the two workers finish together
+    # instead of one waiting on a Spark job or a bench run that was handed out last.
+    rank = {name: i for i, name in enumerate(LONGEST)}
+    items.sort(key=lambda item: (item.get_closest_marker("slow") is None, rank.get(item.path.name, len(rank))))
 
 
 
