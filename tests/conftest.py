@@ -100,7 +100,6 @@ SLOW_TESTS = {
     "test_the_scanner_without_its_wrappers_is_json_loads",
     "test_python_dash_m_runs_the_cli",  # a cold interpreter and import
     "test_folding_whitespace_first_changes_nothing_for_any_code_point",  # 7 x 1.1M code points: about 8 s
-    "test_the_committed_webassembly_is_what_the_build_script_makes",  # emcc -O2 of SQLite: about 55 s of CPU
 }
 
 
