@@ -103,6 +103,13 @@ SLOW_TESTS = {
 }
 
 
+# The files that hold the longest runs of the full suite (minutes of wall time on the 2-core CI machine):
+# JVMs (Spark local, standalone and the user's command), the bench smoke run, emcc, pip builds of wheels.
+# Longest first.
+LONGEST = ["test_spark.py", "test_bench_smoke.py", "test_browser_index.py", "test_verdict.py", "test_native.py",
+           "test_extension_short_texts.py", "test_extension_rule.py"]
+
+
 # The heavy walks: one case of each runs in the fast lane, every case in the slow one.
 SLOW_CASES = {
     "test_every_surface_gives_each_dupes_pair_the_same_verdict[gone]",
@@ -118,7 +125,39 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.path.name in SLOW_FILES or item.originalname in SLOW_TESTS or item.name in SLOW_CASES:
             item.add_marker(pytest.mark.slow)
+    # Handed out in this order (see pytest_xdist_make_scheduler): the longest first, then the other slow tests,
+    # then the fast lane. Started early, they end before the short ones do, and the two workers finish
+    # together instead of one waiting on a Spark job or a bench run that was handed out last.
+    rank = {name: i for i, name in enumerate(LONGEST)}
+    items.sort(key=lambda item: (item.get_closest_marker("slow") is None, rank.get(item.path.name, len(rank))))
 
+
+# The files whose tests share an expensive module fixture (a Spark session, a browser, an index or a server
+# built once): with -n 2 each goes to one worker whole, so that fixture is built once.
+WHOLE_FILES = {
+    "test_spark.py", "test_web_browser.py", "test_review_browser.py", "test_browser_index.py", "test_hosts.py",
+    "test_confirm.py", "test_verdict.py", "test_extension.py", "test_extension_short_texts.py", "test_faults.py",
+    "test_plots.py", "test_portability.py", "test_sql_surface.py", "test_web.py", "test_dedup_resume.py",
+    "test_bounded_pairs.py", "test_web_origin.py",
+}
+
+
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
+def pytest_xdist_make_scheduler(config, log):
+    """With -n: each file of WHOLE_FILES is one unit of work, every other test a unit of its own; the
+    units are handed out in collection order (pyproject's --no-loadscope-reorder), one at a time to
+    whichever worker is free. (xdist's own loadgroup does this by xdist_group marks, but pytest 9.2 no
+    longer lets it rename the tests it marks, so its groups are not kept together.)"""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class Scheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            return path if path.rsplit("/", 1)[-1] in WHOLE_FILES else nodeid
+
+    if config.getvalue("dist") == "load":
+        return Scheduling(config, log)
+    return None
 
 
 def pytest_terminal_summary(terminalreporter, config):

@@ -222,8 +222,7 @@ def test_the_web_pages_give_each_dupes_pair_the_same_verdict(indexes, kind, tmp_
 @pytest.mark.parametrize("kind", ["stored", "lines", "jsonl", "gone"])
 def test_near_many_clusters_the_pair_page_and_the_library_dedup_give_each_pair_the_same_verdict(indexes, kind):
     """The surfaces the test above does not walk: near_many, the cluster page's members against their
-    representative, the web pair page's data (pages.pair_view) and dedup() in the library."""
-    from simhash_sqlite import Document, dedup
+    representative and the web pair page's data (pages.pair_view); dedup() in the library: the next test."""
     from simhash_sqlite.find.chains import cluster_members
     from simhash_sqlite.find.queries import Query
 
@@ -256,15 +255,21 @@ def test_near_many_clusters_the_pair_page_and_the_library_dedup_give_each_pair_t
                     assert (_rounded(v.jaccard), v.checked_by, _rounded(v.certainty), v.keeps) == _key(row)
                     compared += 1
         assert compared > 10
-    # dedup over the same texts in the same order: it has both texts of every pair (the kept ones read back),
-    # so each drop carries the verdict the pair gets where both texts are at hand: the stored index's.
+
+
+def test_the_library_dedup_drops_carry_the_verdict_of_the_index_that_stores_the_texts(indexes):
+    """dedup() over the corpus in its order: it has both texts of every pair (the kept ones read back), so
+    each drop carries the verdict the pair gets where both texts are at hand: the stored index's. (Once, not
+    once per kind of index above: dedup reads the texts, never an index, so every kind gave the same run.)"""
+    from simhash_sqlite import Document, dedup
+
+    made, docs, _ = indexes
     with_texts = _dupes(made["stored"][0])
-    ordered = sorted(by_key, key=lambda key: list(docs).index(by_key[key]))
-    decisions = list(dedup(Document(key, docs[by_key[key]]) for key in ordered))
+    decisions = list(dedup(Document(key, text) for key, text in docs.items()))
     dropped = [d for d in decisions if not d.kept]
     assert len(dropped) > 5
     for d in dropped:
-        row = with_texts[frozenset((by_key[d.document.key], by_key[d.duplicate_of]))]
+        row = with_texts[frozenset((d.document.key, d.duplicate_of))]
         assert (_rounded(d.jaccard), d.checked_by, _rounded(d.certainty), True) == _key(row)
         assert d.checked_by == "exact"
 
