@@ -528,3 +528,40 @@ def test_a_batch_s_lines_are_its_decisions_lines_joined(tmp_path, batch_size):
             d.dupe_line() for d in decisions if not d.kept)
         assert b"".join(decided.kept_flags() for decided in batches) == bytes(d.kept for d in decisions)
         assert deduplicator.report.kept == sum(d.kept for d in decisions)
+
+
+@pytest.mark.parametrize("batch_size", [BATCH, 7])
+def test_the_exact_check_reads_texts_in_c_with_the_same_decisions(tmp_path, batch_size, monkeypatch):
+    """With the reader's rules (line_rules) the exact check makes its shingle sets in C (native/documents.c
+    shc_docs_shingle_sets: a line's text found, normalized and shingled in one call); the lines and texts it leaves
+    (an escaped field name; a lone surrogate's line is skipped by the reader) are made the Python way: the same
+    decisions, by the same exact Jaccards, as the Python way throughout (line_text alone)."""
+    from simhash_sqlite.native import documents as native_documents
+    from simhash_sqlite.pipeline.dedup import Deduplicator
+    from simhash_sqlite.pipeline.sources import Reader
+
+    if native_documents.library() is None:
+        pytest.skip("the C core's document path is not built")
+    texts = near_copies(11, copies=120)
+    lines = []
+    for i, t in enumerate(texts):
+        line = json.dumps({"doc": str(i), "body": t + (" \ud800" if i % 17 == 5 else "")}, ensure_ascii=i % 3 == 0)
+        lines.append((line.replace('"body"', '"bo\\u0064y"') if i % 13 == 4 else line).encode("utf-8", "surrogatepass"))
+    data = tmp_path / "mixed.jsonl"
+    data.write_bytes(b"\n".join(lines) + b"\n")
+    reader = Reader(jsonl=True, text_field="body", id_field="doc", keep_repeats=True)
+    jsonl = list(reader.entries(reader.expand([str(data)]), FingerprintSettings()))
+    plain = [(Document(f"t{i}", t + (" \uff21\u00df" if i % 11 == 3 else "")), None) for i, t in enumerate(texts)]
+    made = []
+    shingle_sets = native_documents.shingle_sets
+    monkeypatch.setattr(native_documents, "shingle_sets", lambda *a: made.append(len(a[1])) or shingle_sets(*a))
+    for entries in (jsonl, plain, jsonl[:60] + plain[60:]):
+        runs = []
+        for options in ({"line_rules": reader.line_rules()}, {"line_text": reader.text_of_line}):
+            deduplicator = Deduplicator(batch_size=batch_size, **options)
+            runs.append([(d.document.key, d.duplicate_of, d.jaccard, d.checked_by)
+                         for d in deduplicator.run(entries)])
+            deduplicator.close()
+        assert runs[0] == runs[1]
+        assert 10 < sum(d[1] is not None and d[3] == "exact" for d in runs[0])
+    assert sum(made) > 100  # (the C calls were made: by the first run of each)

@@ -212,6 +212,76 @@ def test_hostile_lines_read_as_the_python_path_reads_them(lines, newline):
     same_records(newline.encode().join(lines))
 
 
+FIELDS_OF_LINES = native_documents.LineFields(b"text", b"id", 1 << 27, 1 << 25)
+
+
+def python_sets(data: list[bytes], kinds: list[int], fields=FIELDS_OF_LINES) -> list[np.ndarray | None | str]:
+    """What dedup's exact check makes of each text or line the Python way: its set, None (out of reach), or
+    "skip" (a line the reader would not read, bytes that are no str's UTF-8)."""
+    from simhash_sqlite.core.shingles import shingle_set
+    from simhash_sqlite.pipeline.jsonl import parse_record
+
+    rules = RecordRules(text_field=fields.text_field.decode(), id_field=fields.id_field.decode())
+    out: list[np.ndarray | None | str] = []
+    for raw, kind in zip(data, kinds):
+        try:
+            text = raw.decode("utf-8", "surrogatepass") if kind == native_documents.SET_TEXT else parse_record(
+                raw, rules)[2]
+        except UnicodeDecodeError:  # (not a text Python could hand over)
+            text = None
+        out.append("skip" if text is None else None if len(text) > fields.whole_most else shingle_set(text))
+    return out
+
+
+def same_sets(data: list[bytes], kinds: list[int], fields=FIELDS_OF_LINES) -> list[int]:
+    """shingle_sets (C) makes what the Python way makes of every text it does not leave; their statuses."""
+    made = native_documents.shingle_sets(LIB, data, kinds, fields, 5)
+    assert made is not None
+    for status, ours, reference in zip(*made, python_sets(data, kinds, fields)):
+        if status == native_documents.SET_MADE:
+            assert isinstance(reference, np.ndarray) and np.array_equal(ours, reference)
+            assert ours.dtype == np.uint64
+        elif status == native_documents.SET_LONG:
+            assert reference is None and ours is None
+        else:
+            assert status == native_documents.SET_PYTHON and ours is None
+    return made[0]
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(hostile_lines(), min_size=1, max_size=8), st.sampled_from(["", "\n", "\r\n"]))
+def test_the_exact_check_s_sets_of_hostile_lines_are_the_python_paths(lines, newline):
+    data = [line + newline.encode() for line in lines]
+    same_sets(data, [native_documents.SET_LINE] * len(data))
+    texts = [json.dumps(line.decode("utf-8", "replace")).encode() for line in lines]  # (any text, as the text)
+    same_sets(texts + data, [native_documents.SET_TEXT] * len(texts) + [native_documents.SET_LINE] * len(data))
+
+
+def test_the_exact_check_s_sets_of_texts_lines_and_what_c_leaves():
+    """Plain and mixed texts are made in C (as their texts and as lines with other fields and escapes); a lone
+    surrogate, invalid UTF-8, a line that is not a record are left to Python; a text over whole_most characters is
+    out of reach; a text of nothing but spaces or punctuation has its set (empty, or of its characters)."""
+    texts = ["Hello,  World", "\uff28\uff45\uff4c\uff4c\uff4f full width", "\u4e2d\u6587\u7684\u6587\u672c\u3002" * 9,
+             "   ", "", "!!", "Stra\u00dfe \ufb03 \u00c5", "ab\u0000cd", "x" * 300]
+    lines = [json.dumps({"id": i, "text": t, "more": [1, {"a": "\\"}]}, ensure_ascii=i % 2 == 0).encode() + b"\n"
+             for i, t in enumerate(texts)]
+    kinds = [native_documents.SET_TEXT] * len(texts) + [native_documents.SET_LINE] * len(lines)
+    status = same_sets([t.encode() for t in texts] + lines, kinds)
+    assert status == [native_documents.SET_MADE] * len(kinds)
+    odd = ["\ud800 lone".encode("utf-8", "surrogatepass"), b"\xff\xfe bad", b'{"text": "\\ud800"}', b"[1, 2]",
+           b'{"id": 1}', b'{"te\\u0078t": "escaped name"}', b"", b'{"text": "cut']
+    status = same_sets(odd, [native_documents.SET_TEXT] * 2 + [native_documents.SET_LINE] * 6)
+    assert status == [native_documents.SET_PYTHON] * len(odd)
+    short = replace(FIELDS_OF_LINES, whole_most=5)
+    status = same_sets([b"123456", b"12345", b'{"text": "\\u00e9\\u00e9\\u00e9\\u00e9\\u00e9\\u00e9"}'],
+                       [native_documents.SET_TEXT, native_documents.SET_TEXT, native_documents.SET_LINE], short)
+    assert status == [native_documents.SET_LONG, native_documents.SET_MADE, native_documents.SET_LONG]
+    other = replace(FIELDS_OF_LINES, text_field="body".encode(), id_field="\u540d".encode())
+    status = same_sets([json.dumps({"\u540d": "k", "body": "a text here", "text": "no"}, ensure_ascii=False).encode()],
+                       [native_documents.SET_LINE], other)
+    assert status == [native_documents.SET_MADE]
+
+
 def _index_rows(path) -> list[tuple]:
     import apsw
 

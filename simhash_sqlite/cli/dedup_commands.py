@@ -134,7 +134,7 @@ def dedup(
         settings = index.settings if index is not None else FingerprintSettings(**chosen)
         deduplicator = Deduplicator(k, settings, against=index, check=check, threshold=threshold,
                                     drop_uncertain=drop_uncertain, memory=budget,
-                                    spill_near=None if to_stdout else str(out_path), line_text=reader.text_of_line)
+                                    spill_near=None if to_stdout else str(out_path), line_rules=reader.line_rules())
         stack.callback(deduplicator.close)
         if index is not None and deduplicator.report.against_unsketched:
             say(

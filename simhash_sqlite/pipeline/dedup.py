@@ -32,12 +32,14 @@ same input.
 
 from __future__ import annotations
 
+import codecs
 import json
 import time
 from bisect import bisect_left
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from itertools import islice
 
 import apsw
@@ -45,7 +47,7 @@ import numpy as np
 
 from ..core.fingerprint import to_hex
 from ..core.pool import FingerprintJob
-from ..core.rule import READ_WHOLE_BYTES
+from ..core.rule import READ_WHOLE_BYTES, TRUTH_NGRAM
 from ..core.settings import CONFIRM_K, DEFAULT_THRESHOLD, FingerprintSettings, candidate_k, validate_k
 from ..core.shingles import jaccard_of_sets, shingle_set
 from ..core.short_texts import short_text_shingles
@@ -58,6 +60,7 @@ from ..find.pairs import CHUNK, _groups, near_pairs, sorted_by, within_groups
 from ..find.sketch_pairs import WINDOW_BITS, WINDOW_STEP, sketch_pairs, window_keys
 from ..find.verdict import decide, fallback_k, validate_threshold
 from ..index import SimhashIndex
+from ..native import documents as native_documents
 from ..store.documents import Document, FingerprintedDocument
 from ..store.labels import apart_keys, keeper_keys
 from .jsonl import RecordRules, parse_record
@@ -553,6 +556,23 @@ def _default_line_text(line: bytes) -> str | None:
     return parse_record(line, RecordRules())[2]
 
 
+def _line_text(line: bytes, rules: RecordRules) -> str | None:
+    return parse_record(line, rules)[2]
+
+
+def _line_fields(rules: RecordRules) -> native_documents.LineFields | None:
+    """What the C core needs to read a line's text as parse_record(line, rules) does; None where it cannot (another
+    encoding than UTF-8, the text and id the same field)."""
+    try:
+        if codecs.lookup(rules.encoding).name != "utf-8" or rules.text_field == rules.id_field:
+            return None
+    except LookupError:
+        return None
+    return native_documents.LineFields(rules.text_field.encode("utf-8", "surrogatepass"),
+                                       rules.id_field.encode("utf-8", "surrogatepass"), rules.max_record_bytes,
+                                       READ_WHOLE_BYTES)
+
+
 def _whole(text: str | None) -> str | None:
     """A text the check reads (one of more than READ_WHOLE_BYTES characters is judged without it)."""
     return text if text is not None and len(text) <= READ_WHOLE_BYTES else None
@@ -603,6 +623,7 @@ class Deduplicator:
         memory: int | None = None,
         spill_near: str | None = None,
         line_text: Callable[[bytes], str | None] | None = None,
+        line_rules: RecordRules | None = None,
     ) -> None:
         if against is not None and settings is not None and settings != against.settings:
             raise SettingsMismatch(
@@ -632,7 +653,14 @@ class Deduplicator:
         ) if self.by_sketch else None
         # The kept documents' texts, on disk in the spill folder (with the check), and the shingle sets of
         # those read lately; an indexed document's are read as dupes reads them (its stored text, its file).
-        self.line_text = line_text or _default_line_text
+        # line_rules: how the reader reads a line (its text's field), so that the exact check may read the kept and
+        # incoming lines' texts in C (_make_sets); line_text alone: only in Python.
+        rules: RecordRules | None = line_rules
+        if line_text is None:
+            rules = line_rules or RecordRules()
+            line_text = _default_line_text if line_rules is None else partial(_line_text, rules=line_rules)
+        self.line_text = line_text
+        self.line_fields = _line_fields(rules) if check and rules is not None else None
         self.texts = KeptTexts(self.spill) if check else None
         self.kept_shingles = _RecentShingles(recent)
         self.against_shingles = ShingleCache(against, recent) if against is not None and check else None
@@ -950,6 +978,7 @@ class Deduplicator:
 
         def exact(at: np.ndarray) -> np.ndarray:
             out = np.full(len(at), np.nan)
+            self._make_sets([js[i] for i in at.tolist()], [labels[i] for i in at.tolist()], members)
             for n, i in enumerate(at.tolist()):
                 value = self._exact(js[i], labels[i], members)
                 if value is not None:
@@ -1023,6 +1052,46 @@ class Deduplicator:
             return None
         theirs = self._batch_set(a) if members else self._kept_set(a)
         return None if theirs is None else jaccard_of_sets(mine, theirs)
+
+    def _make_sets(self, queries: list[int], others: list[int], members: bool) -> None:
+        """The shingle sets the exact checks of these pairs will ask for and that are not held, made at once in C
+        (native/documents.py shingle_sets: the text of a JSONL line found, normalized and shingled in one call, the GIL
+        released) and held (batch_sets, kept_shingles) for _batch_set and _kept_set. Those it cannot make (no C core,
+        another encoding, a line or text it is not sure of, a short text's data, an indexed document) are left to
+        them: the same sets either way."""
+        fields = self.line_fields
+        lib = native_documents.library() if fields is not None else None
+        if lib is None or fields is None:
+            return
+        wanted: dict[tuple[bool, int], tuple[int, bytes]] = {}  # (kept label?, member or label) -> (kind, data)
+        batch_sets, kept_shingles = self.batch_sets, self.kept_shingles
+        for member in queries + (others if members else []):
+            if (False, member) in wanted or member in batch_sets.entries:
+                continue
+            document, raw = self.batch_entries[member]
+            if document.text is not None:
+                wanted[(False, member)] = (native_documents.SET_TEXT, document.text.encode("utf-8", "surrogatepass"))
+            elif raw is not None:
+                wanted[(False, member)] = (native_documents.SET_LINE, raw)
+        if not members:
+            for label in others:
+                if label < 0 or (True, label) in wanted or label in kept_shingles.entries:
+                    continue
+                at = self.labels.text_at_of(label)
+                if at >= 0:
+                    assert self.texts is not None  # (a text's offset: kept with the check)
+                    kind, data = self.texts.read(at)
+                    wanted[(True, label)] = (native_documents.SET_TEXT if kind == KeptTexts.TEXT
+                                             else native_documents.SET_LINE, data)
+        if not wanted:
+            return
+        made = native_documents.shingle_sets(lib, [data for _, data in wanted.values()],
+                                             [kind for kind, _ in wanted.values()], fields, TRUTH_NGRAM)
+        if made is None:
+            return
+        for (kept, number), status, shingles in zip(wanted, *made):
+            if status != native_documents.SET_PYTHON:
+                (kept_shingles if kept else batch_sets).put(number, shingles)
 
     def _batch_set(self, member: int) -> np.ndarray | None:
         """The shingle set of a batch member's text (None: out of reach)."""

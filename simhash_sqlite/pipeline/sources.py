@@ -235,9 +235,12 @@ class Reader:
     def text_of_line(self, line: bytes) -> str | None:
         """The text of one of entries()'s JSONL lines, read as this reader reads them (None: a line it
         skips): dedup reads a kept record's text back from its line for the exact check."""
-        rules = RecordRules(text_field=self.text_field, id_field=self.id_field, encoding=self.encoding,
-                            errors=self.errors)
-        return parse_record(line, rules)[2]
+        return parse_record(line, self.line_rules())[2]
+
+    def line_rules(self) -> RecordRules:
+        """How text_of_line reads a line (dedup's exact check reads the kept lines' texts in C by them)."""
+        return RecordRules(text_field=self.text_field, id_field=self.id_field, encoding=self.encoding,
+                           errors=self.errors)
 
     def _jsonl_file(self, path: str) -> bool:
         return path != STDIN and (self.jsonl or path.endswith(JSONL_SUFFIXES)) and not _undecodable_name(path)
