@@ -40,7 +40,6 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import partial
-from itertools import islice
 
 import apsw
 import numpy as np
@@ -61,10 +60,10 @@ from ..find.sketch_pairs import WINDOW_BITS, WINDOW_STEP, sketch_pairs, window_k
 from ..find.verdict import decide, fallback_k, validate_threshold
 from ..index import SimhashIndex
 from ..native import documents as native_documents
-from ..store.documents import Document, FingerprintedDocument
+from ..store.documents import Document, FingerprintedDocument, fingerprinted
 from ..store.labels import apart_keys, keeper_keys
 from .jsonl import RecordRules, parse_record
-from .sources import DEDUP_PROCESSES
+from .sources import DEDUP_PROCESSES, LineBatch
 from .spill import KeptLabels, KeptTexts, SpilledRun, SpillFolder
 
 BATCH = 2000
@@ -424,7 +423,7 @@ class Decision:
 
     def output_line(self, text_field: str = "text", id_field: str = "id") -> bytes:
         """The record to write: the input line byte for byte, or a JSON object for a text file."""
-        return _record_line(self.document, self.raw, text_field, id_field)
+        return _record_line(self.document.key, self.document.text, self.raw, text_field, id_field)
 
     def dupe_line(self) -> bytes:
         record = {
@@ -451,18 +450,113 @@ def _kept(document: Document | FingerprintedDocument, raw: bytes | None, fingerp
     return decision
 
 
-def _record_line(
-    document: Document | FingerprintedDocument, raw: bytes | None, text_field: str, id_field: str
-) -> bytes:
-    """Decision.output_line of a document and its line."""
+def _record_line(key: str, text: str | None, raw: bytes | None, text_field: str, id_field: str) -> bytes:
+    """Decision.output_line of a document (its key and text) and its line."""
     if raw is not None:
         # A line that ends in one newline, without a carriage return before it (as JSONL lines do) is
         # already what rstrip and the newline make: written as it is, not copied twice.
         if raw[-1:] == b"\n" and raw[-2:-1] not in (b"\r", b"\n"):
             return raw
         return raw.rstrip(b"\r\n") + b"\n"
-    record = {id_field: document.key, text_field: document.text}
+    record = {id_field: key, text_field: text}
     return json.dumps(record, ensure_ascii=False).encode("utf-8") + b"\n"
+
+
+Entry = tuple[Document | FingerprintedDocument, bytes | None]
+
+
+class _Batch:
+    """One batch's documents as columns, in input order: what _decide and DecidedBatch read. Made of parts, each a
+    list of entries (document, line or None) or a LineBatch (a JSONL chunk's records as arrays, from
+    Reader.entry_batches: no object per record). documents[i] is None for a LineBatch's record: document(i) makes
+    its FingerprintedDocument, the one Reader.entries would have given, when one is asked for (a Decision).
+    complete() adds the fingerprints and sketches (of the entries' Documents: made by the pool)."""
+
+    __slots__ = ("parts", "keys", "raws", "texts", "documents", "lengths", "values", "has", "rows", "sketched")
+
+    def __init__(self, parts: list[list[Entry] | LineBatch]) -> None:
+        self.parts = parts
+        keys: list[str] = []
+        raws: list[bytes | None] = []
+        texts: list[str | None] = []
+        documents: list[Document | FingerprintedDocument | None] = []
+        lengths: list[np.ndarray] = []
+        for part in parts:
+            if type(part) is LineBatch:
+                n = len(part)
+                keys += part.keys
+                raws += part.lines()
+                texts += [None] * n
+                documents += [None] * n
+                lengths.append(part.columns.lengths)
+                continue
+            mine = [document for document, _ in part]  # type: ignore[union-attr]
+            keys += [document.key for document in mine]
+            raws += [raw for _, raw in part]  # type: ignore[union-attr]
+            texts += [document.text for document in mine]
+            documents += mine
+            lengths.append(np.array([d.length if isinstance(d, FingerprintedDocument) else len(d.text)
+                                     for d in mine], dtype=np.int64))
+        self.keys, self.raws, self.texts, self.documents = keys, raws, texts, documents
+        self.lengths = np.concatenate(lengths) if lengths else np.empty(0, np.int64)
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def documents_to_fingerprint(self) -> list[str]:
+        """The texts of the entries' Documents (not fingerprinted by the reader), in order."""
+        return [d.text for part in self.parts if type(part) is not LineBatch
+                for d, _ in part if isinstance(d, Document)]  # type: ignore[union-attr]
+
+    def complete(self, computed: list, check: bool) -> None:
+        """The fingerprints (values, 0 where has is False) and sketch rows (sketched: which) of every document;
+        computed: the pool's results for documents_to_fingerprint() (fingerprints, or (fingerprint, sketch))."""
+        nbytes = DEFAULT_SCHEME.nbytes if check else 0
+        values: list[np.ndarray] = []
+        has: list[np.ndarray] = []
+        rows: list[np.ndarray] = []
+        sketched: list[np.ndarray] = []
+        results = iter(computed)
+        for part in self.parts:
+            if type(part) is LineBatch:
+                c = part.columns
+                values.append(c.fingerprints)
+                has.append(c.has_fingerprint)
+                if c.sketches is not None and c.sketches.shape[1] == nbytes:
+                    rows.append(c.sketches)
+                    sketched.append(c.has_sketch)
+                else:
+                    rows.append(np.zeros((len(part), nbytes), np.uint8))
+                    sketched.append(np.zeros(len(part), bool))
+                continue
+            pairs = [((d.fingerprint, d.sketch) if isinstance(d, FingerprintedDocument)
+                      else next(results) if check else (next(results), None)) for d, _ in part]  # type: ignore
+            prints = [fp for fp, _ in pairs]
+            has.append(np.array([fp is not None for fp in prints], dtype=bool))
+            values.append(np.array([0 if fp is None else fp for fp in prints], dtype=np.uint64))
+            if check:
+                part_rows, present = as_rows([sketch for _, sketch in pairs])
+            else:
+                part_rows, present = np.zeros((len(pairs), 0), np.uint8), np.zeros(len(pairs), bool)
+            rows.append(part_rows)
+            sketched.append(present)
+        self.values = np.concatenate(values) if values else np.empty(0, np.uint64)
+        self.has = np.concatenate(has) if has else np.empty(0, bool)
+        self.rows = np.concatenate(rows) if rows else np.empty((0, nbytes), np.uint8)
+        self.sketched = np.concatenate(sketched) if sketched else np.empty(0, bool)
+
+    def fingerprint(self, i: int) -> int | None:
+        return int(self.values[i]) if self.has[i] else None
+
+    def fingerprints(self) -> list[int | None]:
+        return [v if h else None for v, h in zip(self.values.tolist(), self.has.tolist())]
+
+    def document(self, i: int) -> Document | FingerprintedDocument:
+        made = self.documents[i]
+        if made is None:  # a LineBatch's record: what Reader.entries gives for it
+            sketch = self.rows[i].tobytes() if self.sketched[i] else None
+            made = fingerprinted(self.keys[i], self.fingerprint(i), int(self.lengths[i]), b"", sketch, None, None)
+        return made
 
 
 class DecidedBatch:
@@ -471,36 +565,34 @@ class DecidedBatch:
     decisions() gives them one by one (Deduplicator.run); output(), dupe_lines() and kept_flags() give a
     batch's lines at once (simq dedup)."""
 
-    __slots__ = ("entries", "fingerprints", "dropped", "characters", "without_features")
+    __slots__ = ("batch", "dropped", "characters", "without_features")
 
-    def __init__(
-        self, entries: list[tuple[Document | FingerprintedDocument, bytes | None]], fingerprints: list[int | None],
-        dropped: dict[int, Decision], characters: int, without_features: int,
-    ) -> None:
-        self.entries, self.fingerprints, self.dropped = entries, fingerprints, dropped
+    def __init__(self, batch: _Batch, dropped: dict[int, Decision], characters: int, without_features: int) -> None:
+        self.batch, self.dropped = batch, dropped
         self.characters, self.without_features = characters, without_features  # of the whole batch; of the kept
 
     def __len__(self) -> int:
-        return len(self.entries)
+        return len(self.batch)
 
     @property
     def kept(self) -> int:
-        return len(self.entries) - len(self.dropped)
+        return len(self.batch) - len(self.dropped)
 
     def decisions(self) -> Iterator[Decision]:
-        dropped = self.dropped
-        for i, ((document, raw), fp) in enumerate(zip(self.entries, self.fingerprints)):
+        dropped, batch = self.dropped, self.batch
+        for i, (raw, fp) in enumerate(zip(batch.raws, batch.fingerprints())):
             decision = dropped.get(i) if dropped else None
-            yield decision if decision is not None else _kept(document, raw, fp)
+            yield decision if decision is not None else _kept(batch.document(i), raw, fp)
 
     def output(self, text_field: str = "text", id_field: str = "id") -> bytes:
         """The kept documents' output_line()s, joined."""
-        entries = self.entries
+        batch = self.batch
+        rows = zip(batch.raws, batch.keys, batch.texts)
         if self.dropped:
-            entries = [entry for i, entry in enumerate(entries) if i not in self.dropped]
+            rows = (row for i, row in enumerate(rows) if i not in self.dropped)  # type: ignore[assignment]
         # (a JSONL line that ends in one newline is written as it is: _record_line's first case, inline)
         return b"".join([raw if raw is not None and raw[-1:] == b"\n" and raw[-2:-1] not in (b"\r", b"\n")
-                         else _record_line(document, raw, text_field, id_field) for document, raw in entries])
+                         else _record_line(key, text, raw, text_field, id_field) for raw, key, text in rows])
 
     def dupe_lines(self) -> bytes:
         """The dropped documents' dupe_line()s, joined."""
@@ -508,7 +600,7 @@ class DecidedBatch:
 
     def kept_flags(self) -> bytes:
         """One byte a document: 1 kept, 0 dropped."""
-        flags = bytearray(b"\x01") * len(self.entries)
+        flags = bytearray(b"\x01") * len(self.batch)
         for i in self.dropped:
             flags[i] = 0
         return bytes(flags)
@@ -516,7 +608,7 @@ class DecidedBatch:
     def counts(self) -> dict[str, int]:
         """What the batch adds to DedupReport's counts (resume.py's names)."""
         how = [decision.checked_by for decision in self.dropped.values()]
-        return {"read": len(self.entries), "kept": self.kept, "dropped": len(self.dropped),
+        return {"read": len(self.batch), "kept": self.kept, "dropped": len(self.dropped),
                 "without_features": self.without_features, "estimated": how.count("estimated"),
                 "exact": how.count("exact"), "by_distance": how.count("distance"), "characters": self.characters}
 
@@ -571,6 +663,29 @@ def _line_fields(rules: RecordRules) -> native_documents.LineFields | None:
     return native_documents.LineFields(rules.text_field.encode("utf-8", "surrogatepass"),
                                        rules.id_field.encode("utf-8", "surrogatepass"), rules.max_record_bytes,
                                        READ_WHOLE_BYTES)
+
+
+def _parts(iterator: Iterator[Entry | LineBatch], target: int) -> list[list[Entry] | LineBatch]:
+    """The next batch's parts from the iterator: LineBatches whole, and runs of entries between them, until they
+    hold at least target documents (or the iterator ends)."""
+    parts: list[list[Entry] | LineBatch] = []
+    count = 0
+    run: list[Entry] = []
+    for item in iterator:
+        if type(item) is LineBatch:
+            if run:
+                parts.append(run)
+                run = []
+            parts.append(item)
+            count += len(item)
+        else:
+            run.append(item)  # type: ignore[arg-type]
+            count += 1
+        if count >= target:
+            break
+    if run:
+        parts.append(run)
+    return parts
 
 
 def _whole(text: str | None) -> str | None:
@@ -711,34 +826,32 @@ class Deduplicator:
         self.report.against = len(ids)
         self.report.against_unsketched = int((~present).sum()) if self.check else 0
 
-    def run(self, entries: Iterable[tuple[Document | FingerprintedDocument, bytes | None]]) -> Iterator[Decision]:
-        """The decision on each entry, in order."""
+    def run(self, entries: Iterable[Entry | LineBatch]) -> Iterator[Decision]:
+        """The decision on each entry (and each record of a LineBatch: Reader.entry_batches), in order."""
         for decided in self.run_batches(entries):
             yield from decided.decisions()
 
-    def run_batches(
-        self, entries: Iterable[tuple[Document | FingerprintedDocument, bytes | None]]
-    ) -> Iterator[DecidedBatch]:
+    def run_batches(self, entries: Iterable[Entry | LineBatch]) -> Iterator[DecidedBatch]:
         """run()'s decisions a batch at a time (DecidedBatch: no object per kept document)."""
         # A pipeline of two batches, as in SimhashIndex.add(): the next batch is handed to the pool
         # (core.pool.FingerprintJob) before this one is decided, and this process computes the next
         # batch's chunks while the workers finish this one's. Memory holds two batches; the decisions
         # depend only on the fingerprints, sketches and order, so any number of processes gives the
         # same output. Documents fingerprinted by the reader (JSONL, in its workers) need nothing here.
-        pending: tuple[list[tuple[Document | FingerprintedDocument, bytes | None]], FingerprintJob] | None = None
+        pending: tuple[_Batch, FingerprintJob] | None = None
         iterator = iter(entries)
         while True:
             started = time.perf_counter()  # reading counts as fingerprinting (the reader fingerprints JSONL)
-            batch = list(islice(iterator, self._batch_target()))
+            batch = _Batch(_parts(iterator, self._batch_target()))
             self.report.fingerprint_seconds += time.perf_counter() - started
-            job = self._start(batch, pending is not None) if batch else None
+            job = self._start(batch, pending is not None) if len(batch) else None
             if pending is not None:
-                yield self._decide(pending[0], self._fingerprints(*pending, job))
+                yield self._decide(self._fingerprints(*pending, job))
             if job is None:
                 return
             pending = (batch, job)
 
-    def prime(self, entries: Iterable[tuple[Document | FingerprintedDocument, bytes | None]]) -> None:
+    def prime(self, entries: Iterable[Entry | LineBatch]) -> None:
         """Take the documents an earlier run kept, in their order, as kept, without searching (a resumed
         run: resume.py); the report is left as it was."""
         report, self.report, self.priming = self.report, DedupReport(), True
@@ -766,53 +879,32 @@ class Deduplicator:
 
     # -- one batch -------------------------------------------------------------------------------------
 
-    def _start(
-        self, batch: list[tuple[Document | FingerprintedDocument, bytes | None]], start_pool: bool
-    ) -> FingerprintJob:
+    def _start(self, batch: _Batch, start_pool: bool) -> FingerprintJob:
         """The fingerprints (and sketches, when checking) of the batch's Documents under way. The first
         batch does not start the pool: a short input is done before a worker is ready."""
-        texts = [document.text for document, _ in batch if isinstance(document, Document)]
+        texts = batch.documents_to_fingerprint()
         scheme = DEFAULT_SCHEME if self.check else None
         return FingerprintJob(texts, self.settings, start_pool=start_pool, sketches=scheme, most=DEDUP_PROCESSES)
 
-    def _fingerprints(
-        self, batch: list[tuple[Document | FingerprintedDocument, bytes | None]], job: FingerprintJob,
-        meanwhile: FingerprintJob | None,
-    ) -> tuple[list[int | None], np.ndarray, np.ndarray]:
-        """Fingerprints, sketch rows and which texts have a sketch, of every document of the batch."""
+    def _fingerprints(self, batch: _Batch, job: FingerprintJob, meanwhile: FingerprintJob | None) -> _Batch:
+        """The batch with the fingerprints, sketch rows and which texts have a sketch, of every document."""
         started = time.perf_counter()
         result = job.result(meanwhile)
         self.report.fingerprint_seconds += time.perf_counter() - started
-        if not result:  # every document came fingerprinted (and sketched, when checking), as JSONL does
-            documents = [document for document, _ in batch]
-            prints = [document.fingerprint for document in documents]  # type: ignore[union-attr]
-            if not self.check:
-                return prints, np.zeros((len(prints), 0), np.uint8), np.zeros(len(prints), bool)
-            return prints, *as_rows([document.sketch for document in documents])  # type: ignore[union-attr]
-        computed = iter(result)
-        if not self.check:
-            prints = [d.fingerprint if isinstance(d, FingerprintedDocument) else next(computed) for d, _ in batch]
-            return prints, np.zeros((len(prints), 0), np.uint8), np.zeros(len(prints), bool)
-        pairs = [
-            (d.fingerprint, d.sketch) if isinstance(d, FingerprintedDocument) else next(computed) for d, _ in batch
-        ]
-        rows, present = as_rows([sketch for _, sketch in pairs])
-        return [fp for fp, _ in pairs], rows, present
+        batch.complete(result, self.check)
+        return batch
 
-    def _decide(
-        self, batch: list[tuple[Document | FingerprintedDocument, bytes | None]],
-        computed: tuple[list[int | None], np.ndarray, np.ndarray],
-    ) -> DecidedBatch:
-        """Keep or drop each document of the batch, in order; computed: _fingerprints() of its texts."""
-        prints, rows, sketched = computed
+    def _decide(self, batch: _Batch) -> DecidedBatch:
+        """Keep or drop each document of the batch, in order (its fingerprints and sketches made: complete())."""
         searching = time.perf_counter()
-        have = [i for i, fp in enumerate(prints) if fp is not None]  # members: the batch's featured documents
-        self.batch_entries = [batch[i] for i in have]
+        have_array = np.flatnonzero(batch.has)  # members: the batch's featured documents
+        have = have_array.tolist()
+        self.batch, self.batch_have = batch, have
         # Their shingle sets, made when a pair's exact check needs them (most have no candidate), the least
         # recently used going past the same bytes as the kept ones' (a batch grows to 32,000 documents).
         self.batch_sets = _RecentShingles(self.kept_shingles.most_bytes)
-        values = np.array([prints[i] for i in have], dtype=np.uint64)
-        rows, sketched = rows[have], sketched[have]
+        values = batch.values[have_array]
+        rows, sketched = batch.rows[have_array], batch.sketched[have_array]
         # The sketched members' LSH codes, made once: searched in the kept runs, then those of the kept
         # ones become the batch's new run.
         codes = sorted_codes(rows[sketched]) if self.by_sketch else None
@@ -832,7 +924,7 @@ class Deduplicator:
                 if a not in match:  # (a < j: decided) kept, with its label
                     mine.append((rank, score, base + a - bisect_left(dropped, a), d, e, how, sure))
             if mine and (self.apart or self.keepers):
-                mine = self._honoured(batch[have[j]][0].key, mine)
+                mine = self._honoured(batch.keys[have[j]], mine)
             if mine:
                 match[j] = min(mine)
                 dropped.append(j)
@@ -855,12 +947,9 @@ class Deduplicator:
         decisions: dict[int, Decision] = {}
         for member, (rank, _, label, d, e, how, sure) in match.items():
             i = have[member]
-            document, raw = batch[i]
             key = names[label] if label < 0 else self.labels.key_of(label)
-            decisions[i] = Decision(document, raw, prints[i], key, d, e, how, sure)
-        characters = sum([document.length if isinstance(document, FingerprintedDocument) else len(document.text)
-                          for document, _ in batch])  # (length_of's, inline: a call a document)
-        decided = DecidedBatch(batch, prints, decisions, characters, len(batch) - len(have))
+            decisions[i] = Decision(batch.document(i), batch.raws[i], batch.fingerprint(i), key, d, e, how, sure)
+        decided = DecidedBatch(batch, decisions, int(batch.lengths.sum()), len(batch) - len(have))
         report = self.report
         for name, count in decided.counts().items():
             setattr(report, name, getattr(report, name) + count)
@@ -882,24 +971,28 @@ class Deduplicator:
     ) -> np.ndarray:
         """Keep these members of the batch (ascending), their texts written to self.texts; their labels. sizes:
         the distinct-shingle counts their sketches record (None: no check)."""
-        entries = [self.batch_entries[j] for j in new.tolist()]
-        text_at = np.full(len(entries), -1, dtype=np.int64)
-        shorts: list[bytes | None] = [None] * len(entries)
-        raws = [raw for _, raw in entries]
-        if self.texts is not None and None not in raws and [d.text for d, _ in entries].count(None) == len(entries):
+        batch, have = self.batch, self.batch_have
+        chosen = [have[j] for j in new.tolist()]
+        text_at = np.full(len(chosen), -1, dtype=np.int64)
+        shorts: list[bytes | None] = [None] * len(chosen)
+        all_raws, all_texts = batch.raws, batch.texts
+        raws = [all_raws[i] for i in chosen]
+        texts = [all_texts[i] for i in chosen]
+        if self.texts is not None and None not in raws and texts.count(None) == len(texts):
             text_at[:] = self.texts.append_many([KeptTexts.LINE] * len(raws), raws)  # (JSONL: every one a line)
         elif self.texts is not None:
             kinds: list[int] = []
             data: list[bytes] = []
             written: list[int] = []
-            for n, (document, raw) in enumerate(entries):
-                if document.text is not None:
+            for n, (i, text, raw) in enumerate(zip(chosen, texts, raws)):
+                if text is not None:
                     kinds.append(KeptTexts.TEXT)
-                    data.append(document.text.encode("utf-8", "surrogatepass"))
+                    data.append(text.encode("utf-8", "surrogatepass"))
                 elif raw is not None:
                     kinds.append(KeptTexts.LINE)
                     data.append(raw)
                 else:
+                    document = batch.documents[i]
                     if isinstance(document, FingerprintedDocument):  # no text at all: a short text's exact data
                         shorts[n] = document.short_text
                     continue
@@ -907,7 +1000,8 @@ class Deduplicator:
             if data:
                 text_at[written] = self.texts.append_many(kinds, data)
         size = np.where(sketched[new], sizes[new], np.nan) if sizes is not None else np.full(len(new), np.nan)
-        first = self.labels.append_many([document.key for document, _ in entries], values[new], size, shorts, text_at)
+        keys = batch.keys
+        first = self.labels.append_many([keys[i] for i in chosen], values[new], size, shorts, text_at)
         labels = np.arange(first, first + len(new), dtype=np.int64)
         if len(self.kept_rows):  # (checked by distance: the kept sketches by label)
             grown = len(self.kept_rows)
@@ -1068,9 +1162,10 @@ class Deduplicator:
         for member in queries + (others if members else []):
             if (False, member) in wanted or member in batch_sets.entries:
                 continue
-            document, raw = self.batch_entries[member]
-            if document.text is not None:
-                wanted[(False, member)] = (native_documents.SET_TEXT, document.text.encode("utf-8", "surrogatepass"))
+            i = self.batch_have[member]
+            text, raw = self.batch.texts[i], self.batch.raws[i]
+            if text is not None:
+                wanted[(False, member)] = (native_documents.SET_TEXT, text.encode("utf-8", "surrogatepass"))
             elif raw is not None:
                 wanted[(False, member)] = (native_documents.SET_LINE, raw)
         if not members:
@@ -1097,11 +1192,14 @@ class Deduplicator:
         """The shingle set of a batch member's text (None: out of reach)."""
         made = self.batch_sets.get(member)
         if made is _UNMADE:
-            document, raw = self.batch_entries[member]
-            text = document.text if document.text is not None else None if raw is None else self.line_text(raw)
+            i = self.batch_have[member]
+            text, raw = self.batch.texts[i], self.batch.raws[i]
+            if text is None and raw is not None:
+                text = self.line_text(raw)
             if _whole(text) is not None:
-                made = shingle_set(text)  # type: ignore[arg-type]
+                made = shingle_set(text)
             else:  # a FingerprintedDocument without its line: a short text's exact data, if any
+                document = self.batch.documents[i]
                 made = short_text_shingles(getattr(document, "short_text", None)) if text is None else None
             self.batch_sets.put(member, made)
         return made  # type: ignore[return-value]

@@ -15,16 +15,19 @@ its first documents are read and skipped.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
 import time
 from collections.abc import Iterator
-from typing import Any, TypeVar
+from typing import Any
+
+import numpy as np
 
 from ..errors import InvalidInput
 from .dedup import DecidedBatch, DedupReport
+from .sources import LineBatch
 
-T = TypeVar("T")
 COMMIT_SECONDS = 2.0  # the environment's SIMQ_COMMIT_SECONDS, where set, instead (tests commit more often)
 STATE_VERSION = 1
 _COUNTS = ("read", "kept", "dropped", "without_features", "estimated", "exact", "by_distance", "characters")
@@ -172,23 +175,37 @@ class ResumableOutput:
         self.resumed = state is not None
         return self.resumed
 
-    def kept_before(self, entries: Iterator[T]) -> Iterator[T]:
+    def kept_before(self, entries: Iterator[Any]) -> Iterator[Any]:
         """The interrupted run's kept documents, from the first documents it decided of entries (which are
-        taken from it); raises when entries end before them."""
+        taken from it); raises when entries end before them. A LineBatch (Reader.entry_batches) counts as its
+        records: the kept ones come as a LineBatch of their own, and where the decided ones end within one, its
+        undecided records are left for the run (rest())."""
+        self.left: list[LineBatch] = []
         read = 0
         with open(self.kept_path, "rb") as handle:
             while read < self.decided:
-                flags = handle.read(min(self.decided - read, 1 << 20))
-                if not flags:
+                entry = next(entries, None)
+                if entry is None:
+                    raise InvalidInput(f"the inputs hold fewer documents ({read:,}) than the interrupted run "
+                                       f"decided ({self.decided:,}); run with --restart")
+                count = len(entry) if type(entry) is LineBatch else 1
+                flags = handle.read(min(count, self.decided - read))
+                if len(flags) < min(count, self.decided - read):
                     raise InvalidInput(f"{self.kept_path} is shorter than its last commit; run with --restart")
-                for flag in flags:
-                    entry = next(entries, None)
-                    if entry is None:
-                        raise InvalidInput(f"the inputs hold fewer documents ({read:,}) than the interrupted run "
-                                           f"decided ({self.decided:,}); run with --restart")
-                    read += 1
-                    if flag:
+                read += len(flags)
+                if type(entry) is not LineBatch:
+                    if flags[0]:
                         yield entry
+                    continue
+                kept = np.flatnonzero(np.frombuffer(flags, dtype=np.uint8))
+                if len(kept):
+                    yield entry.take(kept)
+                if len(flags) < count:
+                    self.left.append(entry.take(np.arange(len(flags), count)))
+
+    def rest(self, entries: Iterator[Any]) -> Iterator[Any]:
+        """entries after kept_before() took the decided ones: the undecided records of a LineBatch it cut first."""
+        return itertools.chain(getattr(self, "left", []), entries)
 
     def restore(self, report: DedupReport) -> None:
         """The counts of the run continued, into the report of this one (which counts on from them)."""
