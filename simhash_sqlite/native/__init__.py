@@ -411,28 +411,25 @@ def text_shingles(lib: ctypes.CDLL, text: str, n: int) -> list[int] | None:
     return out[:made]
 
 
-@lru_cache(maxsize=None)
 def _normalize_function(lib: ctypes.CDLL):
-    """shc_normalize, declared; None where this library lacks it."""
-    try:
-        function = lib.shc_normalize
-    except AttributeError:
-        return None
-    function.restype = ctypes.c_int
-    function.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_void_p, ctypes.c_void_p,
-                         ctypes.c_void_p]
-    return function
+    return _declared(lib, "shc_normalize", ctypes.c_int, (ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t,
+                                                          ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p))
+
+
+def _shingle_set_function(lib: ctypes.CDLL):
+    return _declared(lib, "shc_shingle_set", ctypes.c_size_t,
+                     (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int32, ctypes.c_void_p))
 
 
 @lru_cache(maxsize=None)
-def _shingle_set_function(lib: ctypes.CDLL):
-    """shc_shingle_set, declared; None where this library lacks it (an older build)."""
+def _declared(lib: ctypes.CDLL, name: str, restype, argtypes: tuple):
+    """lib's function `name`, declared; None where this library lacks it (an older build)."""
     try:
-        function = lib.shc_shingle_set
+        function = getattr(lib, name)
     except AttributeError:
         return None
-    function.restype = ctypes.c_size_t
-    function.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int32, ctypes.c_void_p]
+    function.restype = restype
+    function.argtypes = list(argtypes)
     return function
 
 
