@@ -102,10 +102,11 @@ def plan(documents: int, nbytes: int, memory: int | None, held: int = 0) -> Plan
         for threads in range(workers(), 0, -1):
             if resident_pairs.resident_bytes(documents, nbytes, threads) <= work:
                 return Plan(RESIDENT, threads, work)
-    # A budget below what the process holds already cannot be met: the disk search then takes DISK_FLOOR (or
-    # the whole budget where it is smaller: the tests force tiny budgets to force many runs and parts).
+    # A budget below what the process holds already cannot be met: the disk search then takes its arrays and
+    # DISK_FLOOR past them (or the whole budget where that is smaller: the tests force tiny budgets to force
+    # many runs and parts). (BoundedPairs takes its arrays, KEPT_BYTES a document, out of the work it is given.)
     least = held + documents * (KEPT_BYTES + resident_pairs.RESIDENT_FOLD) + DISK_FLOOR
-    return Plan(ON_DISK, 0, max(LEAST_WORK, work, min(memory, DISK_FLOOR)), least)
+    return Plan(ON_DISK, 0, max(LEAST_WORK, work, min(memory, documents * KEPT_BYTES + DISK_FLOOR)), least)
 
 
 def resident_memory() -> int:
