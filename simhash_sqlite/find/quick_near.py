@@ -1,5 +1,5 @@
 """A checked search of a stored key or a text with neither numpy nor SimhashIndex: the loadable extension's
-simhash_near_verdicts on a read-only connection, for `simq near`'s start-up (cli/quick.py; numpy alone was a
+simhash_near_verdicts on a read-only connection, for `simq near`'s start-up (quick/lane.py; numpy alone was a
 third of a search's instructions, bench/startup.py).
 
 The same answer as SimhashIndex.search or not at all: search() returns None wherever the reference (or

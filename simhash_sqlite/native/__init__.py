@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     import numpy as np
 
 # numpy is imported by the functions that use it: fingerprint_one() and the loading of the core need none, so
-# that `simq hash` and `simq near --key` start without it (cli/quick.py).
+# that `simq hash` and `simq near --key` start without it (quick/lane.py).
 
 ABI_VERSION = 2  # simhash_core.h SHC_ABI_VERSION
 SWITCH = "SIMHASH_SQLITE_CORE"
