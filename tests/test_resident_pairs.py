@@ -120,6 +120,7 @@ def test_the_plan_takes_the_fastest_search_that_fits():
     else:
         assert two_gb.how == ON_DISK
     assert plan(ten_million, NBYTES, 1 << 30, held).how == ON_DISK
+    assert plan(ten_million, NBYTES, 2 << 30, held, resident=False).how == ON_DISK  # near_pairs at a fixed k
     tiny = plan(ten_million, NBYTES, 1, held)  # the tests' forced budgets: the least runs and parts
     assert (tiny.how, tiny.work) == (ON_DISK, 4096) and tiny.least > held + ten_million * 26
     for budget in (held + (200 << 20), held + (400 << 20)):  # the process and a little more: below the least

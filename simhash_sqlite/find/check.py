@@ -324,7 +324,8 @@ class DuplicateSearch:
             readable = (self.index.store_text or self.index.short_texts.kept or texts.lines_recorded(conn)
                         or _any_file_key(conn, self.index.key_root))
             held = resident_memory() + PROCESS_SLACK + (cache_bytes if readable else 0)
-        how = plan(conn.execute("SELECT count(*) FROM documents").get, scheme.nbytes, self.memory, held)
+        how = plan(conn.execute("SELECT count(*) FROM documents").get, scheme.nbytes, self.memory, held,
+                   resident=self.by_sketch)
         self.search_plan = how
         if how.how == ON_DISK:
             bounded = BoundedPairs(conn, scheme, self.index.short_texts.column, how.work)
