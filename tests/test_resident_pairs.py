@@ -84,7 +84,7 @@ def test_resident_pairs_equal_sketch_pairs(seed, n, threshold, some, threads):
 
 
 def _forced(how: str):
-    return lambda documents, nbytes, memory, held=0: Plan(how, 2, 1 << 30)
+    return lambda documents, nbytes, memory, held=0, resident=True: Plan(how, 2, 1 << 30)
 
 
 @needs_core
