@@ -222,12 +222,31 @@ def print_machine(file=None) -> None:
 
 
 def baseline_tree(ref: str, tmp: Path, name: str = "baseline") -> Path:
-    """The commit's files, extracted from git into tmp/name (no worktree left behind)."""
+    """The commit's files, extracted from git into tmp/name (no worktree left behind), with the C parts its
+    own build makes: git holds no compiled library, and without them the tree would run its numpy path."""
     archive = subprocess.run(["git", "-C", str(ROOT), "archive", ref], check=True, capture_output=True).stdout
     target = tmp / name
     with tarfile.open(fileobj=BytesIO(archive)) as tar:
         tar.extractall(target, filter="data")
+    if (target / "hatch_build.py").exists():
+        _build_native(target, tmp / f"{name}-wheel")
     return target
+
+
+def _build_native(tree: Path, out: Path) -> None:
+    """Build tree's wheel as `pip install` would (its own hook, the machine's compiler) and put the wheel's
+    native files beside the tree's sources, as an editable install does."""
+    import zipfile
+
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(out), str(tree)],
+                   check=True, stdout=subprocess.DEVNULL)
+    (wheel,) = out.glob("*.whl")
+    native = "simhash_sqlite/native/"
+    with zipfile.ZipFile(wheel) as archive:
+        members = [m for m in archive.namelist() if m.startswith(native) and not m.endswith((".py", ".c", ".h"))]
+        archive.extractall(tree, members)
+    built = [m.removeprefix(native) for m in members if m.endswith(".so")]
+    print(f"{tree.name}: built {', '.join(built) or 'nothing (its numpy path runs)'}", file=sys.stderr)
 
 
 def console_script(tree: Path, path: Path) -> Path:

@@ -634,3 +634,24 @@ def test_line_batches_are_decided_as_their_entries(tmp_path, monkeypatch, batch_
         deduplicator.close()
     assert runs[0] == runs[1]
     assert 30 < sum(not d.kept for d in runs[0][0]) < len(entries) - 30
+
+
+def test_a_not_duplicate_label_of_the_against_index_is_honoured_within_a_batch(tmp_path):
+    """Labels of the against index name keys of this batch's members: x1 is "not a duplicate" of zzz, so it is
+    dropped as its copy x0's, earlier in the same batch; x2 is "not a duplicate" of x0, so it is kept. The key
+    of a member kept in this batch is read from the batch (it had no label in the kept set yet: an IndexError
+    before)."""
+    from simhash_sqlite.pipeline.dedup import dedup
+    from simhash_sqlite.store.labels import set_label
+
+    words = " ".join(f"word{i} alpha beta gamma delta" for i in range(200))
+    db = tmp_path / "labels.db"
+    with SimhashIndex(db, create=True, store_text=True) as index:
+        index.add([Document(key, f"completely different text number {n} here " * 20)
+                   for n, key in enumerate(["x0", "x1", "x2", "zzz"])])
+        set_label(index.conn, "x1", "zzz", "not_duplicate", "ann")
+        set_label(index.conn, "x2", "x0", "not_duplicate", "ann")  # x2 stays apart from x0, though its copy
+    incoming = [Document("x0", words), Document("x1", words + " tail"), Document("x2", words + " end")]
+    with SimhashIndex(db, readonly=True) as index:
+        got = [(d.document.key, d.duplicate_of) for d in dedup(incoming, against=index)]
+    assert got == [("x0", None), ("x1", "x0"), ("x2", None)]  # (x1 is dropped: x2's only other option)

@@ -189,3 +189,41 @@ def test_a_stream_given_again_from_its_start_continues(tmp_path, reference):
     assert run.returncode == 0, run.stderr
     assert b"continuing the interrupted run" in run.stderr
     assert out.read_bytes() == kept and out.with_suffix(".dupes").read_bytes() == dupes
+
+
+class _Batch:
+    """What ResumableOutput.write() reads of a DecidedBatch: its flags and counts (interrupted: a Ctrl-C lands
+    while the batch is handed over)."""
+
+    def __init__(self, n: int, interrupted: bool = False) -> None:
+        self.n, self.interrupted = n, interrupted
+
+    def kept_flags(self) -> bytes:
+        if self.interrupted:
+            raise KeyboardInterrupt
+        return b"\x01" * self.n
+
+    def counts(self) -> dict[str, int]:
+        return {"read": self.n, "kept": self.n}
+
+
+@pytest.mark.parametrize("dupes", [False, True])
+def test_a_ctrl_c_while_a_batch_is_written_leaves_all_of_it_out(tmp_path, dupes):
+    """dedup's handler commits after a Ctrl-C: the committed state must name the files' lines exactly, or the
+    resumed run writes the interrupted batch's lines a second time."""
+    from simhash_sqlite.pipeline.resume import ResumableOutput
+
+    out = tmp_path / "kept.jsonl"
+    side = str(tmp_path / "dupes.jsonl") if dupes else None
+    written = ResumableOutput(str(out), side, {"k": 1}, [])
+    assert written.open(None) is False
+    written.write(_Batch(2), b'{"id": 1}\n{"id": 2}\n', b"")
+    with pytest.raises(KeyboardInterrupt):
+        written.write(_Batch(3, interrupted=True), b'{"id": 3}\n{"id": 4}\n{"id": 5}\n', b'{"id": 6}\n')
+    written.commit()  # as dedup_commands does on KeyboardInterrupt
+    for file in written.files:
+        file.close()
+    again = ResumableOutput(str(out), side, {"k": 1}, [])
+    assert again.open(None) is True and again.decided == 2
+    assert (tmp_path / "kept.jsonl.partial").read_bytes() == b'{"id": 1}\n{"id": 2}\n'
+    assert (tmp_path / "kept.jsonl.resume-kept").read_bytes() == b"\x01\x01"

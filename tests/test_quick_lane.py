@@ -238,3 +238,58 @@ def test_on_a_terminal_near_draws_the_full_command_s_table_without_numpy_or_type
     status, shown, modules = on_a_terminal(["hash", "the quick brown fox"], tmp_path)
     assert status == 0 and not {"numpy", "typer", "rich"} & {name.split(".")[0] for name in modules}
     assert shown == on_a_terminal(["hash", "the quick brown fox"], tmp_path, full=True)[1]
+
+
+@pytest.mark.parametrize("where", ["jsonl lines", "files"])
+def test_candidates_whose_texts_a_line_or_a_file_holds_are_judged_exactly_here(tmp_path, monkeypatch, where):
+    """A crawl added from JSONL (or a folder of files): the extension judges such candidates without their
+    texts; the lane judges them again by the exact Jaccard, as native_near does, and answers the same bytes as
+    the full command, and the venv's simq does so without numpy."""
+    monkeypatch.chdir(tmp_path)
+    rng = random.Random(41)
+    families = []
+    for f in range(12):
+        base = [rng.choice(WORDS) for _ in range(rng.choice((30, 80, 200)))]
+        family = [" ".join(base)]
+        for _ in range(2):
+            copy = list(base)
+            copy[rng.randrange(len(copy))] = rng.choice(WORDS) + str(f)  # one word: J well above 0.8
+            family.append(" ".join(copy))
+        family.append(" ".join(base[: len(base) * 2 // 3]))  # a part: J near 0.67, within k of a few
+        families.append(family)
+    made = {f"f{f}c{c}": text for f, family in enumerate(families) for c, text in enumerate(family)}
+    if where == "jsonl lines":
+        (tmp_path / "docs.jsonl").write_text("".join(json.dumps({"id": k, "text": t}) + "\n" for k, t in made.items()))
+        source = "docs.jsonl"
+    else:
+        (tmp_path / "docs").mkdir()
+        for key, text in made.items():
+            (tmp_path / "docs" / f"{key}.txt").write_text(text)
+        source = "docs"
+    assert both(["add", "--db", "index.db", source])[1][2] == 0
+    keys = _keys(tmp_path / "index.db")
+    assert len(keys) == len(made)
+    exact = 0
+    for key in keys:
+        for k in ("3", "12", "15"):
+            quick, full = both(["near", "--key", key, "--db", "index.db", "-k", k, "--json"])
+            assert quick is not None, (key, k)  # answered here, not handed on
+            assert quick == full, (key, k)
+            exact += sum(match["checked_by"] == "exact" for match in json.loads(quick[0]))
+    assert exact >= 24  # the families' copies were judged by their texts
+    done = simq(["near", "--key", keys[0], "--db", "index.db", "--json"], tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert any(match["checked_by"] == "exact" for match in json.loads(done.stdout))
+    heavy = sorted(name for name in imported(done.stderr) if name.split(".")[0] in HEAVY)
+    assert heavy == [], f"simq near imported {heavy[:8]}"
+
+
+def _keys(db: Path) -> list[str]:
+    """The index's keys in the order added (add keeps a file's key as it names it)."""
+    import apsw
+
+    connection = apsw.Connection(str(db))
+    try:
+        return [key for (key,) in connection.execute("SELECT key FROM documents ORDER BY id")]
+    finally:
+        connection.close()

@@ -14,7 +14,16 @@ import simhash_sqlite.find.check as check_module
 from simhash_sqlite import SimhashIndex
 from simhash_sqlite.core.sketch import DEFAULT_SCHEME
 from simhash_sqlite.find import resident_pairs
-from simhash_sqlite.find.bounded_pairs import IN_MEMORY, ON_DISK, RESIDENT, Plan, in_memory_bytes, plan
+from simhash_sqlite.find.bounded_pairs import (
+    DISK_FLOOR,
+    IN_MEMORY,
+    KEPT_BYTES,
+    ON_DISK,
+    RESIDENT,
+    Plan,
+    in_memory_bytes,
+    plan,
+)
 from simhash_sqlite.find.sketch_pairs import _packed_table, _row_packed_table, _words, sketch_pairs
 
 needs_core = pytest.mark.skipif(not resident_pairs.available(), reason="the resident search needs the C core")
@@ -75,7 +84,7 @@ def test_resident_pairs_equal_sketch_pairs(seed, n, threshold, some, threads):
 
 
 def _forced(how: str):
-    return lambda documents, nbytes, memory, held=0: Plan(how, 2, 1 << 30)
+    return lambda documents, nbytes, memory, held=0, resident=True: Plan(how, 2, 1 << 30)
 
 
 @needs_core
@@ -111,5 +120,11 @@ def test_the_plan_takes_the_fastest_search_that_fits():
     else:
         assert two_gb.how == ON_DISK
     assert plan(ten_million, NBYTES, 1 << 30, held).how == ON_DISK
+    assert plan(ten_million, NBYTES, 2 << 30, held, resident=False).how == ON_DISK  # near_pairs at a fixed k
     tiny = plan(ten_million, NBYTES, 1, held)  # the tests' forced budgets: the least runs and parts
     assert (tiny.how, tiny.work) == (ON_DISK, 4096) and tiny.least > held + ten_million * 26
+    for budget in (held + (200 << 20), held + (400 << 20)):  # the process and a little more: below the least
+        scarce = plan(ten_million, NBYTES, budget, held)
+        # BoundedPairs takes its arrays out of `work`: what is left for its runs is at least DISK_FLOOR (it was
+        # 4 KB here, and the disk search refused 10M documents in 250,000 parts)
+        assert scarce.how == ON_DISK and scarce.work - ten_million * KEPT_BYTES >= DISK_FLOOR, budget

@@ -219,7 +219,7 @@ def json_value(value: object) -> object:
     return value.hex() if isinstance(value, (bytes, bytearray, memoryview)) else value
 
 
-_json = json_text  # (plain.py: the one JSON line every format writes)
+_json = json_text  # (quick/words.py: the one JSON line every format writes)
 
 
 def csv_cell(value: object) -> object:

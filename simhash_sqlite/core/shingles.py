@@ -10,11 +10,13 @@ same sets in C (sqlite_extension.c).
 
 from __future__ import annotations
 
-import numpy as np
+from typing import TYPE_CHECKING
 
 from .. import native
-from .features import distinct, ngram_hashes, normalize
 from .rule import TRUTH_NGRAM
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 def fold_space(text: str) -> str:
@@ -27,6 +29,10 @@ def fold_space(text: str) -> str:
 
 def shingle_set(text: str, n: int = TRUTH_NGRAM) -> np.ndarray:
     """Sorted distinct hashes of the n-character shingles of normalize(text) (a shorter text is one shingle)."""
+    import numpy as np  # (here: the quick lane imports jaccard_of_counts without numpy)
+
+    from .features import distinct, ngram_hashes, normalize
+
     normal = normalize(text)
     if not normal:
         return np.empty(0, dtype=np.uint64)
@@ -45,10 +51,18 @@ def jaccard_of_sets(a: np.ndarray, b: np.ndarray) -> float:
         a, b = b, a
     if len(a) == 0:
         return 0.0
+    import numpy as np
+
     # Binary search of the smaller set in the larger: no concatenation and sort (intersect1d's way).
     at = np.minimum(np.searchsorted(b, a), len(b) - 1)
     shared = int(np.count_nonzero(b[at] == a))
-    return shared / (len(a) + len(b) - shared)
+    return jaccard_of_counts(shared, len(a), len(b))
+
+
+def jaccard_of_counts(shared: int, a: int, b: int) -> float:
+    """The Jaccard of two sets of a and b members, `shared` of them in both: 1.0 for two empty sets. The one
+    formula of every exact check here (sqlite_extension.c's jaccard_of_sets is its C twin)."""
+    return 1.0 if a + b == 0 else shared / (a + b - shared)
 
 
 def jaccard(text_a: str, text_b: str, n: int = TRUTH_NGRAM) -> float:

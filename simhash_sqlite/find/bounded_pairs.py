@@ -90,22 +90,24 @@ class Plan(NamedTuple):
     least: int = 0  # a budget below this cannot be met: the process, the slack and the disk search's least
 
 
-def plan(documents: int, nbytes: int, memory: int | None, held: int = 0) -> Plan:
+def plan(documents: int, nbytes: int, memory: int | None, held: int = 0, resident: bool = True) -> Plan:
     """The fastest search whose arrays fit `memory` less `held` (the process's resident memory now and the
-    shingle cache's budget: the budget is the whole process's)."""
+    shingle cache's budget: the budget is the whole process's). resident: False for a search of pairs within a
+    fixed k (near_pairs), which the rows-held-once search does not run."""
     if memory is None:
         return Plan(IN_MEMORY, 0, 0)
     work = memory - held
     if in_memory_bytes(documents, nbytes) <= work:
         return Plan(IN_MEMORY, 0, work)
-    if resident_pairs.available():
+    if resident and resident_pairs.available():
         for threads in range(workers(), 0, -1):
             if resident_pairs.resident_bytes(documents, nbytes, threads) <= work:
                 return Plan(RESIDENT, threads, work)
-    # A budget below what the process holds already cannot be met: the disk search then takes DISK_FLOOR (or
-    # the whole budget where it is smaller: the tests force tiny budgets to force many runs and parts).
+    # A budget below what the process holds already cannot be met: the disk search then takes its arrays and
+    # DISK_FLOOR past them (or the whole budget where that is smaller: the tests force tiny budgets to force
+    # many runs and parts). (BoundedPairs takes its arrays, KEPT_BYTES a document, out of the work it is given.)
     least = held + documents * (KEPT_BYTES + resident_pairs.RESIDENT_FOLD) + DISK_FLOOR
-    return Plan(ON_DISK, 0, max(LEAST_WORK, work, min(memory, DISK_FLOOR)), least)
+    return Plan(ON_DISK, 0, max(LEAST_WORK, work, min(memory, documents * KEPT_BYTES + DISK_FLOOR)), least)
 
 
 def resident_memory() -> int:

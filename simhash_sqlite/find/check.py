@@ -321,10 +321,11 @@ class DuplicateSearch:
         cache_bytes, held = self.cache_bytes, 0
         if self.memory is not None:
             cache_bytes = min(cache_bytes, max(1 << 20, self.memory // CACHE_SHARE))
-            readable = (self.index.store_text or texts.lines_recorded(conn)
+            readable = (self.index.store_text or self.index.short_texts.kept or texts.lines_recorded(conn)
                         or _any_file_key(conn, self.index.key_root))
             held = resident_memory() + PROCESS_SLACK + (cache_bytes if readable else 0)
-        how = plan(conn.execute("SELECT count(*) FROM documents").get, scheme.nbytes, self.memory, held)
+        how = plan(conn.execute("SELECT count(*) FROM documents").get, scheme.nbytes, self.memory, held,
+                   resident=self.by_sketch)
         self.search_plan = how
         if how.how == ON_DISK:
             bounded = BoundedPairs(conn, scheme, self.index.short_texts.column, how.work)

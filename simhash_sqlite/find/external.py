@@ -76,8 +76,8 @@ def _pid_alive(folder: str) -> bool:
     name = os.path.basename(folder).lstrip(".")
     prefix = next((p for p in SCRATCH_PREFIXES if name.startswith(p)), None)
     pid = name[len(prefix):].split("-", 1)[0] if prefix else ""
-    if not pid.isdigit():
-        return True  # not a name of ours: leave it
+    if not pid.isdigit() or os.name == "nt":
+        return True  # not a name of ours, or Windows (whose os.kill(pid, 0) sends a Ctrl-C): leave it
     try:
         os.kill(int(pid), 0)
     except ProcessLookupError:
@@ -110,6 +110,10 @@ def remove_dead_scratch(parent: str | None = None) -> list[str]:
 
 
 def _remove(path: str, lock: int) -> None:
+    if fcntl is None:  # Windows: an open file cannot be removed (and there is no flock to keep)
+        os.close(lock)
+        shutil.rmtree(path, ignore_errors=True)
+        return
     shutil.rmtree(path, ignore_errors=True)
     os.close(lock)  # after the files: a folder is never seen unlocked while it is still ours
 
@@ -132,9 +136,16 @@ class ScratchFolder:
         name and renamed once locked, so that no other run sees it unlocked."""
         remove_dead_scratch(self.parent)
         hidden = tempfile.mkdtemp(prefix=f".{self.prefix}{os.getpid()}-", dir=self.parent)
-        lock = hold_lock(hidden)
-        path = os.path.join(os.path.dirname(hidden), os.path.basename(hidden)[1:])
-        os.rename(hidden, path)
+        lock = -1
+        try:
+            lock = hold_lock(hidden)
+            path = os.path.join(os.path.dirname(hidden), os.path.basename(hidden)[1:])
+            os.rename(hidden, path)
+        except BaseException:  # (no finalizer owns it yet)
+            if lock >= 0:
+                os.close(lock)
+            shutil.rmtree(hidden, ignore_errors=True)
+            raise
         return path, lock
 
     def new_file(self, suffix: str) -> str:

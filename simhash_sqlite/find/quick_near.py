@@ -1,5 +1,5 @@
 """A checked search of a stored key or a text with neither numpy nor SimhashIndex: the loadable extension's
-simhash_near_verdicts on a read-only connection, for `simq near`'s start-up (cli/quick.py; numpy alone was a
+simhash_near_verdicts on a read-only connection, for `simq near`'s start-up (quick/lane.py; numpy alone was a
 third of a search's instructions, bench/startup.py).
 
 The same answer as SimhashIndex.search or not at all: search() returns None wherever the reference (or
@@ -9,13 +9,18 @@ only where the C core makes from that text the key's own stored fingerprint and 
 query is the reference's query (its verdicts are find/verdict.decide()'s rule, generated from core/rule.py),
 and the key's own row is left out as the reference leaves it out. None for: the C core or the extension
 unavailable, an index the extension refuses or settings it does not compute, a text it declines, a row
-without a sketch or a text at hand, a text too long to read whole, a candidate whose text only a file may
-hold (native_near reads it; that needs numpy), and any error (the reference says it in its words).
+without a sketch or a text at hand, a text too long to read whole, a text the C core declines, and any error
+(the reference says it in its words). A candidate the extension judged without its text, which a JSONL line
+or a file holds, is judged again as native_near judges it: the exact Jaccard of both texts' shingles (made
+by the C core as the extension's own check makes them) through the extension's rule, without numpy.
 """
 
 from __future__ import annotations
 
+import ctypes
+import functools
 import json
+import math
 import os
 from dataclasses import dataclass
 from typing import Any
@@ -23,8 +28,9 @@ from typing import Any
 import apsw
 
 from .. import native
-from ..core.rule import READ_WHOLE_BYTES
+from ..core.rule import READ_WHOLE_BYTES, TRUTH_NGRAM
 from ..core.settings import DEFAULT_THRESHOLD, FingerprintSettings
+from ..core.shingles import jaccard_of_counts
 from ..core.short_texts import short_text_of
 from ..errors import SimhashError
 from ..native.extension import ExtensionMissing, built_without, loadable_path
@@ -32,7 +38,7 @@ from ..store.database import connect
 from ..store.documents import ShortTexts
 from ..store.texts import TextReader, key_path
 from .match import Match
-from .summary import CheckSummary
+from .summary import CHECKED_BY, CheckSummary
 
 ENTRY_POINT = "sqlite3_simhash_package_init"  # registers simhash_near_verdicts only
 VERDICTS_SQL = (
@@ -43,6 +49,28 @@ VERDICTS_SQL = (
 MOST_K = 15
 _MASK64 = (1 << 64) - 1
 _SKETCH_FIELDS = frozenset({"bins", "bits", "ngram", "version", "size_bits"})
+_DECLINED = object()
+
+
+def _rule(distance: int, k: int, estimate: float | None, sure: float | None, exact: float) -> tuple:
+    """verdict.judge(distance, estimate=, sure=, exact=) by the extension's rule (simhash_test_rule: the
+    rule_judge its search calls, generated from core/rule.py; tests/test_extension_rule.py holds it to
+    verdict.judge): (jaccard, checked_by, certainty, keep)."""
+    judged, certainty = ctypes.c_double(), ctypes.c_double()
+    got = _rule_function()(distance, k, estimate is not None, estimate or 0.0, math.nan if sure is None else sure,
+                           1, exact, ctypes.byref(judged), ctypes.byref(certainty))
+    none = (lambda x: None if math.isnan(x) else x)  # noqa: E731
+    # (got: keep | how << 1, how 1 exact, 2 estimated, 3 distance: CHECKED_BY's order from 1)
+    return none(judged.value), CHECKED_BY[(got >> 1) - 1], none(certainty.value), bool(got & 1)
+
+
+@functools.lru_cache(maxsize=1)
+def _rule_function() -> Any:
+    function = ctypes.CDLL(loadable_path()).simhash_test_rule
+    function.restype = ctypes.c_int
+    function.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_double, ctypes.c_double, ctypes.c_int,
+                         ctypes.c_double, ctypes.POINTER(ctypes.c_double), ctypes.POINTER(ctypes.c_double)]
+    return function
 
 
 def load_verdicts(conn: apsw.Connection) -> bool:
@@ -195,16 +223,52 @@ class QuickIndex:
             return None
         report = CheckSummary(k, DEFAULT_THRESHOLD)
         matches: list[Match] = []
+        own: list[list[int] | None] = []  # the query's shingles, once a line or file gives a candidate's text
         for found, distance, fingerprint, jaccard, how, certainty, keep, elsewhere in rows[1:]:
             if found == key:  # the key's own document (the reference leaves it out: exclude=key)
                 continue
-            if elsewhere and self._may_read(found):  # native_near judges it again with its file's text
-                return None
+            if elsewhere and self._may_read(found):  # judged again with its text, as native_near does
+                again = self._judged_again(text, own, found, distance, jaccard, how, certainty, k)
+                if again is _DECLINED:
+                    return None
+                if again is not None:
+                    jaccard, how, certainty, keep = again
             report.count_one(bool(keep), how, certainty)
             if keep:
                 matches.append(Match(found, fingerprint & _MASK64, distance, jaccard, how, certainty, True))
         matches.sort(key=lambda m: (m.distance, m.key))
         return QuickAnswer(matches if limit is None else matches[:limit], report)
+
+    def _judged_again(self, text: str, own: list, found: str, distance: int, jaccard: float | None, how: str,
+                      certainty: float | None, k: int) -> Any:
+        """native_near's second judgement of a candidate the extension judged without its text: the exact
+        Jaccard of the query's and the candidate's shingles (check.ShingleCache's texts: a JSONL line, an
+        unchanged file, else a short text's data), given to the extension's rule. (jaccard, checked_by,
+        certainty, keep); None where no text is at hand (the first verdict stands); _DECLINED where the C core
+        declines a text (the reference answers)."""
+        lib = native.core()
+        row = self.texts.row(found)
+        if lib is None or row is None:
+            return None
+        theirs_text, short = row
+        if theirs_text is None:
+            if short is None:
+                return None
+            try:
+                theirs_text = short_text_of(short)
+            except ValueError:  # damaged: core/short_texts.short_text_shingles gives none
+                return None
+        theirs = native.text_shingles(lib, theirs_text, TRUTH_NGRAM)
+        if not own:
+            own.append(native.text_shingles(lib, text, TRUTH_NGRAM) if len(text) <= READ_WHOLE_BYTES else False)
+        if own[0] is False:  # too long to shingle whole: the first verdict stands
+            return None
+        if theirs is None or own[0] is None:
+            return _DECLINED
+        smaller, larger = sorted((own[0], theirs), key=len)
+        shared = len(set(larger).intersection(smaller))
+        return _rule(distance, k, jaccard if how == "estimated" else None, certainty,
+                     jaccard_of_counts(shared, len(own[0]), len(theirs)))
 
     def _may_read(self, key: str) -> bool:
         """check.ShingleCache.may_read: its JSONL line recorded, or a file at the key's path."""

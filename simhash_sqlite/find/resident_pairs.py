@@ -27,9 +27,10 @@ from .sketch_pairs import ROW_CHUNK, EstimatedPairs, _words, table_pairs, window
 _U64 = np.uint64
 # Bytes a document costs here past its sketch row: id and fingerprint (8 each), two flags (1 each: the
 # index's arrays, check.load_arrays_and_short), and its distinct sketch's position (8) where copies are
-# folded; while folding, its digest and a sorted copy of it and a flag (17) instead of the position.
+# folded; while folding, at most 25 instead of the position: its digest (the caller's) and a sorted copy of it
+# and a flag (17), and at the end the digest, all positions, a flag and the kept positions (25).
 RESIDENT_ARRAYS = 18
-RESIDENT_FOLD = 17
+RESIDENT_FOLD = 25
 # A sorted LSH table: one word a document, per thread.
 RESIDENT_TABLE = 8
 

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     import numpy as np
 
 # numpy is imported by the functions that use it: fingerprint_one() and the loading of the core need none, so
-# that `simq hash` and `simq near --key` start without it (cli/quick.py).
+# that `simq hash` and `simq near --key` start without it (quick/lane.py).
 
 ABI_VERSION = 2  # simhash_core.h SHC_ABI_VERSION
 SWITCH = "SIMHASH_SQLITE_CORE"
@@ -391,15 +391,45 @@ def estimate_many(lib: ctypes.CDLL, a: np.ndarray, b: np.ndarray, scheme) -> np.
 from .extension import ExtensionMissing, load, loadable_path  # noqa: E402, F401
 
 
-@lru_cache(maxsize=None)
+def text_shingles(lib: ctypes.CDLL, text: str, n: int) -> list[int] | None:
+    """core/shingles.shingle_set(text, n) without numpy, as the extension's exact check makes it: the text
+    normalised by shc_normalize (features.normalize, bit for bit) and shingled by shc_shingle_set; a sorted
+    list. None where the core declines the text (invalid UTF-8, a lone surrogate, memory) or lacks the
+    functions: the reference answers."""
+    normalize, shingles = _normalize_function(lib), _shingle_set_function(lib)
+    if normalize is None or shingles is None:
+        return None
+    utf8 = text.encode("utf-8", "surrogatepass")
+    units, count, status = ctypes.POINTER(ctypes.c_uint32)(), ctypes.c_size_t(), ctypes.c_uint8()
+    if normalize(_scratch(lib).pointer, utf8, len(utf8), ctypes.byref(units), ctypes.byref(count),
+                 ctypes.byref(status)) or status.value:
+        return None
+    out = (ctypes.c_uint64 * max(count.value, 1))()
+    made = shingles(units, count.value, n, out) if count.value else 0  # (an empty text: no shingle)
+    if len(utf8) > KEEP_SCRATCH_BYTES:
+        _local.scratch = None
+    return out[:made]
+
+
+def _normalize_function(lib: ctypes.CDLL):
+    return _declared(lib, "shc_normalize", ctypes.c_int, (ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t,
+                                                          ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p))
+
+
 def _shingle_set_function(lib: ctypes.CDLL):
-    """shc_shingle_set, declared; None where this library lacks it (an older build)."""
+    return _declared(lib, "shc_shingle_set", ctypes.c_size_t,
+                     (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int32, ctypes.c_void_p))
+
+
+@lru_cache(maxsize=None)
+def _declared(lib: ctypes.CDLL, name: str, restype, argtypes: tuple):
+    """lib's function `name`, declared; None where this library lacks it (an older build)."""
     try:
-        function = lib.shc_shingle_set
+        function = getattr(lib, name)
     except AttributeError:
         return None
-    function.restype = ctypes.c_size_t
-    function.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int32, ctypes.c_void_p]
+    function.restype = restype
+    function.argtypes = list(argtypes)
     return function
 
 

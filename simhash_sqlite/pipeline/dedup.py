@@ -918,13 +918,17 @@ class Deduplicator:
         base = len(self.labels)
         match: dict[int, tuple] = {}  # member -> its winning option
         dropped: list[int] = []  # the dropped members, ascending
+        pending: dict[int, str] = {}  # a kept member's label, which _keep() gives it below -> its key
         for j in sorted(options.keys() | earlier.keys()):
             mine = options.get(j, [])
             for rank, score, a, d, e, how, sure in earlier.get(j, ()):
                 if a not in match:  # (a < j: decided) kept, with its label
-                    mine.append((rank, score, base + a - bisect_left(dropped, a), d, e, how, sure))
+                    label = base + a - bisect_left(dropped, a)
+                    if self.apart:
+                        pending[label] = batch.keys[have[a]]
+                    mine.append((rank, score, label, d, e, how, sure))
             if mine and (self.apart or self.keepers):
-                mine = self._honoured(batch.keys[have[j]], mine)
+                mine = self._honoured(batch.keys[have[j]], mine, pending)
             if mine:
                 match[j] = min(mine)
                 dropped.append(j)
@@ -955,16 +959,22 @@ class Deduplicator:
             setattr(report, name, getattr(report, name) + count)
         return decided
 
-    def _honoured(self, key: str, options: list[tuple]) -> list[tuple]:
+    def _honoured(self, key: str, options: list[tuple], pending: dict[int, str]) -> list[tuple]:
         """The options that the against index's labels allow: none for a document chosen to keep, and
-        none naming a document it is labelled "not a duplicate" of."""
+        none naming a document it is labelled "not a duplicate" of. pending: the keys of the batch's kept
+        members by the labels they are about to get (not in self.labels yet)."""
         if key in self.keepers:
             return []
         apart = self.apart.get(key)
         if not apart:
             return options
-        return [o for o in options
-                if (self.apart_labels.get(o[2]) if o[2] < 0 else self.labels.key_of(o[2])) not in apart]
+
+        def key_of(label: int) -> str | None:
+            if label < 0:
+                return self.apart_labels.get(label)
+            return pending[label] if label in pending else self.labels.key_of(label)
+
+        return [o for o in options if key_of(o[2]) not in apart]
 
     def _keep(
         self, new: np.ndarray, values: np.ndarray, rows: np.ndarray, sketched: np.ndarray, sizes: np.ndarray | None

@@ -18,6 +18,8 @@ import contextlib
 import itertools
 import json
 import os
+import signal
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -108,6 +110,22 @@ class _File:
             os.close(fd)
 
 
+@contextlib.contextmanager
+def _interrupts_after() -> Iterator[None]:
+    """SIGINT's handler run after the block, not within it (the main thread only: where Python runs it)."""
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGINT) is None:
+        yield  # (None: a handler not set from Python, which could not be put back)
+        return
+    caught: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda number, _frame: caught.append(number))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        if caught and callable(previous):
+            previous(signal.SIGINT, None)  # (the default one raises KeyboardInterrupt)
+
+
 class ResumableOutput:
     """The kept records (and the dropped ones, with dupes) of one dedup run, resumable. arguments: what
     decides the output (a changed one is refused); inputs: input_identity() of the inputs."""
@@ -121,6 +139,7 @@ class ResumableOutput:
         self.decided = 0  # input documents decided and committed
         self.counts: dict[str, int] = {}  # committed
         self.pending_counts = dict.fromkeys(_COUNTS, 0)  # written
+        self.batches: list[tuple[bytes, bytes, bytes, dict[str, int]]] = []  # written, not yet in the files
         self.last_commit = time.monotonic()
         self.resumed = self.finished = False
         try:
@@ -213,31 +232,42 @@ class ResumableOutput:
             setattr(report, name, int(self.counts.get(name, 0)))
 
     def write(self, decided: DecidedBatch, out: bytes, dupes: bytes = b"") -> None:
-        """A batch of decided documents: the kept records' lines (out), and the dropped ones' dupes lines."""
-        self.files[0].write(out)
-        if dupes and self.dupes is not None:
-            self.files[2].write(dupes)
-        self.files[1].write(decided.kept_flags())
-        # Counted here, not taken from the report: it counts a batch as it is decided, before its
-        # decisions are written.
+        """A batch of decided documents: the kept records' lines (out), and the dropped ones' dupes lines.
+        Held whole until commit() writes it: a Ctrl-C while a batch is handed over leaves it all out or all in
+        (a batch's lines in one file and not its flags in the other would be written twice on resume)."""
+        batch = (out, dupes if self.dupes is not None else b"", decided.kept_flags(), decided.counts())
+        self.batches.append(batch)  # (one step)
+
+    def _take_batches(self) -> None:
+        """The whole batches written so far, into the files' buffers and the counts. Counted here, not taken
+        from the report: it counts a batch as it is decided, before its decisions are written."""
+        batches, self.batches = self.batches, []
         counts = self.pending_counts
-        for name, count in decided.counts().items():
-            counts[name] += count
+        for out, dupes, flags, batch_counts in batches:
+            self.files[0].write(out)
+            if dupes:
+                self.files[2].write(dupes)
+            self.files[1].write(flags)
+            for name, count in batch_counts.items():
+                counts[name] += count
 
     def maybe_commit(self) -> None:
         if time.monotonic() - self.last_commit >= self.every:
             self.commit()
 
     def commit(self) -> None:
-        """The lines written so far, whole, on disk; then the state that names them."""
-        for file in self.files:
-            file.flush()
-        for file in self.files:
-            file.sync()
-        self.decided = self.pending_counts["read"]
-        self.counts = dict(self.pending_counts)
-        self._write_state()
-        self.last_commit = time.monotonic()
+        """The lines written so far, whole, on disk; then the state that names them. A Ctrl-C meanwhile is
+        raised once they agree."""
+        with _interrupts_after():
+            self._take_batches()
+            for file in self.files:
+                file.flush()
+            for file in self.files:
+                file.sync()
+            self.decided = self.pending_counts["read"]
+            self.counts = dict(self.pending_counts)
+            self._write_state()
+            self.last_commit = time.monotonic()
 
     def _write_state(self) -> None:
         state = dict(self.identity, decided=self.decided, counts=self.counts,
