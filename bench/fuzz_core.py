@@ -8,7 +8,8 @@ where the core did not decline, the LSH tables of sketch_pairs (random rows with
 windows and thresholds, against the reference's deduplicated codes), and add's document path (JSONL chunks of
 those texts, escaped and mutated byte by byte, read by pipeline/jsonl.read_chunk in C against python_chunk), and
 dedup's exact check (the shingle sets of those lines and texts, native/documents.shingle_sets against
-core/shingles.shingle_set of the text the Python path reads).
+core/shingles.shingle_set of the text the Python path reads, and the Jaccards of pairs of them, jaccard_of_pairs
+against jaccard_of_sets).
 A difference is written to --failures (JSON lines, made at the first difference: a clean run writes no
 file) and counted.
 
@@ -35,7 +36,7 @@ from simhash_sqlite.core.fingerprint import (
     simhash_many,
 )
 from simhash_sqlite.core.settings import FingerprintSettings
-from simhash_sqlite.core.shingles import shingle_set
+from simhash_sqlite.core.shingles import jaccard_of_pairs, jaccard_of_sets, shingle_set
 from simhash_sqlite.core.sketch import (
     DEFAULT_SCHEME,
     SCHEME_V1,
@@ -164,6 +165,12 @@ def exact_sets(lib, rng: random.Random, texts: list[str], data: bytes, fail) -> 
         if text is None or (status == native_documents.SET_LONG) != (expected is None) or (
                 expected is not None and not np.array_equal(ours, expected)):
             fail("shingle_sets", raw=raw.hex(), kind=kind, status=status)
+    sets = [found for found in made[1] if found is not None]
+    if sets:
+        a = [rng.choice(sets) for _ in range(rng.randrange(1, 10))]
+        b = [rng.choice(sets) for _ in a]
+        if jaccard_of_pairs(a, b).tolist() != [jaccard_of_sets(x, y) for x, y in zip(a, b)]:
+            fail("jaccard_of_pairs", a=[x.tolist() for x in a], b=[y.tolist() for y in b])
     return len(items)
 
 

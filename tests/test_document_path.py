@@ -349,3 +349,34 @@ def test_jsonl_is_read_on_threads_in_c_and_on_processes_the_input_pays_for_in_py
     assert asked == [(True, None), (False, 1)]
     assert sources.processes_for(None) > 64 and sources.processes_for(0) == 1
     assert sources.processes_for(3 * sources.PROCESS_BYTES) == 4
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.lists(st.integers(0, 40), max_size=30), min_size=1, max_size=8), st.data())
+def test_jaccards_of_pairs_are_jaccard_of_sets(sets, data):
+    """core/shingles.jaccard_of_pairs in C (shc_docs_jaccards: one call for a search's pairs) gives
+    jaccard_of_sets's floats bit for bit: empty sets, a set paired with itself, values near 2**64."""
+    from simhash_sqlite.core import shingles
+
+    made = [np.unique(np.array(s, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)) for s in sets]
+    a = [made[i] for i in data.draw(st.lists(st.integers(0, len(made) - 1), min_size=1, max_size=20))]
+    b = [made[data.draw(st.integers(0, len(made) - 1))] for _ in a]
+    ours = shingles.jaccard_of_pairs(a, b)
+    assert ours.dtype == np.float64
+    assert ours.tolist() == [shingles.jaccard_of_sets(x, y) for x, y in zip(a, b)]
+
+
+def test_jaccards_refuse_sets_and_pairs_out_of_range():
+    values = np.arange(6, dtype=np.uint64)
+    ends, out = np.array([2, 6], dtype=np.int64), np.empty(1)
+    f = LIB.shc_docs_jaccards
+    f.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p,
+                  ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
+    for pair, count, ending in (((0, 2), 6, ends), ((-1, 0), 6, ends), ((0, 1), 5, ends),
+                                ((0, 1), 6, np.array([3, 2], dtype=np.int64))):
+        left, right = np.array([pair[0]], dtype=np.int64), np.array([pair[1]], dtype=np.int64)
+        assert f(values.ctypes.data, count, ending.ctypes.data, 2, left.ctypes.data, right.ctypes.data, 1,
+                 out.ctypes.data) == -1
+    left, right = np.array([0], dtype=np.int64), np.array([1], dtype=np.int64)
+    assert f(values.ctypes.data, 6, ends.ctypes.data, 2, left.ctypes.data, right.ctypes.data, 1, out.ctypes.data) == 0
+    assert out[0] == 0.0

@@ -821,3 +821,33 @@ int shc_docs_shingle_sets(shc_docs *d, const char *buf, size_t len, const int64_
 }
 
 const uint64_t *shc_docs_sets(const shc_docs *d) { return d ? d->sets : NULL; }
+
+int shc_docs_jaccards(const uint64_t *sets, size_t len, const int64_t *ends, size_t nsets, const int64_t *a,
+                      const int64_t *b, size_t n, double *out)
+{
+    if ((len && !sets) || (nsets && !ends) || (n && (!a || !b || !out)))
+        return SHC_ERR_ARGUMENT;
+    for (size_t k = 0; k < nsets; k++) /* every set within the values, in order: checked before anything is read */
+        if (ends[k] < (k ? ends[k - 1] : 0) || (uint64_t)ends[k] > (uint64_t)len)
+            return SHC_ERR_ARGUMENT;
+    for (size_t i = 0; i < n; i++)
+        if (a[i] < 0 || b[i] < 0 || (uint64_t)a[i] >= (uint64_t)nsets || (uint64_t)b[i] >= (uint64_t)nsets)
+            return SHC_ERR_ARGUMENT;
+    for (size_t i = 0; i < n; i++) {
+        const uint64_t *x = sets + (a[i] ? ends[a[i] - 1] : 0), *y = sets + (b[i] ? ends[b[i] - 1] : 0);
+        size_t nx = (size_t)(sets + ends[a[i]] - x), ny = (size_t)(sets + ends[b[i]] - y);
+        if (!nx && !ny) {
+            out[i] = 1.0;
+            continue;
+        }
+        size_t p = 0, q = 0, shared = 0;
+        while (p < nx && q < ny) {
+            uint64_t u = x[p], v = y[q];
+            shared += u == v;
+            p += u <= v;
+            q += v <= u;
+        }
+        out[i] = (double)shared / (double)(nx + ny - shared); /* (exact integers: Python's int / int) */
+    }
+    return 0;
+}

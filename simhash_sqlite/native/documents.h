@@ -95,6 +95,13 @@ SHC_API int shc_docs_shingle_sets(shc_docs *docs, const char *buf, size_t len, c
                                   int64_t *ends, uint8_t *status);
 SHC_API const uint64_t *shc_docs_sets(const shc_docs *docs);
 
+/* core/shingles.jaccard_of_sets of n pairs of sets: sets k is sets[ends[k - 1], ends[k]) (from 0 for the first; nsets
+ * ends, nondecreasing, within len values), each sorted ascending with no value twice; out[i] = the Jaccard of sets
+ * a[i] and b[i] (1.0 for two empty sets, 0.0 for one). Returns 0, or SHC_ERR_ARGUMENT (ends out of order or past the
+ * values, a set number out of range: nothing is read then). */
+SHC_API int shc_docs_jaccards(const uint64_t *sets, size_t len, const int64_t *ends, size_t nsets, const int64_t *a,
+                              const int64_t *b, size_t n, double *out);
+
 /* The lines of a chunk of len bytes (its newlines, and one more for a last line without its newline). */
 SHC_API size_t shc_docs_lines(const char *data, size_t len);
 

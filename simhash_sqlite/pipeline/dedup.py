@@ -48,7 +48,7 @@ from ..core.fingerprint import to_hex
 from ..core.pool import FingerprintJob
 from ..core.rule import READ_WHOLE_BYTES, TRUTH_NGRAM
 from ..core.settings import CONFIRM_K, DEFAULT_THRESHOLD, FingerprintSettings, candidate_k, validate_k
-from ..core.shingles import jaccard_of_sets, shingle_set
+from ..core.shingles import jaccard_of_pairs, shingle_set
 from ..core.short_texts import short_text_shingles
 from ..core.sketch import DEFAULT_SCHEME, SketchScheme, as_rows, certainty, estimate_many, sizes_of
 from ..errors import SettingsMismatch
@@ -1082,11 +1082,19 @@ class Deduplicator:
 
         def exact(at: np.ndarray) -> np.ndarray:
             out = np.full(len(at), np.nan)
-            self._make_sets([js[i] for i in at.tolist()], [labels[i] for i in at.tolist()], members)
-            for n, i in enumerate(at.tolist()):
-                value = self._exact(js[i], labels[i], members)
-                if value is not None:
-                    out[n] = value
+            chosen = at.tolist()
+            self._make_sets([js[i] for i in chosen], [labels[i] for i in chosen], members)
+            mine: list[np.ndarray] = []
+            theirs: list[np.ndarray] = []
+            found: list[int] = []
+            for n, i in enumerate(chosen):
+                both = self._sets_of(js[i], labels[i], members)
+                if both is not None:
+                    found.append(n)
+                    mine.append(both[0])
+                    theirs.append(both[1])
+            if found:
+                out[found] = jaccard_of_pairs(mine, theirs)
             return out
 
         verdicts = decide(d, estimate, sure, exact, threshold=self.threshold, k=self.k)
@@ -1148,14 +1156,14 @@ class Deduplicator:
 
     # -- the exact check: both texts ----------------------------------------------------------------------
 
-    def _exact(self, j: int, a: int, members: bool) -> float | None:
-        """The exact Jaccard of member j and `a` (a batch member if members, else a kept or indexed label)
-        where both texts are at hand, else None."""
+    def _sets_of(self, j: int, a: int, members: bool) -> tuple[np.ndarray, np.ndarray] | None:
+        """The shingle sets of member j and `a` (a batch member if members, else a kept or indexed label), whose
+        exact Jaccard judges the pair, where both texts are at hand; else None."""
         mine = self._batch_set(j)
         if mine is None:
             return None
         theirs = self._batch_set(a) if members else self._kept_set(a)
-        return None if theirs is None else jaccard_of_sets(mine, theirs)
+        return None if theirs is None else (mine, theirs)
 
     def _make_sets(self, queries: list[int], others: list[int], members: bool) -> None:
         """The shingle sets the exact checks of these pairs will ask for and that are not held, made at once in C

@@ -212,6 +212,27 @@ static void check_sets(shc_docs *d, const char *data, size_t len, const shc_doc_
                 CHECK(sets[k - 1] < sets[k], "a set not sorted and distinct");
             at = ends[i];
         }
+        /* the Jaccards of random pairs of these sets: within [0, 1], a set with itself 1; a set number past them,
+         * or ends past the values, refused */
+        size_t pairs = 1 + rnd() % 16;
+        int64_t *left = malloc(sizeof(int64_t) * pairs), *right = malloc(sizeof(int64_t) * pairs);
+        double *jac = malloc(sizeof(double) * pairs);
+        for (size_t k = 0; k < pairs; k++)
+            left[k] = (int64_t)(rnd() % n), right[k] = rnd() % 4 ? (int64_t)(rnd() % n) : left[k];
+        rc = shc_docs_jaccards(sets, (size_t)at, ends, n, left, right, pairs, jac);
+        CHECK(rc == 0, "jaccards refused (%d)", rc);
+        for (size_t k = 0; rc == 0 && k < pairs; k++)
+            CHECK(jac[k] >= 0.0 && jac[k] <= 1.0 && (left[k] != right[k] || jac[k] == 1.0), "a Jaccard of %g", jac[k]);
+        right[0] = (int64_t)n;
+        CHECK(shc_docs_jaccards(sets, (size_t)at, ends, n, left, right, pairs, jac) == SHC_ERR_ARGUMENT,
+              "a set number past the sets accepted");
+        right[0] = 0;
+        if (at > 0)
+            CHECK(shc_docs_jaccards(sets, (size_t)at - 1, ends, n, left, right, pairs, jac) == SHC_ERR_ARGUMENT,
+                  "ends past the values accepted");
+        free(left);
+        free(right);
+        free(jac);
         uint64_t *first = malloc(sizeof(uint64_t) * (size_t)(at ? at : 1));
         if (at)
             memcpy(first, sets, sizeof(uint64_t) * (size_t)at);
