@@ -606,7 +606,8 @@ def test_line_batches_are_the_entries_records_and_a_resume_cuts_one(tmp_path, mo
 @pytest.mark.parametrize("batch_size", [BATCH, 7])
 def test_line_batches_are_decided_as_their_entries(tmp_path, monkeypatch, batch_size):
     """Deduplicator.run over LineBatches (with entries between them: a text file's) gives the Decisions, the
-    batches' output, dupes lines and kept flags, and the report that it gives over the same entries one by one."""
+    batches' output (lines ending in CRLF, blank lines between, a last line without its newline), dupes lines and
+    kept flags, and the report that it gives over the same entries one by one."""
     from simhash_sqlite.native import documents as native_documents
     from simhash_sqlite.pipeline import sources
     from simhash_sqlite.pipeline.dedup import Deduplicator
@@ -617,7 +618,9 @@ def test_line_batches_are_decided_as_their_entries(tmp_path, monkeypatch, batch_
     monkeypatch.setattr(sources, "CHUNK_BYTES", 8192)
     texts = near_copies(9, copies=200)
     data = tmp_path / "in.jsonl"
-    data.write_text("".join(json.dumps({"doc": f"k{i}", "body": t}) + "\n" for i, t in enumerate(texts)))
+    ends = ["\n"] * 5 + ["\r\n", "\n\n", "\n \n"]  # (written as they are where a line ends in one newline)
+    data.write_bytes("".join(json.dumps({"doc": f"k{i}", "body": t}) + (ends[i % 8] if i < 150 else "\n")
+                             for i, t in enumerate(texts)).rstrip("\n").encode())
     reader = Reader(jsonl=True, text_field="body", id_field="doc", keep_repeats=True)
     paths = reader.expand([str(data)])
     items: list = list(reader.entry_batches(paths, FingerprintSettings()))

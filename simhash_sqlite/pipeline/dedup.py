@@ -559,6 +559,32 @@ class _Batch:
         return made
 
 
+def _kept_lines(part: LineBatch, dropped: list[int]) -> bytes | None:
+    """The lines of a LineBatch's records but the dropped ones, joined, where each ends in one newline without a
+    carriage return before it (then each is its output_line): adjacent ones copied as one slice of the chunk. None
+    where a line does not (the caller writes them one by one)."""
+    c = part.columns
+    data = np.frombuffer(part.data, dtype=np.uint8)
+    starts, ends = c.starts, c.ends
+    if not len(starts):
+        return b""
+    before = data[np.maximum(ends - 2, 0)]
+    plain = (data[ends - 1] == 10) & ((ends - starts < 2) | ((before != 13) & (before != 10)))
+    if dropped:
+        kept = np.ones(len(starts), dtype=bool)
+        kept[dropped] = False
+        starts, ends, plain = starts[kept], ends[kept], plain[kept]
+        if not len(starts):
+            return b""
+    if not plain.all():
+        return None
+    cut = np.flatnonzero(starts[1:] != ends[:-1]) + 1  # a run of adjacent lines ends where the next begins elsewhere
+    firsts = np.concatenate(([0], cut))
+    lasts = np.concatenate((cut - 1, [len(starts) - 1]))
+    whole = part.data
+    return b"".join([whole[a:b] for a, b in zip(starts[firsts].tolist(), ends[lasts].tolist())])
+
+
 class DecidedBatch:
     """The decisions of a batch of documents, in input order, without an object per kept one: its entries
     (document, raw line), their fingerprints, and a Decision for each dropped one by its place in the batch.
@@ -586,13 +612,24 @@ class DecidedBatch:
 
     def output(self, text_field: str = "text", id_field: str = "id") -> bytes:
         """The kept documents' output_line()s, joined."""
-        batch = self.batch
-        rows = zip(batch.raws, batch.keys, batch.texts)
-        if self.dropped:
-            rows = (row for i, row in enumerate(rows) if i not in self.dropped)  # type: ignore[assignment]
-        # (a JSONL line that ends in one newline is written as it is: _record_line's first case, inline)
-        return b"".join([raw if raw is not None and raw[-1:] == b"\n" and raw[-2:-1] not in (b"\r", b"\n")
-                         else _record_line(key, text, raw, text_field, id_field) for raw, key, text in rows])
+        batch, dropped = self.batch, self.dropped
+        pieces: list[bytes] = []
+        at = 0
+        for part in batch.parts:
+            n = len(part)
+            if type(part) is LineBatch:
+                made = _kept_lines(part, [i - at for i in dropped if at <= i < at + n] if dropped else [])
+                if made is not None:
+                    pieces.append(made)
+                    at += n
+                    continue
+            rows = zip(range(at, at + n), batch.raws[at : at + n], batch.keys[at : at + n], batch.texts[at : at + n])
+            # (a JSONL line that ends in one newline is written as it is: _record_line's first case, inline)
+            pieces += [raw if raw is not None and raw[-1:] == b"\n" and raw[-2:-1] not in (b"\r", b"\n")
+                       else _record_line(key, text, raw, text_field, id_field)
+                       for i, raw, key, text in rows if i not in dropped]
+            at += n
+        return b"".join(pieces)
 
     def dupe_lines(self) -> bytes:
         """The dropped documents' dupe_line()s, joined."""
@@ -641,6 +678,8 @@ _ESTIMATED, _BY_DISTANCE = 0, 1  # (an exact Jaccard ranks as an estimate does: 
 # candidates are recent documents' near-copies, read again for each. At most a sixteenth of the budget.
 SHINGLES_KEPT_BYTES = 64 << 20
 _UNMADE = object()  # a shingle set not made yet (or no longer kept)
+SETS_CALL_BYTES = 1 << 20  # texts whose shingle sets are made in one call (_make_sets: 8 bytes a set's shingle)
+JACCARDS_A_CALL = 512  # pairs measured in one call (jaccard_of_pairs copies their sets together)
 
 
 def _default_line_text(line: bytes) -> str | None:
@@ -1093,8 +1132,9 @@ class Deduplicator:
                     found.append(n)
                     mine.append(both[0])
                     theirs.append(both[1])
-            if found:
-                out[found] = jaccard_of_pairs(mine, theirs)
+            for lo in range(0, len(found), JACCARDS_A_CALL):  # (each call copies its pairs' sets once)
+                out[found[lo : lo + JACCARDS_A_CALL]] = jaccard_of_pairs(mine[lo : lo + JACCARDS_A_CALL],
+                                                                          theirs[lo : lo + JACCARDS_A_CALL])
             return out
 
         verdicts = decide(d, estimate, sure, exact, threshold=self.threshold, k=self.k)
@@ -1196,15 +1236,22 @@ class Deduplicator:
                     kind, data = self.texts.read(at)
                     wanted[(True, label)] = (native_documents.SET_TEXT if kind == KeptTexts.TEXT
                                              else native_documents.SET_LINE, data)
-        if not wanted:
-            return
-        made = native_documents.shingle_sets(lib, [data for _, data in wanted.values()],
-                                             [kind for kind, _ in wanted.values()], fields, TRUTH_NGRAM)
-        if made is None:
-            return
-        for (kept, number), status, shingles in zip(wanted, *made):
-            if status != native_documents.SET_PYTHON:
-                (kept_shingles if kept else batch_sets).put(number, shingles)
+        # A call at most SETS_CALL_BYTES of texts: the sets of one call are all held at once (and the core's buffer
+        # for them stays as large as the largest), where the caches hold to their budgets by letting the oldest go.
+        places, items = list(wanted), list(wanted.values())
+        lo = 0
+        while lo < len(items):
+            hi, size = lo, 0
+            while hi < len(items) and (hi == lo or size + len(items[hi][1]) <= SETS_CALL_BYTES):
+                size += len(items[hi][1])
+                hi += 1
+            made = native_documents.shingle_sets(lib, [data for _, data in items[lo:hi]],
+                                                 [kind for kind, _ in items[lo:hi]], fields, TRUTH_NGRAM)
+            if made is not None:
+                for (kept, number), status, shingles in zip(places[lo:hi], *made):
+                    if status != native_documents.SET_PYTHON:
+                        (kept_shingles if kept else batch_sets).put(number, shingles)
+            lo = hi
 
     def _batch_set(self, member: int) -> np.ndarray | None:
         """The shingle set of a batch member's text (None: out of reach)."""
