@@ -40,12 +40,13 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import partial
+from typing import TYPE_CHECKING
 
 import apsw
 import numpy as np
 
 from ..core.fingerprint import to_hex
-from ..core.pool import FingerprintJob
+from ..core.pool import FingerprintJob, workers
 from ..core.rule import READ_WHOLE_BYTES, TRUTH_NGRAM
 from ..core.settings import CONFIRM_K, DEFAULT_THRESHOLD, FingerprintSettings, candidate_k, validate_k
 from ..core.shingles import jaccard_of_pairs, shingle_set
@@ -65,6 +66,9 @@ from ..store.labels import apart_keys, keeper_keys
 from .jsonl import RecordRules, parse_record
 from .sources import DEDUP_PROCESSES, LineBatch
 from .spill import KeptLabels, KeptTexts, SpilledRun, SpillFolder
+
+if TYPE_CHECKING:
+    from concurrent.futures import ThreadPoolExecutor
 
 BATCH = 2000
 NO_MATCH = np.iinfo(np.int64).max
@@ -814,6 +818,7 @@ class Deduplicator:
             rules = line_rules or RecordRules()
             line_text = _default_line_text if line_rules is None else partial(_line_text, rules=line_rules)
         self.line_text = line_text
+        self.sets_helper: ThreadPoolExecutor | None = None  # (_sets_helper)
         self.line_fields = _line_fields(rules) if check and rules is not None else None
         self.texts = KeptTexts(self.spill) if check else None
         self.kept_shingles = _RecentShingles(recent)
@@ -902,6 +907,9 @@ class Deduplicator:
 
     def close(self) -> None:
         """Remove the spilled kept set (the deduplicator cannot run after this)."""
+        if self.sets_helper is not None:
+            self.sets_helper.shutdown()
+            self.sets_helper = None
         if self.sketches is not None:
             self.sketches.close()
         if self.texts is not None:
@@ -1238,20 +1246,42 @@ class Deduplicator:
                                              else native_documents.SET_LINE, data)
         # A call at most SETS_CALL_BYTES of texts: the sets of one call are all held at once (and the core's buffer
         # for them stays as large as the largest), where the caches hold to their budgets by letting the oldest go.
+        # With a second worker, the calls are halves of that, one on a helper thread while this one makes the other
+        # (the C call releases the GIL): the sets are put in order either way.
         places, items = list(wanted), list(wanted.values())
+        helper = self._sets_helper()
+        most = SETS_CALL_BYTES if helper is None else min(SETS_CALL_BYTES, sum(len(d) for _, d in items) // 2 + 1)
+        calls: list[tuple[int, int]] = []
         lo = 0
         while lo < len(items):
             hi, size = lo, 0
-            while hi < len(items) and (hi == lo or size + len(items[hi][1]) <= SETS_CALL_BYTES):
+            while hi < len(items) and (hi == lo or size + len(items[hi][1]) <= most):
                 size += len(items[hi][1])
                 hi += 1
-            made = native_documents.shingle_sets(lib, [data for _, data in items[lo:hi]],
-                                                 [kind for kind, _ in items[lo:hi]], fields, TRUTH_NGRAM)
-            if made is not None:
-                for (kept, number), status, shingles in zip(places[lo:hi], *made):
-                    if status != native_documents.SET_PYTHON:
-                        (kept_shingles if kept else batch_sets).put(number, shingles)
+            calls.append((lo, hi))
             lo = hi
+
+        def make(span: tuple[int, int]) -> tuple[list[int], list[np.ndarray | None]] | None:
+            return native_documents.shingle_sets(lib, [data for _, data in items[span[0] : span[1]]],
+                                                 [kind for kind, _ in items[span[0] : span[1]]], fields, TRUTH_NGRAM)
+
+        for n in range(0, len(calls), 2):
+            pair = calls[n : n + 2]
+            aside = helper.submit(make, pair[1]) if helper is not None and len(pair) == 2 else None
+            results = [make(pair[0])] + ([aside.result()] if aside is not None else [make(p) for p in pair[1:]])
+            for (a, b), made in zip(pair, results):
+                if made is not None:
+                    for (kept, number), status, shingles in zip(places[a:b], *made):
+                        if status != native_documents.SET_PYTHON:
+                            (kept_shingles if kept else batch_sets).put(number, shingles)
+
+    def _sets_helper(self) -> ThreadPoolExecutor | None:
+        """The thread that makes half of the exact check's sets, where this run has a second worker (None: not)."""
+        if self.sets_helper is None and workers(DEDUP_PROCESSES) > 1:
+            from concurrent.futures import ThreadPoolExecutor  # (where used: a search imports no executor)
+
+            self.sets_helper = ThreadPoolExecutor(1, thread_name_prefix="simq-dedup-sets")
+        return self.sets_helper
 
     def _batch_set(self, member: int) -> np.ndarray | None:
         """The shingle set of a batch member's text (None: out of reach)."""
