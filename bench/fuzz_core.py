@@ -6,7 +6,10 @@ schemes; random sketch rows for the estimate. Every entry point is compared with
 simhash_many, simhash_and_sketch_many, sketch_many, estimate_many, the raw batch (no fallback)
 where the core did not decline, the LSH tables of sketch_pairs (random rows with near copies, random
 windows and thresholds, against the reference's deduplicated codes), and add's document path (JSONL chunks of
-those texts, escaped and mutated byte by byte, read by pipeline/jsonl.read_chunk in C against python_chunk).
+those texts, escaped and mutated byte by byte, read by pipeline/jsonl.read_chunk in C against python_chunk), and
+dedup's exact check (the shingle sets of those lines and texts, native/documents.shingle_sets against
+core/shingles.shingle_set of the text the Python path reads, and the Jaccards of pairs of them, jaccard_of_pairs
+against jaccard_of_sets).
 A difference is written to --failures (JSON lines, made at the first difference: a clean run writes no
 file) and counted.
 
@@ -33,6 +36,7 @@ from simhash_sqlite.core.fingerprint import (
     simhash_many,
 )
 from simhash_sqlite.core.settings import FingerprintSettings
+from simhash_sqlite.core.shingles import jaccard_of_pairs, jaccard_of_sets, shingle_set
 from simhash_sqlite.core.sketch import (
     DEFAULT_SCHEME,
     SCHEME_V1,
@@ -43,7 +47,8 @@ from simhash_sqlite.core.sketch import (
     sketch_many,
 )
 from simhash_sqlite.find.sketch_pairs import _estimated, _windows, _words, candidate_codes, table_pairs
-from simhash_sqlite.pipeline.jsonl import RecordRules, python_chunk, read_chunk
+from simhash_sqlite.native import documents as native_documents
+from simhash_sqlite.pipeline.jsonl import RecordRules, parse_record, python_chunk, read_chunk
 
 CHUNK_FIELDS = ("skips", "lines", "starts", "ends", "keys", "lengths", "hashes", "fingerprints", "sketches",
                 "short_texts", "failures")  # fmt: skip
@@ -138,6 +143,37 @@ def jsonl_chunk(rng: random.Random, texts: list[str]) -> bytes:
     return bytes(data)
 
 
+def exact_sets(lib, rng: random.Random, texts: list[str], data: bytes, fail) -> int:
+    """dedup's exact check's sets in C (shingle_sets) of the chunk's lines and of the texts against the Python
+    path's (parse_record, then shingle_set; a text over whole_most characters out of reach); how many compared."""
+    lines = data.splitlines(keepends=True)
+    items = [(native_documents.SET_LINE, line) for line in lines]
+    items += [(native_documents.SET_TEXT, text.encode("utf-8", "surrogatepass")) for text in texts]
+    rng.shuffle(items)
+    fields = native_documents.LineFields(b"text", b"id", 1 << 27, rng.choice([1 << 25, 40]))
+    made = native_documents.shingle_sets(lib, [d for _, d in items], [k for k, _ in items], fields, 5)
+    if made is None:
+        fail("shingle_sets refused", data=data.hex())
+        return 0
+    rules = RecordRules()
+    for (kind, raw), status, ours in zip(items, *made):
+        if status == native_documents.SET_PYTHON:
+            continue
+        as_text = kind == native_documents.SET_TEXT
+        text = raw.decode("utf-8", "surrogatepass") if as_text else parse_record(raw, rules)[2]
+        expected = None if text is None or len(text) > fields.whole_most else shingle_set(text)
+        if text is None or (status == native_documents.SET_LONG) != (expected is None) or (
+                expected is not None and not np.array_equal(ours, expected)):
+            fail("shingle_sets", raw=raw.hex(), kind=kind, status=status)
+    sets = [found for found in made[1] if found is not None]
+    if sets:
+        a = [rng.choice(sets) for _ in range(rng.randrange(1, 10))]
+        b = [rng.choice(sets) for _ in a]
+        if jaccard_of_pairs(a, b).tolist() != [jaccard_of_sets(x, y) for x, y in zip(a, b)]:
+            fail("jaccard_of_pairs", a=[x.tolist() for x in a], b=[y.tolist() for y in b])
+    return len(items)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=300)
@@ -150,7 +186,8 @@ def main() -> int:
         return 2
     rng = random.Random(args.seed)
     previous: list[str] = []
-    counts = {"batches": 0, "texts": 0, "declined": 0, "estimates": 0, "tables": 0, "chunks": 0, "failures": 0}
+    counts = {"batches": 0, "texts": 0, "declined": 0, "estimates": 0, "tables": 0, "chunks": 0, "sets": 0,
+              "failures": 0}
     start = time.monotonic()
     written: list = []  # the failures file, opened at the first failure: a clean run leaves none behind
 
@@ -217,6 +254,7 @@ def main() -> int:
         elif any(getattr(ours, name) != getattr(reference, name) for name in CHUNK_FIELDS):
             fail("read_chunk", data=data.hex(), settings=settings, scheme=scheme)
         counts["chunks"] += 1
+        counts["sets"] += exact_sets(native_documents.library(), rng, batch, data, fail)
         counts["batches"] += 1
         counts["texts"] += len(batch)
         counts["estimates"] += pairs

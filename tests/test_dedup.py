@@ -530,6 +530,115 @@ def test_a_batch_s_lines_are_its_decisions_lines_joined(tmp_path, batch_size):
         assert deduplicator.report.kept == sum(d.kept for d in decisions)
 
 
+@pytest.mark.parametrize("batch_size", [BATCH, 7])
+def test_the_exact_check_reads_texts_in_c_with_the_same_decisions(tmp_path, batch_size, monkeypatch):
+    """With the reader's rules (line_rules) the exact check makes its shingle sets in C (native/documents.c
+    shc_docs_shingle_sets: a line's text found, normalized and shingled in one call); the lines and texts it leaves
+    (an escaped field name; a lone surrogate's line is skipped by the reader) are made the Python way: the same
+    decisions, by the same exact Jaccards, as the Python way throughout (line_text alone)."""
+    from simhash_sqlite.native import documents as native_documents
+    from simhash_sqlite.pipeline.dedup import Deduplicator
+    from simhash_sqlite.pipeline.sources import Reader
+
+    if native_documents.library() is None:
+        pytest.skip("the C core's document path is not built")
+    texts = near_copies(11, copies=120)
+    lines = []
+    for i, t in enumerate(texts):
+        line = json.dumps({"doc": str(i), "body": t + (" \ud800" if i % 17 == 5 else "")}, ensure_ascii=i % 3 == 0)
+        lines.append((line.replace('"body"', '"bo\\u0064y"') if i % 13 == 4 else line).encode("utf-8", "surrogatepass"))
+    data = tmp_path / "mixed.jsonl"
+    data.write_bytes(b"\n".join(lines) + b"\n")
+    reader = Reader(jsonl=True, text_field="body", id_field="doc", keep_repeats=True)
+    jsonl = list(reader.entries(reader.expand([str(data)]), FingerprintSettings()))
+    plain = [(Document(f"t{i}", t + (" \uff21\u00df" if i % 11 == 3 else "")), None) for i, t in enumerate(texts)]
+    made = []
+    shingle_sets = native_documents.shingle_sets
+    monkeypatch.setattr(native_documents, "shingle_sets", lambda *a: made.append(len(a[1])) or shingle_sets(*a))
+    for entries in (jsonl, plain, jsonl[:60] + plain[60:]):
+        runs = []
+        for options in ({"line_rules": reader.line_rules()}, {"line_text": reader.text_of_line}):
+            deduplicator = Deduplicator(batch_size=batch_size, **options)
+            runs.append([(d.document.key, d.duplicate_of, d.jaccard, d.checked_by)
+                         for d in deduplicator.run(entries)])
+            deduplicator.close()
+        assert runs[0] == runs[1]
+        assert 10 < sum(d[1] is not None and d[3] == "exact" for d in runs[0])
+    assert sum(made) > 100  # (the C calls were made: by the first run of each)
+
+
+def test_line_batches_are_the_entries_records_and_a_resume_cuts_one(tmp_path, monkeypatch):
+    """Reader.entry_batches gives a chunk the C path read whole as one LineBatch: its records are the ones entries()
+    gives, document for document. A resumed run (resume.ResumableOutput.kept_before) takes the decided records'
+    kept ones, and where the decided ones end inside a LineBatch (a run committed by the Python path, whose batches
+    do not end where chunks do) leaves its undecided records to the run (rest()), in order."""
+    from simhash_sqlite.native import documents as native_documents
+    from simhash_sqlite.pipeline import sources
+    from simhash_sqlite.pipeline.resume import ResumableOutput
+    from simhash_sqlite.pipeline.sources import LineBatch, Reader
+
+    if native_documents.library() is None:
+        pytest.skip("the C core's document path is not built")
+    monkeypatch.setattr(sources, "CHUNK_BYTES", 4096)  # many chunks
+    texts = near_copies(5, copies=150)
+    data = tmp_path / "in.jsonl"
+    data.write_text("".join(json.dumps({"id": f"k{i}", "text": t}) + ("\n\n" if i % 9 == 0 else "\n")
+                            for i, t in enumerate(texts)) + '{"text": "no id"}')
+    reader = Reader(jsonl=True, keep_repeats=True)
+    paths = reader.expand([str(data)])
+    items = list(reader.entry_batches(paths, FingerprintSettings()))
+    assert len(items) > 5 and all(type(item) is LineBatch for item in items)
+    expected = list(Reader(jsonl=True, keep_repeats=True).entries(paths, FingerprintSettings()))
+    assert [entry for item in items for entry in item.entries()] == expected
+    rng = random.Random(2)
+    flags = bytes(rng.random() < 0.7 for _ in expected)
+    for decided in (len(items[0]) + 3, len(items[0]) + len(items[1]), len(expected)):
+        (tmp_path / "kept").write_bytes(flags)
+        resumed = object.__new__(ResumableOutput)  # (the state kept_before reads: the committed kept flags)
+        resumed.kept_path, resumed.decided = str(tmp_path / "kept"), decided
+        batches = iter(reader.entry_batches(paths, FingerprintSettings()))
+        kept = [entry for item in resumed.kept_before(batches) for entry in item.entries()]
+        assert kept == [entry for entry, flag in zip(expected[:decided], flags) if flag]
+        rest = [entry for item in resumed.rest(batches) for entry in item.entries()]
+        assert rest == expected[decided:]
+
+
+@pytest.mark.parametrize("batch_size", [BATCH, 7])
+def test_line_batches_are_decided_as_their_entries(tmp_path, monkeypatch, batch_size):
+    """Deduplicator.run over LineBatches (with entries between them: a text file's) gives the Decisions, the
+    batches' output (lines ending in CRLF, blank lines between, a last line without its newline), dupes lines and
+    kept flags, and the report that it gives over the same entries one by one."""
+    from simhash_sqlite.native import documents as native_documents
+    from simhash_sqlite.pipeline import sources
+    from simhash_sqlite.pipeline.dedup import Deduplicator
+    from simhash_sqlite.pipeline.sources import LineBatch, Reader
+
+    if native_documents.library() is None:
+        pytest.skip("the C core's document path is not built")
+    monkeypatch.setattr(sources, "CHUNK_BYTES", 8192)
+    texts = near_copies(9, copies=200)
+    data = tmp_path / "in.jsonl"
+    ends = ["\n"] * 5 + ["\r\n", "\n\n", "\n \n"]  # (written as they are where a line ends in one newline)
+    data.write_bytes("".join(json.dumps({"doc": f"k{i}", "body": t}) + (ends[i % 8] if i < 150 else "\n")
+                             for i, t in enumerate(texts)).rstrip("\n").encode())
+    reader = Reader(jsonl=True, text_field="body", id_field="doc", keep_repeats=True)
+    paths = reader.expand([str(data)])
+    items: list = list(reader.entry_batches(paths, FingerprintSettings()))
+    items[2:2] = [(Document(f"t{i}", t), None) for i, t in enumerate(texts[:30])]
+    entries = [entry for item in items for entry in (item.entries() if type(item) is LineBatch else [item])]
+    runs = []
+    for fed in (items, entries):
+        deduplicator = Deduplicator(batch_size=batch_size, line_rules=reader.line_rules())
+        batches = list(deduplicator.run_batches(fed))
+        runs.append(([d for b in batches for d in b.decisions()], b"".join(b.output("body", "doc") for b in batches),
+                     b"".join(b.dupe_lines() for b in batches), b"".join(b.kept_flags() for b in batches),
+                     {name: value for name, value in vars(deduplicator.report).items() if "seconds" not in name
+                      and name != "started"}))
+        deduplicator.close()
+    assert runs[0] == runs[1]
+    assert 30 < sum(not d.kept for d in runs[0][0]) < len(entries) - 30
+
+
 def test_a_not_duplicate_label_of_the_against_index_is_honoured_within_a_batch(tmp_path):
     """Labels of the against index name keys of this batch's members: x1 is "not a duplicate" of zzz, so it is
     dropped as its copy x0's, earlier in the same batch; x2 is "not a duplicate" of x0, so it is kept. The key

@@ -212,6 +212,76 @@ def test_hostile_lines_read_as_the_python_path_reads_them(lines, newline):
     same_records(newline.encode().join(lines))
 
 
+FIELDS_OF_LINES = native_documents.LineFields(b"text", b"id", 1 << 27, 1 << 25)
+
+
+def python_sets(data: list[bytes], kinds: list[int], fields=FIELDS_OF_LINES) -> list[np.ndarray | None | str]:
+    """What dedup's exact check makes of each text or line the Python way: its set, None (out of reach), or
+    "skip" (a line the reader would not read, bytes that are no str's UTF-8)."""
+    from simhash_sqlite.core.shingles import shingle_set
+    from simhash_sqlite.pipeline.jsonl import parse_record
+
+    rules = RecordRules(text_field=fields.text_field.decode(), id_field=fields.id_field.decode())
+    out: list[np.ndarray | None | str] = []
+    for raw, kind in zip(data, kinds):
+        try:
+            text = raw.decode("utf-8", "surrogatepass") if kind == native_documents.SET_TEXT else parse_record(
+                raw, rules)[2]
+        except UnicodeDecodeError:  # (not a text Python could hand over)
+            text = None
+        out.append("skip" if text is None else None if len(text) > fields.whole_most else shingle_set(text))
+    return out
+
+
+def same_sets(data: list[bytes], kinds: list[int], fields=FIELDS_OF_LINES) -> list[int]:
+    """shingle_sets (C) makes what the Python way makes of every text it does not leave; their statuses."""
+    made = native_documents.shingle_sets(LIB, data, kinds, fields, 5)
+    assert made is not None
+    for status, ours, reference in zip(*made, python_sets(data, kinds, fields)):
+        if status == native_documents.SET_MADE:
+            assert isinstance(reference, np.ndarray) and np.array_equal(ours, reference)
+            assert ours.dtype == np.uint64
+        elif status == native_documents.SET_LONG:
+            assert reference is None and ours is None
+        else:
+            assert status == native_documents.SET_PYTHON and ours is None
+    return made[0]
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(hostile_lines(), min_size=1, max_size=8), st.sampled_from(["", "\n", "\r\n"]))
+def test_the_exact_check_s_sets_of_hostile_lines_are_the_python_paths(lines, newline):
+    data = [line + newline.encode() for line in lines]
+    same_sets(data, [native_documents.SET_LINE] * len(data))
+    texts = [json.dumps(line.decode("utf-8", "replace")).encode() for line in lines]  # (any text, as the text)
+    same_sets(texts + data, [native_documents.SET_TEXT] * len(texts) + [native_documents.SET_LINE] * len(data))
+
+
+def test_the_exact_check_s_sets_of_texts_lines_and_what_c_leaves():
+    """Plain and mixed texts are made in C (as their texts and as lines with other fields and escapes); a lone
+    surrogate, invalid UTF-8, a line that is not a record are left to Python; a text over whole_most characters is
+    out of reach; a text of nothing but spaces or punctuation has its set (empty, or of its characters)."""
+    texts = ["Hello,  World", "\uff28\uff45\uff4c\uff4c\uff4f full width", "\u4e2d\u6587\u7684\u6587\u672c\u3002" * 9,
+             "   ", "", "!!", "Stra\u00dfe \ufb03 \u00c5", "ab\u0000cd", "x" * 300]
+    lines = [json.dumps({"id": i, "text": t, "more": [1, {"a": "\\"}]}, ensure_ascii=i % 2 == 0).encode() + b"\n"
+             for i, t in enumerate(texts)]
+    kinds = [native_documents.SET_TEXT] * len(texts) + [native_documents.SET_LINE] * len(lines)
+    status = same_sets([t.encode() for t in texts] + lines, kinds)
+    assert status == [native_documents.SET_MADE] * len(kinds)
+    odd = ["\ud800 lone".encode("utf-8", "surrogatepass"), b"\xff\xfe bad", b'{"text": "\\ud800"}', b"[1, 2]",
+           b'{"id": 1}', b'{"te\\u0078t": "escaped name"}', b"", b'{"text": "cut']
+    status = same_sets(odd, [native_documents.SET_TEXT] * 2 + [native_documents.SET_LINE] * 6)
+    assert status == [native_documents.SET_PYTHON] * len(odd)
+    short = replace(FIELDS_OF_LINES, whole_most=5)
+    status = same_sets([b"123456", b"12345", b'{"text": "\\u00e9\\u00e9\\u00e9\\u00e9\\u00e9\\u00e9"}'],
+                       [native_documents.SET_TEXT, native_documents.SET_TEXT, native_documents.SET_LINE], short)
+    assert status == [native_documents.SET_LONG, native_documents.SET_MADE, native_documents.SET_LONG]
+    other = replace(FIELDS_OF_LINES, text_field="body".encode(), id_field="\u540d".encode())
+    status = same_sets([json.dumps({"\u540d": "k", "body": "a text here", "text": "no"}, ensure_ascii=False).encode()],
+                       [native_documents.SET_LINE], other)
+    assert status == [native_documents.SET_MADE]
+
+
 def _index_rows(path) -> list[tuple]:
     import apsw
 
@@ -279,3 +349,34 @@ def test_jsonl_is_read_on_threads_in_c_and_on_processes_the_input_pays_for_in_py
     assert asked == [(True, None), (False, 1)]
     assert sources.processes_for(None) > 64 and sources.processes_for(0) == 1
     assert sources.processes_for(3 * sources.PROCESS_BYTES) == 4
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.lists(st.integers(0, 40), max_size=30), min_size=1, max_size=8), st.data())
+def test_jaccards_of_pairs_are_jaccard_of_sets(sets, data):
+    """core/shingles.jaccard_of_pairs in C (shc_docs_jaccards: one call for a search's pairs) gives
+    jaccard_of_sets's floats bit for bit: empty sets, a set paired with itself, values near 2**64."""
+    from simhash_sqlite.core import shingles
+
+    made = [np.unique(np.array(s, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)) for s in sets]
+    a = [made[i] for i in data.draw(st.lists(st.integers(0, len(made) - 1), min_size=1, max_size=20))]
+    b = [made[data.draw(st.integers(0, len(made) - 1))] for _ in a]
+    ours = shingles.jaccard_of_pairs(a, b)
+    assert ours.dtype == np.float64
+    assert ours.tolist() == [shingles.jaccard_of_sets(x, y) for x, y in zip(a, b)]
+
+
+def test_jaccards_refuse_sets_and_pairs_out_of_range():
+    values = np.arange(6, dtype=np.uint64)
+    ends, out = np.array([2, 6], dtype=np.int64), np.empty(1)
+    f = LIB.shc_docs_jaccards
+    f.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p,
+                  ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
+    for pair, count, ending in (((0, 2), 6, ends), ((-1, 0), 6, ends), ((0, 1), 5, ends),
+                                ((0, 1), 6, np.array([3, 2], dtype=np.int64))):
+        left, right = np.array([pair[0]], dtype=np.int64), np.array([pair[1]], dtype=np.int64)
+        assert f(values.ctypes.data, count, ending.ctypes.data, 2, left.ctypes.data, right.ctypes.data, 1,
+                 out.ctypes.data) == -1
+    left, right = np.array([0], dtype=np.int64), np.array([1], dtype=np.int64)
+    assert f(values.ctypes.data, 6, ends.ctypes.data, 2, left.ctypes.data, right.ctypes.data, 1, out.ctypes.data) == 0
+    assert out[0] == 0.0

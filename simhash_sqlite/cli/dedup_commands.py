@@ -134,7 +134,7 @@ def dedup(
         settings = index.settings if index is not None else FingerprintSettings(**chosen)
         deduplicator = Deduplicator(k, settings, against=index, check=check, threshold=threshold,
                                     drop_uncertain=drop_uncertain, memory=budget,
-                                    spill_near=None if to_stdout else str(out_path), line_text=reader.text_of_line)
+                                    spill_near=None if to_stdout else str(out_path), line_rules=reader.line_rules())
         stack.callback(deduplicator.close)
         if index is not None and deduplicator.report.against_unsketched:
             say(
@@ -145,7 +145,8 @@ def dedup(
             )
         report = deduplicator.report
         # JSONL comes fingerprinted (and sketched when checking) from the reader, on every core.
-        entries = iter(reader.entries(paths, deduplicator.settings, sketches=deduplicator.check))
+        # (a chunk the C path read whole comes as one LineBatch: no object per record)
+        entries = iter(reader.entry_batches(paths, deduplicator.settings, sketches=deduplicator.check))
         # Regular files (or none yet) are written resumably (pipeline/resume.py): OUT.partial, moved to OUT
         # at the end, so a run that fails leaves an earlier output as it was. stdout, devices and pipes are
         # written in place, and not resumed.
@@ -165,6 +166,7 @@ def dedup(
                 say(f"continuing the interrupted run writing {out_path}: {committed.decided:,} documents were "
                     "decided (--restart starts again)", to_stderr=True)
                 deduplicator.prime(committed.kept_before(entries))
+                entries = committed.rest(entries)
                 committed.restore(report)
         elif resume:
             raise InvalidInput("--resume needs --out (and --dupes) to be files")

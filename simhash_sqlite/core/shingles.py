@@ -65,6 +65,17 @@ def jaccard_of_counts(shared: int, a: int, b: int) -> float:
     return 1.0 if a + b == 0 else shared / (a + b - shared)
 
 
+def jaccard_of_pairs(a: list[np.ndarray], b: list[np.ndarray]) -> np.ndarray:
+    """jaccard_of_sets of each pair (a[i], b[i]), as an array: in one C call where the core is built (dedup's exact
+    check: a search's pairs at once), else one by one."""
+    import numpy as np
+
+    made = native.jaccards(a, b)
+    if made is not None:
+        return made
+    return np.array([jaccard_of_sets(x, y) for x, y in zip(a, b)], dtype=np.float64)
+
+
 def jaccard(text_a: str, text_b: str, n: int = TRUTH_NGRAM) -> float:
     """Exact Jaccard similarity of the two texts' n-character shingle sets."""
     return jaccard_of_sets(shingle_set(text_a, n), shingle_set(text_b, n))

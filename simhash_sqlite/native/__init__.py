@@ -447,3 +447,31 @@ def shingle_set(units: np.ndarray, n: int) -> np.ndarray | None:
     count = function(units.ctypes.data, len(units), n, out.ctypes.data)
     # (a set much smaller than its text, a repetitive one, is copied out: a view would hold all of out)
     return out[:count] if 2 * count >= len(out) else out[:count].copy()
+
+
+def jaccards(a: list[np.ndarray], b: list[np.ndarray]) -> np.ndarray | None:
+    """core/shingles.jaccard_of_sets of each pair of sorted distinct uint64 sets (a[i], b[i]), in one C call
+    (shc_docs_jaccards; each set passed once however many pairs name it); None where the reference must run."""
+    import numpy as np
+
+    lib = core()
+    function = _declared(lib, "shc_docs_jaccards", ctypes.c_int, (
+        ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p, ctypes.c_void_p,
+        ctypes.c_size_t, ctypes.c_void_p)) if lib is not None else None
+    if function is None:
+        return None
+    number: dict[int, int] = {}
+    sets: list[np.ndarray] = []
+    for x in a + b:
+        if id(x) not in number:  # (all alive for the call: an id is not reused)
+            number[id(x)] = len(sets)
+            sets.append(x)
+    flat = np.concatenate(sets).astype(np.uint64, copy=False) if sets else np.empty(0, np.uint64)
+    ends = np.cumsum(np.fromiter(map(len, sets), dtype=np.int64, count=len(sets)))
+    left = np.fromiter((number[id(x)] for x in a), dtype=np.int64, count=len(a))
+    right = np.fromiter((number[id(x)] for x in b), dtype=np.int64, count=len(b))
+    out = np.empty(len(a), dtype=np.float64)
+    if function(flat.ctypes.data, len(flat), ends.ctypes.data, len(sets), left.ctypes.data, right.ctypes.data,
+                len(a), out.ctypes.data):
+        return None
+    return out

@@ -141,6 +141,10 @@ struct shc_docs {
     size_t wide_cap;
     unsigned char *packed; /* a short text's stored form, before it is known to fit */
     size_t packed_cap;
+    unsigned char *key; /* shc_docs_shingle_sets: the id of the line at hand (not kept) */
+    size_t key_cap;
+    uint64_t *sets; /* shc_docs_shingle_sets: the sets of its last call, end to end */
+    size_t sets_cap; /* (values) */
 #ifdef SIMHASH_HAVE_ZLIB
     z_stream zs; /* one raw deflate stream at level 9, reset for each text */
     int zs_ready;
@@ -194,6 +198,8 @@ void shc_docs_free(shc_docs *d)
     free(d->plain);
     free(d->wide);
     free(d->packed);
+    free(d->key);
+    free(d->sets);
     free(d);
 }
 
@@ -743,5 +749,105 @@ int shc_docs_chunk(shc_docs *d, const char *data, size_t len, const shc_doc_rule
         line++;
     }
     *lines = line;
+    return 0;
+}
+
+/* ---------------------------------------------------------------- the exact check's shingle sets */
+
+int shc_docs_shingle_sets(shc_docs *d, const char *buf, size_t len, const int64_t *offsets, const uint8_t *kinds,
+                          size_t n, const shc_doc_rules *r, int32_t ngram, int64_t *ends, uint8_t *status)
+{
+    if (!d || !r || !ends || !status || (n && (!offsets || !kinds)) || (len && !buf) || ngram < 1 ||
+        !r->text_field || !r->id_field || r->text_field_len < 0 || r->id_field_len < 0 || r->whole_most < 0)
+        return SHC_ERR_ARGUMENT;
+    for (size_t i = 0; i < n; i++) /* every text within buf, in order: checked before anything is read */
+        if (offsets[i] < 0 || offsets[i + 1] < offsets[i] || (uint64_t)offsets[i + 1] > (uint64_t)len)
+            return SHC_ERR_ARGUMENT;
+    const unsigned char *s = (const unsigned char *)buf;
+    size_t used = 0;
+    for (size_t i = 0; i < n; i++) {
+        const unsigned char *p = s + offsets[i], *text = p;
+        size_t size = (size_t)(offsets[i + 1] - offsets[i]), text_len = size;
+        status[i] = SHC_SET_PYTHON;
+        ends[i] = (int64_t)used;
+        if (kinds[i] == SHC_SET_LINE) {
+            size_t body = size - (size && p[size - 1] == '\n');
+            if ((int64_t)body > r->max_record_bytes)
+                continue;
+            if (grow(&d->text, &d->text_cap, size + 1) || grow(&d->key, &d->key_cap, size + 1))
+                return SHC_ERR_MEMORY;
+            size_t key_len = 0;
+            int has_id;
+            if (parse_record(d, p, size, r, d->key, &key_len, &has_id, &text_len))
+                continue; /* not sure: the Python path reads the line */
+            text = d->text;
+        } else if (kinds[i] != SHC_SET_TEXT) {
+            return SHC_ERR_ARGUMENT;
+        }
+        size_t chars = 0;
+        for (size_t k = 0; k < text_len; k++)
+            chars += (text[k] & 0xC0) != 0x80;
+        if ((int64_t)chars > r->whole_most) { /* (characters: the UTF-8's lead bytes) */
+            status[i] = SHC_SET_LONG;
+            continue;
+        }
+        const uint32_t *units;
+        size_t count;
+        uint8_t why;
+        if (shc_normalize(d->work, (const char *)text, text_len, &units, &count, &why))
+            return SHC_ERR_ARGUMENT;
+        if (why)
+            continue; /* invalid UTF-8, a surrogate, memory: the Python path */
+        if (count) {
+            if (count > ((size_t)-1) / sizeof(uint64_t) - used)
+                return SHC_ERR_MEMORY;
+            size_t need = used + count;
+            if (need > d->sets_cap) {
+                size_t cap = need < 4096 ? 4096 : need + need / 2;
+                if (cap > ((size_t)-1) / sizeof(uint64_t))
+                    cap = need;
+                uint64_t *q = realloc(d->sets, cap * sizeof(uint64_t));
+                if (!q)
+                    return SHC_ERR_MEMORY;
+                d->sets = q;
+                d->sets_cap = cap;
+            }
+            used += shc_shingle_set(units, count, ngram, d->sets + used);
+        }
+        status[i] = SHC_SET_MADE;
+        ends[i] = (int64_t)used;
+    }
+    return 0;
+}
+
+const uint64_t *shc_docs_sets(const shc_docs *d) { return d ? d->sets : NULL; }
+
+int shc_docs_jaccards(const uint64_t *sets, size_t len, const int64_t *ends, size_t nsets, const int64_t *a,
+                      const int64_t *b, size_t n, double *out)
+{
+    if ((len && !sets) || (nsets && !ends) || (n && (!a || !b || !out)))
+        return SHC_ERR_ARGUMENT;
+    for (size_t k = 0; k < nsets; k++) /* every set within the values, in order: checked before anything is read */
+        if (ends[k] < (k ? ends[k - 1] : 0) || (uint64_t)ends[k] > (uint64_t)len)
+            return SHC_ERR_ARGUMENT;
+    for (size_t i = 0; i < n; i++)
+        if (a[i] < 0 || b[i] < 0 || (uint64_t)a[i] >= (uint64_t)nsets || (uint64_t)b[i] >= (uint64_t)nsets)
+            return SHC_ERR_ARGUMENT;
+    for (size_t i = 0; i < n; i++) {
+        const uint64_t *x = sets + (a[i] ? ends[a[i] - 1] : 0), *y = sets + (b[i] ? ends[b[i] - 1] : 0);
+        size_t nx = (size_t)(sets + ends[a[i]] - x), ny = (size_t)(sets + ends[b[i]] - y);
+        if (!nx && !ny) {
+            out[i] = 1.0;
+            continue;
+        }
+        size_t p = 0, q = 0, shared = 0;
+        while (p < nx && q < ny) {
+            uint64_t u = x[p], v = y[q];
+            shared += u == v;
+            p += u <= v;
+            q += v <= u;
+        }
+        out[i] = (double)shared / (double)(nx + ny - shared); /* (exact integers: Python's int / int) */
+    }
     return 0;
 }

@@ -76,6 +76,32 @@ SHC_API const char *shc_docs_zlib_version(void);
 SHC_API int shc_docs_chunk(shc_docs *docs, const char *data, size_t len, const shc_doc_rules *rules,
                            shc_doc_out *out, size_t *lines);
 
+/* What shc_docs_shingle_sets makes of each text. */
+#define SHC_SET_TEXT 0 /* kinds[i]: the text's UTF-8 */
+#define SHC_SET_LINE 1 /* kinds[i]: a JSONL line, whose record's text field is the text */
+#define SHC_SET_PYTHON 0 /* status[i]: not sure (a line parse_record leaves, invalid UTF-8, a surrogate): Python's */
+#define SHC_SET_MADE 1   /* status[i]: its set is made (empty for a text that normalizes to nothing) */
+#define SHC_SET_LONG 2   /* status[i]: more than rules->whole_most characters: out of reach, no set */
+
+/* The exact check's shingle sets (core/shingles.shingle_set: the sorted distinct hashes of the ngram-character
+ * shingles of the normalized text) of n texts: text i is buf[offsets[i], offsets[i + 1]) (n + 1 offsets, each
+ * within len bytes, nondecreasing), read as kinds[i] says. A line is read as shc_docs_chunk reads it under the
+ * same rules (only the text field and id field names, max_record_bytes and whole_most are used; require_id should
+ * be 0: the id is not wanted). The sets are written end to end into the state's own memory, valid until its next
+ * call (shc_docs_sets): text i's at [ends[i - 1], ends[i]) (from 0 for the first; empty unless status[i] is
+ * SHC_SET_MADE). Returns 0, SHC_ERR_ARGUMENT (nothing meaningful written), SHC_ERR_MEMORY. */
+SHC_API int shc_docs_shingle_sets(shc_docs *docs, const char *buf, size_t len, const int64_t *offsets,
+                                  const uint8_t *kinds, size_t n, const shc_doc_rules *rules, int32_t ngram,
+                                  int64_t *ends, uint8_t *status);
+SHC_API const uint64_t *shc_docs_sets(const shc_docs *docs);
+
+/* core/shingles.jaccard_of_sets of n pairs of sets: sets k is sets[ends[k - 1], ends[k]) (from 0 for the first; nsets
+ * ends, nondecreasing, within len values), each sorted ascending with no value twice; out[i] = the Jaccard of sets
+ * a[i] and b[i] (1.0 for two empty sets, 0.0 for one). Returns 0, or SHC_ERR_ARGUMENT (ends out of order or past the
+ * values, a set number out of range: nothing is read then). */
+SHC_API int shc_docs_jaccards(const uint64_t *sets, size_t len, const int64_t *ends, size_t nsets, const int64_t *a,
+                              const int64_t *b, size_t n, double *out);
+
 /* The lines of a chunk of len bytes (its newlines, and one more for a last line without its newline). */
 SHC_API size_t shc_docs_lines(const char *data, size_t len);
 

@@ -64,6 +64,25 @@ def _functions(lib: ctypes.CDLL) -> bool:
     return True
 
 
+SET_TEXT, SET_LINE = 0, 1  # what shingle_sets reads: a text's UTF-8, or a JSONL line's text field
+SET_PYTHON, SET_MADE, SET_LONG = 0, 1, 2  # what it made of each: nothing (Python's to read), a set, out of reach
+
+
+@lru_cache(maxsize=None)
+def _sets_functions(lib: ctypes.CDLL) -> bool:
+    """Declare the exact check's shingle sets (shc_docs_shingle_sets); False where this library lacks them."""
+    try:
+        p = ctypes.c_void_p
+        lib.shc_docs_shingle_sets.restype = ctypes.c_int
+        lib.shc_docs_shingle_sets.argtypes = [p, ctypes.c_char_p, ctypes.c_size_t, p, p, ctypes.c_size_t, p,
+                                              ctypes.c_int32, p, p]
+        lib.shc_docs_sets.restype = ctypes.POINTER(ctypes.c_uint64)
+        lib.shc_docs_sets.argtypes = [p]
+    except AttributeError:
+        return False
+    return True
+
+
 def library() -> ctypes.CDLL | None:
     """The core with its document path, where the switch lets the core run (native.core()) and it is built."""
     lib = core()
@@ -200,3 +219,48 @@ def read_rows(lib: ctypes.CDLL, data: bytes, plan: Plan) -> Rows | None:
         lines.value, kind, start, end, has_id, key_start, key_end, keys[:used].tobytes(), lengths, hashes,
         fingerprints, status, sketches, short_start, short_end, shorts[:shorts_used].tobytes(),
     )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class LineFields:
+    """How shingle_sets finds a JSONL line's text: its field names (UTF-8) and the limits of the reader's rules."""
+
+    text_field: bytes
+    id_field: bytes
+    max_record_bytes: int
+    whole_most: int  # characters: a longer text is out of reach (SET_LONG)
+
+
+def shingle_sets(
+    lib: ctypes.CDLL, data: list[bytes], kinds: list[int], fields: LineFields, ngram: int
+) -> tuple[list[int], list[np.ndarray | None]] | None:
+    """The exact check's shingle sets (core/shingles.shingle_set) of texts (kind SET_TEXT: data is the text's
+    UTF-8) and JSONL lines (SET_LINE: the record's text field), in one C call with the GIL released: (the status
+    of each, SET_*; its set where SET_MADE, else None). None where the library lacks the call or it failed
+    (memory): the caller reads them the Python way."""
+    if not data or not _sets_functions(lib):
+        return None
+    n = len(data)
+    lengths = np.fromiter(map(len, data), dtype=np.int64, count=n)
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    joined = b"".join(data)
+    kind = np.array(kinds, dtype=np.uint8)
+    ends = np.empty(n, dtype=np.int64)
+    status = np.empty(n, dtype=np.uint8)
+    rules = _Rules(
+        fields.text_field, len(fields.text_field), fields.id_field, len(fields.id_field), fields.max_record_bytes,
+        fields.whole_most, 0, 0, 0, 0, 0, 0, 0, 0, None,
+    )  # fmt: skip
+    state = _state(lib)
+    code = lib.shc_docs_shingle_sets(state.pointer, joined, len(joined), offsets.ctypes.data, kind.ctypes.data, n,
+                                     ctypes.byref(rules), ngram, ends.ctypes.data, status.ctypes.data)
+    if code:
+        return None
+    total = int(ends[-1])
+    flat = np.ctypeslib.as_array(lib.shc_docs_sets(state.pointer), shape=(total,)) if total else np.empty(0, np.uint64)
+    made = status.tolist()
+    starts = [0, *ends[:-1].tolist()]
+    # (each set copied out on its own: a view would hold the whole call's sets, and the state's memory is reused)
+    sets = [flat[a:b].copy() if s == SET_MADE else None for a, b, s in zip(starts, ends.tolist(), made)]
+    return made, sets

@@ -32,22 +32,24 @@ same input.
 
 from __future__ import annotations
 
+import codecs
 import json
 import time
 from bisect import bisect_left
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from itertools import islice
+from functools import partial
+from typing import TYPE_CHECKING
 
 import apsw
 import numpy as np
 
 from ..core.fingerprint import to_hex
-from ..core.pool import FingerprintJob
-from ..core.rule import READ_WHOLE_BYTES
+from ..core.pool import FingerprintJob, workers
+from ..core.rule import READ_WHOLE_BYTES, TRUTH_NGRAM
 from ..core.settings import CONFIRM_K, DEFAULT_THRESHOLD, FingerprintSettings, candidate_k, validate_k
-from ..core.shingles import jaccard_of_sets, shingle_set
+from ..core.shingles import jaccard_of_pairs, shingle_set
 from ..core.short_texts import short_text_shingles
 from ..core.sketch import DEFAULT_SCHEME, SketchScheme, as_rows, certainty, estimate_many, sizes_of
 from ..errors import SettingsMismatch
@@ -58,11 +60,15 @@ from ..find.pairs import CHUNK, _groups, near_pairs, sorted_by, within_groups
 from ..find.sketch_pairs import WINDOW_BITS, WINDOW_STEP, sketch_pairs, window_keys
 from ..find.verdict import decide, fallback_k, validate_threshold
 from ..index import SimhashIndex
-from ..store.documents import Document, FingerprintedDocument
+from ..native import documents as native_documents
+from ..store.documents import Document, FingerprintedDocument, fingerprinted
 from ..store.labels import apart_keys, keeper_keys
 from .jsonl import RecordRules, parse_record
-from .sources import DEDUP_PROCESSES
+from .sources import DEDUP_PROCESSES, LineBatch
 from .spill import KeptLabels, KeptTexts, SpilledRun, SpillFolder
+
+if TYPE_CHECKING:
+    from concurrent.futures import ThreadPoolExecutor
 
 BATCH = 2000
 NO_MATCH = np.iinfo(np.int64).max
@@ -421,7 +427,7 @@ class Decision:
 
     def output_line(self, text_field: str = "text", id_field: str = "id") -> bytes:
         """The record to write: the input line byte for byte, or a JSON object for a text file."""
-        return _record_line(self.document, self.raw, text_field, id_field)
+        return _record_line(self.document.key, self.document.text, self.raw, text_field, id_field)
 
     def dupe_line(self) -> bytes:
         record = {
@@ -448,18 +454,139 @@ def _kept(document: Document | FingerprintedDocument, raw: bytes | None, fingerp
     return decision
 
 
-def _record_line(
-    document: Document | FingerprintedDocument, raw: bytes | None, text_field: str, id_field: str
-) -> bytes:
-    """Decision.output_line of a document and its line."""
+def _record_line(key: str, text: str | None, raw: bytes | None, text_field: str, id_field: str) -> bytes:
+    """Decision.output_line of a document (its key and text) and its line."""
     if raw is not None:
         # A line that ends in one newline, without a carriage return before it (as JSONL lines do) is
         # already what rstrip and the newline make: written as it is, not copied twice.
         if raw[-1:] == b"\n" and raw[-2:-1] not in (b"\r", b"\n"):
             return raw
         return raw.rstrip(b"\r\n") + b"\n"
-    record = {id_field: document.key, text_field: document.text}
+    record = {id_field: key, text_field: text}
     return json.dumps(record, ensure_ascii=False).encode("utf-8") + b"\n"
+
+
+Entry = tuple[Document | FingerprintedDocument, bytes | None]
+
+
+class _Batch:
+    """One batch's documents as columns, in input order: what _decide and DecidedBatch read. Made of parts, each a
+    list of entries (document, line or None) or a LineBatch (a JSONL chunk's records as arrays, from
+    Reader.entry_batches: no object per record). documents[i] is None for a LineBatch's record: document(i) makes
+    its FingerprintedDocument, the one Reader.entries would have given, when one is asked for (a Decision).
+    complete() adds the fingerprints and sketches (of the entries' Documents: made by the pool)."""
+
+    __slots__ = ("parts", "keys", "raws", "texts", "documents", "lengths", "values", "has", "rows", "sketched")
+
+    def __init__(self, parts: list[list[Entry] | LineBatch]) -> None:
+        self.parts = parts
+        keys: list[str] = []
+        raws: list[bytes | None] = []
+        texts: list[str | None] = []
+        documents: list[Document | FingerprintedDocument | None] = []
+        lengths: list[np.ndarray] = []
+        for part in parts:
+            if type(part) is LineBatch:
+                n = len(part)
+                keys += part.keys
+                raws += part.lines()
+                texts += [None] * n
+                documents += [None] * n
+                lengths.append(part.columns.lengths)
+                continue
+            mine = [document for document, _ in part]  # type: ignore[union-attr]
+            keys += [document.key for document in mine]
+            raws += [raw for _, raw in part]  # type: ignore[union-attr]
+            texts += [document.text for document in mine]
+            documents += mine
+            lengths.append(np.array([d.length if isinstance(d, FingerprintedDocument) else len(d.text)
+                                     for d in mine], dtype=np.int64))
+        self.keys, self.raws, self.texts, self.documents = keys, raws, texts, documents
+        self.lengths = np.concatenate(lengths) if lengths else np.empty(0, np.int64)
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def documents_to_fingerprint(self) -> list[str]:
+        """The texts of the entries' Documents (not fingerprinted by the reader), in order."""
+        return [d.text for part in self.parts if type(part) is not LineBatch
+                for d, _ in part if isinstance(d, Document)]  # type: ignore[union-attr]
+
+    def complete(self, computed: list, check: bool) -> None:
+        """The fingerprints (values, 0 where has is False) and sketch rows (sketched: which) of every document;
+        computed: the pool's results for documents_to_fingerprint() (fingerprints, or (fingerprint, sketch))."""
+        nbytes = DEFAULT_SCHEME.nbytes if check else 0
+        values: list[np.ndarray] = []
+        has: list[np.ndarray] = []
+        rows: list[np.ndarray] = []
+        sketched: list[np.ndarray] = []
+        results = iter(computed)
+        for part in self.parts:
+            if type(part) is LineBatch:
+                c = part.columns
+                values.append(c.fingerprints)
+                has.append(c.has_fingerprint)
+                if c.sketches is not None and c.sketches.shape[1] == nbytes:
+                    rows.append(c.sketches)
+                    sketched.append(c.has_sketch)
+                else:
+                    rows.append(np.zeros((len(part), nbytes), np.uint8))
+                    sketched.append(np.zeros(len(part), bool))
+                continue
+            pairs = [((d.fingerprint, d.sketch) if isinstance(d, FingerprintedDocument)
+                      else next(results) if check else (next(results), None)) for d, _ in part]  # type: ignore
+            prints = [fp for fp, _ in pairs]
+            has.append(np.array([fp is not None for fp in prints], dtype=bool))
+            values.append(np.array([0 if fp is None else fp for fp in prints], dtype=np.uint64))
+            if check:
+                part_rows, present = as_rows([sketch for _, sketch in pairs])
+            else:
+                part_rows, present = np.zeros((len(pairs), 0), np.uint8), np.zeros(len(pairs), bool)
+            rows.append(part_rows)
+            sketched.append(present)
+        self.values = np.concatenate(values) if values else np.empty(0, np.uint64)
+        self.has = np.concatenate(has) if has else np.empty(0, bool)
+        self.rows = np.concatenate(rows) if rows else np.empty((0, nbytes), np.uint8)
+        self.sketched = np.concatenate(sketched) if sketched else np.empty(0, bool)
+
+    def fingerprint(self, i: int) -> int | None:
+        return int(self.values[i]) if self.has[i] else None
+
+    def fingerprints(self) -> list[int | None]:
+        return [v if h else None for v, h in zip(self.values.tolist(), self.has.tolist())]
+
+    def document(self, i: int) -> Document | FingerprintedDocument:
+        made = self.documents[i]
+        if made is None:  # a LineBatch's record: what Reader.entries gives for it
+            sketch = self.rows[i].tobytes() if self.sketched[i] else None
+            made = fingerprinted(self.keys[i], self.fingerprint(i), int(self.lengths[i]), b"", sketch, None, None)
+        return made
+
+
+def _kept_lines(part: LineBatch, dropped: list[int]) -> bytes | None:
+    """The lines of a LineBatch's records but the dropped ones, joined, where each ends in one newline without a
+    carriage return before it (then each is its output_line): adjacent ones copied as one slice of the chunk. None
+    where a line does not (the caller writes them one by one)."""
+    c = part.columns
+    data = np.frombuffer(part.data, dtype=np.uint8)
+    starts, ends = c.starts, c.ends
+    if not len(starts):
+        return b""
+    before = data[np.maximum(ends - 2, 0)]
+    plain = (data[ends - 1] == 10) & ((ends - starts < 2) | ((before != 13) & (before != 10)))
+    if dropped:
+        kept = np.ones(len(starts), dtype=bool)
+        kept[dropped] = False
+        starts, ends, plain = starts[kept], ends[kept], plain[kept]
+        if not len(starts):
+            return b""
+    if not plain.all():
+        return None
+    cut = np.flatnonzero(starts[1:] != ends[:-1]) + 1  # a run of adjacent lines ends where the next begins elsewhere
+    firsts = np.concatenate(([0], cut))
+    lasts = np.concatenate((cut - 1, [len(starts) - 1]))
+    whole = part.data
+    return b"".join([whole[a:b] for a, b in zip(starts[firsts].tolist(), ends[lasts].tolist())])
 
 
 class DecidedBatch:
@@ -468,36 +595,45 @@ class DecidedBatch:
     decisions() gives them one by one (Deduplicator.run); output(), dupe_lines() and kept_flags() give a
     batch's lines at once (simq dedup)."""
 
-    __slots__ = ("entries", "fingerprints", "dropped", "characters", "without_features")
+    __slots__ = ("batch", "dropped", "characters", "without_features")
 
-    def __init__(
-        self, entries: list[tuple[Document | FingerprintedDocument, bytes | None]], fingerprints: list[int | None],
-        dropped: dict[int, Decision], characters: int, without_features: int,
-    ) -> None:
-        self.entries, self.fingerprints, self.dropped = entries, fingerprints, dropped
+    def __init__(self, batch: _Batch, dropped: dict[int, Decision], characters: int, without_features: int) -> None:
+        self.batch, self.dropped = batch, dropped
         self.characters, self.without_features = characters, without_features  # of the whole batch; of the kept
 
     def __len__(self) -> int:
-        return len(self.entries)
+        return len(self.batch)
 
     @property
     def kept(self) -> int:
-        return len(self.entries) - len(self.dropped)
+        return len(self.batch) - len(self.dropped)
 
     def decisions(self) -> Iterator[Decision]:
-        dropped = self.dropped
-        for i, ((document, raw), fp) in enumerate(zip(self.entries, self.fingerprints)):
+        dropped, batch = self.dropped, self.batch
+        for i, (raw, fp) in enumerate(zip(batch.raws, batch.fingerprints())):
             decision = dropped.get(i) if dropped else None
-            yield decision if decision is not None else _kept(document, raw, fp)
+            yield decision if decision is not None else _kept(batch.document(i), raw, fp)
 
     def output(self, text_field: str = "text", id_field: str = "id") -> bytes:
         """The kept documents' output_line()s, joined."""
-        entries = self.entries
-        if self.dropped:
-            entries = [entry for i, entry in enumerate(entries) if i not in self.dropped]
-        # (a JSONL line that ends in one newline is written as it is: _record_line's first case, inline)
-        return b"".join([raw if raw is not None and raw[-1:] == b"\n" and raw[-2:-1] not in (b"\r", b"\n")
-                         else _record_line(document, raw, text_field, id_field) for document, raw in entries])
+        batch, dropped = self.batch, self.dropped
+        pieces: list[bytes] = []
+        at = 0
+        for part in batch.parts:
+            n = len(part)
+            if type(part) is LineBatch:
+                made = _kept_lines(part, [i - at for i in dropped if at <= i < at + n] if dropped else [])
+                if made is not None:
+                    pieces.append(made)
+                    at += n
+                    continue
+            rows = zip(range(at, at + n), batch.raws[at : at + n], batch.keys[at : at + n], batch.texts[at : at + n])
+            # (a JSONL line that ends in one newline is written as it is: _record_line's first case, inline)
+            pieces += [raw if raw is not None and raw[-1:] == b"\n" and raw[-2:-1] not in (b"\r", b"\n")
+                       else _record_line(key, text, raw, text_field, id_field)
+                       for i, raw, key, text in rows if i not in dropped]
+            at += n
+        return b"".join(pieces)
 
     def dupe_lines(self) -> bytes:
         """The dropped documents' dupe_line()s, joined."""
@@ -505,7 +641,7 @@ class DecidedBatch:
 
     def kept_flags(self) -> bytes:
         """One byte a document: 1 kept, 0 dropped."""
-        flags = bytearray(b"\x01") * len(self.entries)
+        flags = bytearray(b"\x01") * len(self.batch)
         for i in self.dropped:
             flags[i] = 0
         return bytes(flags)
@@ -513,7 +649,7 @@ class DecidedBatch:
     def counts(self) -> dict[str, int]:
         """What the batch adds to DedupReport's counts (resume.py's names)."""
         how = [decision.checked_by for decision in self.dropped.values()]
-        return {"read": len(self.entries), "kept": self.kept, "dropped": len(self.dropped),
+        return {"read": len(self.batch), "kept": self.kept, "dropped": len(self.dropped),
                 "without_features": self.without_features, "estimated": how.count("estimated"),
                 "exact": how.count("exact"), "by_distance": how.count("distance"), "characters": self.characters}
 
@@ -546,11 +682,53 @@ _ESTIMATED, _BY_DISTANCE = 0, 1  # (an exact Jaccard ranks as an estimate does: 
 # candidates are recent documents' near-copies, read again for each. At most a sixteenth of the budget.
 SHINGLES_KEPT_BYTES = 64 << 20
 _UNMADE = object()  # a shingle set not made yet (or no longer kept)
+SETS_CALL_BYTES = 1 << 20  # texts whose shingle sets are made in one call (_make_sets: 8 bytes a set's shingle)
+JACCARDS_A_CALL = 512  # pairs measured in one call (jaccard_of_pairs copies their sets together)
 
 
 def _default_line_text(line: bytes) -> str | None:
     """The text of a JSONL line under the default fields ("text", "id"): Reader.text_of_line's."""
     return parse_record(line, RecordRules())[2]
+
+
+def _line_text(line: bytes, rules: RecordRules) -> str | None:
+    return parse_record(line, rules)[2]
+
+
+def _line_fields(rules: RecordRules) -> native_documents.LineFields | None:
+    """What the C core needs to read a line's text as parse_record(line, rules) does; None where it cannot (another
+    encoding than UTF-8, the text and id the same field)."""
+    try:
+        if codecs.lookup(rules.encoding).name != "utf-8" or rules.text_field == rules.id_field:
+            return None
+    except LookupError:
+        return None
+    return native_documents.LineFields(rules.text_field.encode("utf-8", "surrogatepass"),
+                                       rules.id_field.encode("utf-8", "surrogatepass"), rules.max_record_bytes,
+                                       READ_WHOLE_BYTES)
+
+
+def _parts(iterator: Iterator[Entry | LineBatch], target: int) -> list[list[Entry] | LineBatch]:
+    """The next batch's parts from the iterator: LineBatches whole, and runs of entries between them, until they
+    hold at least target documents (or the iterator ends)."""
+    parts: list[list[Entry] | LineBatch] = []
+    count = 0
+    run: list[Entry] = []
+    for item in iterator:
+        if type(item) is LineBatch:
+            if run:
+                parts.append(run)
+                run = []
+            parts.append(item)
+            count += len(item)
+        else:
+            run.append(item)  # type: ignore[arg-type]
+            count += 1
+        if count >= target:
+            break
+    if run:
+        parts.append(run)
+    return parts
 
 
 def _whole(text: str | None) -> str | None:
@@ -603,6 +781,7 @@ class Deduplicator:
         memory: int | None = None,
         spill_near: str | None = None,
         line_text: Callable[[bytes], str | None] | None = None,
+        line_rules: RecordRules | None = None,
     ) -> None:
         if against is not None and settings is not None and settings != against.settings:
             raise SettingsMismatch(
@@ -632,7 +811,15 @@ class Deduplicator:
         ) if self.by_sketch else None
         # The kept documents' texts, on disk in the spill folder (with the check), and the shingle sets of
         # those read lately; an indexed document's are read as dupes reads them (its stored text, its file).
-        self.line_text = line_text or _default_line_text
+        # line_rules: how the reader reads a line (its text's field), so that the exact check may read the kept and
+        # incoming lines' texts in C (_make_sets); line_text alone: only in Python.
+        rules: RecordRules | None = line_rules
+        if line_text is None:
+            rules = line_rules or RecordRules()
+            line_text = _default_line_text if line_rules is None else partial(_line_text, rules=line_rules)
+        self.line_text = line_text
+        self.sets_helper: ThreadPoolExecutor | None = None  # (_sets_helper)
+        self.line_fields = _line_fields(rules) if check and rules is not None else None
         self.texts = KeptTexts(self.spill) if check else None
         self.kept_shingles = _RecentShingles(recent)
         self.against_shingles = ShingleCache(against, recent) if against is not None and check else None
@@ -683,34 +870,32 @@ class Deduplicator:
         self.report.against = len(ids)
         self.report.against_unsketched = int((~present).sum()) if self.check else 0
 
-    def run(self, entries: Iterable[tuple[Document | FingerprintedDocument, bytes | None]]) -> Iterator[Decision]:
-        """The decision on each entry, in order."""
+    def run(self, entries: Iterable[Entry | LineBatch]) -> Iterator[Decision]:
+        """The decision on each entry (and each record of a LineBatch: Reader.entry_batches), in order."""
         for decided in self.run_batches(entries):
             yield from decided.decisions()
 
-    def run_batches(
-        self, entries: Iterable[tuple[Document | FingerprintedDocument, bytes | None]]
-    ) -> Iterator[DecidedBatch]:
+    def run_batches(self, entries: Iterable[Entry | LineBatch]) -> Iterator[DecidedBatch]:
         """run()'s decisions a batch at a time (DecidedBatch: no object per kept document)."""
         # A pipeline of two batches, as in SimhashIndex.add(): the next batch is handed to the pool
         # (core.pool.FingerprintJob) before this one is decided, and this process computes the next
         # batch's chunks while the workers finish this one's. Memory holds two batches; the decisions
         # depend only on the fingerprints, sketches and order, so any number of processes gives the
         # same output. Documents fingerprinted by the reader (JSONL, in its workers) need nothing here.
-        pending: tuple[list[tuple[Document | FingerprintedDocument, bytes | None]], FingerprintJob] | None = None
+        pending: tuple[_Batch, FingerprintJob] | None = None
         iterator = iter(entries)
         while True:
             started = time.perf_counter()  # reading counts as fingerprinting (the reader fingerprints JSONL)
-            batch = list(islice(iterator, self._batch_target()))
+            batch = _Batch(_parts(iterator, self._batch_target()))
             self.report.fingerprint_seconds += time.perf_counter() - started
-            job = self._start(batch, pending is not None) if batch else None
+            job = self._start(batch, pending is not None) if len(batch) else None
             if pending is not None:
-                yield self._decide(pending[0], self._fingerprints(*pending, job))
+                yield self._decide(self._fingerprints(*pending, job))
             if job is None:
                 return
             pending = (batch, job)
 
-    def prime(self, entries: Iterable[tuple[Document | FingerprintedDocument, bytes | None]]) -> None:
+    def prime(self, entries: Iterable[Entry | LineBatch]) -> None:
         """Take the documents an earlier run kept, in their order, as kept, without searching (a resumed
         run: resume.py); the report is left as it was."""
         report, self.report, self.priming = self.report, DedupReport(), True
@@ -722,6 +907,9 @@ class Deduplicator:
 
     def close(self) -> None:
         """Remove the spilled kept set (the deduplicator cannot run after this)."""
+        if self.sets_helper is not None:
+            self.sets_helper.shutdown()
+            self.sets_helper = None
         if self.sketches is not None:
             self.sketches.close()
         if self.texts is not None:
@@ -738,53 +926,32 @@ class Deduplicator:
 
     # -- one batch -------------------------------------------------------------------------------------
 
-    def _start(
-        self, batch: list[tuple[Document | FingerprintedDocument, bytes | None]], start_pool: bool
-    ) -> FingerprintJob:
+    def _start(self, batch: _Batch, start_pool: bool) -> FingerprintJob:
         """The fingerprints (and sketches, when checking) of the batch's Documents under way. The first
         batch does not start the pool: a short input is done before a worker is ready."""
-        texts = [document.text for document, _ in batch if isinstance(document, Document)]
+        texts = batch.documents_to_fingerprint()
         scheme = DEFAULT_SCHEME if self.check else None
         return FingerprintJob(texts, self.settings, start_pool=start_pool, sketches=scheme, most=DEDUP_PROCESSES)
 
-    def _fingerprints(
-        self, batch: list[tuple[Document | FingerprintedDocument, bytes | None]], job: FingerprintJob,
-        meanwhile: FingerprintJob | None,
-    ) -> tuple[list[int | None], np.ndarray, np.ndarray]:
-        """Fingerprints, sketch rows and which texts have a sketch, of every document of the batch."""
+    def _fingerprints(self, batch: _Batch, job: FingerprintJob, meanwhile: FingerprintJob | None) -> _Batch:
+        """The batch with the fingerprints, sketch rows and which texts have a sketch, of every document."""
         started = time.perf_counter()
         result = job.result(meanwhile)
         self.report.fingerprint_seconds += time.perf_counter() - started
-        if not result:  # every document came fingerprinted (and sketched, when checking), as JSONL does
-            documents = [document for document, _ in batch]
-            prints = [document.fingerprint for document in documents]  # type: ignore[union-attr]
-            if not self.check:
-                return prints, np.zeros((len(prints), 0), np.uint8), np.zeros(len(prints), bool)
-            return prints, *as_rows([document.sketch for document in documents])  # type: ignore[union-attr]
-        computed = iter(result)
-        if not self.check:
-            prints = [d.fingerprint if isinstance(d, FingerprintedDocument) else next(computed) for d, _ in batch]
-            return prints, np.zeros((len(prints), 0), np.uint8), np.zeros(len(prints), bool)
-        pairs = [
-            (d.fingerprint, d.sketch) if isinstance(d, FingerprintedDocument) else next(computed) for d, _ in batch
-        ]
-        rows, present = as_rows([sketch for _, sketch in pairs])
-        return [fp for fp, _ in pairs], rows, present
+        batch.complete(result, self.check)
+        return batch
 
-    def _decide(
-        self, batch: list[tuple[Document | FingerprintedDocument, bytes | None]],
-        computed: tuple[list[int | None], np.ndarray, np.ndarray],
-    ) -> DecidedBatch:
-        """Keep or drop each document of the batch, in order; computed: _fingerprints() of its texts."""
-        prints, rows, sketched = computed
+    def _decide(self, batch: _Batch) -> DecidedBatch:
+        """Keep or drop each document of the batch, in order (its fingerprints and sketches made: complete())."""
         searching = time.perf_counter()
-        have = [i for i, fp in enumerate(prints) if fp is not None]  # members: the batch's featured documents
-        self.batch_entries = [batch[i] for i in have]
+        have_array = np.flatnonzero(batch.has)  # members: the batch's featured documents
+        have = have_array.tolist()
+        self.batch, self.batch_have = batch, have
         # Their shingle sets, made when a pair's exact check needs them (most have no candidate), the least
         # recently used going past the same bytes as the kept ones' (a batch grows to 32,000 documents).
         self.batch_sets = _RecentShingles(self.kept_shingles.most_bytes)
-        values = np.array([prints[i] for i in have], dtype=np.uint64)
-        rows, sketched = rows[have], sketched[have]
+        values = batch.values[have_array]
+        rows, sketched = batch.rows[have_array], batch.sketched[have_array]
         # The sketched members' LSH codes, made once: searched in the kept runs, then those of the kept
         # ones become the batch's new run.
         codes = sorted_codes(rows[sketched]) if self.by_sketch else None
@@ -805,10 +972,10 @@ class Deduplicator:
                 if a not in match:  # (a < j: decided) kept, with its label
                     label = base + a - bisect_left(dropped, a)
                     if self.apart:
-                        pending[label] = self.batch_entries[a][0].key
+                        pending[label] = batch.keys[have[a]]
                     mine.append((rank, score, label, d, e, how, sure))
             if mine and (self.apart or self.keepers):
-                mine = self._honoured(batch[have[j]][0].key, mine, pending)
+                mine = self._honoured(batch.keys[have[j]], mine, pending)
             if mine:
                 match[j] = min(mine)
                 dropped.append(j)
@@ -831,12 +998,9 @@ class Deduplicator:
         decisions: dict[int, Decision] = {}
         for member, (rank, _, label, d, e, how, sure) in match.items():
             i = have[member]
-            document, raw = batch[i]
             key = names[label] if label < 0 else self.labels.key_of(label)
-            decisions[i] = Decision(document, raw, prints[i], key, d, e, how, sure)
-        characters = sum([document.length if isinstance(document, FingerprintedDocument) else len(document.text)
-                          for document, _ in batch])  # (length_of's, inline: a call a document)
-        decided = DecidedBatch(batch, prints, decisions, characters, len(batch) - len(have))
+            decisions[i] = Decision(batch.document(i), batch.raws[i], batch.fingerprint(i), key, d, e, how, sure)
+        decided = DecidedBatch(batch, decisions, int(batch.lengths.sum()), len(batch) - len(have))
         report = self.report
         for name, count in decided.counts().items():
             setattr(report, name, getattr(report, name) + count)
@@ -864,24 +1028,28 @@ class Deduplicator:
     ) -> np.ndarray:
         """Keep these members of the batch (ascending), their texts written to self.texts; their labels. sizes:
         the distinct-shingle counts their sketches record (None: no check)."""
-        entries = [self.batch_entries[j] for j in new.tolist()]
-        text_at = np.full(len(entries), -1, dtype=np.int64)
-        shorts: list[bytes | None] = [None] * len(entries)
-        raws = [raw for _, raw in entries]
-        if self.texts is not None and None not in raws and [d.text for d, _ in entries].count(None) == len(entries):
+        batch, have = self.batch, self.batch_have
+        chosen = [have[j] for j in new.tolist()]
+        text_at = np.full(len(chosen), -1, dtype=np.int64)
+        shorts: list[bytes | None] = [None] * len(chosen)
+        all_raws, all_texts = batch.raws, batch.texts
+        raws = [all_raws[i] for i in chosen]
+        texts = [all_texts[i] for i in chosen]
+        if self.texts is not None and None not in raws and texts.count(None) == len(texts):
             text_at[:] = self.texts.append_many([KeptTexts.LINE] * len(raws), raws)  # (JSONL: every one a line)
         elif self.texts is not None:
             kinds: list[int] = []
             data: list[bytes] = []
             written: list[int] = []
-            for n, (document, raw) in enumerate(entries):
-                if document.text is not None:
+            for n, (i, text, raw) in enumerate(zip(chosen, texts, raws)):
+                if text is not None:
                     kinds.append(KeptTexts.TEXT)
-                    data.append(document.text.encode("utf-8", "surrogatepass"))
+                    data.append(text.encode("utf-8", "surrogatepass"))
                 elif raw is not None:
                     kinds.append(KeptTexts.LINE)
                     data.append(raw)
                 else:
+                    document = batch.documents[i]
                     if isinstance(document, FingerprintedDocument):  # no text at all: a short text's exact data
                         shorts[n] = document.short_text
                     continue
@@ -889,7 +1057,8 @@ class Deduplicator:
             if data:
                 text_at[written] = self.texts.append_many(kinds, data)
         size = np.where(sketched[new], sizes[new], np.nan) if sizes is not None else np.full(len(new), np.nan)
-        first = self.labels.append_many([document.key for document, _ in entries], values[new], size, shorts, text_at)
+        keys = batch.keys
+        first = self.labels.append_many([keys[i] for i in chosen], values[new], size, shorts, text_at)
         labels = np.arange(first, first + len(new), dtype=np.int64)
         if len(self.kept_rows):  # (checked by distance: the kept sketches by label)
             grown = len(self.kept_rows)
@@ -960,10 +1129,20 @@ class Deduplicator:
 
         def exact(at: np.ndarray) -> np.ndarray:
             out = np.full(len(at), np.nan)
-            for n, i in enumerate(at.tolist()):
-                value = self._exact(js[i], labels[i], members)
-                if value is not None:
-                    out[n] = value
+            chosen = at.tolist()
+            self._make_sets([js[i] for i in chosen], [labels[i] for i in chosen], members)
+            mine: list[np.ndarray] = []
+            theirs: list[np.ndarray] = []
+            found: list[int] = []
+            for n, i in enumerate(chosen):
+                both = self._sets_of(js[i], labels[i], members)
+                if both is not None:
+                    found.append(n)
+                    mine.append(both[0])
+                    theirs.append(both[1])
+            for lo in range(0, len(found), JACCARDS_A_CALL):  # (each call copies its pairs' sets once)
+                out[found[lo : lo + JACCARDS_A_CALL]] = jaccard_of_pairs(mine[lo : lo + JACCARDS_A_CALL],
+                                                                          theirs[lo : lo + JACCARDS_A_CALL])
             return out
 
         verdicts = decide(d, estimate, sure, exact, threshold=self.threshold, k=self.k)
@@ -1025,24 +1204,97 @@ class Deduplicator:
 
     # -- the exact check: both texts ----------------------------------------------------------------------
 
-    def _exact(self, j: int, a: int, members: bool) -> float | None:
-        """The exact Jaccard of member j and `a` (a batch member if members, else a kept or indexed label)
-        where both texts are at hand, else None."""
+    def _sets_of(self, j: int, a: int, members: bool) -> tuple[np.ndarray, np.ndarray] | None:
+        """The shingle sets of member j and `a` (a batch member if members, else a kept or indexed label), whose
+        exact Jaccard judges the pair, where both texts are at hand; else None."""
         mine = self._batch_set(j)
         if mine is None:
             return None
         theirs = self._batch_set(a) if members else self._kept_set(a)
-        return None if theirs is None else jaccard_of_sets(mine, theirs)
+        return None if theirs is None else (mine, theirs)
+
+    def _make_sets(self, queries: list[int], others: list[int], members: bool) -> None:
+        """The shingle sets the exact checks of these pairs will ask for and that are not held, made at once in C
+        (native/documents.py shingle_sets: the text of a JSONL line found, normalized and shingled in one call, the GIL
+        released) and held (batch_sets, kept_shingles) for _batch_set and _kept_set. Those it cannot make (no C core,
+        another encoding, a line or text it is not sure of, a short text's data, an indexed document) are left to
+        them: the same sets either way."""
+        fields = self.line_fields
+        lib = native_documents.library() if fields is not None else None
+        if lib is None or fields is None:
+            return
+        wanted: dict[tuple[bool, int], tuple[int, bytes]] = {}  # (kept label?, member or label) -> (kind, data)
+        batch_sets, kept_shingles = self.batch_sets, self.kept_shingles
+        for member in queries + (others if members else []):
+            if (False, member) in wanted or member in batch_sets.entries:
+                continue
+            i = self.batch_have[member]
+            text, raw = self.batch.texts[i], self.batch.raws[i]
+            if text is not None:
+                wanted[(False, member)] = (native_documents.SET_TEXT, text.encode("utf-8", "surrogatepass"))
+            elif raw is not None:
+                wanted[(False, member)] = (native_documents.SET_LINE, raw)
+        if not members:
+            for label in others:
+                if label < 0 or (True, label) in wanted or label in kept_shingles.entries:
+                    continue
+                at = self.labels.text_at_of(label)
+                if at >= 0:
+                    assert self.texts is not None  # (a text's offset: kept with the check)
+                    kind, data = self.texts.read(at)
+                    wanted[(True, label)] = (native_documents.SET_TEXT if kind == KeptTexts.TEXT
+                                             else native_documents.SET_LINE, data)
+        # A call at most SETS_CALL_BYTES of texts: the sets of one call are all held at once (and the core's buffer
+        # for them stays as large as the largest), where the caches hold to their budgets by letting the oldest go.
+        # With a second worker, the calls are halves of that, one on a helper thread while this one makes the other
+        # (the C call releases the GIL): the sets are put in order either way.
+        places, items = list(wanted), list(wanted.values())
+        helper = self._sets_helper()
+        most = SETS_CALL_BYTES if helper is None else min(SETS_CALL_BYTES, sum(len(d) for _, d in items) // 2 + 1)
+        calls: list[tuple[int, int]] = []
+        lo = 0
+        while lo < len(items):
+            hi, size = lo, 0
+            while hi < len(items) and (hi == lo or size + len(items[hi][1]) <= most):
+                size += len(items[hi][1])
+                hi += 1
+            calls.append((lo, hi))
+            lo = hi
+
+        def make(span: tuple[int, int]) -> tuple[list[int], list[np.ndarray | None]] | None:
+            return native_documents.shingle_sets(lib, [data for _, data in items[span[0] : span[1]]],
+                                                 [kind for kind, _ in items[span[0] : span[1]]], fields, TRUTH_NGRAM)
+
+        for n in range(0, len(calls), 2):
+            pair = calls[n : n + 2]
+            aside = helper.submit(make, pair[1]) if helper is not None and len(pair) == 2 else None
+            results = [make(pair[0])] + ([aside.result()] if aside is not None else [make(p) for p in pair[1:]])
+            for (a, b), made in zip(pair, results):
+                if made is not None:
+                    for (kept, number), status, shingles in zip(places[a:b], *made):
+                        if status != native_documents.SET_PYTHON:
+                            (kept_shingles if kept else batch_sets).put(number, shingles)
+
+    def _sets_helper(self) -> ThreadPoolExecutor | None:
+        """The thread that makes half of the exact check's sets, where this run has a second worker (None: not)."""
+        if self.sets_helper is None and workers(DEDUP_PROCESSES) > 1:
+            from concurrent.futures import ThreadPoolExecutor  # (where used: a search imports no executor)
+
+            self.sets_helper = ThreadPoolExecutor(1, thread_name_prefix="simq-dedup-sets")
+        return self.sets_helper
 
     def _batch_set(self, member: int) -> np.ndarray | None:
         """The shingle set of a batch member's text (None: out of reach)."""
         made = self.batch_sets.get(member)
         if made is _UNMADE:
-            document, raw = self.batch_entries[member]
-            text = document.text if document.text is not None else None if raw is None else self.line_text(raw)
+            i = self.batch_have[member]
+            text, raw = self.batch.texts[i], self.batch.raws[i]
+            if text is None and raw is not None:
+                text = self.line_text(raw)
             if _whole(text) is not None:
-                made = shingle_set(text)  # type: ignore[arg-type]
+                made = shingle_set(text)
             else:  # a FingerprintedDocument without its line: a short text's exact data, if any
+                document = self.batch.documents[i]
                 made = short_text_shingles(getattr(document, "short_text", None)) if text is None else None
             self.batch_sets.put(member, made)
         return made  # type: ignore[return-value]

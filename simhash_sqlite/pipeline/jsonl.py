@@ -49,6 +49,7 @@ class RecordRules:
     stream_over: int | None = None  # a longer text (characters) is fingerprinted in pieces, its text not kept
     scheme: SketchScheme = DEFAULT_SCHEME  # of the sketches: the index's (an older index keeps version 1)
     short_texts: bool = False  # with the sketches, a short text's exact data (core/short_texts.py)
+    columns: bool = False  # a chunk the C path reads whole comes as RecordColumns (ChunkRecords.columns: dedup's)
 
 
 @dataclass
@@ -68,6 +69,23 @@ class ChunkRecords:
     # with rules.keep_texts (None for a text fingerprinted in pieces); without rules.settings, every text
     texts: Sequence[str | None] | None = None
     failures: dict[int, str] = field(default_factory=dict)  # record -> why its text could not be fingerprinted
+    # With rules.columns, where the C path read every line: the records as arrays, and then only lines, keys and
+    # columns are filled (no skips or failures: those come from lines the Python path reads)
+    columns: RecordColumns | None = None
+
+
+@dataclass(frozen=True)
+class RecordColumns:
+    """The records of a chunk the C path read whole, as arrays (one row a record, in line order): what dedup reads
+    without an object per record (sources.LineBatch)."""
+
+    starts: np.ndarray  # int64: where each record's line begins in the chunk
+    ends: np.ndarray  # and ends (after its newline)
+    lengths: np.ndarray  # int64, characters
+    fingerprints: np.ndarray  # uint64, 0 where has_fingerprint is False
+    has_fingerprint: np.ndarray  # bool
+    sketches: np.ndarray | None  # (records, bytes) uint8, zeros where has_sketch is False; None without sketches
+    has_sketch: np.ndarray  # bool
 
 
 @dataclass(frozen=True)
@@ -228,6 +246,22 @@ def _from_rows(data: bytes, rows: native_documents.Rows, rules: RecordRules) -> 
     at = np.flatnonzero(kind == native_documents.LINE_RECORD)
     out = ChunkRecords()
     out.lines = at.tolist()
+    if rules.columns and not rules.content_hashes and not rules.short_texts and not (
+            kind == native_documents.LINE_PYTHON).any():
+        keys = rows.keys.decode("utf-8").split("\x00")[:-1]
+        has_id = rows.has_id[at]
+        out.keys = list[str | None](keys) if has_id.all() else [
+            key if there else None for key, there in zip(keys, has_id.tolist())
+        ]
+        status = rows.status[at]
+        has_sketch = (status & native_documents.HAS_SKETCH) != 0
+        out.columns = RecordColumns(
+            rows.start[at], rows.end[at], rows.lengths[at], rows.fingerprints[at],
+            (status & native_documents.HAS_FINGERPRINT) != 0,
+            rows.sketches[at] if rules.sketches and rows.sketches is not None else None,
+            has_sketch if rules.sketches and rows.sketches is not None else np.zeros(len(at), dtype=bool),
+        )  # fmt: skip
+        return out
     out.starts = rows.start[at].tolist()
     out.ends = rows.end[at].tolist()
     shorts = rows.shorts

@@ -15,18 +15,21 @@ its first documents are read and skipped.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
 import signal
 import threading
 import time
 from collections.abc import Iterator
-from typing import Any, TypeVar
+from typing import Any
+
+import numpy as np
 
 from ..errors import InvalidInput
 from .dedup import DecidedBatch, DedupReport
+from .sources import LineBatch
 
-T = TypeVar("T")
 COMMIT_SECONDS = 2.0  # the environment's SIMQ_COMMIT_SECONDS, where set, instead (tests commit more often)
 STATE_VERSION = 1
 _COUNTS = ("read", "kept", "dropped", "without_features", "estimated", "exact", "by_distance", "characters")
@@ -81,11 +84,17 @@ class _File:
     def write(self, data: bytes) -> None:
         self.pending.append(data)
 
-    def flush(self) -> None:
-        if not self.pending:
+    def take(self) -> list[bytes]:
+        """What was written since the last take(), for flush()."""
+        pending, self.pending = self.pending, []
+        return pending
+
+    def flush(self, pending: list[bytes] | None = None) -> None:
+        """Write pending (default: what was written since the last take) whole, or none of it."""
+        pending = self.take() if pending is None else pending
+        if not pending:
             return
-        data = memoryview(b"".join(self.pending))
-        self.pending = []
+        data = memoryview(b"".join(pending))
         written = 0
         try:
             while written < len(data):
@@ -139,6 +148,10 @@ class ResumableOutput:
         self.batches: list[tuple[bytes, bytes, bytes, dict[str, int]]] = []  # written, not yet in the files
         self.last_commit = time.monotonic()
         self.resumed = self.finished = False
+        # A commit's writes, syncs and state are done on a thread of its own while the run goes on (maybe_commit):
+        # the files are written by it alone until it is waited for (_wait), which raises what it raised.
+        self.committing: threading.Thread | None = None
+        self.failure: BaseException | None = None
         try:
             self.every = float(os.environ.get("SIMQ_COMMIT_SECONDS", COMMIT_SECONDS))
         except ValueError:
@@ -191,23 +204,37 @@ class ResumableOutput:
         self.resumed = state is not None
         return self.resumed
 
-    def kept_before(self, entries: Iterator[T]) -> Iterator[T]:
+    def kept_before(self, entries: Iterator[Any]) -> Iterator[Any]:
         """The interrupted run's kept documents, from the first documents it decided of entries (which are
-        taken from it); raises when entries end before them."""
+        taken from it); raises when entries end before them. A LineBatch (Reader.entry_batches) counts as its
+        records: the kept ones come as a LineBatch of their own, and where the decided ones end within one, its
+        undecided records are left for the run (rest())."""
+        self.left: list[LineBatch] = []
         read = 0
         with open(self.kept_path, "rb") as handle:
             while read < self.decided:
-                flags = handle.read(min(self.decided - read, 1 << 20))
-                if not flags:
+                entry = next(entries, None)
+                if entry is None:
+                    raise InvalidInput(f"the inputs hold fewer documents ({read:,}) than the interrupted run "
+                                       f"decided ({self.decided:,}); run with --restart")
+                count = len(entry) if type(entry) is LineBatch else 1
+                flags = handle.read(min(count, self.decided - read))
+                if len(flags) < min(count, self.decided - read):
                     raise InvalidInput(f"{self.kept_path} is shorter than its last commit; run with --restart")
-                for flag in flags:
-                    entry = next(entries, None)
-                    if entry is None:
-                        raise InvalidInput(f"the inputs hold fewer documents ({read:,}) than the interrupted run "
-                                           f"decided ({self.decided:,}); run with --restart")
-                    read += 1
-                    if flag:
+                read += len(flags)
+                if type(entry) is not LineBatch:
+                    if flags[0]:
                         yield entry
+                    continue
+                kept = np.flatnonzero(np.frombuffer(flags, dtype=np.uint8))
+                if len(kept):
+                    yield entry.take(kept)
+                if len(flags) < count:
+                    self.left.append(entry.take(np.arange(len(flags), count)))
+
+    def rest(self, entries: Iterator[Any]) -> Iterator[Any]:
+        """entries after kept_before() took the decided ones: the undecided records of a LineBatch it cut first."""
+        return itertools.chain(getattr(self, "left", []), entries)
 
     def restore(self, report: DedupReport) -> None:
         """The counts of the run continued, into the report of this one (which counts on from them)."""
@@ -235,22 +262,51 @@ class ResumableOutput:
                 counts[name] += count
 
     def maybe_commit(self) -> None:
+        """commit() every so often, without waiting for it: its files are written and synced on a thread while the
+        run goes on (the serial loop of dedup does not wait for the disk); an error it met is raised by the next."""
         if time.monotonic() - self.last_commit >= self.every:
-            self.commit()
+            self.commit(wait=False)
 
-    def commit(self) -> None:
-        """The lines written so far, whole, on disk; then the state that names them. A Ctrl-C meanwhile is
-        raised once they agree."""
+    def commit(self, wait: bool = True) -> None:
+        """The lines written so far, whole, on disk; then the state that names them (after the commit before:
+        one at a time). A Ctrl-C meanwhile is raised once they agree. wait: return once it is done (decided and
+        counts say what it committed), else at once."""
         with _interrupts_after():
+            self._wait()
             self._take_batches()
-            for file in self.files:
-                file.flush()
-            for file in self.files:
-                file.sync()
-            self.decided = self.pending_counts["read"]
-            self.counts = dict(self.pending_counts)
-            self._write_state()
+            pending = [file.take() for file in self.files]
+            counts = dict(self.pending_counts)
             self.last_commit = time.monotonic()
+            if not wait:
+                self.committing = threading.Thread(target=self._commit_on_thread, args=(pending, counts),
+                                                   name="simq-dedup-commit")
+                self.committing.start()
+                return
+            self._commit_files(pending, counts)
+
+    def _commit_files(self, pending: list[list[bytes]], counts: dict[str, int]) -> None:
+        for file, data in zip(self.files, pending):
+            file.flush(data)
+        for file in self.files:
+            file.sync()
+        self.decided = counts["read"]
+        self.counts = counts
+        self._write_state()
+
+    def _commit_on_thread(self, pending: list[list[bytes]], counts: dict[str, int]) -> None:
+        try:
+            self._commit_files(pending, counts)
+        except BaseException as exc:  # (raised again in the main thread by _wait)
+            self.failure = exc
+
+    def _wait(self, raising: bool = True) -> None:
+        """The commit under way on its thread done; what it raised, raised here (unless not raising)."""
+        if self.committing is not None:
+            self.committing.join()
+            self.committing = None
+        failure, self.failure = self.failure, None
+        if failure is not None and raising:
+            raise failure
 
     def _write_state(self) -> None:
         state = dict(self.identity, decided=self.decided, counts=self.counts,
@@ -283,6 +339,7 @@ class ResumableOutput:
 
     def discard(self) -> None:
         """Remove the partial outputs and the state (a run that read nothing leaves the outputs as they were)."""
+        self._wait(raising=False)
         for file in self.files:
             try:
                 file.close()
@@ -301,6 +358,7 @@ class ResumableOutput:
         it committed nothing of its own or of a run it continued (then they go)."""
         if self.finished:
             return
+        self._wait(raising=False)  # (the run failed or was interrupted: that is the error to show)
         if self.decided == 0 and not self.resumed:
             self.discard()
         else:
@@ -308,6 +366,7 @@ class ResumableOutput:
 
     def close(self) -> None:
         """Leave the files as committed (an interrupted run)."""
+        self._wait(raising=False)
         for file in self.files:
             try:
                 file.close()

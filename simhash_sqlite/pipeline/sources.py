@@ -42,7 +42,7 @@ from ..index import SimhashIndex
 from ..store import texts
 from ..store.documents import Document, FingerprintedBatch, FingerprintedDocument, LineAt, fingerprinted
 from ..store.texts import SourceFile, content_hash
-from .jsonl import ChunkRecords, LineChunk, RecordRules, native_path, parse_record, read_line_chunk
+from .jsonl import ChunkRecords, LineChunk, RecordColumns, RecordRules, native_path, parse_record, read_line_chunk
 
 BINARY_SNIFF_BYTES = 8192
 JSONL_SUFFIXES = (".jsonl", ".ndjson")
@@ -83,6 +83,49 @@ class Duplicate:
     first: str  # path:line where the key was met first
 
 
+class LineBatch:
+    """The records of a JSONL chunk read whole by the C path, as columns in input order (Reader.entry_batches):
+    keys, fingerprints and sketches, and the chunk's bytes with each record's line in it. What dedup reads without
+    an object per record; entries() makes the (FingerprintedDocument, line) pairs Reader.entries gives instead."""
+
+    __slots__ = ("keys", "data", "columns")
+
+    def __init__(self, keys: list[str], data: bytes, columns: RecordColumns) -> None:
+        self.keys, self.data, self.columns = keys, data, columns
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def lines(self) -> list[bytes]:
+        """Each record's line (with its newline, where it has one)."""
+        data = self.data
+        return [data[a:b] for a, b in zip(self.columns.starts.tolist(), self.columns.ends.tolist())]
+
+    def fingerprints(self) -> list[int | None]:
+        c = self.columns
+        return [fp if has else None for fp, has in zip(c.fingerprints.tolist(), c.has_fingerprint.tolist())]
+
+    def sketches(self) -> list[bytes | None]:
+        c = self.columns
+        if c.sketches is None:
+            return [None] * len(self.keys)
+        return [row.tobytes() if has else None for row, has in zip(c.sketches, c.has_sketch.tolist())]
+
+    def entries(self) -> list[tuple[FingerprintedDocument, bytes]]:
+        """What Reader.entries gives for these records: FingerprintedDocuments (no content hash, text or short
+        text: a filter's) with their lines."""
+        documents = map(fingerprinted, self.keys, self.fingerprints(), self.columns.lengths.tolist(),
+                        [b""] * len(self.keys), self.sketches(), [None] * len(self.keys), [None] * len(self.keys))
+        return list(zip(documents, self.lines()))
+
+    def take(self, chosen: np.ndarray) -> LineBatch:
+        """The records at these places (ascending), as a batch of their own."""
+        c = self.columns
+        return LineBatch([self.keys[i] for i in chosen.tolist()], self.data, RecordColumns(
+            c.starts[chosen], c.ends[chosen], c.lengths[chosen], c.fingerprints[chosen], c.has_fingerprint[chosen],
+            None if c.sketches is None else c.sketches[chosen], c.has_sketch[chosen]))
+
+
 @dataclass
 class Reader:
     """Turns inputs into Documents. Keys: see the module's docstring (path_key, JSONL ids, stdin).
@@ -94,7 +137,8 @@ class Reader:
 
     jsonl: read every input as JSONL; otherwise *.jsonl and *.ndjson files are, and stdin is when its
     first line is a JSON object (see _stdin_is_jsonl; unless sniff_stdin is False).
-    keep_repeats: yield every record of a repeated id (a filter passes them on); add keeps the first.
+    keep_repeats: yield every record of a repeated id (a filter passes them on: repeated ids are then not looked
+    for, and duplicates stays empty); add keeps the first.
     """
 
     jsonl: bool = False
@@ -232,12 +276,29 @@ class Reader:
                     for document in self.documents([(path, named)]):
                         yield document, None
 
+    def entry_batches(
+        self, paths: list[tuple[str, bool]], settings: FingerprintSettings, sketches: bool = True
+    ) -> Iterator[LineBatch | tuple[Document | FingerprintedDocument, bytes | None]]:
+        """entries(), but the records of a JSONL chunk the C path read whole come as one LineBatch (keep_repeats:
+        every record of a repeated id, as a filter wants): what dedup reads without an object per record."""
+        if not self.keep_repeats:
+            raise InvalidArgument("entry_batches gives every record: a Reader with keep_repeats")
+        self._line_batches = True
+        try:
+            for entry in self.entries(paths, settings, sketches):
+                yield entry[0] if type(entry[0]) is LineBatch else entry
+        finally:
+            self._line_batches = False
+
     def text_of_line(self, line: bytes) -> str | None:
         """The text of one of entries()'s JSONL lines, read as this reader reads them (None: a line it
         skips): dedup reads a kept record's text back from its line for the exact check."""
-        rules = RecordRules(text_field=self.text_field, id_field=self.id_field, encoding=self.encoding,
-                            errors=self.errors)
-        return parse_record(line, rules)[2]
+        return parse_record(line, self.line_rules())[2]
+
+    def line_rules(self) -> RecordRules:
+        """How text_of_line reads a line (dedup's exact check reads the kept lines' texts in C by them)."""
+        return RecordRules(text_field=self.text_field, id_field=self.id_field, encoding=self.encoding,
+                           errors=self.errors)
 
     def _jsonl_file(self, path: str) -> bool:
         return path != STDIN and (self.jsonl or path.endswith(JSONL_SUFFIXES)) and not _undecodable_name(path)
@@ -410,6 +471,7 @@ class Reader:
             # A short text's exact data (zlib: an eighth of dedup's instructions) only where its text may be
             # needed without it: not for a filter, which has each record's line to read it from.
             short_texts=sketches and settings is not None and not store_text and (for_index or not lines),
+            columns=getattr(self, "_line_batches", False) and settings is not None and not for_index and lines,
         )
         # Where each record's line is, for an index that does not store texts: it reads them again (store/texts.py).
         lines_at = settings is not None and for_index and not store_text
@@ -430,6 +492,13 @@ class Reader:
                 self._skip(chunk.path, chunk.error, True)
             for number in chunk.overlong:
                 self._skip(f"{chunk.path}:{number}", f"line longer than {MAX_RECORD_BYTES >> 20} MiB", True)
+            if records.columns is not None:  # (entry_batches: no skips or failures, every record kept)
+                keys = records.keys if None not in records.keys else [
+                    self._keyed_by_line(f"{chunk.path}:{chunk.first_line + line}") if key is None else key
+                    for key, line in zip(records.keys, records.lines)]
+                if keys:
+                    yield LineBatch(cast(list[str], keys), chunk.data, records.columns), None  # type: ignore[misc]
+                continue
             if getattr(self, "_packed", False) and not records.skips and not records.failures \
                     and not self.keep_repeats and None not in records.keys and not lines:
                 batch = self._chunk_batch(chunk, records, rules)
@@ -468,7 +537,9 @@ class Reader:
         skip = next(skips, None)
         keys = [self._keyed_by_line(f"{path}:{chunk.first_line + line}") if key is None else key
                 for key, line in zip(records.keys, records.lines)]
-        first = self._note_keys(keys, self._places(path, chunk.first_line, records.lines))
+        # (a filter keeps every record: repeated ids are not looked for)
+        first = [True] * len(keys) if self.keep_repeats else self._note_keys(
+            keys, self._places(path, chunk.first_line, records.lines))
         # The columns a record is made of, looked up once a chunk (absent ones: a list of the default).
         count, data, failures, keep_repeats = len(keys), chunk.data, records.failures, self.keep_repeats
         texts = records.texts if records.texts is not None else [None] * count

@@ -7,7 +7,8 @@
  *   - a record's key and short-text ranges lie within what was written, in order, its length is at most its
  *     line's bytes, its status is a valid shc_text status;
  *   - outputs too small give SHC_ERR_ARGUMENT, never a write out of bounds; the same chunk twice gives the
- *     same rows (the state carries nothing over from one chunk to the next).
+ *     same rows (the state carries nothing over from one chunk to the next);
+ *   - the exact check's shingle sets (shc_docs_shingle_sets) of the chunk's lines or random pieces: check_sets.
  * Usage: documents_harness [seconds] [seed]. Exit 0 when every check held. */
 #include "documents.h"
 
@@ -179,6 +180,90 @@ static void check_chunk(shc_docs *d, const char *data, size_t len, const shc_doc
     }
 }
 
+/* The exact check's sets of the chunk cut into pieces (its lines, or random cuts; each read as a line or as a text)
+ * in a buffer of exactly the chunk's length: a status of the three, sets in order, each sorted with no value twice
+ * and no longer than its text's bytes allow (n-grams of normalized characters: at most a few a byte); offsets out of
+ * order or past the buffer refused; the same sets twice. */
+static void check_sets(shc_docs *d, const char *data, size_t len, const shc_doc_rules *r)
+{
+    size_t n = 0, cap = len + 2;
+    int64_t *offsets = malloc(sizeof(int64_t) * (cap + 1)), *ends = malloc(sizeof(int64_t) * cap);
+    uint8_t *kinds = malloc(cap), *status = malloc(cap);
+    offsets[0] = 0;
+    int by_lines = rnd() % 2;
+    for (size_t i = 0; i < len && n + 1 < cap; i++)
+        if (by_lines ? data[i] == '\n' : rnd() % 64 == 0)
+            offsets[++n] = (int64_t)i + 1;
+    if ((size_t)offsets[n] < len || n == 0)
+        offsets[++n] = (int64_t)len;
+    for (size_t i = 0; i < n; i++)
+        kinds[i] = rnd() % 3 ? SHC_SET_LINE : SHC_SET_TEXT;
+    int rc = shc_docs_shingle_sets(d, data, len, offsets, kinds, n, r, 5, ends, status);
+    CHECK(rc == 0, "sets refused (%d)", rc);
+    if (rc == 0) {
+        const uint64_t *sets = shc_docs_sets(d);
+        int64_t at = 0;
+        for (size_t i = 0; i < n; i++) {
+            CHECK(status[i] <= SHC_SET_LONG, "set status %d", status[i]);
+            CHECK(ends[i] >= at, "sets out of order");
+            CHECK(status[i] == SHC_SET_MADE || ends[i] == at, "a set where none is made");
+            CHECK(ends[i] - at <= 18 * (offsets[i + 1] - offsets[i]) + 1, "a set longer than its text allows");
+            for (int64_t k = at + 1; k < ends[i]; k++)
+                CHECK(sets[k - 1] < sets[k], "a set not sorted and distinct");
+            at = ends[i];
+        }
+        /* the Jaccards of random pairs of these sets: within [0, 1], a set with itself 1; a set number past them,
+         * or ends past the values, refused */
+        size_t pairs = 1 + rnd() % 16;
+        int64_t *left = malloc(sizeof(int64_t) * pairs), *right = malloc(sizeof(int64_t) * pairs);
+        double *jac = malloc(sizeof(double) * pairs);
+        for (size_t k = 0; k < pairs; k++)
+            left[k] = (int64_t)(rnd() % n), right[k] = rnd() % 4 ? (int64_t)(rnd() % n) : left[k];
+        rc = shc_docs_jaccards(sets, (size_t)at, ends, n, left, right, pairs, jac);
+        CHECK(rc == 0, "jaccards refused (%d)", rc);
+        for (size_t k = 0; rc == 0 && k < pairs; k++)
+            CHECK(jac[k] >= 0.0 && jac[k] <= 1.0 && (left[k] != right[k] || jac[k] == 1.0), "a Jaccard of %g", jac[k]);
+        right[0] = (int64_t)n;
+        CHECK(shc_docs_jaccards(sets, (size_t)at, ends, n, left, right, pairs, jac) == SHC_ERR_ARGUMENT,
+              "a set number past the sets accepted");
+        right[0] = 0;
+        if (at > 0)
+            CHECK(shc_docs_jaccards(sets, (size_t)at - 1, ends, n, left, right, pairs, jac) == SHC_ERR_ARGUMENT,
+                  "ends past the values accepted");
+        free(left);
+        free(right);
+        free(jac);
+        uint64_t *first = malloc(sizeof(uint64_t) * (size_t)(at ? at : 1));
+        if (at)
+            memcpy(first, sets, sizeof(uint64_t) * (size_t)at);
+        int64_t *again = malloc(sizeof(int64_t) * cap);
+        rc = shc_docs_shingle_sets(d, data, len, offsets, kinds, n, r, 5, again, status);
+        CHECK(rc == 0 && !memcmp(again, ends, sizeof(int64_t) * n) &&
+                  (at == 0 || !memcmp(first, shc_docs_sets(d), sizeof(uint64_t) * (size_t)at)),
+              "sets differ the second time");
+        free(first);
+        free(again);
+    }
+    if (n > 0) { /* an offset past the buffer, and offsets out of order: refused before anything is read */
+        int64_t last = offsets[n];
+        offsets[n] = (int64_t)len + 1;
+        CHECK(shc_docs_shingle_sets(d, data, len, offsets, kinds, n, r, 5, ends, status) == SHC_ERR_ARGUMENT,
+              "an offset past the buffer accepted");
+        offsets[n] = last;
+        if (n > 1 && offsets[1] > 0) {
+            int64_t second = offsets[1];
+            offsets[1] = offsets[0] - 1;
+            CHECK(shc_docs_shingle_sets(d, data, len, offsets, kinds, n, r, 5, ends, status) == SHC_ERR_ARGUMENT,
+                  "offsets out of order accepted");
+            offsets[1] = second;
+        }
+    }
+    free(offsets);
+    free(ends);
+    free(kinds);
+    free(status);
+}
+
 int main(int argc, char **argv)
 {
     double seconds = argc > 1 ? atof(argv[1]) : 10.0;
@@ -202,6 +287,12 @@ int main(int argc, char **argv)
     shc_doc_rules bad = rules;
     bad.ngram = 0;
     CHECK(shc_docs_chunk(d, "x", 1, &bad, &none, &lines) == SHC_ERR_ARGUMENT, "bad settings accepted");
+    int64_t one[2] = {0, 1}, end;
+    uint8_t kind = SHC_SET_LINE, made, odd = 7;
+    CHECK(shc_docs_shingle_sets(d, "x", 1, one, &kind, 1, NULL, 5, &end, &made) == SHC_ERR_ARGUMENT, "no rules accepted");
+    CHECK(shc_docs_shingle_sets(d, "x", 1, one, &kind, 1, &rules, 0, &end, &made) == SHC_ERR_ARGUMENT, "n-gram 0 accepted");
+    CHECK(shc_docs_shingle_sets(d, "x", 1, one, &odd, 1, &rules, 5, &end, &made) == SHC_ERR_ARGUMENT, "kind 7 accepted");
+    CHECK(shc_docs_shingle_sets(d, NULL, 0, NULL, NULL, 0, &rules, 5, &end, &made) == 0, "no texts refused");
     clock_t start = clock();
     long rounds = 0;
     size_t cap = 1 << 16;
@@ -216,6 +307,7 @@ int main(int argc, char **argv)
         rules.weights = (int32_t)(rnd() % 3);
         rules.scheme = rnd() % 4 == 0 ? NULL : &scheme;
         check_chunk(d, data, len, &rules, rules.scheme ? nbytes : 1);
+        check_sets(d, data, len, &rules);
         free(data);
         rounds++;
     }
