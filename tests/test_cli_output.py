@@ -5,6 +5,7 @@ import csv
 import io
 import json
 import os
+import random
 import shutil
 import signal
 import subprocess
@@ -178,11 +179,16 @@ def _script():
 
 @pytest.fixture
 def many(tmp_path):
+    """800 documents with keys of over 300 characters: a text and its copy, 400 times, the texts far apart. The
+    pairs in JSONL (300 KB) and the keys (250 KB) are far past a pipe's buffer: `head` closes it mid-write.
+    (The texts were once one text with a number, all near one another: 319,439 pairs, 6.5 s of CPU to list.)"""
     data = tmp_path / "many.jsonl"
     long_key = "k" * 300
+    rng = random.Random(5)
+    vocabulary = ["".join(rng.choices("abcdefghijklmnopqrstuvwxyz", k=rng.randint(3, 9))) for _ in range(2000)]
     with data.open("w", encoding="utf-8") as handle:
         for i in range(400):
-            text = f"{i} " + BASE * 2
+            text = f"{i} " + " ".join(rng.choices(vocabulary, k=40))
             handle.write(json.dumps({"id": f"{long_key}-{i}-a", "text": text}) + "\n")
             handle.write(json.dumps({"id": f"{long_key}-{i}-b", "text": text + " copy"}) + "\n")
     db = tmp_path / "many.db"
@@ -224,7 +230,7 @@ def test_colour_only_on_a_terminal_and_never_under_no_color(many):
         assert run.returncode == 0 and "\x1b[" not in run.stdout + run.stderr and "blocks match" in run.stdout
 
 
-def test_shell_completion(many):
+def test_shell_completion():
     env = {**os.environ, "_SIMQ_COMPLETE": "complete_bash", "COMP_WORDS": "simq du", "COMP_CWORD": "1"}
     assert subprocess.run([_script()], capture_output=True, text=True, env=env).stdout.split() == ["dupes"]
     env.update(COMP_WORDS="simq dupes --format js", COMP_CWORD="3")

@@ -43,12 +43,18 @@ def made_corpus(seed: int = 11) -> dict[str, str]:
     return docs
 
 
+_EVERY: dict[tuple, dict] = {}
+
+
 def reference(docs: dict[str, str], fingerprints: dict[str, int], k: int, threshold: float = 0.8):
     """{frozenset pair: Jaccard} for every pair within k whose brute-force Jaccard is >= threshold,
-    and every pair's (distance, Jaccard)."""
-    every = {}
-    for a, b in combinations(docs, 2):
-        every[frozenset((a, b))] = (hamming(fingerprints[a], fingerprints[b]), brute_jaccard(docs[a], docs[b]))
+    and every pair's (distance, Jaccard). The brute force over all pairs (about 1 s for the made corpus) runs
+    once for the same texts and fingerprints: the tests ask for it nine times, at other k and thresholds."""
+    key = (tuple(docs.items()), tuple(fingerprints[name] for name in docs))
+    if key not in _EVERY:
+        _EVERY[key] = {frozenset((a, b)): (hamming(fingerprints[a], fingerprints[b]), brute_jaccard(docs[a], docs[b]))
+                       for a, b in combinations(docs, 2)}
+    every = dict(_EVERY[key])
     kept = {pair: j for pair, (d, j) in every.items() if d <= k and j >= threshold}
     return kept, every
 

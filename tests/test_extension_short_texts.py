@@ -378,35 +378,38 @@ def test_damaged_and_hostile_short_text_data_is_judged_as_the_package_judges_it(
 
 # -- without zlib ---------------------------------------------------------------------------------------
 
-def _compile_without_zlib(folder: Path) -> Path:
-    """The extension compiled from the package's sources as hatch_build.py compiles it where zlib.h is missing."""
-    compiler = os.environ.get("CC", "cc")
-    if shutil.which(compiler) is None:
+@pytest.fixture(scope="module")
+def no_zlib_install(tmp_path_factory) -> Path:
+    """`SIMHASH_SQLITE_NO_ZLIB=1 pip install .` (as where zlib.h is missing): the wheel, unpacked; its folder.
+    One build for the two tests below (a wheel, about 7 s of CPU, and a compile of the same sources by hand,
+    about 4 s, before)."""
+    import zipfile
+
+    from test_native import _wheel
+
+    if shutil.which(os.environ.get("CC", "cc")) is None:
         pytest.skip("no C compiler here")
-    native = Path(extension.__file__).resolve().parent
-    subprocess.run([sys.executable, str(native / "gen_unicode_tables.py"), str(folder / "_unicode_tables.h")],
-                   check=True)
-    subprocess.run([sys.executable, str(native / "gen_rule_constants.py"), str(folder / "_rule_constants.h")],
-                   check=True)
-    out = folder / Path(extension.loadable_path()).name if BUILT else folder / "simhash.so"
-    run = subprocess.run([compiler, "-O1", "-std=c99", "-fPIC", "-shared", "-ffp-contract=off", f"-I{folder}",
-                          f"-I{native}", f"-I{native / 'vendor' / 'sqlite'}", "-o", str(out),
-                          str(native / "sqlite_extension.c"),
-                          str(native / "simhash_core.c"), "-lm"], capture_output=True, text=True)
-    assert run.returncode == 0, run.stderr
-    return out
+    tmp = tmp_path_factory.mktemp("no-zlib")
+    wheel = _wheel(tmp, {"SIMHASH_SQLITE_NO_ZLIB": "1", "CFLAGS": "-O0"})  # -O0 after -O3: a quick build
+    site = tmp / "site"
+    with zipfile.ZipFile(wheel) as z:
+        z.extractall(site)
+    return site
 
 
-@pytest.mark.slow  # a compile of the core and the extension: about 7 s
-def test_a_build_without_zlib_estimates_short_pairs_and_says_so(short_index, tmp_path, monkeypatch):
-    """Compiled without zlib the extension still loads and searches; pairs of short texts are then judged
+@pytest.mark.slow  # a pip build of the package without zlib: about 7 s
+def test_a_build_without_zlib_estimates_short_pairs_and_says_so(short_index, no_zlib_install, tmp_path, monkeypatch):
+    """Built without zlib the extension still loads and searches; pairs of short texts are then judged
     by their sketches (as the package judges them without short_text data), and `simq extension` says
     what it lacks."""
     from typer.testing import CliRunner
 
     from simhash_sqlite.cli.app import app
 
-    library = _compile_without_zlib(tmp_path)
+    native = no_zlib_install / "simhash_sqlite" / "native"
+    built = native / json.loads((native / "_build.json").read_text())["simhash"]["file"]
+    library = tmp_path / (Path(extension.loadable_path()).name if BUILT else "simhash.so")
+    shutil.copy(built, library)
     assert not links_zlib(library)
     path = tmp_path / "no_short.db"
     shutil.copy(short_index["path"], path)
@@ -443,20 +446,11 @@ def test_this_build_records_whether_it_has_zlib():
 
 
 @pytest.mark.slow
-def test_install_without_zlib(tmp_path):
+def test_install_without_zlib(no_zlib_install, tmp_path):
     """`SIMHASH_SQLITE_NO_ZLIB=1 pip install .` (as where zlib.h is missing): the wheel still carries the
     extension, built without zlib (it needs no libz), the record says why, and `simq extension` from that
     install prints the path and the note."""
-    import zipfile
-
-    from test_native import _wheel
-
-    if shutil.which(os.environ.get("CC", "cc")) is None:
-        pytest.skip("no C compiler here")
-    wheel = _wheel(tmp_path, {"SIMHASH_SQLITE_NO_ZLIB": "1", "CFLAGS": "-O0"})  # -O0 after -O3: a quick build
-    site = tmp_path / "site"
-    with zipfile.ZipFile(wheel) as z:
-        z.extractall(site)
+    site = no_zlib_install
     native = site / "simhash_sqlite" / "native"
     record = json.loads((native / "_build.json").read_text())["simhash"]
     assert record["built"] and record["without"]["zlib"].startswith("SIMHASH_SQLITE_NO_ZLIB=1 at install: ")
