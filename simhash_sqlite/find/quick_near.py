@@ -266,7 +266,7 @@ class QuickIndex:
         if theirs is None or own[0] is None:
             return _DECLINED
         smaller, larger = sorted((own[0], theirs), key=len)
-        shared = len(set(larger).intersection(smaller))
+        shared = len(set(smaller).intersection(larger))
         return _rule(distance, k, jaccard if how == "estimated" else None, certainty,
                      jaccard_of_counts(shared, len(own[0]), len(theirs)))
 

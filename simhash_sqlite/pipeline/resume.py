@@ -146,6 +146,7 @@ class ResumableOutput:
         self.counts: dict[str, int] = {}  # committed
         self.pending_counts = dict.fromkeys(_COUNTS, 0)  # written
         self.batches: list[tuple[bytes, bytes, bytes, dict[str, int]]] = []  # written, not yet in the files
+        self.left: list[LineBatch] = []  # what kept_before() left of a LineBatch it cut (rest())
         self.last_commit = time.monotonic()
         self.resumed = self.finished = False
         # A commit's writes, syncs and state are done on a thread of its own while the run goes on (maybe_commit):
@@ -209,7 +210,7 @@ class ResumableOutput:
         taken from it); raises when entries end before them. A LineBatch (Reader.entry_batches) counts as its
         records: the kept ones come as a LineBatch of their own, and where the decided ones end within one, its
         undecided records are left for the run (rest())."""
-        self.left: list[LineBatch] = []
+        self.left = []
         read = 0
         with open(self.kept_path, "rb") as handle:
             while read < self.decided:
@@ -234,7 +235,7 @@ class ResumableOutput:
 
     def rest(self, entries: Iterator[Any]) -> Iterator[Any]:
         """entries after kept_before() took the decided ones: the undecided records of a LineBatch it cut first."""
-        return itertools.chain(getattr(self, "left", []), entries)
+        return itertools.chain(self.left, entries)
 
     def restore(self, report: DedupReport) -> None:
         """The counts of the run continued, into the report of this one (which counts on from them)."""
