@@ -5,13 +5,35 @@ reference does. The rule itself is verdict.py's."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Any, Protocol, TypeVar
 
 from ..core.rule import CERTAIN
 from ..core.settings import RECOMMENDED_K
 
-if TYPE_CHECKING:
-    from .verdict import Verdict, Verdicts
+
+class OneVerdict(Protocol):
+    """What count() reads of a verdict.Verdict (a protocol: verdict.py imports this module, not the reverse)."""
+
+    @property
+    def keeps(self) -> bool: ...
+    @property
+    def checked_by(self) -> str: ...
+    @property
+    def certainty(self) -> float | None: ...
+
+
+class ManyVerdicts(Protocol):
+    """What count_many() reads of a verdict.Verdicts."""
+
+    @property
+    def code(self) -> Any: ...
+    @property
+    def keep(self) -> Any: ...
+    @property
+    def uncertain(self) -> Any: ...
+
+
+Judged = TypeVar("Judged", bound=OneVerdict)
 
 CHECKED_BY = ("exact", "estimated", "distance")
 EXACT, ESTIMATED, DISTANCE = range(3)  # Verdicts.code: the index into CHECKED_BY
@@ -65,7 +87,7 @@ class CheckSummary:
         for name in self.COUNTS:
             setattr(self, name, getattr(self, name) + getattr(other, name))
 
-    def count(self, verdict: Verdict) -> Verdict:
+    def count(self, verdict: Judged) -> Judged:
         """Count one verdict (and return it)."""
         self.count_one(verdict.keeps, verdict.checked_by, verdict.certainty)
         return verdict
@@ -86,7 +108,7 @@ class CheckSummary:
             self.unchecked += keep
             self.too_far += not keep
 
-    def count_many(self, verdicts: Verdicts) -> None:
+    def count_many(self, verdicts: ManyVerdicts) -> None:
         """Count verdicts decided together."""
         code, keep = verdicts.code, verdicts.keep
         exact, estimated, distance = code == EXACT, code == ESTIMATED, code == DISTANCE
