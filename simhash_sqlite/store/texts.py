@@ -10,7 +10,7 @@ import stat
 from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, BinaryIO
+from typing import TYPE_CHECKING, BinaryIO, Protocol
 
 # Texts up to READ_WHOLE_BYTES (core/rule.py) are read whole (by add, and here for a check); larger ones are
 # fingerprinted in pieces and never held whole, so a check cannot compare them: judged by distance alone.
@@ -22,8 +22,25 @@ try:  # hashlib's blake2b itself (hashlib.blake2b is this), without hashlib's lo
 except ImportError:  # pragma: no cover (an interpreter without CPython's _blake2)
     from hashlib import blake2b
 
-if TYPE_CHECKING:  # (a pool worker imports content_hash_of_utf8 without the database layer)
-    from .database import IndexFile
+if TYPE_CHECKING:
+    import apsw
+
+
+class ShortTextColumn(Protocol):
+    @property
+    def column(self) -> bool: ...  # documents.short_text exists (documents.ShortTexts.column)
+
+
+class TextSource(Protocol):
+    """What this module reads of an open index (database.IndexFile is one). Named here, not imported from
+    database.py: that module names documents.ShortTexts, and documents.py imports this one."""
+
+    @property
+    def conn(self) -> apsw.Connection: ...
+    @property
+    def key_root(self) -> str | None: ...  # the folder relative file keys are taken from (key_path)
+    @property
+    def short_texts(self) -> ShortTextColumn: ...
 
 
 def content_hash(text: str) -> bytes:
@@ -36,7 +53,7 @@ def content_hash_of_utf8(utf8: bytes) -> bytes:
     return blake2b(utf8, digest_size=16).digest()
 
 
-def stored_text(index: IndexFile, key: str) -> str | None:
+def stored_text(index: TextSource, key: str) -> str | None:
     """The indexed text of `key`, or None when neither a stored copy nor the unchanged file or JSONL line
     exists."""
     reader = TextReader(index)
@@ -107,7 +124,7 @@ def lines_recorded(conn) -> bool:
     return has_sources(conn) and conn.execute("SELECT 1 FROM sources LIMIT 1").get is not None
 
 
-def source_of(index: IndexFile, key: str) -> str | None:
+def source_of(index: TextSource, key: str) -> str | None:
     """The path of the JSONL file a stored key was read from (key_path: from the index's key_root), or None."""
     if not has_sources(index.conn):
         return None
@@ -141,7 +158,7 @@ class TextReader:
     source that cannot be opened, a line past the file's end or not a record gives None, never an error.
     The file of the index itself is never opened (closing a descriptor of it would drop SQLite's locks)."""
 
-    def __init__(self, index: IndexFile) -> None:
+    def __init__(self, index: TextSource) -> None:
         self.index = index
         conn = index.conn
         short = "short_text" if index.short_texts.column else "NULL"
