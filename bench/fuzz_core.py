@@ -9,7 +9,8 @@ windows and thresholds, against the reference's deduplicated codes), and add's d
 those texts, escaped and mutated byte by byte, read by pipeline/jsonl.read_chunk in C against python_chunk), and
 dedup's exact check (the shingle sets of those lines and texts, native/documents.shingle_sets against
 core/shingles.shingle_set of the text the Python path reads, and the Jaccards of pairs of them, jaccard_of_pairs
-against jaccard_of_sets).
+against jaccard_of_sets), and dedup's kept-set codes (native/codes.py: runs of the sorted window codes of random
+rows merged, and marked in a bit map, against numpy's stable sort and bitwise_or.at).
 A difference is written to --failures (JSON lines, made at the first difference: a clean run writes no
 file) and counted.
 
@@ -47,7 +48,9 @@ from simhash_sqlite.core.sketch import (
     sketch_many,
 )
 from simhash_sqlite.find.sketch_pairs import _estimated, _windows, _words, candidate_codes, table_pairs
+from simhash_sqlite.native import codes as native_codes
 from simhash_sqlite.native import documents as native_documents
+from simhash_sqlite.pipeline.dedup import sorted_codes
 from simhash_sqlite.pipeline.jsonl import RecordRules, parse_record, python_chunk, read_chunk
 
 CHUNK_FIELDS = ("skips", "lines", "starts", "ends", "keys", "lengths", "hashes", "fingerprints", "sketches",
@@ -174,6 +177,29 @@ def exact_sets(lib, rng: random.Random, texts: list[str], data: bytes, fail) -> 
     return len(items)
 
 
+def kept_codes(rng: random.Random, fail) -> int:
+    """dedup's kept-set codes in C: two runs of sorted_codes of random rows (some near copies, so that codes are
+    shared) merged as KeptSketches merges them, and a bit map marked; how many codes compared."""
+    rows = np.frombuffer(rng.randbytes(rng.randrange(1, 40) * DEFAULT_SCHEME.nbytes), dtype=np.uint8)
+    rows = rows.reshape(-1, DEFAULT_SCHEME.nbytes).copy()
+    for i in range(1, len(rows)):
+        if rng.random() < 0.3:
+            rows[i, : DEFAULT_SCHEME.bin_bytes] = rows[rng.randrange(i), : DEFAULT_SCHEME.bin_bytes]
+    cut = rng.randrange(len(rows) + 1)
+    older, newer = sorted_codes(rows[:cut]), sorted_codes(rows[cut:])
+    merged = native_codes.merged(older, newer, cut)
+    expected = np.sort(np.concatenate((older, newer + np.uint64(cut))), kind="stable")
+    if merged is None or not np.array_equal(merged, expected):
+        fail("codes merged", older=older.tolist(), newer=newer.tolist(), add=cut)
+    bits = rng.randrange(3, 24)
+    seen, reference = np.zeros(1 << (bits - 3), dtype=np.uint8), np.zeros(1 << (bits - 3), dtype=np.uint8)
+    slots = expected >> np.uint64(63 - bits)
+    np.bitwise_or.at(reference, (slots >> np.uint64(3)).astype(np.intp), (1 << (slots & np.uint64(7))).astype(np.uint8))
+    if not native_codes.marked(seen, expected, bits) or not np.array_equal(seen, reference):
+        fail("codes marked", codes=expected.tolist(), bits=bits)
+    return len(expected)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=300)
@@ -187,7 +213,7 @@ def main() -> int:
     rng = random.Random(args.seed)
     previous: list[str] = []
     counts = {"batches": 0, "texts": 0, "declined": 0, "estimates": 0, "tables": 0, "chunks": 0, "sets": 0,
-              "failures": 0}
+              "codes": 0, "failures": 0}
     start = time.monotonic()
     written: list = []  # the failures file, opened at the first failure: a clean run leaves none behind
 
@@ -255,6 +281,7 @@ def main() -> int:
             fail("read_chunk", data=data.hex(), settings=settings, scheme=scheme)
         counts["chunks"] += 1
         counts["sets"] += exact_sets(native_documents.library(), rng, batch, data, fail)
+        counts["codes"] += kept_codes(rng, fail)
         counts["batches"] += 1
         counts["texts"] += len(batch)
         counts["estimates"] += pairs

@@ -6,6 +6,7 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import json
+import os
 import random
 from dataclasses import replace
 from pathlib import Path
@@ -380,3 +381,63 @@ def test_jaccards_refuse_sets_and_pairs_out_of_range():
     left, right = np.array([0], dtype=np.int64), np.array([1], dtype=np.int64)
     assert f(values.ctypes.data, 6, ends.ctypes.data, 2, left.ctypes.data, right.ctypes.data, 1, out.ctypes.data) == 0
     assert out[0] == 0.0
+
+
+def _sorted_codes(most: int):
+    """Sorted codes key << 32 | position, few keys (so that many are shared), positions distinct."""
+    return st.lists(st.tuples(st.integers(0, 6), st.integers(0, 60)), max_size=most, unique_by=lambda t: t[1]).map(
+        lambda pairs: np.sort(np.array([(k << 32) | p for k, p in pairs], dtype=np.uint64))
+    )
+
+
+def _kept_set_work(run: np.ndarray, queries: np.ndarray) -> tuple[list, list, list, list]:
+    """pipeline/dedup's kept-set code work on these codes: candidates, a merge of two runs, a bit map marked."""
+    from simhash_sqlite.pipeline import dedup
+
+    q, position = dedup._candidates(run, queries, 64)
+    older = dedup._SketchRun(np.zeros((len(run), 1)), np.arange(len(run)), run)
+    newer = dedup._SketchRun(np.zeros((len(queries), 1)), np.arange(len(queries)), queries)
+    seen = np.zeros(1 << 6, dtype=np.uint8)
+    if len(run):  # (never called with no codes)
+        dedup._mark_seen(seen, run, 9)
+    assert q.dtype == position.dtype == np.int64
+    return q.tolist(), position.tolist(), dedup._SketchRun.merged(older, newer).codes.tolist(), seen.tolist()
+
+
+@settings(max_examples=300, deadline=None)
+@given(_sorted_codes(40), _sorted_codes(40))
+def test_kept_set_code_work_in_c_is_the_numpy_reference(run, queries):
+    """dedup's kept-set code work in C (documents.c shc_codes_*: merge, find, mark) gives what its numpy reference in
+    pipeline/dedup.py gives (SIMHASH_SQLITE_CORE=python), value for value: keys shared by many codes, empty runs."""
+    ours = _kept_set_work(run, queries)
+    saved = os.environ.get("SIMHASH_SQLITE_CORE")
+    os.environ["SIMHASH_SQLITE_CORE"] = "python"
+    try:
+        reference = _kept_set_work(run, queries)
+    finally:
+        if saved is None:
+            del os.environ["SIMHASH_SQLITE_CORE"]
+        else:
+            os.environ["SIMHASH_SQLITE_CORE"] = saved
+    assert ours == reference
+
+
+def test_kept_set_code_work_in_c_refuses_what_would_reach_past_its_arrays():
+    """shc_codes_*: a bit past the map, bits out of range or a NULL where values are is refused, nothing written."""
+    from simhash_sqlite.native import codes as native_codes
+
+    seen = np.zeros(2, dtype=np.uint8)  # 16 bits: bits = 4
+    assert not native_codes.marked(seen, np.array([1 << 62, 1 << 63], dtype=np.uint64), 4)  # 1 << 63: slot 16
+    assert seen.tolist() == [0, 0]
+    assert not native_codes.marked(seen, np.array([1], dtype=np.uint64), 2)
+    assert native_codes.marked(seen, np.array([0, 15 << 59], dtype=np.uint64), 4)  # slots 0 and 15
+    assert seen.tolist() == [1, 128]
+    mark = LIB.shc_codes_mark
+    mark.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    assert mark(None, 0, None, 1, 4) == -1 and mark(None, 0, None, 0, 4) == 0
+    merge = LIB.shc_codes_merge
+    merge.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_uint64,
+                      ctypes.c_void_p]
+    assert merge(None, 1, None, 0, 0, None) == -1
+    assert native_codes.merged(np.array([3, 9], dtype=np.uint64), np.array([0, 7], dtype=np.uint64), 2).tolist() == [
+        2, 3, 9, 9]

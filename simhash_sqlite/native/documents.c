@@ -851,3 +851,41 @@ int shc_docs_jaccards(const uint64_t *sets, size_t len, const int64_t *ends, siz
     }
     return 0;
 }
+
+/* -- dedup's kept sketches: runs of sorted window codes ------------------------------------------------------ */
+
+int shc_codes_merge(const uint64_t *a, size_t na, const uint64_t *b, size_t nb, uint64_t add, uint64_t *out)
+{
+    if ((na && !a) || (nb && !b) || ((na || nb) && !out))
+        return SHC_ERR_ARGUMENT;
+    size_t i = 0, j = 0, k = 0;
+    while (i < na && j < nb) {
+        uint64_t x = a[i], y = b[j] + add;
+        if (y < x) {
+            out[k++] = y;
+            j++;
+        } else {
+            out[k++] = x;
+            i++;
+        }
+    }
+    while (i < na)
+        out[k++] = a[i++];
+    while (j < nb)
+        out[k++] = b[j++] + add;
+    return 0;
+}
+
+int shc_codes_mark(uint8_t *seen, size_t nbytes, const uint64_t *codes, size_t n, int bits)
+{
+    if (bits < 3 || bits > 63 || (n && (!codes || !seen)))
+        return SHC_ERR_ARGUMENT;
+    for (size_t i = 0; i < n; i++) /* every bit within the map: checked before anything is written */
+        if ((codes[i] >> (63 - bits)) >> 3 >= nbytes)
+            return SHC_ERR_ARGUMENT;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t slot = codes[i] >> (63 - bits);
+        seen[slot >> 3] |= (uint8_t)(1u << (slot & 7));
+    }
+    return 0;
+}

@@ -60,6 +60,7 @@ from ..find.pairs import CHUNK, _groups, near_pairs, sorted_by, within_groups
 from ..find.sketch_pairs import WINDOW_BITS, WINDOW_STEP, sketch_pairs, window_keys
 from ..find.verdict import decide, fallback_k, validate_threshold
 from ..index import SimhashIndex
+from ..native import codes as native_codes
 from ..native import documents as native_documents
 from ..store.documents import Document, FingerprintedDocument, fingerprinted
 from ..store.labels import apart_keys, keeper_keys
@@ -257,8 +258,10 @@ def _is_seen(seen: np.ndarray, codes: np.ndarray, bits: int) -> np.ndarray:
 
 
 def _mark_seen(seen: np.ndarray, codes: np.ndarray, bits: int) -> None:
-    """Set the bits of sorted codes in seen (a bit map of 2**bits bits), without ufunc.at: the codes'
-    slots ascend, so each byte's bits are OR-ed together first and each byte is written once."""
+    """Set the bits of sorted codes in seen (a bit map of 2**bits bits): in C where built, else without ufunc.at:
+    the codes' slots ascend, so each byte's bits are OR-ed together first and each byte is written once."""
+    if native_codes.marked(seen, codes, bits):
+        return
     slots = _seen_slots(codes, bits)
     byte = (slots >> _U64(3)).astype(np.intp)
     first = np.flatnonzero(np.concatenate(([True], byte[1:] != byte[:-1])))
@@ -273,8 +276,10 @@ class _SketchRun:
 
     @classmethod
     def merged(cls, older: _SketchRun, newer: _SketchRun) -> _SketchRun:
-        codes = np.concatenate((older.codes, newer.codes + _U64(len(older.rows))))
-        codes.sort(kind="stable")  # two sorted runs: timsort merges them in linear time
+        codes = native_codes.merged(older.codes, newer.codes, len(older.rows))  # (one pass, no copy before it)
+        if codes is None:
+            codes = np.concatenate((older.codes, newer.codes + _U64(len(older.rows))))
+            codes.sort(kind="stable")  # two sorted runs: timsort merges them in linear time
         return cls(np.concatenate((older.rows, newer.rows)), np.concatenate((older.labels, newer.labels)), codes)
 
     def candidates(self, queries: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

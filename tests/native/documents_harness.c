@@ -8,7 +8,8 @@
  *     line's bytes, its status is a valid shc_text status;
  *   - outputs too small give SHC_ERR_ARGUMENT, never a write out of bounds; the same chunk twice gives the
  *     same rows (the state carries nothing over from one chunk to the next);
- *   - the exact check's shingle sets (shc_docs_shingle_sets) of the chunk's lines or random pieces: check_sets.
+ *   - the exact check's shingle sets (shc_docs_shingle_sets) of the chunk's lines or random pieces: check_sets;
+ *   - dedup's kept-set codes (shc_codes_merge, shc_codes_mark) on sorted runs and on runs out of order: check_codes.
  * Usage: documents_harness [seconds] [seed]. Exit 0 when every check held. */
 #include "documents.h"
 
@@ -264,6 +265,73 @@ static void check_sets(shc_docs *d, const char *data, size_t len, const shc_doc_
     free(status);
 }
 
+/* A random run of n codes (exactly n values: a read past it is caught), sorted unless `shuffled`. */
+static uint64_t *make_codes(size_t n, int shuffled)
+{
+    uint64_t *v = malloc(sizeof(uint64_t) * (n ? n : 1));
+    for (size_t i = 0; i < n; i++)
+        v[i] = rnd() % 3 ? (uint64_t)(rnd() % 8) << 61 | rnd() % 64 : rnd() | (uint64_t)rnd() << 32;
+    if (!shuffled)
+        for (size_t i = 1; i < n; i++) /* (insertion sort: n is small) */
+            for (size_t j = i; j > 0 && v[j - 1] > v[j]; j--) {
+                uint64_t t = v[j];
+                v[j] = v[j - 1];
+                v[j - 1] = t;
+            }
+    return v;
+}
+
+static int by_value(const void *x, const void *y)
+{
+    uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
+    return (a > b) - (a < b);
+}
+
+static void check_codes(void)
+{
+    size_t na = rnd() % 40, nb = rnd() % 40;
+    int shuffled = rnd() % 4 == 0;
+    uint64_t *a = make_codes(na, shuffled), *b = make_codes(nb, shuffled), add = rnd() % 4 ? rnd() % 100 : rnd();
+    uint64_t *out = malloc(sizeof(uint64_t) * (na + nb ? na + nb : 1));
+    CHECK(shc_codes_merge(a, na, b, nb, add, out) == 0, "a merge refused");
+    if (!shuffled) { /* the merge is the sorted union, a's values and b's plus add */
+        uint64_t *want = malloc(sizeof(uint64_t) * (na + nb ? na + nb : 1));
+        for (size_t i = 0; i < na; i++)
+            want[i] = a[i];
+        for (size_t i = 0; i < nb; i++)
+            want[na + i] = b[i] + add;
+        qsort(want, na + nb, sizeof(uint64_t), by_value);
+        int sorted_b = 1; /* (b + add is sorted unless the addition wrapped) */
+        for (size_t i = 1; i < nb; i++)
+            sorted_b &= b[i - 1] + add <= b[i] + add;
+        CHECK(!sorted_b || !memcmp(out, want, sizeof(uint64_t) * (na + nb)), "a merge that is not the sorted union");
+        free(want);
+    }
+    size_t nbytes = 1 + rnd() % 64;
+    int bits = 3 + (int)(rnd() % 61);
+    uint8_t *seen = calloc(nbytes, 1), *before = malloc(nbytes);
+    memcpy(before, seen, nbytes);
+    int rc = shc_codes_mark(seen, nbytes, a, na, bits);
+    int within = 1;
+    for (size_t i = 0; i < na; i++)
+        within &= (a[i] >> (63 - bits)) >> 3 < nbytes;
+    CHECK(rc == (within ? 0 : SHC_ERR_ARGUMENT), "a bit map marked %d where its bits are %s", rc,
+          within ? "within" : "past it");
+    if (rc)
+        CHECK(!memcmp(seen, before, nbytes), "a refused mark wrote");
+    for (size_t i = 0; rc == 0 && i < na; i++) {
+        uint64_t slot = a[i] >> (63 - bits);
+        CHECK(seen[slot >> 3] >> (slot & 7) & 1, "a code's bit not set");
+    }
+    CHECK(shc_codes_mark(seen, nbytes, a, na, 2) == SHC_ERR_ARGUMENT, "bits 2 accepted");
+    CHECK(shc_codes_mark(seen, nbytes, a, na, 64) == SHC_ERR_ARGUMENT, "bits 64 accepted");
+    free(a);
+    free(b);
+    free(out);
+    free(seen);
+    free(before);
+}
+
 int main(int argc, char **argv)
 {
     double seconds = argc > 1 ? atof(argv[1]) : 10.0;
@@ -308,6 +376,7 @@ int main(int argc, char **argv)
         rules.scheme = rnd() % 4 == 0 ? NULL : &scheme;
         check_chunk(d, data, len, &rules, rules.scheme ? nbytes : 1);
         check_sets(d, data, len, &rules);
+        check_codes();
         free(data);
         rounds++;
     }
