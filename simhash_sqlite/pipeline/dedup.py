@@ -69,7 +69,7 @@ from .sources import DEDUP_PROCESSES, LineBatch
 from .spill import KeptLabels, KeptTexts, SpilledRun, SpillFolder
 
 if TYPE_CHECKING:
-    from concurrent.futures import ThreadPoolExecutor
+    from concurrent.futures import Future, ThreadPoolExecutor
 
 BATCH = 2000
 NO_MATCH = np.iinfo(np.int64).max
@@ -481,7 +481,7 @@ class _Batch:
     its FingerprintedDocument, the one Reader.entries would have given, when one is asked for (a Decision).
     complete() adds the fingerprints and sketches (of the entries' Documents: made by the pool)."""
 
-    __slots__ = ("parts", "keys", "raws", "texts", "documents", "lengths", "values", "has", "rows", "sketched")
+    __slots__ = ("parts", "keys", "raws", "texts", "documents", "lengths", "values", "has", "rows", "sketched", "codes")
 
     def __init__(self, parts: list[list[Entry] | LineBatch]) -> None:
         self.parts = parts
@@ -508,6 +508,7 @@ class _Batch:
                                      for d in mine], dtype=np.int64))
         self.keys, self.raws, self.texts, self.documents = keys, raws, texts, documents
         self.lengths = np.concatenate(lengths) if lengths else np.empty(0, np.int64)
+        self.codes: Future | None = None  # its sketched members' sorted_codes, made on a helper thread (_prepare)
 
     def __len__(self) -> int:
         return len(self.keys)
@@ -823,7 +824,7 @@ class Deduplicator:
             rules = line_rules or RecordRules()
             line_text = _default_line_text if line_rules is None else partial(_line_text, rules=line_rules)
         self.line_text = line_text
-        self.sets_helper: ThreadPoolExecutor | None = None  # (_sets_helper)
+        self.helper: ThreadPoolExecutor | None = None  # (_helper)
         self.line_fields = _line_fields(rules) if check and rules is not None else None
         self.texts = KeptTexts(self.spill) if check else None
         self.kept_shingles = _RecentShingles(recent)
@@ -887,18 +888,24 @@ class Deduplicator:
         # batch's chunks while the workers finish this one's. Memory holds two batches; the decisions
         # depend only on the fingerprints, sketches and order, so any number of processes gives the
         # same output. Documents fingerprinted by the reader (JSONL, in its workers) need nothing here.
-        pending: tuple[_Batch, FingerprintJob] | None = None
+        pending: tuple[_Batch, FingerprintJob, bool] | None = None
         iterator = iter(entries)
         while True:
             started = time.perf_counter()  # reading counts as fingerprinting (the reader fingerprints JSONL)
             batch = _Batch(_parts(iterator, self._batch_target()))
             self.report.fingerprint_seconds += time.perf_counter() - started
             job = self._start(batch, pending is not None) if len(batch) else None
+            # A batch the reader fingerprinted whole (JSONL) is complete now: its codes are made on a helper
+            # thread while the batch before it is decided.
+            ready = job is not None and job.futures is None and not job.chunks[0]
+            if job is not None and ready:
+                self._prepare(self._fingerprints(batch, job, None))
             if pending is not None:
-                yield self._decide(self._fingerprints(*pending, job))
+                earlier, earlier_job, earlier_ready = pending
+                yield self._decide(earlier if earlier_ready else self._fingerprints(earlier, earlier_job, job))
             if job is None:
                 return
-            pending = (batch, job)
+            pending = (batch, job, ready)
 
     def prime(self, entries: Iterable[Entry | LineBatch]) -> None:
         """Take the documents an earlier run kept, in their order, as kept, without searching (a resumed
@@ -912,9 +919,9 @@ class Deduplicator:
 
     def close(self) -> None:
         """Remove the spilled kept set (the deduplicator cannot run after this)."""
-        if self.sets_helper is not None:
-            self.sets_helper.shutdown()
-            self.sets_helper = None
+        if self.helper is not None:
+            self.helper.shutdown()
+            self.helper = None
         if self.sketches is not None:
             self.sketches.close()
         if self.texts is not None:
@@ -946,20 +953,34 @@ class Deduplicator:
         batch.complete(result, self.check)
         return batch
 
+    def _members(self, batch: _Batch) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(the batch's featured documents, their sketch rows, which are sketched): the members _decide judges."""
+        have = np.flatnonzero(batch.has)
+        return have, batch.rows[have], batch.sketched[have]
+
+    def _prepare(self, batch: _Batch) -> None:
+        """Start the sorted_codes of a complete batch's sketched members on a helper thread (numpy's sorts release
+        the GIL), where there is one and the decisions will search by sketch; _decide takes them."""
+        helper = self._helper() if self.by_sketch and not self.priming else None
+        if helper is not None:
+            _, rows, sketched = self._members(batch)
+            batch.codes = helper.submit(sorted_codes, rows[sketched])
+
     def _decide(self, batch: _Batch) -> DecidedBatch:
         """Keep or drop each document of the batch, in order (its fingerprints and sketches made: complete())."""
         searching = time.perf_counter()
-        have_array = np.flatnonzero(batch.has)  # members: the batch's featured documents
+        have_array, rows, sketched = self._members(batch)
         have = have_array.tolist()
         self.batch, self.batch_have = batch, have
         # Their shingle sets, made when a pair's exact check needs them (most have no candidate), the least
         # recently used going past the same bytes as the kept ones' (a batch grows to 32,000 documents).
         self.batch_sets = _RecentShingles(self.kept_shingles.most_bytes)
         values = batch.values[have_array]
-        rows, sketched = batch.rows[have_array], batch.sketched[have_array]
-        # The sketched members' LSH codes, made once: searched in the kept runs, then those of the kept
-        # ones become the batch's new run.
-        codes = sorted_codes(rows[sketched]) if self.by_sketch else None
+        # The sketched members' LSH codes, made once (or by _prepare): searched in the kept runs, then those of the
+        # kept ones become the batch's new run.
+        codes = None
+        if self.by_sketch:
+            codes = batch.codes.result() if batch.codes is not None else sorted_codes(rows[sketched])
         # The members' distinct-shingle counts, as their sketches record them (for kept ones and certainties).
         sizes = sizes_of(rows, DEFAULT_SCHEME) if self.check else None
         self.batch_sizes = sizes
@@ -1254,7 +1275,7 @@ class Deduplicator:
         # With a second worker, the calls are halves of that, one on a helper thread while this one makes the other
         # (the C call releases the GIL): the sets are put in order either way.
         places, items = list(wanted), list(wanted.values())
-        helper = self._sets_helper()
+        helper = self._helper()
         most = SETS_CALL_BYTES if helper is None else min(SETS_CALL_BYTES, sum(len(d) for _, d in items) // 2 + 1)
         calls: list[tuple[int, int]] = []
         lo = 0
@@ -1280,13 +1301,14 @@ class Deduplicator:
                         if status != native_documents.SET_PYTHON:
                             (kept_shingles if kept else batch_sets).put(number, shingles)
 
-    def _sets_helper(self) -> ThreadPoolExecutor | None:
-        """The thread that makes half of the exact check's sets, where this run has a second worker (None: not)."""
-        if self.sets_helper is None and workers(DEDUP_PROCESSES) > 1:
+    def _helper(self) -> ThreadPoolExecutor | None:
+        """The threads that make the next batch's codes and half of the exact check's sets while this one's loop
+        goes on, where this run has a second worker (None: not). Two, so that neither waits behind the other."""
+        if self.helper is None and workers(DEDUP_PROCESSES) > 1:
             from concurrent.futures import ThreadPoolExecutor  # (where used: a search imports no executor)
 
-            self.sets_helper = ThreadPoolExecutor(1, thread_name_prefix="simq-dedup-sets")
-        return self.sets_helper
+            self.helper = ThreadPoolExecutor(2, thread_name_prefix="simq-dedup-helper")
+        return self.helper
 
     def _batch_set(self, member: int) -> np.ndarray | None:
         """The shingle set of a batch member's text (None: out of reach)."""
