@@ -10,7 +10,7 @@ those texts, escaped and mutated byte by byte, read by pipeline/jsonl.read_chunk
 dedup's exact check (the shingle sets of those lines and texts, native/documents.shingle_sets against
 core/shingles.shingle_set of the text the Python path reads, and the Jaccards of pairs of them, jaccard_of_pairs
 against jaccard_of_sets), and dedup's kept-set codes (native/codes.py: runs of the sorted window codes of random
-rows merged, and marked in a bit map, against numpy's stable sort and bitwise_or.at).
+rows merged, searched and marked in a bit map, against numpy's stable sort, a brute force and bitwise_or.at).
 A difference is written to --failures (JSON lines, made at the first difference: a clean run writes no
 file) and counted.
 
@@ -179,7 +179,8 @@ def exact_sets(lib, rng: random.Random, texts: list[str], data: bytes, fail) -> 
 
 def kept_codes(rng: random.Random, fail) -> int:
     """dedup's kept-set codes in C: two runs of sorted_codes of random rows (some near copies, so that codes are
-    shared) merged as KeptSketches merges them, and a bit map marked; how many codes compared."""
+    shared) merged as KeptSketches merges them, one searched for the other's codes, and a bit map marked; how many
+    codes compared."""
     rows = np.frombuffer(rng.randbytes(rng.randrange(1, 40) * DEFAULT_SCHEME.nbytes), dtype=np.uint8)
     rows = rows.reshape(-1, DEFAULT_SCHEME.nbytes).copy()
     for i in range(1, len(rows)):
@@ -187,10 +188,20 @@ def kept_codes(rng: random.Random, fail) -> int:
             rows[i, : DEFAULT_SCHEME.bin_bytes] = rows[rng.randrange(i), : DEFAULT_SCHEME.bin_bytes]
     cut = rng.randrange(len(rows) + 1)
     older, newer = sorted_codes(rows[:cut]), sorted_codes(rows[cut:])
-    merged = native_codes.merged(older, newer, cut)
     expected = np.sort(np.concatenate((older, newer + np.uint64(cut))), kind="stable")
-    if merged is None or not np.array_equal(merged, expected):
-        fail("codes merged", older=older.tolist(), newer=newer.tolist(), add=cut)
+    merged = np.empty(len(expected) + rng.randrange(3), dtype=np.uint64)
+    in_place = rng.random() < 0.5  # older at the start of the output, merged where it lies
+    if in_place:
+        merged[: len(older)] = older
+    done = native_codes.merge_into(merged, merged[: len(older)] if in_place else older, newer, cut)
+    if not done or not np.array_equal(merged[: len(expected)], expected):
+        fail("codes merged", older=older.tolist(), newer=newer.tolist(), add=cut, in_place=in_place)
+    found = native_codes.found(older, newer, 32)
+    high = np.uint64(0xFFFFFFFF00000000)
+    brute = [(int(y & np.uint64(0xFFFFFFFF)), int(x & np.uint64(0xFFFFFFFF))) for y in newer for x in older
+             if x & high == y & high]
+    if found is None or list(zip(found[0].tolist(), found[1].tolist())) != brute:
+        fail("codes found", older=older.tolist(), newer=newer.tolist())
     bits = rng.randrange(3, 24)
     seen, reference = np.zeros(1 << (bits - 3), dtype=np.uint8), np.zeros(1 << (bits - 3), dtype=np.uint8)
     slots = expected >> np.uint64(63 - bits)

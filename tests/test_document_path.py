@@ -390,18 +390,24 @@ def _sorted_codes(most: int):
     )
 
 
-def _kept_set_work(run: np.ndarray, queries: np.ndarray) -> tuple[list, list, list, list]:
-    """pipeline/dedup's kept-set code work on these codes: candidates, a merge of two runs, a bit map marked."""
+def _kept_set_work(run: np.ndarray, queries: np.ndarray) -> tuple[list, ...]:
+    """pipeline/dedup's kept-set code work on these codes: candidates, a merge of two runs and a third merged into
+    that, a bit map marked."""
     from simhash_sqlite.pipeline import dedup
 
     q, position = dedup._candidates(run, queries, 64)
     older = dedup._SketchRun(np.zeros((len(run), 1)), np.arange(len(run)), run)
     newer = dedup._SketchRun(np.zeros((len(queries), 1)), np.arange(len(queries)), queries)
+    merged = dedup._SketchRun.merged(older, newer)
+    first = merged.codes.tolist()
+    half = len(queries) // 2
+    third = dedup._SketchRun(np.zeros((half, 1)), np.arange(half), queries[:half])
+    again = dedup._SketchRun.merged(merged, third)  # (into merged's room, in place, where C merges: merged is spent)
     seen = np.zeros(1 << 6, dtype=np.uint8)
     if len(run):  # (never called with no codes)
         dedup._mark_seen(seen, run, 9)
     assert q.dtype == position.dtype == np.int64
-    return q.tolist(), position.tolist(), dedup._SketchRun.merged(older, newer).codes.tolist(), seen.tolist()
+    return q.tolist(), position.tolist(), first, again.codes.tolist(), seen.tolist()
 
 
 @settings(max_examples=300, deadline=None)
@@ -423,7 +429,8 @@ def test_kept_set_code_work_in_c_is_the_numpy_reference(run, queries):
 
 
 def test_kept_set_code_work_in_c_refuses_what_would_reach_past_its_arrays():
-    """shc_codes_*: a bit past the map, bits out of range or a NULL where values are is refused, nothing written."""
+    """shc_codes_*: a bit past the map, bits out of range or a NULL where values are is refused, nothing written;
+    pairs past the room are counted, and the second call with that room gives every pair."""
     from simhash_sqlite.native import codes as native_codes
 
     seen = np.zeros(2, dtype=np.uint8)  # 16 bits: bits = 4
@@ -435,9 +442,30 @@ def test_kept_set_code_work_in_c_refuses_what_would_reach_past_its_arrays():
     mark = LIB.shc_codes_mark
     mark.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
     assert mark(None, 0, None, 1, 4) == -1 and mark(None, 0, None, 0, 4) == 0
+    run = np.array([(5 << 32) | p for p in range(300)], dtype=np.uint64)
+    queries = np.array([(5 << 32) | 7, (5 << 32) | 9], dtype=np.uint64)
+    q, position = native_codes.found(run, queries, 32)  # 600 pairs: more than its first room, found in a second call
+    assert q.tolist() == [7] * 300 + [9] * 300 and position.tolist() == list(range(300)) * 2
+    top = np.uint64(0xFFFFFFFF00000000)  # the last key there is: its codes run to the run's end
+    both = np.array([top | np.uint64(1), top | np.uint64(2)], dtype=np.uint64)
+    q, position = native_codes.found(both, both[:1], 32)
+    assert (q.tolist(), position.tolist()) == ([1, 1], [1, 2])
+    find = LIB.shc_codes_find
+    find.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int,
+                     ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
+    count = ctypes.c_size_t()
+    assert find(run.ctypes.data, len(run), queries.ctypes.data, 2, 64, None, None, 0, ctypes.byref(count)) == -1
+    assert find(run.ctypes.data, len(run), queries.ctypes.data, 2, 32, None, None, 0, ctypes.byref(count)) == 0
+    assert count.value == 600  # counted, nothing written
     merge = LIB.shc_codes_merge
     merge.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_uint64,
                       ctypes.c_void_p]
     assert merge(None, 1, None, 0, 0, None) == -1
-    assert native_codes.merged(np.array([3, 9], dtype=np.uint64), np.array([0, 7], dtype=np.uint64), 2).tolist() == [
-        2, 3, 9, 9]
+    out = np.zeros(5, dtype=np.uint64)
+    assert native_codes.merge_into(out, np.array([3, 9], dtype=np.uint64), np.array([0, 7], dtype=np.uint64), 2)
+    assert out.tolist() == [2, 3, 9, 9, 0]
+    assert native_codes.merge_into(out, out[:4], np.array([1], dtype=np.uint64), 0)  # in place: out begins with older
+    assert out.tolist() == [1, 2, 3, 9, 9]
+    assert not native_codes.merge_into(out, out[1:3], np.array([1], dtype=np.uint64), 0)  # older inside out, not first
+    assert not native_codes.merge_into(out[:2], out[:1], np.array([1, 2], dtype=np.uint64), 0)  # no room
+    assert out.tolist() == [1, 2, 3, 9, 9]

@@ -858,21 +858,64 @@ int shc_codes_merge(const uint64_t *a, size_t na, const uint64_t *b, size_t nb, 
 {
     if ((na && !a) || (nb && !b) || ((na || nb) && !out))
         return SHC_ERR_ARGUMENT;
-    size_t i = 0, j = 0, k = 0;
-    while (i < na && j < nb) {
-        uint64_t x = a[i], y = b[j] + add;
-        if (y < x) {
-            out[k++] = y;
-            j++;
-        } else {
-            out[k++] = x;
-            i++;
+    /* From the back: out may be a itself, whose values then move only up to where the merge has written. */
+    size_t i = na, j = nb, k = na + nb;
+    while (j > 0) {
+        uint64_t y = b[j - 1] + add;
+        if (i > 0 && a[i - 1] > y)
+            out[--k] = a[--i];
+        else
+            out[--k] = y, j--; /* (b's after a's where equal) */
+    }
+    if (out != a)
+        while (i > 0)
+            out[--k] = a[--i];
+    return 0;
+}
+
+/* The run is searched for CODES_AT_ONCE queries in lockstep, each step's next two probes prefetched: a run of
+ * millions of codes is out of cache, and one search at a time waits for memory at every step (numpy's searchsorted
+ * and a search like it here took 3-4x as long on a run of 30M codes). */
+#define CODES_AT_ONCE 16
+
+int shc_codes_find(const uint64_t *run, size_t nrun, const uint64_t *queries, size_t nq, int low_bits, int64_t *q,
+                   int64_t *position, size_t room, size_t *found)
+{
+    if (low_bits < 0 || low_bits > 63 || !found || (nrun && !run) || (nq && !queries) || (room && (!q || !position)))
+        return SHC_ERR_ARGUMENT;
+    const uint64_t low = (UINT64_C(1) << low_bits) - 1;
+    size_t count = 0;
+    for (size_t from = 0; from < nq; from += CODES_AT_ONCE) {
+        size_t m = nq - from < CODES_AT_ONCE ? nq - from : CODES_AT_ONCE, base[CODES_AT_ONCE], len = nrun;
+        uint64_t key[CODES_AT_ONCE];
+        for (size_t t = 0; t < m; t++) {
+            base[t] = 0;
+            key[t] = queries[from + t] & ~low;
+        }
+        /* The first code >= key lies in [base, base + len] (a search without branches: each halves len). */
+        while (len > 1) {
+            size_t half = len / 2;
+            for (size_t t = 0; t < m; t++) {
+                __builtin_prefetch(run + base[t] + half / 2);
+                __builtin_prefetch(run + base[t] + half + half / 2);
+            }
+            for (size_t t = 0; t < m; t++)
+                base[t] = run[base[t] + half - 1] < key[t] ? base[t] + half : base[t];
+            len -= half;
+        }
+        for (size_t t = 0; t < m; t++) {
+            size_t lo = base[t] + (nrun && run[base[t]] < key[t]), hi = lo;
+            while (hi < nrun && (run[hi] & ~low) == key[t])
+                hi++;
+            size_t take = hi - lo, write = count >= room ? 0 : room - count < take ? room - count : take;
+            for (size_t k = 0; k < write; k++) {
+                q[count + k] = (int64_t)(queries[from + t] & low);
+                position[count + k] = (int64_t)(run[lo + k] & low);
+            }
+            count += take; /* (past the room: counted only) */
         }
     }
-    while (i < na)
-        out[k++] = a[i++];
-    while (j < nb)
-        out[k++] = b[j++] + add;
+    *found = count;
     return 0;
 }
 

@@ -104,12 +104,19 @@ SHC_API int shc_docs_jaccards(const uint64_t *sets, size_t len, const int64_t *e
 
 /* dedup's kept sketches (pipeline/dedup.py KeptSketches): runs of sorted window codes, each a code << 32 | position
  * (sorted_codes). Sortedness is the caller's promise: input out of order gives some answer, never a read or write
- * outside the arrays. (Their search stays numpy's: its binary searches of ascending queries keep the top of the
- * search in cache, and a galloping walk measured 1.3-1.8x slower.) */
+ * outside the arrays. */
 
 /* out (na + nb values) = a and b + add (each sorted ascending) merged, a's first where two are equal: what
- * numpy's stable sort of their concatenation gives. Returns 0, or SHC_ERR_ARGUMENT (a NULL where values are). */
+ * numpy's stable sort of their concatenation gives. out may be a itself (a run with room after it: merged in place),
+ * never b. Returns 0, or SHC_ERR_ARGUMENT (a NULL where values are). */
 SHC_API int shc_codes_merge(const uint64_t *a, size_t na, const uint64_t *b, size_t nb, uint64_t add, uint64_t *out);
+
+/* Every (query position, run position) pair of a query code and a run code with the same top 64 - low_bits bits,
+ * in the order of the queries, each query's in the run's order: query[i]'s low bits and run[j]'s (the positions).
+ * At most room pairs are written to q and position; *found is how many there are (more than room: call again
+ * with room for *found). Returns 0, or SHC_ERR_ARGUMENT (low_bits past 63, a NULL where values are). */
+SHC_API int shc_codes_find(const uint64_t *run, size_t nrun, const uint64_t *queries, size_t nq, int low_bits,
+                           int64_t *q, int64_t *position, size_t room, size_t *found);
 
 /* Sets bit code >> (63 - bits) of the bit map seen (nbytes bytes, bit k in byte k >> 3 at k & 7) for each code.
  * Returns 0, or SHC_ERR_ARGUMENT (bits not within 3..63, a bit past the map: nothing written then). */

@@ -9,7 +9,8 @@
  *   - outputs too small give SHC_ERR_ARGUMENT, never a write out of bounds; the same chunk twice gives the
  *     same rows (the state carries nothing over from one chunk to the next);
  *   - the exact check's shingle sets (shc_docs_shingle_sets) of the chunk's lines or random pieces: check_sets;
- *   - dedup's kept-set codes (shc_codes_merge, shc_codes_mark) on sorted runs and on runs out of order: check_codes.
+ *   - dedup's kept-set codes (shc_codes_merge, shc_codes_find, shc_codes_mark) on sorted runs and on runs out of
+ *     order: check_codes.
  * Usage: documents_harness [seconds] [seed]. Exit 0 when every check held. */
 #include "documents.h"
 
@@ -294,6 +295,12 @@ static void check_codes(void)
     uint64_t *a = make_codes(na, shuffled), *b = make_codes(nb, shuffled), add = rnd() % 4 ? rnd() % 100 : rnd();
     uint64_t *out = malloc(sizeof(uint64_t) * (na + nb ? na + nb : 1));
     CHECK(shc_codes_merge(a, na, b, nb, add, out) == 0, "a merge refused");
+    uint64_t *in_place = malloc(sizeof(uint64_t) * (na + nb ? na + nb : 1)); /* a at its start, merged where it is */
+    if (na)
+        memcpy(in_place, a, sizeof(uint64_t) * na);
+    CHECK(shc_codes_merge(in_place, na, b, nb, add, in_place) == 0, "a merge in place refused");
+    CHECK(!(na + nb) || !memcmp(in_place, out, sizeof(uint64_t) * (na + nb)), "a merge in place differs");
+    free(in_place);
     if (!shuffled) { /* the merge is the sorted union, a's values and b's plus add */
         uint64_t *want = malloc(sizeof(uint64_t) * (na + nb ? na + nb : 1));
         for (size_t i = 0; i < na; i++)
@@ -307,6 +314,25 @@ static void check_codes(void)
         CHECK(!sorted_b || !memcmp(out, want, sizeof(uint64_t) * (na + nb)), "a merge that is not the sorted union");
         free(want);
     }
+    /* the pairs of a and b codes sharing their top bits: every one, in order, where both are sorted (a brute force);
+     * some count within the na * nb pairs there can be where not; a room too small counts them all */
+    int low_bits = rnd() % 4 ? 32 : (int)(rnd() % 64);
+    uint64_t low = (UINT64_C(1) << low_bits) - 1;
+    size_t room = rnd() % 4 ? na * nb : rnd() % (na * nb + 1), found = 0, expected = 0;
+    int64_t *q = malloc(sizeof(int64_t) * (room ? room : 1)), *position = malloc(sizeof(int64_t) * (room ? room : 1));
+    CHECK(shc_codes_find(a, na, b, nb, low_bits, q, position, room, &found) == 0, "a search refused");
+    CHECK(found <= na * nb, "%zu pairs of %zu codes", found, na * nb);
+    for (size_t i = 0; !shuffled && i < nb; i++)
+        for (size_t j = 0; j < na; j++)
+            if ((a[j] & ~low) == (b[i] & ~low)) {
+                CHECK(expected >= room || (q[expected] == (int64_t)(b[i] & low) && position[expected] == (int64_t)(a[j] & low)),
+                      "pair %zu is not the brute force's", expected);
+                expected++;
+            }
+    CHECK(shuffled || found == expected, "%zu pairs found where the brute force finds %zu", found, expected);
+    CHECK(shc_codes_find(a, na, b, nb, 64, q, position, room, &found) == SHC_ERR_ARGUMENT, "64 low bits accepted");
+    free(q);
+    free(position);
     size_t nbytes = 1 + rnd() % 64;
     int bits = 3 + (int)(rnd() % 61);
     uint8_t *seen = calloc(nbytes, 1), *before = malloc(nbytes);
