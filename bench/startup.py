@@ -1,4 +1,5 @@
-"""Start-up: `simq near --key` and `simq hash` as whole processes, this tree and a baseline side by side.
+"""Start-up: `simq near --key`, `simq near --file` and `simq hash` as whole processes, this tree and a baseline side
+by side.
 
 A search of one key answers in milliseconds; what a user waits for is Python starting and simq's
 imports. Each command runs `--runs` times per tree, the trees alternating so both meet the same load;
@@ -113,8 +114,11 @@ def main() -> None:
             compiled(tree)  # as installed: bytecode written (else each run compiles what it imports)
             scripts[name] = [sys.executable, str(console_script(tree, tmp / f"simq_{number}.py"))]
         envs = {name: run_env(tree, OPENBLAS_NUM_THREADS="1") for name, tree in trees.items()}
+        query = tmp / "query.txt"  # near --file: the README's first search
+        query.write_text(TEXT + "\n", encoding="utf-8")
         commands = {
             "simq near --key K": (["near", "--key", key, "--db", str(db)], tmp),
+            "simq near --file F": (["near", "--file", str(query), "--db", str(db)], tmp),
             'simq hash "text"': (["hash", TEXT], empty),
         }
         loads = [load()]

@@ -142,6 +142,42 @@ def test_the_lane_hands_on_what_it_does_not_answer(tmp_path, monkeypatch):
         assert both(argv)[0] is None, argv
 
 
+def test_near_file_prints_what_the_full_command_prints(tmp_path, monkeypatch):
+    """--file: a text file read whole as UTF-8 is searched here (pipeline.sources.read_one's text); every other file
+    (binary, another encoding, JSONL, a folder, missing, stdin) goes to the full command, with its error."""
+    monkeypatch.chdir(tmp_path)
+    made = texts(random.Random(11), 40)
+    with SimhashIndex(tmp_path / "index.db", create=True, store_text=True) as index:
+        index.add(Document(f"d{i}", t) for i, t in enumerate(made))
+    files = {
+        "plain.txt": made[3].encode(),
+        "crlf.txt": made[5].replace(" ", "\r\n").encode() + b"\r\n",
+        "bom.txt": b"\xef\xbb\xbf" + made[7].encode(),
+        "zh.txt": "春眠不觉晓，处处闻啼鸟。夜来风雨声，花落知多少。".encode(),
+        "names.txt": b"plain.txt",
+        "empty.txt": b"",
+        "blank.txt": b" \n\t ",
+        "latin1.txt": "caf\xe9 cr\xe8me".encode("latin-1"),
+        "nul.txt": b"a\x00b",
+        "late_nul.txt": made[9].encode() + b" " * 9000 + b"\x00",
+        "docs.jsonl": b'{"text": "x"}\n',
+    }
+    for name, data in files.items():
+        (tmp_path / name).write_bytes(data)
+    (tmp_path / "folder").mkdir()
+    answered = 0
+    for argv in [*(["near", "--file", name, "--db", "index.db"] for name in files),
+                 ["near", "-f", "plain.txt", "--db", "index.db", "--json"], ["near", "--file=zh.txt", "--db=index.db"],
+                 ["near", "-f", "plain.txt", "-k", "3", "--format", "jsonl", "--db", "index.db"]]:  # fmt: skip
+        quick, full = both(argv)
+        answered += quick is not None
+        assert quick is None or quick == full, argv
+    assert answered >= 6
+    handed_on = [["--file", name] for name in ("folder", "missing.txt", "latin1.txt", "nul.txt", "docs.jsonl", "-")]
+    for argv in (*handed_on, ["--file", "plain.txt", "-f", "plain.txt"], ["hello", "--file", "plain.txt"]):
+        assert both(["near", *argv, "--db", "index.db"])[0] is None, argv
+
+
 def test_the_table_is_rich_s():
     from simhash_sqlite.cli import output
 
@@ -165,11 +201,12 @@ def imported(stderr: str) -> set[str]:
     return {line.split("|")[-1].strip() for line in stderr.splitlines() if line.startswith("import time:")}
 
 
-def test_hash_and_near_by_key_start_without_numpy_typer_or_rich(tmp_path):
+def test_hash_near_by_key_and_near_of_a_file_start_without_numpy_typer_or_rich(tmp_path):
     with SimhashIndex(tmp_path / "index.db", create=True, store_text=True) as index:
         index.add(Document(f"d{i}", f"{' '.join(WORDS)} {i} {i * 7 % 5}") for i in range(50))
+    (tmp_path / "query.txt").write_text(f"{' '.join(WORDS)} 1 2\n", encoding="utf-8")
     for args in (["hash", "some text to fingerprint"], ["hash", "with the index's settings", "--db", "index.db"],
-                 ["near", "--key", "d1", "--db", "index.db"]):
+                 ["near", "--key", "d1", "--db", "index.db"], ["near", "--file", "query.txt", "--db", "index.db"]):
         done = simq(args, tmp_path)
         assert done.returncode == 0, done.stderr
         heavy = sorted(name for name in imported(done.stderr) if name.split(".")[0] in HEAVY)

@@ -1,6 +1,7 @@
-"""The quick lane: `simq hash TEXT` and `simq near --key KEY` (or `simq near TEXT`) run here, before typer, rich
-and numpy are imported, where this lane prints what the full command would print, byte for byte; run() returns
-None for every other command line, and for any case it does not answer itself, before it has printed a thing.
+"""The quick lane: `simq hash TEXT` and `simq near --key KEY` (or `simq near TEXT`, or `--file FILE`) run here,
+before typer, rich and numpy are imported, where this lane prints what the full command would print, byte for
+byte; run() returns None for every other command line, and for any case it does not answer itself, before it has
+printed a thing.
 
 Why: the answer of such a command takes milliseconds; Python starting and importing typer, rich, numpy and
 the whole package took 150-180 ms of it (bench/startup.py). What it takes:
@@ -14,7 +15,8 @@ the whole package took 150-180 ms of it (bench/startup.py). What it takes:
   --db, else the extension with the index's: quick_near.QuickIndex.fingerprint); a text it declines is the
   numpy reference's;
 - near: the check at its default threshold, k <= quick_near.MOST_K, and an answer from find/quick_near.py
-  (the loadable extension's simhash_near_verdicts: the same verdicts as the reference, or none).
+  (the loadable extension's simhash_near_verdicts: the same verdicts as the reference, or none); --file: a
+  text file read whole as UTF-8 (_file_text: what pipeline.sources.read_one reads of it).
 tests/test_quick_lane.py runs both lanes on the same command lines and compares every byte and exit status.
 """
 
@@ -23,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import stat
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -49,8 +52,12 @@ DEFAULT_DB = "simhash.db"  # cli/options.py DEFAULT_DB, and its environment vari
 DB_VARIABLE = "SIMQ_DB"
 # The options each command takes here: True where the option takes a value.
 HASH_OPTIONS = {"--db": True, "--signed": False, "--format": True, "--json": False}
-NEAR_OPTIONS = {"--db": True, "--key": True, "--k": True, "-k": True, "--limit": True, "--format": True,
-                "--json": False, "--check": False}
+NEAR_OPTIONS = {"--db": True, "--key": True, "--file": True, "-f": True, "--k": True, "-k": True, "--limit": True,
+                "--format": True, "--json": False, "--check": False}
+# Where the lane reads --file itself: a regular file that pipeline.sources.Reader reads whole as one UTF-8 text
+# (not JSONL by its name, at most READ_WHOLE_BYTES, no NUL byte: Reader's binary rule looks at its first 8 KiB);
+# anything else (stdin, a folder, a JSONL file, another encoding) goes to the full command, with its errors.
+JSONL_SUFFIXES = (".jsonl", ".ndjson")  # as pipeline.sources.JSONL_SUFFIXES
 FORMATS = ("table", "json", "jsonl")  # (csv and tsv: the full command)
 RICH_VARIABLES = ("FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE")
 LONG_TEXT = 1 << 22  # core.fingerprint.LONG_TEXT: a longer text is fingerprinted in pieces
@@ -190,12 +197,17 @@ def _near(options: dict, on_terminal: TerminalPrinter | None = None) -> Printed 
     """search_commands.near for --key KEY or one text, checked at the default threshold (on_terminal: streams
     that are terminals, and what prints there)."""
     db, format_, texts, key = _db(options), _format(options), options[""], options.get("--key")
-    if db is None or format_ is None or len(texts) + (key is not None) != 1:
+    file = options.get("--file", options.get("-f"))
+    if db is None or format_ is None or "--file" in options and "-f" in options:
+        return None
+    if len(texts) + (key is not None) + (file is not None) != 1:
         return None
     if on_terminal is None and not _plain_streams():
         return None
-    text = texts[0] if texts else None
-    if text is not None and (len(text) > READ_WHOLE_BYTES or ("\n" not in text and os.path.isfile(text))):
+    text = texts[0] if texts else _file_text(file) if file is not None else None
+    if file is not None and text is None:
+        return None
+    if texts and (len(texts[0]) > READ_WHOLE_BYTES or ("\n" not in texts[0] and os.path.isfile(texts[0]))):
         return None  # (a file's name: the full command says which is searched)
     k, limit = _whole(options.get("-k", options.get("--k")), CONFIRM_K), _whole(options.get("--limit"), None)
     if k is False or limit is False:
@@ -232,6 +244,27 @@ def _near(options: dict, on_terminal: TerminalPrinter | None = None) -> Printed 
         printed.append((out if format_ == "table" else err, printable(check_summary(report, "match")) + "\n"))
         printed.extend((err, f"hint {printable(told)}\n") for told in check_hints(report))
     return printed
+
+
+def _file_text(path: str) -> str | None:
+    """The text `simq near --file PATH` searches for, where the lane reads it as the full command would
+    (pipeline.sources.read_one: one text file read whole, UTF-8); None for anything else."""
+    if path.endswith(JSONL_SUFFIXES) or os.path.isdir(path):
+        return None
+    try:
+        with open(path, "rb") as handle:
+            info = os.fstat(handle.fileno())
+            if not stat.S_ISREG(info.st_mode) or info.st_size > READ_WHOLE_BYTES:
+                return None
+            raw = handle.read(READ_WHOLE_BYTES + 1)
+    except (OSError, ValueError):
+        return None
+    if len(raw) > READ_WHOLE_BYTES or b"\x00" in raw:
+        return None
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
 
 
 def _whole(value, default):
