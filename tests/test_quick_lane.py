@@ -165,6 +165,8 @@ def test_near_file_prints_what_the_full_command_prints(tmp_path, monkeypatch):
     for name, data in files.items():
         (tmp_path / name).write_bytes(data)
     (tmp_path / "folder").mkdir()
+    if hasattr(os, "mkfifo"):
+        os.mkfifo(tmp_path / "fifo")  # (opened, it would wait for a writer: the lane looks first)
     answered = 0
     for argv in [*(["near", "--file", name, "--db", "index.db"] for name in files),
                  ["near", "-f", "plain.txt", "--db", "index.db", "--json"], ["near", "--file=zh.txt", "--db=index.db"],
@@ -174,6 +176,8 @@ def test_near_file_prints_what_the_full_command_prints(tmp_path, monkeypatch):
         assert quick is None or quick == full, argv
     assert answered >= 6
     handed_on = [["--file", name] for name in ("folder", "missing.txt", "latin1.txt", "nul.txt", "docs.jsonl", "-")]
+    if hasattr(os, "mkfifo"):
+        assert lane._file_text("fifo") is None
     for argv in (*handed_on, ["--file", "plain.txt", "-f", "plain.txt"], ["hello", "--file", "plain.txt"]):
         assert both(["near", *argv, "--db", "index.db"])[0] is None, argv
 

@@ -249,10 +249,13 @@ def _near(options: dict, on_terminal: TerminalPrinter | None = None) -> Printed 
 def _file_text(path: str) -> str | None:
     """The text `simq near --file PATH` searches for, where the lane reads it as the full command would
     (pipeline.sources.read_one: one text file read whole, UTF-8); None for anything else."""
-    if path.endswith(JSONL_SUFFIXES) or os.path.isdir(path):
+    if path.endswith(JSONL_SUFFIXES):
         return None
-    try:
-        with open(path, "rb") as handle:
+    try:  # (without blocking: a FIFO's open waits for a writer; it is looked at, then left to the full command)
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return None
+        flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
+        with open(os.open(path, flags), "rb") as handle:
             info = os.fstat(handle.fileno())
             if not stat.S_ISREG(info.st_mode) or info.st_size > READ_WHOLE_BYTES:
                 return None
