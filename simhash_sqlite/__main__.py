@@ -18,6 +18,7 @@ import sys
 BLAS_THREADS = "OPENBLAS_NUM_THREADS"
 
 INTERRUPTED = 130  # the exit status of Ctrl-C, as simq's commands give it (cli/errors.py)
+_MAIN_THREAD = _thread.get_ident()  # (this module is imported by the main thread)
 
 
 def _interrupt_again(unraisable) -> None:
@@ -29,8 +30,9 @@ def _interrupt_again(unraisable) -> None:
     if issubclass(unraisable.exc_type, KeyboardInterrupt):
         if os.name == "nt":  # (os.kill with SIGINT would end the process there)
             _thread.start_new_thread(_thread.interrupt_main, ())
-        else:  # a real signal: it wakes a call that sleeps or waits, as the first did
-            _thread.start_new_thread(os.kill, (os.getpid(), signal.SIGINT))
+        else:  # a real signal, to the main thread: it wakes a call that sleeps or waits there, as the first did
+            # (os.kill lets the kernel pick the thread, and the sending one took it at times: a sleep went on)
+            _thread.start_new_thread(signal.pthread_kill, (_MAIN_THREAD, signal.SIGINT))
     else:
         sys.__unraisablehook__(unraisable)
 
