@@ -1,7 +1,7 @@
 """dedup's kept sketches in C (documents.c, shc_codes_*): runs of sorted LSH window codes merged, searched and marked
 in a bit map, the serial part of `simq dedup` (pipeline/dedup.py KeptSketches). Each function gives what its numpy
-reference there gives, value for value (tests/test_document_path.py), or None where the reference must run (no C
-core, an older build). ctypes releases the GIL for the call."""
+reference there gives, value for value (tests/test_document_path.py), or None (False) where the reference must run
+(no C core, an older build). ctypes releases the GIL for the call."""
 
 from __future__ import annotations
 
@@ -37,7 +37,9 @@ def merge_into(out: np.ndarray, older: np.ndarray, newer: np.ndarray, add: int) 
         return False
     if len(older) and np.shares_memory(out, older) and older.ctypes.data != out.ctypes.data:
         return False  # (only older at out's start can be merged in place)
-    newer = np.array(newer, dtype=np.uint64, order="C", copy=np.shares_memory(out, newer))
+    newer = np.ascontiguousarray(newer, dtype=np.uint64)
+    if np.shares_memory(out, newer):  # (written over as it is read)
+        newer = newer.copy()
     return function(older.ctypes.data if len(older) else None, len(older), newer.ctypes.data, len(newer), add,
                     out.ctypes.data) == 0
 

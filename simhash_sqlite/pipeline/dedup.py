@@ -268,11 +268,11 @@ def _mark_seen(seen: np.ndarray, codes: np.ndarray, bits: int) -> None:
     seen[byte[first]] |= np.bitwise_or.reduceat(np.left_shift(1, (slots & _U64(7)).astype(np.uint8)), first)
 
 
-# A merged run's codes lie at the start of an array with room for as many again, so that the merges that follow
-# write into it in place (native/codes.py merge_into): a new array of tens of MB a merge cost more in page
-# faults than the merge (100k crawl pages: 42 merges, 0.19-0.44 s of the serial loop; 7 ms a 56 MB merge in
-# place). The room is not written until a merge fills it, so it takes address space, not memory: the budget
-# counts the codes (KeptSketches.nbytes).
+# A merged run's codes lie at the start of an array with room for as many again, so that a merge that fits writes
+# into it in place (native/codes.py merge_into) and faults in only the newer run's pages: a new array's page faults
+# cost more than the merge itself (7 ms to merge 56 MB into memory already touched, 20-150 ms into a new array;
+# 100k crawl pages: 14 of 42 merges in place). The room is not written until a merge fills it, so it takes address
+# space, not memory: the budget counts the codes (KeptSketches.nbytes).
 RUN_ROOM = 2
 
 
@@ -917,7 +917,7 @@ class Deduplicator:
             job = self._start(batch, pending is not None) if len(batch) else None
             # A batch the reader fingerprinted whole (JSONL) is complete now: its codes are made on a helper
             # thread while the batch before it is decided.
-            ready = job is not None and job.futures is None and not job.chunks[0]
+            ready = job is not None and not batch.documents_to_fingerprint()
             if job is not None and ready:
                 self._prepare(self._fingerprints(batch, job, None))
             if pending is not None:
