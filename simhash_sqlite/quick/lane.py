@@ -194,8 +194,8 @@ def _of_index(db: str, text: str) -> int | None:
 
 
 def _near(options: dict, on_terminal: TerminalPrinter | None = None) -> Printed | Callable[[], None] | None:
-    """search_commands.near for --key KEY or one text, checked at the default threshold (on_terminal: streams
-    that are terminals, and what prints there)."""
+    """search_commands.near for --key KEY, one text or --file FILE, checked at the default threshold (on_terminal:
+    streams that are terminals, and what prints there)."""
     db, format_, texts, key = _db(options), _format(options), options[""], options.get("--key")
     file = options.get("--file", options.get("-f"))
     if db is None or format_ is None or "--file" in options and "-f" in options:
