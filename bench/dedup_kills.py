@@ -3,9 +3,10 @@
     python bench/dedup_kills.py [--pages N] [--kills K] [--memory SIZE] [--seed S] [--commit-seconds S]
 
 Writes N synthetic crawl pages (bench/scale.py's) to a temporary JSONL file, runs `simq dedup` on them once
-uninterrupted (the reference), then runs the same command K times, each killed at a random moment of its
-run (half of them just after a fresh commit; SIGKILL, or every third time SIGINT as Ctrl-C sends it), every
-run continuing the last, and a final run to the end. The kept records and the --dupes file must equal the
+uninterrupted (the reference), then runs the same command until it has been killed K times, each at a random
+moment of its run (half of them just after a fresh commit; SIGKILL, or every third time SIGINT as Ctrl-C sends
+it), every run continuing the last (a run that finished before its kill starts the next from nothing), and a
+final run to the end. The kept records and the --dupes file must equal the
 reference byte for byte, with no partial file, state or spill folder left. Prints one JSON line. Small
 mode for bench/smoke.py: --pages 3000 --kills 3.
 """
@@ -60,9 +61,10 @@ def main() -> None:
         subprocess.run(command(reference), check=True, capture_output=True)
         seconds = time.perf_counter() - started
         out = Path(folder) / "kept.jsonl"
-        kills = interrupts = finished_early = progress = 0
+        kills = interrupts = finished_early = progress = number = 0
         decided_at_kills = []
-        for number in range(args.kills):
+        while kills + interrupts < args.kills and number < 10 * args.kills:
+            number += 1
             process = subprocess.Popen(command(out), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
             # Half the kills come after a commit past the last one (so that the runs get further), half at any
@@ -72,9 +74,9 @@ def main() -> None:
                 before, deadline = state(out), time.monotonic() + 10 * seconds
                 while process.poll() is None and state(out) <= before and time.monotonic() < deadline:
                     time.sleep(0.02)
-                time.sleep(rng.uniform(0, 1.0))
+                time.sleep(rng.uniform(0, min(1.0, seconds / 2)))  # (a resumed run has less left to do)
             else:
-                time.sleep(rng.uniform(0.2, 1.5 * seconds))
+                time.sleep(rng.uniform(0.05, seconds))
             sent = signal.SIGINT if number % 3 == 2 else signal.SIGKILL
             process.send_signal(sent)
             _, stderr = process.communicate()
