@@ -16,6 +16,7 @@ import apsw
 import pytest
 
 from simhash_sqlite import Document, IndexNotFound, SimhashIndex
+from simhash_sqlite.store.database import open_readonly
 from simhash_sqlite.store.integrity import problems
 from simhash_sqlite.store.texts import content_hash
 
@@ -33,7 +34,9 @@ def write_jsonl(path, records):
 
 
 def stored(db):
-    conn = apsw.Connection(str(db), flags=apsw.SQLITE_OPEN_READONLY)
+    # (as simq reads: a writer killed inside its first, rollback-journal transaction leaves a hot -journal, which
+    # this connection rolls back; a plain read-only one cannot, and failed with ReadOnlyError)
+    conn = open_readonly(str(db))
     try:
         return dict(conn.execute("SELECT key, content_hash FROM documents"))
     except apsw.SQLError:

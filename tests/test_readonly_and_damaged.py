@@ -108,6 +108,60 @@ def test_a_wal_with_changes_is_read_or_refused_never_missed(tmp_path):
     assert copied.returncode == 1 and "holds changes not yet in the file" in copied.stderr, copied.stderr
 
 
+# A writer killed inside a rollback-journal transaction: its uncommitted pages partly in the file, the hot journal
+# beside it holding what they were.
+_KILLED_WRITER = """
+import sys, time, apsw
+conn = apsw.Connection(sys.argv[1])
+conn.pragma("cache_size", 1)  # (pages spill into the file before the commit)
+conn.execute("BEGIN IMMEDIATE")
+conn.execute("CREATE TABLE junk(x)")
+conn.execute("WITH RECURSIVE r(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM r WHERE i < 3000) "
+             "INSERT INTO junk SELECT randomblob(1000) FROM r")
+conn.execute("UPDATE documents SET length = length + 1")
+print("written", flush=True)
+time.sleep(60)
+"""
+
+
+def test_a_killed_writers_journal_is_rolled_back_or_refused_never_read_as_it_lies(tmp_path):
+    """A hot -journal: a reader that can write the folder rolls it back (what SQLite does for any connection
+    that can), one that cannot is told why; an immutable reader would read the unfinished pages."""
+    import subprocess
+    import sys
+
+    import apsw
+
+    folder = tmp_path / "shared"
+    folder.mkdir()
+    db = folder / "idx.db"
+    with SimhashIndex(db, create=True) as index:
+        index.add([Document("a.txt", ENGLISH)])
+    conn = apsw.Connection(str(db))
+    conn.pragma("journal_mode", "delete")  # (a new file is in this mode until it turns to WAL)
+    conn.close()
+    writer = subprocess.Popen([sys.executable, "-c", _KILLED_WRITER, str(db)], stdout=subprocess.PIPE, text=True)
+    assert writer.stdout.readline() == "written\n"
+    writer.kill()
+    writer.wait()
+    assert (folder / "idx.db-journal").stat().st_size > 0
+    os.chmod(folder, 0o555)
+    try:
+        locked = run_unprivileged(["stats", "--json", "--db", "idx.db"], cwd=folder)
+    finally:
+        os.chmod(folder, 0o755)
+    assert locked.returncode == 1 and "Traceback" not in locked.stderr, locked.stderr
+    assert locked.stderr.startswith("error: ") and "did not finish" in locked.stderr, locked.stderr
+    assert (folder / "idx.db-journal").stat().st_size > 0  # left as it was
+    owner = run_unprivileged(["stats", "--json", "--db", "idx.db"], cwd=folder)
+    assert owner.returncode == 0, owner.stderr
+    assert json.loads(owner.stdout)["documents"] == 1
+    assert not (folder / "idx.db-journal").exists()  # rolled back: the file as it was committed
+    assert problems(db) == []
+    with SimhashIndex(db, readonly=True) as index:
+        assert not index.conn.execute("SELECT 1 FROM sqlite_schema WHERE name = 'junk'").fetchall()
+
+
 def _damaged(tmp_path, pages=3):
     """An index of 3000 texts with random bytes written over `pages` pages in the middle."""
     path = tmp_path / "damaged.db"

@@ -232,14 +232,16 @@ def open_readonly(path: str) -> apsw.Connection:
     A read-only connection to a WAL file makes its -wal and -shm files and, unlike a read-write one,
     cannot remove them when it closes. So when they are not there yet and we could write them, the
     connection is read-write with PRAGMA query_only: its statements cannot write, and closing it
-    leaves the folder as it was (checkpointing an empty WAL writes nothing to the file).
+    leaves the folder as it was (checkpointing an empty WAL writes nothing to the file). So it is too
+    where a writer was killed inside a rollback-journal transaction (a new file, before it turns to WAL):
+    SQLite rolls the hot -journal back on the first read, which a read-only connection cannot do.
     """
     # The header is read (a descriptor opened and closed) only when no -wal, -shm or -journal file is there:
     # closing any descriptor of the file drops every POSIX lock this process holds on it, SQLite's
     # included, and a connection of this process that has read a WAL file keeps its -shm file there.
     tidy = not any(os.path.exists(path + end) for end in ("-wal", "-shm", "-journal")) and _is_wal(path)
-    tidy = tidy and os.access(path, os.W_OK) and os.access(os.path.dirname(os.path.abspath(path)), os.W_OK)
-    flags = apsw.SQLITE_OPEN_READWRITE if tidy else apsw.SQLITE_OPEN_READONLY
+    writable = os.access(path, os.W_OK) and os.access(os.path.dirname(os.path.abspath(path)), os.W_OK)
+    flags = apsw.SQLITE_OPEN_READWRITE if writable and (tidy or _hot_journal(path)) else apsw.SQLITE_OPEN_READONLY
     try:
         conn = apsw.Connection(path, flags=flags)
         conn.pragma("query_only", 1)
@@ -251,6 +253,15 @@ def open_readonly(path: str) -> apsw.Connection:
     except BaseException:
         conn.close()
         raise
+
+
+def _hot_journal(path: str) -> bool:
+    """A rollback journal is there with something in it: a transaction its writer did not finish (killed), which
+    the next connection that can write rolls back before it reads."""
+    try:
+        return os.path.getsize(path + "-journal") > 0
+    except OSError:
+        return False
 
 
 def _is_wal(path: str) -> bool:
@@ -270,7 +281,8 @@ def readable(conn: apsw.Connection, path: str) -> apsw.Connection:
     a package's data folder, a read-only mount) SQLite cannot create it and fails with CantOpenError
     or ReadOnlyError even for a read; such a file is opened as immutable: read as it is, without
     locks. That is sound only when no writer has changes in its -wal file, which a reader there
-    could not see: then the file is refused with the reason.
+    could not see, and no killed writer left a hot -journal, whose unfinished pages it would read: then
+    the file is refused with the reason.
     """
     try:
         conn.execute("SELECT count(*) FROM sqlite_schema").get
@@ -284,6 +296,11 @@ def readable(conn: apsw.Connection, path: str) -> apsw.Connection:
         raise IndexNotFound(
             f"cannot read {path}: its folder is not writable and {wal} holds changes not yet in the file; "
             "ask its owner to run any simq command on it (which folds them in), or copy the index with its -wal file"
+        )
+    if _hot_journal(path):  # an immutable reader would read the unfinished transaction's pages as they lie
+        raise IndexNotFound(
+            f"cannot read {path}: {path}-journal holds a transaction a writer did not finish, which only a "
+            "connection that can write there rolls back; ask its owner to run any simq command on it"
         )
     import urllib.parse  # (here: a rare case, and a search's start-up does without it)
 
