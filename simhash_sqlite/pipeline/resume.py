@@ -79,19 +79,9 @@ class _File:
             os.ftruncate(self.fd, keep)
         self.length = keep or 0
         os.lseek(self.fd, self.length, os.SEEK_SET)
-        self.pending: list[bytes] = []
 
-    def write(self, data: bytes) -> None:
-        self.pending.append(data)
-
-    def take(self) -> list[bytes]:
-        """What was written since the last take(), for flush()."""
-        pending, self.pending = self.pending, []
-        return pending
-
-    def flush(self, pending: list[bytes] | None = None) -> None:
-        """Write pending (default: what was written since the last take) whole, or none of it."""
-        pending = self.take() if pending is None else pending
+    def flush(self, pending: list[bytes]) -> None:
+        """Write pending whole, or none of it."""
         if not pending:
             return
         data = memoryview(b"".join(pending))
@@ -249,18 +239,23 @@ class ResumableOutput:
         batch = (out, dupes if self.dupes is not None else b"", decided.kept_flags(), decided.counts())
         self.batches.append(batch)  # (one step)
 
-    def _take_batches(self) -> None:
-        """The whole batches written so far, into the files' buffers and the counts. Counted here, not taken
-        from the report: it counts a batch as it is decided, before its decisions are written."""
+    def _take_batches(self) -> list[list[bytes]]:
+        """The whole batches written so far, as each file's bytes (in self.files' order: kept lines, flags, dupes
+        lines), counted. Counted here, not taken from the report: it counts a batch as it is decided, before its
+        decisions are written."""
         batches, self.batches = self.batches, []
         counts = self.pending_counts
-        for out, dupes, flags, batch_counts in batches:
-            self.files[0].write(out)
-            if dupes:
-                self.files[2].write(dupes)
-            self.files[1].write(flags)
+        out: list[bytes] = []
+        flags: list[bytes] = []
+        dupes: list[bytes] = []
+        for lines, dupe_lines, batch_flags, batch_counts in batches:
+            out.append(lines)
+            flags.append(batch_flags)
+            if dupe_lines:
+                dupes.append(dupe_lines)
             for name, count in batch_counts.items():
                 counts[name] += count
+        return [out, flags, dupes][: len(self.files)]
 
     def maybe_commit(self) -> None:
         """commit() every so often, without waiting for it: its files are written and synced on a thread while the
@@ -274,8 +269,7 @@ class ResumableOutput:
         counts say what it committed), else at once."""
         with _interrupts_after():
             self._wait()
-            self._take_batches()
-            pending = [file.take() for file in self.files]
+            pending = self._take_batches()
             counts = dict(self.pending_counts)
             self.last_commit = time.monotonic()
             if not wait:
