@@ -246,13 +246,13 @@ def _from_rows(data: bytes, rows: native_documents.Rows, rules: RecordRules) -> 
     at = np.flatnonzero(kind == native_documents.LINE_RECORD)
     out = ChunkRecords()
     out.lines = at.tolist()
+    keys = rows.keys.decode("utf-8").split("\x00")[:-1]  # every record's key ended by a NUL: one split
+    has_id = rows.has_id[at]
+    out.keys = list[str | None](keys) if has_id.all() else [
+        key if there else None for key, there in zip(keys, has_id.tolist())
+    ]
     if rules.columns and not rules.content_hashes and not rules.short_texts and not (
             kind == native_documents.LINE_PYTHON).any():
-        keys = rows.keys.decode("utf-8").split("\x00")[:-1]
-        has_id = rows.has_id[at]
-        out.keys = list[str | None](keys) if has_id.all() else [
-            key if there else None for key, there in zip(keys, has_id.tolist())
-        ]
         status = rows.status[at]
         has_sketch = (status & native_documents.HAS_SKETCH) != 0
         out.columns = RecordColumns(
@@ -265,11 +265,6 @@ def _from_rows(data: bytes, rows: native_documents.Rows, rules: RecordRules) -> 
     out.starts = rows.start[at].tolist()
     out.ends = rows.end[at].tolist()
     shorts = rows.shorts
-    keys = rows.keys.decode("utf-8").split("\x00")[:-1]  # every record's key ended by a NUL: one split
-    has_id = rows.has_id[at]
-    out.keys = list[str | None](keys) if has_id.all() else [
-        key if there else None for key, there in zip(keys, has_id.tolist())
-    ]
     out.lengths = rows.lengths[at].tolist()
     if rules.content_hashes:
         flat = rows.hashes[at].tobytes()
