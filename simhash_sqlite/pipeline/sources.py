@@ -493,11 +493,9 @@ class Reader:
             for number in chunk.overlong:
                 self._skip(f"{chunk.path}:{number}", f"line longer than {MAX_RECORD_BYTES >> 20} MiB", True)
             if records.columns is not None:  # (entry_batches: no skips or failures, every record kept)
-                keys = records.keys if None not in records.keys else [
-                    self._keyed_by_line(f"{chunk.path}:{chunk.first_line + line}") if key is None else key
-                    for key, line in zip(records.keys, records.lines)]
+                keys = self._record_keys(chunk, records)
                 if keys:
-                    yield LineBatch(cast(list[str], keys), chunk.data, records.columns), None  # type: ignore[misc]
+                    yield LineBatch(keys, chunk.data, records.columns), None  # type: ignore[misc]
                 continue
             if getattr(self, "_packed", False) and not records.skips and not records.failures \
                     and not self.keep_repeats and None not in records.keys and not lines:
@@ -535,8 +533,7 @@ class Reader:
         None, and the line is not copied out of the chunk)."""
         skips = iter(records.skips)
         skip = next(skips, None)
-        keys = [self._keyed_by_line(f"{path}:{chunk.first_line + line}") if key is None else key
-                for key, line in zip(records.keys, records.lines)]
+        keys = self._record_keys(chunk, records)
         # (a filter keeps every record: repeated ids are not looked for)
         first = [True] * len(keys) if self.keep_repeats else self._note_keys(
             keys, self._places(path, chunk.first_line, records.lines))
@@ -580,6 +577,13 @@ class Reader:
         if skip[2]:
             self._keyed_by_line(where)
         self._skip(where, skip[1], True)
+
+    def _record_keys(self, chunk: LineChunk, records: ChunkRecords) -> list[str]:
+        """Each record's key: its id, or where it is (path:line) for a record without one."""
+        if None not in records.keys:
+            return cast(list[str], records.keys)
+        return [self._keyed_by_line(f"{chunk.path}:{chunk.first_line + line}") if key is None else key
+                for key, line in zip(records.keys, records.lines)]
 
     def _keyed_by_line(self, where: str) -> str:
         self.keyed_by_line += 1
