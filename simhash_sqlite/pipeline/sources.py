@@ -45,7 +45,7 @@ from ..store.texts import SourceFile, content_hash
 from .jsonl import ChunkRecords, LineChunk, RecordColumns, RecordRules, native_path, parse_record, read_line_chunk
 
 BINARY_SNIFF_BYTES = 8192
-JSONL_SUFFIXES = (".jsonl", ".ndjson")
+JSONL_SUFFIXES = texts.JSONL_SUFFIXES
 STDIN = "-"
 STDIN_NAME = "<stdin>"  # stdin in messages and in path:line keys
 SNIFF_BYTES = 1 << 20  # stdin's first line, up to this much, decides whether it is JSONL

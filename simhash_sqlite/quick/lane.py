@@ -36,7 +36,7 @@ from ..core.rule import CONFIRM_K, READ_WHOLE_BYTES
 from ..core.settings import FingerprintSettings
 from ..errors import printable
 from ..find.quick_near import QuickIndex
-from ..store.texts import file_keys_out_of_reach
+from ..store.texts import JSONL_SUFFIXES, file_keys_out_of_reach
 from .words import (
     check_hints,
     check_summary,
@@ -54,10 +54,6 @@ DB_VARIABLE = "SIMQ_DB"
 HASH_OPTIONS = {"--db": True, "--signed": False, "--format": True, "--json": False}
 NEAR_OPTIONS = {"--db": True, "--key": True, "--file": True, "-f": True, "--k": True, "-k": True, "--limit": True,
                 "--format": True, "--json": False, "--check": False}
-# Where the lane reads --file itself: a regular file that pipeline.sources.Reader reads whole as one UTF-8 text
-# (not JSONL by its name, at most READ_WHOLE_BYTES, no NUL byte: Reader's binary rule looks at its first 8 KiB);
-# anything else (stdin, a folder, a JSONL file, another encoding) goes to the full command, with its errors.
-JSONL_SUFFIXES = (".jsonl", ".ndjson")  # as pipeline.sources.JSONL_SUFFIXES
 FORMATS = ("table", "json", "jsonl")  # (csv and tsv: the full command)
 RICH_VARIABLES = ("FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE")
 LONG_TEXT = 1 << 22  # core.fingerprint.LONG_TEXT: a longer text is fingerprinted in pieces
@@ -248,7 +244,9 @@ def _near(options: dict, on_terminal: TerminalPrinter | None = None) -> Printed 
 
 def _file_text(path: str) -> str | None:
     """The text `simq near --file PATH` searches for, where the lane reads it as the full command would
-    (pipeline.sources.read_one: one text file read whole, UTF-8); None for anything else."""
+    (pipeline.sources.read_one: a regular file, not JSONL by its name, read whole as UTF-8, at most
+    READ_WHOLE_BYTES, no NUL byte where Reader's binary rule looks at the first 8 KiB); None for anything else
+    (stdin, a folder, a JSONL file, another encoding), which the full command answers, with its errors."""
     if path.endswith(JSONL_SUFFIXES):
         return None
     try:  # (without blocking: a FIFO's open waits for a writer; it is looked at, then left to the full command)

@@ -22,6 +22,10 @@ try:  # hashlib's blake2b itself (hashlib.blake2b is this), without hashlib's lo
 except ImportError:  # pragma: no cover (an interpreter without CPython's _blake2)
     from hashlib import blake2b
 
+# The file names read as JSONL whatever the options (pipeline.sources, and quick/lane.py's --file, which imports
+# no pipeline/).
+JSONL_SUFFIXES = (".jsonl", ".ndjson")
+
 if TYPE_CHECKING:
     import apsw
 
