@@ -612,6 +612,44 @@ def test_sketch_pairs_with_copies_equal_the_reference(monkeypatch, seed):
 
 
 @needs_core
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.integers(0, 5000), st.integers(0, 63), st.integers(1, 64), st.sampled_from(["rows", "shuffled", "any"]),
+    st.booleans(), st.integers(0, 2**32 - 1),
+)
+def test_the_cores_sort_of_lsh_tables_is_numpys(n, low, width, layout, scratch, seed):
+    """shc_sort_packed gives np.sort's words whatever they are: an LSH table's (keys over ascending rows, the
+    stable pass alone), rows out of order under equal keys (the pass, then the in-place sort), any words;
+    with scratch and without."""
+    rng = np.random.default_rng(seed)
+    width = min(width, 64 - low)
+    keys = rng.integers(0, 2**63, n, dtype=np.uint64) >> np.uint64(64 - width) if width else np.zeros(n, np.uint64)
+    if rng.integers(2):
+        keys &= np.uint64(7)  # few keys: long runs of equal ones
+    below = np.arange(n, dtype=np.uint64) & np.uint64((1 << low) - 1)
+    if layout == "shuffled":
+        rng.shuffle(below)
+    words = (keys << np.uint64(low)) | below if low else keys
+    if layout == "any":
+        words = rng.integers(0, 2**64 - 1, n, dtype=np.uint64, endpoint=True) >> np.uint64(int(rng.integers(64)))
+    got = words.copy()
+    native.sort_packed(LIB, got, low, np.full(n, 0xAB, dtype=np.uint64) if scratch else None)
+    assert got.tobytes() == np.sort(words).tobytes()
+
+
+@needs_core
+def test_the_cores_sort_refuses_what_it_cannot_sort():
+    words = np.arange(4, dtype=np.uint64)
+    for bad in (words.astype(np.int64), words[::2], np.arange(4, dtype=np.uint64)[::-1]):
+        with pytest.raises(ValueError):
+            native.sort_packed(LIB, bad, 3)
+    with pytest.raises(ValueError, match="scratch"):
+        native.sort_packed(LIB, words, 3, np.empty(3, dtype=np.uint64))
+    with pytest.raises(ValueError, match="refused"):
+        native.sort_packed(LIB, words, 64)
+
+
+@needs_core
 def test_lsh_table_pairs_refuse_what_lies_beyond_the_rows():
     """A row past the rows given, words out of order, a window past the bins: an error from the core,
     never a read out of bounds (bench/native_sanitize.sh runs the core's harness under ASan)."""

@@ -154,20 +154,34 @@ def candidate_codes(words: np.ndarray, nbits: int, width: int = WINDOW_BITS, ste
     return _merged(runs)
 
 
-def _packed_table(words: np.ndarray, start: int, width: int, low: int, low_words: np.ndarray) -> np.ndarray:
-    """One table's (key << low | low_words) words, sorted."""
+def _packed_table(
+    words: np.ndarray, start: int, width: int, low: int, low_words: np.ndarray, lib=None, scratch: bool = False,
+) -> np.ndarray:
+    """One table's (key << low | low_words) words, sorted (by the C core where lib is given: _sorted)."""
     packed = window_keys(words, start, width)
     packed <<= _U64(low)
     packed |= low_words
-    packed.sort()
+    _sorted(packed, low, lib, scratch)
     return packed
+
+
+def _sorted(packed: np.ndarray, low: int, lib, scratch: bool) -> None:
+    """packed sorted in place: numpy's sort, or the C core's radix sort where lib is given, the same words.
+    scratch: the words are dealt out by key through a second array as large (the rows under the keys ascend,
+    so that is the whole sort: 6x numpy's at 1M documents), else sorted in place (2.5x, no more memory)."""
+    if lib is None:
+        packed.sort()
+    else:
+        native.sort_packed(lib, packed, low, np.empty_like(packed) if scratch else None)
 
 
 # Rows whose window bytes are gathered at once by _row_packed_table (a few MB: in cache while shifted).
 ROW_CHUNK = 1 << 16
 
 
-def _row_packed_table(rows: np.ndarray, first: np.ndarray | None, start: int, width: int, low: int) -> np.ndarray:
+def _row_packed_table(
+    rows: np.ndarray, first: np.ndarray | None, start: int, width: int, low: int, lib=None,
+) -> np.ndarray:
     """_packed_table read from the rows themselves, not from a transposed copy of them (_words: as large as
     the rows): the bytes the window spans of each distinct row (rows[first[a]], or rows[a] where first is
     None) laid into one little-endian word, shifted to the window, with the row's number under it; sorted.
@@ -191,7 +205,7 @@ def _row_packed_table(rows: np.ndarray, first: np.ndarray | None, start: int, wi
         part &= mask
         part <<= _U64(low)
         part |= numbers
-    packed.sort()
+    _sorted(packed, low, lib, scratch=False)  # (the search within a budget: no second table's memory)
     return packed
 
 
@@ -218,10 +232,10 @@ def table_pairs(
 
     def one(table: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         if words is None:
-            packed = _row_packed_table(rows, first, starts[table], width, low)
+            packed = _row_packed_table(rows, first, starts[table], width, low, lib)
         else:
             assert row_words is not None
-            packed = _packed_table(words, starts[table], width, low, row_words)
+            packed = _packed_table(words, starts[table], width, low, row_words, lib, scratch=True)
         a, b, estimate = native.window_pairs(lib, rows, packed, low, width, step, table, threshold, scheme)
         del packed
         return (a, b, estimate) if first is None else (np.searchsorted(first, a), np.searchsorted(first, b), estimate)

@@ -1881,3 +1881,74 @@ done:
     free(x);
     return status;
 }
+
+/* ---------------------------------------------------------------- sorted LSH tables (sketch_pairs) */
+
+/* The radix digits of shc_sort_packed's stable pass: a table's key (24-27 bits) in two passes of at most
+ * 16 bits, whose counts (512 KB) stay in cache while the words are dealt out. */
+#define SORT_DIGIT_MOST 16
+
+/* Stable LSD radix sort of h[0..n) by bits [low, low + bits), through scratch; 0, or -1 where the counts could
+ * not be allocated (nothing moved). */
+static int sort_by_key(uint64_t *h, size_t n, int low, int bits, uint64_t *scratch)
+{
+    int passes = (bits + SORT_DIGIT_MOST - 1) / SORT_DIGIT_MOST;
+    int digit = (bits + passes - 1) / passes;
+    size_t buckets = (size_t)1 << digit;
+    uint64_t mask = buckets - 1;
+    size_t *counts = calloc(buckets * (size_t)passes, sizeof(size_t));
+    if (!counts)
+        return -1;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t key = h[i] >> low;
+        for (int p = 0; p < passes; p++)
+            counts[(size_t)p * buckets + ((key >> (p * digit)) & mask)]++;
+    }
+    uint64_t *from = h, *to = scratch;
+    for (int p = 0; p < passes; p++) {
+        size_t *next = counts + (size_t)p * buckets, sum = 0;
+        for (size_t b = 0; b < buckets; b++) {
+            size_t c = next[b];
+            next[b] = sum;
+            sum += c;
+        }
+        int shift = low + p * digit;
+        for (size_t i = 0; i < n; i++) {
+            uint64_t v = from[i];
+            to[next[(v >> shift) & mask]++] = v;
+        }
+        uint64_t *t = from;
+        from = to;
+        to = t;
+    }
+    if (from != h)
+        memcpy(h, from, n * sizeof(uint64_t));
+    free(counts);
+    return 0;
+}
+
+SHC_API int shc_sort_packed(uint64_t *h, size_t n, int32_t low, uint64_t *scratch)
+{
+    if ((n && !h) || low < 0 || low > 63)
+        return SHC_ERR_ARGUMENT;
+    if (n < 2)
+        return 0;
+    uint64_t any = 0;
+    for (size_t i = 0; i < n; i++)
+        any |= h[i];
+    int top = 0; /* bits the values span */
+    while (top < 64 && any >> top)
+        top++;
+    if (scratch && top > low && sort_by_key(h, n, low, top - low, scratch) == 0) {
+        size_t i = 1;
+        while (i < n && h[i - 1] <= h[i])
+            i++;
+        if (i == n)
+            return 0;
+        /* Equal keys whose low bits were out of order: the stable pass left the keys sorted; the in-place
+         * sort below finishes them. */
+    }
+    if (top > 0)
+        radix_sort_u64(h, n, (top - 1) / 8 * 8);
+    return 0;
+}

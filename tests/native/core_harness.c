@@ -278,6 +278,44 @@ static void check_window_pairs(const shc_scheme *s)
     free(packed);
 }
 
+/* shc_sort_packed on an LSH table's words (keys over ascending rows), with rows out of order, and on any
+ * words, with scratch (guarded on both sides) and without: qsort's order, and nothing written past the words. */
+static void check_sort_packed(void)
+{
+    size_t n = rnd() % 4 ? rnd() % 300 : rnd() % 20000;
+    int32_t low = (int32_t)(rnd() % 64), width = 1 + (int32_t)(rnd() % 64);
+    if (width > 64 - low)
+        width = 64 - low;
+    uint64_t *words = malloc(sizeof(uint64_t) * (n + 2)), *want = malloc(sizeof(uint64_t) * (n + 1));
+    uint64_t *scratch = malloc(sizeof(uint64_t) * (n + 2));
+    int layout = (int)(rnd() % 3), few = rnd() % 2;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t key = width ? rnd() >> (64 - width) : 0;
+        if (few)
+            key &= 7;
+        uint64_t below = low ? (layout == 1 ? rnd() : (uint64_t)i) & ((UINT64_C(1) << low) - 1) : 0;
+        words[i + 1] = layout == 2 ? rnd() >> (rnd() % 64) : (low < 64 ? key << low : 0) | below;
+    }
+    words[0] = words[n + 1] = scratch[0] = scratch[n + 1] = 0x5A5A5A5A5A5A5A5Aull; /* guards */
+    if (n)
+        memcpy(want, words + 1, n * sizeof(uint64_t));
+    qsort(want, n, sizeof(uint64_t), compare_u64);
+    int with_scratch = (int)(rnd() % 2);
+    int r = shc_sort_packed(words + 1, n, low, with_scratch ? scratch + 1 : NULL);
+    CHECK(r == 0, "sort_packed returned %d (n %zu, low %d)", r, n, low);
+    CHECK(n == 0 || memcmp(words + 1, want, n * sizeof(uint64_t)) == 0, "sort_packed order (n %zu, low %d, layout %d)",
+          n, low, layout);
+    CHECK(words[0] == 0x5A5A5A5A5A5A5A5Aull && words[n + 1] == 0x5A5A5A5A5A5A5A5Aull &&
+              scratch[0] == 0x5A5A5A5A5A5A5A5Aull && scratch[n + 1] == 0x5A5A5A5A5A5A5A5Aull,
+          "sort_packed wrote past its words");
+    CHECK(shc_sort_packed(NULL, 3, 0, NULL) == SHC_ERR_ARGUMENT, "sort_packed took NULL words");
+    CHECK(shc_sort_packed(words, 0, 64, NULL) == SHC_ERR_ARGUMENT, "sort_packed took low 64");
+    CHECK(shc_sort_packed(words, 0, -1, NULL) == SHC_ERR_ARGUMENT, "sort_packed took low -1");
+    free(words);
+    free(want);
+    free(scratch);
+}
+
 static void fixed_cases(shc_work *w)
 {
     shc_scheme bad[] = {{0, 1, 0}, {7, 1, 0}, {8, 3, 0}, {8, 1, 8}, {65537, 8, 0}, {-8, 1, 0}, {8, 32, 0}};
@@ -358,6 +396,7 @@ int main(int argc, char **argv)
         check_estimates(s);
         check_window_pairs(s);
         check_sorted_distinct();
+        check_sort_packed();
         check_shingle_set();
         rounds++;
         texts += (long)n;
