@@ -225,9 +225,12 @@ def table_pairs(
     low = position_bits(len(rows))
     if width + low > 64:
         raise ValueError(f"{len(rows)} rows are too many for {width}-bit windows")
-    row_words = None
+    row_words = position_of = None
     if words is not None:
         row_words = np.arange(words.shape[1], dtype=_U64) if first is None else first.astype(_U64)
+        if first is not None:  # rows to positions by a look-up, 10x the binary search (4 bytes a row, in memory)
+            position_of = np.zeros(len(rows), dtype=np.int32 if len(first) < 2**31 else np.int64)
+            position_of[first] = np.arange(len(first), dtype=position_of.dtype)
     starts = _windows(nbits, width, step)
 
     def one(table: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -238,7 +241,11 @@ def table_pairs(
             packed = _packed_table(words, starts[table], width, low, row_words, lib, scratch=True)
         a, b, estimate = native.window_pairs(lib, rows, packed, low, width, step, table, threshold, scheme)
         del packed
-        return (a, b, estimate) if first is None else (np.searchsorted(first, a), np.searchsorted(first, b), estimate)
+        if first is None:
+            return a, b, estimate
+        if position_of is not None:
+            return position_of[a].astype(np.int64), position_of[b].astype(np.int64), estimate
+        return np.searchsorted(first, a), np.searchsorted(first, b), estimate
 
     count = max(1, min(threads or workers(), len(starts)))
     if count == 1:
