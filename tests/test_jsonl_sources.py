@@ -9,6 +9,7 @@ import os
 import random
 
 import apsw
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_cli import simq
@@ -295,3 +296,75 @@ def test_content_hash_guards_a_line_rewritten_with_other_text(tmp_path):
         source.write_text(json.dumps({"id": "a", "text": "abcdf " * 20}) + "\n", encoding="utf-8")
         assert TextReader(index).row("a")[0] is None
         assert content_hash("abcde " * 20) == index.conn.execute("SELECT content_hash FROM documents").get
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_the_exact_checks_sets_of_lines_are_the_python_paths(runner, tmp_path, monkeypatch, seed):
+    """The exact check reads the JSONL lines of UTF-8 sources through one C call (parse, content hash, shingles:
+    check._line_sets): the same shingle sets, or None, as the Python path (SIMHASH_SQLITE_CORE=python), for
+    lines as added, edited in place (another content hash), made invalid UTF-8 or given a second text field
+    (both left to Python), over the longest text read whole, from a source with another text field, and from
+    a Latin-1 one (read the Python way). Every outcome of the C call is met."""
+    from simhash_sqlite.find import check
+    from simhash_sqlite.native import documents as native_documents
+    from simhash_sqlite.store import texts as texts_module
+
+    rng = random.Random(seed)
+    words = WORDS + ["中文", "文本", "é", "😀", "Ǆ", "ﬁ", "\t", "\\", '"', "\u3000"]
+    made = {f"k{i}": " ".join(rng.choice(words) for _ in range(rng.choice((1, 5, 40, 120)))) for i in range(60)}
+    made["blank"], made["empty"] = "  \n ", ""
+    lines = [json.dumps({"id": key, "text": text, "txet": "other text", "n": i}, ensure_ascii=i % 2 == 0)
+             for i, (key, text) in enumerate(made.items())]  # fmt: skip
+    crawl = tmp_path / "crawl.jsonl"
+    crawl.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    body = tmp_path / "body.jsonl"
+    write_jsonl(body, {f"b{i}": text for i, text in enumerate(list(made.values())[:20])}, field="body")
+    latin = tmp_path / "latin.jsonl"
+    latin.write_bytes(b"".join(json.dumps({"id": f"l{i}", "text": f"caf\u00e9 {w} " * 9}, ensure_ascii=False)
+                               .encode("latin-1") + b"\n" for i, w in enumerate(WORDS[:6])))  # fmt: skip
+    db = tmp_path / "x.db"
+    assert simq(runner, "add", "--db", db, crawl).exit_code == 0
+    assert simq(runner, "add", "--db", db, "--text-field", "body", body).exit_code == 0
+    assert simq(runner, "add", "--db", db, "--encoding", "latin-1", latin).exit_code == 0
+    data = bytearray(crawl.read_bytes())
+    starts = [0] + [i + 1 for i, byte in enumerate(data) if byte == 10][:-1]
+    sizes = [len(text) for text in made.values()]
+    for n, i in enumerate(rng.sample(range(len(starts)), 18)):  # edits of the same length: the others stay put
+        line = starts[i]
+        end = data.index(b"\n", line)
+        how = ("text", "utf8", "field")[n % 3]
+        if how == "text" and not 0 < sizes[i] <= 300:  # (a text too long to read whole is out of reach anyway)
+            how = "utf8"
+        if how == "text":
+            at = data.index(b'"text": "', line) + 9
+            if data[at : at + 1] != b'"':
+                data[at] = ord("Q") if data[at] != ord("Q") else ord("R")
+        elif how == "utf8":
+            data[line + rng.randrange(end - line)] = 0xFF
+        else:  # a second "text" field: json.loads takes the last, C leaves the line to Python
+            at = data.index(b'"txet"', line)
+            data[at : at + 6] = b'"text"'
+    crawl.write_bytes(bytes(data))
+    monkeypatch.setattr(check, "READ_WHOLE_BYTES", 300)
+    monkeypatch.setattr(texts_module, "READ_WHOLE_BYTES", 300)
+    statuses: list[int] = []
+    real = native_documents.shingle_sets
+
+    def counted(*args, **kwargs):
+        out = real(*args, **kwargs)
+        statuses.extend(out[0] if out is not None else [])
+        return out
+
+    monkeypatch.setattr(native_documents, "shingle_sets", counted)
+    found = {}
+    for core in ("native", "python"):
+        monkeypatch.setenv(SWITCH, core)
+        with SimhashIndex(db) as index:
+            keys = [key for (key,) in index.conn.execute("SELECT key FROM documents")]
+            cache = check.ShingleCache(index)
+            cache.prefetch(keys)
+            found[core] = {key: None if s is None else s.tobytes() for key, s in cache.entries.items()}
+    assert found["native"] == found["python"]
+    assert len(found["native"]) == 60 + 2 + 20 + 6
+    assert {native_documents.SET_MADE, native_documents.SET_LONG, native_documents.SET_CHANGED,
+            native_documents.SET_PYTHON} <= set(statuses)  # fmt: skip

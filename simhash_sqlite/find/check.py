@@ -32,11 +32,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..core.rule import READ_WHOLE_BYTES
 from ..core.settings import CONFIRM_K, DEFAULT_THRESHOLD, candidate_k
-from ..core.shingles import jaccard_of_sets, shingle_set
+from ..core.shingles import TRUTH_NGRAM, jaccard_of_sets, shingle_set
 from ..core.short_texts import short_text_shingles
 from ..core.sketch import DEFAULT_SCHEME, SketchScheme
 from ..errors import InvalidInput
+from ..native import documents as native_documents
 from ..store import texts
 from ..store.database import IndexFile
 from ..store.texts import key_path
@@ -137,17 +139,27 @@ class ShingleCache:
         return max(2, int(self.max_bytes / 4 / max(average, ENTRY_BYTES)))
 
     def prefetch(self, keys: Iterable[str]) -> None:
-        """The shingles of keys not yet cached, their texts read together (JSONL lines in file order)."""
+        """The shingles of keys not yet cached, their texts read together (JSONL lines in file order; those of
+        UTF-8 sources parsed, checked against their content hashes and shingled by one C call, _line_sets)."""
         missing = [key for key in keys if key not in self.entries]
-        if missing:
-            found = self.texts.rows(missing)
-            for key in dict.fromkeys(missing):
+        if not missing:
+            return
+        lib = native_documents.library()
+        found, lines = self.texts.rows_and_lines(missing, raw_lines=lib is not None)
+        made = _line_sets(lib, lines) if lib is not None and lines else {}
+        for key in dict.fromkeys(missing):
+            if key in made:
+                self._store(key, made[key])
+            else:
                 self._keep(key, found.get(key))
 
     def _keep(self, key: str, row: tuple[str | None, bytes | None] | None) -> None:
         text = None if row is None else row[0]
         # Else a short text's exact data (core/short_texts.py), where the index keeps it.
         shingles = shingle_set(text) if text is not None else None if row is None else short_text_shingles(row[1])
+        self._store(key, shingles)
+
+    def _store(self, key: str, shingles: np.ndarray | None) -> None:
         self.entries[key] = shingles
         self.bytes += _cost(shingles)
         while self.bytes > self.max_bytes and len(self.entries) > 1:
@@ -156,6 +168,35 @@ class ShingleCache:
 
 
 SKETCHES_KEPT = 100_000
+
+
+def _line_sets(lib, lines: list[texts.RawLine]) -> dict[str, np.ndarray | None]:
+    """The shingle sets of JSONL lines read back, as ShingleCache._keep makes them from texts.line_text(): a
+    line whose text is out of reach (longer than READ_WHOLE_BYTES, or rewritten since the add: another content
+    hash) has its short text's set or None; one the C core leaves (native/documents.py SET_PYTHON) is read the
+    Python way. Lines of one text field go in one call each (a dupes run reads one crawl file, or a few)."""
+    made: dict[str, np.ndarray | None] = {}
+    by_field: dict[str, list[texts.RawLine]] = {}
+    for line in lines:
+        by_field.setdefault(line.source.text_field, []).append(line)
+    for field_name, group in by_field.items():
+        fields = native_documents.LineFields(field_name.encode("utf-8", "surrogatepass"), b"id", texts.MAX_LINE_BYTES,
+                                             READ_WHOLE_BYTES)  # (the id is not wanted: any field name serves)
+        kinds = [native_documents.SET_LINE] * len(group)
+        sets = native_documents.shingle_sets(lib, [line.raw for line in group], kinds, fields, TRUTH_NGRAM,
+                                             [line.digest for line in group])  # fmt: skip
+        if sets is None:  # (memory): every line the Python way
+            sets = [native_documents.SET_PYTHON] * len(group), [None] * len(group)
+        statuses, shingles = sets
+        for line, status, shingle in zip(group, statuses, shingles):
+            if status == native_documents.SET_MADE:
+                made[line.key] = shingle
+            elif status == native_documents.SET_PYTHON:
+                text = texts.line_text(line.raw, line.source, line.digest)
+                made[line.key] = shingle_set(text) if text is not None else short_text_shingles(line.short)
+            else:  # SET_LONG, SET_CHANGED: the text is out of reach
+                made[line.key] = short_text_shingles(line.short)
+    return made
 
 
 def _cost(shingles: np.ndarray | None) -> int:

@@ -754,8 +754,9 @@ int shc_docs_chunk(shc_docs *d, const char *data, size_t len, const shc_doc_rule
 
 /* ---------------------------------------------------------------- the exact check's shingle sets */
 
-int shc_docs_shingle_sets(shc_docs *d, const char *buf, size_t len, const int64_t *offsets, const uint8_t *kinds,
-                          size_t n, const shc_doc_rules *r, int32_t ngram, int64_t *ends, uint8_t *status)
+static int shingle_sets(shc_docs *d, const char *buf, size_t len, const int64_t *offsets, const uint8_t *kinds,
+                        size_t n, const shc_doc_rules *r, int32_t ngram, const uint8_t *digests, int64_t *ends,
+                        uint8_t *status)
 {
     if (!d || !r || !ends || !status || (n && (!offsets || !kinds)) || (len && !buf) || ngram < 1 ||
         !r->text_field || !r->id_field || r->text_field_len < 0 || r->id_field_len < 0 || r->whole_most < 0)
@@ -791,6 +792,14 @@ int shc_docs_shingle_sets(shc_docs *d, const char *buf, size_t len, const int64_
             status[i] = SHC_SET_LONG;
             continue;
         }
+        if (digests) { /* (the text is valid UTF-8 here: a lone surrogate's escape left the line to Python) */
+            unsigned char digest[16];
+            shc_blake2b_128(text, text_len, digest);
+            if (memcmp(digest, digests + 16 * i, 16)) {
+                status[i] = SHC_SET_CHANGED;
+                continue;
+            }
+        }
         const uint32_t *units;
         size_t count;
         uint8_t why;
@@ -818,6 +827,21 @@ int shc_docs_shingle_sets(shc_docs *d, const char *buf, size_t len, const int64_
         ends[i] = (int64_t)used;
     }
     return 0;
+}
+
+int shc_docs_shingle_sets(shc_docs *d, const char *buf, size_t len, const int64_t *offsets, const uint8_t *kinds,
+                          size_t n, const shc_doc_rules *r, int32_t ngram, int64_t *ends, uint8_t *status)
+{
+    return shingle_sets(d, buf, len, offsets, kinds, n, r, ngram, NULL, ends, status);
+}
+
+int shc_docs_checked_sets(shc_docs *d, const char *buf, size_t len, const int64_t *offsets, const uint8_t *kinds,
+                          size_t n, const shc_doc_rules *r, int32_t ngram, const uint8_t *digests, int64_t *ends,
+                          uint8_t *status)
+{
+    if (n && !digests)
+        return SHC_ERR_ARGUMENT;
+    return shingle_sets(d, buf, len, offsets, kinds, n, r, ngram, digests, ends, status);
 }
 
 const uint64_t *shc_docs_sets(const shc_docs *d) { return d ? d->sets : NULL; }

@@ -82,6 +82,7 @@ SHC_API int shc_docs_chunk(shc_docs *docs, const char *data, size_t len, const s
 #define SHC_SET_PYTHON 0 /* status[i]: not sure (a line parse_record leaves, invalid UTF-8, a surrogate): Python's */
 #define SHC_SET_MADE 1   /* status[i]: its set is made (empty for a text that normalizes to nothing) */
 #define SHC_SET_LONG 2   /* status[i]: more than rules->whole_most characters: out of reach, no set */
+#define SHC_SET_CHANGED 3 /* status[i] (shc_docs_checked_sets): not the text of the digest given, no set */
 
 /* The exact check's shingle sets (core/shingles.shingle_set: the sorted distinct hashes of the ngram-character
  * shingles of the normalized text) of n texts: text i is buf[offsets[i], offsets[i + 1]) (n + 1 offsets, each
@@ -93,6 +94,12 @@ SHC_API int shc_docs_chunk(shc_docs *docs, const char *data, size_t len, const s
 SHC_API int shc_docs_shingle_sets(shc_docs *docs, const char *buf, size_t len, const int64_t *offsets,
                                   const uint8_t *kinds, size_t n, const shc_doc_rules *rules, int32_t ngram,
                                   int64_t *ends, uint8_t *status);
+/* shc_docs_shingle_sets of stored documents' texts read back (dupes' exact check): digests holds n BLAKE2b-128
+ * content hashes (16 bytes each, store/texts.content_hash), and a text whose own differs is SHC_SET_CHANGED (a
+ * JSONL line rewritten since the add) with no set. */
+SHC_API int shc_docs_checked_sets(shc_docs *docs, const char *buf, size_t len, const int64_t *offsets,
+                                  const uint8_t *kinds, size_t n, const shc_doc_rules *rules, int32_t ngram,
+                                  const uint8_t *digests, int64_t *ends, uint8_t *status);
 SHC_API const uint64_t *shc_docs_sets(const shc_docs *docs);
 
 /* core/shingles.jaccard_of_sets of n pairs of sets: sets k is sets[ends[k - 1], ends[k]) (from 0 for the first; nsets

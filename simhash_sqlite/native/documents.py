@@ -66,6 +66,7 @@ def _functions(lib: ctypes.CDLL) -> bool:
 
 SET_TEXT, SET_LINE = 0, 1  # what shingle_sets reads: a text's UTF-8, or a JSONL line's text field
 SET_PYTHON, SET_MADE, SET_LONG = 0, 1, 2  # what it made of each: nothing (Python's to read), a set, out of reach
+SET_CHANGED = 3  # (with digests) not the text the digest was made of: no set
 
 
 @lru_cache(maxsize=None)
@@ -78,6 +79,9 @@ def _sets_functions(lib: ctypes.CDLL) -> bool:
                                               ctypes.c_int32, p, p]
         lib.shc_docs_sets.restype = ctypes.POINTER(ctypes.c_uint64)
         lib.shc_docs_sets.argtypes = [p]
+        lib.shc_docs_checked_sets.restype = ctypes.c_int
+        lib.shc_docs_checked_sets.argtypes = [p, ctypes.c_char_p, ctypes.c_size_t, p, p, ctypes.c_size_t, p,
+                                              ctypes.c_int32, ctypes.c_char_p, p, p]
     except AttributeError:
         return False
     return True
@@ -232,14 +236,18 @@ class LineFields:
 
 
 def shingle_sets(
-    lib: ctypes.CDLL, data: list[bytes], kinds: list[int], fields: LineFields, ngram: int
+    lib: ctypes.CDLL, data: list[bytes], kinds: list[int], fields: LineFields, ngram: int,
+    digests: list[bytes] | None = None,
 ) -> tuple[list[int], list[np.ndarray | None]] | None:
     """The exact check's shingle sets (core/shingles.shingle_set) of texts (kind SET_TEXT: data is the text's
     UTF-8) and JSONL lines (SET_LINE: the record's text field), in one C call with the GIL released: (the status
-    of each, SET_*; its set where SET_MADE, else None). None where the library lacks the call or it failed
-    (memory): the caller reads them the Python way."""
+    of each, SET_*; its set where SET_MADE, else None). digests: each text's stored content hash
+    (store/texts.content_hash), a text of another being SET_CHANGED. None where the library lacks the call or
+    it failed (memory): the caller reads them the Python way."""
     if not data or not _sets_functions(lib):
         return None
+    if digests is not None and (len(digests) != len(data) or any(len(d) != 16 for d in digests)):
+        raise ValueError("shingle_sets takes one 16-byte digest a text")
     n = len(data)
     lengths = np.fromiter(map(len, data), dtype=np.int64, count=n)
     offsets = np.zeros(n + 1, dtype=np.int64)
@@ -253,8 +261,13 @@ def shingle_sets(
         fields.whole_most, 0, 0, 0, 0, 0, 0, 0, 0, None,
     )  # fmt: skip
     state = _state(lib)
-    code = lib.shc_docs_shingle_sets(state.pointer, joined, len(joined), offsets.ctypes.data, kind.ctypes.data, n,
-                                     ctypes.byref(rules), ngram, ends.ctypes.data, status.ctypes.data)
+    if digests is None:
+        code = lib.shc_docs_shingle_sets(state.pointer, joined, len(joined), offsets.ctypes.data, kind.ctypes.data,
+                                         n, ctypes.byref(rules), ngram, ends.ctypes.data, status.ctypes.data)
+    else:
+        code = lib.shc_docs_checked_sets(state.pointer, joined, len(joined), offsets.ctypes.data, kind.ctypes.data,
+                                         n, ctypes.byref(rules), ngram, b"".join(digests), ends.ctypes.data,
+                                         status.ctypes.data)  # fmt: skip
     if code:
         return None
     total = int(ends[-1])

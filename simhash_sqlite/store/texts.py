@@ -4,6 +4,7 @@ that still holds what was indexed (the same content hash: an edited, moved or tr
 
 from __future__ import annotations
 
+import codecs
 import json
 import os
 import stat
@@ -116,6 +117,14 @@ class SourceFile:
     encoding: str = "utf-8"
     errors: str = "strict"
 
+    @property
+    def utf8(self) -> bool:
+        """Whether its lines are UTF-8 (whatever `errors` says: a line that is not valid UTF-8 is left to Python)."""
+        try:
+            return codecs.lookup(self.encoding).name == "utf-8"
+        except LookupError:
+            return False
+
 
 def has_sources(conn) -> bool:
     """The index records where JSONL documents' lines are (migration 0006; an older file opened read-only
@@ -149,6 +158,30 @@ def text_of_line(raw: bytes, source: SourceFile) -> str | None:
     return text if type(text) is str else None
 
 
+def line_text(raw: bytes, source: SourceFile, digest: bytes) -> str | None:
+    """The text of a JSONL line read back (text_of_line) when its content hash is still digest; None for a text
+    over READ_WHOLE_BYTES (fingerprinted in pieces)."""
+    text = text_of_line(raw, source)
+    if text is None or len(text) > READ_WHOLE_BYTES:
+        return None
+    try:
+        return text if content_hash(text) == digest else None
+    except UnicodeEncodeError:  # (surrogatepass encodes every str; kept for safety)
+        return None
+
+
+@dataclass(frozen=True)
+class RawLine:
+    """A stored document's JSONL line as read back, not yet parsed (TextReader.rows_and_lines): its text is
+    line_text(raw, source, digest)."""
+
+    key: str
+    raw: bytes
+    digest: bytes
+    short: bytes | None  # the short text's data, where the index keeps it
+    source: SourceFile
+
+
 # JSONL files kept open while texts are read from them: a dupes run reads from one crawl file, or a few.
 OPEN_SOURCES = 8
 # Rows looked up at a time by TextReader.rows (one statement each: a dupes batch's keys in a few).
@@ -176,7 +209,7 @@ class TextReader:
     def row(self, key: str) -> tuple[str | None, bytes | None] | None:
         """(text or None, short text data or None) of a key; None when the key is not stored."""
         found = self.index.conn.execute(f"SELECT {self._columns} FROM documents WHERE key = ?", (key,)).get
-        return None if found is None else self._texts([found])[key]
+        return None if found is None else self._texts([found])[0][key]
 
     def has_line(self, key: str) -> bool:
         """Whether the key's JSONL line is recorded (its text may be read again; row() says if it still is)."""
@@ -186,6 +219,16 @@ class TextReader:
 
     def rows(self, keys: Iterable[str]) -> dict[str, tuple[str | None, bytes | None]]:
         """row() of many keys (those not stored are left out), the JSONL lines read in file order."""
+        out, lines = self.rows_and_lines(keys, raw_lines=False)
+        assert not lines
+        return out
+
+    def rows_and_lines(
+        self, keys: Iterable[str], raw_lines: bool = True
+    ) -> tuple[dict[str, tuple[str | None, bytes | None]], list[RawLine]]:
+        """rows(keys), but with raw_lines the JSONL lines of UTF-8 sources come back as read (RawLine), not in
+        the dict: for the exact check to parse, check and shingle them in one C call (find/check.ShingleCache),
+        and line_text() to read any it leaves the Python way. A line that cannot be read is (None, short)."""
         import apsw  # (here: a pool worker imports this module for content_hash alone)
 
         wanted = list(dict.fromkeys(keys))
@@ -193,11 +236,13 @@ class TextReader:
         for at in range(0, len(wanted), ROWS_AT_ONCE):
             part = apsw.carray(tuple(wanted[at : at + ROWS_AT_ONCE]))
             found += self.index.conn.execute(f"SELECT {self._columns} FROM documents WHERE key IN carray(?)", (part,))
-        return self._texts(found)
+        return self._texts(found, raw_lines)
 
-    def _texts(self, found: list[tuple]) -> dict[str, tuple[str | None, bytes | None]]:
+    def _texts(
+        self, found: list[tuple], raw_lines: bool = False
+    ) -> tuple[dict[str, tuple[str | None, bytes | None]], list[RawLine]]:
         out: dict[str, tuple[str | None, bytes | None]] = {}
-        lines = []
+        lines, raw = [], []
         for key, text, digest, short, source, at, size in found:
             if text is None and source is not None and digest is not None:
                 lines.append((source, at, size, key, digest, short))
@@ -205,11 +250,18 @@ class TextReader:
             out[key] = (text_of(key, text, digest, self.index.key_root), short)
         lines.sort(key=lambda line: (line[0], line[1] if type(line[1]) is int else -1))  # (NULL: a damaged row)
         for source, at, size, key, digest, short in lines:
-            out[key] = (self._line(source, at, size, digest), short)
-        return out
+            line = self._read_line(source, at, size)
+            described = None if line is None else self._source(source)
+            if line is None or described is None:
+                out[key] = (None, short)
+            elif raw_lines and described.utf8:
+                raw.append(RawLine(key, line, digest, short, described))
+            else:
+                out[key] = (line_text(line, described, digest), short)
+        return out, raw
 
-    def _line(self, source: int, at, size, digest: bytes) -> str | None:
-        """The text of the line at (at, size) in the source, when its content hash is digest."""
+    def _read_line(self, source: int, at, size) -> bytes | None:
+        """The bytes of the line at (at, size) in the source; None where they cannot be read whole."""
         if type(at) is not int or type(size) is not int or at < 0 or not 0 < size <= MAX_LINE_BYTES:
             return None
         handle = self._descriptor(source)
@@ -219,16 +271,7 @@ class TextReader:
             raw = os.pread(handle, size, at)
         except (OSError, OverflowError, ValueError):
             return None
-        if len(raw) != size:  # past the end: the file is shorter than when it was added
-            return None
-        described = self._source(source)
-        text = None if described is None else text_of_line(raw, described)
-        if text is None or len(text) > READ_WHOLE_BYTES:  # a longer text was fingerprinted in pieces
-            return None
-        try:
-            return text if content_hash(text) == digest else None
-        except UnicodeEncodeError:  # (surrogatepass encodes every str; kept for safety)
-            return None
+        return raw if len(raw) == size else None  # shorter: the file is shorter than when it was added
 
     def _source(self, source: int) -> SourceFile | None:
         if self._sources is None:

@@ -8,7 +8,8 @@
  *     line's bytes, its status is a valid shc_text status;
  *   - outputs too small give SHC_ERR_ARGUMENT, never a write out of bounds; the same chunk twice gives the
  *     same rows (the state carries nothing over from one chunk to the next);
- *   - the exact check's shingle sets (shc_docs_shingle_sets) of the chunk's lines or random pieces: check_sets;
+ *   - the exact check's shingle sets (shc_docs_shingle_sets, and shc_docs_checked_sets with content hashes) of the
+ *     chunk's lines or random pieces: check_sets;
  *   - dedup's kept-set codes (shc_codes_merge, shc_codes_find, shc_codes_mark) on sorted runs and on runs out of
  *     order: check_codes.
  * Usage: documents_harness [seconds] [seed]. Exit 0 when every check held. */
@@ -243,6 +244,42 @@ static void check_sets(shc_docs *d, const char *data, size_t len, const shc_doc_
         CHECK(rc == 0 && !memcmp(again, ends, sizeof(int64_t) * n) &&
                   (at == 0 || !memcmp(first, shc_docs_sets(d), sizeof(uint64_t) * (size_t)at)),
               "sets differ the second time");
+        /* the same texts with content hashes (shc_docs_checked_sets): a text given its own hash (a SET_TEXT's is
+         * its bytes') keeps its status and set, any other made set is SHC_SET_CHANGED; no hashes is refused */
+        uint8_t *digests = malloc(16 * n), *plain = malloc(n), *checked = malloc(n);
+        int *own = malloc(sizeof(int) * n);
+        memcpy(plain, status, n);
+        for (size_t i = 0; i < n; i++) {
+            own[i] = kinds[i] == SHC_SET_TEXT && rnd() % 2;
+            if (own[i])
+                shc_blake2b_128((const unsigned char *)data + offsets[i], (size_t)(offsets[i + 1] - offsets[i]),
+                                digests + 16 * i);
+            else
+                for (int b = 0; b < 16; b++)
+                    digests[16 * i + b] = (uint8_t)rnd();
+        }
+        rc = shc_docs_checked_sets(d, data, len, offsets, kinds, n, r, 5, digests, again, checked);
+        CHECK(rc == 0, "checked sets refused (%d)", rc);
+        for (size_t i = 0, from = 0; rc == 0 && i < n; from = (size_t)again[i], i++) {
+            uint8_t want = plain[i] == SHC_SET_LONG || own[i] ? plain[i] : SHC_SET_CHANGED;
+            CHECK(checked[i] == want || (plain[i] == SHC_SET_PYTHON && checked[i] <= SHC_SET_CHANGED &&
+                                         checked[i] != SHC_SET_MADE && checked[i] != SHC_SET_LONG),
+                  "checked status %d of %d (own hash %d)", checked[i], plain[i], own[i]);
+            if (checked[i] == SHC_SET_MADE) {
+                size_t was = i ? (size_t)ends[i - 1] : 0;
+                CHECK(again[i] - (int64_t)from == ends[i] - (int64_t)was &&
+                          !memcmp(shc_docs_sets(d) + from, first + was, sizeof(uint64_t) * (size_t)(ends[i] - (int64_t)was)),
+                      "a checked set differs");
+            } else {
+                CHECK(again[i] == (int64_t)from, "a checked set where none is made");
+            }
+        }
+        CHECK(shc_docs_checked_sets(d, data, len, offsets, kinds, n, r, 5, NULL, again, checked) == SHC_ERR_ARGUMENT,
+              "checked sets without hashes accepted");
+        free(digests);
+        free(plain);
+        free(checked);
+        free(own);
         free(first);
         free(again);
     }
