@@ -28,13 +28,15 @@ import os
 import time
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..core.pool import workers
 from ..core.rule import READ_WHOLE_BYTES
 from ..core.settings import CONFIRM_K, DEFAULT_THRESHOLD, candidate_k
-from ..core.shingles import TRUTH_NGRAM, jaccard_of_sets, shingle_set
+from ..core.shingles import TRUTH_NGRAM, jaccard_of_pairs, jaccard_of_sets, shingle_set
 from ..core.short_texts import short_text_shingles
 from ..core.sketch import DEFAULT_SCHEME, SketchScheme
 from ..errors import InvalidInput
@@ -182,12 +184,15 @@ def _line_sets(lib, lines: list[texts.RawLine]) -> dict[str, np.ndarray | None]:
     for field_name, group in by_field.items():
         fields = native_documents.LineFields(field_name.encode("utf-8", "surrogatepass"), b"id", texts.MAX_LINE_BYTES,
                                              READ_WHOLE_BYTES)  # (the id is not wanted: any field name serves)
-        kinds = [native_documents.SET_LINE] * len(group)
-        sets = native_documents.shingle_sets(lib, [line.raw for line in group], kinds, fields, TRUTH_NGRAM,
-                                             [line.digest for line in group])  # fmt: skip
-        if sets is None:  # (memory): every line the Python way
-            sets = [native_documents.SET_PYTHON] * len(group), [None] * len(group)
-        statuses, shingles = sets
+        if len(group) < 2 * LINE_SETS_SPLIT or workers() < 2:
+            statuses, shingles = _sets_of(lib, group, fields)
+        else:  # half on a thread of its own: the call releases the GIL (the tables are done by now, mostly)
+            half = len(group) // 2
+            with ThreadPoolExecutor(1, thread_name_prefix="exact-sets") as aside:
+                later = aside.submit(_sets_of, lib, group[half:], fields)
+                statuses, shingles = _sets_of(lib, group[:half], fields)
+                rest = later.result()
+            statuses, shingles = statuses + rest[0], shingles + rest[1]
         for line, status, shingle in zip(group, statuses, shingles):
             if status == native_documents.SET_MADE:
                 made[line.key] = shingle
@@ -197,6 +202,24 @@ def _line_sets(lib, lines: list[texts.RawLine]) -> dict[str, np.ndarray | None]:
             else:  # SET_LONG, SET_CHANGED: the text is out of reach
                 made[line.key] = short_text_shingles(line.short)
     return made
+
+
+# Pairs whose Jaccards are measured by one call (jaccard_of_pairs copies their sets into one array: about 4 MB).
+JACCARD_PAIRS = 512
+
+# Lines of one text field whose sets _line_sets makes on two threads, at least this many a thread.
+LINE_SETS_SPLIT = 256
+
+
+def _sets_of(
+    lib, group: list[texts.RawLine], fields: native_documents.LineFields
+) -> tuple[list[int], list[np.ndarray | None]]:
+    kinds = [native_documents.SET_LINE] * len(group)
+    sets = native_documents.shingle_sets(lib, [line.raw for line in group], kinds, fields, TRUTH_NGRAM,
+                                         [line.digest for line in group])  # fmt: skip
+    if sets is None:  # (memory): every line the Python way
+        return [native_documents.SET_PYTHON] * len(group), [None] * len(group)
+    return sets
 
 
 def _cost(shingles: np.ndarray | None) -> int:
@@ -496,11 +519,17 @@ class PairCheck:
                 part = order[n : n + shingles.room() // 2]
                 shingles.prefetch(first[pairs[p]] for p in part)
                 shingles.prefetch(second[pairs[p]] for p in part if shingles.entries.get(first[pairs[p]]) is not None)
+                measured, left, right = [], [], []
                 for p in part:
                     sa = shingles(first[pairs[p]])
                     sb = None if sa is None else shingles(second[pairs[p]])
                     if sa is not None and sb is not None:
-                        out[p] = jaccard_of_sets(sa, sb)
+                        measured.append(p)
+                        left.append(sa)
+                        right.append(sb)
+                for at in range(0, len(measured), JACCARD_PAIRS):  # (a C call each, where the core is built)
+                    till = at + JACCARD_PAIRS
+                    out[measured[at:till]] = jaccard_of_pairs(left[at:till], right[at:till])
                 n += len(part)
             return out
 
