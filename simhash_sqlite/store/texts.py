@@ -5,6 +5,7 @@ that still holds what was indexed (the same content hash: an edited, moved or tr
 from __future__ import annotations
 
 import codecs
+import contextlib
 import json
 import os
 import stat
@@ -249,6 +250,8 @@ class TextReader:
                 continue
             out[key] = (text_of(key, text, digest, self.index.key_root), short)
         lines.sort(key=lambda line: (line[0], line[1] if type(line[1]) is int else -1))  # (NULL: a damaged row)
+        if len(lines) > 1:
+            self._read_ahead(lines)
         for source, at, size, key, digest, short in lines:
             line = self._read_line(source, at, size)
             described = None if line is None else self._source(source)
@@ -259,6 +262,19 @@ class TextReader:
             else:
                 out[key] = (line_text(line, described, digest), short)
         return out, raw
+
+    def _read_ahead(self, lines: list[tuple]) -> None:
+        """Ask the kernel to read the lines' pages ahead (posix_fadvise WILLNEED), so that a file out of the page
+        cache is read with the disk's whole queue, not one pread at a time (dupes of a crawl larger than memory)."""
+        advise = getattr(os, "posix_fadvise", None)
+        if advise is None:
+            return
+        for source, at, size, *_ in lines:
+            if type(at) is int and type(size) is int and at >= 0 and 0 < size <= MAX_LINE_BYTES:
+                handle = self._descriptor(source)
+                if handle is not None:
+                    with contextlib.suppress(OSError, OverflowError, ValueError):
+                        advise(handle, at, size, os.POSIX_FADV_WILLNEED)
 
     def _read_line(self, source: int, at, size) -> bytes | None:
         """The bytes of the line at (at, size) in the source; None where they cannot be read whole."""
