@@ -638,6 +638,26 @@ def test_the_cores_sort_of_lsh_tables_is_numpys(n, low, width, layout, scratch, 
 
 
 @needs_core
+@settings(max_examples=150, deadline=None)
+@given(st.integers(1, 300), st.integers(1, 40), st.integers(1, 64), st.integers(0, 63), st.integers(0, 2**32 - 1))
+def test_the_cores_table_words_are_numpys(n, nbytes, width, low, seed):
+    """shc_pack_window gives sketch_pairs' (window_keys << low | low words) for every window of the rows' bits,
+    the last word's too (no word after it: zeros)."""
+    from simhash_sqlite.find.sketch_pairs import _words, window_keys
+
+    rng = np.random.default_rng(seed)
+    low = min(low, 64 - width)
+    words = _words(rng.integers(0, 256, (n, nbytes), dtype=np.uint8))
+    below = rng.integers(0, 2**63, n, dtype=np.uint64) & np.uint64((1 << low) - 1)
+    for start in {0, int(rng.integers(0, nbytes * 8)), nbytes * 8 - 1, 63, 64}:
+        if start < words.shape[0] * 64:
+            expected = (window_keys(words, start, width) << np.uint64(low)) | below
+            assert native.pack_window(LIB, words, start, width, low, below).tobytes() == expected.tobytes()
+    with pytest.raises(ValueError, match="refused"):
+        native.pack_window(LIB, words, 0, 65 - low, low, below)
+
+
+@needs_core
 def test_the_cores_sort_refuses_what_it_cannot_sort():
     words = np.arange(4, dtype=np.uint64)
     for bad in (words.astype(np.int64), words[::2], np.arange(4, dtype=np.uint64)[::-1]):

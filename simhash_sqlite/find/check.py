@@ -527,9 +527,9 @@ class PairCheck:
                         measured.append(p)
                         left.append(sa)
                         right.append(sb)
-                for at in range(0, len(measured), JACCARD_PAIRS):  # (a C call each, where the core is built)
-                    till = at + JACCARD_PAIRS
-                    out[measured[at:till]] = jaccard_of_pairs(left[at:till], right[at:till])
+                for lo in range(0, len(measured), JACCARD_PAIRS):  # (a C call each, where the core is built)
+                    hi = lo + JACCARD_PAIRS
+                    out[measured[lo:hi]] = jaccard_of_pairs(left[lo:hi], right[lo:hi])
                 n += len(part)
             return out
 

@@ -157,10 +157,14 @@ def candidate_codes(words: np.ndarray, nbits: int, width: int = WINDOW_BITS, ste
 def _packed_table(
     words: np.ndarray, start: int, width: int, low: int, low_words: np.ndarray, lib=None, scratch: bool = False,
 ) -> np.ndarray:
-    """One table's (key << low | low_words) words, sorted (by the C core where lib is given: _sorted)."""
-    packed = window_keys(words, start, width)
-    packed <<= _U64(low)
-    packed |= low_words
+    """One table's (key << low | low_words) words, sorted (by the C core where lib is given: one pass to pack
+    them, native.pack_window, and _sorted)."""
+    if lib is not None:
+        packed = native.pack_window(lib, words, start, width, low, low_words)
+    else:
+        packed = window_keys(words, start, width)
+        packed <<= _U64(low)
+        packed |= low_words
     _sorted(packed, low, lib, scratch)
     return packed
 

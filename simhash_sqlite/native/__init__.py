@@ -134,6 +134,8 @@ def _load(path: str) -> _Loaded:
     ]  # fmt: skip
     lib.shc_sort_packed.restype = ctypes.c_int
     lib.shc_sort_packed.argtypes = [p, ctypes.c_size_t, ctypes.c_int32, p]
+    lib.shc_pack_window.restype = ctypes.c_int
+    lib.shc_pack_window.argtypes = [p, p, p, ctypes.c_size_t, ctypes.c_int32, ctypes.c_int32, ctypes.c_int32, p]
     del u8, i64, f64
     return _Loaded(lib, "", unidata)
 
@@ -389,6 +391,26 @@ def sort_packed(lib: ctypes.CDLL, packed: np.ndarray, low: int, scratch: np.ndar
         room = scratch.ctypes.data
     if lib.shc_sort_packed(packed.ctypes.data, len(packed), low, room) != 0:
         raise ValueError(f"the C core refused to sort words by their bits from {low} up")
+
+
+def pack_window(
+    lib: ctypes.CDLL, words: np.ndarray, start: int, width: int, low: int, low_words: np.ndarray
+) -> np.ndarray:
+    """sketch_pairs' (window_keys(words, start, width) << low | low_words) in one pass (shc_pack_window): words
+    (nwords, n) uint64, as sketch_pairs._words makes them; low_words n uint64."""
+    import numpy as np
+
+    index, shift = divmod(start, 64)
+    n = words.shape[1]
+    if words.dtype != np.uint64 or low_words.dtype != np.uint64 or len(low_words) != n or not 0 <= index < len(words):
+        raise ValueError("pack_window takes uint64 words (nwords, n) and n uint64 low words")
+    lo, below = np.ascontiguousarray(words[index]), np.ascontiguousarray(low_words)  # (rows of _words: no copy)
+    hi = np.ascontiguousarray(words[index + 1]) if index + 1 < len(words) else None
+    out = np.empty(n, dtype=np.uint64)
+    if lib.shc_pack_window(lo.ctypes.data, None if hi is None else hi.ctypes.data, below.ctypes.data, n, shift,
+                           width, low, out.ctypes.data) != 0:
+        raise ValueError(f"the C core refused the window of {width} bits at {start} over {low} low bits")
+    return out
 
 
 def estimate_many(lib: ctypes.CDLL, a: np.ndarray, b: np.ndarray, scheme) -> np.ndarray:

@@ -1952,3 +1952,19 @@ SHC_API int shc_sort_packed(uint64_t *h, size_t n, int32_t low, uint64_t *scratc
         radix_sort_u64(h, n, (top - 1) / 8 * 8);
     return 0;
 }
+
+SHC_API int shc_pack_window(const uint64_t *lo, const uint64_t *hi, const uint64_t *low_words, size_t n, int32_t shift,
+                            int32_t width, int32_t low, uint64_t *out)
+{
+    if ((n && (!lo || !low_words || !out)) || shift < 0 || shift > 63 || width < 1 || low < 0 || width + low > 64)
+        return SHC_ERR_ARGUMENT;
+    uint64_t mask = width == 64 ? ~UINT64_C(0) : (UINT64_C(1) << width) - 1;
+    if (hi && shift + width > 64) {
+        for (size_t i = 0; i < n; i++)
+            out[i] = (((lo[i] >> shift) | (hi[i] << (64 - shift))) & mask) << low | low_words[i];
+    } else {
+        for (size_t i = 0; i < n; i++)
+            out[i] = ((lo[i] >> shift) & mask) << low | low_words[i];
+    }
+    return 0;
+}

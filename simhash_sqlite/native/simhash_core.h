@@ -170,6 +170,12 @@ SHC_API int shc_window_pairs(const uint8_t *rows, size_t nrows, const shc_scheme
  * (low outside 0..63, h NULL with n > 0). Allocates 2 MB at most, and sorts in place where it cannot. */
 SHC_API int shc_sort_packed(uint64_t *h, size_t n, int32_t low, uint64_t *scratch);
 
+/* An LSH table's words before the sort (sketch_pairs._packed_table): out[i] = key << low | low_words[i], the key
+ * being bits [shift, shift + width) of the 128-bit lo[i] | hi[i] << 64 (hi NULL: zeros), one pass where numpy
+ * makes six. Returns 0, or SHC_ERR_ARGUMENT (shift outside 0..63, width outside 1..64 - low, NULL arrays). */
+SHC_API int shc_pack_window(const uint64_t *lo, const uint64_t *hi, const uint64_t *low_words, size_t n,
+                            int32_t shift, int32_t width, int32_t low, uint64_t *out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -288,6 +288,8 @@ static void check_sort_packed(void)
         width = 64 - low;
     uint64_t *words = malloc(sizeof(uint64_t) * (n + 2)), *want = malloc(sizeof(uint64_t) * (n + 1));
     uint64_t *scratch = malloc(sizeof(uint64_t) * (n + 2));
+    for (size_t i = 0; i < n + 2; i++)
+        scratch[i] = rnd(); /* (pack_window reads it below as the high words) */
     int layout = (int)(rnd() % 3), few = rnd() % 2;
     for (size_t i = 0; i < n; i++) {
         uint64_t key = width ? rnd() >> (64 - width) : 0;
@@ -308,6 +310,32 @@ static void check_sort_packed(void)
     CHECK(words[0] == 0x5A5A5A5A5A5A5A5Aull && words[n + 1] == 0x5A5A5A5A5A5A5A5Aull &&
               scratch[0] == 0x5A5A5A5A5A5A5A5Aull && scratch[n + 1] == 0x5A5A5A5A5A5A5A5Aull,
           "sort_packed wrote past its words");
+    /* shc_pack_window over the same words as two 64-bit halves of a row's bits: each value computed bit by bit */
+    int32_t shift = (int32_t)(rnd() % 64), bits = 1 + (int32_t)(rnd() % 64), below = (int32_t)(rnd() % 64);
+    if (bits + below > 64)
+        below = 64 - bits;
+    int with_hi = (int)(rnd() % 2);
+    uint64_t *packed = malloc(sizeof(uint64_t) * (n + 1)), *under = malloc(sizeof(uint64_t) * (n + 1));
+    for (size_t i = 0; i < n; i++)
+        under[i] = below ? rnd() & ((UINT64_C(1) << below) - 1) : 0;
+    packed[n] = 0x5A5A5A5A5A5A5A5Aull;
+    CHECK(shc_pack_window(want, with_hi ? scratch + 1 : NULL, under, n, shift, bits, below, packed) == 0,
+          "pack_window refused");
+    for (size_t i = 0; i < n; i++) {
+        uint64_t key = 0;
+        for (int32_t b = 0; b < bits; b++) {
+            int32_t at = shift + b;
+            uint64_t bit = at < 64 ? want[i] >> at & 1 : with_hi ? scratch[1 + i] >> (at - 64) & 1 : 0;
+            key |= bit << b;
+        }
+        CHECK(packed[i] == (key << below | under[i]), "pack_window word %zu", i);
+    }
+    CHECK(packed[n] == 0x5A5A5A5A5A5A5A5Aull, "pack_window wrote past its words");
+    CHECK(shc_pack_window(want, NULL, under, n, 64, bits, below, packed) == SHC_ERR_ARGUMENT, "shift 64 accepted");
+    CHECK(shc_pack_window(want, NULL, under, n, shift, 65 - below, below, packed) == SHC_ERR_ARGUMENT,
+          "a key past 64 bits accepted");
+    free(packed);
+    free(under);
     CHECK(shc_sort_packed(NULL, 3, 0, NULL) == SHC_ERR_ARGUMENT, "sort_packed took NULL words");
     CHECK(shc_sort_packed(words, 0, 64, NULL) == SHC_ERR_ARGUMENT, "sort_packed took low 64");
     CHECK(shc_sort_packed(words, 0, -1, NULL) == SHC_ERR_ARGUMENT, "sort_packed took low -1");
