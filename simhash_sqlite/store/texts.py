@@ -49,6 +49,9 @@ class TextSource(Protocol):
     def short_texts(self) -> ShortTextColumn: ...
 
 
+DIGEST_BYTES = 16  # a content hash's (a stored one of another length matches no text)
+
+
 def content_hash(text: str) -> bytes:
     """BLAKE2b-128 of the text: stored by add(), so a file still at its key's path can be proved unchanged."""
     return content_hash_of_utf8(text.encode("utf-8", "surrogatepass"))
@@ -56,7 +59,8 @@ def content_hash(text: str) -> bytes:
 
 def content_hash_of_utf8(utf8: bytes) -> bytes:
     """content_hash() of a text given as its UTF-8 ('surrogatepass'), where the caller has the bytes."""
-    return blake2b(utf8, digest_size=16).digest()
+    return blake2b(utf8, digest_size=DIGEST_BYTES).digest()
+
 
 
 def stored_text(index: TextSource, key: str) -> str | None:
@@ -257,7 +261,7 @@ class TextReader:
             described = None if line is None else self._source(source)
             if line is None or described is None:
                 out[key] = (None, short)
-            elif raw_lines and described.utf8:
+            elif raw_lines and described.utf8 and type(digest) is bytes and len(digest) == DIGEST_BYTES:
                 raw.append(RawLine(key, line, digest, short, described))
             else:
                 out[key] = (line_text(line, described, digest), short)
