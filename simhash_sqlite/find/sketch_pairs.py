@@ -159,7 +159,7 @@ def _packed_table(
 ) -> np.ndarray:
     """One table's (key << low | low_words) words, sorted (by the C core where lib is given: one pass to pack
     them, native.pack_window, and _sorted)."""
-    if lib is not None:
+    if lib is not None and words.dtype == np.uint64:  # (native byte order: '<u8' on a big-endian host is not)
         packed = native.pack_window(lib, words, start, width, low, low_words)
     else:
         packed = window_keys(words, start, width)
@@ -173,7 +173,7 @@ def _sorted(packed: np.ndarray, low: int, lib, scratch: bool) -> None:
     """packed sorted in place: numpy's sort, or the C core's radix sort where lib is given, the same words.
     scratch: the words are dealt out by key through a second array as large (the rows under the keys ascend,
     so that is the whole sort: 6x numpy's at 1M documents), else sorted in place (2.5x, no more memory)."""
-    if lib is None:
+    if lib is None or packed.dtype != np.uint64:
         packed.sort()
     else:
         native.sort_packed(lib, packed, low, np.empty_like(packed) if scratch else None)
