@@ -920,8 +920,8 @@ int shc_codes_find(const uint64_t *run, size_t nrun, const uint64_t *queries, si
         while (len > 1) {
             size_t half = len / 2;
             for (size_t t = 0; t < m; t++) {
-                __builtin_prefetch(run + base[t] + half / 2);
-                __builtin_prefetch(run + base[t] + half + half / 2);
+                SHC_PREFETCH(run + base[t] + half / 2);
+                SHC_PREFETCH(run + base[t] + half + half / 2);
             }
             for (size_t t = 0; t < m; t++)
                 base[t] = run[base[t] + half - 1] < key[t] ? base[t] + half : base[t];

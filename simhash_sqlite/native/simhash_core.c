@@ -1765,11 +1765,6 @@ static double most_raise(const shc_scheme *s)
     return CONTAINMENT_SDS * sqrt(0.25 / (double)s->bins) / (1.0 - chance_of(s)) + 1e-9;
 }
 
-#if defined(__GNUC__)
-#define SHC_PREFETCH(address) __builtin_prefetch((address), 0, 3)
-#else
-#define SHC_PREFETCH(address) ((void)0)
-#endif
 /* How many group members ahead of use a member's row is fetched. */
 #define FETCH_AHEAD 16
 

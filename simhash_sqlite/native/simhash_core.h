@@ -38,6 +38,13 @@ extern "C" {
 #define SHC_API
 #endif
 
+/* A hint to fetch an address's cache line ahead of a read (the core's C files; nothing where the compiler has none). */
+#if defined(__GNUC__)
+#define SHC_PREFETCH(address) __builtin_prefetch((address), 0, 3)
+#else
+#define SHC_PREFETCH(address) ((void)0)
+#endif
+
 /* Bumped when a signature or a meaning below changes (the Python face checks it at load). */
 #define SHC_ABI_VERSION 2
 
