@@ -283,6 +283,38 @@ def test_the_exact_check_s_sets_of_texts_lines_and_what_c_leaves():
     assert status == [native_documents.SET_MADE]
 
 
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.text(max_size=300), min_size=1, max_size=40), st.integers(1, 2000), st.booleans(),
+       st.booleans())  # fmt: skip
+def test_sets_made_in_calls_are_one_calls(texts, call_bytes, aside, hashed):
+    """sets_in_calls cuts the texts into calls (of at most call_bytes, half of them on another thread) and gives
+    each call's span and sets in order: together what one shingle_sets call makes of them all, with or
+    without stored content hashes (a text given another's is SET_CHANGED)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from simhash_sqlite.store.texts import content_hash_of_utf8
+
+    data = [t.encode("utf-8", "surrogatepass") for t in texts]
+    kinds = [native_documents.SET_TEXT] * len(data)
+    digests = [content_hash_of_utf8(d) if i % 3 else bytes(16) for i, d in enumerate(data)] if hashed else None
+    whole = native_documents.shingle_sets(LIB, data, kinds, FIELDS_OF_LINES, 5, digests)
+    assert whole is not None
+    with ThreadPoolExecutor(1) as helper, pytest.MonkeyPatch.context() as patch:
+        patch.setattr(native_documents, "SETS_SPLIT_BYTES", 1)  # (texts this short are split too)
+        spans, statuses, sets = [], [], []
+        for a, b, made in native_documents.sets_in_calls(LIB, data, kinds, FIELDS_OF_LINES, 5, digests,
+                                                         helper if aside else None, call_bytes):  # fmt: skip
+            assert made is not None and len(made[0]) == len(made[1]) == b - a
+            spans.append((a, b))
+            statuses += made[0]
+            sets += made[1]
+    assert [a for a, _ in spans] == [0] + [b for _, b in spans[:-1]] and spans[-1][1] == len(data)
+    for a, b in spans:  # at most call_bytes a call, or one text alone
+        assert b - a == 1 or sum(map(len, data[a:b])) <= call_bytes
+    assert statuses == whole[0]
+    assert all((x is None and y is None) or np.array_equal(x, y) for x, y in zip(sets, whole[1]))
+
+
 def _index_rows(path) -> list[tuple]:
     import apsw
 

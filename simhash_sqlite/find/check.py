@@ -104,6 +104,7 @@ class ShingleCache:
         self.bytes = 0
         self.sketches: OrderedDict[str, bytes | None] = OrderedDict()
         self.texts = texts.TextReader(index)  # stored texts, unchanged files, JSONL lines; short texts' data
+        self.aside: ThreadPoolExecutor | None = None
 
     def sketch(self, key: str) -> bytes | None:
         """The stored sketch of a key (None: none stored); the last SKETCHES_KEPT are kept."""
@@ -148,12 +149,19 @@ class ShingleCache:
             return
         lib = native_documents.library()
         found, lines = self.texts.rows_and_lines(missing, raw_lines=lib is not None)
-        made = _line_sets(lib, lines) if lib is not None and lines else {}
+        made = _line_sets(lib, lines, self._aside()) if lib is not None and lines else {}
         for key in dict.fromkeys(missing):
             if key in made:
                 self._store(key, made[key])
             else:
                 self._keep(key, found.get(key))
+
+    def _aside(self) -> ThreadPoolExecutor | None:
+        """The thread that makes half of prefetch's sets where there is a second worker (None: not); kept with
+        the cache, so that its C state and buffers are made once."""
+        if self.aside is None and workers() > 1:
+            self.aside = ThreadPoolExecutor(1, thread_name_prefix="exact-sets")
+        return self.aside
 
     def _keep(self, key: str, row: tuple[str | None, bytes | None] | None) -> None:
         text = None if row is None else row[0]
@@ -172,11 +180,12 @@ class ShingleCache:
 SKETCHES_KEPT = 100_000
 
 
-def _line_sets(lib, lines: list[texts.RawLine]) -> dict[str, np.ndarray | None]:
+def _line_sets(lib, lines: list[texts.RawLine], aside: ThreadPoolExecutor | None) -> dict[str, np.ndarray | None]:
     """The shingle sets of JSONL lines read back, as ShingleCache._keep makes them from texts.line_text(): a
     line whose text is out of reach (longer than READ_WHOLE_BYTES, or rewritten since the add: another content
     hash) has its short text's set or None; one the C core leaves (native/documents.py SET_PYTHON) is read the
-    Python way. Lines of one text field go in one call each (a dupes run reads one crawl file, or a few)."""
+    Python way. Lines of one text field go in one series of calls (a dupes run reads one crawl file, or a few),
+    half of them on `aside`'s thread where there is one."""
     made: dict[str, np.ndarray | None] = {}
     by_field: dict[str, list[texts.RawLine]] = {}
     for line in lines:
@@ -184,42 +193,25 @@ def _line_sets(lib, lines: list[texts.RawLine]) -> dict[str, np.ndarray | None]:
     for field_name, group in by_field.items():
         fields = native_documents.LineFields(field_name.encode("utf-8", "surrogatepass"), b"id", texts.MAX_LINE_BYTES,
                                              READ_WHOLE_BYTES)  # (the id is not wanted: any field name serves)
-        if len(group) < 2 * LINE_SETS_SPLIT or workers() < 2:
-            statuses, shingles = _sets_of(lib, group, fields)
-        else:  # half on a thread of its own: the call releases the GIL (the tables are done by now, mostly)
-            half = len(group) // 2
-            with ThreadPoolExecutor(1, thread_name_prefix="exact-sets") as aside:
-                later = aside.submit(_sets_of, lib, group[half:], fields)
-                statuses, shingles = _sets_of(lib, group[:half], fields)
-                rest = later.result()
-            statuses, shingles = statuses + rest[0], shingles + rest[1]
-        for line, status, shingle in zip(group, statuses, shingles):
-            if status == native_documents.SET_MADE:
-                made[line.key] = shingle
-            elif status == native_documents.SET_PYTHON:
-                text = texts.line_text(line.raw, line.source, line.digest)
-                made[line.key] = shingle_set(text) if text is not None else short_text_shingles(line.short)
-            else:  # SET_LONG, SET_CHANGED: the text is out of reach
-                made[line.key] = short_text_shingles(line.short)
+        kinds = [native_documents.SET_LINE] * len(group)
+        calls = native_documents.sets_in_calls(lib, [line.raw for line in group], kinds, fields, TRUTH_NGRAM,
+                                               [line.digest for line in group], aside)  # fmt: skip
+        for a, b, sets in calls:
+            if sets is None:  # (the call failed: memory) every line the Python way
+                sets = [native_documents.SET_PYTHON] * (b - a), [None] * (b - a)
+            for line, status, shingle in zip(group[a:b], *sets):
+                if status == native_documents.SET_MADE:
+                    made[line.key] = shingle
+                elif status == native_documents.SET_PYTHON:
+                    text = texts.line_text(line.raw, line.source, line.digest)
+                    made[line.key] = shingle_set(text) if text is not None else short_text_shingles(line.short)
+                else:  # SET_LONG, SET_CHANGED: the text is out of reach
+                    made[line.key] = short_text_shingles(line.short)
     return made
 
 
 # Pairs whose Jaccards are measured by one call (jaccard_of_pairs copies their sets into one array: about 4 MB).
 JACCARD_PAIRS = 512
-
-# Lines of one text field whose sets _line_sets makes on two threads, at least this many a thread.
-LINE_SETS_SPLIT = 256
-
-
-def _sets_of(
-    lib, group: list[texts.RawLine], fields: native_documents.LineFields
-) -> tuple[list[int], list[np.ndarray | None]]:
-    kinds = [native_documents.SET_LINE] * len(group)
-    sets = native_documents.shingle_sets(lib, [line.raw for line in group], kinds, fields, TRUTH_NGRAM,
-                                         [line.digest for line in group])  # fmt: skip
-    if sets is None:  # (memory): every line the Python way
-        return [native_documents.SET_PYTHON] * len(group), [None] * len(group)
-    return sets
 
 
 def _cost(shingles: np.ndarray | None) -> int:

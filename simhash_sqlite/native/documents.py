@@ -13,10 +13,15 @@ import threading
 import zlib
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from . import core, scheme_struct, supports
+
+if TYPE_CHECKING:  # (a search that makes no sets imports no executor)
+    from collections.abc import Iterator
+    from concurrent.futures import Executor
 
 LINE_BLANK, LINE_RECORD, LINE_PYTHON = 0, 1, 2
 HAS_FINGERPRINT, HAS_SKETCH = 0x01, 0x02
@@ -277,3 +282,46 @@ def shingle_sets(
     # (each set copied out on its own: a view would hold the whole call's sets, and the state's memory is reused)
     sets = [flat[a:b].copy() if s == SET_MADE else None for a, b, s in zip(starts, ends.tolist(), made)]
     return made, sets
+
+
+# The texts whose shingle sets one call makes, in bytes: the sets of a call are all held at once (8 bytes a
+# distinct shingle, about one a character), and the state's buffer for them stays as large as the largest.
+SETS_CALL_BYTES = 1 << 20
+# No call of a split is smaller than this (bytes of texts, some 0.3 ms of work): handing a call to another
+# thread costs tens of microseconds.
+SETS_SPLIT_BYTES = 1 << 15
+
+
+def sets_in_calls(
+    lib: ctypes.CDLL, data: list[bytes], kinds: list[int], fields: LineFields, ngram: int,
+    digests: list[bytes] | None = None, aside: Executor | None = None, call_bytes: int = SETS_CALL_BYTES,
+) -> Iterator[tuple[int, int, tuple[list[int], list[np.ndarray | None]] | None]]:
+    """shingle_sets of many texts, in calls of at most call_bytes of them (a longer text alone): (lo, hi, what
+    shingle_sets gave for data[lo:hi]), in order. With `aside` (an executor whose thread stays: each thread
+    keeps its own C state, and a new one per call would make its buffers anew), every other call runs there
+    while this thread makes the one before: the call releases the GIL, so two cores make sets at once. The
+    texts are then cut into calls of at most half of them, so that even one call's worth is shared."""
+    total = sum(map(len, data))
+    if aside is not None and total < 2 * SETS_SPLIT_BYTES:
+        aside = None
+    most = call_bytes if aside is None else min(call_bytes, max(SETS_SPLIT_BYTES, total // 2 + 1))
+    spans: list[tuple[int, int]] = []
+    lo = 0
+    while lo < len(data):
+        hi, size = lo + 1, len(data[lo])
+        while hi < len(data) and size + len(data[hi]) <= most:
+            size += len(data[hi])
+            hi += 1
+        spans.append((lo, hi))
+        lo = hi
+
+    def make(span: tuple[int, int]) -> tuple[list[int], list[np.ndarray | None]] | None:
+        a, b = span
+        return shingle_sets(lib, data[a:b], kinds[a:b], fields, ngram, None if digests is None else digests[a:b])
+
+    for n in range(0, len(spans), 2):
+        pair = spans[n : n + 2]
+        later = aside.submit(make, pair[1]) if aside is not None and len(pair) == 2 else None
+        results = [make(pair[0])] + ([later.result()] if later is not None else [make(span) for span in pair[1:]])
+        for (a, b), made in zip(pair, results):
+            yield a, b, made

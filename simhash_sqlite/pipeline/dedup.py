@@ -708,7 +708,6 @@ _ESTIMATED, _BY_DISTANCE = 0, 1  # (an exact Jaccard ranks as an estimate does: 
 # candidates are recent documents' near-copies, read again for each. At most a sixteenth of the budget.
 SHINGLES_KEPT_BYTES = 64 << 20
 _UNMADE = object()  # a shingle set not made yet (or no longer kept)
-SETS_CALL_BYTES = 1 << 20  # texts whose shingle sets are made in one call (_make_sets: 8 bytes a set's shingle)
 JACCARDS_A_CALL = 512  # pairs measured in one call (jaccard_of_pairs copies their sets together)
 
 
@@ -1290,36 +1289,14 @@ class Deduplicator:
                     kind, data = self.texts.read(at)
                     wanted[(True, label)] = (native_documents.SET_TEXT if kind == KeptTexts.TEXT
                                              else native_documents.SET_LINE, data)
-        # A call at most SETS_CALL_BYTES of texts: the sets of one call are all held at once (and the core's buffer
-        # for them stays as large as the largest), where the caches hold to their budgets by letting the oldest go.
-        # With a second worker, the calls are halves of that, one on a helper thread while this one makes the other
-        # (the C call releases the GIL): the sets are put in order either way.
+        # In calls of at most native_documents.SETS_CALL_BYTES, every other one on a helper thread where there is one.
         places, items = list(wanted), list(wanted.values())
-        helper = self._helper()
-        most = SETS_CALL_BYTES if helper is None else min(SETS_CALL_BYTES, sum(len(d) for _, d in items) // 2 + 1)
-        calls: list[tuple[int, int]] = []
-        lo = 0
-        while lo < len(items):
-            hi, size = lo, 0
-            while hi < len(items) and (hi == lo or size + len(items[hi][1]) <= most):
-                size += len(items[hi][1])
-                hi += 1
-            calls.append((lo, hi))
-            lo = hi
-
-        def make(span: tuple[int, int]) -> tuple[list[int], list[np.ndarray | None]] | None:
-            return native_documents.shingle_sets(lib, [data for _, data in items[span[0] : span[1]]],
-                                                 [kind for kind, _ in items[span[0] : span[1]]], fields, TRUTH_NGRAM)
-
-        for n in range(0, len(calls), 2):
-            pair = calls[n : n + 2]
-            aside = helper.submit(make, pair[1]) if helper is not None and len(pair) == 2 else None
-            results = [make(pair[0])] + ([aside.result()] if aside is not None else [make(p) for p in pair[1:]])
-            for (a, b), made in zip(pair, results):
-                if made is not None:
-                    for (kept, number), status, shingles in zip(places[a:b], *made):
-                        if status != native_documents.SET_PYTHON:
-                            (kept_shingles if kept else batch_sets).put(number, shingles)
+        for a, b, made in native_documents.sets_in_calls(lib, [data for _, data in items], [kind for kind, _ in items],
+                                                         fields, TRUTH_NGRAM, aside=self._helper()):  # fmt: skip
+            if made is not None:
+                for (kept, number), status, shingles in zip(places[a:b], *made):
+                    if status != native_documents.SET_PYTHON:
+                        (kept_shingles if kept else batch_sets).put(number, shingles)
 
     def _helper(self) -> ThreadPoolExecutor | None:
         """The threads that make the next batch's codes and half of the exact check's sets while this one's loop
