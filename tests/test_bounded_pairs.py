@@ -208,3 +208,36 @@ def test_cli_memory_option(corpus_index, tmp_path):
     refused = runner.invoke(app, ["clusters", "--db", str(corpus_index), "--memory", "lots"])
     assert refused.exit_code == 2 and "--memory must be a size" in refused.output  # a usage error
     assert "Traceback" not in refused.output
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 40), st.sampled_from(["rows", "none", "empty"])), max_size=12),
+       st.booleans(), st.integers(1, 9))  # fmt: skip
+def test_batches_of_pairs_keep_every_pair_and_stay_bounded(chunks, held, size):
+    """check._batched joins the search's chunks of pairs into batches of BATCH_PAIRS to twice that (a larger
+    chunk cut, so that a batch's rows and keys stay small), every pair once and in order, with its rows (zeros
+    where its chunk came without) and its estimate (NaN where none came)."""
+    from simhash_sqlite.find import check
+
+    parts, expected, n = [], [], 0
+    for length, how in chunks:
+        left = np.arange(n, n + length, dtype=np.int64)
+        n += length
+        rows = np.repeat((left % 251).astype(np.uint8)[:, None], 3, axis=1)
+        estimate = None if how == "none" else left / 1000
+        kept = rows if how != "empty" else np.zeros((0, 3), np.uint8)
+        parts.append((left, left + 1, estimate, None if held else kept, None if held else kept))
+        expected += [(a, a + 1, a / 1000 if how != "none" else None, tuple(r) if how != "empty" else (0, 0, 0))
+                     for a, r in zip(left.tolist(), rows.tolist())]  # fmt: skip
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(check, "BATCH_PAIRS", size)
+        batches = list(check._batched(iter(parts)))
+    got = []
+    for i, (left, right, estimate, rows_left, rows_right) in enumerate(batches):
+        assert len(left) < 2 * size and (len(left) >= size or i == len(batches) - 1)
+        assert (rows_left is None) == held and (rows_right is None) == held
+        for j, (a, b, e) in enumerate(zip(left.tolist(), right.tolist(), estimate.tolist())):
+            got.append((a, b, None if np.isnan(e) else e, (0, 0, 0) if held else tuple(rows_left[j].tolist())))
+    if held:
+        expected = [(a, b, e, (0, 0, 0)) for a, b, e, _ in expected]
+    assert got == expected

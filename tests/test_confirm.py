@@ -363,6 +363,31 @@ def test_the_shingle_cache_stays_within_its_budget(stored):
         assert cache.bytes <= 60_000 and len(cache.entries) <= 60_000 // ENTRY_BYTES
 
 
+def test_the_shingle_cache_gives_way_to_the_process_budget(stored):
+    """Within a ceiling (dupes --memory: the whole process's), the cache's budget is what the process leaves
+    of it: nothing past CACHE_FLOOR where the process already holds the ceiling, its own budget where there
+    is room; the sets it gives are the same either way."""
+    import numpy as np
+
+    from simhash_sqlite.find import check
+    from simhash_sqlite.find.bounded_pairs import resident_memory
+
+    db, docs, _ = stored
+    keys = list(docs)
+    with SimhashIndex(db) as index:
+        free = ShingleCache(index, max_bytes=1 << 30)
+        free.prefetch(keys)
+        tight = ShingleCache(index, max_bytes=1 << 30, ceiling=resident_memory())
+        roomy = ShingleCache(index, max_bytes=200_000, ceiling=resident_memory() + (1 << 30))
+        for cache in (tight, roomy):
+            for lo in range(0, len(keys), 7):
+                cache.prefetch(keys[lo : lo + 7])
+                for key in keys[lo : lo + 7]:
+                    assert np.array_equal(cache(key), free(key))
+        assert tight.max_bytes == check.CACHE_FLOOR and tight.bytes <= check.CACHE_FLOOR
+        assert roomy.max_bytes == 200_000 and roomy.bytes <= 200_000 < free.bytes
+
+
 def test_explain_gives_the_checked_verdict(runner, stored):
     db, docs, fps = stored
     _, every = reference(docs, fps, CONFIRM_K)

@@ -52,6 +52,7 @@ from .bounded_pairs import (
     RESIDENT,
     BoundedPairs,
     Plan,
+    give_back_free_memory,
     plan,
     resident_memory,
 )
@@ -81,6 +82,13 @@ CACHE_SHARE = 8
 ENTRY_BYTES = 256
 # What room() takes an entry to cost before any is cached (a page of about 8,000 characters).
 FIRST_ENTRY_BYTES = 64 << 10
+# Within a budget, the cache keeps the process this far below it (a prefetch's lines, their sets on two
+# threads and the allocator's pages: 40-47 MB measured past the cache's bytes at 1M), and never shrinks
+# below CACHE_FLOOR (room() then takes a few pairs at a time, and the check goes on).
+CEILING_MARGIN = 48 << 20
+CACHE_FLOOR = 4 << 20
+# Over the ceiling, the allocator's free pages are given back at most this often (a few ms each time).
+TRIM_SECONDS = 1.0
 # All pairs by sketch LSH, where texts may be at hand: candidates whose estimate is this far below the
 # threshold still get the exact check (about 5 standard deviations of the estimate near 0.8).
 EXACT_MARGIN = 0.1
@@ -96,10 +104,12 @@ MIXED_BRUTE_PAIRS = 2_000_000_000
 
 class ShingleCache:
     """Shingle sets of stored documents by key; the least recently used go past a byte budget
-    (arrays plus ENTRY_BYTES each). None (no reachable text) is cached too."""
+    (arrays plus ENTRY_BYTES each). None (no reachable text) is cached too. ceiling: the whole process's
+    budget (dupes --memory), which the cache's budget yields to (fit())."""
 
-    def __init__(self, index: IndexFile, max_bytes: int = CACHE_BYTES) -> None:
-        self.index, self.max_bytes = index, max_bytes
+    def __init__(self, index: IndexFile, max_bytes: int = CACHE_BYTES, ceiling: int | None = None) -> None:
+        self.index, self.max_bytes, self.budget, self.ceiling = index, max_bytes, max_bytes, ceiling
+        self.trimmed = -math.inf  # when fit() last gave the allocator's free pages back
         self.entries: OrderedDict[str, np.ndarray | None] = OrderedDict()
         self.bytes = 0
         self.sketches: OrderedDict[str, bytes | None] = OrderedDict()
@@ -147,6 +157,7 @@ class ShingleCache:
         missing = [key for key in keys if key not in self.entries]
         if not missing:
             return
+        self.fit()
         lib = native_documents.library()
         found, lines = self.texts.rows_and_lines(missing, raw_lines=lib is not None)
         made = _line_sets(lib, lines, self._aside()) if lib is not None and lines else {}
@@ -155,6 +166,20 @@ class ShingleCache:
                 self._store(key, made[key])
             else:
                 self._keep(key, found.get(key))
+
+    def fit(self) -> None:
+        """Within a ceiling, the cache's budget is what the process leaves of it (up to its own budget): the
+        cache is the part of a search's memory that can give way, while the rest (the LSH tables of threads
+        still running, the allocator's pages) holds more or less than a plan counts (at 10M documents,
+        7-12% past bounded_pairs.plan's figures)."""
+        if self.ceiling is None:
+            return
+        room = self.ceiling - CEILING_MARGIN - resident_memory()
+        if room < 0 and time.monotonic() - self.trimmed > TRIM_SECONDS and give_back_free_memory():
+            self.trimmed = time.monotonic()
+            room = self.ceiling - CEILING_MARGIN - resident_memory()
+        self.max_bytes = min(self.budget, max(CACHE_FLOOR, self.bytes + room))
+        self._evict()
 
     def _aside(self) -> ThreadPoolExecutor | None:
         """The thread that makes half of prefetch's sets where there is a second worker (None: not); kept with
@@ -172,6 +197,9 @@ class ShingleCache:
     def _store(self, key: str, shingles: np.ndarray | None) -> None:
         self.entries[key] = shingles
         self.bytes += _cost(shingles)
+        self._evict()
+
+    def _evict(self) -> None:
         while self.bytes > self.max_bytes and len(self.entries) > 1:
             _, old = self.entries.popitem(last=False)
             self.bytes -= _cost(old)
@@ -434,7 +462,7 @@ class DuplicateSearch:
         else:
             within = ((p.left, p.right) for p in near_pairs(values, self.k, on_progress=self.on_progress))
             parts = bounded.with_rows(within) if bounded is not None else ((a, b, None, None, None) for a, b in within)
-        check = PairCheck(self.index, report, cache_bytes)
+        check = PairCheck(self.index, report, cache_bytes, ceiling=self.memory)
         for left, right, estimate, rows_left, rows_right in _batched(parts):
             order = np.lexsort((right, left))  # each document's pairs side by side: cache hits
             left, right, estimate = left[order], right[order], estimate[order]
@@ -476,12 +504,12 @@ class PairCheck:
     `report` when given."""
 
     def __init__(self, index: IndexFile, report: CheckSummary | None = None, cache_bytes: int = CACHE_BYTES,
-                 threshold: float = DEFAULT_THRESHOLD) -> None:
+                 threshold: float = DEFAULT_THRESHOLD, ceiling: int | None = None) -> None:
         self.index, self.scheme = index, index.sketch_scheme
         self.report = report
         self.threshold = report.threshold if report is not None else validate_threshold(threshold)
         self.k = report.k if report is not None else CONFIRM_K
-        self.shingles = ShingleCache(index, cache_bytes)
+        self.shingles = ShingleCache(index, cache_bytes, ceiling)
 
     def judge(
         self, first: list[str], second: list[str], distance: np.ndarray, rows_a: np.ndarray, rows_b: np.ndarray,
@@ -554,21 +582,25 @@ BATCH_PAIRS = 1 << 15
 
 
 def _batched(parts) -> Iterator[tuple]:
-    """(left, right, estimate or None, rows of left, rows of right) chunks joined into batches of at
-    least BATCH_PAIRS pairs, with NaN where no estimate came with the pair. The rows are None where the
-    caller holds every row (the in-memory search), else each chunk's own (bounded_pairs.py; an empty
-    array where no pair of the chunk has two sketches)."""
+    """(left, right, estimate or None, rows of left, rows of right) chunks joined into batches of
+    BATCH_PAIRS to 2 * BATCH_PAIRS pairs, with NaN where no estimate came with the pair. The rows are None
+    where the caller holds every row (the in-memory search), else each chunk's own (bounded_pairs.py; an
+    empty array where no pair of the chunk has two sketches). A larger chunk is cut: a batch's rows, keys
+    and lists are held while it is judged (a chunk of 300,000 pairs of copies took 160 MB at 10M)."""
     pending: list[tuple] = []
     count = 0
     for left, right, estimate, rows_left, rows_right in parts:
-        if len(left) == 0:
-            continue
-        pending.append((left, right, np.full(len(left), np.nan) if estimate is None else estimate,
-                        rows_left, rows_right))
-        count += len(left)
-        if count >= BATCH_PAIRS:
-            yield _joined(pending)
-            pending, count = [], 0
+        if estimate is None:
+            estimate = np.full(len(left), np.nan)
+        for lo in range(0, len(left), BATCH_PAIRS):
+            hi = lo + BATCH_PAIRS
+            pending.append((left[lo:hi], right[lo:hi], estimate[lo:hi],
+                            None if rows_left is None else rows_left[lo:hi],
+                            None if rows_right is None else rows_right[lo:hi]))  # fmt: skip
+            count += len(pending[-1][0])
+            if count >= BATCH_PAIRS:
+                yield _joined(pending)
+                pending, count = [], 0
     if pending:
         yield _joined(pending)
 
