@@ -170,9 +170,9 @@ class ShingleCache:
 
     def fit(self) -> None:
         """Within a ceiling, the cache's budget is what the process leaves of it (up to its own budget): the
-        cache is the part of a search's memory that can give way, while the rest (the LSH tables of threads
-        still running, the allocator's pages) holds more or less than a plan counts (at 10M documents,
-        7-12% past bounded_pairs.plan's figures)."""
+        cache is the part of a search's memory that can give way, while the rest holds more than a plan
+        counts (at 10M documents the search held 7% past bounded_pairs.plan's figure, and the threads'
+        heaps some 450 MB of the allocator's free pages)."""
         if self.ceiling is None:
             return
         room = self.ceiling - CEILING_MARGIN - resident_memory()
