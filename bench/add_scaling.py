@@ -136,7 +136,12 @@ def main() -> None:
     parser.add_argument("--this", default=None, help="measure this commit (extracted) instead of the checkout as it "
                         "is, so that editing the checkout meanwhile changes nothing")
     args = parser.parse_args()
+    for path in args.inputs:
+        if not path.is_file():
+            parser.error(f"no such file: {path}")
     print_machine()
+    if args.tmp is not None:
+        args.tmp.mkdir(parents=True, exist_ok=True)  # (a folder not there yet was a traceback)
     tmp = Path(tempfile.mkdtemp(prefix="add_scaling_", dir=args.tmp))
     trees = {"this tree": ROOT if args.this is None else baseline_tree(args.this, tmp, "this")}
     if args.baseline != "none":
