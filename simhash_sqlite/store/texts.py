@@ -62,7 +62,6 @@ def content_hash_of_utf8(utf8: bytes) -> bytes:
     return blake2b(utf8, digest_size=DIGEST_BYTES).digest()
 
 
-
 def stored_text(index: TextSource, key: str) -> str | None:
     """The indexed text of `key`, or None when neither a stored copy nor the unchanged file or JSONL line
     exists."""
@@ -193,6 +192,12 @@ OPEN_SOURCES = 8
 ROWS_AT_ONCE = 4096
 
 
+def _readable_span(at, size) -> bool:
+    """Whether a row's recorded line (line_at, line_bytes) may be read: whole numbers, within MAX_LINE_BYTES (a
+    damaged row may hold anything)."""
+    return type(at) is int and type(size) is int and at >= 0 and 0 < size <= MAX_LINE_BYTES
+
+
 class TextReader:
     """The texts of stored documents by key, for exact checks: stored copies, unchanged files, and JSONL
     lines (read with pread from files kept open, OPEN_SOURCES at most, in order of their offsets when many
@@ -274,7 +279,7 @@ class TextReader:
         if advise is None:
             return
         for source, at, size, *_ in lines:
-            if type(at) is int and type(size) is int and at >= 0 and 0 < size <= MAX_LINE_BYTES:
+            if _readable_span(at, size):
                 handle = self._descriptor(source)
                 if handle is not None:
                     with contextlib.suppress(OSError, OverflowError, ValueError):
@@ -282,7 +287,7 @@ class TextReader:
 
     def _read_line(self, source: int, at, size) -> bytes | None:
         """The bytes of the line at (at, size) in the source; None where they cannot be read whole."""
-        if type(at) is not int or type(size) is not int or at < 0 or not 0 < size <= MAX_LINE_BYTES:
+        if not _readable_span(at, size):
             return None
         handle = self._descriptor(source)
         if handle is None:
