@@ -397,6 +397,9 @@ def test_jaccards_of_pairs_are_jaccard_of_sets(sets, data):
     ours = shingles.jaccard_of_pairs(a, b)
     assert ours.dtype == np.float64
     assert ours.tolist() == [shingles.jaccard_of_sets(x, y) for x, y in zip(a, b)]
+    with pytest.MonkeyPatch.context() as patch:  # a call for every three pairs: the same floats, in order
+        patch.setattr(shingles, "JACCARD_PAIRS", 3)
+        assert shingles.jaccard_of_pairs(a, b).tolist() == ours.tolist()
 
 
 def test_jaccards_refuse_sets_and_pairs_out_of_range():

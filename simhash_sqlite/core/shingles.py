@@ -65,15 +65,21 @@ def jaccard_of_counts(shared: int, a: int, b: int) -> float:
     return 1.0 if a + b == 0 else shared / (a + b - shared)
 
 
+# Pairs whose Jaccards one C call measures (it copies their sets into one array: about 4 MB).
+JACCARD_PAIRS = 512
+
+
 def jaccard_of_pairs(a: list[np.ndarray], b: list[np.ndarray]) -> np.ndarray:
-    """jaccard_of_sets of each pair (a[i], b[i]), as an array: in one C call where the core is built (dedup's exact
-    check: a search's pairs at once), else one by one."""
+    """jaccard_of_sets of each pair (a[i], b[i]), as an array: a C call for each JACCARD_PAIRS of them where the
+    core is built (the exact checks of dedup and dupes: a batch's pairs at once), else one by one."""
     import numpy as np
 
-    made = native.jaccards(a, b)
-    if made is not None:
-        return made
-    return np.array([jaccard_of_sets(x, y) for x, y in zip(a, b)], dtype=np.float64)
+    out = np.full(len(a), np.nan)
+    for lo in range(0, len(a), JACCARD_PAIRS):
+        hi = lo + JACCARD_PAIRS
+        made = native.jaccards(a[lo:hi], b[lo:hi])
+        out[lo:hi] = made if made is not None else [jaccard_of_sets(x, y) for x, y in zip(a[lo:hi], b[lo:hi])]
+    return out
 
 
 def jaccard(text_a: str, text_b: str, n: int = TRUTH_NGRAM) -> float:

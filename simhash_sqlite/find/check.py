@@ -239,10 +239,6 @@ def _line_sets(lib, lines: list[texts.RawLine], aside: ThreadPoolExecutor | None
     return made
 
 
-# Pairs whose Jaccards are measured by one call (jaccard_of_pairs copies their sets into one array: about 4 MB).
-JACCARD_PAIRS = 512
-
-
 def _cost(shingles: np.ndarray | None) -> int:
     return ENTRY_BYTES + (0 if shingles is None else shingles.nbytes)
 
@@ -548,9 +544,7 @@ class PairCheck:
                         measured.append(p)
                         left.append(sa)
                         right.append(sb)
-                for lo in range(0, len(measured), JACCARD_PAIRS):  # (a C call each, where the core is built)
-                    hi = lo + JACCARD_PAIRS
-                    out[measured[lo:hi]] = jaccard_of_pairs(left[lo:hi], right[lo:hi])
+                out[measured] = jaccard_of_pairs(left, right)
                 n += len(part)
             return out
 

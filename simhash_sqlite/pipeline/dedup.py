@@ -708,7 +708,6 @@ _ESTIMATED, _BY_DISTANCE = 0, 1  # (an exact Jaccard ranks as an estimate does: 
 # candidates are recent documents' near-copies, read again for each. At most a sixteenth of the budget.
 SHINGLES_KEPT_BYTES = 64 << 20
 _UNMADE = object()  # a shingle set not made yet (or no longer kept)
-JACCARDS_A_CALL = 512  # pairs measured in one call (jaccard_of_pairs copies their sets together)
 
 
 def _default_line_text(line: bytes) -> str | None:
@@ -1185,9 +1184,7 @@ class Deduplicator:
                     found.append(n)
                     mine.append(both[0])
                     theirs.append(both[1])
-            for lo in range(0, len(found), JACCARDS_A_CALL):  # (each call copies its pairs' sets once)
-                out[found[lo : lo + JACCARDS_A_CALL]] = jaccard_of_pairs(mine[lo : lo + JACCARDS_A_CALL],
-                                                                          theirs[lo : lo + JACCARDS_A_CALL])
+            out[found] = jaccard_of_pairs(mine, theirs)
             return out
 
         verdicts = decide(d, estimate, sure, exact, threshold=self.threshold, k=self.k)
