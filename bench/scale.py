@@ -3,6 +3,7 @@
     python bench/scale.py generate N > pages.jsonl        # the pages alone (JSONL on stdout)
     python bench/scale.py run N [--memory SIZE] [--skip-index] [--out FOLDER] [--json FILE]
     python bench/scale.py dupes [DB | --pages N] [--budgets 64G,default,256M] [--clusters] [--json FILE]
+    python bench/scale.py candidates [PAGES.jsonl] --sizes 250000,500000,1000000 [--memory SIZE] [--json FILE]
 
 `run` streams N pages through `simq dedup - -o kept.jsonl` (the pages are made as they are read, never stored),
 then (unless --skip-index) writes them once to a JSONL file, builds an index of them with `simq add` and
@@ -16,6 +17,13 @@ by side: a budget past what the index needs (64G) is the in-memory path, a small
 runs on disk (find/bounded_pairs.py); each run's wall, CPU, peak RSS and the largest size its scratch folder
 (TMPDIR) reached, and whether its pairs (sorted lines) and its clusters table equal the first budget's.
 Small mode: `dupes --pages 4000 --budgets 64G,1M --clusters`.
+
+`candidates` dedups the first N pages of a JSONL file (default: N generated pages) in this process, at dedup's
+default budget (or --memory), for each N of --sizes, and counts what the search of the kept sketches did
+(pipeline/dedup.KeptSketches): candidate pairs estimated and, of those, sketch rows read from the runs spilled to
+disk, per page. The kept set's LSH keys are 24 bits wide at any size (find/sketch_pairs.py), so the random
+candidates a page meets grow with the pages kept before it: per page linear in N, in all quadratic. Small mode:
+`candidates --sizes 10000,20000 --memory 1M`.
 
 The pages have the shape of the synthetic crawl the scale aims are set on (pages of 150-6,000 characters,
 log-normal lengths with median near 500, half English words, half Chinese characters, Zipf draws; 4% of
@@ -264,6 +272,50 @@ def run(args: argparse.Namespace) -> dict:
     return result
 
 
+def candidates(args: argparse.Namespace) -> dict:
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    from simhash_sqlite.pipeline.dedup import Deduplicator
+    from simhash_sqlite.pipeline.spill import default_memory, parse_memory
+    from simhash_sqlite.store.documents import Document
+
+    def pages(n: int) -> Iterator[tuple[Document, None]]:
+        lines = Pages(n) if args.pages is None else open(args.pages, "rb")
+        try:
+            for made, line in enumerate(lines):
+                if made == n:
+                    return
+                record = json.loads(line)
+                yield Document(str(record["id"]), record["text"]), None
+        finally:
+            if args.pages is not None:
+                lines.close()
+
+    memory = default_memory() if args.memory is None else parse_memory(args.memory)
+    result: dict = {"pages": args.pages or "generated", "memory": memory, "load": os.getloadavg(),
+                    "runs": []}
+    for n in args.sizes:
+        with tempfile.TemporaryDirectory(prefix="simq-candidates-") as folder:
+            deduplicator = Deduplicator(memory=memory, spill_near=os.path.join(folder, "kept.jsonl"))
+            started = time.process_time()
+            try:
+                read = kept = 0
+                for decision in deduplicator.run(pages(n)):
+                    read += 1
+                    kept += decision.kept
+                seconds = time.process_time() - started
+                sketches = deduplicator.sketches
+                assert sketches is not None
+                run = {"pages": read, "kept": kept, "candidates": sketches.estimated,
+                       "rows_read_from_disk": sketches.rows_read, "cpu_seconds": round(seconds, 1)}
+            finally:
+                deduplicator.close()
+        run["candidates_a_page"] = round(run["candidates"] / max(read, 1), 3)
+        run["rows_read_a_page"] = round(run["rows_read_from_disk"] / max(read, 1), 3)
+        print(json.dumps(run), flush=True)
+        result["runs"].append(run)
+    return result
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -281,6 +333,12 @@ def main() -> None:
     pairs.add_argument("--budgets", default="64G,default,256M,64M")
     pairs.add_argument("--clusters", action="store_true")
     pairs.add_argument("--json")
+    counted = commands.add_parser("candidates")
+    counted.add_argument("pages", nargs="?", help="a JSONL file of pages ({id, text}) [default: generated pages]")
+    counted.add_argument("--sizes", type=lambda text: [int(n) for n in text.split(",")],
+                         default=[250_000, 500_000, 1_000_000])
+    counted.add_argument("--memory", help="the kept set's budget [default: dedup's]")
+    counted.add_argument("--json")
     args = parser.parse_args()
     if args.command == "generate":
         generate(args.n, sys.stdout.buffer)
@@ -290,6 +348,9 @@ def main() -> None:
     if args.command == "dupes":
         _dupes_main(args, failures)
         return
+    if args.command == "candidates":
+        _candidates_main(args, failures)
+        return
     result = run(args)
     text = json.dumps(result, indent=1)
     print(text)
@@ -298,6 +359,21 @@ def main() -> None:
             handle.write(text + "\n")
     kept = result["dedup_stream"]["kept"]
     failures.expect(0.8 * args.n < kept < args.n, f"dedup kept {kept:,} of {args.n:,} pages (about 94% expected)")
+    failures.exit()
+
+
+def _candidates_main(args: argparse.Namespace, failures: Failures) -> None:
+    if args.pages is not None and not os.path.isfile(args.pages):
+        sys.exit(f"error: {args.pages}: no such file")
+    result = candidates(args)
+    if args.json:
+        with open(args.json, "w") as handle:
+            handle.write(json.dumps(result, indent=1) + "\n")
+    for run in result["runs"]:
+        failures.expect(run["pages"] == min(run["pages"], max(args.sizes)) and 0 < run["kept"] <= run["pages"],
+                        f"dedup of {run['pages']:,} pages kept {run['kept']:,}")
+        failures.expect(run["rows_read_from_disk"] <= run["candidates"],
+                        f"{run['rows_read_from_disk']:,} rows read for {run['candidates']:,} candidates")
     failures.exit()
 
 

@@ -118,6 +118,8 @@ SMOKE = [
     Smoke("scale.py", "run 2000 --memory 1M", suite="scale", full="run 1000000"),
     Smoke("scale.py", "dupes --pages 4000 --budgets 64G,1M --clusters", suite="scale",
           full="dupes --pages 1000000 --budgets 64G,default,256M,64M --clusters"),
+    Smoke("scale.py", "candidates --sizes 10000,20000 --memory 1M", suite="scale",
+          full="candidates {crawl} --sizes 250000,500000,1000000"),
     Smoke("extension_near.py", "{tmp}/small.db --make 20000 --queries 50 --repeat 1", programs=("sqlite3",),
           built="simhash.so", suite="native", full="{tmp}/simq-1m.db --make 1000000"),
     Smoke("near_k.py", "{tmp}/near.db {en} --make --ks 3,32 --queries 3 --repeat 1", programs=("sqlite3",),

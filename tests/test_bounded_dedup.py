@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_dedup import bits_of, brute_force_matches, decisions_of, kept_matches, near_copies
+from test_dedup import bits_of, brute_force_candidates, brute_force_matches, decisions_of, kept_matches, near_copies
 
 from simhash_sqlite.core.sketch import DEFAULT_SCHEME
 from simhash_sqlite.errors import InvalidArgument
@@ -66,6 +66,11 @@ def test_spilled_sketches_find_every_near_duplicate_sharing_a_window(tmp_path_fa
     folder.close()
     spill_module.SpilledRun.BLOCK, spill_module.READ_BLOCKS = 512, 2048
     assert got == brute_force_matches(rows, kept, threshold)
+    # Its counts: every pair sharing a window estimated once; all on disk, each kept row among them read once.
+    candidates = brute_force_candidates(rows, kept)
+    assert found.estimated == len(candidates) and found.rows_read <= found.estimated
+    if budget == 1:
+        assert found.rows_read == len({j for _, j in candidates})
 
 
 def test_memory_sizes():

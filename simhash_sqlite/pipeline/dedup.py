@@ -349,6 +349,11 @@ class KeptSketches:
         # The bit map takes at most an eighth of the budget (its bits past that let more absent codes pass).
         self.seen_most = SEEN_MOST if budget is None else max(SEEN_FIRST, min(SEEN_MOST, budget.bit_length() - 1))
         self.codes = 0
+        # What matches() has done: candidate pairs estimated, and of those the spilled runs' rows read from
+        # disk. 24-bit keys: the random candidates a query meets grow with the kept set (bench/scale.py
+        # candidates; docs/scale.md).
+        self.estimated = 0
+        self.rows_read = 0
 
     def __len__(self) -> int:
         return sum(len(run.rows) for run in self.runs) + sum(len(run) for run in self.spilled)
@@ -403,6 +408,7 @@ class KeptSketches:
                 for lo in range(0, len(q), ESTIMATE_CHUNK):
                     qq, pp = q[lo : lo + ESTIMATE_CHUNK], position[lo : lo + ESTIMATE_CHUNK]
                     estimate = estimate_many(rows[qq], run.rows[pp], self.scheme)
+                    self.estimated += len(qq)
                     keep = estimate >= self.threshold
                     out_q.append(qq[keep])
                     out_label.append(run.labels[pp[keep]])
@@ -419,6 +425,8 @@ class KeptSketches:
                     distinct, back = np.unique(pp, return_inverse=True)
                     their_rows, their_labels = spilled.rows_and_labels(distinct)
                     estimate = estimate_many(rows[qq], their_rows[back], self.scheme)
+                    self.estimated += len(qq)
+                    self.rows_read += len(distinct)
                     keep = estimate >= self.threshold
                     out_q.append(qq[keep])
                     out_label.append(their_labels[back[keep]])
