@@ -20,10 +20,11 @@ Small mode: `dupes --pages 4000 --budgets 64G,1M --clusters`.
 
 `candidates` dedups the first N pages of a JSONL file (default: N generated pages) in this process, at dedup's
 default budget (or --memory), for each N of --sizes, and counts what the search of the kept sketches did
-(pipeline/dedup.KeptSketches): candidate pairs estimated and, of those, sketch rows read from the runs spilled to
-disk, per page. The kept set's LSH keys are 24 bits wide at any size (find/sketch_pairs.py), so the random
-candidates a page meets grow with the pages kept before it: per page linear in N, in all quadratic. Small mode:
-`candidates --sizes 10000,20000 --memory 1M`.
+(pipeline/dedup.KeptSketches), per page: candidate pairs (sharing a window), those estimated (a spilled one whose
+size ratio rules it out is not), and the sketch rows read from the runs spilled to disk for them. The kept
+set's LSH keys are 24 bits wide at any size (find/sketch_pairs.py), so the random candidates a page meets grow
+with the pages kept before it: per page linear in N, in all quadratic. Small mode: `candidates --sizes
+10000,20000 --memory 1M`.
 
 The pages have the shape of the synthetic crawl the scale aims are set on (pages of 150-6,000 characters,
 log-normal lengths with median near 500, half English words, half Chinese characters, Zipf draws; 4% of
@@ -305,11 +306,12 @@ def candidates(args: argparse.Namespace) -> dict:
                 seconds = time.process_time() - started
                 sketches = deduplicator.sketches
                 assert sketches is not None
-                run = {"pages": read, "kept": kept, "candidates": sketches.estimated,
+                run = {"pages": read, "kept": kept, "candidates": sketches.candidates, "estimated": sketches.estimated,
                        "rows_read_from_disk": sketches.rows_read, "cpu_seconds": round(seconds, 1)}
             finally:
                 deduplicator.close()
         run["candidates_a_page"] = round(run["candidates"] / max(read, 1), 3)
+        run["estimated_a_page"] = round(run["estimated"] / max(read, 1), 3)
         run["rows_read_a_page"] = round(run["rows_read_from_disk"] / max(read, 1), 3)
         print(json.dumps(run), flush=True)
         result["runs"].append(run)
@@ -372,8 +374,9 @@ def _candidates_main(args: argparse.Namespace, failures: Failures) -> None:
     for run in result["runs"]:
         failures.expect(run["pages"] == min(run["pages"], max(args.sizes)) and 0 < run["kept"] <= run["pages"],
                         f"dedup of {run['pages']:,} pages kept {run['kept']:,}")
-        failures.expect(run["rows_read_from_disk"] <= run["candidates"],
-                        f"{run['rows_read_from_disk']:,} rows read for {run['candidates']:,} candidates")
+        failures.expect(run["rows_read_from_disk"] <= run["estimated"] <= run["candidates"],
+                        f"{run['rows_read_from_disk']:,} rows read for {run['estimated']:,} estimates of "
+                        f"{run['candidates']:,} candidates")
     failures.exit()
 
 

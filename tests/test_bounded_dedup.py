@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_dedup import bits_of, brute_force_candidates, brute_force_matches, decisions_of, kept_matches, near_copies
 
-from simhash_sqlite.core.sketch import DEFAULT_SCHEME
+from simhash_sqlite.core.sketch import DEFAULT_SCHEME, size_ratios
 from simhash_sqlite.errors import InvalidArgument
 from simhash_sqlite.pipeline import spill as spill_module
 from simhash_sqlite.pipeline.dedup import KeptSketches
@@ -66,11 +66,17 @@ def test_spilled_sketches_find_every_near_duplicate_sharing_a_window(tmp_path_fa
     folder.close()
     spill_module.SpilledRun.BLOCK, spill_module.READ_BLOCKS = 512, 2048
     assert got == brute_force_matches(rows, kept, threshold)
-    # Its counts: every pair sharing a window estimated once; all on disk, each kept row among them read once.
+    # Its counts: every pair sharing a window a candidate once. Those whose size ratio is below the threshold
+    # cannot reach it: of the spilled runs' (all of them at budget 1), they are not estimated and their rows
+    # not read (the matches above show that none that could was left out).
     candidates = brute_force_candidates(rows, kept)
-    assert found.estimated == len(candidates) and found.rows_read <= found.estimated
+    ratio = {pair: size_ratios(rows[pair[0]], kept[pair[1]])[0] for pair in candidates}
+    out = {pair for pair, r in ratio.items() if r < 0.99 * threshold}  # (NaN: never out)
+    assert found.candidates == len(candidates) and found.rows_read <= found.estimated <= len(candidates)
+    assert found.estimated >= len(candidates) - len({pair for pair, r in ratio.items() if r < threshold})
     if budget == 1:
-        assert found.rows_read == len({j for _, j in candidates})
+        assert found.estimated <= len(candidates) - len(out)
+        assert found.rows_read <= len({j for i, j in candidates - out})
 
 
 def test_memory_sizes():

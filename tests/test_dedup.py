@@ -259,7 +259,7 @@ def kept_sketches_against_brute_force(seed, kept_count, queries, threshold):
         found.add(kept[lo : lo + 7], np.arange(lo, min(lo + 7, kept_count)) * 10)
     assert kept_matches(found, rows) == brute_force_matches(rows, kept, threshold)
     # Its counts (bench/scale.py candidates): every pair sharing a window estimated once, nothing read from disk.
-    assert found.estimated == len(brute_force_candidates(rows, kept)) and found.rows_read == 0
+    assert found.candidates == found.estimated == len(brute_force_candidates(rows, kept)) and found.rows_read == 0
 
 
 def write_jsonl(path, records):

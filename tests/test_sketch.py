@@ -32,6 +32,10 @@ from simhash_sqlite.core.sketch import (
     as_rows,
     estimate_jaccard,
     estimate_many,
+    ratio_may_reach,
+    recorded_size_codes,
+    reference_estimate_many,
+    size_ratios,
     sketch,
     sketch_many,
 )
@@ -273,3 +277,32 @@ def test_many_sketches_do_not_depend_on_where_chunks_and_densifications_end(rows
     rows, present = sketch_many(texts)
     assert [row.tobytes() if there else None for row, there in zip(rows, present.tolist())] == one_by_one
     assert simhash_and_sketch_many(texts)[1] == one_by_one
+
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.integers(0, 2**16 - 1), st.floats(0.9, 1.1), st.sampled_from([0.7, 0.8, 0.5, 0.9]),
+       st.binary(min_size=DEFAULT_SCHEME.bin_bytes, max_size=DEFAULT_SCHEME.bin_bytes),
+       st.lists(st.integers(0, 8 * DEFAULT_SCHEME.bin_bytes - 1), max_size=40))
+def test_a_pair_ruled_out_by_its_size_ratio_is_one_whose_estimate_cannot_reach_the_threshold(
+        code, near, threshold, bins, flips):
+    """dedup drops a spilled candidate by ratio_may_reach before reading its row: that must never drop a pair
+    whose estimate (C and reference) reaches the threshold, and it drops those clearly below. The bins of the
+    two rows nearly agree, so that the size ratio is what decides: near the threshold (near times it)."""
+    ratio_wanted = min(1.0, near * threshold)
+    other = min(code + round(2048 * np.log2(1 / ratio_wanted)), 2**16 - 1)  # (codes: 2048 a doubling)
+    changed = bytearray(bins)
+    for bit in flips:
+        changed[bit // 8] ^= 1 << (bit % 8)
+    rows = np.frombuffer(bins + np.array([code], "<u2").tobytes() + bytes(changed)
+                         + np.array([other], "<u2").tobytes(), dtype=np.uint8).reshape(2, -1)
+    a, b = recorded_size_codes(rows[:1]), recorded_size_codes(rows[1:])
+    assert a.tolist() == [code] and b.tolist() == [other]
+    may = bool(ratio_may_reach(a, b, threshold)[0])
+    for got in (estimate_many(rows[:1], rows[1:]), reference_estimate_many(rows[:1], rows[1:])):
+        assert may or got[0] < threshold
+    ratio = size_ratios(rows[:1], rows[1:])[0]
+    if not ratio < threshold:  # (NaN: a size unknown)
+        assert may
+    elif min(code, other) > 14000 and ratio < 0.99 * threshold:  # sizes over 100: the bound within 1%
+        assert not may

@@ -454,6 +454,26 @@ def sizes_of(rows: np.ndarray, scheme: SketchScheme = DEFAULT_SCHEME) -> np.ndar
     return np.where(codes > 0, sizes, np.nan)
 
 
+def recorded_size_codes(rows: np.ndarray, scheme: SketchScheme = DEFAULT_SCHEME) -> np.ndarray:
+    """The 16-bit codes (size_codes) of the distinct-shingle counts the sketches record (uint16; 0: unknown or
+    not recorded)."""
+    rows = np.atleast_2d(rows)
+    if not scheme.size_bits:
+        return np.zeros(len(rows), dtype=np.uint16)
+    return np.ascontiguousarray(rows[:, scheme.bin_bytes : scheme.bin_bytes + 2]).view("<u2").ravel().astype(np.uint16)
+
+
+def ratio_may_reach(a: np.ndarray, b: np.ndarray, threshold: float) -> np.ndarray:
+    """For pairs of recorded_size_codes(), False only where the pair's estimate cannot reach threshold: an estimate with
+    both sizes known is at most their ratio (sharpened()), and this is an upper bound of that ratio, whichever
+    pow() made the sizes (each size within half of 2 ** ((code - 1) / SIZE_STEPS), that within a relative 1e-9).
+    So a pair ruled out here is one estimate_many() would give below threshold, without its rows."""
+    low, high = np.minimum(a, b).astype(np.float64), np.maximum(a, b).astype(np.float64)
+    smaller = 2.0 ** ((low - 1) / SIZE_STEPS) * (1 + 1e-9) + 0.5
+    larger = 2.0 ** ((high - 1) / SIZE_STEPS) * (1 - 1e-9) - 0.5  # at least 0.5: codes start at 1
+    return (low == 0) | (smaller >= threshold * larger)
+
+
 def empty_minima(count: int = 1, scheme: SketchScheme = DEFAULT_SCHEME) -> np.ndarray:
     """Bin minima of `count` documents that have seen no shingle yet: (count, bins) uint32."""
     return np.full((count, scheme.bins), _EMPTY, dtype=np.uint32)

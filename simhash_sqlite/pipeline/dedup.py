@@ -51,7 +51,16 @@ from ..core.rule import READ_WHOLE_BYTES, TRUTH_NGRAM
 from ..core.settings import CONFIRM_K, DEFAULT_THRESHOLD, FingerprintSettings, candidate_k, validate_k
 from ..core.shingles import jaccard_of_pairs, shingle_set
 from ..core.short_texts import short_text_shingles
-from ..core.sketch import DEFAULT_SCHEME, SketchScheme, as_rows, certainty, estimate_many, sizes_of
+from ..core.sketch import (
+    DEFAULT_SCHEME,
+    SketchScheme,
+    as_rows,
+    certainty,
+    estimate_many,
+    ratio_may_reach,
+    recorded_size_codes,
+    sizes_of,
+)
 from ..errors import SettingsMismatch
 from ..find.arrays import keys_of
 from ..find.block_tables import choose_tables
@@ -349,9 +358,10 @@ class KeptSketches:
         # The bit map takes at most an eighth of the budget (its bits past that let more absent codes pass).
         self.seen_most = SEEN_MOST if budget is None else max(SEEN_FIRST, min(SEEN_MOST, budget.bit_length() - 1))
         self.codes = 0
-        # What matches() has done: candidate pairs estimated, and of those the spilled runs' rows read from
-        # disk. 24-bit keys: the random candidates a query meets grow with the kept set (bench/scale.py
-        # candidates; docs/scale.md).
+        # What matches() has done: candidate pairs (sharing a window), those estimated (not ruled out by their
+        # size ratio first), and the spilled runs' rows read from disk for them. 24-bit keys: the random
+        # candidates a query meets grow with the kept set (bench/scale.py candidates; docs/scale.md).
+        self.candidates = 0
         self.estimated = 0
         self.rows_read = 0
 
@@ -389,7 +399,8 @@ class KeptSketches:
         while self.folder is not None and self.budget is not None and self.runs and 2 * self.nbytes > self.budget:
             largest = max(range(len(self.runs)), key=lambda i: len(self.runs[i].rows))
             run = self.runs.pop(largest)
-            self.spilled.append(SpilledRun(self.folder, run.rows, run.labels, run.codes))
+            sizes = recorded_size_codes(run.rows, self.scheme)
+            self.spilled.append(SpilledRun(self.folder, run.rows, run.labels, run.codes, sizes))
             # Merged on disk as the runs in RAM are: O(log n) runs to search.
             while len(self.spilled) > 1 and 2 * len(self.spilled[-1]) >= len(self.spilled[-2]):
                 newer_spilled, older_spilled = self.spilled.pop(), self.spilled.pop()
@@ -403,11 +414,13 @@ class KeptSketches:
         if len(rows) and (self.runs or self.spilled):
             codes = sorted_codes(rows, self.scheme) if codes is None else codes
             codes = codes[_is_seen(self.seen, codes, self.seen_bits)]  # still sorted
+            query_sizes: np.ndarray | None = None
             for run in self.runs:
                 q, position = run.candidates(codes)
                 for lo in range(0, len(q), ESTIMATE_CHUNK):
                     qq, pp = q[lo : lo + ESTIMATE_CHUNK], position[lo : lo + ESTIMATE_CHUNK]
                     estimate = estimate_many(rows[qq], run.rows[pp], self.scheme)
+                    self.candidates += len(qq)
                     self.estimated += len(qq)
                     keep = estimate >= self.threshold
                     out_q.append(qq[keep])
@@ -420,6 +433,13 @@ class KeptSketches:
                     found.append(q * len(spilled) + position)
                 pair = np.unique(np.concatenate(found))  # a pair sharing windows in two slices: once
                 q, position = pair // len(spilled), pair % len(spilled)
+                self.candidates += len(q)
+                # Random candidates grow with the kept set (24-bit keys); most differ in size too much to
+                # reach the threshold, and are dropped here without reading their rows.
+                if query_sizes is None:
+                    query_sizes = recorded_size_codes(rows, self.scheme)
+                possible = ratio_may_reach(query_sizes[q], spilled.sizes[position], self.threshold)
+                q, position = q[possible], position[possible]
                 for lo in range(0, len(q), ESTIMATE_CHUNK):
                     qq, pp = q[lo : lo + ESTIMATE_CHUNK], position[lo : lo + ESTIMATE_CHUNK]
                     distinct, back = np.unique(pp, return_inverse=True)

@@ -113,11 +113,15 @@ def gather(fd: int, positions: np.ndarray, itemsize: int, dtype: np.dtype | type
 class SpilledRun:
     """A sorted run of kept sketches on disk: its codes (code << 32 | position, sorted) in one file, each
     position's sketch row and label in another; in RAM only the first code of every BLOCK (8 bytes per
-    4 KiB of codes)."""
+    4 KiB of codes) and each row's size code (2 bytes)."""
 
     BLOCK = 512  # codes a block: 4 KiB
 
-    def __init__(self, folder: SpillFolder, rows: np.ndarray, labels: np.ndarray, codes: np.ndarray) -> None:
+    def __init__(self, folder: SpillFolder, rows: np.ndarray, labels: np.ndarray, codes: np.ndarray,
+                 sizes: np.ndarray | None = None) -> None:
+        # sizes: the rows' recorded_size_codes (core/sketch.py), kept in RAM (2 bytes a row), so that a candidate
+        # whose size ratio rules it out is dropped before its row is read (KeptSketches.matches)
+        self.sizes = np.zeros(len(rows), dtype=np.uint16) if sizes is None else sizes
         records = np.empty((len(rows), rows.shape[1] + 8), dtype=np.uint8)
         records[:, : rows.shape[1]] = rows
         records[:, rows.shape[1] :] = labels.astype("<i8").view(np.uint8).reshape(-1, 8)
@@ -136,6 +140,7 @@ class SpilledRun:
     def merged(cls, folder: SpillFolder, older: SpilledRun, newer: SpilledRun) -> SpilledRun:
         """One run of two, merged a chunk at a time (MERGE_CHUNK codes of each in RAM); their files go."""
         run = cls.__new__(cls)
+        run.sizes = np.concatenate((older.sizes, newer.sizes))
         codes_path, records_path = folder.new_file(".codes"), folder.new_file(".rows")
         with open(records_path, "wb") as out:
             for source in (older, newer):
@@ -162,7 +167,7 @@ class SpilledRun:
 
     @property
     def nbytes(self) -> int:  # in RAM
-        return self.fence.nbytes
+        return self.fence.nbytes + self.sizes.nbytes
 
     def close(self) -> None:
         for fd in (self.codes_fd, self.records_fd):
