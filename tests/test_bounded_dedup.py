@@ -140,10 +140,13 @@ def test_two_spilled_runs_merge_on_disk_into_the_run_of_both(tmp_path_factory, o
         folder.close()
 
 
-def test_kept_labels_in_ram_and_spilled_answer_alike(tmp_path):
-    """KeptLabels: keys, fingerprints, sizes (NaN kept) and short texts, the same from RAM and from its file."""
+@pytest.mark.parametrize("chunk", [1 << 16, 3])
+def test_kept_labels_in_ram_and_spilled_answer_alike(tmp_path, monkeypatch, chunk):
+    """KeptLabels: keys, fingerprints, sizes (NaN kept) and short texts, the same from RAM and from its file
+    (written as shipped, and 3 labels at a time: chunks that do not divide a spill)."""
     from simhash_sqlite.pipeline.spill import KeptLabels
 
+    monkeypatch.setattr(spill_module, "LABELS_SPILL_CHUNK", chunk)
     folder = SpillFolder(str(tmp_path / "out.jsonl"))
     spilled, ram = KeptLabels(1, folder), KeptLabels()
     for i in range(50):

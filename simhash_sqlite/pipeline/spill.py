@@ -250,6 +250,9 @@ def _merged_codes(older: SpilledRun, newer: SpilledRun) -> Iterator[np.ndarray]:
         yield part
 
 
+LABELS_SPILL_CHUNK = 1 << 16  # labels written to the file at once (a few MB of Python objects)
+
+
 class KeptLabels:
     """What dedup keeps of each document kept from the input, by label (0, 1, ... in input order): its key,
     fingerprint, distinct-shingle count (NaN: none), where its text is in KeptTexts (-1: nowhere) and, for a
@@ -323,15 +326,19 @@ class KeptLabels:
                               "short BLOB, text_at INTEGER)"):
                 self.conn.execute(statement).fetchall()
         n = len(self.keys)
-        signed = self.values[:n].view(np.int64).tolist()
-        sizes = [None if s != s else s for s in self.sizes[:n].tolist()]  # NaN as NULL
-        text_at = self.text_at[:n].tolist()
         with self.conn:
-            self.conn.executemany(
-                "INSERT INTO kept VALUES (?, ?, ?, ?, ?, ?)",
-                ((self.base + i, self.keys[i], signed[i], sizes[i], self.short.get(self.base + i), text_at[i])
-                 for i in range(n)),
-            )
+            # A chunk at a time: the whole tail as Python lists would be three objects a label (some 100
+            # bytes) beside the budget itself, the peak of a 3M-page dedup.
+            for lo in range(0, n, LABELS_SPILL_CHUNK):
+                hi = min(n, lo + LABELS_SPILL_CHUNK)
+                signed = self.values[lo:hi].view(np.int64).tolist()
+                sizes = [None if s != s else s for s in self.sizes[lo:hi].tolist()]  # NaN as NULL
+                text_at = self.text_at[lo:hi].tolist()
+                self.conn.executemany(
+                    "INSERT INTO kept VALUES (?, ?, ?, ?, ?, ?)",
+                    ((self.base + i, self.keys[i], signed[i - lo], sizes[i - lo], self.short.get(self.base + i),
+                      text_at[i - lo]) for i in range(lo, hi)),
+                )
         self.folder.bytes += sum(len(k) + 32 for k in self.keys) + sum(len(s) for s in self.short.values())
         self.base += n
         self.keys, self.short, self.ram = [], {}, 0
