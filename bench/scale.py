@@ -372,8 +372,8 @@ def _candidates_main(args: argparse.Namespace, failures: Failures) -> None:
         with open(args.json, "w") as handle:
             handle.write(json.dumps(result, indent=1) + "\n")
     for run in result["runs"]:
-        failures.expect(run["pages"] == min(run["pages"], max(args.sizes)) and 0 < run["kept"] <= run["pages"],
-                        f"dedup of {run['pages']:,} pages kept {run['kept']:,}")
+        failures.expect(0.8 * run["pages"] < run["kept"] <= run["pages"],
+                        f"dedup of {run['pages']:,} pages kept {run['kept']:,} (about 94% expected)")
         failures.expect(run["rows_read_from_disk"] <= run["estimated"] <= run["candidates"],
                         f"{run['rows_read_from_disk']:,} rows read for {run['estimated']:,} estimates of "
                         f"{run['candidates']:,} candidates")
