@@ -449,7 +449,7 @@ def sizes_of(rows: np.ndarray, scheme: SketchScheme = DEFAULT_SCHEME) -> np.ndar
     rows = np.atleast_2d(rows)
     if not scheme.size_bits:
         return np.full(len(rows), np.nan)
-    codes = np.ascontiguousarray(rows[:, scheme.bin_bytes : scheme.bin_bytes + 2]).view("<u2").ravel()
+    codes = recorded_size_codes(rows, scheme)
     sizes = np.rint(2.0 ** ((codes.astype(np.float64) - 1) / SIZE_STEPS))
     return np.where(codes > 0, sizes, np.nan)
 
