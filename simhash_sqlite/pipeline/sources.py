@@ -409,7 +409,7 @@ class Reader:
             self._skip(where, "binary file (NUL bytes)", named)
             return None
         decoder = codecs.getincrementaldecoder(self.encoding)(self.errors)
-        digest = hashlib.blake2b(digest_size=16)
+        digest = hashlib.blake2b(digest_size=texts.DIGEST_BYTES)  # content_hash(), streamed
         length = 0
         offset = 0
 
