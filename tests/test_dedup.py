@@ -647,6 +647,48 @@ def test_line_batches_are_decided_as_their_entries(tmp_path, monkeypatch, batch_
     assert 30 < sum(not d.kept for d in runs[0][0]) < len(entries) - 30
 
 
+def test_a_batch_slices_its_lines_from_their_chunks_as_a_list_of_them_would_give_them(tmp_path, monkeypatch):
+    """_Lines (a batch's raw lines, a LineBatch's sliced from its chunk when asked for) gives by place, by slice,
+    by take() of any ascending places and in order the lines a list made up front gives; and a batch stops at
+    its byte bound once it has its least documents (_parts)."""
+    from simhash_sqlite.native import documents as native_documents
+    from simhash_sqlite.pipeline import sources
+    from simhash_sqlite.pipeline.dedup import BATCH_DOCUMENT_BYTES, _Lines, _parts
+    from simhash_sqlite.pipeline.sources import LineBatch, Reader
+
+    if native_documents.library() is None:
+        pytest.skip("the C core's document path is not built")
+    monkeypatch.setattr(sources, "CHUNK_BYTES", 2048)
+    texts = near_copies(4, copies=60)
+    data = tmp_path / "in.jsonl"
+    data.write_text("".join(json.dumps({"id": f"k{i}", "text": t}) + ("\r\n" if i % 7 == 0 else "\n")
+                            for i, t in enumerate(texts)))
+    reader = Reader(jsonl=True, keep_repeats=True)
+    items: list = list(reader.entry_batches(reader.expand([str(data)]), FingerprintSettings()))
+    assert len(items) > 4 and all(type(item) is LineBatch for item in items)
+    parts: list = [items[0], [(Document("a", "x"), None), (Document("b", "y"), b"raw b\n")], *items[1:], []]
+    expected = [line for part in parts for line in (part.lines() if type(part) is LineBatch else [r for _, r in part])]
+    lines = _Lines()
+    for part in parts:
+        lines.add(part if type(part) is LineBatch else [raw for _, raw in part])
+    assert len(lines) == len(expected) and list(lines) == expected
+    assert [lines[i] for i in range(len(expected))] == expected
+    assert lines[3:len(expected) - 2] == expected[3:-2] and lines[5:5] == []
+    rng = random.Random(4)
+    for _ in range(20):
+        places = sorted(rng.sample(range(len(expected)), rng.randrange(len(expected) + 1)))
+        assert lines.take(places) == [expected[i] for i in places]
+    with pytest.raises(IndexError):
+        lines[len(expected)]
+    # The byte bound: whole LineBatches until their lines and BATCH_DOCUMENT_BYTES a record reach it, but never
+    # fewer documents than least.
+    size = [len(item.data) + BATCH_DOCUMENT_BYTES * len(item) for item in items]
+    taken = _parts(iter(items), 10**9, size[0] + size[1])
+    assert taken == items[:2]
+    assert _parts(iter(items), 10**9, 1, least=len(items[0]) + 1) == items[:2]
+    assert _parts(iter(items), len(items[0]), None) == items[:1]
+
+
 def test_a_not_duplicate_label_of_the_against_index_is_honoured_within_a_batch(tmp_path):
     """Labels of the against index name keys of this batch's members: x1 is "not a duplicate" of zzz, so it is
     dropped as its copy x0's, earlier in the same batch; x2 is "not a duplicate" of x0, so it is kept. The key

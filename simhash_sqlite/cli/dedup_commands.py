@@ -97,8 +97,8 @@ def dedup(
         Optional[str],
         typer.Option(
             "--memory", metavar="SIZE",
-            help="RAM for the kept set (512M, 2G); past it the kept set spills to a folder beside --out, with the "
-            "same result. \\[default: a quarter of the machine's memory, at most 1G]",
+            help="RAM for the kept set and the batches in flight (512M, 2G); past it the kept set spills to a "
+            "folder beside --out, with the same result. \\[default: a quarter of the machine's memory, at most 1G]",
             show_default=False,
         ),
     ] = None,

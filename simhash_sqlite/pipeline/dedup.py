@@ -35,12 +35,12 @@ from __future__ import annotations
 import codecs
 import json
 import time
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast, overload
 
 import apsw
 import numpy as np
@@ -64,6 +64,7 @@ from ..core.sketch import (
 from ..errors import SettingsMismatch
 from ..find.arrays import keys_of
 from ..find.block_tables import choose_tables
+from ..find.bounded_pairs import give_back_free_memory
 from ..find.check import ENTRY_BYTES, EXACT_MARGIN, ShingleCache, load_arrays_and_short
 from ..find.pairs import CHUNK, _groups, near_pairs, sorted_by, within_groups
 from ..find.sketch_pairs import WINDOW_BITS, WINDOW_STEP, sketch_pairs, window_keys
@@ -86,6 +87,9 @@ NO_MATCH = np.iinfo(np.int64).max
 # BATCH (32,000 documents: their raw lines and codes, some 100 MB at crawl pages).
 SPILLED_A_BATCH_STEP = 250_000
 SPILLED_BATCH_MOST = 16
+# What a batch member holds besides its line, in bytes: its LSH codes (77 of 8 bytes) and their sort, its sketch
+# row, key and columns. With --memory a batch holds at most a sixteenth of it (two are in flight).
+BATCH_DOCUMENT_BYTES = 1024
 
 
 class _Run:
@@ -382,6 +386,7 @@ class KeptSketches:
         while len(self.runs) > 1 and 2 * len(self.runs[-1].rows) >= len(self.runs[-2].rows):
             newer, older = self.runs.pop(), self.runs.pop()
             self.runs.append(_SketchRun.merged(older, newer))
+            del newer, older  # (not held past the merge: the spill below may move the merged run to disk)
         self.codes += len(codes)
         bits = min(max(SEEN_FIRST, (self.codes * SEEN_BITS_A_CODE - 1).bit_length()), self.seen_most)
         if bits != self.seen_bits:  # grown: every kept code again (each time the codes double)
@@ -401,6 +406,7 @@ class KeptSketches:
             run = self.runs.pop(largest)
             sizes = recorded_size_codes(run.rows, self.scheme)
             self.spilled.append(SpilledRun(self.folder, run.rows, run.labels, run.codes, sizes))
+            del run  # (its arrays are on disk now: not held through the merges below)
             # Merged on disk as the runs in RAM are: O(log n) runs to search.
             while len(self.spilled) > 1 and 2 * len(self.spilled[-1]) >= len(self.spilled[-2]):
                 newer_spilled, older_spilled = self.spilled.pop(), self.spilled.pop()
@@ -522,6 +528,69 @@ def _record_line(key: str, text: str | None, raw: bytes | None, text_field: str,
 Entry = tuple[Document | FingerprintedDocument, bytes | None]
 
 
+class _Lines:
+    """A batch's raw lines by place (None: none), a LineBatch's sliced from its chunk only when asked for: copies
+    made up front held every line twice while the batch lived (two batches of up to 32,000 crawl pages in flight:
+    some 90 MB at 1.4 KB a page)."""
+
+    __slots__ = ("parts", "firsts", "count")
+
+    def __init__(self) -> None:
+        self.parts: list[LineBatch | list[bytes | None]] = []
+        self.firsts: list[int] = []  # the place of each part's first line
+        self.count = 0
+
+    def add(self, part: LineBatch | list[bytes | None]) -> None:
+        self.parts.append(part)
+        self.firsts.append(self.count)
+        self.count += len(part)
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __iter__(self) -> Iterator[bytes | None]:
+        for part in self.parts:
+            if type(part) is LineBatch:
+                data = part.data
+                yield from (data[a:b] for a, b in zip(part.columns.starts.tolist(), part.columns.ends.tolist()))
+            else:
+                yield from part  # type: ignore[misc]
+
+    @overload
+    def __getitem__(self, i: int) -> bytes | None: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[bytes | None]: ...
+    def __getitem__(self, i: int | slice) -> bytes | None | list[bytes | None]:
+        if isinstance(i, slice):
+            return self.take(list(range(*i.indices(self.count))))
+        if not 0 <= i < self.count:
+            raise IndexError(i)
+        n = bisect_right(self.firsts, i) - 1
+        part, j = self.parts[n], i - self.firsts[n]
+        if type(part) is LineBatch:
+            c = part.columns
+            return part.data[int(c.starts[j]) : int(c.ends[j])]
+        return part[j]  # type: ignore[index]
+
+    def take(self, places: list[int]) -> list[bytes | None]:
+        """The lines at these places (ascending), a part at a time."""
+        out: list[bytes | None] = []
+        at = 0
+        for n, part in enumerate(self.parts):
+            first, end = self.firsts[n], self.firsts[n] + len(part)
+            stop = bisect_left(places, end, at)
+            if stop == at:
+                continue
+            mine = [p - first for p in places[at:stop]]
+            if type(part) is LineBatch:
+                data, starts, ends = part.data, part.columns.starts, part.columns.ends
+                out += [data[a:b] for a, b in zip(starts[mine].tolist(), ends[mine].tolist())]
+            else:
+                out += [part[j] for j in mine]  # type: ignore[index]
+            at = stop
+        return out
+
+
 class _Batch:
     """One batch's documents as columns, in input order: what _decide and DecidedBatch read. Made of parts, each a
     list of entries (document, line or None) or a LineBatch (a JSONL chunk's records as arrays, from
@@ -534,7 +603,7 @@ class _Batch:
     def __init__(self, parts: list[list[Entry] | LineBatch]) -> None:
         self.parts = parts
         keys: list[str] = []
-        raws: list[bytes | None] = []
+        raws = _Lines()
         texts: list[str | None] = []
         documents: list[Document | FingerprintedDocument | None] = []
         lengths: list[np.ndarray] = []
@@ -542,14 +611,14 @@ class _Batch:
             if type(part) is LineBatch:
                 n = len(part)
                 keys += part.keys
-                raws += part.lines()
+                raws.add(part)
                 texts += [None] * n
                 documents += [None] * n
                 lengths.append(part.columns.lengths)
                 continue
             mine = [document for document, _ in part]  # type: ignore[union-attr]
             keys += [document.key for document in mine]
-            raws += [raw for _, raw in part]  # type: ignore[union-attr]
+            raws.add([raw for _, raw in part])  # type: ignore[union-attr]
             texts += [document.text for document in mine]
             documents += mine
             lengths.append(np.array([d.length if isinstance(d, FingerprintedDocument) else len(d.text)
@@ -733,7 +802,8 @@ class DedupReport:
 # Estimated matches first, the highest estimate, then the earliest label; then distance ones, closest first.
 _ESTIMATED, _BY_DISTANCE = 0, 1  # (an exact Jaccard ranks as an estimate does: the highest first)
 # Shingle sets of kept texts held at once, in bytes (8 a distinct shingle, about one a character): most
-# candidates are recent documents' near-copies, read again for each. At most a sixteenth of the budget.
+# candidates are recent documents' near-copies, read again for each. The same for the batch's own and an
+# --against index's: the three together at most a sixteenth of the budget.
 SHINGLES_KEPT_BYTES = 64 << 20
 _UNMADE = object()  # a shingle set not made yet (or no longer kept)
 
@@ -760,11 +830,15 @@ def _line_fields(rules: RecordRules) -> native_documents.LineFields | None:
                                        READ_WHOLE_BYTES)
 
 
-def _parts(iterator: Iterator[Entry | LineBatch], target: int) -> list[list[Entry] | LineBatch]:
+def _parts(
+    iterator: Iterator[Entry | LineBatch], target: int, most_bytes: int | None = None, least: int = 0
+) -> list[list[Entry] | LineBatch]:
     """The next batch's parts from the iterator: LineBatches whole, and runs of entries between them, until they
-    hold at least target documents (or the iterator ends)."""
+    hold at least target documents, or at least most_bytes (their lines or texts, and BATCH_DOCUMENT_BYTES a
+    document) and least documents, or the iterator ends."""
     parts: list[list[Entry] | LineBatch] = []
-    count = 0
+    count = held = 0
+    most = most_bytes if most_bytes is not None else float("inf")
     run: list[Entry] = []
     for item in iterator:
         if type(item) is LineBatch:
@@ -773,10 +847,13 @@ def _parts(iterator: Iterator[Entry | LineBatch], target: int) -> list[list[Entr
                 run = []
             parts.append(item)
             count += len(item)
+            held += len(item.data) + BATCH_DOCUMENT_BYTES * len(item)
         else:
             run.append(item)  # type: ignore[arg-type]
             count += 1
-        if count >= target:
+            document, raw = item  # type: ignore[misc]
+            held += BATCH_DOCUMENT_BYTES + (len(raw) if raw is not None else len(getattr(document, "text", None) or ""))
+        if count >= target or (held >= most and count >= least):
             break
     if run:
         parts.append(run)
@@ -852,14 +929,17 @@ class Deduplicator:
         # Pairs are judged by their exact Jaccard, so candidates go down to EXACT_MARGIN below the
         # threshold, as dupes' do.
         self.low = max(0.0, self.threshold - EXACT_MARGIN)
-        # memory: the kept set's budget in RAM (None: unbounded); past it, sketches and labels spill to a
-        # folder beside spill_near (the output) or in the temporary folder. A quarter for the labels, at
-        # most a sixteenth for the recent kept texts' shingles, the rest for the sketches.
+        # memory: the budget in RAM of the kept set and the batches in flight (None: unbounded); past it,
+        # sketches and labels spill to a folder beside spill_near (the output) or in the temporary folder. An
+        # eighth for the labels, an eighth for the two batches in flight, at most a sixteenth for the three
+        # caches of shingle sets, the rest for the sketches.
         self.memory = memory
         self.spill = SpillFolder(spill_near)
-        recent = SHINGLES_KEPT_BYTES if memory is None else min(SHINGLES_KEPT_BYTES, memory // 16)
+        recent = SHINGLES_KEPT_BYTES if memory is None else min(SHINGLES_KEPT_BYTES, memory // 48)
+        self.batch_bytes = None if memory is None else max(1, memory // 16)
         self.sketches = KeptSketches(
-            self.low, budget=None if memory is None else memory - memory // 4 - recent, folder=self.spill
+            self.low, budget=None if memory is None else memory - memory // 8 - 2 * (memory // 16) - 3 * recent,
+            folder=self.spill,
         ) if self.by_sketch else None
         # The kept documents' texts, on disk in the spill folder (with the check), and the shingle sets of
         # those read lately; an indexed document's are read as dupes reads them (its stored text, its file).
@@ -877,7 +957,7 @@ class Deduplicator:
         self.against_shingles = ShingleCache(against, recent) if against is not None and check else None
         # label -> key, fingerprint, distinct-shingle count its sketch records (NaN: none), its text's offset
         # in self.texts of each document kept from the input
-        self.labels = KeptLabels(None if memory is None else memory // 4, self.spill)
+        self.labels = KeptLabels(None if memory is None else memory // 8, self.spill)
         self.kept_rows = np.empty((1024 if check and not self.by_sketch else 0, DEFAULT_SCHEME.nbytes), np.uint8)
         self.kept_sketched = np.empty(len(self.kept_rows), dtype=bool)
         self.report = DedupReport()
@@ -938,7 +1018,7 @@ class Deduplicator:
         iterator = iter(entries)
         while True:
             started = time.perf_counter()  # reading counts as fingerprinting (the reader fingerprints JSONL)
-            batch = _Batch(_parts(iterator, self._batch_target()))
+            batch = _Batch(_parts(iterator, self._batch_target(), self.batch_bytes, self.batch_size))
             self.report.fingerprint_seconds += time.perf_counter() - started
             job = self._start(batch, pending is not None) if len(batch) else None
             # A batch the reader fingerprinted whole (JSONL) is complete now: its codes are made on a helper
@@ -1065,6 +1145,10 @@ class Deduplicator:
         else:
             self.prints.add(values[new], labels)
         self.labels.spill_if_over()
+        if self.memory is not None and self.sketches is not None and self.sketches.spilled:
+            # Past the budget batches are large (tens of MB of lines and codes a batch, in blocks under glibc's
+            # mmap threshold, core/pool.keep_freed_memory): the free pages they leave in the heaps go back.
+            give_back_free_memory()
         names = self._indexed_keys([option[2] for option in match.values() if option[2] < 0])
         self.report.search_seconds += time.perf_counter() - searching
         decisions: dict[int, Decision] = {}
@@ -1105,10 +1189,11 @@ class Deduplicator:
         text_at = np.full(len(chosen), -1, dtype=np.int64)
         shorts: list[bytes | None] = [None] * len(chosen)
         all_raws, all_texts = batch.raws, batch.texts
-        raws = [all_raws[i] for i in chosen]
+        raws = all_raws.take(chosen)
         texts = [all_texts[i] for i in chosen]
         if self.texts is not None and None not in raws and texts.count(None) == len(texts):
-            text_at[:] = self.texts.append_many([KeptTexts.LINE] * len(raws), raws)  # (JSONL: every one a line)
+            lines = cast("list[bytes]", raws)  # (JSONL: every one a line)
+            text_at[:] = self.texts.append_many([KeptTexts.LINE] * len(lines), lines)
         elif self.texts is not None:
             kinds: list[int] = []
             data: list[bytes] = []
