@@ -95,7 +95,7 @@ SMOKE = [
           suite="search", full="--sizes 10000000 --skewed 10000000 --dir {tmp}"),
     Smoke("sketch_choice.py", "{en} {zh} --originals 12", suite="decisions", full="{zh} {en}"),
     Smoke("sketch_cost.py", "{en} {zh} --runs 1", suite="decisions", full="{zh} {en}"),
-    Smoke("spark.py", "{en} --docs 500", ("pyspark",), ("java",), long=True,
+    Smoke("spark.py", "{en} --docs 500 --work {tmp}/spark", ("pyspark",), ("java",), long=True,
           suite="dedup", full="{zh} {en} --docs 200000 1000000"),
     Smoke("sql_surface.py", "--docs 3000 --queries 10", suite="search", full=""),
     Smoke("vs_simhash_package.py", "{en} --repeat 1", ("simhash",), suite="add", full="{zh} {en} --repeat 5"),

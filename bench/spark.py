@@ -241,6 +241,7 @@ def main() -> None:
     args.work = args.work or Path(tempfile.mkdtemp(prefix="simq-spark-"))
     args.work.mkdir(parents=True, exist_ok=True)
     results = args.work / "results.jsonl"
+    print(f"inputs, outputs and results.jsonl in {args.work} (kept)", flush=True)
 
     from simhash_sqlite.spark import session
 

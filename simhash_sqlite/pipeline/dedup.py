@@ -83,13 +83,14 @@ if TYPE_CHECKING:
 
 BATCH = 2000
 NO_MATCH = np.iinfo(np.int64).max
-# Batches grow by BATCH for every SPILLED_A_BATCH_STEP spilled kept documents, to SPILLED_BATCH_MOST times
-# BATCH (32,000 documents: their raw lines and codes, some 100 MB at crawl pages).
-SPILLED_A_BATCH_STEP = 250_000
+# Once the kept set has spilled, batches are SPILLED_BATCH_MOST times BATCH (32,000 documents), or as many as an
+# eighth of --memory holds (Deduplicator.batch_bytes): each batch reads nearly every block of the spilled runs
+# (24-bit keys: a batch of 2,000 documents meets 98% of the blocks of 250,000 spilled ones), so the spill is read
+# once for more documents (a 1M-page stream: 44 CPU-s, where batches grown by 2,000 every 250,000 spilled took 61).
 SPILLED_BATCH_MOST = 16
-# What a batch member holds besides its line, in bytes: its LSH codes (77 of 8 bytes) and their sort, its sketch
-# row, key and columns. With --memory a batch holds at most a sixteenth of it (two are in flight).
-BATCH_DOCUMENT_BYTES = 1024
+# What a batch member holds besides its line, in bytes: its LSH codes (77 of 8 bytes) and their sort's
+# temporaries, its sketch row, key and columns (memray of a 1M-page stream: about 2 KB).
+BATCH_DOCUMENT_BYTES = 2048
 
 
 class _Run:
@@ -930,15 +931,15 @@ class Deduplicator:
         # threshold, as dupes' do.
         self.low = max(0.0, self.threshold - EXACT_MARGIN)
         # memory: the budget in RAM of the kept set and the batches in flight (None: unbounded); past it,
-        # sketches and labels spill to a folder beside spill_near (the output) or in the temporary folder. An
-        # eighth for the labels, an eighth for the two batches in flight, at most a sixteenth for the three
-        # caches of shingle sets, the rest for the sketches.
+        # sketches and labels spill to a folder beside spill_near (the output) or in the temporary folder. A
+        # sixteenth for the labels, a quarter for the two batches in flight, at most a sixteenth for the three
+        # caches of shingle sets, the rest (ten sixteenths) for the sketches.
         self.memory = memory
         self.spill = SpillFolder(spill_near)
         recent = SHINGLES_KEPT_BYTES if memory is None else min(SHINGLES_KEPT_BYTES, memory // 48)
-        self.batch_bytes = None if memory is None else max(1, memory // 16)
+        self.batch_bytes = None if memory is None else max(1, memory // 8)
         self.sketches = KeptSketches(
-            self.low, budget=None if memory is None else memory - memory // 8 - 2 * (memory // 16) - 3 * recent,
+            self.low, budget=None if memory is None else memory - memory // 16 - 2 * (memory // 8) - 3 * recent,
             folder=self.spill,
         ) if self.by_sketch else None
         # The kept documents' texts, on disk in the spill folder (with the check), and the shingle sets of
@@ -957,7 +958,7 @@ class Deduplicator:
         self.against_shingles = ShingleCache(against, recent) if against is not None and check else None
         # label -> key, fingerprint, distinct-shingle count its sketch records (NaN: none), its text's offset
         # in self.texts of each document kept from the input
-        self.labels = KeptLabels(None if memory is None else memory // 8, self.spill)
+        self.labels = KeptLabels(None if memory is None else memory // 16, self.spill)
         self.kept_rows = np.empty((1024 if check and not self.by_sketch else 0, DEFAULT_SCHEME.nbytes), np.uint8)
         self.kept_sketched = np.empty(len(self.kept_rows), dtype=bool)
         self.report = DedupReport()
@@ -1056,11 +1057,11 @@ class Deduplicator:
         self.spill.close()
 
     def _batch_target(self) -> int:
-        """Documents a batch: batch_size, larger once the kept set has spilled. A batch reads every block of
-        the spilled runs its codes may be in, which is most of them past a few hundred thousand spilled
-        documents (24-bit keys: most are taken), so a larger batch reads them for more documents at a time."""
-        spilled = sum(len(run) for run in self.sketches.spilled) if self.sketches is not None else 0
-        return self.batch_size * max(1, min(SPILLED_BATCH_MOST, spilled // SPILLED_A_BATCH_STEP))
+        """Documents a batch: batch_size, SPILLED_BATCH_MOST times more once the kept set has spilled (within
+        batch_bytes): a batch reads nearly every block of the spilled runs, so a larger one reads them for more
+        documents at a time."""
+        spilled = self.sketches is not None and self.sketches.spilled
+        return self.batch_size * (SPILLED_BATCH_MOST if spilled else 1)
 
     # -- one batch -------------------------------------------------------------------------------------
 
