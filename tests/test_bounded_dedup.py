@@ -19,6 +19,23 @@ def outcome(got):
     return [(d.kept, d.duplicate_of, d.distance, d.checked_by, d.jaccard, d.certainty) for d in got]
 
 
+@pytest.mark.parametrize("memory", [LEAST_MEMORY, 30_000, 256 << 20, 1 << 30, 3 << 30, (1 << 34) + 12_345])
+def test_the_shares_of_dedups_budget_add_up_to_it(memory):
+    """--memory holds the labels, the two batches in flight, the three caches of shingle sets and the sketch runs
+    (with their merges' copies and the bit map): their shares, as the Deduplicator gives them out, are the budget."""
+    from simhash_sqlite import Deduplicator
+
+    deduplicator = Deduplicator(memory=memory)
+    try:
+        shares = (deduplicator.labels.budget, 2 * deduplicator.batch_bytes, 3 * deduplicator.kept_shingles.most_bytes,
+                  deduplicator.sketches.budget)
+        assert all(share > 0 for share in shares)
+        assert sum(shares) == memory
+        assert deduplicator.sketches.budget >= memory // 2  # (most of it for the sketches)
+    finally:
+        deduplicator.close()
+
+
 @pytest.mark.parametrize("memory", [30_000, 120_000])
 def test_a_spilled_kept_set_keeps_what_an_unbounded_one_keeps(memory):
     texts = near_copies(5, originals=60, copies=400)
