@@ -84,9 +84,9 @@ if TYPE_CHECKING:
 BATCH = 2000
 NO_MATCH = np.iinfo(np.int64).max
 # Once the kept set has spilled, batches are SPILLED_BATCH_MOST times BATCH (32,000 documents), or as many as an
-# eighth of --memory holds (Deduplicator.batch_bytes): each batch reads nearly every block of the spilled runs
-# (24-bit keys: a batch of 2,000 documents meets 98% of the blocks of 250,000 spilled ones), so the spill is read
-# once for more documents (a 1M-page stream: 44 CPU-s, where batches grown by 2,000 every 250,000 spilled took 61).
+# eighth of --memory holds (Deduplicator.batch_bytes): a batch reads each block of the spilled runs that one of its
+# codes may be in, and the more documents a batch has, the fewer blocks it reads a document (a 1M-page stream: 44
+# CPU-s, where batches grown by 2,000 every 250,000 spilled documents took 61).
 SPILLED_BATCH_MOST = 16
 # What a batch member holds besides its line, in bytes: its LSH codes (77 of 8 bytes) and their sort's
 # temporaries, its sketch row, key and columns (memray of a 1M-page stream: about 2 KB).
@@ -1058,8 +1058,7 @@ class Deduplicator:
 
     def _batch_target(self) -> int:
         """Documents a batch: batch_size, SPILLED_BATCH_MOST times more once the kept set has spilled (within
-        batch_bytes): a batch reads nearly every block of the spilled runs, so a larger one reads them for more
-        documents at a time."""
+        batch_bytes): a larger batch reads the spilled runs' blocks for more documents at a time."""
         spilled = self.sketches is not None and self.sketches.spilled
         return self.batch_size * (SPILLED_BATCH_MOST if spilled else 1)
 
