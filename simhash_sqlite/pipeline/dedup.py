@@ -551,11 +551,7 @@ class _Lines:
 
     def __iter__(self) -> Iterator[bytes | None]:
         for part in self.parts:
-            if type(part) is LineBatch:
-                data = part.data
-                yield from (data[a:b] for a, b in zip(part.columns.starts.tolist(), part.columns.ends.tolist()))
-            else:
-                yield from part  # type: ignore[misc]
+            yield from part.lines() if isinstance(part, LineBatch) else part
 
     @overload
     def __getitem__(self, i: int) -> bytes | None: ...
@@ -568,10 +564,7 @@ class _Lines:
             raise IndexError(i)
         n = bisect_right(self.firsts, i) - 1
         part, j = self.parts[n], i - self.firsts[n]
-        if type(part) is LineBatch:
-            c = part.columns
-            return part.data[int(c.starts[j]) : int(c.ends[j])]
-        return part[j]  # type: ignore[index]
+        return part.lines([j])[0] if isinstance(part, LineBatch) else part[j]
 
     def take(self, places: list[int]) -> list[bytes | None]:
         """The lines at these places (ascending), a part at a time."""
@@ -583,11 +576,7 @@ class _Lines:
             if stop == at:
                 continue
             mine = [p - first for p in places[at:stop]]
-            if type(part) is LineBatch:
-                data, starts, ends = part.data, part.columns.starts, part.columns.ends
-                out += [data[a:b] for a, b in zip(starts[mine].tolist(), ends[mine].tolist())]
-            else:
-                out += [part[j] for j in mine]  # type: ignore[index]
+            out += part.lines(mine) if isinstance(part, LineBatch) else [part[j] for j in mine]
             at = stop
         return out
 
@@ -936,12 +925,14 @@ class Deduplicator:
         # caches of shingle sets, the rest (ten sixteenths) for the sketches.
         self.memory = memory
         self.spill = SpillFolder(spill_near)
-        recent = SHINGLES_KEPT_BYTES if memory is None else min(SHINGLES_KEPT_BYTES, memory // 48)
-        self.batch_bytes = None if memory is None else max(1, memory // 8)
-        self.sketches = KeptSketches(
-            self.low, budget=None if memory is None else memory - memory // 16 - 2 * (memory // 8) - 3 * recent,
-            folder=self.spill,
-        ) if self.by_sketch else None
+        recent = SHINGLES_KEPT_BYTES
+        self.batch_bytes: int | None = None
+        labels_bytes = sketches_bytes = None
+        if memory is not None:
+            recent = min(SHINGLES_KEPT_BYTES, memory // 48)
+            labels_bytes, self.batch_bytes = memory // 16, max(1, memory // 8)
+            sketches_bytes = memory - labels_bytes - 2 * self.batch_bytes - 3 * recent
+        self.sketches = KeptSketches(self.low, budget=sketches_bytes, folder=self.spill) if self.by_sketch else None
         # The kept documents' texts, on disk in the spill folder (with the check), and the shingle sets of
         # those read lately; an indexed document's are read as dupes reads them (its stored text, its file).
         # line_rules: how the reader reads a line (its text's field), so that the exact check may read the kept and
@@ -958,7 +949,7 @@ class Deduplicator:
         self.against_shingles = ShingleCache(against, recent) if against is not None and check else None
         # label -> key, fingerprint, distinct-shingle count its sketch records (NaN: none), its text's offset
         # in self.texts of each document kept from the input
-        self.labels = KeptLabels(None if memory is None else memory // 16, self.spill)
+        self.labels = KeptLabels(labels_bytes, self.spill)
         self.kept_rows = np.empty((1024 if check and not self.by_sketch else 0, DEFAULT_SCHEME.nbytes), np.uint8)
         self.kept_sketched = np.empty(len(self.kept_rows), dtype=bool)
         self.report = DedupReport()

@@ -96,10 +96,11 @@ class LineBatch:
     def __len__(self) -> int:
         return len(self.keys)
 
-    def lines(self) -> list[bytes]:
-        """Each record's line (with its newline, where it has one)."""
-        data = self.data
-        return [data[a:b] for a, b in zip(self.columns.starts.tolist(), self.columns.ends.tolist())]
+    def lines(self, at: list[int] | None = None) -> list[bytes]:
+        """Each record's line (with its newline, where it has one); at: only these records' (by number), in order."""
+        data, c = self.data, self.columns
+        starts, ends = (c.starts, c.ends) if at is None else (c.starts[at], c.ends[at])
+        return [data[a:b] for a, b in zip(starts.tolist(), ends.tolist())]
 
     def fingerprints(self) -> list[int | None]:
         c = self.columns
